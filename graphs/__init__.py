@@ -1,0 +1,1 @@
+"""Graph wiring only: each module exports `builder` and a compiled `graph`."""

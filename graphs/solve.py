@@ -1,0 +1,54 @@
+"""The `solve` graph: route, fan out to branches beside a safety check, merge, arbitrate.
+
+    route -> [safety + work x G] -> merge -> judge? -> red_team? -> END
+
+`graph` is compiled without a checkpointer or store: `langgraph dev` and LangGraph
+Server bring their own; the CLI compiles `builder` with SQLite ones.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.graph import END, START, StateGraph
+
+from nodes.fan_out import fan_out
+from nodes.judge import judge
+from nodes.merge import merge
+from nodes.red_team import red_team
+from nodes.route import route
+from nodes.safety import check_safety
+from nodes.work import work, work_failed
+from state.context import Context
+from state.solve import SolveInput, SolveOutput, SolveState
+
+
+def after_merge(state: SolveState) -> Literal["judge", "red_team", "__end__"]:
+    if state["status"] == "failed":
+        return END
+    if state["mode"] == "vote" and not state.get("consensus"):
+        return "judge"
+    return "red_team" if state.get("red_team") else END
+
+
+def after_judge(state: SolveState) -> Literal["red_team", "__end__"]:
+    return "red_team" if state.get("red_team") and state.get("answer") else END
+
+
+builder = StateGraph(SolveState, context_schema=Context, input_schema=SolveInput, output_schema=SolveOutput)
+builder.add_node("route", route)
+builder.add_node("safety", check_safety)
+builder.add_node("work", work, error_handler=work_failed)
+builder.add_node("merge", merge, defer=True)
+builder.add_node("judge", judge)
+builder.add_node("red_team", red_team)
+
+builder.add_edge(START, "route")
+builder.add_conditional_edges("route", fan_out, ["safety", "work"])
+builder.add_edge("safety", "merge")
+builder.add_edge("work", "merge")
+builder.add_conditional_edges("merge", after_merge)
+builder.add_conditional_edges("judge", after_judge)
+builder.add_edge("red_team", END)
+
+graph = builder.compile(name="solve")

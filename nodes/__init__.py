@@ -1,0 +1,1 @@
+"""Node functions of the Parallax graphs, one concept per module."""

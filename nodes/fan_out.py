@@ -1,0 +1,71 @@
+"""Turn the route into `Send`s: business branches plus the safety check, all in one superstep.
+
+A branch is one unit of model work with its own id and trace record. A LangGraph task
+(one `Send`) carries a group of branches: up to `MAX_TASKS` tasks per run, so five votes
+are five tasks, while a thousand votes are ten tasks of a hundred. Each LangGraph task
+costs about a millisecond of scheduling and checkpoint writes; grouping keeps a wide
+fan-out near the speed of a bare `asyncio.gather` (see bench/fanout.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import get_runtime
+from langgraph.types import Send
+
+from nodes.playbook import relevant_items
+from nodes.route import context_of
+from state.context import Context
+from state.solve import SolveState
+
+MAX_TASKS = 10
+
+
+def _spread(low: float, high: float, n: int) -> list[float]:
+    return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 3) for i in range(n)]
+
+
+def branch_specs(state: SolveState, ctx: Context) -> list[dict]:
+    """What each business branch gets: only its own text, plus brief, question and lessons."""
+    task, question, route = state["task"], state.get("question", ""), state["mode"]
+    items = state.get("playbook_items", [])
+
+    def spec(kind: str, text: str, **extra) -> dict:
+        lessons = relevant_items(items, f"{question}\n{text}", ctx.playbook_chars)
+        return {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "kind": kind, "parent_id": state["trace_id"],
+                "text": text, "question": question, "playbook": lessons, **extra}
+
+    if route == "vote":
+        n = state.get("votes", 5)
+        temperatures = _spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
+        return [spec("vote", task, model=m, temperature=t, index=i)
+                for i, (m, t) in enumerate(zip(ctx.models_for_votes(n), temperatures))]
+    if route == "section":
+        slices = state["slices"]
+        brief = f"A document of {len(task)} characters in {len(slices)} parts; each part is read separately."
+        return [spec("slice", part, model=ctx.model, temperature=ctx.temperature, index=i, total=len(slices), brief=brief)
+                for i, part in enumerate(slices)]
+    return [spec("direct", task, model=ctx.model, temperature=ctx.temperature, index=0)]
+
+
+def group(specs: list[dict], max_concurrency: int | None) -> list[tuple[list[dict], int]]:
+    """Split branches into at most MAX_TASKS groups, each with its share of the concurrency."""
+    n_tasks = min(len(specs), MAX_TASKS)
+    size = -(-len(specs) // n_tasks)
+    groups = [specs[i : i + size] for i in range(0, len(specs), size)]
+    share = max(1, (max_concurrency or len(specs)) // len(groups))
+    return [(g, min(share, len(g))) for g in groups]
+
+
+def fan_out(state: SolveState, config: RunnableConfig) -> list[Send]:
+    """Conditional edge after `route`: safety and business branches start together."""
+    ctx = context_of(get_runtime())
+    specs = branch_specs(state, ctx)
+    full_text = f"{state.get('question', '')}\n{state['task']}"
+    sends = [Send("safety", {"trace_id": state["trace_id"], "text": full_text})]
+    for branches, concurrency in group(specs, config.get("max_concurrency")):
+        sends.append(Send("work", {"branches": branches, "concurrency": concurrency}))
+    return sends
+

@@ -1,0 +1,42 @@
+"""One arbitration call when the votes do not reach the threshold.
+
+The judge must pick one of the candidates; anything else (a new answer, a failed call)
+does not settle the run, which then ends as `needs_review`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from langgraph.runtime import Runtime
+
+from nodes.branch_call import call_branch
+from nodes.merge import final_status
+from nodes.route import context_of
+from nodes.vote import normalize_answer
+from prompts.solve import judge_messages
+from state.context import Context
+from state.payloads import Answer, BranchRecord, JudgeDecision
+from state.solve import SolveState
+
+
+async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
+    ctx = context_of(runtime)
+    records = [BranchRecord.model_validate(r) for r in state["branches"]]
+    originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
+    candidates = [originals[v] for v in state["votes"]]
+    identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge"}
+    messages = judge_messages(state["task"], state.get("question", ""), candidates)
+    record, decision = await call_branch(identity, messages, JudgeDecision, ctx,
+                                         model=ctx.judge_model or ctx.model, temperature=0.0)
+    if decision is None:
+        return {"branches": [record.model_dump()], "status": "needs_review",
+                "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; ")}
+    choice = normalize_answer(decision.choice)
+    if choice not in state["votes"]:
+        return {"branches": [record.model_dump()], "status": "needs_review",
+                "reason": f"{state.get('reason', '')}; the judge did not pick a candidate".strip("; ")}
+    status, why = final_status(records, settled=True)
+    return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,
+            "confidence": round(state["votes"][choice] / max(1, sum(1 for r in records if r.kind == "vote")), 3),
+            "reason": "; ".join(x for x in (why, f"judge chose {originals[choice]!r}: {decision.reason}"[:300]) if x)}

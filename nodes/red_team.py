@@ -1,0 +1,24 @@
+"""The optional red-team branch: argues against the leading answer and never votes."""
+
+from __future__ import annotations
+
+import uuid
+
+from langgraph.runtime import Runtime
+
+from nodes.route import context_of
+from nodes.branch_call import call_branch
+from prompts.solve import red_team_messages
+from state.context import Context
+from state.payloads import Objection
+from state.solve import SolveState
+
+
+async def red_team(state: SolveState, runtime: Runtime[Context]) -> dict:
+    ctx = context_of(runtime)
+    identity = {"id": f"red_team-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "red_team"}
+    messages = red_team_messages(state["task"], state.get("question", ""), state["answer"])
+    record, objection = await call_branch(identity, messages, Objection, ctx,
+                                          model=ctx.judge_model or ctx.model, temperature=0.7)
+    text = f"[{objection.severity}] {objection.objection}" if objection else ""
+    return {"branches": [record.model_dump()], "objection": text}

@@ -1,0 +1,80 @@
+"""Decide how a task runs: `direct`, `section` or `vote`.
+
+`auto` uses the shape of the input, not a model call: long or multi-part input is
+sectioned, a short question whose answer can be checked by agreement is voted on, and
+anything else (open-ended writing, explanations) is answered once.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from langgraph.runtime import Runtime
+
+from nodes.playbook import read_playbook
+from nodes.slicing import HEADING, split_into_slices
+from state.context import Context
+from state.solve import Route, SolveState
+
+OPEN_ENDED = re.compile(
+    r"^\s*(write|draft|compose|summari[sz]e|explain|describe|translate|rewrite|list|brainstorm|create)\b", re.I
+)
+CHECKABLE = re.compile(r"\?|\d|^\s*(is|are|was|were|do|does|did|can|will|how many|how much|what|which|who|when)\b", re.I)
+SHORT_CHARS = 800
+
+
+class InvalidInput(ValueError):
+    """The graph input cannot be run; the message says what to change."""
+
+
+def choose_route(task: str, question: str, slice_chars: int) -> Route:
+    if len(task) > slice_chars or (len(HEADING.findall(task)) >= 3 and len(task) > 2 * SHORT_CHARS):
+        return "section"
+    ask = question or task
+    if len(task) + len(question) <= SHORT_CHARS and CHECKABLE.search(ask) and not OPEN_ENDED.match(ask):
+        return "vote"
+    return "direct"
+
+
+def context_of(runtime: Runtime) -> Context:
+    """The run's Context, whether the caller passed one, a dict, or nothing."""
+    ctx = runtime.context
+    if isinstance(ctx, Context):
+        return ctx
+    return Context(**ctx) if isinstance(ctx, dict) else Context()
+
+
+def validate(state: SolveState, ctx: Context) -> None:
+    task = state.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise InvalidInput("task is empty: give the text to work on")
+    if len(task) > ctx.max_input_chars:
+        raise InvalidInput(
+            f"task has {len(task)} characters, above the limit of {ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)"
+        )
+    if state.get("mode", "auto") not in ("auto", "direct", "section", "vote"):
+        raise InvalidInput(f"unknown mode {state.get('mode')!r}: use auto, direct, section or vote")
+    votes = state.get("votes", 5)
+    if not isinstance(votes, int) or votes < 1:
+        raise InvalidInput(f"votes must be a whole number of at least 1, got {votes!r}")
+    min_votes = state.get("min_votes")
+    if min_votes is not None and not (1 <= min_votes <= votes):
+        raise InvalidInput(f"min_votes must be between 1 and votes ({votes}), got {min_votes!r}")
+
+
+async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
+    """Validate the input, pick the route, cut slices and read the playbook."""
+    ctx = context_of(runtime)
+    validate(state, ctx)
+    question = state.get("question", "")
+    mode = state.get("mode", "auto")
+    chosen = choose_route(state["task"], question, ctx.slice_chars) if mode == "auto" else mode
+    version, items = await read_playbook(runtime.store, state.get("playbook", "default"))
+    return {
+        "trace_id": uuid.uuid4().hex,
+        "mode": chosen,
+        "slices": split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else [],
+        "playbook_version": version,
+        "playbook_items": items,
+    }

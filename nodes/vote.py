@@ -1,0 +1,63 @@
+"""Normalise vote answers and decide by threshold.
+
+Small models say the same thing many ways ("$1,200", "1200.00 dollars", "1200"), so
+answers are compared in a canonical form: numbers without separators, units or trailing
+zeros; yes/no synonyms folded; case and surrounding punctuation ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from decimal import Decimal, InvalidOperation
+
+YES = {"yes", "y", "true", "correct", "right", "yeah", "yep"}
+NO = {"no", "n", "false", "incorrect", "wrong", "nope"}
+NUMBER = re.compile(r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?$")
+NUMBER_WITH_UNIT = re.compile(
+    r"^(?:the answer is\s+)?(?:[$€£¥]\s*)?(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)"
+    r"\s*(?P<pct>%|percent\b)?\s*(?P<unit>[a-z$€£¥][a-z.$€£¥ ]{0,20})?$"
+)
+
+
+def _canonical_number(raw: str) -> str | None:
+    try:
+        value = Decimal(raw.replace(",", ""))
+    except InvalidOperation:
+        return None
+    if value == 0:
+        return "0"
+    text = format(value.normalize(), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def normalize_answer(answer: str) -> str:
+    """Canonical form of an answer for vote counting (idempotent)."""
+    text = " ".join(str(answer).strip().lower().split())
+    text = text.strip(" \t\"'`*.,;:!?()[]{}")
+    if text in YES:
+        return "yes"
+    if text in NO:
+        return "no"
+    match = NUMBER_WITH_UNIT.match(text)
+    if match:
+        number = _canonical_number(match.group("num"))
+        if number is not None:
+            return number + ("%" if match.group("pct") else "")
+    return text
+
+
+def tally(answers: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:
+    """Counts per normalised answer, and the winner if it alone reaches `min_votes`."""
+    counts = Counter(normalize_answer(a) for a in answers)
+    ranked = counts.most_common()
+    if not ranked:
+        return None, {}
+    top, top_count = ranked[0]
+    tied = len(ranked) > 1 and ranked[1][1] == top_count
+    winner = top if top_count >= min_votes and not tied else None
+    return winner, dict(ranked)
+
+
+def strict_majority(n: int) -> int:
+    return n // 2 + 1

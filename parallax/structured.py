@@ -1,0 +1,170 @@
+"""Schema-constrained model calls that survive small models and flaky endpoints.
+
+Why this exists: a branch needs one validated pydantic object from a model, and three
+things get in the way. Transient endpoint errors (429, 5xx, timeouts) are retried with
+backoff and jitter, honouring `Retry-After`. Replies that are not valid JSON for the
+schema are re-asked at most `max_reasks` times inside the same branch, so a re-ask never
+becomes a second vote. Token usage and attempts are counted for the branch trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import httpx
+import openai
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from parallax import models
+from parallax import settings as settings_mod
+
+T = TypeVar("T", bound=BaseModel)
+
+TRANSIENT_ERRORS = (
+    openai.RateLimitError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+    openai.InternalServerError,
+    httpx.TransportError,
+    asyncio.TimeoutError,
+    TimeoutError,
+)
+
+
+class ParseFailure(ValueError):
+    """The model never produced JSON matching the schema."""
+
+
+def extract_json(text: str) -> dict:
+    """The first JSON object in a reply: code fences stripped, prose around it ignored."""
+    cleaned = re.sub(r"```(?:json)?", "", text or "")
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", cleaned):
+        try:
+            value, _ = decoder.raw_decode(cleaned, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise ParseFailure(f"no JSON object in reply: {text[:120]!r}")
+
+
+def parse_reply(text: str, schema: type[T]) -> T:
+    try:
+        return schema.model_validate(extract_json(text))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "object"
+        raise ParseFailure(f"{where}: {first['msg']}") from exc
+
+
+def response_format(schema: type[BaseModel]) -> dict | None:
+    """The `response_format` this endpoint understands (see PARALLAX_RESPONSE_FORMAT)."""
+    kind = settings_mod.load().response_format
+    json_schema = schema.model_json_schema()
+    if kind == "json_object_schema":  # llama.cpp server
+        return {"type": "json_object", "schema": json_schema}
+    if kind == "json_schema":  # OpenAI, vLLM, Ollama
+        return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": json_schema}}
+    if kind == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
+BACKOFF = wait_exponential_jitter(multiplier=0.5, max=20.0)
+
+
+def _wait(retry_state) -> float:
+    """Exponential backoff with jitter, or the server's Retry-After when it gives one."""
+    exc = retry_state.outcome.exception() if retry_state.outcome else None
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    if header:
+        try:
+            return min(float(header), 60.0)
+        except ValueError:
+            pass
+    return BACKOFF(retry_state)
+
+
+@dataclass
+class CallResult(Generic[T]):
+    value: T
+    attempts: int = 1
+    reasks: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "completion": 0, "total": 0})
+
+
+def _add_usage(tokens: dict[str, int], message: AIMessage) -> None:
+    usage = getattr(message, "usage_metadata", None) or {}
+    tokens["prompt"] += usage.get("input_tokens", 0)
+    tokens["completion"] += usage.get("output_tokens", 0)
+    tokens["total"] += usage.get("total_tokens", 0)
+
+
+class BranchError(RuntimeError):
+    """A branch gave up; carries what it spent so the trace stays honest."""
+
+    def __init__(self, message: str, *, attempts: int, reasks: int, tokens: dict[str, int], timeout: bool):
+        super().__init__(message)
+        self.attempts, self.reasks, self.tokens, self.timeout = attempts, reasks, tokens, timeout
+
+
+async def ask(
+    messages: list[BaseMessage],
+    schema: type[T],
+    *,
+    model: str,
+    temperature: float,
+    timeout_s: float,
+    max_attempts: int,
+    max_reasks: int,
+    max_tokens: int,
+) -> CallResult[T]:
+    """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors."""
+    llm = await models.chat_model(model=model, temperature=temperature, timeout_s=timeout_s, max_tokens=max_tokens)
+    fmt = response_format(schema)
+    if fmt is not None:
+        llm = llm.bind(response_format=fmt)
+    tokens = {"prompt": 0, "completion": 0, "total": 0}
+    attempts = reasks = 0
+    conversation = list(messages)
+
+    async def call_once() -> AIMessage:
+        nonlocal attempts
+        attempts += 1
+        async with asyncio.timeout(timeout_s):
+            return await llm.ainvoke(conversation)
+
+    try:
+        while True:
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(max_attempts),
+                wait=_wait,
+                retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT_ERRORS)),
+                reraise=True,
+            )
+            reply = await retrying(call_once)
+            _add_usage(tokens, reply)
+            try:
+                value = parse_reply(str(reply.content), schema)
+            except ParseFailure as exc:
+                if reasks >= max_reasks:
+                    raise
+                reasks += 1
+                conversation += [
+                    reply,
+                    HumanMessage(f"That reply was not valid ({exc}). Answer again with only the JSON object."),
+                ]
+                continue
+            return CallResult(value, attempts, reasks, tokens)
+    except (ParseFailure, *TRANSIENT_ERRORS, openai.APIError) as exc:
+        timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError))
+        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise BranchError(message, attempts=attempts, reasks=reasks, tokens=tokens, timeout=timed_out) from exc

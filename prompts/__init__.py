@@ -1,0 +1,1 @@
+"""Prompt templates. The versioned playbook store lives here too once learning exists."""

@@ -1,0 +1,71 @@
+"""Prompts of the solve graph, one builder per branch kind.
+
+Builders take only what a branch may see: a slice branch gets its slice and the shared
+brief, never the whole document. Playbook items are quoted with their ids so a trace
+can say which lessons a branch was shown.
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+JSON_RULE = "Reply with one JSON object only, no other text."
+
+
+def _lessons(items: list[dict]) -> str:
+    if not items:
+        return ""
+    lines = "\n".join(f"- [{item['id']}] {item['text']}" for item in items)
+    return f"\n\nLessons from earlier runs (use them when they apply):\n{lines}"
+
+
+def answer_messages(task: str, question: str, items: list[dict]) -> list[BaseMessage]:
+    """For `direct` and `vote` branches: the whole (short) task, answered once."""
+    ask = f"{task}\n\nQuestion: {question}" if question else task
+    return [
+        SystemMessage(
+            "You solve tasks carefully. Think briefly in `reasoning`, then give the final "
+            "answer in `answer`: only the answer (a number, a word, yes/no or one short "
+            f'sentence). {JSON_RULE} Format: {{"reasoning": "...", "answer": "..."}}'
+            + _lessons(items)
+        ),
+        HumanMessage(ask),
+    ]
+
+
+def slice_messages(brief: str, question: str, part: str, index: int, total: int, items: list[dict]) -> list[BaseMessage]:
+    """For `slice` branches: one part of a document, read on its own."""
+    return [
+        SystemMessage(
+            f"You read part {index + 1} of {total} of a longer document. Report only what "
+            "this part says that helps answer the question; set `relevant` to false if "
+            f'nothing does. {JSON_RULE} Format: {{"relevant": true, "points": ["...", "..."]}}'
+            + _lessons(items)
+        ),
+        HumanMessage(f"Brief: {brief}\nQuestion: {question}\n\nPart {index + 1}:\n{part}"),
+    ]
+
+
+def judge_messages(task: str, question: str, candidates: list[str]) -> list[BaseMessage]:
+    """For the arbitration call when votes do not reach the threshold."""
+    listed = "\n".join(f"- {c}" for c in candidates)
+    ask = f"{task}\n\nQuestion: {question}" if question else task
+    return [
+        SystemMessage(
+            "Independent solvers disagreed. Pick the candidate answer that is correct and "
+            f'copy it exactly into `choice`. {JSON_RULE} Format: {{"choice": "...", "reason": "..."}}'
+        ),
+        HumanMessage(f"{ask}\n\nCandidate answers:\n{listed}"),
+    ]
+
+
+def red_team_messages(task: str, question: str, answer: str) -> list[BaseMessage]:
+    """For the red-team branch, which argues against the leading answer."""
+    ask = f"{task}\n\nQuestion: {question}" if question else task
+    return [
+        SystemMessage(
+            "You are a critic. Give the strongest reason the proposed answer could be wrong "
+            f'and rate how serious it is. {JSON_RULE} Format: {{"objection": "...", "severity": "low|medium|high"}}'
+        ),
+        HumanMessage(f"{ask}\n\nProposed answer: {answer}"),
+    ]

@@ -1,0 +1,1 @@
+"""Graph state (TypedDicts with reducers), run context and pydantic payload models."""

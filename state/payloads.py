@@ -1,0 +1,68 @@
+"""Pydantic models for what crosses a trust boundary: model replies and branch records.
+
+Model output is untrusted text; every branch reply is parsed into one of these models
+before a merge may use it, so a malformed reply becomes a failed branch, not a bad answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety"]
+BranchStatus = Literal["ok", "failed", "timeout"]
+
+
+class Answer(BaseModel):
+    """Reply of a `direct` or `vote` branch. Reasoning comes first so a small model thinks before answering."""
+
+    reasoning: str = Field(default="", description="one or two sentences of working")
+    answer: str = Field(description="the final answer only, as short as possible")
+
+
+class SliceFinding(BaseModel):
+    """Reply of a `slice` branch: what this slice alone says about the question."""
+
+    relevant: bool = Field(description="does this part of the document help answer the question")
+    points: list[str] = Field(default_factory=list, description="short findings from this part only")
+
+
+class JudgeDecision(BaseModel):
+    """Reply of the arbitration call when the votes do not agree."""
+
+    choice: str = Field(description="the candidate answer judged correct, copied exactly")
+    reason: str = Field(default="")
+
+
+class Objection(BaseModel):
+    """Reply of the red-team branch, which argues against the leading answer and never votes."""
+
+    objection: str
+    severity: Literal["low", "medium", "high"] = "medium"
+
+
+class Tokens(BaseModel):
+    prompt: int = 0
+    completion: int = 0
+    total: int = 0
+
+
+class BranchRecord(BaseModel):
+    """The trace of one branch, stored with the run in the checkpoint."""
+
+    id: str
+    parent_id: str
+    kind: BranchKind
+    status: BranchStatus
+    attempts: int = 1
+    reasks: int = 0
+    latency_ms: float = 0.0
+    tokens: Tokens = Field(default_factory=Tokens)
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    model: str | None = None
+    temperature: float | None = None
+    slice_index: int | None = None
+    vote: str | None = Field(default=None, description="normalised answer, vote branches only")
+    playbook_item_ids: list[str] = Field(default_factory=list)

@@ -1,0 +1,66 @@
+"""State of the `solve` graph: input, internal and output schemas.
+
+Parallel branches write only `branches`, whose reducer merges records by id, so a
+branch re-run after a resume replaces its own record instead of adding a second vote.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from typing_extensions import NotRequired, TypedDict
+
+Mode = Literal["auto", "direct", "section", "vote"]
+Route = Literal["direct", "section", "vote"]
+Status = Literal["ok", "needs_review", "failed"]
+
+
+def merge_branches(left: list[dict] | None, right: list[dict] | dict | None) -> list[dict]:
+    """Append branch records, replacing any earlier record with the same id (order kept)."""
+    merged = list(left or [])
+    new = [right] if isinstance(right, dict) else list(right or [])
+    index = {record["id"]: i for i, record in enumerate(merged)}
+    for record in new:
+        if record["id"] in index:
+            merged[index[record["id"]]] = record
+        else:
+            index[record["id"]] = len(merged)
+            merged.append(record)
+    return merged
+
+
+class SolveInput(TypedDict):
+    """What a caller sends: the task text and how to run it."""
+
+    task: str
+    question: NotRequired[str]
+    mode: NotRequired[Mode]
+    votes: NotRequired[int]
+    min_votes: NotRequired[int]
+    red_team: NotRequired[bool]
+    playbook: NotRequired[str]
+
+
+class SolveOutput(TypedDict):
+    """What a caller gets back (see the CLI contract in the README)."""
+
+    answer: str
+    mode: Route
+    status: Status
+    confidence: float
+    reason: str
+    branches: Annotated[list[dict], merge_branches]
+    votes: dict[str, int]
+    failed_branches: list[str]
+    objection: str
+    trace_id: str
+    playbook_version: int
+
+
+class SolveState(SolveInput, SolveOutput, total=False):
+    """Everything the nodes share while a run is under way."""
+
+    slices: list[str]
+    playbook_items: list[dict[str, Any]]
+    leader: str
+    consensus: bool

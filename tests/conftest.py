@@ -1,0 +1,12 @@
+import os
+
+import pytest
+
+# Unit tests never touch a real endpoint; integration tests set what they need.
+os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path, monkeypatch):
+    """Every test gets its own PARALLAX_HOME, so no test sees another's runs."""
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "parallax-home"))
