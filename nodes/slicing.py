@@ -27,8 +27,10 @@ def _cut(piece: str, budget: int) -> list[str]:
         return [piece]
     for separator in ("\n\n", "\n", ". ", " "):
         parts = piece.split(separator)
-        if len(parts) > 1:
-            return _pack([p + separator for p in parts[:-1]] + [parts[-1]], budget)
+        # Drop empty pieces so each piece is strictly shorter than `piece`: the recursion ends.
+        pieces = [p for p in [q + separator for q in parts[:-1]] + [parts[-1]] if p]
+        if len(pieces) > 1:
+            return _pack(pieces, budget)
     return [piece[i : i + budget] for i in range(0, len(piece), budget)]
 
 

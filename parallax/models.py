@@ -32,15 +32,22 @@ async def resolve_base_url() -> str:
     return _base_url
 
 
-async def chat_model(*, model: str, temperature: float, timeout_s: float, max_tokens: int) -> BaseChatModel:
-    """A chat model for one branch. Retries are ours (see `parallax.structured`), not the client's."""
+_clients: dict[tuple, BaseChatModel] = {}
+
+
+async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseChatModel:
+    """A shared chat model; callers pass `temperature` (and `response_format`) per call.
+
+    Building a ChatOpenAI costs about half a millisecond, so one instance per model and
+    event loop serves every branch (its HTTP pool is bound to the loop that uses it).
+    Retries are ours (see `parallax.structured`), not the client's.
+    """
     current = settings_mod.load()
-    return ChatOpenAI(
-        model=model or current.model,
-        temperature=temperature,
-        base_url=await resolve_base_url(),
-        api_key=current.api_key,
-        timeout=timeout_s,
-        max_retries=0,
-        max_tokens=max_tokens,
-    )
+    base_url = await resolve_base_url()
+    key = (id(asyncio.get_running_loop()), model or current.model, base_url, current.api_key, timeout_s, max_tokens)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = ChatOpenAI(
+            model=key[1], base_url=base_url, api_key=current.api_key, timeout=timeout_s, max_retries=0, max_tokens=max_tokens
+        )
+    return client

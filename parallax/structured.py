@@ -10,7 +10,9 @@ becomes a second vote. Token usage and attempts are counted for the branch trace
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import random
 import re
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -19,7 +21,7 @@ import httpx
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ValidationError
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from parallax import models
 from parallax import settings as settings_mod
@@ -64,9 +66,9 @@ def parse_reply(text: str, schema: type[T]) -> T:
         raise ParseFailure(f"{where}: {first['msg']}") from exc
 
 
-def response_format(schema: type[BaseModel]) -> dict | None:
-    """The `response_format` this endpoint understands (see PARALLAX_RESPONSE_FORMAT)."""
-    kind = settings_mod.load().response_format
+@functools.lru_cache(maxsize=64)
+def response_format(schema: type[BaseModel], kind: str) -> dict | None:
+    """The `response_format` an endpoint of this `kind` understands (PARALLAX_RESPONSE_FORMAT)."""
     json_schema = schema.model_json_schema()
     if kind == "json_object_schema":  # llama.cpp server
         return {"type": "json_object", "schema": json_schema}
@@ -77,20 +79,24 @@ def response_format(schema: type[BaseModel]) -> dict | None:
     return None
 
 
-BACKOFF = wait_exponential_jitter(multiplier=0.5, max=20.0)
+def _retry_after(exc: BaseException | None) -> float | None:
+    response = getattr(exc, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(float(header), 60.0) if header else None
+    except ValueError:
+        return None
+
+
+def _delay_after(exc: BaseException, failures: int) -> float:
+    """Exponential backoff with jitter, or the server's Retry-After when it gives one."""
+    after = _retry_after(exc)
+    return after if after is not None else min(20.0, 0.5 * 2 ** (failures - 1)) * random.uniform(0.5, 1.5)
 
 
 def _wait(retry_state) -> float:
-    """Exponential backoff with jitter, or the server's Retry-After when it gives one."""
     exc = retry_state.outcome.exception() if retry_state.outcome else None
-    response = getattr(exc, "response", None)
-    header = response.headers.get("retry-after") if response is not None else None
-    if header:
-        try:
-            return min(float(header), 60.0)
-        except ValueError:
-            pass
-    return BACKOFF(retry_state)
+    return _delay_after(exc, retry_state.attempt_number + 1)
 
 
 @dataclass
@@ -128,10 +134,11 @@ async def ask(
     max_tokens: int,
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors."""
-    llm = await models.chat_model(model=model, temperature=temperature, timeout_s=timeout_s, max_tokens=max_tokens)
-    fmt = response_format(schema)
+    llm = await models.chat_model(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
+    call_kwargs: dict = {"temperature": temperature}
+    fmt = response_format(schema, settings_mod.load().response_format)
     if fmt is not None:
-        llm = llm.bind(response_format=fmt)
+        call_kwargs["response_format"] = fmt
     tokens = {"prompt": 0, "completion": 0, "total": 0}
     attempts = reasks = 0
     conversation = list(messages)
@@ -140,17 +147,27 @@ async def ask(
         nonlocal attempts
         attempts += 1
         async with asyncio.timeout(timeout_s):
-            return await llm.ainvoke(conversation)
+            return await llm.ainvoke(conversation, **call_kwargs)
 
-    try:
-        while True:
+    async def call_with_retries() -> AIMessage:
+        """First try straight away; the retry machinery only after a transient error."""
+        try:
+            return await call_once()
+        except TRANSIENT_ERRORS as first:
+            if max_attempts <= 1:
+                raise
             retrying = AsyncRetrying(
-                stop=stop_after_attempt(max_attempts),
+                stop=stop_after_attempt(max_attempts - 1),
                 wait=_wait,
                 retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT_ERRORS)),
                 reraise=True,
             )
-            reply = await retrying(call_once)
+            await asyncio.sleep(_delay_after(first, 1))
+            return await retrying(call_once)
+
+    try:
+        while True:
+            reply = await call_with_retries()
             _add_usage(tokens, reply)
             try:
                 value = parse_reply(str(reply.content), schema)

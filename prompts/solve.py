@@ -24,9 +24,9 @@ def answer_messages(task: str, question: str, items: list[dict]) -> list[BaseMes
     ask = f"{task}\n\nQuestion: {question}" if question else task
     return [
         SystemMessage(
-            "You solve tasks carefully. Think briefly in `reasoning`, then give the final "
-            "answer in `answer`: only the answer (a number, a word, yes/no or one short "
-            f'sentence). {JSON_RULE} Format: {{"reasoning": "...", "answer": "..."}}'
+            "You solve tasks carefully. Reply with a JSON object with two keys: \"reasoning\" "
+            "(one or two sentences of working) and \"answer\" (only the final answer: a number, "
+            f"a word, yes/no or one short sentence). {JSON_RULE}"
             + _lessons(items)
         ),
         HumanMessage(ask),
@@ -39,7 +39,8 @@ def slice_messages(brief: str, question: str, part: str, index: int, total: int,
         SystemMessage(
             f"You read part {index + 1} of {total} of a longer document. Report only what "
             "this part says that helps answer the question; set `relevant` to false if "
-            f'nothing does. {JSON_RULE} Format: {{"relevant": true, "points": ["...", "..."]}}'
+            "nothing does. Reply with a JSON object with two keys: \"relevant\" (true or false) "
+            f"and \"points\" (a list of short findings from this part). {JSON_RULE}"
             + _lessons(items)
         ),
         HumanMessage(f"Brief: {brief}\nQuestion: {question}\n\nPart {index + 1}:\n{part}"),
@@ -52,8 +53,9 @@ def judge_messages(task: str, question: str, candidates: list[str]) -> list[Base
     ask = f"{task}\n\nQuestion: {question}" if question else task
     return [
         SystemMessage(
-            "Independent solvers disagreed. Pick the candidate answer that is correct and "
-            f'copy it exactly into `choice`. {JSON_RULE} Format: {{"choice": "...", "reason": "..."}}'
+            "Independent solvers disagreed. Reply with a JSON object with two keys: \"choice\" "
+            "(the one candidate answer that is correct, copied exactly from the list) and "
+            f"\"reason\" (one sentence). {JSON_RULE}"
         ),
         HumanMessage(f"{ask}\n\nCandidate answers:\n{listed}"),
     ]
@@ -64,8 +66,9 @@ def red_team_messages(task: str, question: str, answer: str) -> list[BaseMessage
     ask = f"{task}\n\nQuestion: {question}" if question else task
     return [
         SystemMessage(
-            "You are a critic. Give the strongest reason the proposed answer could be wrong "
-            f'and rate how serious it is. {JSON_RULE} Format: {{"objection": "...", "severity": "low|medium|high"}}'
+            "You are a critic. Reply with a JSON object with two keys: \"objection\" (the strongest "
+            "reason the proposed answer could be wrong) and \"severity\" (low, medium or high). "
+            f"{JSON_RULE}"
         ),
         HumanMessage(f"{ask}\n\nProposed answer: {answer}"),
     ]

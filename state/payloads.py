@@ -17,8 +17,8 @@ BranchStatus = Literal["ok", "failed", "timeout"]
 class Answer(BaseModel):
     """Reply of a `direct` or `vote` branch. Reasoning comes first so a small model thinks before answering."""
 
-    reasoning: str = Field(default="", description="one or two sentences of working")
-    answer: str = Field(description="the final answer only, as short as possible")
+    reasoning: str = Field(default="", max_length=800, description="one or two sentences of working")
+    answer: str = Field(max_length=200, description="the final answer only, as short as possible")
 
 
 class SliceFinding(BaseModel):

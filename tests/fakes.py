@@ -35,7 +35,8 @@ class ScriptedChatModel(BaseChatModel):
         prompt = "\n".join(str(m.content) for m in messages)
         index = len(self.calls)
         self.calls.append((prompt, self.temperature))
-        reply = self.script(prompt, self.temperature, index)
+        temperature = kwargs.get("temperature", self.temperature)
+        reply = self.script(prompt, temperature, index)
         if isinstance(reply, tuple):
             await asyncio.sleep(reply[0])
             reply = reply[1]
@@ -52,8 +53,8 @@ def install(monkeypatch, script: Callable[[str, float, int], Reply]) -> list:
 
     calls: list = []
 
-    async def factory(*, model: str, temperature: float, timeout_s: float, max_tokens: int):
-        return ScriptedChatModel(script=script, temperature=temperature, calls=calls)
+    async def factory(*, model: str, timeout_s: float, max_tokens: int):
+        return ScriptedChatModel(script=script, calls=calls)
 
     monkeypatch.setattr(models, "chat_model", factory)
     return calls

@@ -1,0 +1,236 @@
+"""How much a wide vote fan-out through the real solve graph costs above bare asyncio.
+
+Why: the design promises that fanning out N branches stays close to the speed of a plain
+`asyncio.gather` over N model calls. With a model that only sleeps, three timings in one
+process show where the time goes:
+
+  raw_s         asyncio.gather of N `ainvoke`s under a semaphore (the floor)
+  graph_s       the real solve graph, durable AsyncSqliteSaver checkpointer, mode=vote
+  plain_send_s  a minimal LangGraph graph with one `Send` per branch, same checkpointer
+
+Prints one JSON object on stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import operator
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+from bench.sleeping_model import SleepingChatModel, installed
+from graphs.solve import builder as solve_builder
+from parallax.settings import freeze_startup_objects
+from prompts.solve import answer_messages
+
+TASK = "What is 6 * 7?"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Timer:
+    """Wall and CPU seconds (all threads of this process) of a block: CPU is steadier on a busy machine."""
+
+    def __enter__(self) -> Timer:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.result = (time.perf_counter() - self.wall, time.process_time() - self.cpu)
+
+
+def vote_messages():
+    """What a vote branch of the solve graph sends (no question, empty playbook)."""
+    return answer_messages(TASK, "", [])
+
+
+async def run_raw(branches: int, latency_s: float, concurrency: int) -> tuple[float, float]:
+    model = SleepingChatModel(latency_s=latency_s)
+    messages = vote_messages()
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one():
+        async with limit:
+            return await model.ainvoke(messages)
+
+    with Timer() as timer:
+        replies = await asyncio.gather(*(one() for _ in range(branches)))
+    assert len(replies) == branches
+    return timer.result
+
+
+async def run_graph(branches: int, latency_s: float, concurrency: int, db: Path) -> tuple[float, float]:
+
+    async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+        await saver.setup()
+        graph = solve_builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}, "max_concurrency": concurrency}
+        with installed(latency_s=latency_s):
+            with Timer() as timer:
+                out = await graph.ainvoke({"task": TASK, "mode": "vote", "votes": branches}, config)
+    votes = [b for b in out["branches"] if b["kind"] == "vote"]
+    problems = []
+    if out.get("status") != "ok":
+        problems.append(f"status {out.get('status')!r} ({out.get('reason')})")
+    if out.get("votes") != {"42": branches}:
+        problems.append(f"votes {out.get('votes')!r}, expected {{'42': {branches}}}")
+    if len(votes) != branches:
+        problems.append(f"{len(votes)} vote records, expected {branches}")
+    if problems:
+        raise RuntimeError("solve graph result is wrong: " + "; ".join(problems))
+    return timer.result
+
+
+class PlainState(TypedDict, total=False):
+    results: Annotated[list, operator.add]
+
+
+def plain_send_builder(branches: int, latency_s: float) -> StateGraph:
+    """START -> one `Send("work")` per branch; each work node makes one model call."""
+    model = SleepingChatModel(latency_s=latency_s)
+    messages = vote_messages()
+
+    def fan(state: PlainState) -> list[Send]:
+        return [Send("work", {"index": i}) for i in range(branches)]
+
+    async def work(payload: dict) -> dict:
+        reply = await model.ainvoke(messages)
+        return {"results": [reply.content]}
+
+    builder = StateGraph(PlainState)
+    builder.add_node("work", work)
+    builder.add_conditional_edges(START, fan, ["work"])
+    return builder
+
+
+async def run_plain_send(branches: int, latency_s: float, concurrency: int, db: Path) -> tuple[float, float]:
+    async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+        await saver.setup()
+        graph = plain_send_builder(branches, latency_s).compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}, "max_concurrency": concurrency}
+        with Timer() as timer:
+            out = await graph.ainvoke({"results": []}, config)
+    if len(out["results"]) != branches:
+        raise RuntimeError(f"plain Send graph returned {len(out['results'])} results, expected {branches}")
+    return timer.result
+
+
+async def measure(args: argparse.Namespace, tmp: Path) -> dict:
+    latency_s = args.latency_ms / 1000
+    n, c = args.branches, args.concurrency
+    counter = iter(range(10**6))
+
+    def fresh_db() -> Path:
+        return tmp / f"checkpoints-{next(counter)}.sqlite"
+
+    warm = min(n, 20)
+    log(f"warm-up at {warm} branches")
+    await run_raw(warm, latency_s, c)
+    await run_graph(warm, latency_s, c, fresh_db())
+    await run_plain_send(warm, latency_s, c, fresh_db())
+
+    runs: dict[str, list[float]] = {k: [] for k in ("raw_s", "graph_s", "plain_send_s")}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
+    for i in range(args.repeat):
+        for key, measured in (("raw_s", await run_raw(n, latency_s, c)),
+                              ("graph_s", await run_graph(n, latency_s, c, fresh_db())),
+                              ("plain_send_s", await run_plain_send(n, latency_s, c, fresh_db()))):
+            runs[key].append(measured[0])
+            cpu[key].append(measured[1])
+        log(f"repeat {i + 1}/{args.repeat}: " + ", ".join(f"{k}={v[-1]:.3f}" for k, v in runs.items()))
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await run_graph(n, latency_s, c, fresh_db())
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+        log(f"cProfile of one more graph run written to {args.profile} (python -m pstats {args.profile})")
+    return {"wall": runs, "cpu": cpu}
+
+
+def report(args: argparse.Namespace, runs: dict[str, dict[str, list[float]]], extra: dict) -> dict:
+    wall, cpu = runs["wall"], runs["cpu"]
+    raw, graph, plain = (statistics.median(wall[k]) for k in ("raw_s", "graph_s", "plain_send_s"))
+    overhead = (graph - raw) / args.branches * 1000
+    plain_overhead = (plain - raw) / args.branches * 1000
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    ratio = graph / raw
+    return {
+        "benchmark": "fanout",
+        "branches": args.branches,
+        "latency_ms": args.latency_ms,
+        "concurrency": args.concurrency,
+        "repeat": args.repeat,
+        "ideal_s": round(-(-args.branches // args.concurrency) * args.latency_ms / 1000, 4),
+        "raw_s": round(raw, 4),
+        "graph_s": round(graph, 4),
+        "plain_send_s": round(plain, 4),
+        "runs_s": {k: [round(v, 4) for v in vs] for k, vs in wall.items()},
+        "cpu_s": {k.removesuffix("_s"): round(statistics.median(vs), 4) for k, vs in cpu.items()},
+        "cpu_ms_per_branch": {k.removesuffix("_s"): round(statistics.median(vs) / args.branches * 1000, 4)
+                              for k, vs in cpu.items()},
+        "ratio_vs_raw": round(ratio, 3),
+        "plain_send_ratio_vs_raw": round(plain / raw, 3),
+        "overhead_ms_per_branch": round(overhead, 4),
+        "plain_send_overhead_ms_per_branch": round(plain_overhead, 4),
+        "peak_rss_mb": round(peak_rss_mb, 1),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        **extra,
+        "goals_met": {
+            "ratio_vs_raw_le_1.2": ratio <= 1.2,
+            "overhead_le_half_plain_send": overhead <= 0.5 * plain_overhead,
+            "peak_rss_le_300mb": peak_rss_mb <= 300,
+        },
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.fanout",
+        description="Time a wide vote fan-out through the real solve graph against bare asyncio.gather "
+        "and a plain one-Send-per-branch LangGraph graph, with a model that only sleeps. Prints JSON.",
+    )
+    parser.add_argument("--branches", type=int, default=1000, help="vote branches per run (default 1000)")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="sleep of every model call in ms (default 50)")
+    parser.add_argument("--concurrency", type=int, default=100,
+                        help="max model calls in flight: semaphore size for raw, max_concurrency for graphs (default 100)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each measurement; the median is reported (default 3)")
+    parser.add_argument("--profile", metavar="FILE", help="also cProfile one extra graph run (untimed) into FILE")
+    parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")
+    args = parser.parse_args(argv)
+    if args.branches < 1 or args.concurrency < 1 or args.repeat < 1 or args.latency_ms < 0:
+        parser.error("--branches, --concurrency and --repeat must be >= 1, --latency-ms >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")  # no endpoint is contacted
+    freeze_startup_objects()  # as `parallax run` does once its graph is compiled; raw gets it too
+    with tempfile.TemporaryDirectory(prefix="parallax-fanout-") as tmp:
+        runs = asyncio.run(measure(args, Path(tmp)))
+    result = report(args, runs, {})
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The `parallax` command line.
+
+`parallax run` compiles the solve graph with SQLite checkpointing under PARALLAX_HOME
+and shows the branches as they finish; `--json` prints one object for machines.
+`parallax model serve` keeps the embedded model server up for other processes
+(`langgraph dev`, repeated runs) to share.
+
+Exit codes: 0 ok or needs_review, 1 the run failed, 2 bad input (one line, nothing written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from parallax import settings as settings_mod
+
+app = typer.Typer(
+    help="Parallax: run LLM work in parallel branches (direct, section, vote) and merge one validated answer.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+model_app = typer.Typer(help="The embedded local model (llama.cpp server with SmolLM2-135M-Instruct).")
+app.add_typer(model_app, name="model")
+
+err = Console(stderr=True)
+MODES = ("auto", "direct", "section", "vote")
+
+
+def fail(message: str, code: int = 2) -> None:
+    """One line on stderr and an exit code; no traceback."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def read_task(text: Optional[str], input_file: Optional[Path]) -> str:
+    if text is not None and input_file is not None:
+        fail("give the task as TEXT or --input-file, not both")
+    if input_file is not None:
+        if str(input_file) == "-":
+            data = sys.stdin.buffer.read()
+        elif not input_file.is_file():
+            fail(f"input file not found: {input_file}")
+        else:
+            data = input_file.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            fail(f"{input_file} is not UTF-8 text (byte {exc.start}): convert it, e.g. with iconv -t utf-8")
+    if text is None:
+        fail("no task: give TEXT, or --input-file FILE (use - for stdin)")
+    if not text.strip():
+        fail("the task is empty: give some text to work on")
+    return text
+
+
+@asynccontextmanager
+async def durable_graph(home: Path):
+    """The solve graph with SQLite checkpoints and store under PARALLAX_HOME."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    from graphs.solve import builder
+
+    home.mkdir(parents=True, exist_ok=True)
+    async with AsyncSqliteSaver.from_conn_string(str(home / "checkpoints.sqlite")) as saver, \
+            AsyncSqliteStore.from_conn_string(str(home / "store.sqlite")) as store:
+        await store.setup()
+        graph = builder.compile(checkpointer=saver, store=store)
+        settings_mod.freeze_startup_objects()
+        yield graph
+
+
+def branch_table(branches: list[dict]) -> Table:
+    table = Table(title="branches", show_lines=False)
+    for column in ("id", "kind", "status", "latency", "tokens", "attempts", "vote / output"):
+        table.add_column(column, overflow="fold")
+    for b in branches:
+        shown = (b.get("vote") or b.get("error") or json.dumps(b.get("output")))[:60]
+        table.add_row(b["id"], b["kind"], b["status"], f"{b['latency_ms']:.0f} ms", str(b["tokens"]["total"]),
+                      str(b["attempts"] + b["reasks"]), shown)
+    return table
+
+
+async def _run(payload: dict, thread_id: str, concurrency: int, show_progress: bool) -> dict:
+    from nodes.route import InvalidInput
+    from parallax.local_model import ModelServerError
+    from state.context import Context
+
+    config = {"configurable": {"thread_id": thread_id}, "max_concurrency": concurrency}
+    result: dict = {}
+    done = 0
+    try:
+        async with durable_graph(settings_mod.load().home) as graph:
+            with err.status("routing…") as status:
+                async for mode, chunk in graph.astream(payload, config, context=Context(),
+                                                       stream_mode=["updates", "values"]):
+                    if mode == "values":
+                        result = chunk
+                        continue
+                    for node, update in chunk.items():
+                        if node == "route" and show_progress:
+                            err.print(f"route: [bold]{update['mode']}[/]"
+                                      + (f" ({len(update['slices'])} slices)" if update["slices"] else ""))
+                        for record in (update or {}).get("branches", []):
+                            done += 1
+                            if show_progress:
+                                status.update(f"{done} branches done (last: {record['kind']} {record['status']})")
+    except InvalidInput as exc:
+        fail(str(exc))
+    except ModelServerError as exc:
+        fail(f"model server: {exc}", code=1)
+    return result
+
+
+@app.command()
+def run(
+    text: Annotated[Optional[str], typer.Argument(help="The task text (or use --input-file).")] = None,
+    question: Annotated[str, typer.Option("--question", "-q", help="Question about the text (section mode asks it of every slice).")] = "",
+    input_file: Annotated[Optional[Path], typer.Option("--input-file", "-f", help="Read the task from a UTF-8 file ('-' for stdin).")] = None,
+    mode: Annotated[str, typer.Option(help="auto | direct | section | vote. auto decides from the input's shape.")] = "auto",
+    votes: Annotated[int, typer.Option(help="Vote branches in vote mode.")] = 5,
+    min_votes: Annotated[Optional[int], typer.Option(help="Votes an answer needs (default: a strict majority).")] = None,
+    red_team: Annotated[bool, typer.Option("--red-team", help="Add a branch that argues against the leading answer (never votes).")] = False,
+    thread: Annotated[Optional[str], typer.Option(help="Thread id for the checkpoint (default: a new one).")] = None,
+    playbook: Annotated[str, typer.Option(help="Playbook whose lessons go into branch prompts.")] = "default",
+    concurrency: Annotated[int, typer.Option(help="Most branches running at once (max_concurrency).")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
+) -> None:
+    """Run one task: route it, fan out branches in parallel, merge one validated answer."""
+    if mode not in MODES:
+        fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    if votes < 1:
+        fail(f"--votes must be at least 1, got {votes}")
+    if min_votes is not None and not 1 <= min_votes <= votes:
+        fail(f"--min-votes must be between 1 and --votes ({votes}), got {min_votes}")
+    if concurrency < 1:
+        fail(f"--concurrency must be at least 1, got {concurrency}")
+    task = read_task(text, input_file)
+    payload = {"task": task, "question": question, "mode": mode, "votes": votes, "red_team": red_team, "playbook": playbook}
+    if min_votes is not None:
+        payload["min_votes"] = min_votes
+    thread_id = thread or uuid.uuid4().hex
+    try:
+        result = asyncio.run(_run(payload, thread_id, concurrency, show_progress=not as_json and err.is_terminal))
+    except KeyboardInterrupt:
+        fail(f"interrupted; the finished branches are checkpointed in thread {thread_id}", code=130)
+    result = {**result, "thread_id": thread_id}
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        console = Console()
+        console.print(branch_table(result.get("branches", [])))
+        if result.get("votes"):
+            console.print("votes: " + ", ".join(f"{k!r}: {v}" for k, v in result["votes"].items()))
+        if result.get("objection"):
+            console.print(f"red team: {result['objection']}")
+        console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
+                      + (f" - {result['reason']}" if result.get("reason") else ""))
+        console.print(f"trace {result.get('trace_id')}  thread {thread_id}  playbook v{result.get('playbook_version')}")
+        console.print(result.get("answer") or "(no answer)", highlight=False)
+    raise typer.Exit(1 if result.get("status") == "failed" else 0)
+
+
+@model_app.command("serve")
+def model_serve(
+    port: Annotated[Optional[int], typer.Option(help="Port on 127.0.0.1 (default: a free one).")] = None,
+) -> None:
+    """Run the embedded model server in the foreground; other Parallax processes find and reuse it."""
+    from parallax.local_model import ModelServerError, serve_forever
+
+    try:
+        serve_forever(settings_mod.load(), port=port)
+    except ModelServerError as exc:
+        fail(str(exc), code=1)
+
+
+def main() -> None:  # pragma: no cover - console script entry
+    app()

@@ -1,0 +1,89 @@
+"""Property tests for the pure pieces: slicing, answer normalisation, JSON extraction, routing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nodes.route import choose_route
+from nodes.slicing import split_into_slices
+from nodes.vote import normalize_answer, strict_majority, tally
+from parallax.structured import ParseFailure, extract_json, parse_reply
+from state.payloads import Answer
+
+texty = st.lists(st.sampled_from(["a", "bb", " ", ".", "\n", "#", "## T\n", "\n\n", ". ", "word "]), max_size=120).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=texty, budget=st.integers(min_value=1, max_value=80))
+def test_slices_fit_the_budget_and_keep_every_character_in_order(text, budget):
+    slices = split_into_slices(text, budget)
+    assert all(0 < len(s) <= budget for s in slices)
+    squeeze = lambda t: "".join(t.split())  # noqa: E731 - only whitespace may move at a cut
+    assert "".join(squeeze(s) for s in slices) == squeeze(text)
+
+
+def test_markdown_section_longer_than_the_budget_is_cut_not_recursed():
+    doc = "# A\n\n" + "line\n" * 20 + "\n# B\n\nshort"
+    slices = split_into_slices(doc, 60)
+    assert slices[0].startswith("# A") and slices[-1].endswith("short")
+    assert all(len(s) <= 60 for s in slices)
+
+
+def test_headings_start_new_slices_when_sections_do_not_fit_together():
+    doc = "## One\n" + "a " * 30 + "\n## Two\n" + "b " * 30
+    assert [s.split("\n")[0] for s in split_into_slices(doc, 80)] == ["## One", "## Two"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_normalisation_is_idempotent(answer):
+    once = normalize_answer(answer)
+    assert normalize_answer(once) == once
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=-10**9, max_value=10**9), st.sampled_from(["", "$", "€"]), st.sampled_from(["", " apples", " km", ".00"]))
+def test_numbers_agree_whatever_their_formatting(n, currency, suffix):
+    assert normalize_answer(f"{currency}{n:,}{suffix}") == str(n)
+
+
+@pytest.mark.parametrize("a, b", [("Yes", "y"), ("TRUE.", "yes"), ("No!", "false"), ("50 percent", "50%"),
+                                  ("The answer is 72", "72"), ("Paris.", "paris"), ("1,200.50", "1200.5")])
+def test_equivalent_answers_normalise_alike(a, b):
+    assert normalize_answer(a) == normalize_answer(b)
+
+
+def test_tally_needs_the_threshold_and_a_unique_leader():
+    assert tally(["1", "1", "2"], 2) == ("1", {"1": 2, "2": 1})
+    assert tally(["1", "2"], 1)[0] is None  # tie
+    assert tally(["1", "1", "2", "2", "3"], strict_majority(5))[0] is None
+    assert tally([], 1) == (None, {})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=4), st.text(max_size=20))
+def test_extract_json_finds_the_object_inside_prose_and_fences(obj, prose):
+    text = f"{prose.replace('{', '')}\n```json\n{json.dumps(obj)}\n```\ntrailing"
+    assert extract_json(text) == obj
+
+
+def test_parse_reply_names_the_bad_field():
+    with pytest.raises(ParseFailure, match="answer"):
+        parse_reply('{"reasoning": "r"}', Answer)
+    with pytest.raises(ParseFailure, match="no JSON object"):
+        parse_reply("just words", Answer)
+
+
+@pytest.mark.parametrize("task, question, route", [
+    ("What is 17 * 3?", "", "vote"),
+    ("Is 91 a prime number?", "", "vote"),
+    ("Write a short poem about the sea.", "", "direct"),
+    ("x " * 4000, "What happened?", "section"),
+    ("## A\nx\n## B\ny\n## C\n" + "z " * 900, "", "section"),
+])
+def test_auto_route_follows_the_shape_of_the_input(task, question, route):
+    assert choose_route(task, question, slice_chars=6000) == route
