@@ -57,7 +57,7 @@ class Timer:
 
 def vote_messages():
     """What a vote branch of the solve graph sends (no question, empty playbook)."""
-    return answer_messages(TASK, "", [])
+    return answer_messages(TASK, "", [], short=True)
 
 
 async def run_raw(branches: int, latency_s: float, concurrency: int) -> tuple[float, float]:

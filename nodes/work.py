@@ -17,7 +17,7 @@ from nodes.route import context_of
 from nodes.vote import normalize_answer
 from prompts.solve import answer_messages, slice_messages
 from state.context import Context
-from state.payloads import Answer, BranchRecord, SliceFinding
+from state.payloads import Answer, BranchRecord, SliceFinding, VoteAnswer
 
 
 def _identity(spec: dict) -> dict:
@@ -32,8 +32,9 @@ async def run_branch(spec: dict, ctx: Context) -> dict:
         messages = slice_messages(spec["brief"], spec["question"], spec["text"], spec["index"], spec["total"], spec["playbook"])
         schema = SliceFinding
     else:
-        messages = answer_messages(spec["text"], spec["question"], spec["playbook"])
-        schema = Answer
+        short = spec["kind"] == "vote"
+        messages = answer_messages(spec["text"], spec["question"], spec["playbook"], short=short)
+        schema = VoteAnswer if short else Answer
     record, reply = await call_branch(_identity(spec), messages, schema, ctx,
                                       model=spec["model"], temperature=spec["temperature"])
     if spec["kind"] == "vote" and reply is not None:

@@ -19,12 +19,15 @@ _base_url: str | None = None
 
 
 async def resolve_base_url() -> str:
-    """The endpoint URL; starts the embedded model server on first use if needed.
+    """The endpoint URL: OPENAI_BASE_URL if set, else the embedded server (started once).
 
     `local_model.resolve_base_url` is thread-safe and starts at most one server, so
     concurrent first calls may both go to the thread without harm.
     """
     global _base_url
+    configured = settings_mod.load().base_url
+    if configured:
+        return configured
     if _base_url is None:
         from parallax.local_model import resolve_base_url as resolve
 

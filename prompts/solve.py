@@ -19,14 +19,18 @@ def _lessons(items: list[dict]) -> str:
     return f"\n\nLessons from earlier runs (use them when they apply):\n{lines}"
 
 
-def answer_messages(task: str, question: str, items: list[dict]) -> list[BaseMessage]:
-    """For `direct` and `vote` branches: the whole (short) task, answered once."""
+SHORT_ANSWER = "only the final answer: a number, a word, yes/no or a short phrase"
+FULL_ANSWER = "the complete answer to the task"
+
+
+def answer_messages(task: str, question: str, items: list[dict], *, short: bool) -> list[BaseMessage]:
+    """For `vote` branches (short answers that can agree) and `direct` ones (full answers)."""
     ask = f"{task}\n\nQuestion: {question}" if question else task
     return [
         SystemMessage(
             "You solve tasks carefully. Reply with a JSON object with two keys: \"reasoning\" "
-            "(one or two sentences of working) and \"answer\" (only the final answer: a number, "
-            f"a word, yes/no or one short sentence). {JSON_RULE}"
+            f"(one or two sentences of working) and \"answer\" ({SHORT_ANSWER if short else FULL_ANSWER}). "
+            f"{JSON_RULE}"
             + _lessons(items)
         ),
         HumanMessage(ask),

@@ -46,7 +46,7 @@ class Context:
     max_reasks: int = 2
     """Re-asks after a reply that does not parse; a re-ask is part of the same branch."""
 
-    max_tokens: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_TOKENS", 256))
+    max_tokens: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_TOKENS", 384))
 
     slice_chars: int = field(default_factory=lambda: _env_int("PARALLAX_SLICE_CHARS", 6000))
     """Largest slice a section branch receives (about 1,500 tokens)."""

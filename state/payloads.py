@@ -15,10 +15,16 @@ BranchStatus = Literal["ok", "failed", "timeout"]
 
 
 class Answer(BaseModel):
-    """Reply of a `direct` or `vote` branch. Reasoning comes first so a small model thinks before answering."""
+    """Reply of a `direct` branch. Reasoning comes first so a small model thinks before answering."""
 
-    reasoning: str = Field(default="", max_length=800, description="one or two sentences of working")
-    answer: str = Field(max_length=200, description="the final answer only, as short as possible")
+    reasoning: str = Field(default="", max_length=1000, description="one or two sentences of working")
+    answer: str = Field(max_length=8000, description="the answer to the task")
+
+
+class VoteAnswer(Answer):
+    """Reply of a `vote` branch: the answer must be short, or no two votes would ever agree."""
+
+    answer: str = Field(max_length=60, description="the final answer only: a number, a word, yes/no or a short phrase")
 
 
 class SliceFinding(BaseModel):
