@@ -17,7 +17,7 @@ from nodes.route import context_of
 from nodes.vote import normalize_answer
 from prompts.solve import answer_messages, slice_messages
 from state.context import Context
-from state.payloads import Answer, BranchRecord, SliceFinding, VoteAnswer
+from state.payloads import Answer, BranchRecord, SliceFinding
 
 
 def _identity(spec: dict) -> dict:
@@ -34,7 +34,7 @@ async def run_branch(spec: dict, ctx: Context) -> dict:
     else:
         short = spec["kind"] == "vote"
         messages = answer_messages(spec["text"], spec["question"], spec["playbook"], short=short)
-        schema = VoteAnswer if short else Answer
+        schema = Answer
     record, reply = await call_branch(_identity(spec), messages, schema, ctx,
                                       model=spec["model"], temperature=spec["temperature"])
     if spec["kind"] == "vote" and reply is not None:

@@ -15,16 +15,15 @@ BranchStatus = Literal["ok", "failed", "timeout"]
 
 
 class Answer(BaseModel):
-    """Reply of a `direct` branch. Reasoning comes first so a small model thinks before answering."""
+    """Reply of a `direct` or `vote` branch.
 
-    reasoning: str = Field(default="", max_length=1000, description="one or two sentences of working")
-    answer: str = Field(max_length=8000, description="the answer to the task")
+    Both fields are required so that schema-to-grammar converters (llama.cpp orders
+    required keys first) keep `reasoning` before `answer`: a small model then works
+    before it answers. No `maxLength`: llama.cpp turns it into a grammar too large to parse.
+    """
 
-
-class VoteAnswer(Answer):
-    """Reply of a `vote` branch: the answer must be short, or no two votes would ever agree."""
-
-    answer: str = Field(max_length=60, description="the final answer only: a number, a word, yes/no or a short phrase")
+    reasoning: str = Field(description="one or two sentences of working")
+    answer: str = Field(description="the answer; in a vote, only the final answer")
 
 
 class SliceFinding(BaseModel):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from nodes.route import choose_route
 from nodes.slicing import split_into_slices
 from nodes.vote import normalize_answer, strict_majority, tally
-from parallax.structured import ParseFailure, extract_json, parse_reply
-from state.payloads import Answer
+from parallax.structured import ParseFailure, extract_json, parse_reply, response_format
+from state.payloads import Answer, JudgeDecision, Objection, SliceFinding
 
 texty = st.lists(st.sampled_from(["a", "bb", " ", ".", "\n", "#", "## T\n", "\n\n", ". ", "word "]), max_size=120).map("".join)
 
@@ -87,3 +87,12 @@ def test_parse_reply_names_the_bad_field():
 ])
 def test_auto_route_follows_the_shape_of_the_input(task, question, route):
     assert choose_route(task, question, slice_chars=6000) == route
+
+
+@pytest.mark.parametrize("schema", [Answer, SliceFinding, JudgeDecision, Objection])
+def test_schemas_sent_to_llama_cpp_stay_small_and_ordered(schema):
+    """llama.cpp cannot parse grammars from maxLength; required keys come first in its grammar."""
+    fmt = response_format(schema, "json_object_schema")
+    assert fmt["type"] == "json_object" and "maxLength" not in json.dumps(fmt["schema"]["properties"])
+    if schema is Answer:
+        assert fmt["schema"]["required"] == ["reasoning", "answer"]
