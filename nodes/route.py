@@ -70,7 +70,10 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     question = state.get("question", "")
     mode = state.get("mode", "auto")
     chosen = choose_route(state["task"], question, ctx.slice_chars) if mode == "auto" else mode
-    version, items = await read_playbook(runtime.store, state.get("playbook", "default"))
+    if "playbook_items" in state:
+        version, items = state.get("playbook_version", 0), state["playbook_items"]
+    else:
+        version, items = await read_playbook(runtime.store, state.get("playbook", "default"))
     return {
         "trace_id": uuid.uuid4().hex,
         "mode": chosen,

@@ -65,12 +65,13 @@ def read_task(text: Optional[str], input_file: Optional[Path]) -> str:
 
 
 @asynccontextmanager
-async def durable_graph(home: Path):
-    """The solve graph with SQLite checkpoints and store under PARALLAX_HOME."""
+async def durable_graph(home: Path, builder=None):
+    """A graph (default: solve) with SQLite checkpoints and store under PARALLAX_HOME."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-    from graphs.solve import builder
+    if builder is None:
+        from graphs.solve import builder
 
     home.mkdir(parents=True, exist_ok=True)
     async with AsyncSqliteSaver.from_conn_string(str(home / "checkpoints.sqlite")) as saver, \
@@ -187,3 +188,16 @@ def model_serve(
 
 def main() -> None:  # pragma: no cover - console script entry
     app()
+
+
+def _register() -> None:
+    """Commands that live in their own modules (they import from this one)."""
+    from parallax import cli_learn
+    from parallax.cli_playbook import playbook_app
+
+    app.command("learn")(cli_learn.learn)
+    app.command("eval")(cli_learn.evaluate_command)
+    app.add_typer(playbook_app, name="playbook")
+
+
+_register()

@@ -139,6 +139,8 @@ async def ask(
     fmt = response_format(schema, settings_mod.load().response_format)
     if fmt is not None:
         call_kwargs["response_format"] = fmt
+    if settings_mod.load().response_format == "json_object_schema":  # llama.cpp ignores ChatOpenAI's max_completion_tokens
+        call_kwargs["extra_body"] = {"max_tokens": max_tokens}
     tokens = {"prompt": 0, "completion": 0, "total": 0}
     attempts = reasks = 0
     conversation = list(messages)
@@ -181,7 +183,7 @@ async def ask(
                 ]
                 continue
             return CallResult(value, attempts, reasks, tokens)
-    except (ParseFailure, *TRANSIENT_ERRORS, openai.APIError) as exc:
+    except (ParseFailure, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
         timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError))
         message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise BranchError(message, attempts=attempts, reasks=reasks, tokens=tokens, timeout=timed_out) from exc

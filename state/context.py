@@ -56,6 +56,14 @@ class Context:
     playbook_chars: int = field(default_factory=lambda: _env_int("PARALLAX_PLAYBOOK_CHARS", 1200))
     """Budget for playbook items put into one branch prompt."""
 
+    dedupe_threshold: float | None = field(
+        default_factory=lambda: float(env("PARALLAX_DEDUPE_THRESHOLD")) if env("PARALLAX_DEDUPE_THRESHOLD") else None
+    )
+    """Embedding similarity above which two lessons are one item (None = the merge's default)."""
+
+    guard_floor: float = field(default_factory=lambda: _env_float("PARALLAX_GUARD_FLOOR", 0.1))
+    """Fewest lessons a batch must yield per reflection that carried lessons before the guard fires."""
+
     def models_for_votes(self, n: int) -> list[str]:
         pool = [m.strip() for m in self.vote_models.split(",") if m.strip()] or [self.model]
         return [pool[i % len(pool)] for i in range(n)]

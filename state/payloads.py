@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety"]
+BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate"]
 BranchStatus = Literal["ok", "failed", "timeout"]
 
 
@@ -71,3 +71,28 @@ class BranchRecord(BaseModel):
     slice_index: int | None = None
     vote: str | None = Field(default=None, description="normalised answer, vote branches only")
     playbook_item_ids: list[str] = Field(default_factory=list)
+
+
+class ItemTag(BaseModel):
+    id: str
+    tag: Literal["helpful", "harmful", "neutral"] = "neutral"
+
+
+class Reflection(BaseModel):
+    """Reply of the reflector: one run, its lessons and verdicts on the items it used."""
+
+    diagnosis: str
+    lessons: list[str] = Field(default_factory=list)
+    item_tags: list[ItemTag] = Field(default_factory=list)
+
+
+class CuratedEntry(BaseModel):
+    section: str = "general"
+    text: str
+    about: list[str] = Field(default_factory=list)
+
+
+class Curation(BaseModel):
+    """Reply of the curator: playbook entries from ONE reflection."""
+
+    entries: list[CuratedEntry] = Field(default_factory=list)

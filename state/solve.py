@@ -39,6 +39,10 @@ class SolveInput(TypedDict):
     min_votes: NotRequired[int]
     red_team: NotRequired[bool]
     playbook: NotRequired[str]
+    playbook_items: NotRequired[list[dict[str, Any]]]
+    """Use these items instead of the stored head (gate evaluation of a candidate, `eval --version`)."""
+    playbook_version: NotRequired[int]
+    """The version those items are (reported back as is)."""
 
 
 class SolveOutput(TypedDict):
@@ -61,6 +65,5 @@ class SolveState(SolveInput, SolveOutput, total=False):
     """Everything the nodes share while a run is under way."""
 
     slices: list[str]
-    playbook_items: list[dict[str, Any]]
     leader: str
     consensus: bool

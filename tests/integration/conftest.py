@@ -56,7 +56,9 @@ def real_model(model_server, monkeypatch) -> str:
     monkeypatch.setenv("PARALLAX_MODEL", MODEL_ALIAS)
     for name in ("PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL"):
         monkeypatch.delenv(name, raising=False)
-    # parallax.models caches the resolved endpoint for the whole process: reset it, and
-    # monkeypatch restores it afterwards, so no test's endpoint leaks into the next one.
+    # parallax.models caches the resolved endpoint and its chat clients for the whole
+    # process: start each test without them (monkeypatch restores them afterwards), so
+    # no test's endpoint or client leaks into the next one.
     monkeypatch.setattr(parallax.models, "_base_url", None)
+    monkeypatch.setattr(parallax.models, "_clients", {}, raising=False)
     return model_server

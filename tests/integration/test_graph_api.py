@@ -91,8 +91,9 @@ def dev_server(model_server, tmp_path_factory) -> Iterator[DevServer]:
     command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
                "--config", str(ROOT / "langgraph.json")]
     with open(log_path, "wb") as log:
-        # cwd is a scratch dir, so the in-memory runtime's `.langgraph_api/` lands there.
-        process = subprocess.Popen(command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log,
+        # cwd must be the project root: graph paths in langgraph.json resolve against it.
+        # (The in-memory runtime keeps its state in ROOT/.langgraph_api/, which is gitignored.)
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     server = DevServer(url=f"http://127.0.0.1:{port}", log_path=log_path, process=process)
     try:
@@ -147,9 +148,12 @@ async def test_vote_run_through_the_api(dev_server):
     assert kinds in (["safety", "vote", "vote", "vote"], ["judge", "safety", "vote", "vote", "vote"]), kinds
     assert all(b["parent_id"] == result["trace_id"] for b in result["branches"])
     assert not next(b for b in result["branches"] if b["kind"] == "safety")["output"]["flagged"]
+    # blockbuster turns blocking I/O in a node into BlockingError, which a branch would record.
+    errors = [b["error"] for b in result["branches"] if b.get("error")]
+    assert not [e for e in errors if "Blocking" in e], errors
 
     # The run is stored with the thread, and the thread's state holds the same output.
     state = await client.threads.get_state(thread["thread_id"])
     assert state["values"]["trace_id"] == result["trace_id"]
     print(f"API vote run: {elapsed:.1f}s, status={result['status']}, votes={result['votes']}, "
-          f"answer={result['answer']!r}, branches={kinds}")
+          f"answer={result['answer']!r}, branches={kinds}, errors={errors}")

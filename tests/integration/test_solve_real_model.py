@@ -18,7 +18,10 @@ from nodes.slicing import split_into_slices
 from nodes.vote import normalize_answer
 from state.payloads import BranchRecord
 
-pytestmark = pytest.mark.integration
+# One event loop for the module: langchain-openai shares one httpx.AsyncClient per
+# (base_url, timeout) across the whole process, and its pooled connections break on the
+# next event loop ("RuntimeError: Event loop is closed"); see the report on parallax/models.py.
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
@@ -113,7 +116,7 @@ async def test_vote_on_a_gsm8k_question(fast_model):
     if result["status"] == "ok":
         assert result["answer"].strip()
     print(f"vote run: {elapsed:.1f}s, status={result['status']}, votes={result['votes']}, "
-          f"answer={result['answer']!r}, branches={[(r.kind, r.status, r.reasks) for r in recs]}")
+          f"answer={result['answer']!r}, branches={[(r.kind, r.status, r.reasks, r.error) for r in recs]}")
 
 
 async def test_section_on_a_qmsum_meeting(fast_model):
@@ -139,4 +142,4 @@ async def test_section_on_a_qmsum_meeting(fast_model):
     if result["status"] == "ok":
         assert result["answer"]
     print(f"section run: {elapsed:.1f}s over {len(document)} chars, status={result['status']}, "
-          f"branches={[(r.kind, r.slice_index, r.status, r.reasks) for r in recs]}")
+          f"branches={[(r.kind, r.slice_index, r.status, r.reasks, r.error) for r in recs]}")

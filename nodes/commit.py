@@ -1,0 +1,33 @@
+"""Commit an accepted candidate as the next playbook version, or keep it as rejected."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from nodes.playbook_access import playbook_store
+from state.learn import LearnState
+from state.playbook import Operation
+
+
+async def commit(state: LearnState, runtime: Runtime) -> dict:
+    store = playbook_store(runtime)
+    candidate, decision = state["candidate"], state["decision"]
+    operations = [Operation.model_validate(o) for o in candidate["operations"]]
+    name, metrics = state["playbook"], decision["metrics"]
+    report = candidate["report"]
+    batch = {"batch": state["batch_index"], "reflections": candidate["reflections"], "operations": len(operations),
+             "items_added": int(report.get("items_added", 0)), "guard_triggered": candidate["guard_triggered"],
+             "accepted": decision["accepted"], "reason": decision["reason"], "train_accuracy": candidate["train_accuracy"],
+             "val_accuracy": metrics.get("val_accuracy_after")}
+    if not decision["accepted"]:
+        candidate_id = await store.reject(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
+                                          decision["reason"])
+        head = await store.head(name)
+        return {"batches": [{**batch, "version": head.version, "candidate": candidate_id,
+                             "items_total": len(head.active)}]}
+    version = await store.commit(name, candidate["base_version"], operations, state["learn_run_id"], metrics)
+    update = {"to_version": version.version, "head_version": version.version, "accepted": True,
+              "batches": [{**batch, "version": version.version, "items_total": len(version.active)}]}
+    if metrics.get("evaluated"):
+        update.update(head_accuracy=metrics["val_accuracy_after"], val_accuracy_after=metrics["val_accuracy_after"])
+    return update

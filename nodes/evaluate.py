@@ -1,0 +1,48 @@
+"""Evaluate a playbook: run the solve graph on tasks with given items and score each run.
+
+Used by the learn graph's gate (candidate versus current playbook on the same sample)
+and by `parallax eval`. Runs go through the real solve graph, compiled without a
+checkpointer: an evaluation is repeatable, so checkpointing each run would only cost time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from graphs.solve import builder as solve_builder
+from nodes.score import score
+from state.context import Context
+
+solve_graph = solve_builder.compile(checkpointer=False, name="solve")
+
+
+async def solve_one(task: dict, items: list[dict], version: int, ctx: Context, mode: str = "auto") -> dict:
+    """One task through the solve graph with exactly these playbook items."""
+    try:
+        run = await solve_graph.ainvoke(
+            {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version}, context=ctx
+        )
+    except ValueError as exc:  # input the solve graph refuses (e.g. too long)
+        run = {"status": "failed", "answer": "", "reason": str(exc), "branches": [], "trace_id": ""}
+    return {**run, **score(run, task.get("target"), task["input"]), "task_id": task.get("id")}
+
+
+async def evaluate(tasks: list[dict], items: list[dict], version: int, ctx: Context, *, concurrency: int = 8,
+                   mode: str = "auto", on_result=None) -> dict:
+    """Accuracy over `tasks`; `errors` counts runs that ended `failed`."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def bounded(task: dict) -> dict:
+        async with limit:
+            result = await solve_one(task, items, version, ctx, mode)
+        if on_result:
+            on_result(result)
+        return result
+
+    results = await asyncio.gather(*(bounded(t) for t in tasks))
+    correct = sum(r["correct"] for r in results)
+    return {"accuracy": round(correct / len(results), 4) if results else 0.0, "n": len(results),
+            "errors": sum(r["status"] == "failed" for r in results),
+            "results": [{"task_id": r["task_id"], "correct": r["correct"], "answer": r.get("answer", ""),
+                         "status": r["status"], "trace_id": r.get("trace_id", ""), "feedback": r["feedback"]}
+                        for r in results]}

@@ -1,0 +1,52 @@
+"""Accept a candidate playbook only if it does not make things worse.
+
+Candidate and current playbook are evaluated on the same validation sample; the
+candidate passes when its accuracy is not below the current one by more than `margin`.
+With `approve`, a passing candidate also waits for a human yes/no (a LangGraph
+`interrupt` that shows the diff). Without validation tasks the gate has nothing to
+measure and lets the candidate through, saying so in its metrics.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from nodes.evaluate import evaluate
+from nodes.route import context_of
+from nodes.schedule import validation_sample
+from state.context import Context
+from state.learn import LearnState
+from state.playbook import PlaybookItem
+
+
+def item_diff(before: list[dict], after: list[dict]) -> dict:
+    old = {i["id"]: PlaybookItem.model_validate(i) for i in before}
+    new = {i["id"]: PlaybookItem.model_validate(i) for i in after}
+    added = [new[i].text for i in new if i not in old and new[i].status == "active"]
+    archived = [new[i].text for i in new if i in old and old[i].status == "active" and new[i].status == "archived"]
+    changed = [new[i].text for i in new if i in old and new[i] != old[i] and new[i].text not in archived]
+    return {"added": added, "changed": changed, "archived": archived}
+
+
+async def gate(state: LearnState, runtime: Runtime[Context]) -> dict:
+    ctx = context_of(runtime)
+    candidate = state["candidate"]
+    active = [i for i in candidate["items"] if i["status"] == "active"]
+    sample = validation_sample(state)
+    metrics: dict = {"evaluated": bool(sample), "val_size": len(sample), "margin": state.get("margin", 0.0),
+                     "train_accuracy": candidate["train_accuracy"], "guard_triggered": candidate["guard_triggered"]}
+    if sample:
+        result = await evaluate(sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "auto"))
+        before = state.get("head_accuracy") or 0.0
+        metrics.update(val_accuracy_before=before, val_accuracy_after=result["accuracy"], val_errors=result["errors"])
+        passed = result["accuracy"] >= before - state.get("margin", 0.0)
+        reason = "" if passed else f"validation accuracy fell from {before} to {result['accuracy']}"
+    else:
+        passed, reason = True, "no validation tasks: accepted without evaluation"
+    if passed and state.get("approve"):
+        answer = interrupt({"question": "Accept this playbook update? (yes/no)", "metrics": metrics,
+                            "diff": item_diff(candidate["base_items"], candidate["items"])})
+        passed = str(answer).strip().lower() in ("y", "yes", "true", "1")
+        reason = reason if passed else "rejected by a human reviewer"
+    return {"decision": {"accepted": passed, "reason": reason, "metrics": metrics}}

@@ -1,0 +1,52 @@
+"""State of the `learn` graph: batches of runs, their reflections and operations, the gate.
+
+`runs` is written by parallel per-task branches; its reducer appends, and a `None`
+write clears it when the next batch starts, so a batch never sees the previous one's runs.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any
+
+from typing_extensions import NotRequired, TypedDict
+
+from state.solve import Mode
+
+
+def batch_runs(left: list[dict] | None, right: list[dict] | None) -> list[dict]:
+    return [] if right is None else (left or []) + right
+
+
+class LearnInput(TypedDict):
+    tasks: list[dict]
+    """Training tasks: {"id", "input", "target"} (see nodes/tasks.py for the file format)."""
+    val_tasks: NotRequired[list[dict]]
+    batch: NotRequired[int]
+    epochs: NotRequired[int]
+    val_size: NotRequired[int]
+    playbook: NotRequired[str]
+    approve: NotRequired[bool]
+    mode: NotRequired[Mode]
+    margin: NotRequired[float]
+
+
+class LearnOutput(TypedDict):
+    playbook: str
+    learn_run_id: str
+    from_version: int
+    to_version: int
+    accepted: bool
+    batches: Annotated[list[dict], operator.add]
+    val_accuracy_before: float | None
+    val_accuracy_after: float | None
+
+
+class LearnState(LearnInput, LearnOutput, total=False):
+    schedule: list[list[int]]
+    batch_index: int
+    runs: Annotated[list[dict], batch_runs]
+    head_version: int
+    head_accuracy: float | None
+    candidate: dict[str, Any]
+    decision: dict[str, Any]

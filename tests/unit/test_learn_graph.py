@@ -1,0 +1,95 @@
+"""The learn graph end to end with a scripted model and a bag-of-words embedder."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command
+
+import nodes.consolidate
+from graphs.learn import builder
+from nodes.playbook_access import for_store
+from tests.fakes import install
+
+LESSON = "Current ratio = current assets / current liabilities; round to 2 decimals."
+VOCAB = sorted(set("current ratio assets liabilities round decimals margin gross revenue cost".split()))
+
+
+def bag_of_words(texts):
+    rows = [[t.lower().count(w) for w in VOCAB] for t in texts]
+    m = np.array(rows, dtype=float) + 1e-6
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def tasks(n, target="2.0"):
+    return [{"id": f"t{i}", "input": f"Current assets {i + 2} and liabilities {i + 1}: current ratio?", "target": target}
+            for i in range(n)]
+
+
+def scripted(solve_answer):
+    def script(prompt, t, i):
+        if "You review one solved task" in prompt:
+            return json.dumps({"diagnosis": "divided the wrong way", "lessons": [LESSON], "item_tags": []})
+        if "You turn lessons into playbook entries" in prompt:
+            return json.dumps({"entries": [{"section": "current ratio", "text": LESSON, "about": ["current ratio"]}]})
+        return json.dumps({"reasoning": "r", "answer": solve_answer(prompt)})
+    return script
+
+
+@pytest.fixture
+def store(monkeypatch):
+    monkeypatch.setattr(nodes.consolidate, "embed", bag_of_words)
+    return InMemoryStore()
+
+
+async def test_two_batches_learn_one_lesson_and_commit_two_versions(store, monkeypatch):
+    calls = install(monkeypatch, scripted(lambda p: "2.0"))
+    graph = builder.compile(store=store)
+    out = await graph.ainvoke({"tasks": tasks(4), "batch": 2, "mode": "direct", "playbook": "fin"})
+    assert (out["from_version"], out["to_version"], out["accepted"]) == (0, 2, True)
+    assert [b["reflections"] for b in out["batches"]] == [2, 2]
+    assert [b["items_total"] for b in out["batches"]] == [1, 1]
+    head = await for_store(store).head("fin")
+    assert head.version == 2 and len(head.active) == 1
+    item = head.active[0]
+    assert item.text == LESSON and len(item.provenance) == 8  # 4 reflections x (reflection id, trace id)
+    # batch 2 ran with the lesson in its prompts
+    solve_prompts = [p for p, _ in calls if "You solve tasks carefully" in p]
+    assert sum(item.id in p for p in solve_prompts) == 2
+
+
+async def test_gate_rejects_a_candidate_that_makes_validation_worse(store, monkeypatch):
+    # correct without lessons, wrong once a lesson is in the prompt
+    install(monkeypatch, scripted(lambda p: "7.5" if "Lessons from earlier runs" in p else "2.0"))
+    graph = builder.compile(store=store)
+    out = await graph.ainvoke({"tasks": tasks(2), "val_tasks": tasks(3), "batch": 2, "mode": "direct"})
+    assert out["val_accuracy_before"] == 1.0
+    assert out["accepted"] is False and out["to_version"] == 0
+    assert out["batches"][0]["accepted"] is False and "fell from 1.0 to 0.0" in out["batches"][0]["reason"]
+    playbooks = for_store(store)
+    assert (await playbooks.head("default")).version == 0
+    assert len(await playbooks.candidates("default")) == 1
+
+
+async def test_approve_pauses_for_a_human_and_no_keeps_the_head(store, monkeypatch):
+    install(monkeypatch, scripted(lambda p: "2.0"))
+    graph = builder.compile(store=store, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "approve-1"}}
+    await graph.ainvoke({"tasks": tasks(2), "batch": 2, "mode": "direct", "approve": True}, config)
+    state = await graph.aget_state(config)
+    assert state.interrupts and LESSON in state.interrupts[0].value["diff"]["added"]
+    out = await graph.ainvoke(Command(resume="no"), config)
+    assert out["accepted"] is False and out["batches"][0]["reason"] == "rejected by a human reviewer"
+    assert (await for_store(store).head("default")).version == 0
+
+
+async def test_bad_learn_input_is_refused(store, monkeypatch):
+    install(monkeypatch, scripted(lambda p: "2.0"))
+    with pytest.raises(ValueError, match="batch must be at least 1"):
+        await builder.compile(store=store).ainvoke({"tasks": tasks(1), "batch": 0})
+    with pytest.raises(ValueError, match="no training tasks"):
+        await builder.compile(store=store).ainvoke({"tasks": []})
