@@ -26,10 +26,11 @@ def prompt_text(messages: list[BaseMessage]) -> str:
 
 
 class SleepingChatModel(BaseChatModel):
-    """Sleeps `latency_s`, then answers `reply`; `on_call(messages)` sees every prompt."""
+    """Sleeps `latency_s`, then answers `reply` (or `reply_for(prompt)`); `on_call(messages)` sees every prompt."""
 
     latency_s: float = 0.0
     reply: str = VOTE_REPLY
+    reply_for: Callable[[str], str] | None = None
     temperature: float = 0.0
     on_call: Callable[[list[BaseMessage]], None] | None = None
 
@@ -46,7 +47,8 @@ class SleepingChatModel(BaseChatModel):
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
         usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.reply, usage_metadata=usage))])
+        reply = self.reply_for(prompt_text(messages)) if self.reply_for else self.reply
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply, usage_metadata=usage))])
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ async def gate(state: LearnState, runtime: Runtime[Context]) -> dict:
     metrics: dict = {"evaluated": bool(sample), "val_size": len(sample), "margin": state.get("margin", 0.0),
                      "train_accuracy": candidate["train_accuracy"], "guard_triggered": candidate["guard_triggered"]}
     if sample:
-        result = await evaluate(sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "auto"))
+        result = await evaluate(sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "direct"))
         before = state.get("head_accuracy") or 0.0
         metrics.update(val_accuracy_before=before, val_accuracy_after=result["accuracy"], val_errors=result["errors"])
         passed = result["accuracy"] >= before - state.get("margin", 0.0)

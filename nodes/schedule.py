@@ -50,7 +50,7 @@ async def start(state: LearnState, runtime: Runtime[Context]) -> dict:
     accuracy = None
     if sample:
         accuracy = (await evaluate(sample, [i.model_dump() for i in head.active], head.version, ctx,
-                                   mode=state.get("mode", "auto")))["accuracy"]
+                                   mode=state.get("mode", "direct")))["accuracy"]
     return {"learn_run_id": f"learn-{uuid.uuid4().hex[:12]}", "playbook": name, "schedule": schedule,
             "batch_index": -1, "from_version": head.version, "to_version": head.version,
             "head_version": head.version, "head_accuracy": accuracy, "val_accuracy_before": accuracy,
@@ -69,5 +69,5 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     head = await playbook_store(runtime).head(state["playbook"])
     items = [i.model_dump() for i in head.active]
     return [Send("learn_from_task", {"task": state["tasks"][t], "items": items, "version": head.version,
-                                     "mode": state.get("mode", "auto")})
+                                     "mode": state.get("mode", "direct")})
             for t in state["schedule"][index]]

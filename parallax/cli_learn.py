@@ -104,7 +104,7 @@ def learn(
     playbook: Annotated[str, typer.Option(help="Playbook to improve (created if new).")] = "default",
     approve: Annotated[bool, typer.Option("--approve", help="Ask a human before each update that passes the gate.")] = False,
     margin: Annotated[float, typer.Option(help="Accepted drop in validation accuracy (0 = must not get worse).")] = 0.0,
-    mode: Annotated[str, typer.Option(help="Solve mode for the runs: auto | direct | section | vote.")] = "auto",
+    mode: Annotated[str, typer.Option(help="Solve mode for the runs: direct (default, one call per task) | vote | section | auto.")] = "direct",
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave out bad JSONL lines instead of stopping.")] = False,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N training tasks.")] = None,
     concurrency: Annotated[int, typer.Option(help="Most branches running at once (max_concurrency).")] = 16,
@@ -179,6 +179,9 @@ async def _evaluate(tasks: list[dict], name: str, version: int | None, mode: str
     async with AsyncSqliteStore.from_conn_string(str(home / "store.sqlite")) as store:
         await store.setup()
         playbooks = for_store(store)
+        known = await playbooks.names()
+        if name != "default" and name not in known:
+            fail(f"unknown playbook {name!r}: known playbooks are {', '.join(known) or 'none yet'} (learn one with `parallax learn`)")
         try:
             chosen = await (playbooks.head(name) if version is None else playbooks.get(name, version))
         except PlaybookError as exc:

@@ -9,7 +9,9 @@ runs in a thread and only once per process.
 from __future__ import annotations
 
 import asyncio
+import weakref
 
+import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import ChatOpenAI
 
@@ -35,22 +37,26 @@ async def resolve_base_url() -> str:
     return _base_url
 
 
-_clients: dict[tuple, BaseChatModel] = {}
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, BaseChatModel]] = weakref.WeakKeyDictionary()
 
 
 async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseChatModel:
     """A shared chat model; callers pass `temperature` (and `response_format`) per call.
 
     Building a ChatOpenAI costs about half a millisecond, so one instance per model and
-    event loop serves every branch (its HTTP pool is bound to the loop that uses it).
-    Retries are ours (see `parallax.structured`), not the client's.
+    event loop serves every branch. Each loop gets its own HTTP client: langchain-openai
+    would otherwise share one process-wide pool, which breaks on the second event loop
+    (tests, benchmarks, servers with isolated loops). Retries are ours (see
+    `parallax.structured`), not the client's.
     """
     current = settings_mod.load()
     base_url = await resolve_base_url()
-    key = (id(asyncio.get_running_loop()), model or current.model, base_url, current.api_key, timeout_s, max_tokens)
-    client = _clients.get(key)
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    key = (model or current.model, base_url, current.api_key, timeout_s, max_tokens)
+    client = per_loop.get(key)
     if client is None:
-        client = _clients[key] = ChatOpenAI(
-            model=key[1], base_url=base_url, api_key=current.api_key, timeout=timeout_s, max_retries=0, max_tokens=max_tokens
+        client = per_loop[key] = ChatOpenAI(
+            model=key[0], base_url=base_url, api_key=current.api_key, timeout=timeout_s, max_retries=0,
+            max_tokens=max_tokens, http_async_client=openai.DefaultAsyncHttpxClient(timeout=timeout_s),
         )
     return client

@@ -28,6 +28,7 @@ class LearnInput(TypedDict):
     playbook: NotRequired[str]
     approve: NotRequired[bool]
     mode: NotRequired[Mode]
+    """Solve mode of the runs; default `direct` (one call per task)."""
     margin: NotRequired[float]
 
 

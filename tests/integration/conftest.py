@@ -11,6 +11,7 @@ the run: they finish before the shared server exists.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -60,5 +61,5 @@ def real_model(model_server, monkeypatch) -> str:
     # process: start each test without them (monkeypatch restores them afterwards), so
     # no test's endpoint or client leaks into the next one.
     monkeypatch.setattr(parallax.models, "_base_url", None)
-    monkeypatch.setattr(parallax.models, "_clients", {}, raising=False)
+    monkeypatch.setattr(parallax.models, "_clients", weakref.WeakKeyDictionary(), raising=False)
     return model_server

@@ -18,10 +18,7 @@ from nodes.slicing import split_into_slices
 from nodes.vote import normalize_answer
 from state.payloads import BranchRecord
 
-# One event loop for the module: langchain-openai shares one httpx.AsyncClient per
-# (base_url, timeout) across the whole process, and its pooled connections break on the
-# next event loop ("RuntimeError: Event loop is closed"); see the report on parallax/models.py.
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"

@@ -1,0 +1,98 @@
+"""One learning epoch, batch 1 versus batch B, with a model that only sleeps.
+
+    python -m bench.learn_speed --tasks 300 --latency-ms 50 --json
+
+Runs the real learn graph (solve, score, reflect, curate, deterministic merge with the
+real local embedder, gate, versioned commit to SQLite, SQLite checkpoints) twice in one
+process on Formula training tasks: with `--batch 1` (sequential learning) and with
+`--batch B` (default 100). The sleeping model answers every call after `latency-ms`:
+the solver with a number, the reflector with a lesson about the task's formula, the
+curator with that lesson as an entry, so the playbook really grows. Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import resource
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+from bench.sleeping_model import installed
+from graphs.learn import builder
+from nodes.playbook_access import for_store
+from nodes.tasks import load_tasks
+from parallax.settings import freeze_startup_objects
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "formula" / "train.jsonl"
+FORMULA = re.compile(r"Use formula (.+?) to answer")
+
+
+def reply_for(prompt: str) -> str:
+    formula = (FORMULA.search(prompt) or re.search(r"(.)", "general")).group(1)
+    lesson = f"For {formula}, apply the formula exactly as stated and round to 2 decimals."
+    if "You review one solved task" in prompt:
+        return json.dumps({"diagnosis": "rounding slip", "lessons": [lesson], "item_tags": []})
+    if "You turn lessons into playbook entries" in prompt:
+        formula = re.search(r"For (.+?), apply", prompt)
+        name = formula.group(1) if formula else "general"
+        text = f"For {name}, apply the formula exactly as stated and round to 2 decimals."
+        return json.dumps({"entries": [{"section": name, "text": text, "about": [name.lower()]}]})
+    return '{"reasoning": "r", "answer": "1.00"}'
+
+
+async def learn_once(tasks: list[dict], batch: int, latency_s: float, concurrency: int, home: Path) -> dict:
+    home.mkdir(parents=True, exist_ok=True)
+    async with AsyncSqliteSaver.from_conn_string(str(home / "checkpoints.sqlite")) as saver, \
+            AsyncSqliteStore.from_conn_string(str(home / "store.sqlite")) as store:
+        await store.setup()
+        graph = builder.compile(checkpointer=saver, store=store)
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}, "max_concurrency": concurrency,
+                  "recursion_limit": 100_000}
+        with installed(latency_s=latency_s, reply_for=reply_for):
+            started = time.perf_counter()
+            out = await graph.ainvoke({"tasks": tasks, "batch": batch, "mode": "direct", "playbook": "bench"}, config)
+            seconds = time.perf_counter() - started
+        head = await for_store(store).head("bench")
+    return {"seconds": round(seconds, 3), "batches": len(out["batches"]), "to_version": out["to_version"],
+            "items_total": len(head.active), "accepted_batches": sum(b["accepted"] for b in out["batches"])}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m bench.learn_speed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=300, help="training tasks from Formula train (default 300)")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="sleep of every model call (default 50)")
+    parser.add_argument("--batch", type=int, default=100, help="the parallel batch size compared with 1 (default 100)")
+    parser.add_argument("--data", type=Path, default=DATA, help="training JSONL (default ../shared/data/formula/train.jsonl)")
+    parser.add_argument("--json", action="store_true", help="print JSON (always on; kept for the contract)")
+    args = parser.parse_args(argv)
+    tasks = load_tasks(args.data)[0][: args.tasks]
+    freeze_startup_objects()
+    with tempfile.TemporaryDirectory(prefix="parallax-learn-speed-") as tmp:
+        import os
+
+        os.environ["PARALLAX_HOME"] = tmp
+        latency = args.latency_ms / 1000
+        print(f"batch 1 over {len(tasks)} tasks...", file=sys.stderr)
+        sequential = asyncio.run(learn_once(tasks, 1, latency, args.batch, Path(tmp) / "batch-1"))
+        print(f"batch {args.batch}...", file=sys.stderr)
+        parallel = asyncio.run(learn_once(tasks, args.batch, latency, args.batch, Path(tmp) / f"batch-{args.batch}"))
+    result = {"benchmark": "learn_speed", "tasks": len(tasks), "latency_ms": args.latency_ms, "batch": args.batch,
+              "batch_1": sequential, f"batch_{args.batch}": parallel,
+              "speedup": round(sequential["seconds"] / parallel["seconds"], 2),
+              "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+              "goal_met": sequential["seconds"] / parallel["seconds"] >= 50}
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
