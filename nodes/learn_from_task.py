@@ -1,11 +1,14 @@
 """One training task, end to end: solve with the current playbook, score, reflect, curate.
 
-A `Send` target of the learn graph, one per task of a batch. Keeping the four steps in
-one branch means a batch of B tasks is B branches in a single superstep, while each
-step still makes its own model call on this one run only.
+A `Send` target of the learn graph carries a group of a batch's tasks (at most
+`MAX_TASKS` groups per batch, as in the solve fan-out: each LangGraph task costs
+scheduling and checkpoint writes). Keeping the four steps together means a batch is
+one superstep, while each step still makes its own model call on this one run only.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
@@ -18,9 +21,19 @@ from state.context import Context
 
 
 async def learn_from_task(payload: dict, runtime: Runtime[Context]) -> dict:
+    """A `Send` target: this group's tasks, each learned from on its own, with its share of the concurrency."""
     ctx = context_of(runtime)
-    task, items, version = payload["task"], payload["items"], payload["version"]
-    run = await solve_one(task, items, version, ctx, payload.get("mode", "auto"))
+    limit = asyncio.Semaphore(payload["concurrency"])
+
+    async def bounded(task: dict) -> dict:
+        async with limit:
+            return await learn_one(task, payload["items"], payload["version"], payload["mode"], ctx)
+
+    return {"runs": list(await asyncio.gather(*(bounded(t) for t in payload["tasks"])))}
+
+
+async def learn_one(task: dict, items: list[dict], version: int, mode: str, ctx: Context) -> dict:
+    run = await solve_one(task, items, version, ctx, mode)
     used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
     used = [i for i in items if i["id"] in used_ids]
     reflect_record, reflection = await reflect(run, task, used, ctx)
@@ -30,19 +43,19 @@ async def learn_from_task(payload: dict, runtime: Runtime[Context]) -> dict:
         curate_record, operations = await curate(reflection, provenance, ctx)
         operations = tag_operations(reflection, set(used_ids), provenance) + operations
     records = [r.model_dump() for r in (reflect_record, curate_record) if r is not None]
-    return {"runs": [{
+    return {
         "task_id": task.get("id"), "trace_id": run.get("trace_id", ""), "status": run["status"],
         "answer": run.get("answer", ""), "correct": run["correct"], "scorer": run["scorer"],
         "used_item_ids": used_ids, "reflection_id": reflect_record.id,
         "reflection": reflection.model_dump() if reflection else None,
         "operations": [op.model_dump() for op in operations], "records": records,
-    }]}
+    }
 
 
 def learn_from_task_failed(payload: dict, error: NodeError) -> dict:
-    """Error handler: a branch that crashed is a failed run with nothing to learn from."""
+    """Error handler: every task of a group that crashed is a failed run with nothing to learn from."""
     return {"runs": [{
-        "task_id": payload["task"].get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,
+        "task_id": task.get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,
         "scorer": "execution", "used_item_ids": [], "reflection_id": "", "reflection": None, "operations": [],
         "records": [], "error": f"{type(error.error).__name__}: {error.error}"[:500],
-    }]}
+    } for task in payload["tasks"]]}

@@ -7,14 +7,15 @@ accuracy; `next_batch` moves to the next batch and clears the previous batch's r
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Literal
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from nodes.evaluate import evaluate
+from nodes.fan_out import group
 from nodes.playbook_access import playbook_store
 from nodes.route import context_of
 from state.context import Context
@@ -68,6 +69,7 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
         return "__end__"
     head = await playbook_store(runtime).head(state["playbook"])
     items = [i.model_dump() for i in head.active]
-    return [Send("learn_from_task", {"task": state["tasks"][t], "items": items, "version": head.version,
-                                     "mode": state.get("mode", "direct")})
-            for t in state["schedule"][index]]
+    batch = [state["tasks"][t] for t in state["schedule"][index]]
+    return [Send("learn_from_task", {"tasks": tasks, "concurrency": concurrency, "items": items,
+                                     "version": head.version, "mode": state.get("mode", "direct")})
+            for tasks, concurrency in group(batch, get_config().get("max_concurrency"))]
