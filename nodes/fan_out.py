@@ -15,7 +15,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
-from nodes.playbook import relevant_items
 from nodes.route import context_of
 from state.context import Context
 from state.solve import SolveState
@@ -30,24 +29,24 @@ def _spread(low: float, high: float, n: int) -> list[float]:
 def branch_specs(state: SolveState, ctx: Context) -> list[dict]:
     """What each business branch gets: only its own text, plus brief, question and lessons."""
     task, question, route = state["task"], state.get("question", ""), state["mode"]
-    items = state.get("playbook_items", [])
+    selections = state.get("playbook_selections") or [[]]
 
-    def spec(kind: str, text: str, **extra) -> dict:
-        lessons = relevant_items(items, f"{question}\n{text}", ctx.playbook_chars)
+    def spec(kind: str, text: str, lessons: list[dict], **extra) -> dict:
         return {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "kind": kind, "parent_id": state["trace_id"],
                 "text": text, "question": question, "playbook": lessons, **extra}
 
     if route == "vote":
         n = state.get("votes", 5)
         temperatures = _spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
-        return [spec("vote", task, model=m, temperature=t, index=i)
+        return [spec("vote", task, selections[0], model=m, temperature=t, index=i)
                 for i, (m, t) in enumerate(zip(ctx.models_for_votes(n), temperatures))]
     if route == "section":
         slices = state["slices"]
         brief = f"A document of {len(task)} characters in {len(slices)} parts; each part is read separately."
-        return [spec("slice", part, model=ctx.model, temperature=ctx.temperature, index=i, total=len(slices), brief=brief)
+        return [spec("slice", part, selections[i], model=ctx.model, temperature=ctx.temperature, index=i,
+                     total=len(slices), brief=brief)
                 for i, part in enumerate(slices)]
-    return [spec("direct", task, model=ctx.model, temperature=ctx.temperature, index=0)]
+    return [spec("direct", task, selections[0], model=ctx.model, temperature=ctx.temperature, index=0)]
 
 
 def group(specs: list[dict], max_concurrency: int | None) -> list[tuple[list[dict], int]]:

@@ -6,7 +6,7 @@ The store is whatever the runtime brings: SQLite from the CLI, in-memory under
 
 from __future__ import annotations
 
-import re
+import asyncio
 
 from langgraph.store.base import BaseStore
 
@@ -26,18 +26,32 @@ async def read_playbook(store: BaseStore | None, name: str) -> tuple[int, list[d
     return int(head.value.get("version", 0)), items
 
 
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]{3,}", text.lower()))
-
-
-def relevant_items(items: list[dict], text: str, budget_chars: int) -> list[dict]:
-    """Items sharing the most words with `text`, best first, within a character budget."""
-    words = _words(text)
-    ranked = sorted(items, key=lambda i: (-len(words & _words(i["text"])), -i.get("helpful", 0), i["id"]))
+def within_budget(ranked: list[dict], budget_chars: int) -> list[dict]:
+    """The best-ranked items whose texts fit in `budget_chars`, in rank order."""
     chosen, used = [], 0
     for item in ranked:
-        if used + len(item["text"]) > budget_chars:
-            continue
-        chosen.append(item)
-        used += len(item["text"])
+        if used + len(item["text"]) <= budget_chars:
+            chosen.append(item)
+            used += len(item["text"])
     return chosen
+
+
+async def select_items(items: list[dict], texts: list[str], budget_chars: int) -> list[list[dict]]:
+    """For each branch text, the most relevant items under the budget.
+
+    A playbook that fits the budget goes whole to every branch. A larger one is ranked
+    per branch by embedding similarity to the branch's own text (local MiniLM, in a
+    thread so the event loop never blocks), ties broken by helpful count and id.
+    """
+    if sum(len(i["text"]) for i in items) <= budget_chars:
+        return [list(items) for _ in texts]
+    from parallax.embeddings import embed
+
+    vectors = await asyncio.to_thread(embed, [i["text"] for i in items] + list(texts))
+    item_vectors, text_vectors = vectors[: len(items)], vectors[len(items) :]
+    selections = []
+    for text_vector in text_vectors:
+        scores = item_vectors @ text_vector
+        order = sorted(range(len(items)), key=lambda k: (-round(float(scores[k]), 6), -items[k].get("helpful", 0), items[k]["id"]))
+        selections.append(within_budget([items[k] for k in order], budget_chars))
+    return selections

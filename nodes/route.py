@@ -12,7 +12,7 @@ import uuid
 
 from langgraph.runtime import Runtime
 
-from nodes.playbook import read_playbook
+from nodes.playbook import read_playbook, select_items
 from nodes.slicing import HEADING, split_into_slices
 from state.context import Context
 from state.solve import Route, SolveState
@@ -74,10 +74,13 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
         version, items = state.get("playbook_version", 0), state["playbook_items"]
     else:
         version, items = await read_playbook(runtime.store, state.get("playbook", "default"))
+    slices = split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else []
+    branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
         "trace_id": uuid.uuid4().hex,
         "mode": chosen,
-        "slices": split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else [],
+        "slices": slices,
         "playbook_version": version,
         "playbook_items": items,
+        "playbook_selections": await select_items(items, branch_texts, ctx.playbook_chars),
     }

@@ -65,5 +65,7 @@ class SolveState(SolveInput, SolveOutput, total=False):
     """Everything the nodes share while a run is under way."""
 
     slices: list[str]
+    playbook_selections: list[list[dict[str, Any]]]
+    """Per branch text (one per slice, else one), the playbook items that branch sees."""
     leader: str
     consensus: bool

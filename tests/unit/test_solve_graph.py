@@ -233,3 +233,27 @@ async def test_bad_input_is_refused_before_any_model_call(monkeypatch, bad, mess
     with pytest.raises(Exception, match=message):
         await graph.ainvoke(bad)
     assert calls == []
+
+
+async def test_a_large_playbook_gives_each_slice_its_most_relevant_items(monkeypatch):
+    import parallax.embeddings
+
+    vocab = ["alpha", "beta", "gamma", "delta"]
+
+    def embed(texts):
+        import numpy as np
+        m = np.array([[t.lower().count(w) for w in vocab] for t in texts], dtype=float) + 1e-6
+        return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+    monkeypatch.setattr(parallax.embeddings, "embed", embed)
+    monkeypatch.setenv("PARALLAX_SLICE_CHARS", "2000")
+    monkeypatch.setenv("PARALLAX_PLAYBOOK_CHARS", "60")  # room for one lesson per branch
+    items = [{"id": f"pb-{w}", "text": f"When the {w} team reports, trust {w} figures.", "status": "active"} for w in vocab]
+    calls = install(monkeypatch, lambda p, t, i: json.dumps({"relevant": True, "points": ["x"]}))
+    out = await graph.ainvoke({"task": DOCUMENT, "question": "What happened?", "mode": "section",
+                               "playbook_items": items, "playbook_version": 7})
+    slices = sorted((b for b in out["branches"] if b["kind"] == "slice"), key=lambda b: b["slice_index"])
+    assert [b["playbook_item_ids"] for b in slices] == [["pb-alpha"], ["pb-beta"], ["pb-gamma"], ["pb-delta"]]
+    assert out["playbook_version"] == 7
+    for prompt, _ in calls:
+        assert sum(f"[pb-{w}]" in prompt for w in vocab) == 1
