@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from parallax import settings as settings_mod
+from state.solve import SolveOutput
 
 app = typer.Typer(
     help="Parallax: run LLM work in parallel branches (direct, section, vote) and merge one validated answer.",
@@ -35,6 +36,7 @@ app.add_typer(model_app, name="model")
 
 err = Console(stderr=True)
 MODES = ("auto", "direct", "section", "vote")
+OUTPUT_KEYS = tuple(SolveOutput.__annotations__)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -107,7 +109,7 @@ async def _run(payload: dict, thread_id: str, concurrency: int, show_progress: b
                 async for mode, chunk in graph.astream(payload, config, context=Context(),
                                                        stream_mode=["updates", "values"]):
                     if mode == "values":
-                        result = chunk
+                        result = {k: v for k, v in chunk.items() if k in OUTPUT_KEYS}
                         continue
                     for node, update in chunk.items():
                         if node == "route" and show_progress:

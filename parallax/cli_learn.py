@@ -54,6 +54,7 @@ async def _learn(payload: dict, thread_id: str, concurrency: int, interactive: b
     from nodes.schedule import InvalidLearnInput
     from parallax.local_model import ModelServerError
     from state.context import Context
+    from state.learn import LearnOutput
 
     config = {"configurable": {"thread_id": thread_id}, "max_concurrency": concurrency, "recursion_limit": 10_000}
     total = len(payload["tasks"]) * payload["epochs"]
@@ -67,7 +68,7 @@ async def _learn(payload: dict, thread_id: str, concurrency: int, interactive: b
                     async for mode, chunk in graph.astream(next_input, config, context=Context(),
                                                            stream_mode=["updates", "values"]):
                         if mode == "values":
-                            result = chunk
+                            result = {k: v for k, v in chunk.items() if k in LearnOutput.__annotations__}
                             continue
                         for node, update in chunk.items():
                             if node == "learn_from_task":

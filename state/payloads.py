@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate"]
 BranchStatus = Literal["ok", "failed", "timeout"]
@@ -24,6 +24,14 @@ class Answer(BaseModel):
 
     reasoning: str = Field(description="one or two sentences of working")
     answer: str = Field(description="the answer; in a vote, only the final answer")
+
+    @field_validator("answer")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        """An empty answer is a bad reply (re-asked), not a vote for ''. Checked here, not in the schema."""
+        if not value.strip():
+            raise ValueError("the answer is empty")
+        return value.strip()
 
 
 class SliceFinding(BaseModel):

@@ -55,6 +55,7 @@ def test_run_json_prints_the_contract_and_checkpoints_the_thread(tmp_path, monke
     assert {b["kind"] for b in out["branches"]} == {"vote", "safety"}
     assert all({"id", "kind", "status", "output", "latency_ms", "tokens"} <= set(b) for b in out["branches"])
     assert (home / "checkpoints.sqlite").stat().st_size > 0
+    assert "task" not in out and "slices" not in out  # output schema only
 
 
 def test_failed_run_exits_1(tmp_path, monkeypatch):

@@ -257,3 +257,16 @@ async def test_a_large_playbook_gives_each_slice_its_most_relevant_items(monkeyp
     assert out["playbook_version"] == 7
     for prompt, _ in calls:
         assert sum(f"[pb-{w}]" in prompt for w in vocab) == 1
+
+
+async def test_a_blank_vote_is_re_asked_not_counted(monkeypatch):
+    seen: dict[float, int] = {}
+
+    def script(prompt, t, i):
+        seen[t] = seen.get(t, 0) + 1
+        return answer("  ") if seen[t] == 1 else answer("5")
+
+    install(monkeypatch, script)
+    out = await graph.ainvoke({"task": "What is 2 + 3?", "mode": "vote", "votes": 3})
+    assert out["votes"] == {"5": 3}
+    assert [b["reasks"] for b in out["branches"] if b["kind"] == "vote"] == [1, 1, 1]
