@@ -93,3 +93,20 @@ async def test_bad_learn_input_is_refused(store, monkeypatch):
         await builder.compile(store=store).ainvoke({"tasks": tasks(1), "batch": 0})
     with pytest.raises(ValueError, match="no training tasks"):
         await builder.compile(store=store).ainvoke({"tasks": []})
+
+
+async def test_guard_fires_loudly_when_a_batch_yields_too_few_lessons(store, monkeypatch, caplog):
+    # four reflections, one shared lesson: a yield of 1/4 is below a floor of 0.5 per reflection
+    monkeypatch.setenv("PARALLAX_GUARD_FLOOR", "0.5")
+    install(monkeypatch, scripted(lambda p: "2.0"))
+    with caplog.at_level("WARNING", logger="parallax.learn"):
+        out = await builder.compile(store=store).ainvoke({"tasks": tasks(4), "batch": 4, "mode": "direct"})
+    assert out["batches"][0]["guard_triggered"] is True
+    assert any("GUARD" in r.message and "redoing the merge" in r.message for r in caplog.records)
+    assert out["batches"][0]["items_total"] == 1  # the redo cannot invent lessons either
+
+
+async def test_guard_stays_quiet_at_the_default_floor(store, monkeypatch):
+    install(monkeypatch, scripted(lambda p: "2.0"))
+    out = await builder.compile(store=store).ainvoke({"tasks": tasks(4), "batch": 4, "mode": "direct"})
+    assert out["batches"][0]["guard_triggered"] is False
