@@ -3,6 +3,8 @@
 Used by the learn graph's gate (candidate versus current playbook on the same sample)
 and by `parallax eval`. Runs go through the real solve graph, compiled without a
 checkpointer: an evaluation is repeatable, so checkpointing each run would only cost time.
+The playbook items each run sees are chosen for all tasks at once (one batched embedding
+call when the playbook is larger than the budget), not once per run.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from graphs.solve import builder as solve_builder
+from nodes.playbook import select_items
 from nodes.score import score
 from state.context import Context
 
@@ -31,15 +34,16 @@ async def evaluate(tasks: list[dict], items: list[dict], version: int, ctx: Cont
                    mode: str = "auto", on_result=None) -> dict:
     """Accuracy over `tasks`; `errors` counts runs that ended `failed`."""
     limit = asyncio.Semaphore(concurrency)
+    selections = await select_items(items, [t["input"] for t in tasks], ctx.playbook_chars)
 
-    async def bounded(task: dict) -> dict:
+    async def bounded(task: dict, chosen: list[dict]) -> dict:
         async with limit:
-            result = await solve_one(task, items, version, ctx, mode)
+            result = await solve_one(task, chosen, version, ctx, mode)
         if on_result:
             on_result(result)
         return result
 
-    results = await asyncio.gather(*(bounded(t) for t in tasks))
+    results = await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections)))
     correct = sum(r["correct"] for r in results)
     return {"accuracy": round(correct / len(results), 4) if results else 0.0, "n": len(results),
             "errors": sum(r["status"] == "failed" for r in results),

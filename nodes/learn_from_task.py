@@ -21,15 +21,15 @@ from state.context import Context
 
 
 async def learn_from_task(payload: dict, runtime: Runtime[Context]) -> dict:
-    """A `Send` target: this group's tasks, each learned from on its own, with its share of the concurrency."""
+    """A `Send` target: this group's tasks (each with the items chosen for it), learned from one by one, concurrently."""
     ctx = context_of(runtime)
     limit = asyncio.Semaphore(payload["concurrency"])
 
-    async def bounded(task: dict) -> dict:
+    async def bounded(work: dict) -> dict:
         async with limit:
-            return await learn_one(task, payload["items"], payload["version"], payload["mode"], ctx)
+            return await learn_one(work["task"], work["items"], payload["version"], payload["mode"], ctx)
 
-    return {"runs": list(await asyncio.gather(*(bounded(t) for t in payload["tasks"])))}
+    return {"runs": list(await asyncio.gather(*(bounded(w) for w in payload["work"])))}
 
 
 async def learn_one(task: dict, items: list[dict], version: int, mode: str, ctx: Context) -> dict:
@@ -55,7 +55,7 @@ async def learn_one(task: dict, items: list[dict], version: int, mode: str, ctx:
 def learn_from_task_failed(payload: dict, error: NodeError) -> dict:
     """Error handler: every task of a group that crashed is a failed run with nothing to learn from."""
     return {"runs": [{
-        "task_id": task.get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,
+        "task_id": work["task"].get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,
         "scorer": "execution", "used_item_ids": [], "reflection_id": "", "reflection": None, "operations": [],
         "records": [], "error": f"{type(error.error).__name__}: {error.error}"[:500],
-    } for task in payload["tasks"]]}
+    } for work in payload["work"]]}

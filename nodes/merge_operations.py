@@ -1,43 +1,47 @@
 """Merge the delta operations of a whole learn batch into one operation list, deterministically.
 
-Why: each reflection is curated on its own (no model call ever sees many reflections), so
-a batch of a hundred runs arrives as a hundred small operation lists that repeat the same
-lessons in different words. This merge folds them without a model call, and the result
-must not depend on the order of the operations NOR on how the reflections were split into
-batches, so that a playbook learned at batch 100 holds the same lessons as at batch 1.
+Why: each reflection is curated on its own (no model call ever sees many reflections), so a
+batch of a hundred runs arrives as a hundred small operation lists that repeat the same
+lessons in other words. This merge folds them without a model call, and the result must
+depend neither on the order of the operations nor on how reflections were split into
+batches: the playbook learned at batch 100 should hold the same lessons as at batch 1.
 
-How (DESIGN.md "What we measured about merging lessons": raw similarity does not separate
-lessons, so a single threshold either merges cousins or keeps paraphrases apart):
+How (DESIGN.md: raw similarity does not separate lessons, so one threshold either merges
+cousins or keeps paraphrases apart):
 
-* Lessons are compared by embedding similarity of the curator's canonical `text`, with a
-  threshold that depends on the `about` names: the same names -> `same_about` (lower);
-  names on both sides but none shared ("gross margin" vs "operating margin") -> `conflict`
-  (near-identical only); otherwise `threshold`. Identical normalised text always matches.
-* Every item is represented by ONE wording, the canonical minimum of its wordings under a
-  total order (`canonical_key`: names something, fewest names, shortest, alphabetical).
-  A minimum is associative, so it is the same whichever batch a wording arrived in. The
-  item id is `item_id_for(representative)`; when a later batch brings a smaller wording,
-  the old item is archived ("superseded") and its counts and provenance move to the new id.
-* A new wording folds into the best-matching existing item (active items first; archived
-  ones only if no active item matches, so a lesson archived as harmful is not re-added);
-  the remaining wordings are clustered leader-style in canonical order: each joins the
-  best-matching leader, else leads. Every member of an item therefore matches its
-  representative, which is exactly what a later batch can check. When the match relation
-  is an equivalence on the data (well-separated lessons), the final playbook is identical
-  for any order and any batching; when it is not (a ~ b ~ c but a !~ c), results can differ
-  by where the chain is cut, never by the order inside a batch.
+* Match = embedding similarity of the curator's canonical `text` against a threshold chosen
+  by the `about` names: the same names (or none on both sides) -> `same_about_threshold`;
+  names on both sides but none shared ("gross margin" vs "operating margin") ->
+  `conflict_threshold` (near-identical only); otherwise `threshold`. Identical normalised
+  text always matches. An optional deterministic `judge(a, b)` decides the ambiguous band
+  (same names, similarity between `same_about_threshold` and `threshold`).
+* An item is represented by ONE wording: the minimum of its wordings under a total order
+  (`canonical_key`: names something, fewest names, shortest, alphabetical). A minimum is
+  associative, so it does not matter which batch brought which wording. The id is
+  `item_id_for(representative)`; when a later batch brings a smaller wording, the old item is
+  archived ("superseded by ...") and its counts and provenance move to the new id.
+* Wordings are processed in canonical order; each joins EVERY cluster whose representative
+  (or a wording of this batch in it) it matches. Existing items start as clusters, so a
+  near-duplicate of an existing item folds into it, and a wording that matches two items
+  bridges them into one, which is what lets a sequential run (batch 1) end with the same
+  items as a large batch. Archived items are only a fallback when no active item matches,
+  so a lesson archived as harmful is reinforced, not re-added. If the match relation is an
+  equivalence on the data the final playbook is identical for every order and batching;
+  otherwise (a~b, b~c, a!~c) batches can cut a chain differently, never the order in a batch.
 * Counts are sums: a lesson proposed n times has helpful n-1 (apply_operations' `add`
-  semantics); a fold into an existing item is `tag_helpful` with the number of proposals.
-  A curator's `archive` request is `archive_votes` harmful votes, and an item's status is a
-  pure function of its summed counts (`ArchiveRule`), so archiving is batch-independent too.
-* `update` proposes a wording for its target; it competes for the representative like any
-  other wording (no "last writer wins", which would depend on arrival order).
+  semantics) and a fold into an existing item is `tag_helpful` with the number of proposals.
+  A curator's `archive` request is `archive_votes` harmful votes, and the status of every
+  touched item is a pure function of its summed counts (`ArchiveRule`), so archiving does
+  not depend on batching either; an archived item whose counts recover is reactivated.
+* `update` proposes a wording for its target and competes for the representative like any
+  other wording ("last writer wins" would depend on arrival order).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -45,7 +49,7 @@ from parallax.embeddings import Embedder
 from state.playbook import Operation, PlaybookItem, item_id_for
 
 DEFAULT_THRESHOLD = 0.80
-SAME_ABOUT_THRESHOLD = 0.55
+SAME_ABOUT_THRESHOLD = 0.50
 CONFLICT_THRESHOLD = 0.95
 
 
@@ -78,18 +82,15 @@ def canonical_key(text: str, section: str, about) -> tuple:
     return (len(names) == 0, len(names), len(normalise(text)), normalise(text), section)
 
 
-def _key(item: PlaybookItem) -> tuple:
-    return canonical_key(item.text, item.section, item.about)
-
-
 def _about(names) -> frozenset[str]:
     return frozenset(n for n in (normalise(a) for a in names) if n)
 
 
 @dataclass
 class _Wording:
-    """One distinct lesson text from the batch (adds and update proposals with that text)."""
+    """One distinct lesson text of the batch (adds, and update proposals, with that text)."""
 
+    norm: str
     text: str
     section: str
     about: frozenset
@@ -103,12 +104,44 @@ class _Wording:
 
 
 @dataclass
+class _Rep:
+    key: tuple
+    norm: str
+    text: str
+    section: str
+    about: frozenset
+    item: PlaybookItem | None = None
+
+    @classmethod
+    def of(cls, x: PlaybookItem | _Wording) -> _Rep:
+        item = x if isinstance(x, PlaybookItem) else None
+        return cls(canonical_key(x.text, x.section, x.about) + ((item.id,) if item else ("",)), normalise(x.text),
+                   x.text, x.section, _about(x.about), item)
+
+
+@dataclass(eq=False)
 class _Cluster:
-    item: PlaybookItem | None
-    members: list = field(default_factory=list)
+    """Existing items and new wordings that are one lesson; `rep` is their canonical minimum."""
+
+    rep: _Rep
+    items: list = field(default_factory=list)
+    wordings: list = field(default_factory=list)
     helpful: int = 0
     harmful: int = 0
     provenance: set = field(default_factory=set)
+    alive: bool = True
+
+    @property
+    def matchable(self) -> bool:  # archived-only clusters are a fallback, never bridged
+        return not self.items or any(i.status == "active" for i in self.items)
+
+    def absorb(self, other: _Cluster) -> None:
+        self.items += other.items
+        self.wordings += other.wordings
+        self.helpful, self.harmful = self.helpful + other.helpful, self.harmful + other.harmful
+        self.provenance |= other.provenance
+        self.rep = min(self.rep, other.rep, key=lambda r: r.key)
+        other.alive = False
 
 
 def merge_operations(
@@ -120,27 +153,25 @@ def merge_operations(
     same_about_threshold: float = SAME_ABOUT_THRESHOLD,
     conflict_threshold: float = CONFLICT_THRESHOLD,
     rule: ArchiveRule = ArchiveRule(),
+    judge: Callable[[str, str], bool] | None = None,
 ) -> MergeResult:
     """One operation list for `apply_operations(existing, ...)`, plus counts for the guard."""
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
     ops = [op for ops in op_lists for op in ops]
     items = {i.id: i for i in existing}
-    report = defaultdict(int, reflections=len(op_lists), operations_in=len(ops))
+    active = sorted((i for i in existing if i.status == "active"), key=lambda i: i.id)
+    archived = sorted((i for i in existing if i.status != "active"), key=lambda i: _Rep.of(i).key)
+    report: Counter = Counter(reflections=len(op_lists), operations_in=len(ops))
 
-    def limit(a: frozenset, b: frozenset) -> float:
-        if a and b:
-            return same_about_threshold if a == b else threshold if a & b else conflict_threshold
-        return threshold
-
-    # -- distinct wordings (exact duplicates united first) --------------------------------
+    # -- distinct wordings; exact duplicates are united first ---------------------------
     wordings: dict[str, _Wording] = {}
 
     def wording(text: str, section: str, about) -> _Wording:
         norm = normalise(text)
         w = wordings.get(norm)
         if w is None:
-            w = wordings[norm] = _Wording(text, section, _about(about))
-        else:  # same text from several reflections: keep the smallest spelling, union the names
+            w = wordings[norm] = _Wording(norm, text, section, _about(about))
+        else:  # the same text from several reflections: smallest spelling, all names
             w.text, w.section, w.about = min(w.text, text), min(w.section, section), w.about | _about(about)
         return w
 
@@ -150,40 +181,65 @@ def merge_operations(
             w = wording(op.text, op.section, op.about)
             w.count += op.count
             w.provenance |= set(op.provenance)
-
-    # -- targets: an archived item that a matching active item replaced gets redirected ----
-    texts = sorted(wordings) + sorted({normalise(i.text) for i in existing} - set(wordings))
-    vectors = dict(zip(texts, embed(texts))) if texts else {}
-    active = sorted((i for i in existing if i.status == "active"), key=lambda i: i.id)
+    for op in ops:  # update texts are wordings too; embed everything in one call
+        if op.op == "update" and normalise(op.text) and op.item_id in items:
+            wording(op.text, items[op.item_id].section, op.about or items[op.item_id].about)
+    norms = sorted(set(wordings) | {normalise(i.text) for i in existing})
+    index = {n: k for k, n in enumerate(norms)}
+    vectors = np.asarray(embed(norms), dtype=np.float32) if norms else np.zeros((0, 1), np.float32)
+    rows = {n: k for k, n in enumerate(sorted(wordings))}  # wordings x everything; item x item only on demand
+    block = vectors[[index[n] for n in sorted(wordings)]] @ vectors.T if rows else np.zeros((0, len(norms)))
 
     def sim(a: str, b: str) -> float:
-        return 1.0 if normalise(a) == normalise(b) else float(np.dot(vectors[normalise(a)], vectors[normalise(b)]))
+        if a in rows:
+            return float(block[rows[a], index[b]])
+        if b in rows:
+            return float(block[rows[b], index[a]])
+        return float(vectors[index[a]] @ vectors[index[b]])
 
-    def matches(text: str, about: frozenset, item: PlaybookItem) -> bool:
-        return normalise(text) == normalise(item.text) or sim(text, item.text) >= limit(about, _about(item.about))
+    def limit(a: frozenset, b: frozenset) -> float:
+        if a == b:  # the same names, or both general (no names)
+            return same_about_threshold
+        if a and b:
+            return threshold if a & b else conflict_threshold
+        return threshold
 
-    archived = sorted((i for i in existing if i.status != "active"), key=lambda i: (_key(i), i.id))
+    verdicts: dict[tuple[str, str], bool] = {}
 
-    def home(text: str, about: frozenset, below: tuple | None = None, skip: str = "") -> PlaybookItem | None:
-        """Best-matching active item; else the canonical-first matching archived one."""
-        ok = [a for a in active if a.id != skip and (below is None or _key(a) < below) and matches(text, about, a)]
-        if ok:
-            return min(ok, key=lambda a: (-sim(text, a.text), a.id))
-        return next((a for a in archived if a.id != skip and (below is None or _key(a) < below)
-                     and matches(text, about, a)), None)
+    def matches(norm: str, about: frozenset, rep: _Rep) -> bool:
+        if norm == rep.norm:
+            return True
+        score, bar = sim(norm, rep.norm), limit(about, rep.about)
+        if judge is not None and about == rep.about and same_about_threshold <= score < threshold:
+            pair = (min(norm, rep.norm), max(norm, rep.norm))
+            if pair not in verdicts:
+                verdicts[pair] = bool(judge(*pair))
+            return verdicts[pair]
+        return score >= bar
 
     def target(item_id: str | None) -> PlaybookItem | None:
-        """The item an op means; an archived item that a smaller matching wording superseded redirects to it."""
+        """The item an op means; an archived item superseded by a matching smaller wording redirects to it."""
         item = items.get(item_id or "")
         if item is None or item.status == "active":
             return item
-        return home(item.text, _about(item.about), below=_key(item), skip=item.id) or item
+        below, norm, about = _Rep.of(item).key, normalise(item.text), _about(item.about)
+        heirs = [a for a in active if _Rep.of(a).key < below and matches(norm, about, _Rep.of(a))]
+        heirs = heirs or [a for a in archived if a.id != item.id and _Rep.of(a).key < below and matches(norm, about, _Rep.of(a))]
+        return min(heirs, key=lambda a: (-sim(norm, normalise(a.text)), a.id)) if heirs else item
 
-    clusters: dict[str, _Cluster] = {}
+    clusters: list[_Cluster] = []
+    owner: dict[str, _Cluster] = {}
 
     def cluster_of(item: PlaybookItem) -> _Cluster:
-        return clusters.setdefault(item.id, _Cluster(item))
+        while item.id in owner and not owner[item.id].alive:  # follow absorptions
+            owner[item.id] = next(c for c in clusters if c.alive and any(i.id == item.id for i in c.items))
+        if item.id not in owner:
+            owner[item.id] = _Cluster(_Rep.of(item), [item])
+            clusters.append(owner[item.id])
+        return owner[item.id]
 
+    for item in active:
+        cluster_of(item)
     for op in ops:
         if op.op == "add":
             continue
@@ -193,112 +249,112 @@ def merge_operations(
             continue
         c = cluster_of(item)
         c.provenance |= set(op.provenance)
-        if op.op == "tag_helpful":
+        if op.op in ("tag_helpful", "tag_harmful"):
             report["tags"] += 1
-            c.helpful += op.count
-        elif op.op == "tag_harmful":
-            report["tags"] += 1
-            c.harmful += op.count
+            c.helpful += op.count if op.op == "tag_helpful" else 0
+            c.harmful += op.count if op.op == "tag_harmful" else 0
         elif op.op == "archive":
             report["archive_requests"] += 1
             c.harmful += rule.archive_votes * op.count
         elif op.op == "update":
             report["updates_in"] += 1
             if normalise(op.text):
-                w = wording(op.text, item.section, op.about or item.about)
+                w = wordings[normalise(op.text)]
                 w.provenance |= set(op.provenance)
                 w.pinned.add(item.id)
-    if any(normalise(w.text) not in vectors for w in wordings.values()):  # update wordings
-        fresh = sorted(n for n in wordings if n not in vectors)
-        vectors.update(zip(fresh, embed(fresh)))
 
-    # -- fold wordings into existing items, then cluster the rest leader-style --------------
+    # -- each wording, in canonical order, joins every cluster whose representative it matches
     by_text: dict[str, PlaybookItem] = {}
-    for i in sorted(existing, key=lambda i: (i.status != "active", _key(i), i.id)):
+    for i in sorted(existing, key=lambda i: (i.status != "active", _Rep.of(i).key)):
         by_text.setdefault(normalise(i.text), i)
-    leaders: list[_Cluster] = []
-    for norm in sorted(wordings, key=lambda n: wordings[n].key):
-        w = wordings[norm]
-        found = by_text.get(norm)
-        if found is None and w.pinned:
-            found = min((items[p] for p in w.pinned), key=lambda i: (_key(i), i.id))
-        if found is None:
-            found = home(w.text, w.about)
-        elif found.status != "active":  # the exact text of a superseded item belongs to its heir
-            found = target(found.id)
-        if found is not None:
-            cluster_of(found).members.append(w)
-            report["items_reinforced_adds"] += w.count
+    for w in sorted(wordings.values(), key=lambda w: w.key):
+        if not (w.count or w.pinned):
             continue
-        scored = [(-sim(w.text, c.members[0].text), i) for i, c in enumerate(leaders)
-                  if sim(w.text, c.members[0].text) >= limit(w.about, c.members[0].about)]
-        if scored:
-            leaders[min(scored)[1]].members.append(w)
-        else:
-            leaders.append(_Cluster(None, [w]))
+        group = [cluster_of(target(p.id) if p.status != "active" else p)
+                 for p in [by_text.get(w.norm)] + [items[i] for i in sorted(w.pinned)] if p is not None]
+        group += [c for c in clusters if c.alive and c.matchable and c not in group
+                  and any(matches(w.norm, w.about, r) for r in [c.rep] + [_Rep.of(v) for v in c.wordings])]
+        if not group:  # a lesson already archived (say, as harmful) is not added again
+            fallback = next((a for a in archived if matches(w.norm, w.about, _Rep.of(a))), None)
+            group = [cluster_of(target(fallback.id))] if fallback else []
+        if not group:
+            clusters.append(_Cluster(_Rep.of(w), wordings=[w]))
+            continue
+        home = min(group, key=lambda c: c.rep.key)
+        for other in group:
+            if other is not home and other.alive:
+                home.absorb(other)
+        home.wordings.append(w)
+        if w.norm not in {normalise(i.text) for i in home.items}:  # a wording equal to an item's text IS that item
+            home.rep = min(home.rep, _Rep.of(w), key=lambda r: r.key)
 
-    # -- emit operations, one item at a time in id order ------------------------------------
-    out: list[Operation] = []
-    for c in leaders:
-        rep = c.members[0]
-        count = sum(w.count for w in c.members)
-        if count == 0:  # only update proposals for an unknown target: nothing to add
+    # -- one block of operations per touched cluster -------------------------------------
+    blocks: list[tuple[str, list[Operation]]] = []
+    for c in clusters:
+        if not c.alive:
             continue
-        report["items_added"] += 1
-        out.append(Operation(op="add", item_id=item_id_for(rep.text, rep.section), section=rep.section, text=rep.text,
-                             about=sorted(rep.about), count=count,
-                             provenance=sorted(set().union(*(w.provenance for w in c.members))), reason="merged"))
-    reinforced = 0
-    for item_id in sorted(clusters):
-        c = clusters[item_id]
-        item = c.item
-        proposals = sum(w.count for w in c.members)
-        reinforced += proposals > 0
-        provenance = sorted(c.provenance.union(*(w.provenance for w in c.members)))
-        helpful, harmful = item.helpful + proposals + c.helpful, item.harmful + c.harmful
+        proposals = sum(w.count for w in c.wordings)
+        provenance = c.provenance.union(*(w.provenance for w in c.wordings))
+        rep = c.rep
+        if not c.items:
+            if proposals:
+                report["items_added"] += 1
+                new_id = item_id_for(rep.text, rep.section)
+                blocks.append((new_id, [Operation(op="add", item_id=new_id, section=rep.section, text=rep.text,
+                                                  about=sorted(rep.about), count=proposals, provenance=sorted(provenance),
+                                                  reason="merged")]))
+            continue
+        if not (c.wordings or c.helpful or c.harmful or provenance or len(c.items) > 1):
+            continue
+        report["folded_into_existing"] += proposals
+        report["items_reinforced"] += proposals > 0
+        helpful = sum(i.helpful for i in c.items) + proposals + c.helpful
+        harmful = sum(i.harmful for i in c.items) + c.harmful
+        provenance |= {p for i in c.items for p in i.provenance}
         archive = rule.archives(helpful, harmful)
-        rep = min((w for w in c.members if normalise(w.text) != normalise(item.text)), key=lambda w: w.key, default=None)
-        if rep is not None and rep.key < _key(item):
-            new_id = item_id_for(rep.text, rep.section)
-            report["superseded"] += 1
-            if item.status == "active":
-                out.append(Operation(op="archive", item_id=item.id, reason=f"superseded by {new_id}"))
-            out.append(Operation(op="add", item_id=new_id, section=rep.section, text=rep.text, about=sorted(rep.about),
-                                 count=helpful + 1, provenance=sorted(set(item.provenance) | set(provenance)),
-                                 reason=f"supersedes {item.id}"))
+        keep = rep.item
+        new_id = keep.id if keep else item_id_for(rep.text, rep.section)
+        block = []
+        for old in sorted(c.items, key=lambda i: i.id):
+            if old is not keep:
+                report["superseded"] += 1
+                if old.status == "active":
+                    block.append(Operation(op="archive", item_id=old.id, reason=f"superseded by {new_id}"))
+        if keep is None:
+            block.append(Operation(op="add", item_id=new_id, section=rep.section, text=rep.text, about=sorted(rep.about),
+                                   count=helpful + 1, provenance=sorted(provenance), reason="merged: new representative"))
             if harmful:
-                out.append(Operation(op="tag_harmful", item_id=new_id, count=harmful, reason=f"carried from {item.id}"))
-            if archive:
-                report["archived"] += 1
-                out.append(Operation(op="archive", item_id=new_id, reason=_why(rule, helpful, harmful)))
-            continue
-        if proposals + c.helpful:
-            out.append(Operation(op="tag_helpful", item_id=item.id, count=proposals + c.helpful, provenance=provenance))
-        if c.harmful:
-            out.append(Operation(op="tag_harmful", item_id=item.id, count=c.harmful, provenance=provenance))
-        if not (proposals + c.helpful + c.harmful) and provenance:
-            out.append(Operation(op="update", item_id=item.id, provenance=provenance, reason="wording proposal kept as provenance"))
-        if archive and item.status == "active":
+                block.append(Operation(op="tag_harmful", item_id=new_id, count=harmful, reason="carried over"))
+            was_active, gained = True, True
+        else:
+            more_helpful, more_harmful = helpful - keep.helpful, harmful - keep.harmful
+            if more_helpful or not more_harmful and not set(provenance) <= set(keep.provenance):
+                block.append(Operation(op="tag_helpful", item_id=new_id, count=more_helpful, provenance=sorted(provenance)))
+            if more_harmful:
+                block.append(Operation(op="tag_harmful", item_id=new_id, count=more_harmful, provenance=sorted(provenance)))
+            was_active, gained = keep.status == "active", more_helpful > 0
+        if archive and was_active:
             report["archived"] += 1
-            out.append(Operation(op="archive", item_id=item.id, reason=_why(rule, helpful, harmful)))
-        elif not archive and item.status != "active" and (proposals + c.helpful):
+            block.append(Operation(op="archive", item_id=new_id, reason=_why(rule, helpful, harmful)))
+        elif not archive and not was_active and gained:
             report["reactivated"] += 1
-            out.append(Operation(op="add", item_id=item.id, section=item.section, text=item.text, about=item.about,
-                                 count=1, reason="reactivated: counts no longer meet the archive rule"))
+            block.append(Operation(op="add", item_id=new_id, section=keep.section, text=keep.text, about=keep.about,
+                                   count=1, reason="reactivated: counts no longer meet the archive rule"))
+        blocks.append((new_id, block))
     for item in active:  # e.g. the rule was tightened since these counts were reached
-        if item.id not in clusters and rule.archives(item.helpful, item.harmful):
+        c = owner[item.id]
+        if c.alive and len(c.items) == 1 and not (c.wordings or c.helpful or c.harmful or c.provenance) and rule.archives(item.helpful, item.harmful):
             report["archived"] += 1
-            out.append(Operation(op="archive", item_id=item.id, reason=_why(rule, item.helpful, item.harmful)))
+            blocks.append((item.id, [Operation(op="archive", item_id=item.id, reason=_why(rule, item.helpful, item.harmful))]))
 
-    report["items_reinforced"] = reinforced
-    report["folded_into_existing"] = report.pop("items_reinforced_adds", 0)
+    out = [op for _, block in sorted(blocks, key=lambda b: b[0]) for op in block]
     report["wordings"] = len(wordings)
     report["duplicates_folded"] = report["adds_in"] - report["items_added"]
     report["operations_out"] = len(out)
     keys = ("reflections", "operations_in", "adds_in", "updates_in", "tags", "archive_requests", "wordings",
             "items_added", "items_reinforced", "folded_into_existing", "duplicates_folded", "superseded",
             "archived", "reactivated", "dropped_unknown_target", "operations_out")
-    return MergeResult(out, {k: int(report.get(k, 0)) for k in keys})
+    return MergeResult(out, {k: int(report[k]) for k in keys})
 
 
 def _why(rule: ArchiveRule, helpful: int, harmful: int) -> str:

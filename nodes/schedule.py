@@ -16,6 +16,7 @@ from langgraph.types import Send
 
 from nodes.evaluate import evaluate
 from nodes.fan_out import group
+from nodes.playbook import select_items
 from nodes.playbook_access import playbook_store
 from nodes.route import context_of
 from state.context import Context
@@ -68,8 +69,10 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     if index >= len(state["schedule"]):
         return "__end__"
     head = await playbook_store(runtime).head(state["playbook"])
-    items = [i.model_dump() for i in head.active]
     batch = [state["tasks"][t] for t in state["schedule"][index]]
-    return [Send("learn_from_task", {"tasks": tasks, "concurrency": concurrency, "items": items,
-                                     "version": head.version, "mode": state.get("mode", "direct")})
-            for tasks, concurrency in group(batch, get_config().get("max_concurrency"))]
+    selections = await select_items([i.model_dump() for i in head.active], [t["input"] for t in batch],
+                                    context_of(runtime).playbook_chars)
+    work = [{"task": task, "items": chosen} for task, chosen in zip(batch, selections)]
+    return [Send("learn_from_task", {"work": group_work, "concurrency": concurrency, "version": head.version,
+                                     "mode": state.get("mode", "direct")})
+            for group_work, concurrency in group(work, get_config().get("max_concurrency"))]
