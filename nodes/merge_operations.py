@@ -224,7 +224,8 @@ def merge_operations(
             return item
         below, norm, about = _Rep.of(item).key, normalise(item.text), _about(item.about)
         heirs = [a for a in active if _Rep.of(a).key < below and matches(norm, about, _Rep.of(a))]
-        heirs = heirs or [a for a in archived if a.id != item.id and _Rep.of(a).key < below and matches(norm, about, _Rep.of(a))]
+        heirs = heirs or [a for a in archived
+                          if a.id != item.id and _Rep.of(a).key < below and matches(norm, about, _Rep.of(a))]
         return min(heirs, key=lambda a: (-sim(norm, normalise(a.text)), a.id)) if heirs else item
 
     clusters: list[_Cluster] = []
@@ -341,11 +342,12 @@ def merge_operations(
             block.append(Operation(op="add", item_id=new_id, section=keep.section, text=keep.text, about=keep.about,
                                    count=1, reason="reactivated: counts no longer meet the archive rule"))
         blocks.append((new_id, block))
-    for item in active:  # e.g. the rule was tightened since these counts were reached
-        c = owner[item.id]
-        if c.alive and len(c.items) == 1 and not (c.wordings or c.helpful or c.harmful or c.provenance) and rule.archives(item.helpful, item.harmful):
+    touched = {item_id for item_id, _ in blocks}
+    for item in active:  # untouched items too, e.g. after the rule was tightened
+        if item.id not in touched and owner[item.id].alive and rule.archives(item.helpful, item.harmful):
             report["archived"] += 1
-            blocks.append((item.id, [Operation(op="archive", item_id=item.id, reason=_why(rule, item.helpful, item.harmful))]))
+            reason = _why(rule, item.helpful, item.harmful)
+            blocks.append((item.id, [Operation(op="archive", item_id=item.id, reason=reason)]))
 
     out = [op for _, block in sorted(blocks, key=lambda b: b[0]) for op in block]
     report["wordings"] = len(wordings)
