@@ -51,6 +51,8 @@ def _load():
             if _model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in the CLI
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 from sentence_transformers import SentenceTransformer
 
                 _model = SentenceTransformer(model_dir(), device="cpu")
