@@ -19,6 +19,9 @@ async def commit(state: LearnState, runtime: Runtime) -> dict:
              "items_added": int(report.get("items_added", 0)), "guard_triggered": candidate["guard_triggered"],
              "accepted": decision["accepted"], "reason": decision["reason"], "train_accuracy": candidate["train_accuracy"],
              "val_accuracy": metrics.get("val_accuracy_after")}
+    if not operations:
+        head = await store.head(name)
+        return {"batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}
     if not decision["accepted"]:
         candidate_id = await store.reject(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
                                           decision["reason"])

@@ -36,6 +36,9 @@ async def gate(state: LearnState, runtime: Runtime[Context]) -> dict:
     sample = validation_sample(state)
     metrics: dict = {"evaluated": bool(sample), "val_size": len(sample), "margin": state.get("margin", 0.0),
                      "train_accuracy": candidate["train_accuracy"], "guard_triggered": candidate["guard_triggered"]}
+    if not candidate["operations"]:
+        return {"decision": {"accepted": False, "reason": "no operations: nothing to learn from this batch",
+                             "metrics": {**metrics, "evaluated": False}}}
     if sample:
         result = await evaluate(sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "direct"))
         before = state.get("head_accuracy") or 0.0

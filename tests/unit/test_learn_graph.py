@@ -110,3 +110,17 @@ async def test_guard_stays_quiet_at_the_default_floor(store, monkeypatch):
     install(monkeypatch, scripted(lambda p: "2.0"))
     out = await builder.compile(store=store).ainvoke({"tasks": tasks(4), "batch": 4, "mode": "direct"})
     assert out["batches"][0]["guard_triggered"] is False
+
+
+async def test_a_batch_without_lessons_commits_no_version_and_skips_the_gate(store, monkeypatch):
+    def script(prompt, t, i):
+        if "You review one solved task" in prompt:
+            return json.dumps({"diagnosis": "fine", "lessons": [], "item_tags": []})
+        return json.dumps({"reasoning": "r", "answer": "2.0"})
+
+    calls = install(monkeypatch, script)
+    out = await builder.compile(store=store).ainvoke({"tasks": tasks(2), "val_tasks": tasks(3), "batch": 2, "mode": "direct"})
+    assert out["to_version"] == 0 and out["batches"][0]["accepted"] is False
+    assert out["batches"][0]["reason"].startswith("no operations")
+    assert len([p for p, _ in calls if "You solve tasks carefully" in p]) == 2 + 3  # train runs + one baseline eval
+    assert await for_store(store).candidates("default") == []
