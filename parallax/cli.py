@@ -165,7 +165,8 @@ def run(
         console = Console()
         console.print(branch_table(result.get("branches", [])))
         if result.get("votes"):
-            console.print("votes: " + ", ".join(f"{k!r}: {v}" for k, v in result["votes"].items()))
+            shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["votes"].items())
+            console.print("votes: " + ", ".join(shown), highlight=False)
         if result.get("objection"):
             console.print(f"red team: {result['objection']}")
         console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
