@@ -27,7 +27,8 @@ async def solve_one(task: dict, items: list[dict], version: int, ctx: Context, m
         )
     except ValueError as exc:  # input the solve graph refuses (e.g. too long)
         run = {"status": "failed", "answer": "", "reason": str(exc), "branches": [], "trace_id": ""}
-    return {**run, **score(run, task.get("target"), task["input"]), "task_id": task.get("id")}
+    verdict = score(run, task.get("target"), task["input"], task.get("scorer", "auto"))
+    return {**run, **verdict, "task_id": task.get("id")}
 
 
 async def evaluate(tasks: list[dict], items: list[dict], version: int, ctx: Context, *, concurrency: int = 8,

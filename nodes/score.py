@@ -64,4 +64,5 @@ def score(run: dict, target: str | None, question: str, scorer: str = "auto") ->
             return {"correct": result, "scorer": "numeric", "feedback": f"expected {target}, got {answer!r}"}
         scorer = "exact"
     correct = numeric(answer, target, question) if scorer == "numeric" else SCORERS[scorer](answer, target)
+    # `numeric` is None when the target is no number: that is a miss, not a pass
     return {"correct": bool(correct), "scorer": scorer, "feedback": f"expected {target}, got {answer!r}"}

@@ -1,6 +1,6 @@
 """Load learning and evaluation tasks from JSONL.
 
-Accepted lines: `{"context"|"question"|"input": ..., "target"|"answer": ...}`; ACE's
+Accepted lines: `{"context"|"question"|"input": ..., "target"|"answer": ..., "scorer"?: ...}`; ACE's
 `{"context","target"}` (../shared/data/formula) works unchanged, and so does GSM8K, whose
 answer keeps its working before `####`. A bad line is reported with its number.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 
 INPUT_KEYS = ("context", "question", "input")
 TARGET_KEYS = ("target", "answer")
+SCORER_NAMES = ("auto", "numeric", "exact", "contains")
 
 
 class TaskFileError(ValueError):
@@ -27,7 +28,10 @@ def parse_task(obj: object) -> dict:
     target = next((obj[k] for k in TARGET_KEYS if k in obj and obj[k] is not None), None)
     if target is not None:
         target = str(target).split("####")[-1].strip()
-    return {"input": text, "target": target}
+    scorer = obj.get("scorer", "auto")
+    if scorer not in SCORER_NAMES:
+        raise ValueError(f"unknown scorer {scorer!r}: use one of {', '.join(SCORER_NAMES)}")
+    return {"input": text, "target": target, "scorer": scorer}
 
 
 def load_tasks(path: Path, *, skip_bad: bool = False) -> tuple[list[dict], list[str]]:

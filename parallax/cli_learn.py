@@ -23,16 +23,19 @@ from parallax import settings as settings_mod
 from parallax.cli import MODES, durable_graph, err, fail
 
 
-def _tasks(path: Path, skip_bad: bool, what: str) -> list[dict]:
-    from nodes.tasks import TaskFileError, load_tasks
+def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[dict]:
+    """Tasks from a JSONL file; `scorer` (when given) overrides each line's own."""
+    from nodes.tasks import SCORER_NAMES, TaskFileError, load_tasks
 
+    if scorer is not None and scorer not in SCORER_NAMES:
+        fail(f"unknown scorer {scorer!r}: use one of {', '.join(SCORER_NAMES)}")
     try:
         tasks, problems = load_tasks(path, skip_bad=skip_bad)
     except TaskFileError as exc:
         fail(f"{what}: {exc}")
     for problem in problems:
         err.print(f"[yellow]skipped[/] {problem}", highlight=False)
-    return tasks
+    return [{**t, "scorer": scorer} for t in tasks] if scorer else tasks
 
 
 def _progress(enabled: bool) -> Progress:
@@ -107,6 +110,7 @@ def learn(
     margin: Annotated[float, typer.Option(help="Accepted drop in validation accuracy (0 = must not get worse).")] = 0.0,
     mode: Annotated[str, typer.Option(help="Solve mode for the runs: direct (default, one call per task) | vote | section | auto.")] = "direct",
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave out bad JSONL lines instead of stopping.")] = False,
+    scorer: Annotated[Optional[str], typer.Option(help="auto | numeric | exact | contains (default: each line's, else auto).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N training tasks.")] = None,
     concurrency: Annotated[int, typer.Option(help="Most branches running at once (max_concurrency).")] = 16,
     thread: Annotated[Optional[str], typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
@@ -120,8 +124,8 @@ def learn(
             fail(f"{name} must be at least 1, got {value}")
     if limit is not None and limit < 1:
         fail(f"--limit must be at least 1, got {limit}")
-    tasks = _tasks(train, skip_bad, "training data")[:limit]
-    val_tasks = _tasks(val, skip_bad, "validation data") if val else []
+    tasks = _tasks(train, skip_bad, "training data", scorer)[:limit]
+    val_tasks = _tasks(val, skip_bad, "validation data", scorer) if val else []
     payload = {"tasks": tasks, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
                "playbook": playbook, "approve": approve, "mode": mode, "margin": margin}
     started = time.perf_counter()
@@ -143,6 +147,7 @@ def evaluate_command(
     limit: Annotated[Optional[int], typer.Option(help="Evaluate only the first N tasks.")] = None,
     mode: Annotated[str, typer.Option(help="Solve mode: auto | direct | section | vote.")] = "auto",
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave out bad JSONL lines instead of stopping.")] = False,
+    scorer: Annotated[Optional[str], typer.Option(help="auto | numeric | exact | contains (default: each line's, else auto).")] = None,
     results: Annotated[Optional[Path], typer.Option(help="Per-item results file (default: under PARALLAX_HOME/evals).")] = None,
     concurrency: Annotated[int, typer.Option(help="Tasks solved at once.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -154,7 +159,7 @@ def evaluate_command(
         fail(f"--limit must be at least 1, got {limit}")
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
-    tasks = _tasks(data, skip_bad, "evaluation data")[:limit]
+    tasks = _tasks(data, skip_bad, "evaluation data", scorer)[:limit]
     home = settings_mod.load().home
     out = asyncio.run(_evaluate(tasks, playbook, version, mode, concurrency, show=not as_json))
     target = results or home / "evals" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.jsonl"

@@ -96,3 +96,34 @@ def test_schemas_sent_to_llama_cpp_stay_small_and_ordered(schema):
     assert fmt["type"] == "json_object" and "maxLength" not in json.dumps(fmt["schema"]["properties"])
     if schema is Answer:
         assert fmt["schema"]["required"] == ["reasoning", "answer"]
+
+
+@pytest.mark.parametrize("answer, target, question, scorer, correct", [
+    ("2.00", "2.0", "Answer with 2 decimal places", "auto", True),
+    ("$1,250", "1250", "", "auto", True),
+    ("1.236", "1.24", "round to 2 decimal places", "auto", True),
+    ("1.3", "1.24", "round to 2 decimal places", "auto", False),
+    ("Paris", "paris", "", "auto", True),
+    ("The capital is Paris.", "Paris", "", "contains", True),
+    ("The capital is Paris.", "Paris", "", "exact", False),
+    ("forty", "40", "", "numeric", False),
+])
+def test_scorers(answer, target, question, scorer, correct):
+    from nodes.score import score
+    assert score({"answer": answer, "status": "ok"}, target, question, scorer)["correct"] is correct
+
+
+def test_without_a_target_the_run_status_is_the_feedback():
+    from nodes.score import score
+    assert score({"answer": "x", "status": "ok"}, None, "")["scorer"] == "execution"
+    assert score({"answer": "", "status": "failed", "reason": "boom"}, None, "")["correct"] is False
+
+
+def test_task_lines_accept_ace_gsm8k_and_reject_unknown_scorers():
+    from nodes.tasks import parse_task
+    assert parse_task({"context": "Q?", "target": "2.0"}) == {"input": "Q?", "target": "2.0", "scorer": "auto"}
+    assert parse_task({"question": "Q?", "answer": "work\n#### 72"})["target"] == "72"
+    with pytest.raises(ValueError, match="unknown scorer"):
+        parse_task({"input": "Q?", "scorer": "fuzzy"})
+    with pytest.raises(ValueError, match="no task text"):
+        parse_task({"target": "1"})
