@@ -27,7 +27,7 @@ PIECES = 4
 
 
 def lessons_yielded(report: dict) -> int:
-    return int(report.get("items_added", 0)) + int(report.get("items_reinforced", report.get("duplicates_folded_into_existing", 0)))
+    return int(report.get("items_added", 0)) + int(report.get("items_reinforced", 0))
 
 
 def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookItem], version: int, threshold) -> tuple[list[Operation], dict]:

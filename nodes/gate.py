@@ -17,16 +17,8 @@ from nodes.route import context_of
 from nodes.schedule import validation_sample
 from state.context import Context
 from state.learn import LearnState
+from prompts.playbook_store import diff_items
 from state.playbook import PlaybookItem
-
-
-def item_diff(before: list[dict], after: list[dict]) -> dict:
-    old = {i["id"]: PlaybookItem.model_validate(i) for i in before}
-    new = {i["id"]: PlaybookItem.model_validate(i) for i in after}
-    added = [new[i].text for i in new if i not in old and new[i].status == "active"]
-    archived = [new[i].text for i in new if i in old and old[i].status == "active" and new[i].status == "archived"]
-    changed = [new[i].text for i in new if i in old and new[i] != old[i] and new[i].text not in archived]
-    return {"added": added, "changed": changed, "archived": archived}
 
 
 async def gate(state: LearnState, runtime: Runtime[Context]) -> dict:
@@ -49,7 +41,8 @@ async def gate(state: LearnState, runtime: Runtime[Context]) -> dict:
         passed, reason = True, "no validation tasks: accepted without evaluation"
     if passed and state.get("approve"):
         answer = interrupt({"question": "Accept this playbook update? (yes/no)", "metrics": metrics,
-                            "diff": item_diff(candidate["base_items"], candidate["items"])})
+                            "diff": diff_items(*(
+                                [PlaybookItem.model_validate(i) for i in candidate[k]] for k in ("base_items", "items")))})
         passed = str(answer).strip().lower() in ("y", "yes", "true", "1")
         reason = reason if passed else "rejected by a human reviewer"
     return {"decision": {"accepted": passed, "reason": reason, "metrics": metrics}}

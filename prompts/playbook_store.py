@@ -329,23 +329,9 @@ class PlaybookStore:
     # --- comparing, export, import ---------------------------------------------------
 
     async def diff(self, name: str, a: int, b: int) -> dict:
-        """Items added in b, changed between a and b (before/after of the fields that differ),
-        and archived (active in a, archived or gone in b)."""
+        """Items added in b, changed between a and b, and archived (see `diff_items`)."""
         va, vb = await self.get(name, a), await self.get(name, b)
-        old, new = {i.id: i for i in va.items}, {i.id: i for i in vb.items}
-        added = [i.model_dump(mode="json") for i in vb.items if i.id not in old]
-        archived = [i.model_dump(mode="json") for i in va.items
-                    if i.status == "active" and (i.id not in new or new[i.id].status == "archived")]
-        archived_ids = {i["id"] for i in archived}
-        changed = []
-        for item in vb.items:
-            if item.id in old and item.id not in archived_ids:
-                fields = [f for f in DIFF_FIELDS if getattr(old[item.id], f) != getattr(item, f)]
-                if fields:
-                    changed.append({"id": item.id, "fields": fields,
-                                    "before": {f: getattr(old[item.id], f) for f in fields},
-                                    "after": {f: getattr(item, f) for f in fields}})
-        return {"playbook": name, "from": a, "to": b, "added": added, "changed": changed, "archived": archived}
+        return {"playbook": name, "from": a, "to": b, **diff_items(va.items, vb.items)}
 
     async def export(self, name: str, version: int | None = None, fmt: str = "json") -> str:
         pv = await (self.head(name) if version is None else self.get(name, version))
@@ -365,6 +351,25 @@ class PlaybookStore:
 
 
 # --- file formats --------------------------------------------------------------------
+
+def diff_items(before: list[PlaybookItem], after: list[PlaybookItem]) -> dict:
+    """Added items, changed ones (before/after of the fields that differ) and archived ones
+    (active before, archived or gone after). Used for version diffs and the approval prompt."""
+    old, new = {i.id: i for i in before}, {i.id: i for i in after}
+    added = [i.model_dump(mode="json") for i in after if i.id not in old]
+    archived = [i.model_dump(mode="json") for i in before
+                if i.status == "active" and (i.id not in new or new[i.id].status == "archived")]
+    archived_ids = {i["id"] for i in archived}
+    changed = []
+    for item in after:
+        if item.id in old and item.id not in archived_ids:
+            fields = [f for f in DIFF_FIELDS if getattr(old[item.id], f) != getattr(item, f)]
+            if fields:
+                changed.append({"id": item.id, "fields": fields,
+                                "before": {f: getattr(old[item.id], f) for f in fields},
+                                "after": {f: getattr(item, f) for f in fields}})
+    return {"added": added, "changed": changed, "archived": archived}
+
 
 def to_markdown(pv: PlaybookVersion) -> str:
     """The Markdown export, readable and importable:

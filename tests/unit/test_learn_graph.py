@@ -81,7 +81,7 @@ async def test_approve_pauses_for_a_human_and_no_keeps_the_head(store, monkeypat
     config = {"configurable": {"thread_id": "approve-1"}}
     await graph.ainvoke({"tasks": tasks(2), "batch": 2, "mode": "direct", "approve": True}, config)
     state = await graph.aget_state(config)
-    assert state.interrupts and LESSON in state.interrupts[0].value["diff"]["added"]
+    assert state.interrupts and [i["text"] for i in state.interrupts[0].value["diff"]["added"]] == [LESSON]
     out = await graph.ainvoke(Command(resume="no"), config)
     assert out["accepted"] is False and out["batches"][0]["reason"] == "rejected by a human reviewer"
     assert (await for_store(store).head("default")).version == 0
