@@ -36,6 +36,7 @@ from bench.sleeping_model import SleepingChatModel, installed
 from graphs.solve import builder as solve_builder
 from parallax.settings import freeze_startup_objects
 from prompts.solve import answer_messages
+from state.context import Context
 
 TASK = "What is 6 * 7?"
 
@@ -80,10 +81,11 @@ async def run_graph(branches: int, latency_s: float, concurrency: int, db: Path)
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         await saver.setup()
         graph = solve_builder.compile(checkpointer=saver)
-        config = {"configurable": {"thread_id": uuid.uuid4().hex}, "max_concurrency": concurrency}
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}}
         with installed(latency_s=latency_s):
             with Timer() as timer:
-                out = await graph.ainvoke({"task": TASK, "mode": "vote", "votes": branches}, config)
+                out = await graph.ainvoke({"task": TASK, "mode": "vote", "votes": branches}, config,
+                                          context=Context(max_concurrency=concurrency))
     votes = [b for b in out["branches"] if b["kind"] == "vote"]
     problems = []
     if out.get("status") != "ok":
@@ -211,7 +213,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--branches", type=int, default=1000, help="vote branches per run (default 1000)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="sleep of every model call in ms (default 50)")
     parser.add_argument("--concurrency", type=int, default=100,
-                        help="max model calls in flight: semaphore size for raw, max_concurrency for graphs (default 100)")
+                        help="max model calls in flight: the semaphore of raw, Context.max_concurrency of the solve graph, "
+                        "max_concurrency of the plain Send graph (default 100)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each measurement; the median is reported (default 3)")
     parser.add_argument("--profile", metavar="FILE", help="also cProfile one extra graph run (untimed) into FILE")
     parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")

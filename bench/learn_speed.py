@@ -31,6 +31,7 @@ from graphs.learn import builder
 from nodes.playbook_access import for_store
 from nodes.tasks import load_tasks
 from parallax.settings import freeze_startup_objects
+from state.context import Context
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "formula" / "train.jsonl"
 FORMULA = re.compile(r"Use formula (.+?) to answer")
@@ -55,11 +56,11 @@ async def learn_once(tasks: list[dict], batch: int, latency_s: float, concurrenc
             AsyncSqliteStore.from_conn_string(str(home / "store.sqlite")) as store:
         await store.setup()
         graph = builder.compile(checkpointer=saver, store=store)
-        config = {"configurable": {"thread_id": uuid.uuid4().hex}, "max_concurrency": concurrency,
-                  "recursion_limit": 100_000}
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 100_000}
         with installed(latency_s=latency_s, reply_for=reply_for):
             started = time.perf_counter()
-            out = await graph.ainvoke({"tasks": tasks, "batch": batch, "mode": "direct", "playbook": "bench"}, config)
+            out = await graph.ainvoke({"tasks": tasks, "batch": batch, "mode": "direct", "playbook": "bench"}, config,
+                                      context=Context(max_concurrency=concurrency))
             seconds = time.perf_counter() - started
         head = await for_store(store).head("bench")
     return {"seconds": round(seconds, 3), "batches": len(out["batches"]), "to_version": out["to_version"],

@@ -4,14 +4,14 @@ A branch is one unit of model work with its own id and trace record. A LangGraph
 (one `Send`) carries a group of branches: up to `MAX_TASKS` tasks per run, so five votes
 are five tasks, while a thousand votes are ten tasks of a hundred. Each LangGraph task
 costs about a millisecond of scheduling and checkpoint writes; grouping keeps a wide
-fan-out near the speed of a bare `asyncio.gather` (see bench/fanout.py).
+fan-out near the speed of a bare `asyncio.gather` (see bench/fanout.py). All tasks start
+at once; their model calls share one limit (nodes/concurrency.py).
 """
 
 from __future__ import annotations
 
 import uuid
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
@@ -49,22 +49,17 @@ def branch_specs(state: SolveState, ctx: Context) -> list[dict]:
     return [spec("direct", task, selections[0], model=ctx.model, temperature=ctx.temperature, index=0)]
 
 
-def group(specs: list[dict], max_concurrency: int | None) -> list[tuple[list[dict], int]]:
-    """Split branches into at most MAX_TASKS groups, each with its share of the concurrency."""
-    n_tasks = min(len(specs), MAX_TASKS)
-    size = -(-len(specs) // n_tasks)
-    groups = [specs[i : i + size] for i in range(0, len(specs), size)]
-    share = max(1, (max_concurrency or len(specs)) // len(groups))
-    return [(g, min(share, len(g))) for g in groups]
+def group(specs: list[dict]) -> list[list[dict]]:
+    """Split branches into at most MAX_TASKS groups, in order."""
+    size = -(-len(specs) // min(len(specs), MAX_TASKS))
+    return [specs[i : i + size] for i in range(0, len(specs), size)]
 
 
-def fan_out(state: SolveState, config: RunnableConfig) -> list[Send]:
+def fan_out(state: SolveState) -> list[Send]:
     """Conditional edge after `route`: safety and business branches start together."""
     ctx = context_of(get_runtime())
     specs = branch_specs(state, ctx)
     full_text = f"{state.get('question', '')}\n{state['task']}"
     sends = [Send("safety", {"trace_id": state["trace_id"], "text": full_text})]
-    for branches, concurrency in group(specs, config.get("max_concurrency")):
-        sends.append(Send("work", {"branches": branches, "concurrency": concurrency}))
-    return sends
+    return sends + [Send("work", {"branches": branches}) for branches in group(specs)]
 

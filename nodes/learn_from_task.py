@@ -13,6 +13,7 @@ import asyncio
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
+from nodes.concurrency import superstep_limit
 from nodes.curate import curate, tag_operations
 from nodes.evaluate import solve_one
 from nodes.reflect import reflect
@@ -21,9 +22,9 @@ from state.context import Context
 
 
 async def learn_from_task(payload: dict, runtime: Runtime[Context]) -> dict:
-    """A `Send` target: this group's tasks (each with the items chosen for it), learned from one by one, concurrently."""
+    """A `Send` target: this group's tasks (each with the items chosen for it), under the batch's shared limit."""
     ctx = context_of(runtime)
-    limit = asyncio.Semaphore(payload["concurrency"])
+    limit = superstep_limit(runtime, ctx.max_concurrency)
 
     async def bounded(work: dict) -> dict:
         async with limit:

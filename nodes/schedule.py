@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
@@ -73,6 +72,5 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     selections = await select_items([i.model_dump() for i in head.active], [t["input"] for t in batch],
                                     context_of(runtime).playbook_chars)
     work = [{"task": task, "items": chosen} for task, chosen in zip(batch, selections)]
-    return [Send("learn_from_task", {"work": group_work, "concurrency": concurrency, "version": head.version,
-                                     "mode": state.get("mode", "direct")})
-            for group_work, concurrency in group(work, get_config().get("max_concurrency"))]
+    return [Send("learn_from_task", {"work": group_work, "version": head.version, "mode": state.get("mode", "direct")})
+            for group_work in group(work)]

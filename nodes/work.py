@@ -13,6 +13,7 @@ from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
 from nodes.branch_call import call_branch
+from nodes.concurrency import superstep_limit
 from nodes.route import context_of
 from nodes.vote import normalize_answer
 from prompts.solve import answer_messages, slice_messages
@@ -43,9 +44,9 @@ async def run_branch(spec: dict, ctx: Context) -> dict:
 
 
 async def work(task: dict, runtime: Runtime[Context]) -> dict:
-    """A `Send` target: run this group's branches with its share of the run's concurrency."""
+    """A `Send` target: run this group's branches under the fan-out's shared limit."""
     ctx = context_of(runtime)
-    limit = asyncio.Semaphore(task["concurrency"])
+    limit = superstep_limit(runtime, ctx.max_concurrency)
 
     async def bounded(spec: dict) -> dict:
         async with limit:

@@ -95,18 +95,26 @@ def branch_table(branches: list[dict]) -> Table:
     return table
 
 
-async def _run(payload: dict, thread_id: str, concurrency: int, show_progress: bool) -> dict:
+async def _run(payload: dict | None, thread_id: str, concurrency: int, show_progress: bool) -> dict:
+    """Run (or, with `payload=None`, resume) the solve graph on a checkpointed thread."""
     from nodes.route import InvalidInput
     from parallax.local_model import ModelServerError
     from state.context import Context
 
-    config = {"configurable": {"thread_id": thread_id}, "max_concurrency": concurrency}
+    config = {"configurable": {"thread_id": thread_id}}
     result: dict = {}
     done = 0
     try:
         async with durable_graph(settings_mod.load().home) as graph:
-            with err.status("routing…") as status:
-                async for mode, chunk in graph.astream(payload, config, context=Context(),
+            if payload is None:
+                snapshot = await graph.aget_state(config)
+                if not snapshot.values:
+                    fail(f"no run with thread id {thread_id!r} under {settings_mod.load().home} (check PARALLAX_HOME)")
+                result = {k: v for k, v in snapshot.values.items() if k in OUTPUT_KEYS}
+                if not snapshot.next:  # finished already: report it, run nothing
+                    return result
+            with err.status("routing…" if payload else "resuming…") as status:
+                async for mode, chunk in graph.astream(payload, config, context=Context(max_concurrency=concurrency), durability="sync",
                                                        stream_mode=["updates", "values"]):
                     if mode == "values":
                         result = {k: v for k, v in chunk.items() if k in OUTPUT_KEYS}
@@ -137,7 +145,7 @@ def run(
     red_team: Annotated[bool, typer.Option("--red-team", help="Add a branch that argues against the leading answer (never votes).")] = False,
     thread: Annotated[Optional[str], typer.Option(help="Thread id for the checkpoint (default: a new one).")] = None,
     playbook: Annotated[str, typer.Option(help="Playbook whose lessons go into branch prompts.")] = "default",
-    concurrency: Annotated[int, typer.Option(help="Most branches running at once (max_concurrency).")] = 8,
+    concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer."""
@@ -154,10 +162,15 @@ def run(
     if min_votes is not None:
         payload["min_votes"] = min_votes
     thread_id = thread or uuid.uuid4().hex
+    _finish(payload, thread_id, concurrency, as_json)
+
+
+def _finish(payload: dict | None, thread_id: str, concurrency: int, as_json: bool) -> None:
+    """Run or resume, then print the result as JSON or as a table; exit 1 if the run failed."""
     try:
         result = asyncio.run(_run(payload, thread_id, concurrency, show_progress=not as_json and err.is_terminal))
     except KeyboardInterrupt:
-        fail(f"interrupted; the finished branches are checkpointed in thread {thread_id}", code=130)
+        fail(f"interrupted; finished branches are checkpointed: parallax resume {thread_id}", code=130)
     result = {**result, "thread_id": thread_id}
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
@@ -174,6 +187,21 @@ def run(
         console.print(f"trace {result.get('trace_id')}  thread {thread_id}  playbook v{result.get('playbook_version')}")
         console.print(result.get("answer") or "(no answer)", highlight=False)
     raise typer.Exit(1 if result.get("status") == "failed" else 0)
+
+
+@app.command()
+def resume(
+    thread_id: Annotated[str, typer.Argument(help="Thread id of a run that was interrupted or killed.")],
+    concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
+) -> None:
+    """Continue a run from its SQLite checkpoint; branches that had finished are not run again."""
+    if concurrency < 1:
+        fail(f"--concurrency must be at least 1, got {concurrency}")
+    home = settings_mod.load().home
+    if not (home / "checkpoints.sqlite").is_file():
+        fail(f"no checkpoints under {home}: run from the folder of the original run, or set PARALLAX_HOME")
+    _finish(None, thread_id, concurrency, as_json)
 
 
 @model_app.command("serve")

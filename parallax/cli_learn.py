@@ -59,7 +59,7 @@ async def _learn(payload: dict, thread_id: str, concurrency: int, interactive: b
     from state.context import Context
     from state.learn import LearnOutput
 
-    config = {"configurable": {"thread_id": thread_id}, "max_concurrency": concurrency, "recursion_limit": 10_000}
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
     total = len(payload["tasks"]) * payload["epochs"]
     result: dict = {}
     try:
@@ -68,7 +68,7 @@ async def _learn(payload: dict, thread_id: str, concurrency: int, interactive: b
                 runs = progress.add_task("tasks learned from", total=total)
                 next_input = payload
                 while True:
-                    async for mode, chunk in graph.astream(next_input, config, context=Context(),
+                    async for mode, chunk in graph.astream(next_input, config, context=Context(max_concurrency=concurrency),
                                                            stream_mode=["updates", "values"]):
                         if mode == "values":
                             result = {k: v for k, v in chunk.items() if k in LearnOutput.__annotations__}
@@ -112,7 +112,7 @@ def learn(
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave out bad JSONL lines instead of stopping.")] = False,
     scorer: Annotated[Optional[str], typer.Option(help="auto | numeric | exact | contains (default: each line's, else auto).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N training tasks.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Most branches running at once (max_concurrency).")] = 16,
+    concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 16,
     thread: Annotated[Optional[str], typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:

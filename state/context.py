@@ -43,6 +43,9 @@ class Context:
     max_attempts: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_ATTEMPTS", 3))
     """Tries per model call on transient errors (429, 5xx, timeouts, connection)."""
 
+    max_concurrency: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_CONCURRENCY", 8))
+    """Most model calls in flight per fan-out (see nodes/concurrency.py)."""
+
     max_reasks: int = 2
     """Re-asks after a reply that does not parse; a re-ask is part of the same branch."""
 

@@ -269,3 +269,28 @@ async def test_a_blank_vote_is_re_asked_not_counted(monkeypatch):
     out = await graph.ainvoke({"task": "What is 2 + 3?", "mode": "vote", "votes": 3})
     assert out["votes"] == {"5": 3}
     assert [b["reasks"] for b in out["branches"] if b["kind"] == "vote"] == [1, 1, 1]
+
+
+async def test_model_calls_in_flight_never_exceed_max_concurrency(monkeypatch):
+    from state.context import Context
+
+    from tests import fakes
+
+    in_flight, peak = 0, 0
+
+    original = fakes.ScriptedChatModel._agenerate
+
+    async def counted(self, *args, **kwargs):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            return await original(self, *args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(fakes.ScriptedChatModel, "_agenerate", counted)
+    install(monkeypatch, lambda prompt, t, i: (0.05, answer("4")))
+    out = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 25}, context=Context(max_concurrency=3))
+    assert out["votes"] == {"4": 25}
+    assert peak == 3  # 25 votes in 10 tasks, yet never more than 3 calls at once
