@@ -4,7 +4,9 @@ Why this exists: a branch needs one validated pydantic object from a model, and 
 things get in the way. Transient endpoint errors (429, 5xx, timeouts) are retried with
 backoff and jitter, honouring `Retry-After`. Replies that are not valid JSON for the
 schema are re-asked at most `max_reasks` times inside the same branch, so a re-ask never
-becomes a second vote. Token usage and attempts are counted for the branch trace.
+becomes a second vote. Token usage and attempts are counted for the branch trace. An
+endpoint that keeps failing trips its circuit breaker (parallax/circuit.py) and further
+calls fail fast instead of piling up retries.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from parallax import models
+from parallax.circuit import CircuitOpen, breaker_for
 from parallax import settings as settings_mod
 
 T = TypeVar("T", bound=BaseModel)
@@ -145,11 +148,23 @@ async def ask(
     attempts = reasks = 0
     conversation = list(messages)
 
+    breaker = breaker_for(str(getattr(llm, "openai_api_base", None) or type(llm).__name__))
+
     async def call_once() -> AIMessage:
         nonlocal attempts
+        breaker.before_call()
         attempts += 1
-        async with asyncio.timeout(timeout_s):
-            return await llm.ainvoke(conversation, **call_kwargs)
+        try:
+            async with asyncio.timeout(timeout_s):
+                reply = await llm.ainvoke(conversation, **call_kwargs)
+        except TRANSIENT_ERRORS:
+            breaker.record_failure()
+            raise
+        except BaseException:
+            breaker.probing = False  # not the endpoint's fault: let the next call probe
+            raise
+        breaker.record_success()
+        return reply
 
     async def call_with_retries() -> AIMessage:
         """First try straight away; the retry machinery only after a transient error."""
@@ -183,7 +198,7 @@ async def ask(
                 ]
                 continue
             return CallResult(value, attempts, reasks, tokens)
-    except (ParseFailure, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
+    except (ParseFailure, CircuitOpen, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
         timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError))
         message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise BranchError(message, attempts=attempts, reasks=reasks, tokens=tokens, timeout=timed_out) from exc
