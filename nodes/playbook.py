@@ -10,20 +10,15 @@ import asyncio
 
 from langgraph.store.base import BaseStore
 
-
-def namespace(name: str) -> tuple[str, ...]:
-    return ("playbooks", name)
+from prompts.playbook_store import PlaybookStore
 
 
 async def read_playbook(store: BaseStore | None, name: str) -> tuple[int, list[dict]]:
     """(version, active items) of the playbook's head; (0, []) when there is none yet."""
     if store is None:
         return 0, []
-    head = await store.aget(namespace(name), "head")
-    if head is None:
-        return 0, []
-    items = [i for i in head.value.get("items", []) if i.get("status", "active") == "active"]
-    return int(head.value.get("version", 0)), items
+    head = await PlaybookStore(store).head(name)
+    return head.version, [item.model_dump() for item in head.active]
 
 
 def within_budget(ranked: list[dict], budget_chars: int) -> list[dict]:
