@@ -9,6 +9,9 @@ in-process lock is enough. A multi-replica Postgres deployment needs an advisory
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -17,10 +20,28 @@ from parallax import settings as settings_mod
 from prompts.playbook_store import FileCommitLock, LocalLock, PlaybookStore
 
 
+def commit_lock() -> FileCommitLock:
+    return FileCommitLock(settings_mod.load().home / "playbooks.lock")
+
+
 def for_store(store: BaseStore) -> PlaybookStore:
     if isinstance(store, InMemoryStore):  # one process: no file to lock (and no blocking I/O in async nodes)
         return PlaybookStore(store, lock=LocalLock())
-    return PlaybookStore(store, lock=FileCommitLock(settings_mod.load().home / "playbooks.lock"))
+    return PlaybookStore(store, lock=commit_lock())
+
+
+@asynccontextmanager
+async def open_sqlite_store() -> AsyncIterator[BaseStore]:
+    """The CLI's store, PARALLAX_HOME/store.sqlite, set up under the commit lock
+    (two processes migrating a fresh file at once would collide)."""
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    settings = settings_mod.load()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    async with AsyncSqliteStore.from_conn_string(str(settings.store_path)) as store:
+        async with commit_lock().hold("setup"):
+            await store.setup()
+        yield store
 
 
 def playbook_store(runtime: Runtime) -> PlaybookStore:

@@ -67,18 +67,17 @@ def read_task(text: Optional[str], input_file: Optional[Path]) -> str:
 
 
 @asynccontextmanager
-async def durable_graph(home: Path, builder=None):
+async def durable_graph(builder=None):
     """A graph (default: solve) with SQLite checkpoints and store under PARALLAX_HOME."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    from nodes.playbook_access import open_sqlite_store
 
     if builder is None:
         from graphs.solve import builder
 
-    home.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteSaver.from_conn_string(str(home / "checkpoints.sqlite")) as saver, \
-            AsyncSqliteStore.from_conn_string(str(home / "store.sqlite")) as store:
-        await store.setup()
+    async with open_sqlite_store() as store, \
+            AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
         graph = builder.compile(checkpointer=saver, store=store)
         settings_mod.freeze_startup_objects()
         yield graph
@@ -105,7 +104,7 @@ async def _run(payload: dict | None, thread_id: str, concurrency: int, show_prog
     result: dict = {}
     done = 0
     try:
-        async with durable_graph(settings_mod.load().home) as graph:
+        async with durable_graph() as graph:
             if payload is None:
                 snapshot = await graph.aget_state(config)
                 if not snapshot.values:
@@ -198,9 +197,9 @@ def resume(
     """Continue a run from its SQLite checkpoint; branches that had finished are not run again."""
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
-    home = settings_mod.load().home
-    if not (home / "checkpoints.sqlite").is_file():
-        fail(f"no checkpoints under {home}: run from the folder of the original run, or set PARALLAX_HOME")
+    settings = settings_mod.load()
+    if not settings.checkpoint_path.is_file():
+        fail(f"no checkpoints under {settings.home}: run from the folder of the original run, or set PARALLAX_HOME")
     _finish(None, thread_id, concurrency, as_json)
 
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -21,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from parallax import settings as settings_mod
 from parallax.cli import MODES, durable_graph, err, fail
+from parallax.cli_playbook import write_atomically
 
 
 def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[dict]:
@@ -43,13 +42,6 @@ def _progress(enabled: bool) -> Progress:
                     console=err, disable=not enabled, transient=False)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
-
-
 async def _learn(payload: dict, thread_id: str, concurrency: int, interactive: bool, show: bool) -> dict:
     from langgraph.types import Command
 
@@ -63,7 +55,7 @@ async def _learn(payload: dict, thread_id: str, concurrency: int, interactive: b
     total = len(payload["tasks"]) * payload["epochs"]
     result: dict = {}
     try:
-        async with durable_graph(settings_mod.load().home, builder) as graph:
+        async with durable_graph(builder) as graph:
             with _progress(show) as progress:
                 runs = progress.add_task("tasks learned from", total=total)
                 next_input = payload
@@ -163,7 +155,8 @@ def evaluate_command(
     home = settings_mod.load().home
     out = asyncio.run(_evaluate(tasks, playbook, version, mode, concurrency, show=not as_json))
     target = results or home / "evals" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.jsonl"
-    _write_atomically(target, "".join(json.dumps(r) + "\n" for r in out.pop("results")))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(target, "".join(json.dumps(r) + "\n" for r in out.pop("results")).encode("utf-8"))
     out["results_file"] = str(target)
     if as_json:
         print(json.dumps(out))
@@ -173,22 +166,14 @@ def evaluate_command(
 
 
 async def _evaluate(tasks: list[dict], name: str, version: int | None, mode: str, concurrency: int, show: bool) -> dict:
-    from langgraph.store.sqlite.aio import AsyncSqliteStore
-
     from nodes.evaluate import evaluate
+    from parallax.cli_playbook import open_store, require_known
     from prompts.playbook_store import PlaybookError
-    from nodes.playbook_access import for_store
     from state.context import Context
 
-    home = settings_mod.load().home
-    home.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteStore.from_conn_string(str(home / "store.sqlite")) as store:
-        await store.setup()
-        playbooks = for_store(store)
-        known = await playbooks.names()
-        if name != "default" and name not in known:
-            fail(f"unknown playbook {name!r}: known playbooks are {', '.join(known) or 'none yet'} (learn one with `parallax learn`)")
+    async with open_store(write=False) as playbooks:
         try:
+            await require_known(playbooks, name)
             chosen = await (playbooks.head(name) if version is None else playbooks.get(name, version))
         except PlaybookError as exc:
             fail(str(exc))

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from parallax import settings as settings_mod
-from prompts.playbook_store import FileCommitLock, PlaybookError, PlaybookStore
+from prompts.playbook_store import PlaybookError, PlaybookStore
 
 playbook_app = typer.Typer(
     help="Versioned playbooks: show, history, diff, rollback, export, import, candidates, plot.",
@@ -44,19 +44,14 @@ def fail(message: str, code: int = 2) -> None:
 @asynccontextmanager
 async def open_store(write: bool):
     from langgraph.store.memory import InMemoryStore
-    from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-    home = settings_mod.load().home
-    path = home / "store.sqlite"
-    if not write and not path.exists():
+    from nodes.playbook_access import for_store, open_sqlite_store
+
+    if not write and not settings_mod.load().store_path.exists():
         yield PlaybookStore(InMemoryStore())
         return
-    home.mkdir(parents=True, exist_ok=True)
-    lock = FileCommitLock(home / "playbooks.lock")
-    async with AsyncSqliteStore.from_conn_string(str(path)) as store:
-        async with lock.hold("setup"):  # concurrent first-time migrations would collide
-            await store.setup()
-        yield PlaybookStore(store, lock=lock)
+    async with open_sqlite_store() as store:
+        yield for_store(store)
 
 
 def run(work, write: bool = False):
@@ -70,7 +65,7 @@ def run(work, write: bool = False):
         fail(str(exc))
 
 
-async def _known(store: PlaybookStore, name: str) -> None:
+async def require_known(store: PlaybookStore, name: str) -> None:
     """A typo'd --playbook should not quietly show an empty playbook; 'default' may be empty."""
     if name != "default" and name not in await store.names():
         known = ", ".join(await store.names()) or "none yet"
@@ -105,7 +100,7 @@ def show(playbook: Name = "default", version: Annotated[Optional[int], typer.Opt
          all_items: Annotated[bool, typer.Option("--all", help="Include archived items.")] = False, as_json: AsJson = False) -> None:
     """Show the items of the head (or --version)."""
     async def work(store):
-        await _known(store, playbook)
+        await require_known(store, playbook)
         return await (store.head(playbook) if version is None else store.get(playbook, version))
     pv = run(work)
     if as_json:
@@ -124,7 +119,7 @@ def history(playbook: Name = "default",
             as_json: AsJson = False) -> None:
     """List the versions, oldest first: parent, time, active items, who made it, gate metrics."""
     async def work(store):
-        await _known(store, playbook)
+        await require_known(store, playbook)
         rows = [summary(v) for v in await store.history(playbook)]
         if with_candidates:
             rows += [{**summary(c), "candidate": c.candidate_id, "reason": c.reason} for c in await store.candidates(playbook)]
@@ -146,7 +141,7 @@ def diff(a: Annotated[int, typer.Argument(help="From version.")], b: Annotated[i
          playbook: Name = "default", as_json: AsJson = False) -> None:
     """Items added, changed and archived from version A to version B."""
     async def work(store):
-        await _known(store, playbook)
+        await require_known(store, playbook)
         return await store.diff(playbook, a, b)
     d = run(work)
     if as_json:
@@ -167,7 +162,7 @@ def rollback(version: Annotated[int, typer.Argument(help="Version whose items be
              playbook: Name = "default", as_json: AsJson = False) -> None:
     """Make a new head version equal to VERSION (history keeps everything)."""
     async def check(store):
-        await _known(store, playbook)
+        await require_known(store, playbook)
         await store.get(playbook, version)
     run(check)  # refuse a bad version before opening the store for writing
     new = run(lambda store: store.rollback(playbook, version, CREATED_BY), write=True)
@@ -188,7 +183,7 @@ def export(playbook: Name = "default", version: Annotated[Optional[int], typer.O
         fail(f"output directory does not exist: {output.parent}")
 
     async def work(store):
-        await _known(store, playbook)
+        await require_known(store, playbook)
         return await store.export(playbook, version, fmt)
     text = run(work)
     if output is None:
@@ -231,7 +226,7 @@ def import_(file: Annotated[Path, typer.Argument(help="A JSON or Markdown export
 def candidates(playbook: Name = "default", as_json: AsJson = False) -> None:
     """List updates the gate rejected, with their reasons."""
     async def work(store):
-        await _known(store, playbook)
+        await require_known(store, playbook)
         return await store.candidates(playbook)
     found = run(work)
     if as_json:
@@ -262,7 +257,7 @@ def plot(output: Annotated[Path, typer.Option("--output", "-o", help="PNG file t
         fail(f"output directory does not exist: {output.parent}")
 
     async def work(store):
-        await _known(store, playbook)
+        await require_known(store, playbook)
         return await store.history(playbook)
     versions = run(work)
     if not versions:
