@@ -33,7 +33,7 @@ async def curate(reflection: Reflection, provenance: list[str], ctx: Context) ->
         return None, []
     identity = {"id": f"curate-{uuid.uuid4().hex[:8]}", "parent_id": provenance[-1] if provenance else "learn", "kind": "curate"}
     record, curation = await call_branch(identity, curate_messages(reflection.diagnosis, lessons), Curation, ctx,
-                                         model=ctx.judge_model or ctx.model, temperature=0.0)
+                                         model=ctx.reviewer_model, temperature=0.0)
     if curation is None:
         return record, []
     adds = [Operation(op="add", section=e.section.strip()[:60] or "general", text=" ".join(e.text.split())[:MAX_TEXT],

@@ -28,7 +28,7 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
     identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge"}
     messages = judge_messages(state["task"], state.get("question", ""), candidates)
     record, decision = await call_branch(identity, messages, JudgeDecision, ctx,
-                                         model=ctx.judge_model or ctx.model, temperature=0.0)
+                                         model=ctx.reviewer_model, temperature=0.0)
     if decision is None:
         return {"branches": [record.model_dump()], "status": "needs_review",
                 "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; ")}

@@ -19,6 +19,6 @@ async def red_team(state: SolveState, runtime: Runtime[Context]) -> dict:
     identity = {"id": f"red_team-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "red_team"}
     messages = red_team_messages(state["task"], state.get("question", ""), state["answer"])
     record, objection = await call_branch(identity, messages, Objection, ctx,
-                                          model=ctx.judge_model or ctx.model, temperature=0.7)
+                                          model=ctx.reviewer_model, temperature=0.7)
     text = f"[{objection.severity}] {objection.objection}" if objection else ""
     return {"branches": [record.model_dump()], "objection": text}

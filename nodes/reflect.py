@@ -17,4 +17,4 @@ async def reflect(run: dict, task: dict, items: list[dict], ctx: Context) -> tup
     identity = {"id": f"reflect-{uuid.uuid4().hex[:8]}", "parent_id": run.get("trace_id") or "learn", "kind": "reflect",
                 "playbook_item_ids": [i["id"] for i in items]}
     messages = reflect_messages(task["input"], run.get("answer", ""), run["feedback"], run["correct"], items)
-    return await call_branch(identity, messages, Reflection, ctx, model=ctx.judge_model or ctx.model, temperature=0.3)
+    return await call_branch(identity, messages, Reflection, ctx, model=ctx.reviewer_model, temperature=0.3)

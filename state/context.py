@@ -28,7 +28,7 @@ class Context:
     """Model for direct and slice branches ('' = the endpoint's default)."""
 
     judge_model: str = field(default_factory=lambda: env("PARALLAX_JUDGE_MODEL", ""))
-    """Model for the judge and red-team calls ('' = `model`)."""
+    """Model for the judge, red-team, reflect and curate calls ('' = `model`)."""
 
     vote_models: str = field(default_factory=lambda: env("PARALLAX_VOTE_MODELS", ""))
     """Comma-separated models cycled over vote branches ('' = `model`)."""
@@ -66,6 +66,11 @@ class Context:
 
     guard_floor: float = field(default_factory=lambda: _env_float("PARALLAX_GUARD_FLOOR", 0.1))
     """Fewest lessons a batch must yield per reflection that carried lessons before the guard fires."""
+
+    @property
+    def reviewer_model(self) -> str:
+        """Model for calls that judge other calls: judge, red team, reflector, curator."""
+        return self.judge_model or self.model
 
     def models_for_votes(self, n: int) -> list[str]:
         pool = [m.strip() for m in self.vote_models.split(",") if m.strip()] or [self.model]
