@@ -37,11 +37,6 @@ class Settings:
     response_format: str
 
     @property
-    def uses_embedded_model(self) -> bool:
-        """True when no OpenAI-compatible endpoint is configured."""
-        return self.base_url is None
-
-    @property
     def checkpoint_path(self) -> Path:
         return self.home / "checkpoints.sqlite"
 
