@@ -139,10 +139,11 @@ async def ask(
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors."""
     llm = await models.chat_model(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict = {"temperature": temperature}
-    fmt = response_format(schema, settings_mod.load().response_format)
+    kind = settings_mod.load().response_format
+    fmt = response_format(schema, kind)
     if fmt is not None:
         call_kwargs["response_format"] = fmt
-    if settings_mod.load().response_format == "json_object_schema":  # llama.cpp ignores ChatOpenAI's max_completion_tokens
+    if kind == "json_object_schema":  # llama.cpp ignores ChatOpenAI's max_completion_tokens
         call_kwargs["extra_body"] = {"max_tokens": max_tokens}
     tokens = {"prompt": 0, "completion": 0, "total": 0}
     attempts = reasks = 0
