@@ -10,7 +10,7 @@ from state.playbook import Operation
 
 
 async def commit(state: LearnState, runtime: Runtime) -> dict:
-    store = playbook_store(runtime)
+    store = playbook_store(runtime, state["tenant"])
     candidate, decision = state["candidate"], state["decision"]
     operations = [Operation.model_validate(o) for o in candidate["operations"]]
     name, metrics = state["playbook"], decision["metrics"]

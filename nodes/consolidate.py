@@ -46,7 +46,7 @@ def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookIte
 
 async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict:
     ctx = context_of(runtime)
-    head = await playbook_store(runtime).head(state["playbook"])
+    head = await playbook_store(runtime, state["tenant"]).head(state["playbook"])
     runs = state.get("runs", [])
     op_lists = [[Operation.model_validate(o) for o in run["operations"]] for run in runs]
     with_lessons = sum(1 for run in runs if run.get("reflection") and run["reflection"].get("lessons"))

@@ -13,11 +13,11 @@ from langgraph.store.base import BaseStore
 from prompts.playbook_store import PlaybookStore
 
 
-async def read_playbook(store: BaseStore | None, name: str) -> tuple[int, list[dict]]:
-    """(version, active items) of the playbook's head; (0, []) when there is none yet."""
+async def read_playbook(store: BaseStore | None, tenant: str, name: str) -> tuple[int, list[dict]]:
+    """(version, active items) of the tenant's playbook head; (0, []) when there is none yet."""
     if store is None:
         return 0, []
-    head = await PlaybookStore(store).head(name)
+    head = await PlaybookStore(store, tenant=tenant).head(name)
     return head.version, [item.model_dump() for item in head.active]
 
 

@@ -24,10 +24,11 @@ def commit_lock() -> FileCommitLock:
     return FileCommitLock(settings_mod.load().home / "playbooks.lock")
 
 
-def for_store(store: BaseStore) -> PlaybookStore:
+def for_store(store: BaseStore, tenant: str = "default") -> PlaybookStore:
+    """The playbooks of one tenant in `store`; a bad tenant name raises PlaybookError."""
     if isinstance(store, InMemoryStore):  # one process: no file to lock (and no blocking I/O in async nodes)
-        return PlaybookStore(store, lock=LocalLock())
-    return PlaybookStore(store, lock=commit_lock())
+        return PlaybookStore(store, lock=LocalLock(), tenant=tenant)
+    return PlaybookStore(store, lock=commit_lock(), tenant=tenant)
 
 
 @asynccontextmanager
@@ -44,7 +45,7 @@ async def open_sqlite_store() -> AsyncIterator[BaseStore]:
         yield store
 
 
-def playbook_store(runtime: Runtime) -> PlaybookStore:
+def playbook_store(runtime: Runtime, tenant: str) -> PlaybookStore:
     if runtime.store is None:
         raise RuntimeError("the learn graph needs a store: compile it with one (the CLI and langgraph dev do)")
-    return for_store(runtime.store)
+    return for_store(runtime.store, tenant)

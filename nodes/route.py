@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 
 from nodes.playbook import read_playbook, select_items
 from nodes.slicing import HEADING, split_into_slices
+from prompts.playbook_store import NAME_RE
 from state.context import Context
 from state.solve import Route, SolveState
 
@@ -58,6 +59,9 @@ def validate(state: SolveState, ctx: Context) -> None:
     votes = state.get("votes", 5)
     if not isinstance(votes, int) or votes < 1:
         raise InvalidInput(f"votes must be a whole number of at least 1, got {votes!r}")
+    for field in ("tenant", "playbook"):
+        if field in state and not (isinstance(state[field], str) and NAME_RE.match(state[field])):
+            raise InvalidInput(f"bad {field} {state[field]!r}: use 1-64 letters, digits, '-' or '_'")
     min_votes = state.get("min_votes")
     if min_votes is not None and not (1 <= min_votes <= votes):
         raise InvalidInput(f"min_votes must be between 1 and votes ({votes}), got {min_votes!r}")
@@ -73,7 +77,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     if "playbook_items" in state:
         version, items = state.get("playbook_version", 0), state["playbook_items"]
     else:
-        version, items = await read_playbook(runtime.store, state.get("playbook", "default"))
+        version, items = await read_playbook(runtime.store, state.get("tenant", "default"), state.get("playbook", "default"))
     slices = split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else []
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {

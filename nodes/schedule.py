@@ -18,6 +18,7 @@ from nodes.fan_out import group
 from nodes.playbook import select_items
 from nodes.playbook_access import playbook_store
 from nodes.route import context_of
+from prompts.playbook_store import PlaybookError
 from state.context import Context
 from state.learn import LearnState
 
@@ -46,13 +47,17 @@ async def start(state: LearnState, runtime: Runtime[Context]) -> dict:
     order = [i for _ in range(epochs) for i in range(len(tasks))]
     schedule = [order[i : i + batch] for i in range(0, len(order), batch)]
     name = state.get("playbook", "default")
-    head = await playbook_store(runtime).head(name)
+    tenant = state.get("tenant", "default")
+    try:
+        head = await playbook_store(runtime, tenant).head(name)
+    except PlaybookError as exc:
+        raise InvalidLearnInput(str(exc)) from None
     sample = validation_sample(state)
     accuracy = None
     if sample:
         accuracy = (await evaluate(sample, [i.model_dump() for i in head.active], head.version, ctx,
                                    mode=state.get("mode", "direct")))["accuracy"]
-    return {"learn_run_id": f"learn-{uuid.uuid4().hex[:12]}", "playbook": name, "schedule": schedule,
+    return {"learn_run_id": f"learn-{uuid.uuid4().hex[:12]}", "playbook": name, "tenant": tenant, "schedule": schedule,
             "batch_index": -1, "from_version": head.version, "to_version": head.version,
             "head_version": head.version, "head_accuracy": accuracy, "val_accuracy_before": accuracy,
             "val_accuracy_after": accuracy, "accepted": False}
@@ -67,7 +72,7 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     index = state["batch_index"]
     if index >= len(state["schedule"]):
         return "__end__"
-    head = await playbook_store(runtime).head(state["playbook"])
+    head = await playbook_store(runtime, state["tenant"]).head(state["playbook"])
     batch = [state["tasks"][t] for t in state["schedule"][index]]
     selections = await select_items([i.model_dump() for i in head.active], [t["input"] for t in batch],
                                     context_of(runtime).playbook_chars)

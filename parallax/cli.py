@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from parallax import settings as settings_mod
+from parallax.cli_playbook import Tenant, checked_tenant
 from state.solve import SolveOutput
 
 app = typer.Typer(
@@ -144,6 +145,7 @@ def run(
     red_team: Annotated[bool, typer.Option("--red-team", help="Add a branch that argues against the leading answer (never votes).")] = False,
     thread: Annotated[Optional[str], typer.Option(help="Thread id for the checkpoint (default: a new one).")] = None,
     playbook: Annotated[str, typer.Option(help="Playbook whose lessons go into branch prompts.")] = "default",
+    tenant: Tenant = "default",
     concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
@@ -156,12 +158,26 @@ def run(
         fail(f"--min-votes must be between 1 and --votes ({votes}), got {min_votes}")
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
+    checked_tenant(tenant)
     task = read_task(text, input_file)
-    payload = {"task": task, "question": question, "mode": mode, "votes": votes, "red_team": red_team, "playbook": playbook}
+    payload = {"task": task, "question": question, "mode": mode, "votes": votes, "red_team": red_team,
+               "playbook": playbook, "tenant": tenant}
     if min_votes is not None:
         payload["min_votes"] = min_votes
+    _check_input(payload)
     thread_id = thread or uuid.uuid4().hex
     _finish(payload, thread_id, concurrency, as_json)
+
+
+def _check_input(payload: dict) -> None:
+    """The graph's own input check, run before the checkpoint file is touched (nothing written)."""
+    from nodes.route import InvalidInput, validate
+    from state.context import Context
+
+    try:
+        validate(payload, Context())
+    except InvalidInput as exc:
+        fail(str(exc))
 
 
 def _finish(payload: dict | None, thread_id: str, concurrency: int, as_json: bool) -> None:

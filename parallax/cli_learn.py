@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from parallax import settings as settings_mod
 from parallax.cli import MODES, durable_graph, err, fail
-from parallax.cli_playbook import write_atomically
+from parallax.cli_playbook import Tenant, checked_tenant, write_atomically
 
 
 def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[dict]:
@@ -98,6 +98,7 @@ def learn(
     batch: Annotated[int, typer.Option(help="Tasks run (and reflected on) in parallel per update.")] = 8,
     epochs: Annotated[int, typer.Option(help="Passes over the training data.")] = 1,
     playbook: Annotated[str, typer.Option(help="Playbook to improve (created if new).")] = "default",
+    tenant: Tenant = "default",
     approve: Annotated[bool, typer.Option("--approve", help="Ask a human before each update that passes the gate.")] = False,
     margin: Annotated[float, typer.Option(help="Accepted drop in validation accuracy (0 = must not get worse).")] = 0.0,
     mode: Annotated[str, typer.Option(help="Solve mode for the runs: direct (default, one call per task) | vote | section | auto.")] = "direct",
@@ -116,10 +117,11 @@ def learn(
             fail(f"{name} must be at least 1, got {value}")
     if limit is not None and limit < 1:
         fail(f"--limit must be at least 1, got {limit}")
+    checked_tenant(tenant)
     tasks = _tasks(train, skip_bad, "training data", scorer)[:limit]
     val_tasks = _tasks(val, skip_bad, "validation data", scorer) if val else []
     payload = {"tasks": tasks, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
-               "playbook": playbook, "approve": approve, "mode": mode, "margin": margin}
+               "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin}
     started = time.perf_counter()
     interactive = sys.stdin.isatty() and err.is_terminal
     result = asyncio.run(_learn(payload, thread or uuid.uuid4().hex, concurrency, interactive, show=not as_json))
@@ -135,6 +137,7 @@ def learn(
 def evaluate_command(
     data: Annotated[Path, typer.Argument(help="Tasks to evaluate, JSONL.")],
     playbook: Annotated[str, typer.Option(help="Playbook whose lessons the runs see.")] = "default",
+    tenant: Tenant = "default",
     version: Annotated[Optional[int], typer.Option(help="Playbook version (default: the head).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Evaluate only the first N tasks.")] = None,
     mode: Annotated[str, typer.Option(help="Solve mode: auto | direct | section | vote.")] = "auto",
@@ -151,9 +154,10 @@ def evaluate_command(
         fail(f"--limit must be at least 1, got {limit}")
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
+    checked_tenant(tenant)
     tasks = _tasks(data, skip_bad, "evaluation data", scorer)[:limit]
     home = settings_mod.load().home
-    out = asyncio.run(_evaluate(tasks, playbook, version, mode, concurrency, show=not as_json))
+    out = asyncio.run(_evaluate(tasks, playbook, tenant, version, mode, concurrency, show=not as_json))
     target = results or home / "evals" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(target, "".join(json.dumps(r) + "\n" for r in out.pop("results")).encode("utf-8"))
@@ -165,13 +169,13 @@ def evaluate_command(
                   f"playbook {playbook} v{out['playbook_version']}; results in {target}", highlight=False)
 
 
-async def _evaluate(tasks: list[dict], name: str, version: int | None, mode: str, concurrency: int, show: bool) -> dict:
+async def _evaluate(tasks: list[dict], name: str, tenant: str, version: int | None, mode: str, concurrency: int, show: bool) -> dict:
     from nodes.evaluate import evaluate
     from parallax.cli_playbook import open_store, require_known
     from prompts.playbook_store import PlaybookError
     from state.context import Context
 
-    async with open_store(write=False) as playbooks:
+    async with open_store(write=False, tenant=tenant) as playbooks:
         try:
             await require_known(playbooks, name)
             chosen = await (playbooks.head(name) if version is None else playbooks.get(name, version))
@@ -181,4 +185,4 @@ async def _evaluate(tasks: list[dict], name: str, version: int | None, mode: str
             bar = progress.add_task("evaluating", total=len(tasks))
             result = await evaluate(tasks, [i.model_dump() for i in chosen.active], chosen.version, Context(),
                                     concurrency=concurrency, mode=mode, on_result=lambda _: progress.advance(bar))
-    return {"playbook": name, "playbook_version": chosen.version, **result}
+    return {"playbook": name, "tenant": tenant, "playbook_version": chosen.version, **result}

@@ -31,6 +31,8 @@ playbook_app = typer.Typer(
 
 Name = Annotated[str, typer.Option("--playbook", help="Playbook name.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+Tenant = Annotated[str, typer.Option("--tenant", envvar="PARALLAX_TENANT",
+                                     help="Whose playbooks (and traces) to use; tenants never see each other's.")]
 CREATED_BY = "cli"
 
 
@@ -42,22 +44,35 @@ def fail(message: str, code: int = 2) -> None:
 
 
 @asynccontextmanager
-async def open_store(write: bool):
+async def open_store(write: bool, tenant: str = "default"):
+    """The tenant's playbooks in the CLI's store (an empty in-memory one when reading a home without a store)."""
     from langgraph.store.memory import InMemoryStore
 
     from nodes.playbook_access import for_store, open_sqlite_store
 
     if not write and not settings_mod.load().store_path.exists():
-        yield PlaybookStore(InMemoryStore())
+        yield PlaybookStore(InMemoryStore(), tenant=tenant)
         return
     async with open_sqlite_store() as store:
-        yield for_store(store)
+        yield for_store(store, tenant)
 
 
-def run(work, write: bool = False):
-    """Run `work(store)` on the CLI's store; PlaybookError becomes a one-line exit 2."""
+def checked_tenant(tenant: str) -> str:
+    """The tenant name, or a one-line exit 2 before anything is opened."""
+    from prompts.playbook_store import check_tenant
+
+    try:
+        return check_tenant(tenant)
+    except PlaybookError as exc:
+        fail(str(exc))
+
+
+def run(work, tenant: str, write: bool = False):
+    """Run `work(store)` on the tenant's playbooks; PlaybookError becomes a one-line exit 2."""
+    checked_tenant(tenant)
+
     async def main():
-        async with open_store(write) as store:
+        async with open_store(write, tenant) as store:
             return await work(store)
     try:
         return asyncio.run(main())
@@ -96,13 +111,13 @@ def emit(data) -> None:
 
 
 @playbook_app.command()
-def show(playbook: Name = "default", version: Annotated[Optional[int], typer.Option(help="Version (default: head).")] = None,
+def show(playbook: Name = "default", tenant: Tenant = "default", version: Annotated[Optional[int], typer.Option(help="Version (default: head).")] = None,
          all_items: Annotated[bool, typer.Option("--all", help="Include archived items.")] = False, as_json: AsJson = False) -> None:
     """Show the items of the head (or --version)."""
     async def work(store):
         await require_known(store, playbook)
         return await (store.head(playbook) if version is None else store.get(playbook, version))
-    pv = run(work)
+    pv = run(work, tenant)
     if as_json:
         return emit(pv.model_dump(mode="json"))
     table = Table(title=f"playbook {playbook} v{pv.version} ({len(pv.active)} active items)")
@@ -114,7 +129,7 @@ def show(playbook: Name = "default", version: Annotated[Optional[int], typer.Opt
 
 
 @playbook_app.command()
-def history(playbook: Name = "default",
+def history(playbook: Name = "default", tenant: Tenant = "default",
             with_candidates: Annotated[bool, typer.Option("--candidates", help="Also list rejected candidates.")] = False,
             as_json: AsJson = False) -> None:
     """List the versions, oldest first: parent, time, active items, who made it, gate metrics."""
@@ -124,7 +139,7 @@ def history(playbook: Name = "default",
         if with_candidates:
             rows += [{**summary(c), "candidate": c.candidate_id, "reason": c.reason} for c in await store.candidates(playbook)]
         return sorted(rows, key=lambda r: (r["created_at"], r["version"]))
-    rows = run(work)
+    rows = run(work, tenant)
     if as_json:
         return emit(rows)
     table = Table(title=f"playbook {playbook}")
@@ -138,12 +153,12 @@ def history(playbook: Name = "default",
 
 @playbook_app.command()
 def diff(a: Annotated[int, typer.Argument(help="From version.")], b: Annotated[int, typer.Argument(help="To version.")],
-         playbook: Name = "default", as_json: AsJson = False) -> None:
+         playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
     """Items added, changed and archived from version A to version B."""
     async def work(store):
         await require_known(store, playbook)
         return await store.diff(playbook, a, b)
-    d = run(work)
+    d = run(work, tenant)
     if as_json:
         return emit(d)
     console = Console(highlight=False)
@@ -159,20 +174,20 @@ def diff(a: Annotated[int, typer.Argument(help="From version.")], b: Annotated[i
 
 @playbook_app.command()
 def rollback(version: Annotated[int, typer.Argument(help="Version whose items become the new head.")],
-             playbook: Name = "default", as_json: AsJson = False) -> None:
+             playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
     """Make a new head version equal to VERSION (history keeps everything)."""
     async def check(store):
         await require_known(store, playbook)
         await store.get(playbook, version)
-    run(check)  # refuse a bad version before opening the store for writing
-    new = run(lambda store: store.rollback(playbook, version, CREATED_BY), write=True)
+    run(check, tenant)  # refuse a bad version before opening the store for writing
+    new = run(lambda store: store.rollback(playbook, version, CREATED_BY), tenant, write=True)
     if as_json:
         return emit(summary(new))
     Console().print(f"playbook {playbook}: v{new.version} = v{version} ({len(new.active)} active items)")
 
 
 @playbook_app.command()
-def export(playbook: Name = "default", version: Annotated[Optional[int], typer.Option(help="Version (default: head).")] = None,
+def export(playbook: Name = "default", tenant: Tenant = "default", version: Annotated[Optional[int], typer.Option(help="Version (default: head).")] = None,
            fmt: Annotated[str, typer.Option("--format", help="json | markdown")] = "json",
            output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
            as_json: AsJson = False) -> None:
@@ -185,7 +200,7 @@ def export(playbook: Name = "default", version: Annotated[Optional[int], typer.O
     async def work(store):
         await require_known(store, playbook)
         return await store.export(playbook, version, fmt)
-    text = run(work)
+    text = run(work, tenant)
     if output is None:
         print(text, end="")
         return
@@ -198,7 +213,7 @@ def export(playbook: Name = "default", version: Annotated[Optional[int], typer.O
 
 @playbook_app.command("import")
 def import_(file: Annotated[Path, typer.Argument(help="A JSON or Markdown export.")],
-            playbook: Name = "default", as_json: AsJson = False) -> None:
+            playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
     """Make a new version whose items are exactly FILE's."""
     if not file.is_file():
         fail(f"file not found: {file}")
@@ -216,19 +231,19 @@ def import_(file: Annotated[Path, typer.Argument(help="A JSON or Markdown export
         parse_playbook(text)  # refuse a bad file before creating a store
     except PlaybookError as exc:
         fail(f"{file}: {exc}")
-    new = run(lambda store: store.import_(playbook, text, CREATED_BY), write=True)
+    new = run(lambda store: store.import_(playbook, text, CREATED_BY), tenant, write=True)
     if as_json:
         return emit(summary(new))
     Console().print(f"playbook {playbook}: imported {len(new.items)} items as v{new.version}")
 
 
 @playbook_app.command()
-def candidates(playbook: Name = "default", as_json: AsJson = False) -> None:
+def candidates(playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
     """List updates the gate rejected, with their reasons."""
     async def work(store):
         await require_known(store, playbook)
         return await store.candidates(playbook)
-    found = run(work)
+    found = run(work, tenant)
     if as_json:
         return emit([{**summary(c), "candidate": c.candidate_id, "reason": c.reason,
                       "operations": len(c.operations)} for c in found])
@@ -249,7 +264,7 @@ def accuracy(gate: dict) -> float | None:
 
 @playbook_app.command()
 def plot(output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")],
-         playbook: Name = "default", as_json: AsJson = False) -> None:
+         playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
     """Plot validation accuracy (from each version's gate) and active item count per version."""
     if output.suffix.lower() != ".png":
         fail(f"--output must end in .png, got {output.name}")
@@ -259,7 +274,7 @@ def plot(output: Annotated[Path, typer.Option("--output", "-o", help="PNG file t
     async def work(store):
         await require_known(store, playbook)
         return await store.history(playbook)
-    versions = run(work)
+    versions = run(work, tenant)
     if not versions:
         fail(f"playbook {playbook!r} has no versions to plot: run `parallax learn` first")
     import io

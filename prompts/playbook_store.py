@@ -1,6 +1,7 @@
 """The versioned playbook store: immutable versions, a head, rejected candidates, on any LangGraph store.
 
-Records live in namespace ("playbooks", <name>):
+Records live in namespace ("playbooks", <tenant>, <name>); a `PlaybookStore` is bound to
+one tenant and cannot name another's records:
   "head"            a copy of the current version (what the solve graph reads: `.value`
                     has "version" and "items"); absent = version 0, the empty playbook
   "v000001" ...     immutable versions, each naming its parent (history is linear)
@@ -66,8 +67,15 @@ class Candidate(PlaybookVersion):
     reason: str = ""
 
 
-def namespace(name: str) -> tuple[str, str]:
-    return ("playbooks", name)
+def namespace(tenant: str, name: str) -> tuple[str, str, str]:
+    return ("playbooks", tenant, name)
+
+
+def check_tenant(tenant: str) -> str:
+    """Tenant names share the playbook-name alphabet, so no tenant can spell another's namespace."""
+    if not isinstance(tenant, str) or not NAME_RE.match(tenant):
+        raise PlaybookError(f"bad tenant {tenant!r}: use 1-64 letters, digits, '-' or '_'")
+    return tenant
 
 
 def version_key(version: int) -> str:
@@ -167,7 +175,9 @@ class FileCommitLock:
 class PlaybookStore:
     """Versioned playbooks over a LangGraph `BaseStore`. All methods are async."""
 
-    def __init__(self, store: BaseStore, lock: CommitLock | None = None, page_size: int = 100) -> None:
+    def __init__(self, store: BaseStore, lock: CommitLock | None = None, page_size: int = 100,
+                 tenant: str = "default") -> None:
+        self.tenant = check_tenant(tenant)
         self.store = store
         self.lock = lock or LocalLock()
         self.page_size = page_size
@@ -183,11 +193,11 @@ class PlaybookStore:
         return await asyncio.to_thread(getattr(self.store, method), *args, **kwargs)
 
     async def _get(self, name: str, key: str) -> dict | None:
-        item = await self._call("get", namespace(name), key)
+        item = await self._call("get", namespace(self.tenant, name), key)
         return None if item is None else dict(item.value)
 
     async def _put(self, name: str, key: str, value: dict) -> None:
-        await self._call("put", namespace(name), key, value, index=False)
+        await self._call("put", namespace(self.tenant, name), key, value, index=False)
 
     async def _scan(self, name: str) -> dict[str, dict]:
         """Every record of a playbook, paging with explicit limit/offset. Stores order search
@@ -195,9 +205,9 @@ class PlaybookStore:
         found: dict[str, dict] = {}
         offset = 0
         while True:
-            page = await self._call("search", namespace(name), limit=self.page_size, offset=offset)
+            page = await self._call("search", namespace(self.tenant, name), limit=self.page_size, offset=offset)
             for item in page:
-                if tuple(item.namespace) == namespace(name):
+                if tuple(item.namespace) == namespace(self.tenant, name):
                     found[item.key] = dict(item.value)
             if len(page) < self.page_size:
                 return found
@@ -219,13 +229,13 @@ class PlaybookStore:
     async def names(self) -> list[str]:
         found, offset = set(), 0
         while True:
-            page = await self._call("list_namespaces", prefix=("playbooks",), max_depth=2, limit=self.page_size, offset=offset)
-            found.update(ns[1] for ns in page if len(ns) >= 2)
+            page = await self._call("list_namespaces", prefix=("playbooks", self.tenant), max_depth=3, limit=self.page_size, offset=offset)
+            found.update(ns[2] for ns in page if len(ns) >= 3)
             if len(page) < self.page_size:
                 break
             offset += self.page_size
         # InMemoryStore lists a namespace once anyone has merely read it; keep those with records.
-        return [n for n in sorted(found) if await self._call("search", namespace(n), limit=1)]
+        return [n for n in sorted(found) if await self._call("search", namespace(self.tenant, n), limit=1)]
 
     async def get(self, name: str, version: int) -> PlaybookVersion:
         head = await self.head(name)
@@ -272,7 +282,7 @@ class PlaybookStore:
         head (a writer died between the two writes) is adopted as the head first, so an
         immutable version is never overwritten."""
         self._check_name(name)
-        async with self.lock.hold(name):
+        async with self.lock.hold(f"{self.tenant}/{name}"):
             head = await self.head(name)
             while (ahead := await self._get(name, version_key(head.version + 1))) is not None:
                 head = PlaybookVersion.model_validate(ahead)

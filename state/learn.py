@@ -26,6 +26,8 @@ class LearnInput(TypedDict):
     epochs: NotRequired[int]
     val_size: NotRequired[int]
     playbook: NotRequired[str]
+    tenant: NotRequired[str]
+    """Whose playbooks this run reads and writes (default "default"); no other tenant's are reachable."""
     approve: NotRequired[bool]
     mode: NotRequired[Mode]
     """Solve mode of the runs; default `direct` (one call per task)."""
@@ -34,6 +36,7 @@ class LearnInput(TypedDict):
 
 class LearnOutput(TypedDict):
     playbook: str
+    tenant: str
     learn_run_id: str
     from_version: int
     to_version: int

@@ -39,6 +39,8 @@ class SolveInput(TypedDict):
     min_votes: NotRequired[int]
     red_team: NotRequired[bool]
     playbook: NotRequired[str]
+    tenant: NotRequired[str]
+    """Whose playbooks the run reads (default "default"); no other tenant's are reachable."""
     playbook_items: NotRequired[list[dict[str, Any]]]
     """Use these items instead of the stored head (gate evaluation of a candidate, `eval --version`)."""
     playbook_version: NotRequired[int]

@@ -52,7 +52,7 @@ async def test_versions_parents_head_and_get():
     assert (await ps.history("default"))[1].created_by == "learn-2"
     assert await ps.names() == ["default"]
     # the solve graph reads the raw head record
-    raw = (await ps.store.aget(("playbooks", "default"), "head")).value
+    raw = (await ps.store.aget(("playbooks", "default", "default"), "head")).value
     assert raw["version"] == 3 and {"id", "text", "status"} <= set(raw["items"][0])
 
 

@@ -214,7 +214,7 @@ async def test_playbook_items_reach_prompts_and_are_recorded(monkeypatch):
     items = [{"id": "pb-1", "section": "math", "text": "Multiply before you add.", "status": "active"},
              {"id": "pb-2", "section": "x", "text": "Archived lesson", "status": "archived"}]
     head = PlaybookVersion(name="default", version=3, parent=2, items=[PlaybookItem(**i) for i in items])
-    await store.aput(("playbooks", "default"), "head", head.model_dump(mode="json"))
+    await store.aput(("playbooks", "default", "default"), "head", head.model_dump(mode="json"))
     calls = install(monkeypatch, lambda p, t, i: answer("14"))
     out = await builder.compile(store=store).ainvoke({"task": "What is 2 + 3 * 4?", "mode": "direct"})
     assert out["playbook_version"] == 3
