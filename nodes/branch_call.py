@@ -6,6 +6,7 @@ latency, tokens and errors are recorded the same way everywhere.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TypeVar
 
@@ -14,24 +15,42 @@ from pydantic import BaseModel
 
 from parallax.structured import BranchError, ask
 from state.context import Context
+from state.lifecycle import Lifecycle
 from state.payloads import BranchRecord
 
 T = TypeVar("T", bound=BaseModel)
 
 
 async def call_branch(
-    record: dict, messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float
+    record: dict, messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
+    lifecycle: Lifecycle | None = None,
 ) -> tuple[BranchRecord, T | None]:
-    """(record, parsed reply); the reply is None when the branch failed or timed out."""
+    """(record, parsed reply); the reply is None when the branch failed or timed out.
+
+    `lifecycle` carries the branch's transitions so far (a fan-out branch arrives
+    DISPATCHED); a call made on its own (judge, red team, reflect, curate) starts one here.
+    The record ends COMPLETED or ESCALATED; a cancelled call ends CANCELLED and re-raises."""
+    if lifecycle is None:
+        lifecycle = Lifecycle()
+        lifecycle.move("PENDING")
+        lifecycle.move("DISPATCHED")
     started = time.perf_counter()
     fields = {**record, "model": model or None, "temperature": temperature}
     try:
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=ctx.request_timeout_s,
-                           max_attempts=ctx.max_attempts, max_reasks=ctx.max_reasks, max_tokens=ctx.max_tokens)
+                           max_attempts=ctx.max_attempts, max_reasks=ctx.max_reasks, max_tokens=ctx.max_tokens,
+                           lifecycle=lifecycle)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
+        lifecycle.finish("ESCALATED", f"gave up after {exc.attempts} attempts, {exc.reasks} re-asks: {exc}")
         return BranchRecord(**fields, status="timeout" if exc.timeout else "failed", error=str(exc)[:500],
-                            attempts=exc.attempts, reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency), None
+                            attempts=exc.attempts, reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency,
+                            state=lifecycle.state, transitions=lifecycle.transitions), None
+    except asyncio.CancelledError:
+        lifecycle.finish("CANCELLED", "cancelled")
+        raise
     latency = round((time.perf_counter() - started) * 1000, 2)
+    lifecycle.move("COMPLETED")
     return BranchRecord(**fields, status="ok", output=result.value.model_dump(), attempts=result.attempts,
-                        reasks=result.reasks, tokens=result.tokens, latency_ms=latency), result.value
+                        reasks=result.reasks, tokens=result.tokens, latency_ms=latency,
+                        state=lifecycle.state, transitions=lifecycle.transitions), result.value

@@ -11,20 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
+from typing import TypeVar
 
 from langgraph.runtime import Runtime
 
-_limits: weakref.WeakValueDictionary[tuple, asyncio.Semaphore] = weakref.WeakValueDictionary()
+_shared: weakref.WeakValueDictionary[tuple, object] = weakref.WeakValueDictionary()
+T = TypeVar("T")
+
+
+def superstep_shared(runtime: Runtime, make: Callable[[], T], *key: object) -> T:
+    """One object per (run, superstep, `key`), shared by every task of a fan-out; it lives
+    as long as some task holds it."""
+    info = runtime.execution_info
+    # the namespace without the task id names the node (and its parents); the checkpoint
+    # id names the superstep; so every task of this fan-out finds the same object
+    where = (info.thread_id, info.checkpoint_ns.rsplit(":", 1)[0], info.checkpoint_id) if info else ()
+    full = (id(asyncio.get_running_loop()), *where, *key)
+    found = _shared.get(full)
+    if found is None:
+        found = _shared[full] = make()
+    return found  # type: ignore[return-value]
 
 
 def superstep_limit(runtime: Runtime, size: int) -> asyncio.Semaphore:
     """The semaphore of this run's current superstep (same checkpoint, same namespace)."""
-    info = runtime.execution_info
-    # the namespace without the task id names the node (and its parents); the checkpoint
-    # id names the superstep; so every task of this fan-out finds the same semaphore
-    key = (id(asyncio.get_running_loop()), info.thread_id, info.checkpoint_ns.rsplit(":", 1)[0],
-           info.checkpoint_id, size) if info else (id(asyncio.get_running_loop()), size)
-    limit = _limits.get(key)
-    if limit is None:
-        limit = _limits[key] = asyncio.Semaphore(size)
-    return limit
+    return superstep_shared(runtime, lambda: asyncio.Semaphore(size), "limit", size)

@@ -10,6 +10,7 @@ at once; their model calls share one limit (nodes/concurrency.py).
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from langgraph.runtime import get_runtime
@@ -30,9 +31,10 @@ def branch_specs(state: SolveState, ctx: Context) -> list[dict]:
     """What each business branch gets: only its own text, plus brief, question and lessons."""
     task, question, route = state["task"], state.get("question", ""), state["mode"]
     selections = state.get("playbook_selections") or [[]]
+    now = round(time.time(), 3)
 
     def spec(kind: str, text: str, lessons: list[dict], **extra) -> dict:
-        return {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "kind": kind, "parent_id": state["trace_id"],
+        return {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "kind": kind, "parent_id": state["trace_id"], "planned_at": now,
                 "text": text, "question": question, "playbook": lessons, **extra}
 
     if route == "vote":

@@ -2,7 +2,9 @@
 
 Rules, not a model: they are fast, deterministic and cannot be talked out of a verdict by
 the very prompt injection they look for. A flag never stops the other branches; it turns
-the run's status into `needs_review` with the reasons.
+the run's status into `needs_review` with the reasons. Injection and personal-data rules
+are the ones lessons are screened and redacted with (parallax/screening.py,
+parallax/redaction.py), except that a task may contain a URL.
 """
 
 from __future__ import annotations
@@ -11,15 +13,11 @@ import re
 import time
 import uuid
 
+from parallax.redaction import find_secrets
+from parallax.screening import HAS_URL, screen as injection_screen
+from state.lifecycle import Lifecycle
 from state.payloads import BranchRecord
 
-INJECTION = re.compile(
-    r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|prompts?|rules)"
-    r"|disregard (?:all |any )?(?:the )?(?:previous|prior|above|your) (?:instructions|rules)"
-    r"|(?:reveal|print|show) (?:me )?(?:your|the) (?:system )?prompt"
-    r"|you are now (?:dan|in developer mode)|</?(?:system|assistant)>|\bjailbreak\b",
-    re.IGNORECASE,
-)
 HARMFUL = re.compile(
     r"\b(?:how (?:do i|to|can i) (?:make|build|assemble) (?:a |an )?(?:bomb|explosive|pipe bomb|bioweapon|nerve agent)"
     r"|synthesi[sz]e (?:sarin|vx|ricin|meth(?:amphetamine)?|fentanyl)"
@@ -27,17 +25,8 @@ HARMFUL = re.compile(
     r"|(?:kill|poison|murder) (?:my|a|the) (?:wife|husband|boss|neighbou?r|child|person))",
     re.IGNORECASE,
 )
-EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
+INPUT_MAY_HAVE = {HAS_URL}
 SSN = re.compile(r"\b\d{3}-\d{2}-\d{4}\b")
-CARD = re.compile(r"\b(?:\d[ -]?){13,19}\b")
-
-
-def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
 
 
 def screen(text: str) -> list[str]:
@@ -45,18 +34,23 @@ def screen(text: str) -> list[str]:
     reasons = []
     if HARMFUL.search(text):
         reasons.append("harmful request")
-    if INJECTION.search(text):
-        reasons.append("prompt injection in the input")
-    cards = [re.sub(r"\D", "", m.group()) for m in CARD.finditer(text)]
-    if EMAIL.search(text) or SSN.search(text) or any(13 <= len(c) <= 19 and _luhn(c) for c in cards):
-        reasons.append("personal data in the input")
+    injection = [r for r in injection_screen(text).reasons if r not in INPUT_MAY_HAVE]
+    if injection:
+        reasons.append("prompt injection in the input (" + "; ".join(injection) + ")")
+    personal = sorted(set(find_secrets(text)) | ({"ssn"} if SSN.search(text) else set()))
+    if personal:
+        reasons.append("personal data or secrets in the input (" + ", ".join(personal) + ")")
     return reasons
 
 
 async def check_safety(payload: dict) -> dict:
     """The `safety` branch: screens the full input and records its verdict like any branch."""
     started = time.perf_counter()
+    life = Lifecycle()
+    for state in ("PENDING", "DISPATCHED", "IN_PROGRESS"):
+        life.move(state)
     reasons = screen(payload["text"])
+    life.move("COMPLETED")
     record = BranchRecord(
         id=f"safety-{uuid.uuid4().hex[:8]}",
         parent_id=payload["trace_id"],
@@ -64,5 +58,7 @@ async def check_safety(payload: dict) -> dict:
         status="ok",
         latency_ms=(time.perf_counter() - started) * 1000,
         output={"flagged": bool(reasons), "reasons": reasons},
+        state=life.state,
+        transitions=life.transitions,
     )
     return {"branches": [record.model_dump()]}

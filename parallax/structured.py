@@ -28,6 +28,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from parallax import models
 from parallax.circuit import CircuitOpen, breaker_for
 from parallax import settings as settings_mod
+from state.lifecycle import Lifecycle
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -117,6 +118,10 @@ def _add_usage(tokens: dict[str, int], message: AIMessage) -> None:
     tokens["total"] += usage.get("total_tokens", 0)
 
 
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 class BranchError(RuntimeError):
     """A branch gave up; carries what it spent so the trace stays honest."""
 
@@ -135,8 +140,14 @@ async def ask(
     max_attempts: int,
     max_reasks: int,
     max_tokens: int,
+    lifecycle: Lifecycle | None = None,
 ) -> CallResult[T]:
-    """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors."""
+    """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
+
+    `lifecycle` (state/lifecycle.py) records each attempt: IN_PROGRESS, then TIMEOUT or
+    FAILED and RETRY when another attempt follows. The caller records the end
+    (COMPLETED, or ESCALATED from the BranchError)."""
+    life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await models.chat_model(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict = {"temperature": temperature}
     kind = settings_mod.load().response_format
@@ -155,11 +166,14 @@ async def ask(
         nonlocal attempts
         breaker.before_call()
         attempts += 1
+        life.move("IN_PROGRESS", f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else ""))
         try:
             async with asyncio.timeout(timeout_s):
                 reply = await llm.ainvoke(conversation, **call_kwargs)
-        except TRANSIENT_ERRORS:
+        except TRANSIENT_ERRORS as exc:
             breaker.record_failure()
+            timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError))
+            life.move("TIMEOUT" if timed_out else "FAILED", _describe(exc))
             raise
         except BaseException:
             breaker.probing = False  # not the endpoint's fault: let the next call probe
@@ -178,9 +192,12 @@ async def ask(
                 stop=stop_after_attempt(max_attempts - 1),
                 wait=_wait,
                 retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT_ERRORS)),
+                before_sleep=lambda state: life.move("RETRY", f"backoff {state.upcoming_sleep:.2f}s"),
                 reraise=True,
             )
-            await asyncio.sleep(_delay_after(first, 1))
+            delay = _delay_after(first, 1)
+            life.move("RETRY", f"backoff {delay:.2f}s")
+            await asyncio.sleep(delay)
             return await retrying(call_once)
 
     try:
@@ -190,8 +207,10 @@ async def ask(
             try:
                 value = parse_reply(str(reply.content), schema)
             except ParseFailure as exc:
+                life.move("FAILED", f"invalid reply: {exc}")
                 if reasks >= max_reasks:
                     raise
+                life.move("RETRY", "re-ask for a valid reply")
                 reasks += 1
                 conversation += [
                     reply,
@@ -201,5 +220,5 @@ async def ask(
             return CallResult(value, attempts, reasks, tokens)
     except (ParseFailure, CircuitOpen, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
         timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError))
-        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        message = _describe(exc)
         raise BranchError(message, attempts=attempts, reasks=reasks, tokens=tokens, timeout=timed_out) from exc

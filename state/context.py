@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from parallax import settings as settings_mod
 from parallax.settings import env
 
 
@@ -45,6 +46,15 @@ class Context:
 
     max_concurrency: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_CONCURRENCY", 8))
     """Most model calls in flight per fan-out (see nodes/concurrency.py)."""
+
+    straggler_factor: float = field(default_factory=lambda: _env_float(
+        "PARALLAX_STRAGGLER_FACTOR", 3.0 if settings_mod.load().base_url else 0.0))
+    """Start a backup copy of a branch running this many times longer than its finished
+    siblings' median (0 = never). Off by default for the embedded server: it answers one
+    request at a time, so a copy could only queue behind the original."""
+
+    straggler_min_s: float = field(default_factory=lambda: _env_float("PARALLAX_STRAGGLER_MIN_S", 1.0))
+    """No backup for a branch that has run less than this, however fast its siblings were."""
 
     max_reasks: int = 2
     """Re-asks after a reply that does not parse; a re-ask is part of the same branch."""

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from state.lifecycle import BranchState
+
 BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate"]
 BranchStatus = Literal["ok", "failed", "timeout"]
 
@@ -79,6 +81,10 @@ class BranchRecord(BaseModel):
     slice_index: int | None = None
     vote: str | None = Field(default=None, description="normalised answer, vote branches only")
     playbook_item_ids: list[str] = Field(default_factory=list)
+    state: BranchState | None = Field(default=None, description="where the lifecycle ended (state/lifecycle.py)")
+    transitions: list[dict[str, Any]] = Field(default_factory=list, description="state/lifecycle.py Transition dicts")
+    backup: dict[str, Any] | None = Field(default=None, description="the straggler race, when a backup copy ran")
+    input: dict[str, Any] | None = Field(default=None, description="what an escalated branch was asked, for `dlq retry`")
 
 
 class ItemTag(BaseModel):

@@ -138,7 +138,7 @@ async def test_all_branches_failing_ends_failed_with_the_errors(monkeypatch):
 async def test_a_crashing_group_is_recorded_by_the_error_handler(monkeypatch):
     import nodes.work
 
-    async def explode(spec, ctx):
+    async def explode(spec, ctx, life):
         raise RuntimeError("bug in branch code")
 
     monkeypatch.setattr(nodes.work, "run_branch", explode)

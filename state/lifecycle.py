@@ -1,0 +1,82 @@
+"""The lifecycle of one branch, kept as timed transitions in its trace record.
+
+    PENDING -> DISPATCHED -> IN_PROGRESS -> COMPLETED
+                              IN_PROGRESS -> TIMEOUT | FAILED -> RETRY -> IN_PROGRESS -> ...
+                                             TIMEOUT | FAILED -> ESCALATED   (no retry left)
+
+A branch is PENDING once the fan-out has planned it, DISPATCHED when its task starts
+(it may still wait for a slot under the concurrency limit), IN_PROGRESS while a model
+call is out. A transient error or an unusable reply makes the attempt TIMEOUT or FAILED;
+RETRY means another attempt (or re-ask) follows; ESCALATED means the branch gave up and
+goes to the dead-letter list. A backup copy that lost the race to its original ends
+CANCELLED. Why transitions and not just a final status: `parallax trace` must show where
+the time went and why a branch was retried, and a test can check every path is legal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from typing_extensions import TypedDict
+
+BranchState = Literal["PENDING", "DISPATCHED", "IN_PROGRESS", "COMPLETED", "TIMEOUT", "FAILED", "RETRY",
+                      "ESCALATED", "CANCELLED"]
+TERMINAL = frozenset({"COMPLETED", "ESCALATED", "CANCELLED"})
+ALLOWED: dict[str | None, frozenset[str]] = {
+    None: frozenset({"PENDING"}),
+    "PENDING": frozenset({"DISPATCHED", "FAILED", "CANCELLED"}),
+    "DISPATCHED": frozenset({"IN_PROGRESS", "FAILED", "CANCELLED"}),
+    "IN_PROGRESS": frozenset({"COMPLETED", "TIMEOUT", "FAILED", "CANCELLED"}),
+    "TIMEOUT": frozenset({"RETRY", "ESCALATED", "CANCELLED"}),
+    "FAILED": frozenset({"RETRY", "ESCALATED", "CANCELLED"}),
+    "RETRY": frozenset({"IN_PROGRESS", "FAILED", "CANCELLED"}),
+}
+
+
+class Transition(TypedDict):
+    """One step, kept as a plain dict: a wide fan-out records thousands of them."""
+
+    state: BranchState
+    at: float
+    """Unix time in seconds (millisecond precision)."""
+    reason: str
+
+
+class IllegalTransition(RuntimeError):
+    """A bug: code moved a branch along an edge the lifecycle does not have."""
+
+
+class Lifecycle:
+    """The transitions of one branch (or one backup copy), checked as they are made."""
+
+    def __init__(self, transitions: list[Transition] | None = None) -> None:
+        self.transitions: list[Transition] = list(transitions or [])
+
+    @property
+    def state(self) -> str | None:
+        return self.transitions[-1]["state"] if self.transitions else None
+
+    def move(self, state: str, reason: str = "") -> None:
+        if state not in ALLOWED.get(self.state, frozenset()):
+            raise IllegalTransition(f"branch cannot go from {self.state} to {state} ({reason})")
+        self.transitions.append({"state": state, "at": round(time.time(), 3), "reason": reason[:300]})
+
+    def finish(self, state: str, reason: str = "") -> None:
+        """Move to a terminal state through whatever the lifecycle requires on the way."""
+        if self.state in TERMINAL:
+            return
+        if state == "ESCALATED" and self.state not in ("TIMEOUT", "FAILED"):
+            self.move("FAILED", reason)
+        self.move(state, reason)
+
+
+def is_legal(transitions: list[Transition]) -> bool:
+    """Whether a recorded path follows the lifecycle (used by tests and `parallax trace`)."""
+    previous = None
+    for t in transitions:
+        state = t["state"]
+        if state not in ALLOWED.get(previous, frozenset()):
+            return False
+        previous = state
+    return previous in TERMINAL
