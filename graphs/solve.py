@@ -1,6 +1,6 @@
 """The `solve` graph: route, fan out to branches beside a safety check, merge, arbitrate.
 
-    route -> [safety + work x G] -> merge -> judge? -> red_team? -> END
+    route -> [safety + work x G] -> merge -> judge? -> red_team? -> record_trace -> END
 
 `graph` is compiled without a checkpointer or store: `langgraph dev` and LangGraph
 Server bring their own; the CLI compiles `builder` with SQLite ones.
@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from nodes.fan_out import fan_out
 from nodes.judge import judge
 from nodes.merge import merge
+from nodes.record_trace import record_trace
 from nodes.red_team import red_team
 from nodes.route import route
 from nodes.safety import check_safety
@@ -23,16 +24,16 @@ from state.context import Context
 from state.solve import SolveInput, SolveOutput, SolveState
 
 
-def after_merge(state: SolveState) -> Literal["judge", "red_team", "__end__"]:
+def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace"]:
     if state["status"] == "failed":
-        return END
+        return "record_trace"
     if state["mode"] == "vote" and not state.get("consensus"):
         return "judge"
-    return "red_team" if state.get("red_team") else END
+    return "red_team" if state.get("red_team") else "record_trace"
 
 
-def after_judge(state: SolveState) -> Literal["red_team", "__end__"]:
-    return "red_team" if state.get("red_team") and state.get("answer") else END
+def after_judge(state: SolveState) -> Literal["red_team", "record_trace"]:
+    return "red_team" if state.get("red_team") and state.get("answer") else "record_trace"
 
 
 builder = StateGraph(SolveState, context_schema=Context, input_schema=SolveInput, output_schema=SolveOutput)
@@ -42,6 +43,7 @@ builder.add_node("work", work, error_handler=work_failed)
 builder.add_node("merge", merge, defer=True)
 builder.add_node("judge", judge)
 builder.add_node("red_team", red_team)
+builder.add_node("record_trace", record_trace)
 
 builder.add_edge(START, "route")
 builder.add_conditional_edges("route", fan_out, ["safety", "work"])
@@ -49,6 +51,7 @@ builder.add_edge("safety", "merge")
 builder.add_edge("work", "merge")
 builder.add_conditional_edges("merge", after_merge)
 builder.add_conditional_edges("judge", after_judge)
-builder.add_edge("red_team", END)
+builder.add_edge("red_team", "record_trace")
+builder.add_edge("record_trace", END)
 
 graph = builder.compile(name="solve")

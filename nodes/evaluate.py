@@ -19,12 +19,13 @@ from state.context import Context
 solve_graph = solve_builder.compile(checkpointer=False, name="solve")
 
 
-async def solve_one(task: dict, items: list[dict], version: int, ctx: Context, mode: str = "auto") -> dict:
-    """One task through the solve graph with exactly these playbook items."""
+async def solve_one(task: dict, items: list[dict], version: int, ctx: Context, mode: str = "auto",
+                    tenant: str = "default") -> dict:
+    """One task through the solve graph with exactly these playbook items (its trace filed under `tenant`)."""
     try:
         run = await solve_graph.ainvoke(
-            {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version}, context=ctx
-        )
+            {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version, "tenant": tenant},
+            context=ctx)
     except ValueError as exc:  # input the solve graph refuses (e.g. too long)
         run = {"status": "failed", "answer": "", "reason": str(exc), "branches": [], "trace_id": ""}
     verdict = score(run, task.get("target"), task["input"], task.get("scorer", "auto"))
@@ -32,14 +33,14 @@ async def solve_one(task: dict, items: list[dict], version: int, ctx: Context, m
 
 
 async def evaluate(tasks: list[dict], items: list[dict], version: int, ctx: Context, *, concurrency: int = 8,
-                   mode: str = "auto", on_result=None) -> dict:
+                   mode: str = "auto", tenant: str = "default", on_result=None) -> dict:
     """Accuracy over `tasks`; `errors` counts runs that ended `failed`."""
     limit = asyncio.Semaphore(concurrency)
     selections = await select_items(items, [t["input"] for t in tasks], ctx.playbook_chars)
 
     async def bounded(task: dict, chosen: list[dict]) -> dict:
         async with limit:
-            result = await solve_one(task, chosen, version, ctx, mode)
+            result = await solve_one(task, chosen, version, ctx, mode, tenant)
         if on_result:
             on_result(result)
         return result

@@ -18,6 +18,7 @@ from nodes.curate import curate, tag_operations
 from nodes.evaluate import solve_one
 from nodes.reflect import reflect
 from nodes.route import context_of
+from prompts.untrusted_lessons import screen_lessons, screen_operations
 from state.context import Context
 
 
@@ -28,28 +29,34 @@ async def learn_from_task(payload: dict, runtime: Runtime[Context]) -> dict:
 
     async def bounded(work: dict) -> dict:
         async with limit:
-            return await learn_one(work["task"], work["items"], payload["version"], payload["mode"], ctx)
+            return await learn_one(work["task"], work["items"], payload["version"], payload["mode"], ctx,
+                                   payload.get("tenant", "default"))
 
     return {"runs": list(await asyncio.gather(*(bounded(w) for w in payload["work"])))}
 
 
-async def learn_one(task: dict, items: list[dict], version: int, mode: str, ctx: Context) -> dict:
-    run = await solve_one(task, items, version, ctx, mode)
+async def learn_one(task: dict, items: list[dict], version: int, mode: str, ctx: Context, tenant: str) -> dict:
+    run = await solve_one(task, items, version, ctx, mode, tenant)
     used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
     used = [i for i in items if i["id"] in used_ids]
     reflect_record, reflection = await reflect(run, task, used, ctx)
     provenance = [reflect_record.id, run.get("trace_id") or reflect_record.id]
-    operations, curate_record = [], None
+    operations, curate_record, quarantined = [], None, []
     if reflection is not None:
-        curate_record, operations = await curate(reflection, provenance, ctx)
-        operations = tag_operations(reflection, set(used_ids), provenance) + operations
+        # untrusted text: screened before the curator reads it, and again before it is merged
+        lessons, quarantined = screen_lessons(reflection.lessons, "reflection", provenance)
+        reflection = reflection.model_copy(update={"lessons": lessons})
+        curate_record, curated = await curate(reflection, provenance, ctx)
+        curated, held = screen_operations(curated, "curator")
+        quarantined += held
+        operations = tag_operations(reflection, set(used_ids), provenance) + curated
     records = [r.model_dump() for r in (reflect_record, curate_record) if r is not None]
     return {
         "task_id": task.get("id"), "trace_id": run.get("trace_id", ""), "status": run["status"],
         "answer": run.get("answer", ""), "correct": run["correct"], "scorer": run["scorer"],
         "used_item_ids": used_ids, "reflection_id": reflect_record.id,
         "reflection": reflection.model_dump() if reflection else None,
-        "operations": [op.model_dump() for op in operations], "records": records,
+        "operations": [op.model_dump() for op in operations], "records": records, "quarantined": quarantined,
     }
 
 

@@ -56,7 +56,7 @@ async def start(state: LearnState, runtime: Runtime[Context]) -> dict:
     accuracy = None
     if sample:
         accuracy = (await evaluate(sample, [i.model_dump() for i in head.active], head.version, ctx,
-                                   mode=state.get("mode", "direct")))["accuracy"]
+                                   mode=state.get("mode", "direct"), tenant=tenant))["accuracy"]
     return {"learn_run_id": f"learn-{uuid.uuid4().hex[:12]}", "playbook": name, "tenant": tenant, "schedule": schedule,
             "batch_index": -1, "from_version": head.version, "to_version": head.version,
             "head_version": head.version, "head_accuracy": accuracy, "val_accuracy_before": accuracy,
@@ -77,5 +77,6 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     selections = await select_items([i.model_dump() for i in head.active], [t["input"] for t in batch],
                                     context_of(runtime).playbook_chars)
     work = [{"task": task, "items": chosen} for task, chosen in zip(batch, selections)]
-    return [Send("learn_from_task", {"work": group_work, "version": head.version, "mode": state.get("mode", "direct")})
+    return [Send("learn_from_task", {"work": group_work, "version": head.version, "mode": state.get("mode", "direct"),
+                                     "tenant": state["tenant"]})
             for group_work in group(work)]

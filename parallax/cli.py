@@ -170,7 +170,7 @@ def run(
 
 
 def _check_input(payload: dict) -> None:
-    """The graph's own input check, run before the checkpoint file is touched (nothing written)."""
+    """The graph's own input checks, run before the checkpoint file is touched (nothing written)."""
     from nodes.route import InvalidInput, validate
     from state.context import Context
 
@@ -178,6 +178,17 @@ def _check_input(payload: dict) -> None:
         validate(payload, Context())
     except InvalidInput as exc:
         fail(str(exc))
+    if payload["playbook"] != "default":  # a typo'd --playbook must not quietly run with no lessons
+        from parallax.cli_playbook import open_store, require_known
+        from prompts.playbook_store import PlaybookError
+
+        async def known() -> None:
+            async with open_store(write=False, tenant=payload["tenant"]) as playbooks:
+                await require_known(playbooks, payload["playbook"])
+        try:
+            asyncio.run(known())
+        except PlaybookError as exc:
+            fail(str(exc))
 
 
 def _finish(payload: dict | None, thread_id: str, concurrency: int, as_json: bool) -> None:
@@ -238,12 +249,14 @@ def main() -> None:  # pragma: no cover - console script entry
 
 def _register() -> None:
     """Commands that live in their own modules (they import from this one)."""
-    from parallax import cli_learn
+    from parallax import cli_learn, cli_trace
     from parallax.cli_playbook import playbook_app
 
     app.command("learn")(cli_learn.learn)
     app.command("eval")(cli_learn.evaluate_command)
+    app.command("trace")(cli_trace.trace)
     app.add_typer(playbook_app, name="playbook")
+    app.add_typer(cli_trace.dlq_app, name="dlq")
 
 
 _register()

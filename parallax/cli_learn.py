@@ -183,6 +183,6 @@ async def _evaluate(tasks: list[dict], name: str, tenant: str, version: int | No
             fail(str(exc))
         with _progress(show) as progress:
             bar = progress.add_task("evaluating", total=len(tasks))
-            result = await evaluate(tasks, [i.model_dump() for i in chosen.active], chosen.version, Context(),
+            result = await evaluate(tasks, [i.model_dump() for i in chosen.active], chosen.version, Context(), tenant=tenant,
                                     concurrency=concurrency, mode=mode, on_result=lambda _: progress.advance(bar))
     return {"playbook": name, "tenant": tenant, "playbook_version": chosen.version, **result}

@@ -1,0 +1,48 @@
+"""Store the run's trace and dead-letter its escalated branches (the solve graph's last node).
+
+The trace is what `parallax trace TRACE_ID` shows: the outcome and every branch's
+lifecycle, redacted. Business branches that ESCALATED go to the dead-letter list with
+their input and last error, for `parallax dlq retry`. Without a store (a bare compiled
+graph) there is nowhere to keep either, and the node does nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from langgraph.runtime import Runtime
+
+from nodes.merge import BUSINESS
+from nodes.trace_store import TraceStore, dead_letter
+from state.context import Context
+from state.solve import SolveState
+
+PREVIEW_CHARS = 200
+
+
+def trace_of(state: SolveState) -> dict:
+    """What is kept of a run. Votes are a list of {answer, count}: redaction rewrites values, never
+    dict keys, and an answer can hold personal data."""
+    return {
+        "trace_id": state["trace_id"], "tenant": state.get("tenant", "default"),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
+        "question": state.get("question", ""), "mode": state.get("mode"), "status": state.get("status"),
+        "answer": state.get("answer", ""), "reason": state.get("reason", ""), "votes": [{"answer": answer, "count": count} for answer, count in state.get("votes", {}).items()],
+        "confidence": state.get("confidence"), "failed_branches": state.get("failed_branches", []),
+        "objection": state.get("objection", ""), "playbook": state.get("playbook", "default"),
+        "playbook_version": state.get("playbook_version", 0),
+        "branches": [{k: v for k, v in b.items() if k != "input"} for b in state.get("branches", [])],
+    }
+
+
+async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict:
+    if runtime.store is None:
+        return {}
+    trace = trace_of(state)
+    traces = TraceStore(runtime.store, trace["tenant"])
+    await traces.put_trace(trace)
+    for record in state.get("branches", []):
+        if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):
+            await traces.put_dead_letter(dead_letter(record, trace))
+    return {}
