@@ -12,13 +12,15 @@ from state.playbook import Operation
 async def commit(state: LearnState, runtime: Runtime) -> dict:
     store = playbook_store(runtime, state["tenant"])
     candidate, decision = state["candidate"], state["decision"]
+    held = [entry for run in state.get("runs", []) for entry in run.get("quarantined", [])]
+    await store.quarantine(state["playbook"], held)
     operations = [Operation.model_validate(o) for o in candidate["operations"]]
     name, metrics = state["playbook"], decision["metrics"]
     report = candidate["report"]
     batch = {"batch": state["batch_index"], "reflections": candidate["reflections"], "operations": len(operations),
              "items_added": int(report.get("items_added", 0)), "guard_triggered": candidate["guard_triggered"],
              "accepted": decision["accepted"], "reason": decision["reason"], "train_accuracy": candidate["train_accuracy"],
-             "val_accuracy": metrics.get("val_accuracy_after")}
+             "val_accuracy": metrics.get("val_accuracy_after"), "quarantined": len(held)}
     if not operations:
         head = await store.head(name)
         return {"batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}

@@ -24,7 +24,7 @@ from parallax import settings as settings_mod
 from prompts.playbook_store import PlaybookError, PlaybookStore
 
 playbook_app = typer.Typer(
-    help="Versioned playbooks: show, history, diff, rollback, export, import, candidates, plot.",
+    help="Versioned playbooks: show, history, diff, rollback, export, import, candidates, quarantine, plot.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -234,7 +234,9 @@ def import_(file: Annotated[Path, typer.Argument(help="A JSON or Markdown export
     new = run(lambda store: store.import_(playbook, text, CREATED_BY), tenant, write=True)
     if as_json:
         return emit(summary(new))
-    Console().print(f"playbook {playbook}: imported {len(new.items)} items as v{new.version}")
+    held = new.gate.get("quarantined", 0)
+    Console().print(f"playbook {playbook}: imported {len(new.items)} items as v{new.version}"
+                    + (f"; {held} quarantined (see `parallax playbook quarantine`)" if held else ""))
 
 
 @playbook_app.command()
@@ -252,6 +254,23 @@ def candidates(playbook: Name = "default", tenant: Tenant = "default", as_json: 
         table.add_column(column, overflow="fold")
     for c in found:
         table.add_row(c.candidate_id, str(c.parent), c.created_at, str(len(c.active)), str(len(c.operations)), c.reason)
+    Console().print(table)
+
+
+@playbook_app.command()
+def quarantine(playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
+    """List lessons that failed the prompt-injection screen: never applied, kept with the reason."""
+    async def work(store):
+        await require_known(store, playbook)
+        return await store.quarantined(playbook)
+    held = run(work, tenant)
+    if as_json:
+        return emit(held)
+    table = Table(title=f"quarantined lessons of {playbook} ({len(held)})")
+    for column in ("id", "created_at", "source", "reason", "text"):
+        table.add_column(column, overflow="fold")
+    for q in held:
+        table.add_row(q["id"], q["created_at"][:19].replace("T", " "), q["source"], q["reason"], q["text"][:200])
     Console().print(table)
 
 

@@ -6,6 +6,8 @@ one tenant and cannot name another's records:
                     has "version" and "items"); absent = version 0, the empty playbook
   "v000001" ...     immutable versions, each naming its parent (history is linear)
   "candidate-<id>"  updates the gate rejected, kept with accepted=False and a reason
+  "quarantine-<id>" lessons that failed screening (prompts/untrusted_lessons.py), never applied
+Every text a commit or import would store is redacted and screened first.
 
 Only the `BaseStore` API is used (aget / aput / asearch / alist_namespaces, always with an
 explicit `limit`: search returns 10 items by default), so the same code runs on the
@@ -48,6 +50,7 @@ from typing import Any, Protocol
 from langgraph.store.base import BaseStore
 from pydantic import ValidationError
 
+from prompts.untrusted_lessons import screen_items, screen_operations
 from state.playbook import Operation, PlaybookItem, PlaybookVersion, apply_operations, item_id_for
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -268,6 +271,18 @@ class PlaybookStore:
                 versions[missing] = PlaybookVersion.model_validate(value)
         return [versions[v] for v in sorted(versions)]
 
+    async def quarantined(self, name: str) -> list[dict]:
+        """Lessons held back by screening, oldest first."""
+        self._check_name(name)
+        records = await self._scan(name)
+        return sorted((v for k, v in records.items() if k.startswith("quarantine-")), key=lambda q: (q["created_at"], q["id"]))
+
+    async def quarantine(self, name: str, entries: list[dict]) -> None:
+        """Keep screened-out lessons for inspection (they never reach a version)."""
+        self._check_name(name)
+        for entry in entries:
+            await self._put(name, f"quarantine-{entry['id']}", entry)
+
     async def candidates(self, name: str) -> list[Candidate]:
         self._check_name(name)
         records = await self._scan(name)
@@ -299,7 +314,8 @@ class PlaybookStore:
         If the head has moved past `base_version`, the operations are re-applied to the new head."""
         if base_version < 0:
             raise PlaybookError(f"base version must be 0 or more, got {base_version}")
-        operations = [Operation.model_validate(op) for op in operations]
+        operations, held = screen_operations([Operation.model_validate(op) for op in operations], f"commit by {created_by}")
+        await self.quarantine(name, held)
 
         def build(head: PlaybookVersion) -> dict:
             if base_version > head.version:
@@ -319,7 +335,8 @@ class PlaybookStore:
                      gate: dict | None, reason: str) -> str:
         """Keep a candidate the gate turned down, for inspection; the head does not move."""
         base = await self.get(name, base_version)
-        operations = [Operation.model_validate(op) for op in operations]
+        operations, held = screen_operations([Operation.model_validate(op) for op in operations], f"candidate by {created_by}")
+        await self.quarantine(name, held)
         cid = uuid.uuid4().hex[:12]
         candidate = Candidate(
             name=name, version=base.version + 1, parent=base.version,
@@ -354,10 +371,12 @@ class PlaybookStore:
     async def import_(self, name: str, text: str, created_by: str) -> PlaybookVersion:
         """A new version whose items are exactly the file's (JSON export, a JSON list of items,
         or the Markdown export, possibly hand-edited)."""
-        items = parse_playbook(text)
+        items, held = screen_items(parse_playbook(text), f"import by {created_by}")
+        await self.quarantine(name, held)
+        note = f"import of {len(items)} items" + (f" ({len(held)} quarantined)" if held else "")
         return await self._append(name, lambda head: dict(
-            items=items, operations=[], created_by=created_by, gate={"imported": True},
-            note=f"import of {len(items)} items"))
+            items=items, operations=[], created_by=created_by, gate={"imported": True, "quarantined": len(held)},
+            note=note))
 
 
 # --- file formats --------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""Keep untrusted lessons out of prompts: redact them, screen them, quarantine what fails.
+
+Reflections and curated lessons are model-written, and a playbook item is pasted into
+every later prompt, so a lesson is untrusted text until it passes here. Two things
+happen to every text that could become (or change) an item:
+
+- redaction (parallax/redaction.py): API keys, tokens, e-mail addresses and card
+  numbers become placeholders, so a playbook never stores them;
+- screening (parallax/screening.py): text that tells the model to ignore its
+  instructions, claims a role, asks to reveal secrets, run code and the like is
+  never applied; it becomes a quarantine entry with the reason, for a human to read
+  (`parallax playbook quarantine`).
+
+The learn graph screens reflections before the curator sees them, and curated operations
+before they are merged; `PlaybookStore` screens again on every commit and import, so no
+path can write an unscreened item.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+from parallax.redaction import redact
+from parallax.screening import screen
+from state.playbook import Operation, PlaybookItem
+
+TEXT_OPS = ("add", "update")
+
+
+def quarantine_entry(text: str, reasons: list[str], source: str, provenance: list[str] | None = None,
+                     section: str = "") -> dict:
+    return {"id": f"q-{uuid.uuid4().hex[:12]}", "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "source": source, "reason": "; ".join(reasons), "text": redact(text), "section": redact(section),
+            "provenance": list(provenance or [])}
+
+
+def screen_lessons(lessons: list[str], source: str, provenance: list[str]) -> tuple[list[str], list[dict]]:
+    """(redacted lessons that passed, quarantine entries for the rest)."""
+    kept, held = [], []
+    for lesson in lessons:
+        verdict = screen(lesson)
+        if verdict.ok:
+            kept.append(redact(lesson))
+        else:
+            held.append(quarantine_entry(lesson, verdict.reasons, source, provenance))
+    return kept, held
+
+
+def screen_operations(operations: list[Operation], source: str) -> tuple[list[Operation], list[dict]]:
+    """(operations safe to apply, texts redacted; quarantine entries for adds/updates that failed)."""
+    kept, held = [], []
+    for op in operations:
+        if op.op not in TEXT_OPS:
+            kept.append(op)
+            continue
+        verdict = screen(f"{op.section}\n{op.text}")
+        if verdict.ok:
+            kept.append(op.model_copy(update={"text": redact(op.text), "section": redact(op.section)}))
+        else:
+            held.append(quarantine_entry(op.text, verdict.reasons, source, op.provenance, op.section))
+    return kept, held
+
+
+def screen_items(items: list[PlaybookItem], source: str) -> tuple[list[PlaybookItem], list[dict]]:
+    """(items safe to store, texts redacted; quarantine entries for the rest), for imports."""
+    kept, held = [], []
+    for item in items:
+        verdict = screen(f"{item.section}\n{item.text}")
+        if verdict.ok:
+            kept.append(item.model_copy(update={"text": redact(item.text), "section": redact(item.section)}))
+        else:
+            held.append(quarantine_entry(item.text, verdict.reasons, source, item.provenance, item.section))
+    return kept, held
