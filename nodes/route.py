@@ -23,6 +23,7 @@ OPEN_ENDED = re.compile(
 )
 CHECKABLE = re.compile(r"\?|\d|^\s*(is|are|was|were|do|does|did|can|will|how many|how much|what|which|who|when)\b", re.I)
 SHORT_CHARS = 800
+MAX_VOTES = 1000
 
 
 class InvalidInput(ValueError):
@@ -46,7 +47,14 @@ def context_of(runtime: Runtime) -> Context:
     return Context(**ctx) if isinstance(ctx, dict) else Context()
 
 
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def validate(state: SolveState, ctx: Context) -> None:
+    """Raise InvalidInput (one line: what is wrong and how to fix it) for input that cannot run."""
+    if not isinstance(state, dict):
+        raise InvalidInput("the input must be an object with at least a task")
     task = state.get("task")
     if not isinstance(task, str) or not task.strip():
         raise InvalidInput("task is empty: give the text to work on")
@@ -56,14 +64,22 @@ def validate(state: SolveState, ctx: Context) -> None:
         )
     if state.get("mode", "auto") not in ("auto", "direct", "section", "vote"):
         raise InvalidInput(f"unknown mode {state.get('mode')!r}: use auto, direct, section or vote")
+    question = state.get("question", "")
+    if not isinstance(question, str):
+        raise InvalidInput(f"question must be text, got {type(question).__name__}")
+    if len(task) + len(question) > ctx.max_input_chars:
+        raise InvalidInput(f"task and question have {len(task) + len(question)} characters, above the limit of "
+                           f"{ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)")
     votes = state.get("votes", 5)
-    if not isinstance(votes, int) or votes < 1:
+    if not _whole(votes) or votes < 1:
         raise InvalidInput(f"votes must be a whole number of at least 1, got {votes!r}")
+    if votes > MAX_VOTES:
+        raise InvalidInput(f"votes must be at most {MAX_VOTES}, got {votes}")
     for field in ("tenant", "playbook"):
         if field in state and not (isinstance(state[field], str) and NAME_RE.match(state[field])):
             raise InvalidInput(f"bad {field} {state[field]!r}: use 1-64 letters, digits, '-' or '_'")
     min_votes = state.get("min_votes")
-    if min_votes is not None and not (1 <= min_votes <= votes):
+    if min_votes is not None and not (_whole(min_votes) and 1 <= min_votes <= votes):
         raise InvalidInput(f"min_votes must be between 1 and votes ({votes}), got {min_votes!r}")
 
 
@@ -77,7 +93,11 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     if "playbook_items" in state:
         version, items = state.get("playbook_version", 0), state["playbook_items"]
     else:
-        version, items = await read_playbook(runtime.store, state.get("tenant", "default"), state.get("playbook", "default"))
+        tenant, name = state.get("tenant", "default"), state.get("playbook", "default")
+        version, items = await read_playbook(runtime.store, tenant, name)
+        if version == 0 and name != "default" and runtime.store is not None:
+            raise InvalidInput(f"unknown playbook {name!r} for tenant {tenant!r}: learn or import it first, "
+                               f"or leave playbook out to use 'default'")
     slices = split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else []
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
