@@ -85,7 +85,7 @@ async def run_graph(branches: int, latency_s: float, concurrency: int, db: Path)
         with installed(latency_s=latency_s):
             with Timer() as timer:
                 out = await graph.ainvoke({"task": TASK, "mode": "vote", "votes": branches}, config,
-                                          context=Context(max_concurrency=concurrency))
+                                          context=Context(max_concurrency=concurrency, straggler_factor=3.0))
     votes = [b for b in out["branches"] if b["kind"] == "vote"]
     problems = []
     if out.get("status") != "ok":

@@ -56,3 +56,32 @@ def test_meeting_document_has_one_heading_per_topic():
     assert document == "## Topic: Greeting\nA: hello\nB: hi\n## Topic: Farewell\nA: bye"
     assert used == 3
     assert slicing.meeting_document({**meeting, "topic_list": []})[0] == "A: hello\nB: hi\nA: bye"
+
+
+def test_chaos_small_run_prints_sane_json(capsys):
+    from bench import chaos
+
+    code = chaos.main(["--runs", "10", "--fault-rate", "0.3", "--timeout-s", "1", "--slow-tail-ms", "1500", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    for key in ("runs", "terminated_with_status", "lost_branch_results", "double_counted_votes", "p50_s", "p95_s"):
+        assert key in result and key in result["stragglers_on"] and key in result["stragglers_off"], key
+    assert result["runs"] == 10 and result["terminated_with_status"] == 10
+    assert result["lost_branch_results"] == 0 and result["double_counted_votes"] == 0
+    assert sum(v for k, v in result["faults_injected"].items() if k != "ok") > 0
+    assert code == 0 and all(result["goals_met"].values())
+
+
+def test_chaos_check_catches_a_lost_and_a_double_counted_vote():
+    from bench.chaos import check
+
+    def vote(i, answer, status="ok"):
+        return {"id": f"vote-{i}", "kind": "vote", "status": status, "output": {"reasoning": "", "answer": answer}}
+
+    branches = [vote(0, "42"), vote(1, "42"), vote(2, "7")]
+    assert check({"mode": "vote", "branches": branches, "votes": {"42": 2, "7": 1}}) == (0, 0)
+    assert check({"mode": "vote", "branches": branches, "votes": {"42": 2}}) == (1, 0)  # the 7 went missing
+    assert check({"mode": "vote", "branches": branches, "votes": {"42": 3, "7": 1}}) == (0, 1)
+    assert check({"mode": "vote", "branches": branches + [vote(0, "42")], "votes": {"42": 2, "7": 1}})[1] == 1
+    section = [{"id": "slice-0", "kind": "slice", "status": "ok", "output": {"relevant": True, "points": ["met on day 1"]}}]
+    assert check({"mode": "section", "branches": section, "answer": "- Met on day 1."}) == (0, 0)
+    assert check({"mode": "section", "branches": section, "answer": ""}) == (1, 0)
