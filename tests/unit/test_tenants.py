@@ -122,3 +122,20 @@ def test_tenant_comes_from_the_environment(monkeypatch, tmp_path):
     assert runner.invoke(app, ["playbook", "show", "--json"]).exit_code == 0
     assert json.loads(runner.invoke(app, ["playbook", "show", "--json"]).output)["version"] == 0
     assert json.loads(runner.invoke(app, ["playbook", "show", "--tenant", "envco", "--json"]).output)["version"] == 1
+
+
+async def test_two_tenants_committing_at_once_each_keep_every_update():
+    """Same playbook name, same store, interleaved commits: the lock and the records stay per tenant."""
+    store = InMemoryStore()
+
+    async def learner(tenant: str, n: int) -> None:
+        ps = PlaybookStore(store, tenant=tenant)
+        for i in range(n):
+            head = await ps.head("default")
+            await ps.commit("default", head.version, [Operation(op="add", text=f"{tenant} lesson {i}")], tenant)
+
+    await asyncio.gather(*(learner(t, 6) for t in ("acme", "globex", "acme2")))
+    for tenant in ("acme", "globex", "acme2"):
+        history = await PlaybookStore(store, tenant=tenant).history("default")
+        assert [v.version for v in history] == list(range(1, 7))
+        assert sorted(i.text for i in history[-1].active) == sorted(f"{tenant} lesson {i}" for i in range(6))
