@@ -47,28 +47,28 @@ def screen_lessons(lessons: list[str], source: str, provenance: list[str]) -> tu
     return kept, held
 
 
-def screen_operations(operations: list[Operation], source: str) -> tuple[list[Operation], list[dict]]:
-    """(operations safe to apply, texts redacted; quarantine entries for adds/updates that failed)."""
+def _screened(thing: Operation | PlaybookItem, source: str) -> tuple[Operation | PlaybookItem | None, dict | None]:
+    """(the thing with its texts redacted, None) if it passes; (None, its quarantine entry) if not."""
+    verdict = screen(f"{thing.section}\n{thing.text}")
+    if not verdict.ok:
+        return None, quarantine_entry(thing.text, verdict.reasons, source, thing.provenance, thing.section)
+    return thing.model_copy(update={"text": redact(thing.text), "section": redact(thing.section)}), None
+
+
+def _split(things: list, source: str, needs_screening=lambda thing: True) -> tuple[list, list[dict]]:
     kept, held = [], []
-    for op in operations:
-        if op.op not in TEXT_OPS:
-            kept.append(op)
-            continue
-        verdict = screen(f"{op.section}\n{op.text}")
-        if verdict.ok:
-            kept.append(op.model_copy(update={"text": redact(op.text), "section": redact(op.section)}))
-        else:
-            held.append(quarantine_entry(op.text, verdict.reasons, source, op.provenance, op.section))
+    for thing in things:
+        passed, entry = _screened(thing, source) if needs_screening(thing) else (thing, None)
+        kept += [passed] if passed is not None else []
+        held += [entry] if entry is not None else []
     return kept, held
+
+
+def screen_operations(operations: list[Operation], source: str) -> tuple[list[Operation], list[dict]]:
+    """(operations safe to apply, in order, texts redacted; quarantine entries for adds/updates that failed)."""
+    return _split(operations, source, lambda op: op.op in TEXT_OPS)
 
 
 def screen_items(items: list[PlaybookItem], source: str) -> tuple[list[PlaybookItem], list[dict]]:
     """(items safe to store, texts redacted; quarantine entries for the rest), for imports."""
-    kept, held = [], []
-    for item in items:
-        verdict = screen(f"{item.section}\n{item.text}")
-        if verdict.ok:
-            kept.append(item.model_copy(update={"text": redact(item.text), "section": redact(item.section)}))
-        else:
-            held.append(quarantine_entry(item.text, verdict.reasons, source, item.provenance, item.section))
-    return kept, held
+    return _split(items, source)
