@@ -48,10 +48,10 @@ class Context:
     """Most model calls in flight per fan-out (see nodes/concurrency.py)."""
 
     straggler_factor: float = field(default_factory=lambda: _env_float(
-        "PARALLAX_STRAGGLER_FACTOR", 3.0 if settings_mod.load().base_url else 0.0))
+        "PARALLAX_STRAGGLER_FACTOR", 0.0 if settings_mod.load().response_format == "json_object_schema" else 3.0))
     """Start a backup copy of a branch running this many times longer than its finished
-    siblings' median (0 = never). Off by default for the embedded server: it answers one
-    request at a time, so a copy could only queue behind the original."""
+    siblings' median (0 = never). Off by default for llama.cpp servers (the embedded one
+    included): they answer one request at a time, so a copy could only queue behind the original."""
 
     straggler_min_s: float = field(default_factory=lambda: _env_float("PARALLAX_STRAGGLER_MIN_S", 1.0))
     """No backup for a branch that has run less than this, however fast its siblings were."""

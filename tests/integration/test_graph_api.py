@@ -134,7 +134,7 @@ async def test_vote_run_through_the_api(dev_server):
     thread = await client.threads.create()
     started = time.perf_counter()
     result = await client.runs.wait(
-        thread["thread_id"], "solve", input={"task": "What is 2 + 2?", "mode": "vote", "votes": 3}
+        thread["thread_id"], "solve", input={"task": "What is 2 + 2?", "mode": "vote", "votes": 3, "tenant": "apitest"}
     )
     elapsed = time.perf_counter() - started
 
@@ -155,5 +155,13 @@ async def test_vote_run_through_the_api(dev_server):
     # The run is stored with the thread, and the thread's state holds the same output.
     state = await client.threads.get_state(thread["thread_id"])
     assert state["values"]["trace_id"] == result["trace_id"]
+
+    # The trace went to the server's store under the run's tenant, with every lifecycle.
+    traces = (await client.store.search_items(["traces", "apitest"], limit=10))["items"]
+    assert [t["key"] for t in traces] == [result["trace_id"]]
+    stored = traces[0]["value"]
+    assert all(b["transitions"][0]["state"] == "PENDING" and b["state"] in ("COMPLETED", "ESCALATED")
+               for b in stored["branches"])
+    assert (await client.store.search_items(["traces", "default"], limit=10))["items"] == []
     print(f"API vote run: {elapsed:.1f}s, status={result['status']}, votes={result['votes']}, "
           f"answer={result['answer']!r}, branches={kinds}, errors={errors}")

@@ -173,3 +173,17 @@ def test_the_threshold_needs_finished_siblings_and_respects_the_floor():
     watch.finished(2.0)
     assert watch.threshold() == pytest.approx(6.0)
     assert StragglerWatch(factor=0.0, min_s=0.0).threshold() is None
+
+
+@pytest.mark.parametrize("env, factor", [
+    ({}, 0.0),  # embedded llama.cpp: one request at a time
+    ({"OPENAI_BASE_URL": "http://h/v1"}, 3.0),
+    ({"OPENAI_BASE_URL": "http://h/v1", "PARALLAX_RESPONSE_FORMAT": "json_object_schema"}, 0.0),
+    ({"OPENAI_BASE_URL": "http://h/v1", "PARALLAX_STRAGGLER_FACTOR": "5"}, 5.0),
+])
+def test_backups_default_off_for_llama_cpp_and_on_elsewhere(monkeypatch, env, factor):
+    for name in ("OPENAI_BASE_URL", "PARALLAX_RESPONSE_FORMAT", "PARALLAX_STRAGGLER_FACTOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert Context().straggler_factor == factor
