@@ -2,9 +2,12 @@
 
 Rules, not a model: they are fast, deterministic and cannot be talked out of a verdict by
 the very prompt injection they look for. A flag never stops the other branches; it turns
-the run's status into `needs_review` with the reasons. Injection and personal-data rules
-are the ones lessons are screened and redacted with (parallax/screening.py,
-parallax/redaction.py), except that a task may contain a URL.
+the run's status into `needs_review` with the reasons. Personal data and secrets are
+found with the rules that redact them (parallax/redaction.py). Injection is looked for
+with a few phrases aimed at the model, not with the strict lesson screen
+(parallax/screening.py): a task may rightly contain URLs, code, "User:" transcript lines
+or "### Instructions" headings, and it is read once per run, in the event loop, so it
+must stay cheap on a long document.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import time
 import uuid
 
 from parallax.redaction import find_secrets
-from parallax.screening import HAS_URL, screen as injection_screen
 from state.lifecycle import Lifecycle
 from state.payloads import BranchRecord
 
@@ -25,7 +27,13 @@ HARMFUL = re.compile(
     r"|(?:kill|poison|murder) (?:my|a|the) (?:wife|husband|boss|neighbou?r|child|person))",
     re.IGNORECASE,
 )
-INPUT_MAY_HAVE = {HAS_URL}
+INJECTION = re.compile(
+    r"ignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|prompts?|rules)"
+    r"|disregard (?:all |any )?(?:the )?(?:previous|prior|above|your) (?:instructions|rules)"
+    r"|(?:reveal|print|show) (?:me )?(?:your|the) (?:system )?prompt"
+    r"|you are now (?:dan|in developer mode)|</?(?:system|assistant)>|<\|im_start\|>|\[/?inst\]|\bjailbreak\b",
+    re.IGNORECASE,
+)
 SSN = re.compile(r"\b\d{3}-\d{2}-\d{4}\b")
 
 
@@ -34,9 +42,8 @@ def screen(text: str) -> list[str]:
     reasons = []
     if HARMFUL.search(text):
         reasons.append("harmful request")
-    injection = [r for r in injection_screen(text).reasons if r not in INPUT_MAY_HAVE]
-    if injection:
-        reasons.append("prompt injection in the input (" + "; ".join(injection) + ")")
+    if INJECTION.search(text):
+        reasons.append("prompt injection in the input")
     personal = sorted(set(find_secrets(text)) | ({"ssn"} if SSN.search(text) else set()))
     if personal:
         reasons.append("personal data or secrets in the input (" + ", ".join(personal) + ")")

@@ -35,7 +35,7 @@ def _identity(spec: dict) -> dict:
 
 def planned(spec: dict) -> Lifecycle:
     """A branch's lifecycle from the moment the fan-out planned it."""
-    return Lifecycle([{"state": "PENDING", "at": spec.get("planned_at", 0.0), "reason": "planned by the fan-out"}])
+    return Lifecycle([{"state": "PENDING", "at": spec.get("planned_at", 0.0), "reason": ""}])
 
 
 async def run_branch(spec: dict, ctx: Context, life: Lifecycle) -> dict:
@@ -64,7 +64,7 @@ async def work(task: dict, runtime: Runtime[Context]) -> dict:
 
     async def bounded(spec: dict) -> dict:
         life = planned(spec)
-        life.move("DISPATCHED", "task started")
+        life.move("DISPATCHED")
         async with limit:
             return await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life), life, watch, limit)
 

@@ -20,20 +20,20 @@ from parallax import settings as settings_mod
 _base_url: str | None = None
 
 
-async def resolve_base_url() -> str:
+async def resolve_base_url(current: settings_mod.Settings | None = None) -> str:
     """The endpoint URL: OPENAI_BASE_URL if set, else the embedded server (started once).
 
     `local_model.resolve_base_url` is thread-safe and starts at most one server, so
     concurrent first calls may both go to the thread without harm.
     """
     global _base_url
-    configured = settings_mod.load().base_url
-    if configured:
-        return configured
+    current = current or settings_mod.load()
+    if current.base_url:
+        return current.base_url
     if _base_url is None:
         from parallax.local_model import resolve_base_url as resolve
 
-        _base_url = await asyncio.to_thread(resolve, settings_mod.load())
+        _base_url = await asyncio.to_thread(resolve, current)
     return _base_url
 
 
@@ -50,7 +50,7 @@ async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseCh
     `parallax.structured`), not the client's.
     """
     current = settings_mod.load()
-    base_url = await resolve_base_url()
+    base_url = await resolve_base_url(current)
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
     key = (model or current.model, base_url, current.api_key, timeout_s, max_tokens)
     client = per_loop.get(key)

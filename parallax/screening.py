@@ -181,10 +181,18 @@ def _fold(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _readings(text: str) -> set[str]:
+def _hidden_in(text: str) -> set[str]:
+    """The distinct hidden characters of `text` (each distinct character is looked at once)."""
+    return {c for c in set(text) if _is_hidden(c)}
+
+
+def _readings(text: str, hidden: set[str]) -> set[str]:
     """The normalised versions of `text` that every rule is tried on."""
-    hidden_removed = "".join("" if _is_hidden(c) else c for c in text)
-    hidden_as_space = "".join(" " if _is_hidden(c) else c for c in text)
+    if hidden:
+        hidden_removed = text.translate({ord(c): None for c in hidden})
+        hidden_as_space = text.translate({ord(c): " " for c in hidden})
+    else:
+        hidden_removed = hidden_as_space = text
     folded = {_fold(hidden_removed), _fold(hidden_as_space)}
     # '**ignore** all "previous" instructions': emphasis and quotes must not split a phrase.
     return folded | {re.sub(r"[*~_`\"']+", "", f) for f in folded}
@@ -201,8 +209,9 @@ def screen(text: str) -> Verdict:
     """Judge whether `text` may become a playbook item. Never raises."""
     if not isinstance(text, str):
         text = _as_text(text)
-    reasons = [HIDDEN] if any(_is_hidden(c) for c in text) else []
-    readings = _readings(text)
+    hidden = _hidden_in(text)
+    reasons = [HIDDEN] if hidden else []
+    readings = _readings(text, hidden)
     for check in _CHECKS:
         if check.reason not in reasons and any(check.pattern.search(r) for r in readings):
             reasons.append(check.reason)

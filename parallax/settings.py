@@ -55,7 +55,7 @@ NAMES = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PARALLAX_HOME", "PARALLAX_MODEL",
 
 def load() -> Settings:
     """Current settings; cheap to call per model call (memoised on the variables' values)."""
-    return _load(tuple(os.environ.get(name) for name in NAMES))
+    return _load(tuple(map(os.environ.get, NAMES)))
 
 
 @functools.lru_cache(maxsize=8)

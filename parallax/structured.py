@@ -166,7 +166,7 @@ async def ask(
         nonlocal attempts
         breaker.before_call()
         attempts += 1
-        life.move("IN_PROGRESS", f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else ""))
+        life.move("IN_PROGRESS", f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "") if attempts > 1 else "")
         try:
             async with asyncio.timeout(timeout_s):
                 reply = await llm.ainvoke(conversation, **call_kwargs)
