@@ -37,17 +37,28 @@ from collections import Counter
 from langgraph.store.memory import InMemoryStore
 
 from parallax.circuit import reset_breakers
-from parallax.fault_server import ALL_KINDS, FaultConfig, FaultServer
+from parallax.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
 QUESTION = "How many meetings were held?"
 VOTE_TASK = "What is 6 * 7?"
 SECTION_TASK = "\n\n".join(f"# Part {i}\nThe committee met on day {i} and agreed item {i}." for i in range(3))
+SLICE_CHARS = 70  # the section task is three parts of about 60 characters: one slice each
 STATUSES = ("ok", "needs_review", "failed")
 ENDPOINT_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PARALLAX_RESPONSE_FORMAT")
 
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def reply(body: dict) -> str:
+    """The server's schema-shaped reply, except that a slice reports the part it read, so
+    section runs have findings to merge (and to lose, if the merge dropped one)."""
+    text = json.dumps(body.get("messages", []))
+    part = next((f"met on day {i}" for i in range(3) if f"day {i}" in text), None)
+    if part and "points" in json.dumps(body.get("response_format", {})):
+        return json.dumps({"relevant": True, "points": [part]})
+    return default_reply(body)
 
 
 def payload_for(index: int) -> dict:
@@ -99,7 +110,8 @@ async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
     reset_breakers()
     graph = builder.compile(store=InMemoryStore())
     ctx = Context(request_timeout_s=args.timeout_s, max_attempts=args.max_attempts, max_concurrency=args.concurrency,
-                  straggler_factor=3.0 if stragglers else 0.0, straggler_min_s=args.straggler_min_s)
+                  straggler_factor=3.0 if stragglers else 0.0, straggler_min_s=args.straggler_min_s,
+                  slice_chars=SLICE_CHARS)
     limit = asyncio.Semaphore(args.parallel)
     done = 0
 
@@ -150,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
     share = args.fault_rate / len(ALL_KINDS)
     config = FaultConfig(**{f"rate_{kind}": share for kind in ALL_KINDS}, latency_ms=args.latency_ms,
-                         slow_tail_ms=args.slow_tail_ms, hang_s=60.0, retry_after_s=0.2, seed=args.seed)
+                         slow_tail_ms=args.slow_tail_ms, hang_s=60.0, retry_after_s=0.2, seed=args.seed, reply=reply)
     server = FaultServer(config)
     saved = {k: os.environ.get(k) for k in ENDPOINT_VARIABLES}
     try:
