@@ -21,6 +21,10 @@ from state.payloads import BranchRecord
 T = TypeVar("T", bound=BaseModel)
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 async def call_branch(
     record: dict, messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
     lifecycle: Lifecycle | None = None,
@@ -42,7 +46,9 @@ async def call_branch(
                            lifecycle=lifecycle)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
-        lifecycle.finish("ESCALATED", f"gave up after {exc.attempts} attempts, {exc.reasks} re-asks: {exc}")
+        if lifecycle.state not in ("TIMEOUT", "FAILED"):  # e.g. an open circuit: no attempt failed on its own
+            lifecycle.move("FAILED", str(exc))
+        lifecycle.finish("ESCALATED", f"gave up after {_count(exc.attempts, 'attempt')} and {_count(exc.reasks, 're-ask')}")
         return BranchRecord(**fields, status="timeout" if exc.timeout else "failed", error=str(exc)[:500],
                             attempts=exc.attempts, reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency,
                             state=lifecycle.state, transitions=lifecycle.transitions), None

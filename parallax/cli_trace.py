@@ -69,7 +69,8 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
         table.add_column(column, overflow="fold")
     for b in found["branches"]:
         steps = b.get("transitions") or []
-        reasons = "; ".join(t["reason"] for t in steps if t["state"] in ("TIMEOUT", "FAILED", "ESCALATED") and t["reason"])
+        reasons = "; ".join(dict.fromkeys(t["reason"][:160] for t in steps
+                                          if t["state"] in ("TIMEOUT", "FAILED", "ESCALATED") and t["reason"]))
         if b.get("backup"):
             reasons = f"backup copy ({b['backup']['reason']}), {b['backup']['winner']} won; " + reasons
         table.add_row(b["id"], b["kind"], b.get("state") or b["status"], f"{seconds_between(steps):.2f}",
@@ -158,7 +159,7 @@ def dlq_retry(branch_id: Annotated[str, typer.Argument(help="Branch id from `par
     else:
         last = letter["retries"][-1]
         Console(highlight=False).print(
-            f"{branch_id}: {'resolved' if letter['status'] == 'resolved' else 'failed again'} after {last['attempts']} "
-            f"attempts" + (f": {json.dumps(letter['result']['output'], ensure_ascii=False)}" if letter.get("result")
+            f"{branch_id}: {'resolved' if letter['status'] == 'resolved' else 'failed again'} "
+            f"(attempts: {last['attempts']})" + (f": {json.dumps(letter['result']['output'], ensure_ascii=False)}" if letter.get("result")
                            else f" - {last['error']}"))
     raise typer.Exit(0 if letter["status"] == "resolved" else 1)
