@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from parallax import settings as settings_mod
-from parallax.cli_playbook import Tenant, checked_tenant
+from parallax.cli_playbook import Tenant, checked_tenant, new_table
 from state.solve import SolveOutput
 
 app = typer.Typer(
@@ -85,9 +85,7 @@ async def durable_graph(builder=None):
 
 
 def branch_table(branches: list[dict]) -> Table:
-    table = Table(title="branches", show_lines=False)
-    for column in ("id", "kind", "status", "latency", "tokens", "attempts", "vote / output"):
-        table.add_column(column, overflow="fold")
+    table = new_table("branches", ("id", "kind", "status", "latency", "tokens", "attempts", "vote / output"))
     for b in branches:
         shown = (b.get("vote") or b.get("error") or json.dumps(b.get("output")))[:60]
         table.add_row(b["id"], b["kind"], b["status"], f"{b['latency_ms']:.0f} ms", str(b["tokens"]["total"]),

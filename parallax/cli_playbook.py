@@ -106,6 +106,14 @@ def summary(v) -> dict:
             "accepted": v.accepted, "created_by": v.created_by, "gate": v.gate, "note": v.note}
 
 
+def new_table(title: str | None, columns: tuple[str, ...]) -> Table:
+    """A rich table whose columns wrap instead of cutting values off."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
 def emit(data) -> None:
     print(json.dumps(data, ensure_ascii=False))
 
@@ -120,9 +128,7 @@ def show(playbook: Name = "default", tenant: Tenant = "default", version: Annota
     pv = run(work, tenant)
     if as_json:
         return emit(pv.model_dump(mode="json"))
-    table = Table(title=f"playbook {playbook} v{pv.version} ({len(pv.active)} active items)")
-    for column in ("id", "section", "text", "+", "-", "status"):
-        table.add_column(column, overflow="fold")
+    table = new_table(f"playbook {playbook} v{pv.version} ({len(pv.active)} active items)", ("id", "section", "text", "+", "-", "status"))
     for i in pv.items if all_items else pv.active:
         table.add_row(i.id, i.section, i.text, str(i.helpful), str(i.harmful), i.status)
     Console().print(table)
@@ -142,9 +148,7 @@ def history(playbook: Name = "default", tenant: Tenant = "default",
     rows = run(work, tenant)
     if as_json:
         return emit(rows)
-    table = Table(title=f"playbook {playbook}")
-    for column in ("version", "parent", "created_at", "items", "accepted", "created_by", "gate", "note"):
-        table.add_column(column, overflow="fold")
+    table = new_table(f"playbook {playbook}", ("version", "parent", "created_at", "items", "accepted", "created_by", "gate", "note"))
     for r in rows:
         table.add_row(str(r["version"]), str(r["parent"]), r["created_at"][:19].replace("T", " "), str(r["items"]), str(r["accepted"]),
                       r["created_by"], json.dumps(r["gate"]), r["note"] + (f" [{r['candidate']}]" if r.get("candidate") else ""))
@@ -249,9 +253,7 @@ def candidates(playbook: Name = "default", tenant: Tenant = "default", as_json: 
     if as_json:
         return emit([{**summary(c), "candidate": c.candidate_id, "reason": c.reason,
                       "operations": len(c.operations)} for c in found])
-    table = Table(title=f"rejected candidates of {playbook}")
-    for column in ("candidate", "on version", "created_at", "items", "operations", "reason"):
-        table.add_column(column, overflow="fold")
+    table = new_table(f"rejected candidates of {playbook}", ("candidate", "on version", "created_at", "items", "operations", "reason"))
     for c in found:
         table.add_row(c.candidate_id, str(c.parent), c.created_at, str(len(c.active)), str(len(c.operations)), c.reason)
     Console().print(table)
@@ -266,9 +268,7 @@ def quarantine(playbook: Name = "default", tenant: Tenant = "default", as_json: 
     held = run(work, tenant)
     if as_json:
         return emit(held)
-    table = Table(title=f"quarantined lessons of {playbook} ({len(held)})")
-    for column in ("id", "created_at", "source", "reason", "text"):
-        table.add_column(column, overflow="fold")
+    table = new_table(f"quarantined lessons of {playbook} ({len(held)})", ("id", "created_at", "source", "reason", "text"))
     for q in held:
         table.add_row(q["id"], q["created_at"][:19].replace("T", " "), q["source"], q["reason"], q["text"][:200])
     Console().print(table)

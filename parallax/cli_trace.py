@@ -15,10 +15,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from parallax import settings as settings_mod
-from parallax.cli_playbook import AsJson, Tenant, checked_tenant, emit, fail
+from parallax.cli_playbook import AsJson, Tenant, checked_tenant, emit, fail, new_table
 from prompts.playbook_store import PlaybookError
 
 dlq_app = typer.Typer(help="Dead letters: branches that escalated after their last retry, with input and last error.",
@@ -64,9 +63,7 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     console = Console(highlight=False)
     console.print(f"trace {found['trace_id']} ({found['tenant']}): [bold]{found['status']}[/] {found['mode']}, "
                   f"confidence {found['confidence']}" + (f" - {found['reason']}" if found["reason"] else ""))
-    table = Table()
-    for column in ("branch", "kind", "state", "seconds", "attempts", "path", "why"):
-        table.add_column(column, overflow="fold")
+    table = new_table(None, ("branch", "kind", "state", "seconds", "attempts", "path", "why"))
     for b in found["branches"]:
         steps = b.get("transitions") or []
         reasons = "; ".join(dict.fromkeys(t["reason"][:160] for t in steps
@@ -92,9 +89,7 @@ def dlq_list(tenant: Tenant = "default",
     letters = [d for d in run(lambda traces: traces.dead_letters(), tenant) if show_all or d["status"] == "open"]
     if as_json:
         return emit([_letter_row(d) for d in letters])
-    table = Table(title=f"dead letters of {tenant} ({len(letters)})")
-    for column in ("branch", "kind", "trace", "status", "escalated", "retries", "last error"):
-        table.add_column(column, overflow="fold")
+    table = new_table(f"dead letters of {tenant} ({len(letters)})", ("branch", "kind", "trace", "status", "escalated", "retries", "last error"))
     for d in letters:
         table.add_row(d["id"], d["kind"], d["trace_id"], d["status"], d["escalated_at"][:19], str(len(d["retries"])),
                       d["error"][:120])
