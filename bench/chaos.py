@@ -36,6 +36,7 @@ from collections import Counter
 
 from langgraph.store.memory import InMemoryStore
 
+from nodes.stragglers import forget_recent
 from parallax.circuit import reset_breakers
 from parallax.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
@@ -108,6 +109,7 @@ async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
     from state.context import Context
 
     reset_breakers()
+    forget_recent()
     graph = builder.compile(store=InMemoryStore())
     ctx = Context(request_timeout_s=args.timeout_s, max_attempts=args.max_attempts, max_concurrency=args.concurrency,
                   straggler_factor=3.0 if stragglers else 0.0, straggler_min_s=args.straggler_min_s,

@@ -5,7 +5,9 @@ When a branch has run `factor` times longer than the median of its finished sibl
 finish with a usable reply wins and the other is cancelled. Both copies belong to one
 branch id and only the winner's record is returned, so a vote is never counted twice.
 The watch is shared by every task of a fan-out (nodes/concurrency.py), so "siblings"
-means all branches of the run's superstep, not just one task's group.
+means all branches of the run's superstep, not just one task's group. A branch with too
+few finished siblings (a direct run has none) is measured against the recent branches of
+the same model in this process instead, once there are enough of them.
 """
 
 from __future__ import annotations
@@ -13,19 +15,32 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 
 from state.lifecycle import Lifecycle
 
 RunCopy = Callable[[Lifecycle], Awaitable[dict]]
+RECENT = 200
+"""Durations kept per model for branches without enough siblings."""
+MIN_RECENT = 20
+"""Fewest recent durations that make a baseline."""
+
+_recent: defaultdict[str, deque[float]] = defaultdict(lambda: deque(maxlen=RECENT))
+
+
+def forget_recent() -> None:
+    """Drop the process's recent durations (tests start from none)."""
+    _recent.clear()
 
 
 class StragglerWatch:
     """Durations of the finished branches of one fan-out, and the straggler threshold they imply."""
 
-    def __init__(self, factor: float, min_s: float, min_finished: int = 2) -> None:
+    def __init__(self, factor: float, min_s: float, min_finished: int = 2, model: str = "") -> None:
         self.factor, self.min_s, self.min_finished = factor, min_s, min_finished
         self.durations: list[float] = []
+        self.recent = _recent[model]
         self.backups = 0
 
     @property
@@ -34,12 +49,22 @@ class StragglerWatch:
 
     def finished(self, seconds: float) -> None:
         self.durations.append(seconds)
+        self.recent.append(seconds)
+
+    def baseline(self) -> tuple[list[float], str] | None:
+        """The durations to compare with, and what they are; None while there are too few."""
+        if len(self.durations) >= self.min_finished:
+            return self.durations, "finished siblings"
+        if len(self.recent) >= MIN_RECENT:
+            return list(self.recent), "recent branches of this model"
+        return None
 
     def threshold(self) -> float | None:
-        """Seconds after which a running branch is a straggler; None until enough siblings finished."""
-        if not self.enabled or len(self.durations) < self.min_finished:
+        """Seconds after which a running branch is a straggler; None without a baseline."""
+        baseline = self.baseline() if self.enabled else None
+        if baseline is None:
             return None
-        return max(self.min_s, self.factor * statistics.median(self.durations))
+        return max(self.min_s, self.factor * statistics.median(baseline[0]))
 
 
 async def _finished_within(task: asyncio.Task, seconds: float) -> bool:
@@ -105,9 +130,9 @@ async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch,
                 threshold = watch.threshold() if elapsed >= watch.min_s else None
                 wait_s = max(0.0, (threshold if threshold is not None else watch.min_s) - elapsed)
                 if threshold is not None and wait_s == 0.0:
-                    median = statistics.median(watch.durations)
-                    why = (f"ran {elapsed:.2f}s, over {watch.factor:g}x the median {median:.2f}s "
-                           f"of {len(watch.durations)} finished siblings")
+                    durations, what = watch.baseline()
+                    why = (f"ran {elapsed:.2f}s, over {watch.factor:g}x the median "
+                           f"{statistics.median(durations):.2f}s of {len(durations)} {what}")
                     backup_life.move("PENDING", f"backup copy: {why}")
                     backup = asyncio.create_task(run_backup())
                     watch.backups += 1

@@ -60,7 +60,8 @@ async def work(task: dict, runtime: Runtime[Context]) -> dict:
     """A `Send` target: run this group's branches under the fan-out's shared limit and straggler watch."""
     ctx = context_of(runtime)
     limit = superstep_limit(runtime, ctx.max_concurrency)
-    watch = superstep_shared(runtime, lambda: StragglerWatch(ctx.straggler_factor, ctx.straggler_min_s), "stragglers")
+    watch = superstep_shared(runtime, lambda: StragglerWatch(ctx.straggler_factor, ctx.straggler_min_s, model=ctx.model),
+                             "stragglers")
 
     async def bounded(spec: dict) -> dict:
         life = planned(spec)

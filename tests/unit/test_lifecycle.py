@@ -187,3 +187,22 @@ def test_backups_default_off_for_llama_cpp_and_on_elsewhere(monkeypatch, env, fa
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert Context().straggler_factor == factor
+
+
+async def test_a_lone_branch_is_measured_against_recent_branches_of_its_model(monkeypatch):
+    """A direct run has no siblings: once the process has seen enough branches, a slow one still gets a backup."""
+    from nodes.stragglers import MIN_RECENT
+
+    slow = {"next": False}
+    calls = install(monkeypatch, lambda p, t, i: (5.0 if slow.pop("next", False) else 0.02, answer("9")))
+    ctx = Context(straggler_factor=3.0, straggler_min_s=0.2)
+    cold = await graph.ainvoke({"task": "Explain tides.", "mode": "direct"}, context=ctx)
+    assert not any(b.get("backup") for b in cold["branches"])  # no history yet, no siblings: nothing to compare with
+    for _ in range(MIN_RECENT):
+        await graph.ainvoke({"task": "Explain tides.", "mode": "direct"}, context=ctx)
+    slow["next"] = True
+    before = len(calls)
+    out = await asyncio.wait_for(graph.ainvoke({"task": "Explain tides.", "mode": "direct"}, context=ctx), 4.0)
+    direct = [b for b in out["branches"] if b["kind"] == "direct"][0]
+    assert direct["backup"]["winner"] == "backup" and "recent branches of this model" in direct["backup"]["reason"]
+    assert len(calls) - before == 2 and out["status"] == "ok"
