@@ -33,7 +33,7 @@ async def gate(state: LearnState, runtime: Runtime[Context]) -> dict:
                              "metrics": {**metrics, "evaluated": False}}}
     if sample:
         result = await evaluate(sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "direct"),
-                                  tenant=state["tenant"])
+                                tenant=state["tenant"])
         before = state.get("head_accuracy") or 0.0
         metrics.update(val_accuracy_before=before, val_accuracy_after=result["accuracy"], val_errors=result["errors"])
         passed = result["accuracy"] >= before - state.get("margin", 0.0)

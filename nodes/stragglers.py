@@ -41,7 +41,6 @@ class StragglerWatch:
         self.factor, self.min_s, self.min_finished = factor, min_s, min_finished
         self.durations: list[float] = []
         self.recent = _recent[model]
-        self.backups = 0
 
     @property
     def enabled(self) -> bool:
@@ -135,7 +134,6 @@ async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch,
                            f"{statistics.median(durations):.2f}s of {len(durations)} {what}")
                     backup_life.move("PENDING", f"backup copy: {why}")
                     backup = asyncio.create_task(run_backup())
-                    watch.backups += 1
                     continue
                 wait_s = max(wait_s, 0.05)  # not a straggler yet (or no siblings done): look again later
             done, _ = await asyncio.wait(running, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)

@@ -9,16 +9,13 @@ must ask the same question; the checkpoint holds that input anyway.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timezone
 
 from langgraph.store.base import BaseStore
 
 from parallax.redaction import redact_value
+from parallax.store_io import call_store, scan
 from prompts.playbook_store import PlaybookError, check_tenant
-
-PAGE = 100
-
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -31,10 +28,7 @@ class TraceStore:
         self.store, self.tenant = store, check_tenant(tenant)
 
     async def _call(self, method: str, *args, **kwargs):
-        try:
-            return await getattr(self.store, "a" + method)(*args, **kwargs)
-        except NotImplementedError:  # sync-only SqliteStore
-            return await asyncio.to_thread(getattr(self.store, method), *args, **kwargs)
+        return await call_store(self.store, method, *args, **kwargs)
 
     # --- traces ----------------------------------------------------------------------
 
@@ -61,12 +55,8 @@ class TraceStore:
 
     async def dead_letters(self) -> list[dict]:
         """Every dead letter of the tenant, oldest first."""
-        found, offset = [], 0
-        while True:
-            page = await self._call("search", ("dlq", self.tenant), limit=PAGE, offset=offset)
-            found += [dict(item.value) for item in page if tuple(item.namespace) == ("dlq", self.tenant)]
-            if len(page) < PAGE:
-                return sorted({d["id"]: d for d in found}.values(), key=lambda d: (d["escalated_at"], d["id"]))
+        found = await scan(self.store, ("dlq", self.tenant))
+        return sorted(found.values(), key=lambda d: (d["escalated_at"], d["id"]))
 
 
 def dead_letter(record: dict, trace: dict) -> dict:

@@ -50,6 +50,7 @@ from typing import Any, Protocol
 from langgraph.store.base import BaseStore
 from pydantic import ValidationError
 
+from parallax.store_io import call_store, scan
 from prompts.untrusted_lessons import screen_items, screen_operations
 from state.playbook import Operation, PlaybookItem, PlaybookVersion, apply_operations, item_id_for
 
@@ -184,16 +185,9 @@ class PlaybookStore:
         self.store = store
         self.lock = lock or LocalLock()
         self.page_size = page_size
-        self._sync_only = False
 
-    # Thin adapters: a sync-only store (SqliteStore) raises NotImplementedError on the async API.
     async def _call(self, method: str, *args, **kwargs):
-        if not self._sync_only:
-            try:
-                return await getattr(self.store, "a" + method)(*args, **kwargs)
-            except NotImplementedError:
-                self._sync_only = True
-        return await asyncio.to_thread(getattr(self.store, method), *args, **kwargs)
+        return await call_store(self.store, method, *args, **kwargs)
 
     async def _get(self, name: str, key: str) -> dict | None:
         item = await self._call("get", namespace(self.tenant, name), key)
@@ -203,18 +197,8 @@ class PlaybookStore:
         await self._call("put", namespace(self.tenant, name), key, value, index=False)
 
     async def _scan(self, name: str) -> dict[str, dict]:
-        """Every record of a playbook, paging with explicit limit/offset. Stores order search
-        results by update time, so a concurrent write can only repeat a record, never hide one."""
-        found: dict[str, dict] = {}
-        offset = 0
-        while True:
-            page = await self._call("search", namespace(self.tenant, name), limit=self.page_size, offset=offset)
-            for item in page:
-                if tuple(item.namespace) == namespace(self.tenant, name):
-                    found[item.key] = dict(item.value)
-            if len(page) < self.page_size:
-                return found
-            offset += self.page_size
+        """Every record of a playbook (paged: see parallax/store_io.py)."""
+        return await scan(self.store, namespace(self.tenant, name), self.page_size)
 
     @staticmethod
     def _check_name(name: str) -> None:
