@@ -118,6 +118,10 @@ def _add_usage(tokens: dict[str, int], message: AIMessage) -> None:
     tokens["total"] += usage.get("total_tokens", 0)
 
 
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError))
+
+
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -166,14 +170,14 @@ async def ask(
         nonlocal attempts
         breaker.before_call()
         attempts += 1
-        life.move("IN_PROGRESS", f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "") if attempts > 1 else "")
+        again = f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "")
+        life.move("IN_PROGRESS", again if attempts > 1 else "")
         try:
             async with asyncio.timeout(timeout_s):
                 reply = await llm.ainvoke(conversation, **call_kwargs)
         except TRANSIENT_ERRORS as exc:
             breaker.record_failure()
-            timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError))
-            life.move("TIMEOUT" if timed_out else "FAILED", _describe(exc))
+            life.move("TIMEOUT" if _is_timeout(exc) else "FAILED", _describe(exc))
             raise
         except BaseException:
             breaker.probing = False  # not the endpoint's fault: let the next call probe
@@ -219,6 +223,4 @@ async def ask(
                 continue
             return CallResult(value, attempts, reasks, tokens)
     except (ParseFailure, CircuitOpen, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
-        timed_out = isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError))
-        message = _describe(exc)
-        raise BranchError(message, attempts=attempts, reasks=reasks, tokens=tokens, timeout=timed_out) from exc
+        raise BranchError(_describe(exc), attempts=attempts, reasks=reasks, tokens=tokens, timeout=_is_timeout(exc)) from exc
