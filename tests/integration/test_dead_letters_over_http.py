@@ -52,3 +52,21 @@ def test_escalated_votes_are_dead_lettered_and_retried_over_http(tmp_path):
         assert sum(e["status"] == 200 for e in server.log()) == 1
         still_open = json.loads(parallax("dlq", "list", "--json", env=env).stdout)
         assert len(still_open) == 2 and letters[0]["id"] not in {d["id"] for d in still_open}
+
+
+def test_eight_processes_at_once_keep_every_trace_and_dead_letter(tmp_path):
+    """Concurrent `parallax run` processes write traces and dead letters into one SQLite store."""
+    with FaultServer(FaultConfig(latency_ms=200, rate_500=0.3, seed=3)) as url:
+        env = {**os.environ, "OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_object_schema",
+               "PARALLAX_HOME": str(tmp_path / "home"), "PARALLAX_MAX_ATTEMPTS": "1"}
+        runs = [subprocess.Popen([PARALLAX, "run", f"What is {i} * 7?", "--mode", "vote", "--votes", "4", "--json"],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(8)]
+        outs = [json.loads(run.communicate(timeout=180)[0]) for run in runs]
+        assert all(run.returncode in (0, 1) for run in runs)
+        for out in outs:
+            trace = json.loads(parallax("trace", out["trace_id"], "--json", env=env).stdout)
+            assert sorted(b["id"] for b in trace["branches"]) == sorted(b["id"] for b in out["branches"])
+        failed = sorted(b for out in outs for b in out["failed_branches"])
+        assert failed, "the fault rate should fail some votes"
+        letters = json.loads(parallax("dlq", "list", "--json", env=env).stdout)
+        assert sorted(d["id"] for d in letters) == failed
