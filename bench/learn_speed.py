@@ -8,6 +8,10 @@ process on Formula training tasks: with `--batch 1` (sequential learning) and wi
 `--batch B` (default 100). The sleeping model answers every call after `latency-ms`:
 the solver with a number, the reflector with a lesson about the task's formula, the
 curator with that lesson as an entry, so the playbook really grows. Prints JSON.
+
+Both modes start alike: the embedding model is loaded before either is timed, and its
+vector cache is emptied before each, so the second mode never reuses vectors of task
+texts and lessons that the first one computed.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
 from bench.sleeping_model import installed
+from parallax import embeddings
 from graphs.learn import builder
 from nodes.playbook_access import for_store
 from nodes.tasks import load_tasks
@@ -51,6 +56,7 @@ def reply_for(prompt: str) -> str:
 
 
 async def learn_once(tasks: list[dict], batch: int, latency_s: float, concurrency: int, home: Path) -> dict:
+    embeddings.forget()
     home.mkdir(parents=True, exist_ok=True)
     async with AsyncSqliteSaver.from_conn_string(str(home / "checkpoints.sqlite")) as saver, \
             AsyncSqliteStore.from_conn_string(str(home / "store.sqlite")) as store:
@@ -76,6 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", action="store_true", help="print JSON (always on; kept for the contract)")
     args = parser.parse_args(argv)
     tasks = load_tasks(args.data)[0][: args.tasks]
+    embeddings.embed(["load the model before timing"])
     freeze_startup_objects()
     with tempfile.TemporaryDirectory(prefix="parallax-learn-speed-") as tmp:
         import os

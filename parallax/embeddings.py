@@ -34,6 +34,12 @@ _model = None
 _cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
 
+def forget() -> None:
+    """Empty the vector cache (benchmarks start each mode cold, so no mode inherits another's work)."""
+    with _lock:
+        _cache.clear()
+
+
 def model_dir() -> str:
     """The bundled model directory (PARALLAX_EMBED_MODEL overrides it with another local path)."""
     override = os.environ.get("PARALLAX_EMBED_MODEL")

@@ -85,3 +85,18 @@ def test_chaos_check_catches_a_lost_and_a_double_counted_vote():
     section = [{"id": "slice-0", "kind": "slice", "status": "ok", "output": {"relevant": True, "points": ["met on day 1"]}}]
     assert check({"mode": "section", "branches": section, "answer": "- Met on day 1."}) == (0, 0)
     assert check({"mode": "section", "branches": section, "answer": ""}) == (1, 0)
+
+
+def test_learn_speed_starts_both_modes_with_a_cold_embedding_cache(capsys, monkeypatch):
+    """The second mode must not reuse vectors the first one computed (that once inflated the speed-up)."""
+    from bench import learn_speed
+    from parallax import embeddings
+
+    cleared = []
+    real_forget = embeddings.forget
+    monkeypatch.setattr(embeddings, "forget", lambda: (cleared.append(len(embeddings._cache)), real_forget()))
+    result = learn_speed.main(["--tasks", "4", "--batch", "2", "--latency-ms", "1", "--json"])
+    assert len(cleared) == 2 and cleared[1] > 0  # the first mode left vectors behind; the second did not get them
+    assert result["batch_1"]["batches"] == 4 and result["batch_2"]["batches"] == 2
+    assert result["batch_1"]["items_total"] == result["batch_2"]["items_total"] > 0
+    assert result["speedup"] == round(result["batch_1"]["seconds"] / result["batch_2"]["seconds"], 2)
