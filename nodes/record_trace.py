@@ -8,12 +8,11 @@ graph) there is nowhere to keep either, and the node does nothing.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from langgraph.runtime import Runtime
 
 from nodes.merge import BUSINESS
 from nodes.trace_store import TraceStore, dead_letter
+from parallax.store_io import now_iso
 from state.context import Context
 from state.solve import SolveState
 
@@ -25,7 +24,7 @@ def trace_of(state: SolveState) -> dict:
     dict keys, and an answer can hold personal data."""
     return {
         "trace_id": state["trace_id"], "tenant": state.get("tenant", "default"),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "created_at": now_iso(),
         "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
         "question": state.get("question", ""), "mode": state.get("mode"), "status": state.get("status"),
         "answer": state.get("answer", ""), "reason": state.get("reason", ""),

@@ -9,17 +9,12 @@ must ask the same question; the checkpoint holds that input anyway.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 from langgraph.store.base import BaseStore
 
 from parallax.redaction import redact_value
-from parallax.store_io import call_store, scan
+from parallax.store_io import call_store, now_iso, scan
 from prompts.playbook_store import PlaybookError, check_tenant
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
 
 class TraceStore:
     """One tenant's traces and dead letters; it cannot name another tenant's records."""
@@ -63,4 +58,4 @@ def dead_letter(record: dict, trace: dict) -> dict:
     """The dead-letter entry of one escalated branch record."""
     return {"id": record["id"], "trace_id": trace["trace_id"], "tenant": trace["tenant"], "kind": record["kind"],
             "input": record.get("input"), "error": redact_value(record.get("error") or record["status"]),
-            "attempts": record.get("attempts", 0), "escalated_at": _now(), "status": "open", "retries": []}
+            "attempts": record.get("attempts", 0), "escalated_at": now_iso(), "status": "open", "retries": []}

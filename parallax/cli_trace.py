@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
 from typing import Annotated
 
 import typer
@@ -115,19 +114,22 @@ def dlq_show(branch_id: Annotated[str, typer.Argument(help="Branch id from `para
 async def retry_letter(traces, branch_id: str) -> dict:
     """Run the branch again from its stored input, under the letter's lock; record the outcome."""
     from nodes.playbook_access import commit_lock
-    from nodes.work import planned, run_branch
+    from nodes.work import run_branch
     from parallax.redaction import redact_value
+    from parallax.store_io import now_iso
     from state.context import Context
+    from state.lifecycle import Lifecycle
 
     async with commit_lock().hold(f"dlq/{traces.tenant}/{branch_id}"):
         letter = await traces.get_dead_letter(branch_id)
         if letter["status"] != "open":
             raise PlaybookError(f"dead letter {branch_id!r} was already resolved by a retry; nothing to do")
         spec = {**letter["input"], "id": letter["id"], "parent_id": letter["trace_id"]}
-        life = planned({"planned_at": datetime.now(timezone.utc).timestamp()})
-        life.move("DISPATCHED", "dlq retry")
+        life = Lifecycle()
+        life.move("PENDING", "dlq retry")
+        life.move("DISPATCHED")
         record = await run_branch(spec, Context(), life)
-        attempt = {"at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "status": record["status"],
+        attempt = {"at": now_iso(), "status": record["status"],
                    "attempts": record["attempts"], "error": redact_value(record.get("error") or ""),
                    "transitions": record["transitions"]}
         letter["retries"] = [*letter["retries"], attempt]

@@ -43,14 +43,13 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
 from langgraph.store.base import BaseStore
 from pydantic import ValidationError
 
-from parallax.store_io import call_store, scan
+from parallax.store_io import call_store, now_iso, scan
 from prompts.untrusted_lessons import screen_items, screen_operations
 from state.playbook import Operation, PlaybookItem, PlaybookVersion, apply_operations, item_id_for
 
@@ -84,10 +83,6 @@ def check_tenant(tenant: str) -> str:
 
 def version_key(version: int) -> str:
     return f"v{version:06d}"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 # --- locks ---------------------------------------------------------------------------
@@ -286,7 +281,7 @@ class PlaybookStore:
             while (ahead := await self._get(name, version_key(head.version + 1))) is not None:
                 head = PlaybookVersion.model_validate(ahead)
             fields = build(head)
-            new = PlaybookVersion(name=name, version=head.version + 1, parent=head.version, created_at=_now(), **fields)
+            new = PlaybookVersion(name=name, version=head.version + 1, parent=head.version, created_at=now_iso(), **fields)
             record = new.model_dump(mode="json")
             await self._put(name, version_key(new.version), record)
             await self._put(name, "head", record)
@@ -325,7 +320,7 @@ class PlaybookStore:
         candidate = Candidate(
             name=name, version=base.version + 1, parent=base.version,
             items=apply_operations(base.items, operations, base.version + 1), operations=operations,
-            created_by=created_by, created_at=_now(), gate=dict(gate or {}), accepted=False, note=reason,
+            created_by=created_by, created_at=now_iso(), gate=dict(gate or {}), accepted=False, note=reason,
             candidate_id=cid, reason=reason)
         await self._put(name, f"candidate-{cid}", candidate.model_dump(mode="json"))
         return cid

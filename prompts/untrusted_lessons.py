@@ -19,10 +19,10 @@ path can write an unscreened item.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
 
 from parallax.redaction import redact
 from parallax.screening import screen
+from parallax.store_io import now_iso
 from state.playbook import Operation, PlaybookItem
 
 TEXT_OPS = ("add", "update")
@@ -30,7 +30,7 @@ TEXT_OPS = ("add", "update")
 
 def quarantine_entry(text: str, reasons: list[str], source: str, provenance: list[str] | None = None,
                      section: str = "") -> dict:
-    return {"id": f"q-{uuid.uuid4().hex[:12]}", "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+    return {"id": f"q-{uuid.uuid4().hex[:12]}", "created_at": now_iso(),
             "source": source, "reason": "; ".join(reasons), "text": redact(text), "section": redact(section),
             "provenance": list(provenance or [])}
 
