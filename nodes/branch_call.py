@@ -46,9 +46,9 @@ async def call_branch(
                            lifecycle=lifecycle)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
-        if lifecycle.state not in ("TIMEOUT", "FAILED"):  # e.g. an open circuit: no attempt failed on its own
-            lifecycle.move("FAILED", str(exc))
-        lifecycle.finish("ESCALATED", f"gave up after {_count(exc.attempts, 'attempt')} and {_count(exc.reasks, 're-ask')}")
+        # an open circuit fails before any attempt: the FAILED step then carries the error
+        lifecycle.finish("ESCALATED", f"gave up after {_count(exc.attempts, 'attempt')} and {_count(exc.reasks, 're-ask')}",
+                         failure=str(exc))
         return BranchRecord(**fields, status="timeout" if exc.timeout else "failed", error=str(exc)[:500],
                             attempts=exc.attempts, reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency,
                             state=lifecycle.state, transitions=lifecycle.transitions), None

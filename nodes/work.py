@@ -33,6 +33,11 @@ def _identity(spec: dict) -> dict:
             "playbook_item_ids": [item["id"] for item in spec["playbook"]]}
 
 
+def input_of(spec: dict) -> dict:
+    """What an escalated branch was asked: enough for `dlq retry` to ask it again."""
+    return {k: spec[k] for k in INPUT_FIELDS if k in spec}
+
+
 def planned(spec: dict) -> Lifecycle:
     """A branch's lifecycle from the moment the fan-out planned it."""
     return Lifecycle([{"state": "PENDING", "at": spec.get("planned_at", 0.0), "reason": ""}])
@@ -52,7 +57,7 @@ async def run_branch(spec: dict, ctx: Context, life: Lifecycle) -> dict:
     if spec["kind"] == "vote" and reply is not None:
         record.vote = normalize_answer(reply.answer)
     if reply is None:
-        record.input = {k: spec[k] for k in INPUT_FIELDS if k in spec}
+        record.input = input_of(spec)
     return record.model_dump()
 
 
@@ -81,5 +86,5 @@ def work_failed(task: dict, error: NodeError) -> dict:
         life.finish("ESCALATED", message)
         records.append(BranchRecord(**_identity(spec), model=spec["model"] or None, temperature=spec["temperature"],
                                     status="failed", error=message, state=life.state, transitions=life.transitions,
-                                    input={k: spec[k] for k in INPUT_FIELDS if k in spec}).model_dump())
+                                    input=input_of(spec)).model_dump())
     return {"branches": records}

@@ -62,12 +62,13 @@ class Lifecycle:
             raise IllegalTransition(f"branch cannot go from {self.state} to {state} ({reason})")
         self.transitions.append({"state": state, "at": round(time.time(), 3), "reason": reason[:300]})
 
-    def finish(self, state: str, reason: str = "") -> None:
-        """Move to a terminal state through whatever the lifecycle requires on the way."""
+    def finish(self, state: str, reason: str = "", failure: str | None = None) -> None:
+        """Move to a terminal state through whatever the lifecycle requires on the way: ESCALATED
+        from a state that did not just fail first records a FAILED step (`failure`, else `reason`)."""
         if self.state in TERMINAL:
             return
         if state == "ESCALATED" and self.state not in ("TIMEOUT", "FAILED"):
-            self.move("FAILED", reason)
+            self.move("FAILED", reason if failure is None else failure)
         self.move(state, reason)
 
 
