@@ -4,7 +4,7 @@ Why: retries, backoff, the circuit breaker, straggler backups and the merge's de
 paths only count if, under faults, every run still ends with a status, no finished
 branch's result goes missing and no vote is counted twice. This runs the real solve
 graph (with a store, so traces and dead letters are written too) against
-`parallax.fault_server` over HTTP, which at `--fault-rate` answers 429 + Retry-After, 500,
+`tests.support.fault_server` over HTTP, which at `--fault-rate` answers 429 + Retry-After, 500,
 hangs, malformed JSON, truncated output or a slow tail, and measures, twice in the same
 process (straggler backups on, then off):
 
@@ -36,9 +36,9 @@ from collections import Counter
 
 from langgraph.store.memory import InMemoryStore
 
-from nodes.stragglers import forget_recent
-from parallax.circuit import reset_breakers
-from parallax.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
+from parallax.logic.stragglers import forget_recent
+from parallax.runtime.circuit_breaker import reset_breakers
+from tests.support.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
 QUESTION = "How many meetings were held?"
 VOTE_TASK = "What is 6 * 7?"
@@ -73,7 +73,7 @@ def payload_for(index: int) -> dict:
 
 def check(out: dict) -> tuple[int, int]:
     """(lost branch results, double-counted votes) of one run, recounted from its branch records."""
-    from nodes.vote import normalize_answer
+    from parallax.logic.vote import normalize_answer
 
     business = [b for b in out.get("branches", []) if b["kind"] in ("direct", "slice", "vote")]
     completed = [b for b in business if b["status"] == "ok"]
@@ -105,8 +105,8 @@ async def one_run(graph, index: int, ctx, limit: asyncio.Semaphore) -> dict:
 
 
 async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
-    from graphs.solve import builder
-    from state.context import Context
+    from parallax.graphs.solve import builder
+    from parallax.state.context import Context
 
     reset_breakers()
     forget_recent()

@@ -32,11 +32,11 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
-from bench.sleeping_model import SleepingChatModel, installed
-from graphs.solve import builder as solve_builder
-from parallax.settings import freeze_startup_objects
-from prompts.solve import answer_messages
-from state.context import Context
+from parallax.graphs.solve import builder as solve_builder
+from parallax.prompts.solve import answer_messages
+from parallax.runtime.settings import freeze_startup_objects
+from parallax.state.context import Context
+from tests.support.sleeping_model import SleepingChatModel, sleeping
 
 TASK = "What is 6 * 7?"
 
@@ -82,10 +82,9 @@ async def run_graph(branches: int, latency_s: float, concurrency: int, db: Path)
         await saver.setup()
         graph = solve_builder.compile(checkpointer=saver)
         config = {"configurable": {"thread_id": uuid.uuid4().hex}}
-        with installed(latency_s=latency_s):
-            with Timer() as timer:
-                out = await graph.ainvoke({"task": TASK, "mode": "vote", "votes": branches}, config,
-                                          context=Context(max_concurrency=concurrency, straggler_factor=3.0))
+        ctx = Context(max_concurrency=concurrency, straggler_factor=3.0, chat_model=sleeping(latency_s=latency_s))
+        with Timer() as timer:
+            out = await graph.ainvoke({"task": TASK, "mode": "vote", "votes": branches}, config, context=ctx)
     votes = [b for b in out["branches"] if b["kind"] == "vote"]
     problems = []
     if out.get("status") != "ok":
@@ -215,7 +214,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=100,
                         help="max model calls in flight: the semaphore of raw, Context.max_concurrency of the solve graph, "
                         "max_concurrency of the plain Send graph (default 100)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each measurement; the median is reported (default 3)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="timed runs of each measurement; the median is reported (default 3)")
     parser.add_argument("--profile", metavar="FILE", help="also cProfile one extra graph run (untimed) into FILE")
     parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")
     args = parser.parse_args(argv)

@@ -15,7 +15,7 @@ Curators: `rule` (default, deterministic, no model: the reflection's "Lesson:" s
 becomes one `add`, `about` = its subject, i.e. the first named formula/metric from a small
 vocabulary or XBRL tag it mentions, skipping names introduced by "unlike"/"not"; with
 `--about all`, every name mentioned, to see how a sloppier curator hurts the merge) and
-`model` (the product's per-reflection curator, nodes/curate.py with prompts/learn.py,
+`model` (the product's per-reflection curator, parallax/logic/curate.py with prompts/learn.py,
 through the configured or embedded model). The curate step does not depend on B, so it
 runs once and its time is reported as `curate_seconds`; `seconds` per B is the merge.
 
@@ -38,8 +38,8 @@ import numpy as np
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from nodes.merge_operations import merge_operations, normalise
-from state.playbook import Operation, PlaybookItem, apply_operations
+from parallax.logic.merge_operations import merge_operations, normalise
+from parallax.state.playbook import Operation, PlaybookItem, apply_operations
 
 # canonical name -> spellings; the rule curator's stand-in for a model naming what a lesson is about
 VOCAB = {
@@ -126,13 +126,14 @@ def rule_curate(row: dict, about_mode: str = "subject") -> list[Operation]:
     return [Operation(op="add", section=section, text=sentence, about=about, provenance=[row["id"]])]
 
 
-async def model_curate(rows: list[dict], concurrency: int = 4) -> list[list[Operation]]:
+async def model_curate(rows: list[dict], chat_model=None, concurrency: int = 4) -> list[list[Operation]]:
     """The product's curator, one call per reflection (diagnosis = text before "Lesson:")."""
-    from nodes.curate import curate
-    from state.context import Context
-    from state.payloads import Reflection
+    from parallax.logic.curate import curate
+    from parallax.runtime.run_context import resolved
+    from parallax.state.context import Context
+    from parallax.state.payloads import Reflection
 
-    ctx, gate = Context(), asyncio.Semaphore(concurrency)
+    ctx, gate = resolved(Context(chat_model=chat_model)), asyncio.Semaphore(concurrency)
 
     async def one(row: dict) -> list[Operation]:
         diagnosis = row["text"].split("Lesson:", 1)[0].strip()
@@ -155,18 +156,19 @@ def summary_messages(texts: list[str]) -> list:
             HumanMessage(f"Reflections from {len(texts)} solve runs:\n{listed}")]
 
 
-async def baseline_run(rows: list[dict], size: int, max_tokens: int, log) -> tuple[list[str], int, float]:
+async def baseline_run(rows: list[dict], size: int, max_tokens: int, log, chat_model=None) -> tuple[list[str], int, float]:
     """One summarising model call per batch; the playbook is the union of what the calls return."""
-    from parallax import settings
-    from parallax.structured import BranchError, ask
+    from parallax.runtime import settings
+    from parallax.runtime.structured_call import BranchError, ask
 
     items: list[PlaybookItem] = []
     failures, started = 0, time.perf_counter()
     for n, start in enumerate(range(0, len(rows), size)):
         batch = rows[start:start + size]
         try:
-            result = await ask(summary_messages([r["text"] for r in batch]), Summary, model=settings.load().model,
-                               temperature=0.0, timeout_s=300, max_attempts=2, max_reasks=1, max_tokens=max_tokens)
+            result = await ask(summary_messages([r["text"] for r in batch]), Summary, model=settings.load().chat_model_name,
+                               temperature=0.0, timeout_s=300, max_attempts=2, max_reasks=1, max_tokens=max_tokens,
+                               chat_model=chat_model)
             texts = [t for t in result.value.items if isinstance(t, str) and t.strip()]
         except BranchError as exc:
             failures, texts = failures + 1, []
@@ -187,7 +189,8 @@ def lesson_of(provenance: list[str], label: dict[str, str]) -> str | None:
     return min(votes, key=lambda lesson: (-votes[lesson], lesson)) if votes else None
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, chat_model=None) -> dict:
+    """`chat_model`: a factory for the model curator and the baseline (tests); default the configured endpoint."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reflections", required=True, type=Path)
     parser.add_argument("--batches", default="1,10,100")
@@ -212,9 +215,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.embedder == "bow":
         embed = bag_of_words
     else:
-        from parallax.embeddings import embed
+        from parallax.runtime.embeddings import embed
     started = time.perf_counter()
-    op_lists = [rule_curate(r, args.about) for r in rows] if args.curator == "rule" else asyncio.run(model_curate(rows))
+    op_lists = ([rule_curate(r, args.about) for r in rows] if args.curator == "rule"
+                else asyncio.run(model_curate(rows, chat_model)))
     curate_seconds = time.perf_counter() - started
     embed(sorted({normalise(op.text) for ops in op_lists for op in ops}))  # load the model and warm the cache
 
@@ -247,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
 
         async def run_all() -> None:
             for size in sizes:
-                texts, failures, seconds = await baseline_run(rows, size, args.baseline_max_tokens, log)
+                texts, failures, seconds = await baseline_run(rows, size, args.baseline_max_tokens, log, chat_model)
                 nearest = [lesson_names[int(np.argmax(centroids @ v))] for v in embed(texts)] if texts else []
                 out["baseline"][str(size)] = {**figures(nearest, lessons_total, seconds), "failed_calls": failures}
                 log(f"baseline B={size}: {out['baseline'][str(size)]}")

@@ -30,13 +30,13 @@ from pathlib import Path
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-from bench.sleeping_model import installed
-from parallax import embeddings
-from graphs.learn import builder
-from nodes.playbook_access import for_store
-from nodes.tasks import load_tasks
-from parallax.settings import freeze_startup_objects
-from state.context import Context
+from parallax.graphs.learn import builder
+from parallax.logic.task_files import load_tasks
+from parallax.runtime import embeddings
+from parallax.runtime.settings import freeze_startup_objects
+from parallax.runtime.storage.stores import playbooks_in
+from parallax.state.context import Context
+from tests.support.sleeping_model import sleeping
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "formula" / "train.jsonl"
 FORMULA = re.compile(r"Use formula (.+?) to answer")
@@ -63,12 +63,12 @@ async def learn_once(tasks: list[dict], batch: int, latency_s: float, concurrenc
         await store.setup()
         graph = builder.compile(checkpointer=saver, store=store)
         config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 100_000}
-        with installed(latency_s=latency_s, reply_for=reply_for):
-            started = time.perf_counter()
-            out = await graph.ainvoke({"tasks": tasks, "batch": batch, "mode": "direct", "playbook": "bench"}, config,
-                                      context=Context(max_concurrency=concurrency))
-            seconds = time.perf_counter() - started
-        head = await for_store(store).head("bench")
+        ctx = Context(max_concurrency=concurrency, chat_model=sleeping(latency_s=latency_s, reply_for=reply_for))
+        started = time.perf_counter()
+        out = await graph.ainvoke({"tasks": tasks, "batch": batch, "mode": "direct", "playbook": "bench"}, config,
+                                  context=ctx)
+        seconds = time.perf_counter() - started
+        head = await playbooks_in(store).head("bench")
     return {"seconds": round(seconds, 3), "batches": len(out["batches"]), "to_version": out["to_version"],
             "items_total": len(head.active), "accepted_batches": sum(b["accepted"] for b in out["batches"])}
 

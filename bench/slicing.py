@@ -21,9 +21,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.sleeping_model import installed, prompt_text
-from prompts.solve import slice_messages
-from state.context import Context
+from parallax.prompts.solve import slice_messages
+from parallax.runtime.run_context import resolved
+from parallax.state.context import Context
+from tests.support.sleeping_model import prompt_text, sleeping
 
 SLICE_REPLY = '{"relevant": true, "points": ["x"]}'
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qmsum" / "val.jsonl"
@@ -63,7 +64,7 @@ def meeting_document(meeting: dict, layout: str = "compact") -> tuple[str, int]:
     user would paste a meeting into section mode; all turns when there are no spans.
 
     `compact` puts no blank lines anywhere; `markdown` puts one after each heading and between
-    sections, which (at the time of writing) makes `nodes.slicing._cut` recurse forever on
+    sections, which (at the time of writing) makes `parallax.logic.slicing._cut` recurse forever on
     any section longer than the slice budget, so it is opt-in.
     """
     turns = meeting["meeting_transcripts"]
@@ -95,14 +96,15 @@ async def run_meeting(graph, meeting: dict, count: Callable[[str], int], layout:
     document, used = meeting_document(meeting, layout)
     question = first_question(meeting)
     prompts: list[str] = []
-    with installed(reply=SLICE_REPLY, on_call=lambda messages: prompts.append(prompt_text(messages))):
-        out = await graph.ainvoke({"task": document, "question": question, "mode": "section"})
+    model = sleeping(reply=SLICE_REPLY, on_call=lambda messages: prompts.append(prompt_text(messages)))
+    out = await graph.ainvoke({"task": document, "question": question, "mode": "section"}, context=Context(chat_model=model))
     slices = [b for b in out["branches"] if b["kind"] == "slice"]
     if out["status"] != "ok" or out["mode"] != "section" or len(prompts) != len(slices) or not slices:
         raise RuntimeError(f"section run went wrong: status={out['status']!r} mode={out['mode']!r} "
                            f"calls={len(prompts)} slices={len(slices)} reason={out.get('reason')!r}")
     found = re.search(r"^Brief: (.*)$", prompts[0], re.MULTILINE)
-    brief = found.group(1) if found else f"A document of {len(document)} characters in {len(slices)} parts; each part is read separately."
+    brief = (found.group(1) if found
+             else f"A document of {len(document)} characters in {len(slices)} parts; each part is read separately.")
     n = len(slices)
     section = sum(count(p) for p in prompts)
     whole = sum(count(prompt_text(slice_messages(brief, question, document, i, n, []))) for i in range(n))
@@ -111,7 +113,7 @@ async def run_meeting(graph, meeting: dict, count: Callable[[str], int], layout:
 
 
 async def measure(meetings: list[dict], count: Callable[[str], int], layout: str) -> list[dict]:
-    from graphs.solve import graph
+    from parallax.graphs.solve import graph
 
     results = []
     for i, meeting in enumerate(meetings):
@@ -131,11 +133,12 @@ def report(data: Path, layout: str, tokenizer: str, results: list[dict]) -> dict
         "data": str(data),
         "meetings": len(results),
         "layout": layout,
-        "slice_chars": Context().slice_chars,
+        "slice_chars": resolved().slice_chars,
         "document_chars_total": sum(r["chars"] for r in results),
         "turns_in_documents_fraction": round(sum(r["turns_used"] for r in results) / sum(r["turns"] for r in results), 4),
         "branches_total": sum(r["branches"] for r in results),
-        "branches_per_meeting": {"min": min(r["branches"] for r in results), "median": statistics.median(r["branches"] for r in results),
+        "branches_per_meeting": {"min": min(r["branches"] for r in results),
+                                 "median": statistics.median(r["branches"] for r in results),
                                  "max": max(r["branches"] for r in results)},
         "section_prompt_tokens": section,
         "whole_prompt_tokens": whole,
@@ -158,7 +161,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="use only the first N meetings (default: all)")
     parser.add_argument("--layout", choices=("compact", "markdown"), default="compact",
                         help="compact: no blank lines (default); markdown: a blank line after each heading and "
-                        "between sections (crashes nodes/slicing.py while its _cut recursion bug stands)")
+                        "between sections (crashes parallax/logic/slicing.py while its _cut recursion bug stands)")
     parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:

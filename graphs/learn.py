@@ -5,26 +5,35 @@
 Each task of a batch is solved, scored, reflected on and curated in its own branch;
 the batch's operations are merged deterministically; the gate accepts the candidate
 only if validation accuracy does not fall (and a human agrees, with `approve`).
+
+The solve graph runs inside three nodes (the head's and the candidate's evaluations, and
+each training task); it is handed to them here, compiled without a checkpointer because
+an evaluation is repeatable.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from langgraph.graph import END, START, StateGraph
 
-from nodes.commit import commit
-from nodes.consolidate import consolidate
-from nodes.gate import gate
-from nodes.learn_from_task import learn_from_task, learn_from_task_failed
-from nodes.schedule import dispatch, next_batch, start
-from state.context import Context
-from state.learn import LearnInput, LearnOutput, LearnState
+from parallax.graphs.solve import builder as solve_builder
+from parallax.nodes.commit import commit
+from parallax.nodes.consolidate import consolidate
+from parallax.nodes.gate import gate
+from parallax.nodes.learn_from_task import learn_from_task, learn_from_task_failed
+from parallax.nodes.schedule import dispatch, next_batch, start
+from parallax.state.context import Context
+from parallax.state.learn import LearnInput, LearnOutput, LearnState
+
+solve = solve_builder.compile(checkpointer=False, name="solve")
 
 builder = StateGraph(LearnState, context_schema=Context, input_schema=LearnInput, output_schema=LearnOutput)
-builder.add_node("start", start)
+builder.add_node("start", partial(start, solve=solve))
 builder.add_node("next_batch", next_batch)
-builder.add_node("learn_from_task", learn_from_task, error_handler=learn_from_task_failed)
+builder.add_node("learn_from_task", partial(learn_from_task, solve=solve), error_handler=learn_from_task_failed)
 builder.add_node("consolidate", consolidate, defer=True)
-builder.add_node("gate", gate)
+builder.add_node("gate", partial(gate, solve=solve))
 builder.add_node("commit", commit)
 
 builder.add_edge(START, "start")

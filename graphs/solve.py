@@ -12,16 +12,16 @@ from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.fan_out import fan_out
-from nodes.judge import judge
-from nodes.merge import merge
-from nodes.record_trace import record_trace
-from nodes.red_team import red_team
-from nodes.route import route
-from nodes.safety import check_safety
-from nodes.work import work, work_failed
-from state.context import Context
-from state.solve import SolveInput, SolveOutput, SolveState
+from parallax.nodes.fan_out import fan_out
+from parallax.nodes.judge import judge
+from parallax.nodes.merge import merge
+from parallax.nodes.record_trace import record_trace
+from parallax.nodes.red_team import red_team
+from parallax.nodes.route import route
+from parallax.nodes.safety import check_safety
+from parallax.nodes.work import work, work_failed
+from parallax.state.context import Context
+from parallax.state.solve import SolveInput, SolveOutput, SolveState
 
 
 def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace"]:

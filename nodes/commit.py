@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.playbook_access import playbook_store
-from state.learn import LearnState
-from state.playbook import Operation
+from parallax.runtime.storage.stores import playbooks_in
+from parallax.state.learn import LearnState
+from parallax.state.playbook import Operation
 
 
 async def commit(state: LearnState, runtime: Runtime) -> dict:
-    store = playbook_store(runtime, state["tenant"])
+    store = playbooks_in(runtime.store, state["tenant"])
     candidate, decision = state["candidate"], state["decision"]
     held = [entry for run in state.get("runs", []) for entry in run.get("quarantined", [])]
     await store.quarantine(state["playbook"], held)

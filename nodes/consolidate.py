@@ -1,6 +1,6 @@
 """Merge a batch's operations into one candidate playbook, and guard the yield.
 
-The merge is deterministic and order-independent (nodes/merge_operations.py); no model
+The merge is deterministic and order-independent (logic/merge_operations.py); no model
 call ever sees more than one reflection. The guard counts the lessons a batch yields
 (items added or reinforced) against the reflections that carried lessons: when the yield
 falls below `guard_floor`, it says so loudly and redoes the merge in smaller pieces,
@@ -14,13 +14,13 @@ import logging
 
 from langgraph.runtime import Runtime
 
-from nodes.merge_operations import merge_operations
-from nodes.playbook_access import playbook_store
-from nodes.route import context_of
-from parallax.embeddings import embed
-from state.context import Context
-from state.learn import LearnState
-from state.playbook import Operation, PlaybookItem, apply_operations
+from parallax.logic.merge_operations import merge_operations
+from parallax.runtime import embeddings
+from parallax.runtime.run_context import context_of
+from parallax.runtime.storage.stores import playbooks_in
+from parallax.state.context import Context, Embedder
+from parallax.state.learn import LearnState
+from parallax.state.playbook import Operation, PlaybookItem, apply_operations
 
 log = logging.getLogger("parallax.learn")
 PIECES = 4
@@ -30,7 +30,8 @@ def lessons_yielded(report: dict) -> int:
     return int(report.get("items_added", 0)) + int(report.get("items_reinforced", 0))
 
 
-def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookItem], version: int, threshold) -> tuple[list[Operation], dict]:
+def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookItem], version: int, threshold,
+                     embed: Embedder) -> tuple[list[Operation], dict]:
     """Merge piece by piece, each against the items the previous pieces produced."""
     size = max(1, -(-len(op_lists) // PIECES))
     items, operations, report = existing, [], {}
@@ -46,10 +47,11 @@ def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookIte
 
 async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict:
     ctx = context_of(runtime)
-    head = await playbook_store(runtime, state["tenant"]).head(state["playbook"])
+    head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
     runs = state.get("runs", [])
     op_lists = [[Operation.model_validate(o) for o in run["operations"]] for run in runs]
     with_lessons = sum(1 for run in runs if run.get("reflection") and run["reflection"].get("lessons"))
+    embed = ctx.embedder or embeddings.embed
     result = await asyncio.to_thread(merge_operations, op_lists, head.items, embed=embed, threshold=ctx.dedupe_threshold)
     operations, report = result.operations, dict(result.report)
     floor = ctx.guard_floor * with_lessons
@@ -58,12 +60,14 @@ async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict:
         log.warning("GUARD: batch %s yielded %s lessons from %s reflections (floor %.2f per reflection); "
                     "redoing the merge in %s smaller pieces", state["batch_index"], lessons_yielded(report),
                     with_lessons, ctx.guard_floor, PIECES)
-        redo_ops, redo_report = await asyncio.to_thread(_merge_in_pieces, op_lists, head.items, head.version + 1, ctx.dedupe_threshold)
+        redo_ops, redo_report = await asyncio.to_thread(_merge_in_pieces, op_lists, head.items, head.version + 1,
+                                                         ctx.dedupe_threshold, embed)
         if lessons_yielded(redo_report) > lessons_yielded(report):
             operations, report = redo_ops, redo_report
     items = apply_operations(head.items, operations, head.version + 1)
     return {"candidate": {
-        "base_version": head.version, "base_items": [i.model_dump() for i in head.items], "operations": [o.model_dump() for o in operations],
+        "base_version": head.version, "base_items": [i.model_dump() for i in head.items],
+        "operations": [o.model_dump() for o in operations],
         "items": [i.model_dump() for i in items], "report": report, "guard_triggered": guard,
         "reflections": len(runs), "reflections_with_lessons": with_lessons,
         "train_accuracy": round(sum(r["correct"] for r in runs) / len(runs), 4) if runs else 0.0,

@@ -12,16 +12,16 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from nodes.evaluate import evaluate
-from nodes.route import context_of
-from nodes.schedule import validation_sample
-from state.context import Context
-from state.learn import LearnState
-from prompts.playbook_store import diff_items
-from state.playbook import PlaybookItem
+from parallax.logic.evaluate import Solver, evaluate
+from parallax.runtime.run_context import context_of
+from parallax.runtime.storage.playbook_files import diff_items
+from parallax.state.context import Context
+from parallax.state.learn import LearnState, validation_sample
+from parallax.state.playbook import PlaybookItem
 
 
-async def gate(state: LearnState, runtime: Runtime[Context]) -> dict:
+async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict:
+    """`solve` is the solve graph the candidate is evaluated with (graphs/learn.py binds it)."""
     ctx = context_of(runtime)
     candidate = state["candidate"]
     active = [i for i in candidate["items"] if i["status"] == "active"]
@@ -32,7 +32,7 @@ async def gate(state: LearnState, runtime: Runtime[Context]) -> dict:
         return {"decision": {"accepted": False, "reason": "no operations: nothing to learn from this batch",
                              "metrics": {**metrics, "evaluated": False}}}
     if sample:
-        result = await evaluate(sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "direct"),
+        result = await evaluate(solve, sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "direct"),
                                 tenant=state["tenant"])
         before = state.get("head_accuracy") or 0.0
         metrics.update(val_accuracy_before=before, val_accuracy_after=result["accuracy"], val_errors=result["errors"])

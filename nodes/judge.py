@@ -10,14 +10,14 @@ import uuid
 
 from langgraph.runtime import Runtime
 
-from nodes.branch_call import call_branch
-from nodes.merge import final_status
-from nodes.route import context_of
-from nodes.vote import normalize_answer
-from prompts.solve import judge_messages
-from state.context import Context
-from state.payloads import Answer, BranchRecord, JudgeDecision
-from state.solve import SolveState
+from parallax.logic.run_status import final_status
+from parallax.logic.vote import normalize_answer
+from parallax.prompts.solve import judge_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.runtime.run_context import context_of
+from parallax.state.context import Context
+from parallax.state.payloads import Answer, BranchRecord, JudgeDecision
+from parallax.state.solve import SolveState
 
 
 async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:

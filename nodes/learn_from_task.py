@@ -13,30 +13,30 @@ import asyncio
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
-from nodes.concurrency import superstep_limit
-from nodes.curate import curate, tag_operations
-from nodes.evaluate import solve_one
-from nodes.reflect import reflect
-from nodes.route import context_of
-from prompts.untrusted_lessons import screen_lessons, screen_operations
-from state.context import Context
+from parallax.logic.curate import curate, tag_operations
+from parallax.logic.evaluate import Solver, solve_one
+from parallax.logic.reflect import reflect
+from parallax.runtime.lesson_screening import screen_lessons, screen_operations
+from parallax.runtime.run_context import context_of
+from parallax.runtime.superstep import superstep_limit
+from parallax.state.context import Context
 
 
-async def learn_from_task(payload: dict, runtime: Runtime[Context]) -> dict:
+async def learn_from_task(payload: dict, runtime: Runtime[Context], *, solve: Solver) -> dict:
     """A `Send` target: this group's tasks (each with the items chosen for it), under the batch's shared limit."""
     ctx = context_of(runtime)
     limit = superstep_limit(runtime, ctx.max_concurrency)
 
     async def bounded(work: dict) -> dict:
         async with limit:
-            return await learn_one(work["task"], work["items"], payload["version"], payload["mode"], ctx,
+            return await learn_one(solve, work["task"], work["items"], payload["version"], payload["mode"], ctx,
                                    payload.get("tenant", "default"))
 
     return {"runs": list(await asyncio.gather(*(bounded(w) for w in payload["work"])))}
 
 
-async def learn_one(task: dict, items: list[dict], version: int, mode: str, ctx: Context, tenant: str) -> dict:
-    run = await solve_one(task, items, version, ctx, mode, tenant)
+async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, mode: str, ctx: Context, tenant: str) -> dict:
+    run = await solve_one(solve, task, items, version, ctx, mode, tenant)
     used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
     used = [i for i in items if i["id"] in used_ids]
     reflect_record, reflection = await reflect(run, task, used, ctx)

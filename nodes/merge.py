@@ -10,23 +10,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.vote import normalize_answer, strict_majority, tally
-from state.context import Context
-from state.payloads import Answer, BranchRecord, SliceFinding
-from state.solve import SolveState
-
-BUSINESS = ("direct", "slice", "vote")
-
-
-def safety_reasons(records: list[BranchRecord]) -> list[str]:
-    return [r for rec in records if rec.kind == "safety" and rec.output for r in rec.output.get("reasons", [])]
-
-
-def final_status(records: list[BranchRecord], settled: bool) -> tuple[str, str]:
-    reasons = safety_reasons(records)
-    if reasons:
-        return "needs_review", "safety: " + "; ".join(reasons)
-    return ("ok", "") if settled else ("needs_review", "")
+from parallax.logic.run_status import final_status
+from parallax.logic.vote import normalize_answer, strict_majority, tally
+from parallax.state.context import Context
+from parallax.state.payloads import BUSINESS, Answer, BranchRecord, SliceFinding
+from parallax.state.solve import SolveState
 
 
 def _assemble_sections(ok: list[BranchRecord]) -> tuple[str, int]:

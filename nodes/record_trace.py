@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.merge import BUSINESS
-from nodes.trace_store import TraceStore, dead_letter
-from parallax.store_io import now_iso
-from state.context import Context
-from state.solve import SolveState
+from parallax.runtime.storage.store_calls import now_iso
+from parallax.runtime.storage.trace_store import TraceStore, dead_letter
+from parallax.state.context import Context
+from parallax.state.payloads import BUSINESS
+from parallax.state.solve import SolveState
 
 PREVIEW_CHARS = 200
 

@@ -6,12 +6,12 @@ import uuid
 
 from langgraph.runtime import Runtime
 
-from nodes.route import context_of
-from nodes.branch_call import call_branch
-from prompts.solve import red_team_messages
-from state.context import Context
-from state.payloads import Objection
-from state.solve import SolveState
+from parallax.prompts.solve import red_team_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.runtime.run_context import context_of
+from parallax.state.context import Context
+from parallax.state.payloads import Objection
+from parallax.state.solve import SolveState
 
 
 async def red_team(state: SolveState, runtime: Runtime[Context]) -> dict:

@@ -13,26 +13,22 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from nodes.evaluate import evaluate
-from nodes.fan_out import group
-from nodes.playbook import select_items
-from nodes.playbook_access import playbook_store
-from nodes.route import context_of
-from prompts.playbook_store import PlaybookError
-from state.context import Context
-from state.learn import LearnState
+from parallax.logic.branch_plans import group
+from parallax.logic.evaluate import Solver, evaluate
+from parallax.logic.playbook_selection import select_items
+from parallax.runtime.run_context import context_of
+from parallax.runtime.storage.namespaces import StoreError
+from parallax.runtime.storage.stores import playbooks_in
+from parallax.state.context import Context
+from parallax.state.learn import LearnState, validation_sample
 
 
 class InvalidLearnInput(ValueError):
     """The learn input cannot be run; the message says what to change."""
 
 
-def validation_sample(state: LearnState) -> list[dict]:
-    """The same first `val_size` validation tasks for every gate of the run."""
-    return list(state.get("val_tasks") or [])[: state.get("val_size", 50)]
-
-
-async def start(state: LearnState, runtime: Runtime[Context]) -> dict:
+async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict:
+    """Validate the input, plan the batches, and measure the head on the validation sample with `solve`."""
     ctx = context_of(runtime)
     tasks = state.get("tasks") or []
     if not tasks:
@@ -49,13 +45,13 @@ async def start(state: LearnState, runtime: Runtime[Context]) -> dict:
     name = state.get("playbook", "default")
     tenant = state.get("tenant", "default")
     try:
-        head = await playbook_store(runtime, tenant).head(name)
-    except PlaybookError as exc:
+        head = await playbooks_in(runtime.store, tenant).head(name)
+    except StoreError as exc:
         raise InvalidLearnInput(str(exc)) from None
     sample = validation_sample(state)
     accuracy = None
     if sample:
-        accuracy = (await evaluate(sample, [i.model_dump() for i in head.active], head.version, ctx,
+        accuracy = (await evaluate(solve, sample, [i.model_dump() for i in head.active], head.version, ctx,
                                    mode=state.get("mode", "direct"), tenant=tenant))["accuracy"]
     return {"learn_run_id": f"learn-{uuid.uuid4().hex[:12]}", "playbook": name, "tenant": tenant, "schedule": schedule,
             "batch_index": -1, "from_version": head.version, "to_version": head.version,
@@ -70,13 +66,14 @@ def next_batch(state: LearnState) -> dict:
 async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] | Literal["__end__"]:
     """Conditional edge: one branch per task of the current batch, or the end."""
     index = state["batch_index"]
+    ctx = context_of(runtime)
     if index >= len(state["schedule"]):
         return "__end__"
-    head = await playbook_store(runtime, state["tenant"]).head(state["playbook"])
+    head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
     batch = [state["tasks"][t] for t in state["schedule"][index]]
     selections = await select_items([i.model_dump() for i in head.active], [t["input"] for t in batch],
-                                    context_of(runtime).playbook_chars)
-    work = [{"task": task, "items": chosen} for task, chosen in zip(batch, selections)]
+                                    ctx.playbook_chars, ctx.embedder)
+    work = [{"task": task, "items": chosen} for task, chosen in zip(batch, selections, strict=True)]
     return [Send("learn_from_task", {"work": group_work, "version": head.version, "mode": state.get("mode", "direct"),
                                      "tenant": state["tenant"]})
             for group_work in group(work)]

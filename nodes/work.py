@@ -4,7 +4,7 @@ Each branch is isolated: its failure becomes a `failed` or `timeout` record with
 error, attempts and tokens it spent, never an exception that would abort its siblings.
 The node's `error_handler` (`work_failed`) covers what escapes anyway. Every record
 carries its lifecycle (state/lifecycle.py); a straggler may race a backup copy
-(nodes/stragglers.py); an escalated branch keeps its input for the dead-letter list.
+(logic/stragglers.py); an escalated branch keeps its input for the dead-letter list.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import asyncio
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
-from nodes.branch_call import call_branch
-from nodes.concurrency import superstep_limit, superstep_shared
-from nodes.route import context_of
-from nodes.stragglers import StragglerWatch, run_watched
-from nodes.vote import normalize_answer
-from prompts.solve import answer_messages, slice_messages
-from state.context import Context
-from state.lifecycle import Lifecycle
-from state.payloads import Answer, BranchRecord, SliceFinding
+from parallax.logic.stragglers import StragglerWatch, run_watched
+from parallax.logic.vote import normalize_answer
+from parallax.prompts.solve import answer_messages, slice_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.runtime.run_context import context_of
+from parallax.runtime.superstep import superstep_limit, superstep_shared
+from parallax.state.context import Context
+from parallax.state.lifecycle import Lifecycle
+from parallax.state.payloads import Answer, BranchRecord, SliceFinding
 
 INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief")
 

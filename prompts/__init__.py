@@ -1,1 +1,1 @@
-"""Prompt templates. The versioned playbook store lives here too once learning exists."""
+"""Prompt templates, one module per graph: builders that take only what a branch may see."""

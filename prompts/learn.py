@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from prompts.solve import JSON_RULE
+from parallax.prompts.solve import JSON_RULE
 
 
 def reflect_messages(task: str, answer: str, feedback: str, correct: bool, items: list[dict]) -> list[BaseMessage]:

@@ -1,87 +1,81 @@
-"""Run configuration, passed as LangGraph `context` (read in nodes via `Runtime[Context]`).
+"""Run configuration, passed as LangGraph `context` and read in nodes through `Runtime[Context]`.
 
-Every field falls back to an environment variable, so the CLI, `langgraph dev` and a
-deployed server all honour the same `.env` file, while an API caller can still override
-a field per run.
+Every field is optional: what a run leaves unset (None) comes from the process settings
+(`PARALLAX_*` variables, see parallax/runtime/settings.py), filled in by
+`parallax.runtime.run_context.resolved`. So the CLI, `langgraph dev` and a deployed server
+honour the same `.env` file, while an API caller can still override a field per run, and
+Studio shows each field with its description.
+
+Two fields are for code, not for API callers: `chat_model` and `embedder` let a test or a
+benchmark hand the graph a scripted model or a fake embedder instead of patching modules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from parallax import settings as settings_mod
-from parallax.settings import env
+ChatModelFactory = Callable[..., Awaitable[Any]]
+"""`await factory(model=..., timeout_s=..., max_tokens=...)` -> a LangChain chat model."""
+Embedder = Callable[[list[str]], Any]
+"""texts -> an (n, d) numpy array of unit vectors, one row per text, in order."""
 
 
-def _env_float(name: str, default: float) -> float:
-    return float(env(name, str(default)))
-
-
-def _env_int(name: str, default: int) -> int:
-    return int(env(name, str(default)))
+def _describe(text: str) -> dict:
+    return {"description": text}
 
 
 @dataclass(kw_only=True)
 class Context:
-    """Which models answer, how hard we retry, and how big the pieces are."""
+    """Which models answer, how hard we retry, and how big the pieces are (None = the process setting)."""
 
-    model: str = field(default_factory=lambda: env("PARALLAX_MODEL", ""))
-    """Model for direct and slice branches ('' = the endpoint's default)."""
-
-    judge_model: str = field(default_factory=lambda: env("PARALLAX_JUDGE_MODEL", ""))
-    """Model for the judge, red-team, reflect and curate calls ('' = `model`)."""
-
-    vote_models: str = field(default_factory=lambda: env("PARALLAX_VOTE_MODELS", ""))
-    """Comma-separated models cycled over vote branches ('' = `model`)."""
-
-    temperature: float = field(default_factory=lambda: _env_float("PARALLAX_TEMPERATURE", 0.2))
-    vote_temperature_min: float = 0.3
-    vote_temperature_max: float = 1.0
-
-    request_timeout_s: float = field(default_factory=lambda: _env_float("PARALLAX_REQUEST_TIMEOUT_S", 180.0))
-    """Per attempt. The embedded server answers one request at a time, so queued branches wait."""
-
-    max_attempts: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_ATTEMPTS", 3))
-    """Tries per model call on transient errors (429, 5xx, timeouts, connection)."""
-
-    max_concurrency: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_CONCURRENCY", 8))
-    """Most model calls in flight per fan-out (see nodes/concurrency.py)."""
-
-    straggler_factor: float = field(default_factory=lambda: _env_float(
-        "PARALLAX_STRAGGLER_FACTOR", 0.0 if settings_mod.load().response_format == "json_object_schema" else 3.0))
-    """Start a backup copy of a branch running this many times longer than its finished
-    siblings' median (0 = never). Off by default for llama.cpp servers (the embedded one
-    included): they answer one request at a time, so a copy could only queue behind the original."""
-
-    straggler_min_s: float = field(default_factory=lambda: _env_float("PARALLAX_STRAGGLER_MIN_S", 1.0))
-    """No backup for a branch that has run less than this, however fast its siblings were."""
-
-    max_reasks: int = 2
-    """Re-asks after a reply that does not parse; a re-ask is part of the same branch."""
-
-    max_tokens: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_TOKENS", 384))
-
-    slice_chars: int = field(default_factory=lambda: _env_int("PARALLAX_SLICE_CHARS", 6000))
-    """Largest slice a section branch receives (about 1,500 tokens)."""
-
-    max_input_chars: int = field(default_factory=lambda: _env_int("PARALLAX_MAX_INPUT_CHARS", 2_000_000))
-
-    playbook_chars: int = field(default_factory=lambda: _env_int("PARALLAX_PLAYBOOK_CHARS", 1200))
-    """Budget for playbook items put into one branch prompt."""
-
-    dedupe_threshold: float | None = field(
-        default_factory=lambda: float(env("PARALLAX_DEDUPE_THRESHOLD")) if env("PARALLAX_DEDUPE_THRESHOLD") else None
-    )
-    """Embedding similarity above which two lessons are one item (None = the merge's default)."""
-
-    guard_floor: float = field(default_factory=lambda: _env_float("PARALLAX_GUARD_FLOOR", 0.1))
-    """Fewest lessons a batch must yield per reflection that carried lessons before the guard fires."""
+    model: str | None = field(default=None, metadata=_describe(
+        "Model for direct and slice branches (PARALLAX_MODEL; '' = the endpoint's usual model)."))
+    judge_model: str | None = field(default=None, metadata=_describe(
+        "Model for the judge, red-team, reflect and curate calls (PARALLAX_JUDGE_MODEL; '' = model)."))
+    vote_models: str | None = field(default=None, metadata=_describe(
+        "Comma-separated models cycled over vote branches (PARALLAX_VOTE_MODELS; '' = model)."))
+    temperature: float | None = field(default=None, metadata=_describe(
+        "Temperature of direct and slice branches (PARALLAX_TEMPERATURE, default 0.2)."))
+    vote_temperature_min: float = field(default=0.3, metadata=_describe("Lowest temperature of the vote spread."))
+    vote_temperature_max: float = field(default=1.0, metadata=_describe("Highest temperature of the vote spread."))
+    request_timeout_s: float | None = field(default=None, metadata=_describe(
+        "Seconds per model call attempt (PARALLAX_REQUEST_TIMEOUT_S, default 180)."))
+    max_attempts: int | None = field(default=None, metadata=_describe(
+        "Tries per model call on 429, 5xx, timeouts and connection errors (PARALLAX_MAX_ATTEMPTS, default 3)."))
+    max_concurrency: int | None = field(default=None, metadata=_describe(
+        "Most model calls in flight per fan-out (PARALLAX_MAX_CONCURRENCY, default 8)."))
+    straggler_factor: float | None = field(default=None, metadata=_describe(
+        "Start a backup copy of a branch running this many times longer than the median of its finished "
+        "siblings; 0 = never (PARALLAX_STRAGGLER_FACTOR; default 3, 0 for llama.cpp servers)."))
+    straggler_min_s: float | None = field(default=None, metadata=_describe(
+        "No backup copy before a branch has run this many seconds (PARALLAX_STRAGGLER_MIN_S, default 1)."))
+    max_reasks: int = field(default=2, metadata=_describe(
+        "Re-asks after a reply that does not parse; a re-ask belongs to the same branch, never a new vote."))
+    max_tokens: int | None = field(default=None, metadata=_describe(
+        "Most tokens per model reply (PARALLAX_MAX_TOKENS, default 384)."))
+    slice_chars: int | None = field(default=None, metadata=_describe(
+        "Largest slice a section branch receives, in characters (PARALLAX_SLICE_CHARS, default 6000)."))
+    max_input_chars: int | None = field(default=None, metadata=_describe(
+        "Input size limit, task plus question (PARALLAX_MAX_INPUT_CHARS, default 2000000)."))
+    playbook_chars: int | None = field(default=None, metadata=_describe(
+        "Budget for playbook lessons in one branch prompt (PARALLAX_PLAYBOOK_CHARS, default 1200)."))
+    dedupe_threshold: float | None = field(default=None, metadata=_describe(
+        "Embedding similarity above which two lessons are one item (PARALLAX_DEDUPE_THRESHOLD; default: the merge's 0.80)."))
+    guard_floor: float | None = field(default=None, metadata=_describe(
+        "Fewest lessons a learn batch must yield per reflection before the guard redoes the merge "
+        "(PARALLAX_GUARD_FLOOR, default 0.1)."))
+    chat_model: Any = field(default=None, metadata=_describe(
+        "For code only: a ChatModelFactory used instead of ChatOpenAI on the configured endpoint."))
+    embedder: Any = field(default=None, metadata=_describe(
+        "For code only: an Embedder used instead of the local MiniLM."))
 
     @property
     def reviewer_model(self) -> str:
         """Model for calls that judge other calls: judge, red team, reflector, curator."""
-        return self.judge_model or self.model
+        return self.judge_model or self.model or ""
 
     def models_for_votes(self, n: int) -> list[str]:
-        pool = [m.strip() for m in self.vote_models.split(",") if m.strip()] or [self.model]
+        pool = [m.strip() for m in (self.vote_models or "").split(",") if m.strip()] or [self.model or ""]
         return [pool[i % len(pool)] for i in range(n)]

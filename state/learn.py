@@ -7,20 +7,25 @@ write clears it when the next batch starts, so a batch never sees the previous o
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
-from state.solve import Mode
+from parallax.state.solve import Mode
 
 
 def batch_runs(left: list[dict] | None, right: list[dict] | None) -> list[dict]:
     return [] if right is None else (left or []) + right
 
 
+def validation_sample(state: LearnState) -> list[dict]:
+    """The same first `val_size` validation tasks for every gate of the run."""
+    return list(state.get("val_tasks") or [])[: state.get("val_size", 50)]
+
+
 class LearnInput(TypedDict):
     tasks: list[dict]
-    """Training tasks: {"id", "input", "target"} (see nodes/tasks.py for the file format)."""
+    """Training tasks: {"id", "input", "target"} (see parallax/logic/task_files.py for the file format)."""
     val_tasks: NotRequired[list[dict]]
     batch: NotRequired[int]
     epochs: NotRequired[int]

@@ -10,10 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from state.lifecycle import BranchState
+from parallax.state.lifecycle import BranchState
 
 BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate"]
 BranchStatus = Literal["ok", "failed", "timeout"]
+BUSINESS = ("direct", "slice", "vote")
+"""Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
 
 
 class Answer(BaseModel):

@@ -6,9 +6,9 @@ branch re-run after a resume replaces its own record instead of adding a second 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 Mode = Literal["auto", "direct", "section", "vote"]
 Route = Literal["direct", "section", "vote"]

@@ -10,8 +10,8 @@ os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
 def _isolated_home(tmp_path, monkeypatch):
     """Every test gets its own PARALLAX_HOME, fresh circuit breakers and no straggler history,
     so no test sees another's."""
-    from nodes.stragglers import forget_recent
-    from parallax.circuit import reset_breakers
+    from parallax.logic.stragglers import forget_recent
+    from parallax.runtime.circuit_breaker import reset_breakers
 
     monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "parallax-home"))
     reset_breakers()

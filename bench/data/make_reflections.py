@@ -243,7 +243,8 @@ LESSONS: list[tuple[str, list[str], list[str]]] = [
                              "the DDM price divided by r + g"], [
         "Dividend discount model (Gordon): price = D1 / (r - g), with D1 = D0 x (1 + g).",
         "For the Gordon growth model grow the current dividend one year before dividing by (r - g).",
-        "In the dividend discount model the denominator is required return minus growth, and the numerator is next year's dividend.",
+        "In the dividend discount model the denominator is required return minus growth, "
+        "and the numerator is next year's dividend.",
         "Compute the DDM value with D1, not D0: D0(1 + g) / (r - g)."]),
     ("cost_of_equity_gordon", ["it solved for price instead of the cost of equity",
                                "the cost of equity forgot to add the growth rate"], [
@@ -286,7 +287,8 @@ LESSONS: list[tuple[str, list[str], list[str]]] = [
         "Operating cash flow = net income + non-cash expenses (depreciation) - increase in working capital.",
         "For OCF add depreciation back to net income and adjust for working capital changes.",
         "Operating cash flow adds back non-cash charges like depreciation and amortization.",
-        "Compute operating cash flow starting from net income, adding depreciation, then subtracting increases in working capital."]),
+        "Compute operating cash flow starting from net income, adding depreciation, "
+        "then subtracting increases in working capital."]),
     ("purchasing_power_parity", ["the inflation ratio was inverted in PPP",
                                  "PPP used interest rates instead of inflation rates"], [
         "Purchasing power parity: expected future exchange rate = spot x (1 + domestic inflation) / (1 + foreign inflation).",
@@ -411,7 +413,8 @@ LESSONS: list[tuple[str, list[str], list[str]]] = [
         "Use StockRepurchaseProgramAuthorizedAmount1 for the amount the board approved for buybacks."]),
     ("xbrl_repurchase_remaining", ["the amount left under the buyback was tagged as the authorized amount",
                                    "remaining repurchase capacity got the program size tag"], [
-        "Tag the amount still available under a share repurchase program with StockRepurchaseProgramRemainingAuthorizedRepurchaseAmount1.",
+        "Tag the amount still available under a share repurchase program with "
+        "StockRepurchaseProgramRemainingAuthorizedRepurchaseAmount1.",
         "For '$250 million remained available for repurchases' use StockRepurchaseProgramRemainingAuthorizedRepurchaseAmount1.",
         "What is left of a buyback authorization is StockRepurchaseProgramRemainingAuthorizedRepurchaseAmount1.",
         "Use StockRepurchaseProgramRemainingAuthorizedRepurchaseAmount1 for the unused repurchase authorization."]),
@@ -423,7 +426,8 @@ LESSONS: list[tuple[str, list[str], list[str]]] = [
         "Use EffectiveIncomeTaxRateContinuingOperations for the effective rate, not the statutory one."]),
     ("xbrl_statutory_tax_rate", ["the 21% federal statutory rate was tagged as the effective rate",
                                  "statutory rate in the reconciliation got the wrong tag"], [
-        "Tag the federal statutory rate in the tax reconciliation with EffectiveIncomeTaxRateReconciliationAtFederalStatutoryIncomeTaxRate.",
+        "Tag the federal statutory rate in the tax reconciliation with "
+        "EffectiveIncomeTaxRateReconciliationAtFederalStatutoryIncomeTaxRate.",
         "For 'the U.S. federal statutory rate of 21%' use EffectiveIncomeTaxRateReconciliationAtFederalStatutoryIncomeTaxRate.",
         "The statutory rate is EffectiveIncomeTaxRateReconciliationAtFederalStatutoryIncomeTaxRate, not the effective rate tag.",
         "Use EffectiveIncomeTaxRateReconciliationAtFederalStatutoryIncomeTaxRate for the 21% statutory federal rate."]),

@@ -10,15 +10,14 @@ the run: they finish before the shared server exists.
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-import parallax.models
-from parallax.local_model import LocalModelServer
-from parallax.settings import load
+import parallax.runtime.chat_models
+from parallax.runtime.model_server import LocalModelServer
+from parallax.runtime.settings import load
 
 MODEL_ALIAS = "smollm2-135m-instruct"
 
@@ -40,7 +39,7 @@ def pytest_runtest_makereport(item, call):
 def model_server(tmp_path_factory) -> Iterator[str]:
     """URL (…/v1) of the one real model server shared by the whole session."""
     home = tmp_path_factory.mktemp("model-server-home")
-    settings = dataclasses.replace(load(), home=home, base_url=None, model=MODEL_ALIAS, gguf=None)
+    settings = load().model_copy(update={"home": home, "base_url": None, "model": MODEL_ALIAS, "gguf": None})
     server = LocalModelServer(settings)
     server.start(timeout=180)
     try:
@@ -57,9 +56,8 @@ def real_model(model_server, monkeypatch) -> str:
     monkeypatch.setenv("PARALLAX_MODEL", MODEL_ALIAS)
     for name in ("PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL"):
         monkeypatch.delenv(name, raising=False)
-    # parallax.models caches the resolved endpoint and its chat clients for the whole
-    # process: start each test without them (monkeypatch restores them afterwards), so
-    # no test's endpoint or client leaks into the next one.
-    monkeypatch.setattr(parallax.models, "_base_url", None)
-    monkeypatch.setattr(parallax.models, "_clients", weakref.WeakKeyDictionary(), raising=False)
+    # chat_models caches its clients per event loop and endpoint for the whole process:
+    # start each test without them (monkeypatch restores them afterwards), so no test's
+    # client leaks into the next one.
+    monkeypatch.setattr(parallax.runtime.chat_models, "_clients", weakref.WeakKeyDictionary())
     return model_server

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from langgraph.store.memory import InMemoryStore
 
-from graphs.learn import builder
-from nodes.playbook_access import for_store
-from nodes.tasks import load_tasks
+from parallax.graphs.learn import builder
+from parallax.logic.task_files import load_tasks
+from parallax.runtime.storage.stores import playbooks_in
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ async def test_learn_on_formula_tasks_commits_or_rejects_with_a_reason(real_mode
     for batch in out["batches"]:
         assert batch["reflections"] == 2
         assert batch["accepted"] or batch["reason"], batch
-    head = await for_store(store).head("formula")
+    head = await playbooks_in(store).head("formula")
     accepted = [b for b in out["batches"] if b["accepted"]]
     assert head.version == out["to_version"] == len(accepted)
     assert len(head.active) == out["batches"][-1]["items_total"]

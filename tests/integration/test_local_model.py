@@ -17,14 +17,14 @@ import psutil
 import pytest
 from openai import OpenAI
 
-from parallax import local_model
-from parallax.local_model import (
+from parallax.runtime import model_server
+from parallax.runtime.model_server import (
     LocalModelServer,
     ModelServerError,
     default_gguf_path,
-    resolve_base_url,
+    endpoint,
 )
-from parallax.settings import load
+from parallax.runtime.settings import load
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,9 +40,9 @@ def settings(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fresh_singleton():
-    local_model._shutdown()
+    model_server.shutdown()
     yield
-    local_model._shutdown()
+    model_server.shutdown()
 
 
 def llama_children() -> list[psutil.Process]:
@@ -66,7 +66,7 @@ def test_server_answers_chat_and_stops_cleanly(settings):
         pid, port = server.process.pid, server.port
         client = OpenAI(base_url=server.url, api_key=settings.api_key)
         reply = client.chat.completions.create(
-            model=settings.model,
+            model=settings.chat_model_name,
             messages=[{"role": "user", "content": "Say hello"}],
             max_tokens=16,
         )
@@ -83,7 +83,7 @@ def test_concurrent_resolve_starts_one_server(settings, fresh_singleton):
 
     def call():
         barrier.wait()
-        urls.append(resolve_base_url(settings))
+        urls.append(endpoint(settings))
 
     threads = [threading.Thread(target=call) for _ in range(4)]
     for t in threads:
@@ -91,16 +91,16 @@ def test_concurrent_resolve_starts_one_server(settings, fresh_singleton):
     for t in threads:
         t.join(180)
     assert len(urls) == 4 and len(set(urls)) == 1
-    assert urls[0] == local_model._server.url
+    assert urls[0] == model_server._server.url
     assert len(llama_children()) == 1
-    assert resolve_base_url(settings) == urls[0]  # cached
+    assert endpoint(settings) == urls[0]  # cached
 
 
 def test_missing_gguf_names_the_path(settings, fresh_singleton, monkeypatch, tmp_path):
     missing = tmp_path / "nope" / "model.gguf"
     monkeypatch.setenv("PARALLAX_GGUF", str(missing))
     s = load()
-    for attempt in (default_gguf_path, LocalModelServer, resolve_base_url):
+    for attempt in (default_gguf_path, LocalModelServer, endpoint):
         with pytest.raises(ModelServerError, match=re.escape(str(missing))) as err:
             attempt(s)
         assert "PARALLAX_GGUF" in str(err.value)
@@ -108,9 +108,9 @@ def test_missing_gguf_names_the_path(settings, fresh_singleton, monkeypatch, tmp
 
 
 def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tmp_path):
-    """`parallax model serve` in one process; `resolve_base_url` in another reuses it."""
+    """`parallax model serve` in one process; `endpoint` in another reuses it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = "from parallax import settings, local_model; local_model.serve_forever(settings.load())"
+    code = "from parallax.runtime import settings, model_server; model_server.serve_forever(settings.load())"
     stderr = tmp_path / "serve.stderr"
     with open(stderr, "wb") as err:
         serve = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stderr=err)
@@ -121,9 +121,9 @@ def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tm
             time.sleep(0.5)
         info = json.loads(settings.model_server_file.read_text())
         assert set(info) == {"url", "pid", "model", "gguf", "started_at"}
-        assert info["model"] == settings.model and psutil.pid_exists(info["pid"])
-        assert resolve_base_url(settings) == info["url"]
-        assert local_model._server is None and not llama_children()
+        assert info["model"] == settings.chat_model_name and psutil.pid_exists(info["pid"])
+        assert endpoint(settings) == info["url"]
+        assert model_server._server is None and not llama_children()
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(30)

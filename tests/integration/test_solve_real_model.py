@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from graphs.solve import graph
-from nodes.slicing import split_into_slices
-from nodes.vote import normalize_answer
-from state.payloads import BranchRecord
+from parallax.graphs.solve import graph
+from parallax.logic.slicing import split_into_slices
+from parallax.logic.vote import normalize_answer
+from parallax.state.payloads import BranchRecord
 
 pytestmark = pytest.mark.integration
 

@@ -10,14 +10,15 @@ from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
 
-from graphs.solve import builder as solve_builder
-from nodes.route import InvalidInput, validate
-from nodes.tasks import TaskFileError, load_tasks
-from parallax import settings as settings_mod
 from parallax.cli import app
-from prompts.playbook_store import NAME_RE, PlaybookError, check_tenant, parse_playbook
-from state.context import Context
-from tests.fakes import install
+from parallax.graphs.solve import builder as solve_builder
+from parallax.logic.routing import InvalidInput, validate
+from parallax.logic.task_files import TaskFileError, load_tasks
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.storage.namespaces import NAME_RE, StoreError, check_tenant
+from parallax.runtime.storage.playbook_files import parse_playbook
+from parallax.state.context import Context
+from tests.support.scripted_model import scripted
 
 runner = CliRunner()
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -44,8 +45,8 @@ def assert_refused(result, message: str) -> None:
 ])
 def test_cli_refuses_bad_input_and_writes_nothing(monkeypatch, args, message):
     monkeypatch.setenv("PARALLAX_MAX_INPUT_CHARS", "20")
-    calls = install(monkeypatch, lambda p, t, i: "{}")
-    assert_refused(runner.invoke(app, args), message)
+    model_ctx, calls = scripted(lambda p, t, i: "{}")
+    assert_refused(runner.invoke(app, args, obj=model_ctx), message)
     assert calls == [] and not settings_mod.load().home.exists()
 
 
@@ -55,16 +56,17 @@ def test_unknown_playbook_version_for_eval_is_refused(tmp_path, monkeypatch):
     export = tmp_path / "pb.json"
     export.write_text(json.dumps([{"id": "pb-1", "text": "Add carefully."}]))
     assert runner.invoke(app, ["playbook", "import", str(export), "--playbook", "ops"]).exit_code == 0
-    calls = install(monkeypatch, lambda p, t, i: "{}")
-    assert_refused(runner.invoke(app, ["eval", str(data), "--playbook", "ops", "--version", "9"]), "has no version 9")
-    assert_refused(runner.invoke(app, ["eval", str(data), "--playbook", "opz"]), "unknown playbook 'opz'")
+    model_ctx, calls = scripted(lambda p, t, i: "{}")
+    assert_refused(runner.invoke(app, ["eval", str(data), "--playbook", "ops", "--version", "9"], obj=model_ctx),
+                   "has no version 9")
+    assert_refused(runner.invoke(app, ["eval", str(data), "--playbook", "opz"], obj=model_ctx), "unknown playbook 'opz'")
     assert calls == []
 
 
 async def test_the_graph_refuses_an_unknown_playbook_before_any_model_call(monkeypatch):
-    calls = install(monkeypatch, lambda p, t, i: "{}")
+    model_ctx, calls = scripted(lambda p, t, i: "{}")
     with pytest.raises(InvalidInput, match="unknown playbook 'typo'"):
-        await solve_builder.compile(store=InMemoryStore()).ainvoke({"task": "2+2?", "playbook": "typo"})
+        await solve_builder.compile(store=InMemoryStore()).ainvoke({"task": "2+2?", "playbook": "typo"}, context=model_ctx)
     assert calls == []
 
 
@@ -92,7 +94,7 @@ def test_tenant_names_are_accepted_exactly_when_they_are_safe(name):
     try:
         assert check_tenant(name) == name
         assert NAME_RE.fullmatch(name) and "/" not in name and ".." not in name
-    except PlaybookError as exc:
+    except StoreError as exc:
         assert "bad tenant" in str(exc) and not NAME_RE.fullmatch(name)
 
 
@@ -101,7 +103,7 @@ def test_tenant_names_are_accepted_exactly_when_they_are_safe(name):
 def test_playbook_files_parse_or_say_why(text):
     try:
         items = parse_playbook(text)
-    except PlaybookError as exc:
+    except StoreError as exc:
         assert str(exc)
     else:
         assert all(item.text.strip() for item in items)

@@ -90,7 +90,7 @@ def test_chaos_check_catches_a_lost_and_a_double_counted_vote():
 def test_learn_speed_starts_both_modes_with_a_cold_embedding_cache(capsys, monkeypatch):
     """The second mode must not reuse vectors the first one computed (that once inflated the speed-up)."""
     from bench import learn_speed
-    from parallax import embeddings
+    from parallax.runtime import embeddings
 
     cleared = []
     real_forget = embeddings.forget

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from graphs.solve import graph
-from parallax.circuit import CircuitBreaker, CircuitOpen
-from tests.fakes import install
+from parallax.graphs.solve import graph
+from parallax.runtime.circuit_breaker import CircuitBreaker, CircuitOpen
+from tests.support.scripted_model import scripted
 from tests.unit.test_solve_graph import _error, answer
 
 
@@ -43,10 +43,10 @@ def test_a_failed_probe_opens_the_circuit_again():
 async def test_branches_fail_fast_once_the_endpoint_circuit_is_open(monkeypatch):
     monkeypatch.setenv("PARALLAX_BREAKER_FAILURES", "3")
     monkeypatch.setenv("PARALLAX_BREAKER_RESET_S", "60")
-    calls = install(monkeypatch, lambda p, t, i: _error(500))
-    first = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 1})
+    model_ctx, calls = scripted(lambda p, t, i: _error(500))
+    first = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 1}, context=model_ctx)
     assert first["status"] == "failed" and len(calls) == 3  # three attempts, then the circuit opens
-    second = await graph.ainvoke({"task": "What is 3 + 3?", "mode": "vote", "votes": 2})
+    second = await graph.ainvoke({"task": "What is 3 + 3?", "mode": "vote", "votes": 2}, context=model_ctx)
     assert second["status"] == "failed" and len(calls) == 3  # no call reached the endpoint
     assert "circuit open" in second["reason"]
 
@@ -59,7 +59,7 @@ async def test_client_errors_do_not_trip_the_breaker(monkeypatch):
         seen.append(i)
         return _error(400) if len(seen) <= 4 else answer("4")
 
-    install(monkeypatch, script)
-    await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 4})
-    out = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 1})
+    model_ctx, _ = scripted(script)
+    await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 4}, context=model_ctx)
+    out = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 1}, context=model_ctx)
     assert out["status"] == "ok" and out["votes"] == {"4": 1}

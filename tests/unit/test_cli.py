@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from parallax.cli import app
-from tests.fakes import install
+from tests.support.scripted_model import scripted
 
 runner = CliRunner()
 
@@ -26,8 +26,8 @@ runner = CliRunner()
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, message, tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("PARALLAX_HOME", str(home))
-    calls = install(monkeypatch, lambda p, t, i: "{}")
-    result = runner.invoke(app, args)
+    model_ctx, calls = scripted(lambda p, t, i: "{}")
+    result = runner.invoke(app, args, obj=model_ctx)
     assert result.exit_code == 2
     assert message in result.output
     assert len(result.output.strip().splitlines()) == 1
@@ -44,8 +44,9 @@ def test_non_utf8_file_is_refused(tmp_path, monkeypatch):
 def test_run_json_prints_the_contract_and_checkpoints_the_thread(tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("PARALLAX_HOME", str(home))
-    install(monkeypatch, lambda p, t, i: json.dumps({"reasoning": "r", "answer": "22"}))
-    result = runner.invoke(app, ["run", "17 sheep plus 5 sheep: how many?", "--votes", "3", "--thread", "t-1", "--json"])
+    model_ctx, _ = scripted(lambda p, t, i: json.dumps({"reasoning": "r", "answer": "22"}))
+    result = runner.invoke(app, ["run", "17 sheep plus 5 sheep: how many?", "--votes", "3", "--thread", "t-1", "--json"],
+                           obj=model_ctx)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     for key in ("answer", "mode", "status", "confidence", "branches", "votes", "trace_id", "thread_id", "playbook_version"):
@@ -58,7 +59,7 @@ def test_run_json_prints_the_contract_and_checkpoints_the_thread(tmp_path, monke
 
 
 def test_failed_run_exits_1(tmp_path, monkeypatch):
-    install(monkeypatch, lambda p, t, i: ValueError("endpoint says no"))
-    result = runner.invoke(app, ["run", "What is 2 + 2?", "--votes", "2", "--json"])
+    model_ctx, _ = scripted(lambda p, t, i: ValueError("endpoint says no"))
+    result = runner.invoke(app, ["run", "What is 2 + 2?", "--votes", "2", "--json"], obj=model_ctx)
     assert result.exit_code == 1
     assert json.loads(result.stdout)["status"] == "failed"

@@ -7,10 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import nodes.consolidate
 from parallax.cli import app
-from tests.fakes import install
-from tests.unit.test_learn_graph import bag_of_words, scripted, tasks
+from tests.support.scripted_model import scripted
+from tests.unit.test_learn_graph import bag_of_words, learning_script, tasks
 
 runner = CliRunner()
 
@@ -21,37 +20,39 @@ def write_tasks(path, n, target="2.0"):
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setattr(nodes.consolidate, "embed", bag_of_words)
-    return install(monkeypatch, scripted(lambda p: "2.0"))
+def fake():
+    """The run Context every command of a test gets (a scripted model and a bag-of-words embedder)."""
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
+    return model_ctx
 
 
 def test_learn_json_contract_then_eval_and_history(tmp_path, fake):
     train, val = write_tasks(tmp_path / "train.jsonl", 4), write_tasks(tmp_path / "val.jsonl", 3)
-    result = runner.invoke(app, ["learn", str(train), "--val", str(val), "--batch", "2", "--playbook", "fin", "--json"])
+    result = runner.invoke(app, ["learn", str(train), "--val", str(val), "--batch", "2", "--playbook", "fin", "--json"], obj=fake)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert (out["playbook"], out["from_version"], out["to_version"], out["accepted"]) == ("fin", 0, 2, True)
     assert out["val_accuracy_before"] == 1.0 and out["val_accuracy_after"] == 1.0
-    assert [set(b) >= {"reflections", "operations", "items_added", "items_total", "guard_triggered"} for b in out["batches"]] == [True, True]
+    assert [set(b) >= {"reflections", "operations", "items_added", "items_total", "guard_triggered"}
+            for b in out["batches"]] == [True, True]
 
-    evaluated = runner.invoke(app, ["eval", str(val), "--playbook", "fin", "--version", "1", "--json"])
+    evaluated = runner.invoke(app, ["eval", str(val), "--playbook", "fin", "--version", "1", "--json"], obj=fake)
     assert evaluated.exit_code == 0, evaluated.output
     report = json.loads(evaluated.stdout)
     assert (report["accuracy"], report["n"], report["errors"], report["playbook_version"]) == (1.0, 3, 0, 1)
     lines = open(report["results_file"]).read().splitlines()
     assert len(lines) == 3 and json.loads(lines[0])["correct"] is True
 
-    history = json.loads(runner.invoke(app, ["playbook", "history", "--playbook", "fin", "--json"]).stdout)
+    history = json.loads(runner.invoke(app, ["playbook", "history", "--playbook", "fin", "--json"], obj=fake).stdout)
     assert [h["version"] for h in history] == [1, 2]
 
 
 def test_bad_jsonl_names_the_line_and_skip_bad_continues(tmp_path, fake):
     train = write_tasks(tmp_path / "train.jsonl", 2)
     train.write_text(train.read_text() + "{not json\n" + json.dumps({"target": "1"}) + "\n")
-    result = runner.invoke(app, ["learn", str(train), "--json"])
+    result = runner.invoke(app, ["learn", str(train), "--json"], obj=fake)
     assert result.exit_code == 2 and "train.jsonl:3" in result.output and "--skip-bad" in result.output
-    result = runner.invoke(app, ["learn", str(train), "--skip-bad", "--batch", "2", "--json"])
+    result = runner.invoke(app, ["learn", str(train), "--skip-bad", "--batch", "2", "--json"], obj=fake)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["batches"][0]["reflections"] == 2
 
@@ -65,6 +66,6 @@ def test_bad_jsonl_names_the_line_and_skip_bad_continues(tmp_path, fake):
 ])
 def test_bad_learn_and_eval_input_exits_2(tmp_path, fake, args, message):
     train = write_tasks(tmp_path / "train.jsonl", 2)
-    result = runner.invoke(app, [str(train) if a == "TRAIN" else a for a in args])
+    result = runner.invoke(app, [str(train) if a == "TRAIN" else a for a in args], obj=fake)
     assert result.exit_code == 2, result.output
     assert message in result.output

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+
 import pytest
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 from typer.testing import CliRunner
 
-from parallax import settings
-from parallax.cli_playbook import playbook_app
-from prompts.playbook_store import PlaybookStore
-from state.playbook import Operation
+from parallax.cli.playbook import playbook_app
+from parallax.runtime import settings
+from parallax.runtime.storage.playbook_store import PlaybookStore
+from parallax.state.playbook import Operation
 
 runner = CliRunner()
 
@@ -42,7 +43,8 @@ def test_history_json_shape():
     result = invoke("history", "--json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
-    assert [(r["version"], r["parent"], r["items"], r["accepted"]) for r in rows] == [(1, 0, 1, True), (2, 1, 1, True), (3, 2, 2, True)]
+    assert ([(r["version"], r["parent"], r["items"], r["accepted"]) for r in rows]
+            == [(1, 0, 1, True), (2, 1, 1, True), (3, 2, 2, True)])
     assert rows[0]["created_by"] == "learn-0" and rows[2]["gate"] == {"val_accuracy_after": 0.5}
     assert all(r["created_at"] for r in rows)
 

@@ -16,7 +16,7 @@ import openai
 import pytest
 from pydantic import ValidationError
 
-from parallax.fault_server import FaultConfig, FaultServer, messages_hash, schema_instance
+from tests.support.fault_server import FaultConfig, FaultServer, messages_hash, schema_instance
 
 ANSWER_SCHEMA = {
     "type": "object",
@@ -159,7 +159,7 @@ def test_request_log_records_hashes_faults_and_status(tmp_path):
     assert {"500", "ok"} <= set(expected)
     with FaultServer(config) as url:
         for i in range(6):
-            _catch(lambda: client(url).chat.completions.create(
+            _catch(lambda i=i: client(url).chat.completions.create(
                 model="m", temperature=0.5, messages=[{"role": "user", "content": f"q{i % 3}"}]))
         log = httpx.get(f"{url[:-3]}/_log").json()
         assert [e["id"] for e in log] == sorted(e["id"] for e in log) and len({e["id"] for e in log}) == 6
@@ -203,7 +203,7 @@ def test_rates_above_one_are_rejected():
 def test_command_line_prints_its_url_and_stops_on_sigterm(tmp_path):
     log_file = tmp_path / "cli.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "parallax.fault_server", "--port", "0", "--fault-rate", "0", "--seed", "3",
+        [sys.executable, "-m", "tests.support.fault_server", "--port", "0", "--fault-rate", "0", "--seed", "3",
          "--log", str(log_file)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -218,14 +218,14 @@ def test_command_line_prints_its_url_and_stops_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert [json.loads(x)["status"] for x in log_file.read_text().splitlines()] == [200]
-    bad = subprocess.run([sys.executable, "-m", "parallax.fault_server", "--host", "0.0.0.0"],
+    bad = subprocess.run([sys.executable, "-m", "tests.support.fault_server", "--host", "0.0.0.0"],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "loopback" in bad.stderr
 
 
 async def test_product_call_path_survives_rate_limits(monkeypatch):
-    from graphs.solve import graph
-    from parallax import models
+    from parallax.graphs.solve import graph
+    from parallax.runtime import chat_models as models
 
     seed = 0
     config = FaultConfig(rate_429=0.3, retry_after_s=0, seed=seed)
@@ -236,7 +236,6 @@ async def test_product_call_path_survives_rate_limits(monkeypatch):
     with FaultServer(config) as url:
         monkeypatch.setenv("OPENAI_BASE_URL", url)
         monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
-        monkeypatch.setattr(models, "_base_url", None)
         monkeypatch.setattr(models, "_clients", weakref.WeakKeyDictionary())
         out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 5})
         log = httpx.get(f"{url[:-3]}/_log").json()

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from bench import fidelity
-from tests.fakes import install
+from tests.support.scripted_model import scripted
 
 LESSONS = {
     "gross_margin": ["Gross margin is revenue minus COGS, divided by revenue.",
@@ -72,9 +72,9 @@ def test_baseline_and_model_curator_go_through_the_product_model_path(reflection
             return json.dumps({"entries": [{"section": "s", "text": lesson, "about": fidelity.subject(lesson)}]})
         return json.dumps({"items": ["Check the formula before computing.", "Gross margin is revenue minus COGS over revenue."]})
 
-    calls = install(monkeypatch, script)
+    model_ctx, calls = scripted(script)
     out = fidelity.main(["--reflections", str(reflections), "--batches", "1,12", "--curator", "model",
-                         "--embedder", "bow"])
+                         "--embedder", "bow"], chat_model=model_ctx.chat_model)
     curate_calls = sum("You turn lessons" in p for p, _ in calls)
     assert curate_calls == 12 and len(calls) == 12 + 12 + 1  # per reflection, then one call per baseline batch
     assert out["batches"]["1"]["lessons_retained"] == out["batches"]["12"]["lessons_retained"] == 4

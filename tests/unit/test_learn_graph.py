@@ -10,10 +10,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
-import nodes.consolidate
-from graphs.learn import builder
-from nodes.playbook_access import for_store
-from tests.fakes import install
+from parallax.graphs.learn import builder
+from parallax.runtime.storage.stores import playbooks_in
+from tests.support.scripted_model import scripted
 
 LESSON = "Current ratio = current assets / current liabilities; round to 2 decimals."
 VOCAB = sorted(set("current ratio assets liabilities round decimals margin gross revenue cost".split()))
@@ -30,7 +29,7 @@ def tasks(n, target="2.0"):
             for i in range(n)]
 
 
-def scripted(solve_answer):
+def learning_script(solve_answer):
     def script(prompt, t, i):
         if "You review one solved task" in prompt:
             return json.dumps({"diagnosis": "divided the wrong way", "lessons": [LESSON], "item_tags": []})
@@ -42,18 +41,17 @@ def scripted(solve_answer):
 
 @pytest.fixture
 def store(monkeypatch):
-    monkeypatch.setattr(nodes.consolidate, "embed", bag_of_words)
     return InMemoryStore()
 
 
 async def test_two_batches_learn_one_lesson_and_commit_two_versions(store, monkeypatch):
-    calls = install(monkeypatch, scripted(lambda p: "2.0"))
+    model_ctx, calls = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
     graph = builder.compile(store=store)
-    out = await graph.ainvoke({"tasks": tasks(4), "batch": 2, "mode": "direct", "playbook": "fin"})
+    out = await graph.ainvoke({"tasks": tasks(4), "batch": 2, "mode": "direct", "playbook": "fin"}, context=model_ctx)
     assert (out["from_version"], out["to_version"], out["accepted"]) == (0, 2, True)
     assert [b["reflections"] for b in out["batches"]] == [2, 2]
     assert [b["items_total"] for b in out["batches"]] == [1, 1]
-    head = await for_store(store).head("fin")
+    head = await playbooks_in(store).head("fin")
     assert head.version == 2 and len(head.active) == 1
     item = head.active[0]
     assert item.text == LESSON and len(item.provenance) == 8  # 4 reflections x (reflection id, trace id)
@@ -64,51 +62,52 @@ async def test_two_batches_learn_one_lesson_and_commit_two_versions(store, monke
 
 async def test_gate_rejects_a_candidate_that_makes_validation_worse(store, monkeypatch):
     # correct without lessons, wrong once a lesson is in the prompt
-    install(monkeypatch, scripted(lambda p: "7.5" if "Lessons from earlier runs" in p else "2.0"))
+    model_ctx, _ = scripted(learning_script(lambda p: "7.5" if "Lessons from earlier runs" in p else "2.0"),
+                            embedder=bag_of_words)
     graph = builder.compile(store=store)
-    out = await graph.ainvoke({"tasks": tasks(2), "val_tasks": tasks(3), "batch": 2, "mode": "direct"})
+    out = await graph.ainvoke({"tasks": tasks(2), "val_tasks": tasks(3), "batch": 2, "mode": "direct"}, context=model_ctx)
     assert out["val_accuracy_before"] == 1.0
     assert out["accepted"] is False and out["to_version"] == 0
     assert out["batches"][0]["accepted"] is False and "fell from 1.0 to 0.0" in out["batches"][0]["reason"]
-    playbooks = for_store(store)
+    playbooks = playbooks_in(store)
     assert (await playbooks.head("default")).version == 0
     assert len(await playbooks.candidates("default")) == 1
 
 
 async def test_approve_pauses_for_a_human_and_no_keeps_the_head(store, monkeypatch):
-    install(monkeypatch, scripted(lambda p: "2.0"))
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
     graph = builder.compile(store=store, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "approve-1"}}
-    await graph.ainvoke({"tasks": tasks(2), "batch": 2, "mode": "direct", "approve": True}, config)
+    await graph.ainvoke({"tasks": tasks(2), "batch": 2, "mode": "direct", "approve": True}, config, context=model_ctx)
     state = await graph.aget_state(config)
     assert state.interrupts and [i["text"] for i in state.interrupts[0].value["diff"]["added"]] == [LESSON]
-    out = await graph.ainvoke(Command(resume="no"), config)
+    out = await graph.ainvoke(Command(resume="no"), config, context=model_ctx)
     assert out["accepted"] is False and out["batches"][0]["reason"] == "rejected by a human reviewer"
-    assert (await for_store(store).head("default")).version == 0
+    assert (await playbooks_in(store).head("default")).version == 0
 
 
 async def test_bad_learn_input_is_refused(store, monkeypatch):
-    install(monkeypatch, scripted(lambda p: "2.0"))
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
     with pytest.raises(ValueError, match="batch must be at least 1"):
-        await builder.compile(store=store).ainvoke({"tasks": tasks(1), "batch": 0})
+        await builder.compile(store=store).ainvoke({"tasks": tasks(1), "batch": 0}, context=model_ctx)
     with pytest.raises(ValueError, match="no training tasks"):
-        await builder.compile(store=store).ainvoke({"tasks": []})
+        await builder.compile(store=store).ainvoke({"tasks": []}, context=model_ctx)
 
 
 async def test_guard_fires_loudly_when_a_batch_yields_too_few_lessons(store, monkeypatch, caplog):
     # four reflections, one shared lesson: a yield of 1/4 is below a floor of 0.5 per reflection
     monkeypatch.setenv("PARALLAX_GUARD_FLOOR", "0.5")
-    install(monkeypatch, scripted(lambda p: "2.0"))
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
     with caplog.at_level("WARNING", logger="parallax.learn"):
-        out = await builder.compile(store=store).ainvoke({"tasks": tasks(4), "batch": 4, "mode": "direct"})
+        out = await builder.compile(store=store).ainvoke({"tasks": tasks(4), "batch": 4, "mode": "direct"}, context=model_ctx)
     assert out["batches"][0]["guard_triggered"] is True
     assert any("GUARD" in r.message and "redoing the merge" in r.message for r in caplog.records)
     assert out["batches"][0]["items_total"] == 1  # the redo cannot invent lessons either
 
 
 async def test_guard_stays_quiet_at_the_default_floor(store, monkeypatch):
-    install(monkeypatch, scripted(lambda p: "2.0"))
-    out = await builder.compile(store=store).ainvoke({"tasks": tasks(4), "batch": 4, "mode": "direct"})
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
+    out = await builder.compile(store=store).ainvoke({"tasks": tasks(4), "batch": 4, "mode": "direct"}, context=model_ctx)
     assert out["batches"][0]["guard_triggered"] is False
 
 
@@ -118,9 +117,10 @@ async def test_a_batch_without_lessons_commits_no_version_and_skips_the_gate(sto
             return json.dumps({"diagnosis": "fine", "lessons": [], "item_tags": []})
         return json.dumps({"reasoning": "r", "answer": "2.0"})
 
-    calls = install(monkeypatch, script)
-    out = await builder.compile(store=store).ainvoke({"tasks": tasks(2), "val_tasks": tasks(3), "batch": 2, "mode": "direct"})
+    model_ctx, calls = scripted(script, embedder=bag_of_words)
+    out = await builder.compile(store=store).ainvoke({"tasks": tasks(2), "val_tasks": tasks(3), "batch": 2, "mode": "direct"},
+                                                     context=model_ctx)
     assert out["to_version"] == 0 and out["batches"][0]["accepted"] is False
     assert out["batches"][0]["reason"].startswith("no operations")
     assert len([p for p, _ in calls if "You solve tasks carefully" in p]) == 2 + 3  # train runs + one baseline eval
-    assert await for_store(store).candidates("default") == []
+    assert await playbooks_in(store).candidates("default") == []

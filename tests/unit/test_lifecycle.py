@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
-from graphs.solve import graph
-from nodes.stragglers import StragglerWatch
-from state.context import Context
-from state.lifecycle import IllegalTransition, Lifecycle, is_legal
-from tests.fakes import install
+from parallax.graphs.solve import graph
+from parallax.logic.stragglers import StragglerWatch
+from parallax.runtime.run_context import resolved
+from parallax.state.context import Context
+from parallax.state.lifecycle import IllegalTransition, Lifecycle, is_legal
+from tests.support.scripted_model import scripted
 from tests.unit.test_solve_graph import _error
 
 
@@ -41,8 +43,8 @@ def test_the_lifecycle_refuses_an_edge_it_does_not_have():
 
 
 async def test_a_clean_branch_goes_pending_dispatched_in_progress_completed(monkeypatch):
-    install(monkeypatch, lambda p, t, i: answer("9"))
-    out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3})
+    model_ctx, _ = scripted(lambda p, t, i: answer("9"))
+    out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3}, context=model_ctx)
     assert paths(out) == [["PENDING", "DISPATCHED", "IN_PROGRESS", "COMPLETED"]] * 3
     for b in votes_of(out):
         times = [t["at"] for t in b["transitions"]]
@@ -60,8 +62,8 @@ async def test_retries_and_reasks_are_transitions_with_reasons(monkeypatch):
             return "not json at all"
         return answer("9")
 
-    install(monkeypatch, script)
-    out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3})
+    model_ctx, _ = scripted(script)
+    out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3}, context=model_ctx)
     by_temperature = {b["temperature"]: b for b in votes_of(out)}
     rate_limited = by_temperature[0.3]["transitions"]
     assert [t["state"] for t in rate_limited] == ["PENDING", "DISPATCHED", "IN_PROGRESS", "FAILED", "RETRY",
@@ -74,10 +76,10 @@ async def test_retries_and_reasks_are_transitions_with_reasons(monkeypatch):
 
 
 async def test_a_branch_out_of_retries_is_escalated(monkeypatch):
-    install(monkeypatch, lambda p, t, i: _error(500) if t == 1.0 else answer("9"))
+    model_ctx, _ = scripted(lambda p, t, i: _error(500) if t == 1.0 else answer("9"))
     monkeypatch.setenv("PARALLAX_MAX_ATTEMPTS", "2")
-    monkeypatch.setattr("parallax.structured._delay_after", lambda exc, n: 0.0)
-    out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3})
+    monkeypatch.setattr("parallax.runtime.retry.delay_after", lambda exc, n: 0.0)
+    out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3}, context=model_ctx)
     failed = [b for b in votes_of(out) if b["status"] != "ok"]
     assert len(failed) == 1 and failed[0]["state"] == "ESCALATED"
     assert [t["state"] for t in failed[0]["transitions"]] == ["PENDING", "DISPATCHED", "IN_PROGRESS", "FAILED", "RETRY",
@@ -100,8 +102,8 @@ def slow_first_call_at(temperature: float, delay: float, fast: float = 0.02):
 
 
 async def test_a_straggler_gets_a_backup_copy_that_wins_and_the_vote_counts_once(monkeypatch):
-    calls = install(monkeypatch, slow_first_call_at(1.0, delay=5.0))
-    ctx = Context(straggler_factor=3.0, straggler_min_s=0.2)
+    model_ctx, calls = scripted(slow_first_call_at(1.0, delay=5.0))
+    ctx = replace(model_ctx, straggler_factor=3.0, straggler_min_s=0.2)
     out = await asyncio.wait_for(graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 5}, context=ctx), 4.0)
     assert out["votes"] == {"9": 5} and out["status"] == "ok"
     assert len(calls) == 6  # five branches plus one backup copy
@@ -116,9 +118,9 @@ async def test_a_straggler_gets_a_backup_copy_that_wins_and_the_vote_counts_once
 
 
 async def test_without_stragglers_on_the_slow_branch_is_waited_for(monkeypatch):
-    calls = install(monkeypatch, slow_first_call_at(1.0, delay=0.6))
+    model_ctx, calls = scripted(slow_first_call_at(1.0, delay=0.6))
     out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 5},
-                              context=Context(straggler_factor=0.0))
+                              context=replace(model_ctx, straggler_factor=0.0))
     assert len(calls) == 5 and not any(b.get("backup") for b in votes_of(out))
     assert out["votes"] == {"9": 5}
 
@@ -133,9 +135,9 @@ async def test_the_original_wins_when_it_finishes_first(monkeypatch):
             return (0.5, answer("9")) if seen[t] == 1 else (5.0, answer("wrong"))
         return (0.02, answer("9"))
 
-    calls = install(monkeypatch, script)
+    model_ctx, calls = scripted(script)
     out = await asyncio.wait_for(graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 5},
-                                               context=Context(straggler_factor=3.0, straggler_min_s=0.2)), 4.0)
+                                               context=replace(model_ctx, straggler_factor=3.0, straggler_min_s=0.2)), 4.0)
     raced = [b for b in votes_of(out) if b.get("backup")]
     assert len(raced) == 1 and raced[0]["backup"]["winner"] == "original"
     assert raced[0]["vote"] == "9" and out["votes"] == {"9": 5}  # the cancelled copy's "wrong" never counts
@@ -151,9 +153,9 @@ async def test_a_failing_original_lets_the_backup_finish(monkeypatch):
             return (0.35, _error(400))  # the original fails for good after the backup started
         return (0.02 if t != 1.0 else 0.5, answer("9"))
 
-    install(monkeypatch, script)
+    model_ctx, _ = scripted(script)
     out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 5},
-                              context=Context(straggler_factor=3.0, straggler_min_s=0.2))
+                              context=replace(model_ctx, straggler_factor=3.0, straggler_min_s=0.2))
     raced = [b for b in votes_of(out) if b.get("backup")]
     assert len(raced) == 1 and raced[0]["status"] == "ok" and raced[0]["backup"]["winner"] == "backup"
     assert raced[0]["backup"]["other_transitions"][-1]["state"] == "ESCALATED"
@@ -186,16 +188,16 @@ def test_backups_default_off_for_llama_cpp_and_on_elsewhere(monkeypatch, env, fa
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert Context().straggler_factor == factor
+    assert resolved(Context()).straggler_factor == factor
 
 
 async def test_a_lone_branch_is_measured_against_recent_branches_of_its_model(monkeypatch):
     """A direct run has no siblings: once the process has seen enough branches, a slow one still gets a backup."""
-    from nodes.stragglers import MIN_RECENT
+    from parallax.logic.stragglers import MIN_RECENT
 
     slow = {"next": False}
-    calls = install(monkeypatch, lambda p, t, i: (5.0 if slow.pop("next", False) else 0.02, answer("9")))
-    ctx = Context(straggler_factor=3.0, straggler_min_s=0.2)
+    model_ctx, calls = scripted(lambda p, t, i: (5.0 if slow.pop("next", False) else 0.02, answer("9")))
+    ctx = replace(model_ctx, straggler_factor=3.0, straggler_min_s=0.2)
     cold = await graph.ainvoke({"task": "Explain tides.", "mode": "direct"}, context=ctx)
     assert not any(b.get("backup") for b in cold["branches"])  # no history yet, no siblings: nothing to compare with
     for _ in range(MIN_RECENT):

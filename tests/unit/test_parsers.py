@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodes.route import choose_route
-from nodes.slicing import split_into_slices
-from nodes.vote import normalize_answer, strict_majority, tally
-from parallax.structured import ParseFailure, extract_json, parse_reply, response_format
-from state.payloads import Answer, JudgeDecision, Objection, SliceFinding
+from parallax.logic.routing import choose_route
+from parallax.logic.slicing import split_into_slices
+from parallax.logic.vote import normalize_answer, strict_majority, tally
+from parallax.runtime.structured_call import ParseFailure, extract_json, parse_reply, response_format
+from parallax.state.payloads import Answer, JudgeDecision, Objection, SliceFinding
 
 texty = st.lists(st.sampled_from(["a", "bb", " ", ".", "\n", "#", "## T\n", "\n\n", ". ", "word "]), max_size=120).map("".join)
 
@@ -46,7 +46,8 @@ def test_normalisation_is_idempotent(answer):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(min_value=-10**9, max_value=10**9), st.sampled_from(["", "$", "€"]), st.sampled_from(["", " apples", " km", ".00"]))
+@given(st.integers(min_value=-10**9, max_value=10**9), st.sampled_from(["", "$", "€"]),
+       st.sampled_from(["", " apples", " km", ".00"]))
 def test_numbers_agree_whatever_their_formatting(n, currency, suffix):
     assert normalize_answer(f"{currency}{n:,}{suffix}") == str(n)
 
@@ -109,18 +110,18 @@ def test_schemas_sent_to_llama_cpp_stay_small_and_ordered(schema):
     ("forty", "40", "", "numeric", False),
 ])
 def test_scorers(answer, target, question, scorer, correct):
-    from nodes.score import score
+    from parallax.logic.scoring import score
     assert score({"answer": answer, "status": "ok"}, target, question, scorer)["correct"] is correct
 
 
 def test_without_a_target_the_run_status_is_the_feedback():
-    from nodes.score import score
+    from parallax.logic.scoring import score
     assert score({"answer": "x", "status": "ok"}, None, "")["scorer"] == "execution"
     assert score({"answer": "", "status": "failed", "reason": "boom"}, None, "")["correct"] is False
 
 
 def test_task_lines_accept_ace_gsm8k_and_reject_unknown_scorers():
-    from nodes.tasks import parse_task
+    from parallax.logic.task_files import parse_task
     assert parse_task({"context": "Q?", "target": "2.0"}) == {"input": "Q?", "target": "2.0", "scorer": "auto"}
     assert parse_task({"question": "Q?", "answer": "work\n#### 72"})["target"] == "72"
     with pytest.raises(ValueError, match="unknown scorer"):

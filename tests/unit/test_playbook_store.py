@@ -17,8 +17,11 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-from prompts.playbook_store import FileCommitLock, PlaybookError, PlaybookStore, parse_playbook
-from state.playbook import Operation, item_id_for
+from parallax.runtime.storage.commit_locks import FileCommitLock
+from parallax.runtime.storage.namespaces import StoreError
+from parallax.runtime.storage.playbook_files import parse_playbook
+from parallax.runtime.storage.playbook_store import PlaybookStore
+from parallax.state.playbook import Operation, item_id_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +36,8 @@ async def three_versions(ps: PlaybookStore) -> list:
     a, b = v1.items[0].id, v1.items[1].id
     v2 = await ps.commit("default", 1, [Operation(op="tag_helpful", item_id=a, count=2), add("Read the table header.")],
                          "learn-2", {"val_accuracy_after": 0.5})
-    v3 = await ps.commit("default", 2, [Operation(op="archive", item_id=b), Operation(op="update", item_id=a, text="Net margin is net income over revenue.")],
+    v3 = await ps.commit("default", 2, [Operation(op="archive", item_id=b),
+                                        Operation(op="update", item_id=a, text="Net margin is net income over revenue.")],
                          "learn-3", {"val_accuracy_after": 0.55})
     return [v1, v2, v3]
 
@@ -66,7 +70,8 @@ async def test_diff_reports_added_changed_archived():
     assert d["changed"] == [{"id": a, "fields": ["text", "helpful"],
                              "before": {"text": "Net margin = net income / revenue.", "helpful": 0},
                              "after": {"text": "Net margin is net income over revenue.", "helpful": 2}}]
-    assert (await ps.diff("default", 3, 3)) == {"playbook": "default", "from": 3, "to": 3, "added": [], "changed": [], "archived": []}
+    assert (await ps.diff("default", 3, 3)) == {"playbook": "default", "from": 3, "to": 3,
+                                                "added": [], "changed": [], "archived": []}
     back = await ps.diff("default", 3, 0)
     assert back["added"] == [] and len(back["archived"]) == 2  # both active items are gone in the empty v0
 
@@ -85,17 +90,17 @@ async def test_rollback_creates_next_version_equal_to_target():
 async def test_unknown_version_and_playbook_errors_say_how_to_fix():
     ps = PlaybookStore(InMemoryStore())
     await three_versions(ps)
-    with pytest.raises(PlaybookError) as exc:
+    with pytest.raises(StoreError) as exc:
         await ps.get("default", 7)
     assert str(exc.value) == ("playbook 'default' has no version 7 (latest is 3): "
                               "see `parallax playbook history --playbook default`")
-    with pytest.raises(PlaybookError, match=r"playbook 'nope' has no versions yet \(playbooks with data: default\)"):
+    with pytest.raises(StoreError, match=r"playbook 'nope' has no versions yet \(playbooks with data: default\)"):
         await ps.diff("nope", 0, 1)
-    with pytest.raises(PlaybookError, match="no version 9"):
+    with pytest.raises(StoreError, match="no version 9"):
         await ps.rollback("default", 9, "x")
-    with pytest.raises(PlaybookError, match="no version 5 .latest is 3.: commit against"):
+    with pytest.raises(StoreError, match="no version 5 .latest is 3.: commit against"):
         await ps.commit("default", 5, [add("x")], "x")
-    with pytest.raises(PlaybookError, match="bad playbook name"):
+    with pytest.raises(StoreError, match="bad playbook name"):
         await ps.head("a.b")
     assert len(await ps.history("default")) == 3  # failed writes wrote nothing
 
@@ -103,7 +108,8 @@ async def test_unknown_version_and_playbook_errors_say_how_to_fix():
 async def test_stale_base_is_reapplied_on_new_head_and_says_so():
     ps = PlaybookStore(InMemoryStore())
     await ps.commit("default", 0, [add("first")], "w1", {"val_accuracy": 0.5})
-    v2 = await ps.commit("default", 0, [add("second"), add("first", provenance=["r9"])], "w2", {"val_accuracy": 0.6}, note="batch 2")
+    v2 = await ps.commit("default", 0, [add("second"), add("first", provenance=["r9"])], "w2", {"val_accuracy": 0.6},
+                         note="batch 2")
     assert (v2.version, v2.parent) == (2, 1)
     assert [i.text for i in v2.items] == ["first", "second"]
     assert v2.items[0].provenance == ["r9"]  # the duplicate add folded into the existing item
@@ -135,10 +141,12 @@ async def test_history_pages_on_sqlite(tmp_path):
 async def test_reject_keeps_candidate_and_head_stays():
     ps = PlaybookStore(InMemoryStore())
     await three_versions(ps)
-    cid = await ps.reject("default", 3, [add("Always answer 42.")], "learn-4", {"val_accuracy_after": 0.2}, "accuracy fell 0.55 -> 0.20")
+    cid = await ps.reject("default", 3, [add("Always answer 42.")], "learn-4", {"val_accuracy_after": 0.2},
+                          "accuracy fell 0.55 -> 0.20")
     assert (await ps.head("default")).version == 3
     [cand] = await ps.candidates("default")
-    assert (cand.candidate_id, cand.accepted, cand.reason, cand.parent, cand.version) == (cid, False, "accuracy fell 0.55 -> 0.20", 3, 4)
+    assert ((cand.candidate_id, cand.accepted, cand.reason, cand.parent, cand.version)
+            == (cid, False, "accuracy fell 0.55 -> 0.20", 3, 4))
     assert "Always answer 42." in [i.text for i in cand.active]
     assert [v.version for v in await ps.history("default")] == [1, 2, 3]
 
@@ -147,7 +155,8 @@ async def test_reject_keeps_candidate_and_head_stays():
 async def test_export_import_round_trip(fmt):
     ps = PlaybookStore(InMemoryStore())
     await three_versions(ps)
-    await ps.commit("default", 3, [add("Two lines:\nthen this one", "multi line", about=["EBITDA"], provenance=["r1", "t2"])], "learn-4")
+    await ps.commit("default", 3, [add("Two lines:\nthen this one", "multi line", about=["EBITDA"], provenance=["r1", "t2"])],
+                    "learn-4")
     src = await ps.head("default")
     assert any(i.status == "archived" for i in src.items)
     text = await ps.export("default", fmt=fmt)
@@ -168,11 +177,11 @@ def test_markdown_format_is_readable_and_hand_editable():
     assert [(i.section, i.text, i.helpful) for i in items] == [
         ("formulas", "Gross margin = (revenue - COGS) / revenue.", 0), ("formulas", "Second\nline", 0)]
     assert items[0].id == item_id_for("Gross margin = (revenue - COGS) / revenue.", "formulas")
-    with pytest.raises(PlaybookError, match="neither JSON nor"):
+    with pytest.raises(StoreError, match="neither JSON nor"):
         parse_playbook("hello")
-    with pytest.raises(PlaybookError, match="appears twice"):
+    with pytest.raises(StoreError, match="appears twice"):
         parse_playbook(json.dumps({"items": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}))
-    with pytest.raises(PlaybookError, match="item 1: text: Field required"):
+    with pytest.raises(StoreError, match="item 1: text: Field required"):
         parse_playbook(json.dumps([{"id": "a"}]))
 
 
@@ -219,8 +228,9 @@ WRITER = textwrap.dedent("""
     import asyncio, sys, time
     from pathlib import Path
     from langgraph.store.sqlite.aio import AsyncSqliteStore
-    from prompts.playbook_store import FileCommitLock, PlaybookStore
-    from state.playbook import Operation
+    from parallax.runtime.storage.commit_locks import FileCommitLock
+    from parallax.runtime.storage.playbook_store import PlaybookStore
+    from parallax.state.playbook import Operation
 
     db, lock, go, k = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from graphs.solve import graph
 from parallax.cli import app
+from parallax.graphs.solve import graph
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parallax.redaction import find_secrets, luhn_ok, placeholder, redact, redact_value
+from parallax.runtime.redaction import find_secrets, luhn_ok, placeholder, redact, redact_value
 
 JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 PEM = (

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parallax import screening
-from parallax.screening import Verdict, screen, screen_many
+from parallax.runtime import screening
+from parallax.runtime.screening import Verdict, screen, screen_many
 
 # (injection, the reason it must produce)
 INJECTIONS = [

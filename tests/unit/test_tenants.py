@@ -9,16 +9,16 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
 
-import nodes.consolidate
-from graphs.learn import builder as learn_builder
-from graphs.solve import builder as solve_builder
-from nodes.playbook_access import for_store
-from parallax import settings
 from parallax.cli import app
-from prompts.playbook_store import PlaybookError, PlaybookStore
-from state.playbook import Operation
-from tests.fakes import install
-from tests.unit.test_learn_graph import bag_of_words, scripted, tasks
+from parallax.graphs.learn import builder as learn_builder
+from parallax.graphs.solve import builder as solve_builder
+from parallax.runtime import settings
+from parallax.runtime.storage.namespaces import StoreError
+from parallax.runtime.storage.playbook_store import PlaybookStore
+from parallax.runtime.storage.stores import playbooks_in
+from parallax.state.playbook import Operation
+from tests.support.scripted_model import scripted
+from tests.unit.test_learn_graph import bag_of_words, learning_script, tasks
 
 runner = CliRunner()
 
@@ -38,7 +38,7 @@ async def test_store_keeps_tenants_apart():
     assert (await acme.head("default")).version == 1
     assert (await globex.head("default")).version == 0 and await globex.names() == []
     assert await globex.history("default") == []
-    with pytest.raises(PlaybookError, match="no versions yet"):
+    with pytest.raises(StoreError, match="no versions yet"):
         await globex.get("default", 1)
     await globex.commit("default", 0, [Operation(op="add", text="globex lesson")], "t")
     assert [i.text for i in (await acme.head("default")).active] == ["ACME secret lesson."]
@@ -47,46 +47,45 @@ async def test_store_keeps_tenants_apart():
 
 @pytest.mark.parametrize("bad", ["", "../acme", "acme/default", "a b", "x" * 65, "t\x00"])
 def test_tenant_names_cannot_spell_a_path(bad):
-    with pytest.raises(PlaybookError, match="bad tenant"):
+    with pytest.raises(StoreError, match="bad tenant"):
         PlaybookStore(InMemoryStore(), tenant=bad)
 
 
 async def test_a_solve_run_sees_only_its_tenants_lessons(monkeypatch):
     store = InMemoryStore()
     await acme_playbook(store)
-    calls = install(monkeypatch, lambda p, t, i: answer("4"))
+    model_ctx, calls = scripted(lambda p, t, i: answer("4"), embedder=bag_of_words)
     graph = solve_builder.compile(store=store)
-    theirs = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "direct", "tenant": "globex"})
+    theirs = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "direct", "tenant": "globex"}, context=model_ctx)
     assert theirs["playbook_version"] == 0 and "ACME secret lesson" not in calls[-1][0]
-    ours = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "direct", "tenant": "acme"})
+    ours = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "direct", "tenant": "acme"}, context=model_ctx)
     assert ours["playbook_version"] == 1 and "ACME secret lesson" in calls[-1][0]
 
 
 @pytest.mark.parametrize("field, value", [("tenant", "../acme"), ("tenant", "acme/default"), ("playbook", "default/../x")])
 async def test_a_solve_input_cannot_name_another_namespace(monkeypatch, field, value):
-    calls = install(monkeypatch, lambda p, t, i: answer("4"))
+    model_ctx, calls = scripted(lambda p, t, i: answer("4"), embedder=bag_of_words)
     with pytest.raises(Exception, match=f"bad {field}"):
-        await solve_builder.compile(store=InMemoryStore()).ainvoke({"task": "What is 2 + 2?", field: value})
+        await solve_builder.compile(store=InMemoryStore()).ainvoke({"task": "What is 2 + 2?", field: value}, context=model_ctx)
     assert calls == []
 
 
 async def test_learning_writes_only_the_learning_tenant(monkeypatch):
-    monkeypatch.setattr(nodes.consolidate, "embed", bag_of_words)
     store = InMemoryStore()
     await acme_playbook(store)
-    install(monkeypatch, scripted(lambda p: "2.0"))
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
     out = await learn_builder.compile(store=store).ainvoke(
-        {"tasks": tasks(2), "batch": 2, "mode": "direct", "playbook": "default", "tenant": "globex"})
+        {"tasks": tasks(2), "batch": 2, "mode": "direct", "playbook": "default", "tenant": "globex"}, context=model_ctx)
     assert out["tenant"] == "globex" and (out["from_version"], out["to_version"]) == (0, 1)
-    acme = await for_store(store, "acme").head("default")
+    acme = await playbooks_in(store, "acme").head("default")
     assert acme.version == 1 and [i.text for i in acme.active] == ["ACME secret lesson."]
-    assert (await for_store(store, "globex").head("default")).version == 1
+    assert (await playbooks_in(store, "globex").head("default")).version == 1
 
 
 async def test_learning_refuses_a_bad_tenant(monkeypatch):
-    install(monkeypatch, scripted(lambda p: "2.0"))
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
     with pytest.raises(Exception, match="bad tenant"):
-        await learn_builder.compile(store=InMemoryStore()).ainvoke({"tasks": tasks(1), "tenant": "a/b"})
+        await learn_builder.compile(store=InMemoryStore()).ainvoke({"tasks": tasks(1), "tenant": "a/b"}, context=model_ctx)
 
 
 def test_cli_tenants_cannot_read_each_other(tmp_path):

@@ -8,13 +8,13 @@ import threading
 
 from typer.testing import CliRunner
 
-from nodes.playbook_access import open_sqlite_store
-from nodes.trace_store import TraceStore
 from parallax.cli import app
-from parallax.cli_trace import retry_letter
-from prompts.playbook_store import PlaybookError
-from state.lifecycle import is_legal
-from tests.fakes import install
+from parallax.cli.trace import retry_letter
+from parallax.runtime.storage.namespaces import StoreError
+from parallax.runtime.storage.stores import open_sqlite_store
+from parallax.runtime.storage.trace_store import TraceStore
+from parallax.state.lifecycle import is_legal
+from tests.support.scripted_model import scripted
 from tests.unit.test_solve_graph import _error
 
 runner = CliRunner()
@@ -24,16 +24,16 @@ def answer(text: str) -> str:
     return json.dumps({"reasoning": "r", "answer": text})
 
 
-def run_json(*args: str) -> dict:
-    result = runner.invoke(app, ["run", *args, "--json"])
+def run_json(model_ctx, *args: str) -> dict:
+    result = runner.invoke(app, ["run", *args, "--json"], obj=model_ctx)
     assert result.exit_code in (0, 1), result.output
     return json.loads(result.output.strip().splitlines()[-1])
 
 
 def test_trace_shows_every_branch_lifecycle_redacted(monkeypatch):
-    install(monkeypatch, lambda p, t, i: answer("Mail alice@example.com with key sk-abcdefghijklmnopqrstuvwx1234"))
-    out = run_json("What is 4 + 5? Reply to bob@example.org", "--mode", "vote", "--votes", "3")
-    result = runner.invoke(app, ["trace", out["trace_id"], "--json"])
+    model_ctx, _ = scripted(lambda p, t, i: answer("Mail alice@example.com with key sk-abcdefghijklmnopqrstuvwx1234"))
+    out = run_json(model_ctx, "What is 4 + 5? Reply to bob@example.org", "--mode", "vote", "--votes", "3")
+    result = runner.invoke(app, ["trace", out["trace_id"], "--json"], obj=model_ctx)
     assert result.exit_code == 0, result.output
     trace = json.loads(result.output)
     assert trace["trace_id"] == out["trace_id"] and trace["status"] == out["status"]
@@ -42,24 +42,24 @@ def test_trace_shows_every_branch_lifecycle_redacted(monkeypatch):
     stored = json.dumps(trace)
     assert "alice@example.com" not in stored and "bob@example.org" not in stored and "sk-abcdef" not in stored
     assert "[REDACTED:email]" in stored
-    table = runner.invoke(app, ["trace", out["trace_id"]], env={"COLUMNS": "250"})
+    table = runner.invoke(app, ["trace", out["trace_id"]], env={"COLUMNS": "250"}, obj=model_ctx)
     assert "PENDING > DISPATCHED > IN_PROGRESS > COMPLETED" in table.output
 
 
 def test_an_unknown_trace_or_tenant_is_one_line_exit_2(monkeypatch):
-    install(monkeypatch, lambda p, t, i: answer("9"))
-    missing = runner.invoke(app, ["trace", "nope"])
+    model_ctx, _ = scripted(lambda p, t, i: answer("9"))
+    missing = runner.invoke(app, ["trace", "nope"], obj=model_ctx)
     assert missing.exit_code == 2 and "no runs recorded" in missing.output
-    out = run_json("What is 4 + 5?", "--mode", "direct", "--tenant", "acme")
-    other = runner.invoke(app, ["trace", out["trace_id"], "--tenant", "globex"])
+    out = run_json(model_ctx, "What is 4 + 5?", "--mode", "direct", "--tenant", "acme")
+    other = runner.invoke(app, ["trace", out["trace_id"], "--tenant", "globex"], obj=model_ctx)
     assert other.exit_code == 2 and "no trace" in other.output and len(other.output.strip().splitlines()) == 1
     assert runner.invoke(app, ["trace", out["trace_id"], "--tenant", "acme"]).exit_code == 0
 
 
 def failing_votes(monkeypatch) -> dict:
     """A vote run where every call fails for good: five dead letters."""
-    install(monkeypatch, lambda p, t, i: _error(400))
-    return run_json("What is 6 * 7?", "--mode", "vote", "--votes", "5")
+    model_ctx, _ = scripted(lambda p, t, i: _error(400))
+    return run_json(model_ctx, "What is 6 * 7?", "--mode", "vote", "--votes", "5")
 
 
 def test_escalated_branches_become_dead_letters_with_input_and_error(monkeypatch):
@@ -79,14 +79,14 @@ def test_escalated_branches_become_dead_letters_with_input_and_error(monkeypatch
 def test_retry_resolves_a_dead_letter_once(monkeypatch):
     out = failing_votes(monkeypatch)
     first = out["failed_branches"][0]
-    calls = install(monkeypatch, lambda p, t, i: answer("42"))
-    retried = runner.invoke(app, ["dlq", "retry", first, "--json"])
+    model_ctx, calls = scripted(lambda p, t, i: answer("42"))
+    retried = runner.invoke(app, ["dlq", "retry", first, "--json"], obj=model_ctx)
     assert retried.exit_code == 0, retried.output
     letter = json.loads(retried.output)
     assert letter["status"] == "resolved" and letter["result"]["vote"] == "42" and len(calls) == 1
     assert "What is 6 * 7?" in calls[0][0]
     assert [r["status"] for r in letter["retries"]] == ["ok"] and is_legal(letter["retries"][0]["transitions"])
-    again = runner.invoke(app, ["dlq", "retry", first])
+    again = runner.invoke(app, ["dlq", "retry", first], obj=model_ctx)
     assert again.exit_code == 2 and "already resolved" in again.output and len(calls) == 1
     open_ids = [d["id"] for d in json.loads(runner.invoke(app, ["dlq", "list", "--json"]).output)]
     assert first not in open_ids and len(open_ids) == 4
@@ -95,7 +95,8 @@ def test_retry_resolves_a_dead_letter_once(monkeypatch):
 
 def test_a_retry_that_fails_again_exits_1_and_keeps_the_letter_open(monkeypatch):
     out = failing_votes(monkeypatch)
-    result = runner.invoke(app, ["dlq", "retry", out["failed_branches"][0], "--json"])
+    still_failing, _ = scripted(lambda p, t, i: _error(400))
+    result = runner.invoke(app, ["dlq", "retry", out["failed_branches"][0], "--json"], obj=still_failing)
     assert result.exit_code == 1
     letter = json.loads(result.output)
     assert letter["status"] == "open" and len(letter["retries"]) == 1 and "BadRequestError" in letter["error"]
@@ -112,7 +113,7 @@ def test_unknown_dead_letter_is_one_line_exit_2(monkeypatch):
 def test_two_retries_of_one_letter_at_once_call_the_model_once(monkeypatch):
     out = failing_votes(monkeypatch)
     branch = out["failed_branches"][0]
-    calls = install(monkeypatch, lambda p, t, i: (0.3, answer("42")))
+    model_ctx, calls = scripted(lambda p, t, i: (0.3, answer("42")))
     outcomes: list = []
     start = threading.Barrier(2)
 
@@ -121,8 +122,8 @@ def test_two_retries_of_one_letter_at_once_call_the_model_once(monkeypatch):
             async with open_sqlite_store() as store:
                 start.wait()
                 try:
-                    outcomes.append((await retry_letter(TraceStore(store), branch))["status"])
-                except PlaybookError as exc:
+                    outcomes.append((await retry_letter(TraceStore(store), branch, model_ctx))["status"])
+                except StoreError as exc:
                     outcomes.append(str(exc))
         asyncio.run(main())
 

@@ -1,0 +1,44 @@
+"""The `parallax` command line: one module per command group, assembled here.
+
+    run, resume        cli/run.py       one task through the solve graph
+    learn, eval        cli/learn.py     improve a playbook from tasks; measure one
+    playbook ...       cli/playbook.py  versions: show, history, diff, rollback, export, import, ...
+    trace, dlq ...     cli/trace.py     what each branch did; branches that gave up
+    model serve        cli/model.py     keep the embedded model server up
+Shared helpers are in cli/common.py, which imports no command.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from parallax.cli import learn, model, playbook, run, trace
+from parallax.cli.common import fail
+from parallax.runtime import settings as settings_mod
+
+app = typer.Typer(
+    help="Parallax: run LLM work in parallel branches (direct, section, vote), merge one validated answer, "
+         "and learn a versioned playbook from the runs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def check_settings() -> None:
+    """Refuse a bad PARALLAX_* or OPENAI_* variable with one line before any command starts."""
+    try:
+        settings_mod.load()
+    except settings_mod.SettingsError as exc:
+        fail(f"{exc} (fix or unset the variable)")
+
+
+app.command("run")(run.run)
+app.command("resume")(run.resume)
+app.command("learn")(learn.learn)
+app.command("eval")(learn.evaluate_command)
+app.command("trace")(trace.trace)
+app.add_typer(playbook.playbook_app, name="playbook")
+app.add_typer(trace.dlq_app, name="dlq")
+app.add_typer(model.model_app, name="model")

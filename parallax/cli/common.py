@@ -1,0 +1,147 @@
+"""What every `parallax` command shares: errors, output, options, stores. Imports no command.
+
+Errors are one line on stderr and an exit code (2 for bad input, nothing written); `--json`
+prints one object on stdout; tables wrap instead of cutting values off. A command's base
+`Context` comes from the Typer context object when a caller (a test, an embedding program)
+passes one with `app(obj=Context(...))`, else it is the process settings' default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.storage.namespaces import StoreError, check_tenant
+from parallax.state.context import Context
+
+T = TypeVar("T")
+
+err = Console(stderr=True)
+MODES = ("auto", "direct", "section", "vote")
+CREATED_BY = "cli"
+
+Name = Annotated[str, typer.Option("--playbook", help="Playbook name.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+Tenant = Annotated[str, typer.Option("--tenant", envvar="PARALLAX_TENANT",
+                                     help="Whose playbooks (and traces) to use; tenants never see each other's.")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr and an exit code; no traceback."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def emit(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False))
+
+
+def new_table(title: str | None, columns: tuple[str, ...]) -> Table:
+    """A rich table whose columns wrap instead of cutting values off."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def base_context(cli: typer.Context | None, **overrides: Any) -> Context:
+    """The run Context of a command: the caller's (`app(obj=Context(...))`) or a default, plus overrides."""
+    import dataclasses
+
+    given = cli.find_object(Context) if cli is not None else None
+    return dataclasses.replace(given or Context(), **overrides)
+
+
+def checked_tenant(tenant: str) -> str:
+    """The tenant name, or a one-line exit 2 before anything is opened."""
+    try:
+        return check_tenant(tenant)
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def check_output_dir(path: Path) -> None:
+    if not path.parent.is_dir():
+        fail(f"output directory does not exist: {path.parent}")
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Temp file in the target directory, then os.replace: readers never see half a file."""
+    check_output_dir(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_utf8(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{path} is not UTF-8 text (byte {exc.start}): convert it, e.g. with iconv -t utf-8")
+
+
+@asynccontextmanager
+async def open_playbooks(write: bool, tenant: str = "default"):
+    """The tenant's playbooks in the CLI's store (an empty in-memory one when reading a home without a store)."""
+    from langgraph.store.memory import InMemoryStore
+
+    from parallax.runtime.storage.playbook_store import PlaybookStore
+    from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
+
+    if not write and not settings_mod.load().store_path.exists():
+        yield PlaybookStore(InMemoryStore(), tenant=tenant)
+        return
+    async with open_sqlite_store() as store:
+        yield playbooks_in(store, tenant)
+
+
+def with_playbooks(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool = False) -> T:
+    """Run `work(playbooks)` on the tenant's playbooks; a StoreError becomes a one-line exit 2."""
+    checked_tenant(tenant)
+
+    async def main() -> T:
+        async with open_playbooks(write, tenant) as playbooks:
+            return await work(playbooks)
+    try:
+        return asyncio.run(main())
+    except StoreError as exc:
+        fail(str(exc))
+
+
+async def require_known(playbooks, name: str) -> None:
+    """A typo'd --playbook should not quietly show an empty playbook; 'default' may be empty."""
+    from parallax.runtime.storage.playbook_store import PlaybookError
+
+    if name != "default" and name not in await playbooks.names():
+        known = ", ".join(await playbooks.names()) or "none yet"
+        raise PlaybookError(f"unknown playbook {name!r} (known: {known}): check --playbook")
+
+
+@asynccontextmanager
+async def durable_graph(builder):
+    """`builder` compiled with SQLite checkpoints and store under PARALLAX_HOME."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from parallax.runtime.storage.stores import open_sqlite_store
+
+    async with open_sqlite_store() as store, \
+            AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
+        graph = builder.compile(checkpointer=saver, store=store)
+        settings_mod.freeze_startup_objects()
+        yield graph

@@ -1,0 +1,208 @@
+"""`parallax learn` and `parallax eval`: improve a playbook from tasks, and measure one.
+
+Both read JSONL tasks (logic/task_files.py), validate everything before any work starts,
+show progress bars in a terminal and print one JSON object with `--json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from parallax.cli.common import (
+    MODES,
+    Tenant,
+    base_context,
+    checked_tenant,
+    durable_graph,
+    err,
+    fail,
+    open_playbooks,
+    require_known,
+    write_atomically,
+)
+from parallax.runtime import settings as settings_mod
+from parallax.state.context import Context
+
+
+def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[dict]:
+    """Tasks from a JSONL file; `scorer` (when given) overrides each line's own."""
+    from parallax.logic.task_files import SCORER_NAMES, TaskFileError, load_tasks
+
+    if scorer is not None and scorer not in SCORER_NAMES:
+        fail(f"unknown scorer {scorer!r}: use one of {', '.join(SCORER_NAMES)}")
+    try:
+        tasks, problems = load_tasks(path, skip_bad=skip_bad)
+    except TaskFileError as exc:
+        fail(f"{what}: {exc}")
+    for problem in problems:
+        err.print(f"[yellow]skipped[/] {problem}", highlight=False)
+    return [{**t, "scorer": scorer} for t in tasks] if scorer else tasks
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, disable=not enabled, transient=False)
+
+
+async def run_learn(payload: dict, thread_id: str, context: Context, interactive: bool, show: bool) -> dict:
+    from langgraph.types import Command
+
+    from parallax.graphs.learn import builder
+    from parallax.nodes.schedule import InvalidLearnInput
+    from parallax.runtime.model_server import ModelServerError
+    from parallax.state.learn import LearnOutput
+
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
+    total = len(payload["tasks"]) * payload["epochs"]
+    result: dict = {}
+    try:
+        async with durable_graph(builder) as graph:
+            with _progress(show) as progress:
+                runs = progress.add_task("tasks learned from", total=total)
+                next_input = payload
+                while True:
+                    async for mode, chunk in graph.astream(next_input, config, context=context,
+                                                           stream_mode=["updates", "values"]):
+                        if mode == "values":
+                            result = {k: v for k, v in chunk.items() if k in LearnOutput.__annotations__}
+                            continue
+                        for node, update in chunk.items():
+                            if node == "learn_from_task":
+                                progress.advance(runs, len(update.get("runs", [])))
+                            elif node == "commit" and show:
+                                for b in update.get("batches", []):
+                                    err.print(f"batch {b['batch'] + 1}: {'accepted' if b['accepted'] else 'rejected'} "
+                                              f"v{b['version']} +{b['items_added']} items ({b['items_total']} total)"
+                                              + (" [bold red]GUARD[/]" if b["guard_triggered"] else "")
+                                              + (f" - {b['reason']}" if b["reason"] else ""), highlight=False)
+                    state = await graph.aget_state(config)
+                    if not state.interrupts:
+                        break
+                    question = state.interrupts[0].value
+                    err.print(json.dumps(question, indent=2), highlight=False)
+                    if interactive:
+                        answer = typer.confirm(question["question"], default=False, err=True)
+                    else:
+                        answer = sys.stdin.readline().strip().lower() in ("y", "yes")
+                    next_input = Command(resume="yes" if answer else "no")
+    except (InvalidLearnInput, ValueError) as exc:
+        fail(str(exc))
+    except ModelServerError as exc:
+        fail(f"model server: {exc}", code=1)
+    return result
+
+
+def learn(
+    cli: typer.Context,
+    train: Annotated[Path, typer.Argument(help="Training tasks, JSONL: {context|question|input, target|answer}.")],
+    val: Annotated[Path | None, typer.Option(help="Validation tasks for the gate (same format).")] = None,
+    val_size: Annotated[int, typer.Option(help="Validation tasks per gate evaluation.")] = 50,
+    batch: Annotated[int, typer.Option(help="Tasks run (and reflected on) in parallel per update.")] = 8,
+    epochs: Annotated[int, typer.Option(help="Passes over the training data.")] = 1,
+    playbook: Annotated[str, typer.Option(help="Playbook to improve (created if new).")] = "default",
+    tenant: Tenant = "default",
+    approve: Annotated[bool, typer.Option("--approve", help="Ask a human before each update that passes the gate.")] = False,
+    margin: Annotated[float, typer.Option(help="Accepted drop in validation accuracy (0 = must not get worse).")] = 0.0,
+    mode: Annotated[str, typer.Option(help="Solve mode for the runs: "
+                                           "direct (default, one call per task) | vote | section | auto.")] = "direct",
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave out bad JSONL lines instead of stopping.")] = False,
+    scorer: Annotated[str | None, typer.Option(help="auto | numeric | exact | contains "
+                                                   "(default: each line's, else auto).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Use only the first N training tasks.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 16,
+    thread: Annotated[str | None, typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Learn a playbook: run tasks in parallel batches, reflect, curate, merge, gate, commit."""
+    if mode not in MODES:
+        fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    for name, value in (("--batch", batch), ("--epochs", epochs), ("--val-size", val_size), ("--concurrency", concurrency)):
+        if value < 1:
+            fail(f"{name} must be at least 1, got {value}")
+    if limit is not None and limit < 1:
+        fail(f"--limit must be at least 1, got {limit}")
+    checked_tenant(tenant)
+    tasks = _tasks(train, skip_bad, "training data", scorer)[:limit]
+    val_tasks = _tasks(val, skip_bad, "validation data", scorer) if val else []
+    payload = {"tasks": tasks, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
+               "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin}
+    started = time.perf_counter()
+    interactive = sys.stdin.isatty() and err.is_terminal
+    result = asyncio.run(run_learn(payload, thread or uuid.uuid4().hex, base_context(cli, max_concurrency=concurrency),
+                                   interactive, show=not as_json))
+    result = {**result, "seconds": round(time.perf_counter() - started, 1)}
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False))
+        return
+    err.print(f"playbook {result.get('playbook')}: v{result.get('from_version')} -> v{result.get('to_version')} "
+              f"({'accepted' if result.get('accepted') else 'nothing accepted'}); validation accuracy "
+              f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s",
+              highlight=False)
+
+
+def evaluate_command(
+    cli: typer.Context,
+    data: Annotated[Path, typer.Argument(help="Tasks to evaluate, JSONL.")],
+    playbook: Annotated[str, typer.Option(help="Playbook whose lessons the runs see.")] = "default",
+    tenant: Tenant = "default",
+    version: Annotated[int | None, typer.Option(help="Playbook version (default: the head).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N tasks.")] = None,
+    mode: Annotated[str, typer.Option(help="Solve mode: auto | direct | section | vote.")] = "auto",
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave out bad JSONL lines instead of stopping.")] = False,
+    scorer: Annotated[str | None, typer.Option(help="auto | numeric | exact | contains "
+                                                   "(default: each line's, else auto).")] = None,
+    results: Annotated[Path | None, typer.Option(help="Per-item results file (default: under PARALLAX_HOME/evals).")] = None,
+    concurrency: Annotated[int, typer.Option(help="Tasks solved at once.")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Measure accuracy on tasks with a playbook version; per-item results go to a file."""
+    if mode not in MODES:
+        fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    if limit is not None and limit < 1:
+        fail(f"--limit must be at least 1, got {limit}")
+    if concurrency < 1:
+        fail(f"--concurrency must be at least 1, got {concurrency}")
+    checked_tenant(tenant)
+    tasks = _tasks(data, skip_bad, "evaluation data", scorer)[:limit]
+    home = settings_mod.load().home
+    out = asyncio.run(run_eval(tasks, playbook, tenant, version, mode, concurrency, base_context(cli), show=not as_json))
+    target = results or home / "evals" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(target, "".join(json.dumps(r) + "\n" for r in out.pop("results")).encode("utf-8"))
+    out["results_file"] = str(target)
+    if as_json:
+        print(json.dumps(out))
+    else:
+        err.print(f"accuracy {out['accuracy']} on {out['n']} tasks ({out['errors']} failed runs), "
+                  f"playbook {playbook} v{out['playbook_version']}; results in {target}", highlight=False)
+
+
+async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | None, mode: str, concurrency: int,
+                   context: Context, show: bool) -> dict:
+    from parallax.graphs.solve import builder
+    from parallax.logic.evaluate import evaluate
+    from parallax.runtime.run_context import resolved
+    from parallax.runtime.storage.namespaces import StoreError
+
+    async with open_playbooks(write=False, tenant=tenant) as playbooks:
+        try:
+            await require_known(playbooks, name)
+            chosen = await (playbooks.head(name) if version is None else playbooks.get(name, version))
+        except StoreError as exc:
+            fail(str(exc))
+        with _progress(show) as progress:
+            bar = progress.add_task("evaluating", total=len(tasks))
+            solve = builder.compile(checkpointer=False, name="solve")
+            result = await evaluate(solve, tasks, [i.model_dump() for i in chosen.active], chosen.version, resolved(context),
+                                    tenant=tenant,
+                                    concurrency=concurrency, mode=mode, on_result=lambda _: progress.advance(bar))
+    return {"playbook": name, "tenant": tenant, "playbook_version": chosen.version, **result}

@@ -1,0 +1,165 @@
+"""`parallax trace TRACE_ID` and `parallax dlq list|show|retry`: what happened to each branch, and what gave up.
+
+Both read the CLI's store (PARALLAX_HOME/store.sqlite), per tenant. A retry holds a
+lock on its dead letter, so two `dlq retry` of the same branch never both call the model
+or both record a result. Errors: one line, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, new_table
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.storage.namespaces import StoreError
+from parallax.state.context import Context
+
+dlq_app = typer.Typer(help="Dead letters: branches that escalated after their last retry, with input and last error.",
+                      no_args_is_help=True, pretty_exceptions_enable=False)
+
+
+@asynccontextmanager
+async def open_traces(tenant: str):
+    from parallax.runtime.storage.stores import open_sqlite_store
+    from parallax.runtime.storage.trace_store import TraceStore
+
+    checked_tenant(tenant)
+    if not settings_mod.load().store_path.exists():
+        fail(f"no runs recorded under {settings_mod.load().home}: run `parallax run` first, or set PARALLAX_HOME")
+    async with open_sqlite_store() as store:
+        yield TraceStore(store, tenant)
+
+
+def with_traces(work, tenant: str):
+    async def main():
+        async with open_traces(tenant) as traces:
+            return await work(traces)
+    try:
+        return asyncio.run(main())
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def path_of(transitions: list[dict]) -> str:
+    return " > ".join(t["state"] for t in transitions)
+
+
+def seconds_between(transitions: list[dict]) -> float:
+    return round(transitions[-1]["at"] - transitions[0]["at"], 3) if len(transitions) > 1 else 0.0
+
+
+def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax run` printed.")],
+          tenant: Tenant = "default", as_json: AsJson = False) -> None:
+    """Show a run's branches: the lifecycle of each (PENDING > DISPATCHED > IN_PROGRESS > ...), with times and reasons."""
+    found = with_traces(lambda traces: traces.get_trace(trace_id), tenant)
+    if as_json:
+        return emit(found)
+    console = Console(highlight=False)
+    console.print(f"trace {found['trace_id']} ({found['tenant']}): [bold]{found['status']}[/] {found['mode']}, "
+                  f"confidence {found['confidence']}" + (f" - {found['reason']}" if found["reason"] else ""))
+    table = new_table(None, ("branch", "kind", "state", "seconds", "attempts", "path", "why"))
+    for b in found["branches"]:
+        steps = b.get("transitions") or []
+        reasons = "; ".join(dict.fromkeys(t["reason"][:160] for t in steps
+                                          if t["state"] in ("TIMEOUT", "FAILED", "ESCALATED") and t["reason"]))
+        if b.get("backup"):
+            reasons = f"backup copy ({b['backup']['reason']}), {b['backup']['winner']} won; " + reasons
+        table.add_row(b["id"], b["kind"], b.get("state") or b["status"], f"{seconds_between(steps):.2f}",
+                      str(b.get("attempts", 1)), path_of(steps), reasons[:300])
+    console.print(table)
+    console.print(f"answer: {found['answer'] or '(none)'}")
+
+
+def _letter_row(d: dict) -> dict:
+    return {k: d[k] for k in ("id", "kind", "trace_id", "status", "attempts", "escalated_at", "error")} | {
+        "retries": len(d.get("retries", []))}
+
+
+@dlq_app.command("list")
+def dlq_list(tenant: Tenant = "default",
+             show_all: Annotated[bool, typer.Option("--all", help="Include letters a retry resolved.")] = False,
+             as_json: AsJson = False) -> None:
+    """List dead letters (open ones unless --all), oldest first."""
+    letters = [d for d in with_traces(lambda traces: traces.dead_letters(), tenant) if show_all or d["status"] == "open"]
+    if as_json:
+        return emit([_letter_row(d) for d in letters])
+    table = new_table(f"dead letters of {tenant} ({len(letters)})",
+                      ("branch", "kind", "trace", "status", "escalated", "retries", "last error"))
+    for d in letters:
+        table.add_row(d["id"], d["kind"], d["trace_id"], d["status"], d["escalated_at"][:19], str(len(d["retries"])),
+                      d["error"][:120])
+    Console().print(table)
+
+
+@dlq_app.command("show")
+def dlq_show(branch_id: Annotated[str, typer.Argument(help="Branch id from `parallax dlq list`.")],
+             tenant: Tenant = "default", as_json: AsJson = False) -> None:
+    """Show one dead letter: its input, last error and retries."""
+    letter = with_traces(lambda traces: traces.get_dead_letter(branch_id), tenant)
+    if as_json:
+        return emit(letter)
+    console = Console(highlight=False)
+    console.print(f"[bold]{letter['id']}[/] ({letter['kind']}) of trace {letter['trace_id']}: {letter['status']}, "
+                  f"{letter['attempts']} attempts, {len(letter['retries'])} retries")
+    console.print(f"last error: {letter['error']}")
+    console.print("input: " + json.dumps(letter["input"], ensure_ascii=False, indent=2))
+    if letter.get("result"):
+        console.print("result: " + json.dumps(letter["result"], ensure_ascii=False))
+
+
+async def retry_letter(traces, branch_id: str, context: Context) -> dict:
+    """Run the branch again from its stored input, under the letter's lock; record the outcome."""
+    from parallax.nodes.work import run_branch
+    from parallax.runtime.redaction import redact_value
+    from parallax.runtime.run_context import resolved
+    from parallax.runtime.storage.store_calls import now_iso
+    from parallax.runtime.storage.stores import commit_lock
+    from parallax.state.lifecycle import Lifecycle
+
+    async with commit_lock().hold(f"dlq/{traces.tenant}/{branch_id}"):
+        letter = await traces.get_dead_letter(branch_id)
+        if letter["status"] != "open":
+            raise StoreError(f"dead letter {branch_id!r} was already resolved by a retry; nothing to do")
+        spec = {**letter["input"], "id": letter["id"], "parent_id": letter["trace_id"]}
+        life = Lifecycle()
+        life.move("PENDING", "dlq retry")
+        life.move("DISPATCHED")
+        record = await run_branch(spec, resolved(context), life)
+        attempt = {"at": now_iso(), "status": record["status"],
+                   "attempts": record["attempts"], "error": redact_value(record.get("error") or ""),
+                   "transitions": record["transitions"]}
+        letter["retries"] = [*letter["retries"], attempt]
+        if record["status"] == "ok":
+            letter.update(status="resolved", result={"output": record["output"], "vote": record.get("vote")})
+        else:
+            letter["error"] = attempt["error"]
+        await traces.put_dead_letter(letter)
+        return letter
+
+
+@dlq_app.command("retry")
+def dlq_retry(cli: typer.Context, branch_id: Annotated[str, typer.Argument(help="Branch id from `parallax dlq list`.")],
+              tenant: Tenant = "default", as_json: AsJson = False) -> None:
+    """Run an escalated branch again from its stored input; exit 0 if it now succeeds, 1 if it fails again."""
+    from parallax.runtime.model_server import ModelServerError
+
+    try:
+        letter = with_traces(lambda traces: retry_letter(traces, branch_id, base_context(cli)), tenant)
+    except ModelServerError as exc:
+        fail(f"model server: {exc}", code=1)
+    if as_json:
+        emit(letter)
+    else:
+        last = letter["retries"][-1]
+        Console(highlight=False).print(
+            f"{branch_id}: {'resolved' if letter['status'] == 'resolved' else 'failed again'} "
+            f"(attempts: {last['attempts']})"
+            + (f": {json.dumps(letter['result']['output'], ensure_ascii=False)}" if letter.get("result")
+               else f" - {last['error']}"))
+    raise typer.Exit(0 if letter["status"] == "resolved" else 1)

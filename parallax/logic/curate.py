@@ -1,0 +1,42 @@
+"""Curate one reflection into delta operations on the playbook.
+
+Lessons become `add` operations (the model writes them as canonical, general entries
+and names what they are about); the reflection's verdicts on the items a run was shown
+become `tag_helpful` / `tag_harmful` without any model call. Each reflection is curated
+on its own, so a batch of a hundred is a hundred small calls, not one lossy summary.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from parallax.prompts.learn import curate_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.state.context import Context
+from parallax.state.payloads import BranchRecord, Curation, Reflection
+from parallax.state.playbook import Operation
+
+MAX_ADDS = 3
+MAX_TEXT = 400
+
+
+def tag_operations(reflection: Reflection, shown: set[str], provenance: list[str]) -> list[Operation]:
+    """Verdicts on items the run actually saw; verdicts on any other id are ignored."""
+    kinds = {"helpful": "tag_helpful", "harmful": "tag_harmful"}
+    return [Operation(op=kinds[t.tag], item_id=t.id, provenance=provenance)
+            for t in reflection.item_tags if t.tag in kinds and t.id in shown]
+
+
+async def curate(reflection: Reflection, provenance: list[str], ctx: Context) -> tuple[BranchRecord | None, list[Operation]]:
+    lessons = [lesson.strip() for lesson in reflection.lessons if lesson.strip()]
+    if not lessons:
+        return None, []
+    identity = {"id": f"curate-{uuid.uuid4().hex[:8]}", "parent_id": provenance[-1] if provenance else "learn", "kind": "curate"}
+    record, curation = await call_branch(identity, curate_messages(reflection.diagnosis, lessons), Curation, ctx,
+                                         model=ctx.reviewer_model, temperature=0.0)
+    if curation is None:
+        return record, []
+    adds = [Operation(op="add", section=e.section.strip()[:60] or "general", text=" ".join(e.text.split())[:MAX_TEXT],
+                      about=sorted({a.strip().lower() for a in e.about if a.strip()}), provenance=provenance)
+            for e in curation.entries if e.text.strip()]
+    return record, adds[:MAX_ADDS]

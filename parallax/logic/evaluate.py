@@ -1,0 +1,56 @@
+"""Evaluate a playbook: run the solve graph on tasks with given items and score each run.
+
+Used by the learn graph (its start and gate nodes, and each training task) and by
+`parallax eval`. The solve graph is handed in by the caller (graphs/learn.py wires it in;
+the CLI passes its own), so nothing on this floor reaches up to the wiring. Runs are
+evaluated without a checkpointer: an evaluation is repeatable, so checkpointing each run
+would only cost time. The playbook items each run sees are chosen for all tasks at once
+(one batched embedding call when the playbook is larger than the budget).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from parallax.logic.playbook_selection import select_items
+from parallax.logic.scoring import score
+from parallax.state.context import Context
+
+Solver = Any
+"""A compiled solve graph (`ainvoke(input, context=...)`), compiled without a checkpointer."""
+
+
+async def solve_one(solve: Solver, task: dict, items: list[dict], version: int, ctx: Context, mode: str = "auto",
+                    tenant: str = "default") -> dict:
+    """One task through the solve graph with exactly these playbook items (its trace filed under `tenant`)."""
+    try:
+        run = await solve.ainvoke(
+            {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version, "tenant": tenant},
+            context=ctx)
+    except ValueError as exc:  # input the solve graph refuses (e.g. too long)
+        run = {"status": "failed", "answer": "", "reason": str(exc), "branches": [], "trace_id": ""}
+    verdict = score(run, task.get("target"), task["input"], task.get("scorer", "auto"))
+    return {**run, **verdict, "task_id": task.get("id")}
+
+
+async def evaluate(solve: Solver, tasks: list[dict], items: list[dict], version: int, ctx: Context, *,
+                   concurrency: int = 8, mode: str = "auto", tenant: str = "default", on_result=None) -> dict:
+    """Accuracy over `tasks`; `errors` counts runs that ended `failed`."""
+    limit = asyncio.Semaphore(concurrency)
+    selections = await select_items(items, [t["input"] for t in tasks], ctx.playbook_chars, ctx.embedder)
+
+    async def bounded(task: dict, chosen: list[dict]) -> dict:
+        async with limit:
+            result = await solve_one(solve, task, chosen, version, ctx, mode, tenant)
+        if on_result:
+            on_result(result)
+        return result
+
+    results = await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True)))
+    correct = sum(r["correct"] for r in results)
+    return {"accuracy": round(correct / len(results), 4) if results else 0.0, "n": len(results),
+            "errors": sum(r["status"] == "failed" for r in results),
+            "results": [{"task_id": r["task_id"], "correct": r["correct"], "answer": r.get("answer", ""),
+                         "status": r["status"], "trace_id": r.get("trace_id", ""), "feedback": r["feedback"]}
+                        for r in results]}

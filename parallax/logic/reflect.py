@@ -1,0 +1,20 @@
+"""Reflect on one run: what went right or wrong, concrete lessons, verdicts on used items.
+
+One model call per run, never a call over many runs (see DESIGN.md, context overload).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from parallax.prompts.learn import reflect_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.state.context import Context
+from parallax.state.payloads import BranchRecord, Reflection
+
+
+async def reflect(run: dict, task: dict, items: list[dict], ctx: Context) -> tuple[BranchRecord, Reflection | None]:
+    identity = {"id": f"reflect-{uuid.uuid4().hex[:8]}", "parent_id": run.get("trace_id") or "learn", "kind": "reflect",
+                "playbook_item_ids": [i["id"] for i in items]}
+    messages = reflect_messages(task["input"], run.get("answer", ""), run["feedback"], run["correct"], items)
+    return await call_branch(identity, messages, Reflection, ctx, model=ctx.reviewer_model, temperature=0.3)

@@ -1,0 +1,71 @@
+"""How a task runs: the rules behind `auto`, and the checks every graph input passes.
+
+`auto` uses the shape of the input, not a model call: long or multi-part input is
+sectioned, a short question whose answer can be checked by agreement is voted on, and
+anything else (open-ended writing, explanations) is answered once.
+"""
+
+from __future__ import annotations
+
+import re
+
+from parallax.logic.slicing import HEADING
+from parallax.runtime.storage.namespaces import NAME_RE
+from parallax.state.context import Context
+from parallax.state.solve import Route, SolveState
+
+OPEN_ENDED = re.compile(
+    r"^\s*(write|draft|compose|summari[sz]e|explain|describe|translate|rewrite|list|brainstorm|create)\b", re.I
+)
+CHECKABLE = re.compile(r"\?|\d|^\s*(is|are|was|were|do|does|did|can|will|how many|how much|what|which|who|when)\b", re.I)
+SHORT_CHARS = 800
+MAX_VOTES = 1000
+
+
+class InvalidInput(ValueError):
+    """The graph input cannot be run; the message says what to change."""
+
+
+def choose_route(task: str, question: str, slice_chars: int) -> Route:
+    if len(task) > slice_chars or (len(HEADING.findall(task)) >= 3 and len(task) > 2 * SHORT_CHARS):
+        return "section"
+    ask = question or task
+    if len(task) + len(question) <= SHORT_CHARS and CHECKABLE.search(ask) and not OPEN_ENDED.match(ask):
+        return "vote"
+    return "direct"
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate(state: SolveState, ctx: Context) -> None:
+    """Raise InvalidInput (one line: what is wrong and how to fix it) for input that cannot run."""
+    if not isinstance(state, dict):
+        raise InvalidInput("the input must be an object with at least a task")
+    task = state.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise InvalidInput("task is empty: give the text to work on")
+    if len(task) > ctx.max_input_chars:
+        raise InvalidInput(
+            f"task has {len(task)} characters, above the limit of {ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)"
+        )
+    if state.get("mode", "auto") not in ("auto", "direct", "section", "vote"):
+        raise InvalidInput(f"unknown mode {state.get('mode')!r}: use auto, direct, section or vote")
+    question = state.get("question", "")
+    if not isinstance(question, str):
+        raise InvalidInput(f"question must be text, got {type(question).__name__}")
+    if len(task) + len(question) > ctx.max_input_chars:
+        raise InvalidInput(f"task and question have {len(task) + len(question)} characters, above the limit of "
+                           f"{ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)")
+    votes = state.get("votes", 5)
+    if not _whole(votes) or votes < 1:
+        raise InvalidInput(f"votes must be a whole number of at least 1, got {votes!r}")
+    if votes > MAX_VOTES:
+        raise InvalidInput(f"votes must be at most {MAX_VOTES}, got {votes}")
+    for field in ("tenant", "playbook"):
+        if field in state and not (isinstance(state[field], str) and NAME_RE.match(state[field])):
+            raise InvalidInput(f"bad {field} {state[field]!r}: use 1-64 letters, digits, '-' or '_'")
+    min_votes = state.get("min_votes")
+    if min_votes is not None and not (_whole(min_votes) and 1 <= min_votes <= votes):
+        raise InvalidInput(f"min_votes must be between 1 and votes ({votes}), got {min_votes!r}")

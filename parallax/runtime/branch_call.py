@@ -1,0 +1,62 @@
+"""One model call of a branch, turned into its trace record.
+
+Shared by every kind of branch (work, judge, red team) so that attempts, re-asks,
+latency, tokens and errors are recorded the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TypeVar
+
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
+
+from parallax.runtime.structured_call import BranchError, ask
+from parallax.state.context import Context
+from parallax.state.lifecycle import Lifecycle
+from parallax.state.payloads import BranchRecord
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+async def call_branch(
+    record: dict, messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
+    lifecycle: Lifecycle | None = None,
+) -> tuple[BranchRecord, T | None]:
+    """(record, parsed reply); the reply is None when the branch failed or timed out.
+
+    `ctx` must be resolved (runtime/run_context.py). `lifecycle` carries the branch's transitions so far (a fan-out branch arrives
+    DISPATCHED); a call made on its own (judge, red team, reflect, curate) starts one here.
+    The record ends COMPLETED or ESCALATED; a cancelled call ends CANCELLED and re-raises."""
+    if lifecycle is None:
+        lifecycle = Lifecycle()
+        lifecycle.move("PENDING")
+        lifecycle.move("DISPATCHED")
+    started = time.perf_counter()
+    fields = {**record, "model": model or None, "temperature": temperature}
+    try:
+        result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=ctx.request_timeout_s,
+                           max_attempts=ctx.max_attempts, max_reasks=ctx.max_reasks, max_tokens=ctx.max_tokens,
+                           lifecycle=lifecycle, chat_model=ctx.chat_model)
+    except BranchError as exc:
+        latency = round((time.perf_counter() - started) * 1000, 2)
+        # an open circuit fails before any attempt: the FAILED step then carries the error
+        lifecycle.finish("ESCALATED", f"gave up after {_count(exc.attempts, 'attempt')} and {_count(exc.reasks, 're-ask')}",
+                         failure=str(exc))
+        return BranchRecord(**fields, status="timeout" if exc.timeout else "failed", error=str(exc)[:500],
+                            attempts=exc.attempts, reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency,
+                            state=lifecycle.state, transitions=lifecycle.transitions), None
+    except asyncio.CancelledError:
+        lifecycle.finish("CANCELLED", "cancelled")
+        raise
+    latency = round((time.perf_counter() - started) * 1000, 2)
+    lifecycle.move("COMPLETED")
+    return BranchRecord(**fields, status="ok", output=result.value.model_dump(), attempts=result.attempts,
+                        reasks=result.reasks, tokens=result.tokens, latency_ms=latency,
+                        state=lifecycle.state, transitions=lifecycle.transitions), result.value

@@ -1,0 +1,57 @@
+"""The one place that builds chat models.
+
+Every model call in Parallax goes through `langchain_openai.ChatOpenAI`, so any
+OpenAI-compatible endpoint works. With no endpoint configured, the embedded llama.cpp
+server is found or started by `model_server.endpoint` (blocking work, so it runs in a
+thread, once per process). A run can hand in its own factory through
+`Context.chat_model` (tests and benchmarks do); `chat_model` here is the default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+
+import openai
+from langchain_core.language_models import BaseChatModel
+from langchain_openai import ChatOpenAI
+
+from parallax.runtime import model_server
+from parallax.runtime import settings as settings_mod
+
+
+async def endpoint(current: settings_mod.Settings) -> str:
+    """OPENAI_BASE_URL if set, else the embedded server's URL (found or started once per process)."""
+    if current.base_url:
+        return current.base_url
+    return model_server.known_endpoint() or await asyncio.to_thread(model_server.endpoint, current)
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, BaseChatModel]] = weakref.WeakKeyDictionary()
+
+
+async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseChatModel:
+    """A shared chat model; callers pass `temperature` (and `response_format`) per call.
+
+    Building a ChatOpenAI costs about half a millisecond, so one instance per model and
+    event loop serves every branch. Each loop gets its own HTTP client: langchain-openai
+    would otherwise share one process-wide pool, which breaks on the second event loop
+    (tests, benchmarks, servers with isolated loops). Retries are ours (runtime/retry.py),
+    not the client's.
+    """
+    current = settings_mod.load()
+    base_url = await endpoint(current)
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    key = (model or current.chat_model_name, base_url, current.api_key, timeout_s, max_tokens)
+    client = per_loop.get(key)
+    if client is None:
+        client = per_loop[key] = ChatOpenAI(
+            model=key[0], base_url=base_url, api_key=current.api_key, timeout=timeout_s, max_retries=0,
+            max_tokens=max_tokens, http_async_client=openai.DefaultAsyncHttpxClient(timeout=timeout_s),
+        )
+    return client
+
+
+def forget_clients() -> None:
+    """Drop every cached client (tests that point the process at another endpoint)."""
+    _clients.clear()

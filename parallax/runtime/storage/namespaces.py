@@ -1,0 +1,41 @@
+"""Where records live in a LangGraph store, and who may name them.
+
+Every namespace starts with what it holds and then the tenant: ("playbooks", tenant, name),
+("traces", tenant), ("dlq", tenant). Tenant and playbook names share one small alphabet,
+so no name can spell another tenant's namespace ("../acme" or "a/b" are refused).
+"""
+
+from __future__ import annotations
+
+import re
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class StoreError(ValueError):
+    """A one-line, user-facing problem with stored records (unknown name or version, bad file, lock timeout)."""
+
+
+def check_tenant(tenant: str) -> str:
+    """The tenant name, or StoreError for one that could reach outside its namespaces."""
+    if not isinstance(tenant, str) or not NAME_RE.match(tenant):
+        raise StoreError(f"bad tenant {tenant!r}: use 1-64 letters, digits, '-' or '_'")
+    return tenant
+
+
+def check_playbook_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise StoreError(f"bad playbook name {name!r}: use 1-64 letters, digits, '-' or '_'")
+    return name
+
+
+def playbook_namespace(tenant: str, name: str) -> tuple[str, str, str]:
+    return ("playbooks", tenant, name)
+
+
+def traces_namespace(tenant: str) -> tuple[str, str]:
+    return ("traces", tenant)
+
+
+def dead_letters_namespace(tenant: str) -> tuple[str, str]:
+    return ("dlq", tenant)

@@ -1,0 +1,45 @@
+"""Calls to any LangGraph `BaseStore`, whichever store the runtime brings.
+
+Two things every reader of the store needs (and one every writer does: `now_iso`): a sync-only store (`SqliteStore`) raises
+NotImplementedError on the async API, so its calls go to a thread; and `search` returns
+10 items unless given a limit, so a namespace is read page by page with explicit
+limit/offset. Stores order search results by update time, so a concurrent write can
+only repeat a record in a scan, never hide one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.store.base import BaseStore
+
+PAGE = 100
+
+
+def now_iso() -> str:
+    """The time stamp stored records carry: UTC, ISO 8601, microseconds (so they sort)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+async def call_store(store: BaseStore, method: str, *args: Any, **kwargs: Any) -> Any:
+    """`store.a<method>(...)`, or `store.<method>(...)` in a thread when the store is sync-only."""
+    try:
+        return await getattr(store, "a" + method)(*args, **kwargs)
+    except NotImplementedError:
+        return await asyncio.to_thread(getattr(store, method), *args, **kwargs)
+
+
+async def scan(store: BaseStore, namespace: tuple[str, ...], page_size: int = PAGE) -> dict[str, dict]:
+    """Every record directly in `namespace` (not in namespaces below it), key -> value."""
+    found: dict[str, dict] = {}
+    offset = 0
+    while True:
+        page = await call_store(store, "search", namespace, limit=page_size, offset=offset)
+        for item in page:
+            if tuple(item.namespace) == namespace:
+                found[item.key] = dict(item.value)
+        if len(page) < page_size:
+            return found
+        offset += page_size

@@ -1,0 +1,46 @@
+"""Which store and which commit lock a caller gets.
+
+One place decides the commit lock: a file lock in PARALLAX_HOME, so two `parallax learn`
+processes (or threads, or graph branches) committing to the same SQLite store never lose
+an update. Under `langgraph dev` the in-memory store lives in one process, so an
+in-process lock is enough. The CLI's own store is PARALLAX_HOME/store.sqlite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.storage.commit_locks import FileCommitLock, LocalLock
+from parallax.runtime.storage.playbook_store import PlaybookStore
+
+
+def commit_lock() -> FileCommitLock:
+    return FileCommitLock(settings_mod.load().home / "playbooks.lock")
+
+
+def playbooks_in(store: BaseStore | None, tenant: str = "default") -> PlaybookStore:
+    """The playbooks of one tenant in `store`; a bad tenant name raises StoreError."""
+    if store is None:
+        raise RuntimeError("this graph needs a store: compile it with one (the CLI and langgraph dev do)")
+    if isinstance(store, InMemoryStore):  # one process: no file to lock (and no blocking I/O in async nodes)
+        return PlaybookStore(store, lock=LocalLock(), tenant=tenant)
+    return PlaybookStore(store, lock=commit_lock(), tenant=tenant)
+
+
+@asynccontextmanager
+async def open_sqlite_store() -> AsyncIterator[BaseStore]:
+    """The CLI's store, PARALLAX_HOME/store.sqlite, set up under the commit lock
+    (two processes migrating a fresh file at once would collide)."""
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    settings = settings_mod.load()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    async with AsyncSqliteStore.from_conn_string(str(settings.store_path)) as store:
+        async with commit_lock().hold("setup"):
+            await store.setup()
+        yield store

@@ -1,0 +1,61 @@
+"""Traces and the dead-letter list, kept per tenant in the run's LangGraph store.
+
+Namespaces: ("traces", <tenant>) keyed by trace id, one record per solve run with every
+branch's lifecycle; ("dlq", <tenant>) keyed by branch id, one record per escalated
+branch with its input and last error. Traces are redacted (runtime/redaction.py)
+before they are stored. A dead letter keeps its input as given, because `dlq retry`
+must ask the same question; the checkpoint holds that input anyway.
+"""
+
+from __future__ import annotations
+
+from langgraph.store.base import BaseStore
+
+from parallax.runtime.redaction import redact_value
+from parallax.runtime.storage.namespaces import StoreError, check_tenant, dead_letters_namespace, traces_namespace
+from parallax.runtime.storage.store_calls import call_store, now_iso, scan
+
+
+class TraceStore:
+    """One tenant's traces and dead letters; it cannot name another tenant's records."""
+
+    def __init__(self, store: BaseStore, tenant: str = "default") -> None:
+        self.store, self.tenant = store, check_tenant(tenant)
+
+    async def _call(self, method: str, *args, **kwargs):
+        return await call_store(self.store, method, *args, **kwargs)
+
+    # --- traces ----------------------------------------------------------------------
+
+    async def put_trace(self, trace: dict) -> None:
+        await self._call("put", traces_namespace(self.tenant), trace["trace_id"], redact_value(trace), index=False)
+
+    async def get_trace(self, trace_id: str) -> dict:
+        item = await self._call("get", traces_namespace(self.tenant), trace_id)
+        if item is None:
+            raise StoreError(f"no trace {trace_id!r} for tenant {self.tenant!r}: "
+                                f"use the trace id `parallax run` printed (and the same --tenant)")
+        return dict(item.value)
+
+    # --- dead letters ------------------------------------------------------------------
+
+    async def put_dead_letter(self, letter: dict) -> None:
+        await self._call("put", dead_letters_namespace(self.tenant), letter["id"], letter, index=False)
+
+    async def get_dead_letter(self, branch_id: str) -> dict:
+        item = await self._call("get", dead_letters_namespace(self.tenant), branch_id)
+        if item is None:
+            raise StoreError(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
+        return dict(item.value)
+
+    async def dead_letters(self) -> list[dict]:
+        """Every dead letter of the tenant, oldest first."""
+        found = await scan(self.store, dead_letters_namespace(self.tenant))
+        return sorted(found.values(), key=lambda d: (d["escalated_at"], d["id"]))
+
+
+def dead_letter(record: dict, trace: dict) -> dict:
+    """The dead-letter entry of one escalated branch record."""
+    return {"id": record["id"], "trace_id": trace["trace_id"], "tenant": trace["tenant"], "kind": record["kind"],
+            "input": record.get("input"), "error": redact_value(record.get("error") or record["status"]),
+            "attempts": record.get("attempts", 0), "escalated_at": now_iso(), "status": "open", "retries": []}

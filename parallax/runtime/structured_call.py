@@ -1,0 +1,173 @@
+"""Schema-constrained model calls that survive small models and flaky endpoints.
+
+Why this exists: a branch needs one validated pydantic object from a model, and three
+things get in the way. Transient endpoint errors are retried (runtime/retry.py). Replies
+that are not valid JSON for the schema are re-asked at most `max_reasks` times inside the
+same branch, so a re-ask never becomes a second vote. An endpoint that keeps failing trips
+its circuit breaker (runtime/circuit_breaker.py) and further calls fail fast. Token usage
+and attempts are counted for the branch trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import openai
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from pydantic import BaseModel, ValidationError
+
+from parallax.runtime import chat_models
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.circuit_breaker import CircuitOpen, breaker_for
+from parallax.runtime.retry import TRANSIENT_ERRORS, is_timeout, with_retries
+from parallax.state.context import ChatModelFactory
+from parallax.state.lifecycle import Lifecycle
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class ParseFailure(ValueError):
+    """The model never produced JSON matching the schema."""
+
+
+def extract_json(text: str) -> dict:
+    """The first JSON object in a reply: code fences stripped, prose around it ignored."""
+    cleaned = re.sub(r"```(?:json)?", "", text or "")
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", cleaned):
+        try:
+            value, _ = decoder.raw_decode(cleaned, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise ParseFailure(f"no JSON object in reply: {text[:120]!r}")
+
+
+def parse_reply(text: str, schema: type[T]) -> T:
+    try:
+        return schema.model_validate(extract_json(text))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "object"
+        raise ParseFailure(f"{where}: {first['msg']}") from exc
+
+
+@functools.lru_cache(maxsize=64)
+def response_format(schema: type[BaseModel], kind: str) -> dict | None:
+    """The `response_format` an endpoint of this `kind` understands (PARALLAX_RESPONSE_FORMAT)."""
+    json_schema = schema.model_json_schema()
+    if kind == "json_object_schema":  # llama.cpp server
+        return {"type": "json_object", "schema": json_schema}
+    if kind == "json_schema":  # OpenAI, vLLM, Ollama
+        return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": json_schema}}
+    if kind == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
+@dataclass
+class CallResult(Generic[T]):
+    value: T
+    attempts: int = 1
+    reasks: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "completion": 0, "total": 0})
+
+
+def _add_usage(tokens: dict[str, int], message: AIMessage) -> None:
+    usage = getattr(message, "usage_metadata", None) or {}
+    tokens["prompt"] += usage.get("input_tokens", 0)
+    tokens["completion"] += usage.get("output_tokens", 0)
+    tokens["total"] += usage.get("total_tokens", 0)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class BranchError(RuntimeError):
+    """A branch gave up; carries what it spent so the trace stays honest."""
+
+    def __init__(self, message: str, *, attempts: int, reasks: int, tokens: dict[str, int], timeout: bool):
+        super().__init__(message)
+        self.attempts, self.reasks, self.tokens, self.timeout = attempts, reasks, tokens, timeout
+
+
+async def ask(
+    messages: list[BaseMessage],
+    schema: type[T],
+    *,
+    model: str,
+    temperature: float,
+    timeout_s: float,
+    max_attempts: int,
+    max_reasks: int,
+    max_tokens: int,
+    lifecycle: Lifecycle | None = None,
+    chat_model: ChatModelFactory | None = None,
+) -> CallResult[T]:
+    """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
+
+    `lifecycle` (state/lifecycle.py) records each attempt: IN_PROGRESS, then TIMEOUT or
+    FAILED and RETRY when another attempt follows. The caller records the end
+    (COMPLETED, or ESCALATED from the BranchError). `chat_model` replaces the default
+    ChatOpenAI factory (Context.chat_model)."""
+    life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
+    llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
+    call_kwargs: dict = {"temperature": temperature}
+    kind = settings_mod.load().structured_output
+    fmt = response_format(schema, kind)
+    if fmt is not None:
+        call_kwargs["response_format"] = fmt
+    if kind == "json_object_schema":  # llama.cpp ignores ChatOpenAI's max_completion_tokens
+        call_kwargs["extra_body"] = {"max_tokens": max_tokens}
+    tokens = {"prompt": 0, "completion": 0, "total": 0}
+    attempts = reasks = 0
+    conversation = list(messages)
+
+    breaker = breaker_for(str(getattr(llm, "openai_api_base", None) or type(llm).__name__))
+
+    async def call_once() -> AIMessage:
+        nonlocal attempts
+        breaker.before_call()
+        attempts += 1
+        again = f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "")
+        life.move("IN_PROGRESS", again if attempts > 1 else "")
+        try:
+            async with asyncio.timeout(timeout_s):
+                reply = await llm.ainvoke(conversation, **call_kwargs)
+        except TRANSIENT_ERRORS as exc:
+            breaker.record_failure()
+            life.move("TIMEOUT" if is_timeout(exc) else "FAILED", _describe(exc))
+            raise
+        except BaseException:
+            breaker.probing = False  # not the endpoint's fault: let the next call probe
+            raise
+        breaker.record_success()
+        return reply
+
+    try:
+        while True:
+            reply = await with_retries(call_once, max_attempts, life)
+            _add_usage(tokens, reply)
+            try:
+                value = parse_reply(str(reply.content), schema)
+            except ParseFailure as exc:
+                life.move("FAILED", f"invalid reply: {exc}")
+                if reasks >= max_reasks:
+                    raise
+                life.move("RETRY", "re-ask for a valid reply")
+                reasks += 1
+                conversation += [
+                    reply,
+                    HumanMessage(f"That reply was not valid ({exc}). Answer again with only the JSON object."),
+                ]
+                continue
+            return CallResult(value, attempts, reasks, tokens)
+    except (ParseFailure, CircuitOpen, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
+        raise BranchError(_describe(exc), attempts=attempts, reasks=reasks, tokens=tokens, timeout=is_timeout(exc)) from exc

@@ -1,0 +1,1 @@
+"""Test doubles shared by tests and benchmarks; never installed with the product."""

@@ -1,0 +1,65 @@
+"""A scripted chat model for offline unit tests (never used by the product path).
+
+The product takes it through `Context.chat_model`; nothing is patched."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from parallax.state.context import Context
+
+Reply = str | BaseException | tuple[float, str]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Answers each call with `script(prompt_text, temperature, call_index)`.
+
+    The script returns text, an exception to raise, or (delay_seconds, text).
+    Every call is logged in `calls` as (prompt_text, temperature).
+    """
+
+    script: Callable[[str, float, int], Reply]
+    temperature: float = 0.0
+    calls: Any = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+        raise NotImplementedError("use the async API")
+
+    async def _agenerate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+        prompt = "\n".join(str(m.content) for m in messages)
+        index = len(self.calls)
+        self.calls.append((prompt, self.temperature))
+        temperature = kwargs.get("temperature", self.temperature)
+        reply = self.script(prompt, temperature, index)
+        if isinstance(reply, tuple):
+            await asyncio.sleep(reply[0])
+            reply = reply[1]
+        if isinstance(reply, BaseException):
+            raise reply
+        words = len(prompt.split())
+        usage = {"input_tokens": words, "output_tokens": len(reply.split()), "total_tokens": words + len(reply.split())}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply, usage_metadata=usage))])
+
+
+def scripted(script: Callable[[str, float, int], Reply], **context_fields: Any) -> tuple[Context, list]:
+    """A run Context whose every model call goes to `script`, and the shared call log.
+
+    `context_fields` set other Context fields (e.g. `straggler_factor=3.0`, `embedder=...`).
+    Pass the Context to a graph (`context=`) or to the CLI (`runner.invoke(app, args, obj=ctx)`).
+    """
+    calls: list = []
+
+    async def factory(*, model: str, timeout_s: float, max_tokens: int):
+        return ScriptedChatModel(script=script, calls=calls)
+
+    return Context(chat_model=factory, **context_fields), calls

@@ -1,0 +1,59 @@
+"""The floors only point down: import-linter's contracts (pyproject.toml) hold, and they catch a bad arrow.
+
+import-linter reads a package from its directory, and the repository keeps graphs/, nodes/,
+prompts/ and state/ beside parallax/ (pyproject's `package-dir` maps them in). So each test
+lays the code out as it is installed, in a temporary folder, and runs `lint-imports` on it in
+a fresh process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "pyproject.toml"
+
+
+def installed_layout(target: Path) -> Path:
+    """Copy every package to where `pip install .` puts it (from pyproject's package-dir)."""
+    package_dir = tomllib.loads(CONFIG.read_text())["tool"]["setuptools"]["package-dir"]
+    for name, folder in sorted(package_dir.items()):  # "parallax" first, then its mapped subpackages
+        shutil.copytree(ROOT / folder, target / name.replace(".", "/"), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def lint(layout: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(layout)}
+    return subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+                           "--config", str(CONFIG), "--no-cache"],
+                          cwd=layout, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_every_contract_is_kept(tmp_path):
+    result = lint(installed_layout(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 kept, 0 broken" in result.stdout
+
+
+def test_an_arrow_pointing_up_breaks_the_floors(tmp_path):
+    layout = installed_layout(tmp_path)
+    payloads = layout / "parallax" / "state" / "payloads.py"
+    payloads.write_text(payloads.read_text() + "\nfrom parallax.runtime import settings  # deliberate: state reaching up\n")
+    result = lint(layout)
+    assert result.returncode == 1
+    assert "Floors only point down" in result.stdout and "BROKEN" in result.stdout
+    assert "parallax.state.payloads -> parallax.runtime.settings" in result.stdout
+
+
+def test_a_node_importing_another_node_is_refused(tmp_path):
+    layout = installed_layout(tmp_path)
+    judge = layout / "parallax" / "nodes" / "judge.py"
+    judge.write_text(judge.read_text() + "\nfrom parallax.nodes.merge import merge  # deliberate\n")
+    result = lint(layout)
+    assert result.returncode == 1 and "nodes do not import each other" in result.stdout
