@@ -165,7 +165,10 @@ def _finish(payload: dict | None, thread_id: str, context: Context, as_json: boo
         result = asyncio.run(run_solve(payload, thread_id, context, show_progress=not as_json and err.is_terminal))
     except KeyboardInterrupt:
         fail(f"interrupted; finished branches are checkpointed: parallax resume {thread_id}", code=130)
-    result = {**result, "thread_id": thread_id}
+    from parallax.runtime.model_server import peak_rss_mb, server_process
+
+    result = {**result, "thread_id": thread_id,
+              "resources": {"peak_rss_mb": peak_rss_mb(), "model_server": server_process()}}
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
     else:

@@ -18,7 +18,7 @@ from parallax.state.solve import SolveState
 MAX_TASKS = 10
 
 
-def _spread(low: float, high: float, n: int) -> list[float]:
+def spread(low: float, high: float, n: int) -> list[float]:
     return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 3) for i in range(n)]
 
 
@@ -34,7 +34,7 @@ def branch_specs(state: SolveState, ctx: Context) -> list[dict]:
 
     if route == "vote":
         n = state.get("votes", 5)
-        temperatures = _spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
+        temperatures = spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
         return [spec("vote", task, selections[0], model=m, temperature=t, index=i)
                 for i, (m, t) in enumerate(zip(ctx.models_for_votes(n), temperatures, strict=True))]
     if route == "section":

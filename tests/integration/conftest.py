@@ -52,7 +52,7 @@ def model_server(tmp_path_factory) -> Iterator[str]:
 def real_model(model_server, monkeypatch) -> str:
     """Point this test's model calls at the shared server; nothing cached leaks to other tests."""
     monkeypatch.setenv("OPENAI_BASE_URL", model_server)
-    monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
+    monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")  # what the embedded server is asked by default
     monkeypatch.setenv("PARALLAX_MODEL", MODEL_ALIAS)
     for name in ("PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL"):
         monkeypatch.delenv(name, raising=False)

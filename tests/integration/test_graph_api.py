@@ -76,7 +76,7 @@ def dev_server(model_server, tmp_path_factory) -> Iterator[DevServer]:
     env = {
         **os.environ,
         "OPENAI_BASE_URL": model_server,
-        "PARALLAX_RESPONSE_FORMAT": "json_object_schema",
+        "PARALLAX_RESPONSE_FORMAT": "json_schema",
         "PARALLAX_MODEL": MODEL_ALIAS,
         "PARALLAX_MAX_TOKENS": "128",
         "PARALLAX_HOME": str(work / "parallax-home"),

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from openai import OpenAI
@@ -49,7 +50,7 @@ def llama_children() -> list[psutil.Process]:
     found = []
     for proc in psutil.Process().children():
         try:
-            if "llama_cpp.server" in proc.cmdline():
+            if "parallax.runtime.model_server" in proc.cmdline():
                 found.append(proc)
         except psutil.Error:
             pass
@@ -120,7 +121,7 @@ def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tm
             assert serve.poll() is None and time.monotonic() < deadline, stderr.read_text()
             time.sleep(0.5)
         info = json.loads(settings.model_server_file.read_text())
-        assert set(info) == {"url", "pid", "model", "gguf", "started_at"}
+        assert set(info) == {"url", "pid", "model", "gguf", "parallel", "started_at"} and info["parallel"] == 5
         assert info["model"] == settings.chat_model_name and psutil.pid_exists(info["pid"])
         assert endpoint(settings) == info["url"]
         assert model_server._server is None and not llama_children()
@@ -130,3 +131,42 @@ def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tm
     assert "serving smollm2-135m-instruct at http://127.0.0.1:" in stderr.read_text()
     assert not settings.model_server_file.exists()
     assert not psutil.pid_exists(info["pid"])
+
+
+def test_the_embedded_server_decodes_requests_side_by_side(settings):
+    """Four requests at once: llama.cpp's /slots must show several slots busy at the same moment."""
+    import concurrent.futures
+
+    with LocalModelServer(settings) as server:
+        client = OpenAI(base_url=server.url, api_key=settings.api_key)
+        base = server.url.removesuffix("/v1")
+
+        def ask(i: int) -> str:
+            reply = client.chat.completions.create(
+                model=settings.chat_model_name, max_tokens=48, temperature=0.8,
+                messages=[{"role": "user", "content": f"Write a long story about the number {i}."}])
+            return reply.choices[0].message.content
+
+        busy_at_once = 0
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(ask, i) for i in range(4)]
+            while not all(f.done() for f in futures):
+                slots = httpx.get(f"{base}/slots", timeout=5).json()
+                busy_at_once = max(busy_at_once, sum(1 for slot in slots if slot.get("is_processing")))
+                time.sleep(0.05)
+            answers = [f.result() for f in futures]
+        assert len(slots) == settings.model_parallel == 5
+        assert busy_at_once >= 3 and all(answers)
+
+
+def test_a_run_on_the_embedded_model_reports_both_processes_memory(tmp_path):
+    """`parallax run --json` with nothing configured: it starts the embedded server and reports its RSS and ours."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "PARALLAX_RESPONSE_FORMAT")}
+    env.update(PARALLAX_HOME=str(tmp_path / "home"), PARALLAX_MAX_TOKENS="64")
+    done = subprocess.run([sys.executable, "-m", "parallax.cli", "run", "Is 7 a prime number?", "--mode", "vote",
+                           "--votes", "3", "--json"], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr
+    out = json.loads(done.stdout)
+    server = out["resources"]["model_server"]
+    assert out["resources"]["peak_rss_mb"] > 50 and server["parallel"] == 5 and server["peak_rss_mb"] > 50
+    assert not psutil.pid_exists(server["pid"])  # stopped when the run ended

@@ -56,6 +56,7 @@ def test_run_json_prints_the_contract_and_checkpoints_the_thread(tmp_path, monke
     assert all({"id", "kind", "status", "output", "latency_ms", "tokens"} <= set(b) for b in out["branches"])
     assert (home / "checkpoints.sqlite").stat().st_size > 0
     assert "task" not in out and "slices" not in out  # output schema only
+    assert out["resources"]["peak_rss_mb"] > 50 and out["resources"]["model_server"] is None  # scripted: no server
 
 
 def test_failed_run_exits_1(tmp_path, monkeypatch):

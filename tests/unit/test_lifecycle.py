@@ -178,13 +178,14 @@ def test_the_threshold_needs_finished_siblings_and_respects_the_floor():
 
 
 @pytest.mark.parametrize("env, factor", [
-    ({}, 0.0),  # embedded llama.cpp: one request at a time
+    ({}, 3.0),  # the embedded llama.cpp server decodes requests side by side
+    ({"PARALLAX_MODEL_PARALLEL": "1"}, 0.0),  # ... unless it has one slot: a copy would only queue
     ({"OPENAI_BASE_URL": "http://h/v1"}, 3.0),
-    ({"OPENAI_BASE_URL": "http://h/v1", "PARALLAX_RESPONSE_FORMAT": "json_object_schema"}, 0.0),
+    ({"OPENAI_BASE_URL": "http://h/v1", "PARALLAX_RESPONSE_FORMAT": "json_object_schema"}, 0.0),  # llama-cpp-python
     ({"OPENAI_BASE_URL": "http://h/v1", "PARALLAX_STRAGGLER_FACTOR": "5"}, 5.0),
 ])
-def test_backups_default_off_for_llama_cpp_and_on_elsewhere(monkeypatch, env, factor):
-    for name in ("OPENAI_BASE_URL", "PARALLAX_RESPONSE_FORMAT", "PARALLAX_STRAGGLER_FACTOR"):
+def test_backups_default_off_where_a_copy_could_only_queue(monkeypatch, env, factor):
+    for name in ("OPENAI_BASE_URL", "PARALLAX_RESPONSE_FORMAT", "PARALLAX_STRAGGLER_FACTOR", "PARALLAX_MODEL_PARALLEL"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
