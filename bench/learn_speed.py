@@ -28,13 +28,12 @@ import uuid
 from pathlib import Path
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.store.sqlite.aio import AsyncSqliteStore
 
 from parallax.graphs.learn import builder
 from parallax.logic.task_files import load_tasks
 from parallax.runtime import embeddings
 from parallax.runtime.settings import freeze_startup_objects
-from parallax.runtime.storage.stores import playbooks_in
+from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
 from parallax.state.context import Context
 from tests.support.sleeping_model import sleeping
 
@@ -59,8 +58,7 @@ async def learn_once(tasks: list[dict], batch: int, latency_s: float, concurrenc
     embeddings.forget()
     home.mkdir(parents=True, exist_ok=True)
     async with AsyncSqliteSaver.from_conn_string(str(home / "checkpoints.sqlite")) as saver, \
-            AsyncSqliteStore.from_conn_string(str(home / "store.sqlite")) as store:
-        await store.setup()
+            open_sqlite_store(home / "store.sqlite") as store:
         graph = builder.compile(checkpointer=saver, store=store)
         config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 100_000}
         ctx = Context(max_concurrency=concurrency, chat_model=sleeping(latency_s=latency_s, reply_for=reply_for))

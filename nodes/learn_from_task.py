@@ -4,6 +4,10 @@ A `Send` target of the learn graph carries a group of a batch's tasks (at most
 `MAX_TASKS` groups per batch, as in the solve fan-out: each LangGraph task costs
 scheduling and checkpoint writes). Keeping the four steps together means a batch is
 one superstep, while each step still makes its own model call on this one run only.
+
+Each group chooses its tasks' playbook items itself (logic/playbook_selection.py): the
+encoder then works on one group while the others wait for the model, instead of every
+task of the batch waiting for all of the batch's encoding.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.curate import curate, tag_operations
 from parallax.logic.evaluate import Solver, solve_one
+from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.reflect import reflect
 from parallax.runtime.lesson_screening import screen_lessons, screen_operations
 from parallax.runtime.run_context import context_of
@@ -23,16 +28,19 @@ from parallax.state.context import Context
 
 
 async def learn_from_task(payload: dict, runtime: Runtime[Context], *, solve: Solver) -> dict:
-    """A `Send` target: this group's tasks (each with the items chosen for it), under the batch's shared limit."""
+    """A `Send` target: this group's tasks and the playbook head's items, under the batch's shared limit."""
     ctx = context_of(runtime)
     limit = superstep_limit(runtime, ctx.max_concurrency)
+    tasks = payload["tasks"]
+    selections = await select_items(payload["items"], [retrieval_text(t["input"]) for t in tasks], ctx.playbook_chars,
+                                    ctx.embedder)
 
-    async def bounded(work: dict) -> dict:
+    async def bounded(task: dict, items: list[dict]) -> dict:
         async with limit:
-            return await learn_one(solve, work["task"], work["items"], payload["version"], payload["mode"], ctx,
+            return await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
                                    payload.get("tenant", "default"))
 
-    return {"runs": list(await asyncio.gather(*(bounded(w) for w in payload["work"])))}
+    return {"runs": list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))}
 
 
 async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, mode: str, ctx: Context, tenant: str) -> dict:
@@ -63,7 +71,7 @@ async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, 
 def learn_from_task_failed(payload: dict, error: NodeError) -> dict:
     """Error handler: every task of a group that crashed is a failed run with nothing to learn from."""
     return {"runs": [{
-        "task_id": work["task"].get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,
+        "task_id": task.get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,
         "scorer": "execution", "used_item_ids": [], "reflection_id": "", "reflection": None, "operations": [],
         "records": [], "error": f"{type(error.error).__name__}: {error.error}"[:500],
-    } for work in payload["work"]]}
+    } for task in payload["tasks"]]}

@@ -15,7 +15,6 @@ from langgraph.types import Send
 
 from parallax.logic.branch_plans import group
 from parallax.logic.evaluate import Solver, evaluate
-from parallax.logic.playbook_selection import select_items
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
@@ -66,14 +65,11 @@ def next_batch(state: LearnState) -> dict:
 async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] | Literal["__end__"]:
     """Conditional edge: one branch per task of the current batch, or the end."""
     index = state["batch_index"]
-    ctx = context_of(runtime)
     if index >= len(state["schedule"]):
         return "__end__"
     head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
     batch = [state["tasks"][t] for t in state["schedule"][index]]
-    selections = await select_items([i.model_dump() for i in head.active], [t["input"] for t in batch],
-                                    ctx.playbook_chars, ctx.embedder)
-    work = [{"task": task, "items": chosen} for task, chosen in zip(batch, selections, strict=True)]
-    return [Send("learn_from_task", {"work": group_work, "version": head.version, "mode": state.get("mode", "direct"),
-                                     "tenant": state["tenant"]})
-            for group_work in group(work)]
+    items = [i.model_dump() for i in head.active]
+    return [Send("learn_from_task", {"tasks": tasks, "items": items, "version": head.version,
+                                     "mode": state.get("mode", "direct"), "tenant": state["tenant"]})
+            for tasks in group(batch)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from parallax.logic.playbook_selection import select_items
+from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.scoring import score
 from parallax.state.context import Context
 
@@ -38,7 +38,7 @@ async def evaluate(solve: Solver, tasks: list[dict], items: list[dict], version:
                    concurrency: int = 8, mode: str = "auto", tenant: str = "default", on_result=None) -> dict:
     """Accuracy over `tasks`; `errors` counts runs that ended `failed`."""
     limit = asyncio.Semaphore(concurrency)
-    selections = await select_items(items, [t["input"] for t in tasks], ctx.playbook_chars, ctx.embedder)
+    selections = await select_items(items, [retrieval_text(t["input"]) for t in tasks], ctx.playbook_chars, ctx.embedder)
 
     async def bounded(task: dict, chosen: list[dict]) -> dict:
         async with limit:

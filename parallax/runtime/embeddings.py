@@ -25,6 +25,9 @@ from parallax.runtime import settings as settings_mod
 CACHE_SIZE = 20_000
 
 _lock = threading.Lock()
+_encoding = threading.Lock()
+"""Held while missing vectors are computed: callers that need the same texts at the same time
+(the groups of a learn batch all need the playbook's items) wait for one encoding, not do ten."""
 _model: Embeddings | None = None
 _cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -65,14 +68,17 @@ def embed(texts: list[str]) -> np.ndarray:
     """Unit vectors for `texts` (float32, shape (n, 384)); cached per exact text."""
     texts = list(texts)
     with _lock:
-        missing = sorted({t for t in texts if t not in _cache})
+        missing = {t for t in texts if t not in _cache}
     if missing:
-        vectors = _vectors(embedder(), missing)
-        with _lock:
-            for text, vector in zip(missing, vectors, strict=True):
-                _cache[text] = vector.astype(np.float32)
-                if len(_cache) > CACHE_SIZE:
-                    _cache.popitem(last=False)
+        with _encoding:
+            with _lock:  # what another caller encoded while this one waited
+                missing = sorted(t for t in missing if t not in _cache)
+            vectors = _vectors(embedder(), missing) if missing else []
+            with _lock:
+                for text, vector in zip(missing, vectors, strict=True):
+                    _cache[text] = vector.astype(np.float32)
+                    if len(_cache) > CACHE_SIZE:
+                        _cache.popitem(last=False)
     with _lock:
         rows = []
         for text in texts:

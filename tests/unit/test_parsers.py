@@ -128,3 +128,15 @@ def test_task_lines_accept_ace_gsm8k_and_reject_unknown_scorers():
         parse_task({"input": "Q?", "scorer": "fuzzy"})
     with pytest.raises(ValueError, match="no task text"):
         parse_task({"target": "1"})
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Use formula ROI to answer. Then round. " + "x" * 300, "Use formula ROI to answer. Then round."),
+    ("One sentence that is far too long " * 20, ("One sentence that is far too long " * 20)[:200]),
+    ("  Is 7 prime?  Explain why.", "Is 7 prime? Explain why."),
+    ("", ""),
+])
+def test_retrieval_text_keeps_the_leading_sentences_that_fit(text, expected):
+    from parallax.logic.playbook_selection import retrieval_text
+
+    assert retrieval_text(text) == expected

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -33,14 +34,22 @@ def playbooks_in(store: BaseStore | None, tenant: str = "default") -> PlaybookSt
 
 
 @asynccontextmanager
-async def open_sqlite_store() -> AsyncIterator[BaseStore]:
-    """The CLI's store, PARALLAX_HOME/store.sqlite, set up under the commit lock
-    (two processes migrating a fresh file at once would collide)."""
+async def open_sqlite_store(path: Path | None = None) -> AsyncIterator[BaseStore]:
+    """The CLI's store (default PARALLAX_HOME/store.sqlite), set up under the commit lock (two
+    processes migrating a fresh file at once would collide).
+
+    Write-ahead logging with `synchronous=NORMAL`: every run writes its trace, and a learn batch
+    writes a hundred at once; with SQLite's default rollback journal each write is an fsync'd
+    commit that the next one queues behind. A commit in WAL mode survives a crash of the
+    process (a power cut may lose the last ones), and readers never block the writer.
+    """
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-    settings = settings_mod.load()
-    settings.home.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteStore.from_conn_string(str(settings.store_path)) as store:
+    path = path or settings_mod.load().store_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    async with AsyncSqliteStore.from_conn_string(str(path)) as store:
+        await store.conn.execute("PRAGMA journal_mode=WAL")
+        await store.conn.execute("PRAGMA synchronous=NORMAL")
         async with commit_lock().hold("setup"):
             await store.setup()
         yield store
