@@ -17,19 +17,36 @@ from langgraph.store.memory import InMemoryStore
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.commit_locks import FileCommitLock, LocalLock
 from parallax.runtime.storage.playbook_store import PlaybookStore
+from parallax.runtime.storage.prompt_store import PromptStore
+from parallax.runtime.storage.trace_store import TraceStore
 
 
 def commit_lock() -> FileCommitLock:
     return FileCommitLock(settings_mod.load().home / "playbooks.lock")
 
 
-def playbooks_in(store: BaseStore | None, tenant: str = "default") -> PlaybookStore:
-    """The playbooks of one tenant in `store`; a bad tenant name raises StoreError."""
+def lock_for(store: BaseStore | None) -> LocalLock | FileCommitLock:
+    """The commit lock writers of `store` share."""
     if store is None:
         raise RuntimeError("this graph needs a store: compile it with one (the CLI and langgraph dev do)")
     if isinstance(store, InMemoryStore):  # one process: no file to lock (and no blocking I/O in async nodes)
-        return PlaybookStore(store, lock=LocalLock(), tenant=tenant)
-    return PlaybookStore(store, lock=commit_lock(), tenant=tenant)
+        return LocalLock()
+    return commit_lock()
+
+
+def playbooks_in(store: BaseStore | None, tenant: str = "default") -> PlaybookStore:
+    """The playbooks of one tenant in `store`; a bad tenant name raises StoreError."""
+    return PlaybookStore(store, lock=lock_for(store), tenant=tenant)
+
+
+def prompts_in(store: BaseStore | None, tenant: str = "default") -> PromptStore:
+    """The prompt versions of one tenant in `store` (runtime/storage/prompt_store.py)."""
+    return PromptStore(store, lock=lock_for(store), tenant=tenant)
+
+
+def traces_in(store: BaseStore | None, tenant: str = "default") -> TraceStore:
+    """The traces and dead letters of one tenant, with the lock feedback writes take."""
+    return TraceStore(store, tenant, lock=lock_for(store))
 
 
 @asynccontextmanager
