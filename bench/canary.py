@@ -110,12 +110,13 @@ async def graph_rollouts(n: int, share: float, p_prod: float, seed: int) -> dict
             labels = playbooks.labels("bench")
             await start_release(labels, 2, share, "bench", "bench", rule, False, production=1)
             graph = builder.compile(store=store)
-            runs = 0
-            while (await labels.get())["release"] is not None:
+            runs, record = 0, await labels.get()
+            while record["release"] is not None and record["release"]["status"] != "undecided":
                 runs += 1
                 await graph.ainvoke({"task": "What is 2 + 2?", "mode": "direct", "playbook": "bench", "target": "4"},
                                     {"configurable": {"thread_id": f"{r}-{runs}"}}, context=ctx)
-            verdicts.append(((await labels.get())["releases"][-1]["decision"], runs))
+                record = await labels.get()
+            verdicts.append((record["releases"][-1]["decision"] if record["release"] is None else "undecided", runs))
         out[name] = {"decisions": [v for v, _ in verdicts], "runs": [k for _, k in verdicts],
                      "simulated_with_this_rule": simulate(200, share / 100, p_prod, rule, seed)[name]}
     return out
