@@ -29,9 +29,19 @@ def lock_for(store: BaseStore | None) -> LocalLock | FileCommitLock:
     """The commit lock writers of `store` share."""
     if store is None:
         raise RuntimeError("this graph needs a store: compile it with one (the CLI and langgraph dev do)")
-    if isinstance(store, InMemoryStore):  # one process: no file to lock (and no blocking I/O in async nodes)
+    if in_memory(store):  # one process: no file to lock (and no blocking I/O in async nodes)
         return LocalLock()
     return commit_lock()
+
+
+def in_memory(store: BaseStore) -> bool:
+    """An in-memory store, also when wrapped (`langgraph dev` hands nodes its in-memory store inside a
+    batching store that keeps it as `_store`)."""
+    for _ in range(4):
+        if isinstance(store, InMemoryStore):
+            return True
+        store = getattr(store, "_store", None)
+    return False
 
 
 def playbooks_in(store: BaseStore | None, tenant: str = "default") -> PlaybookStore:
