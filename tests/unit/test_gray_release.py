@@ -177,3 +177,43 @@ def test_cli_release_refuses_bad_input_with_one_line():
     assert json.loads(decided.output)["production"] == 2
     none = cli("playbook", "canary", "--playbook", "fin", "--rollback")
     assert none.exit_code == 2 and "no canary running" in none.output
+
+
+COUNTER = """
+import asyncio, sys
+from parallax.logic.releases import count_trial
+from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
+
+async def main():
+    async with open_sqlite_store() as store:
+        labels = playbooks_in(store).labels("fin")
+        for _ in range(10):
+            await count_trial(labels, sys.argv[1], sys.argv[2], 1, 1)
+
+asyncio.run(main())
+"""
+
+
+def test_processes_counting_at_once_on_the_cli_store_lose_no_trial():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from parallax.runtime.storage.stores import open_sqlite_store
+
+    async def start():
+        async with open_sqlite_store() as store:
+            await two_versions(store)
+            return await start_release(playbooks_in(store).labels("fin"), 2, 50, "a", "", Rule(), True, production=1)
+    release = asyncio.run(start())
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    children = [subprocess.Popen([sys.executable, "-c", COUNTER, release["id"], arm], env=env, cwd=root)
+                for arm in ("canary", "production", "canary", "production")]
+    assert [c.wait(timeout=120) for c in children] == [0, 0, 0, 0]
+
+    async def arms():
+        async with open_sqlite_store() as store:
+            return (await playbooks_in(store).labels("fin").get())["release"]["arms"]
+    assert asyncio.run(arms()) == {"canary": {"runs": 20, "successes": 20}, "production": {"runs": 20, "successes": 20}}

@@ -20,6 +20,7 @@ which version a run gets) is decided in parallax/logic/releases.py.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -51,8 +52,9 @@ class LabelStore:
         self.store, self.namespace, self.lock, self.what = store, namespace, lock, what
 
     async def get(self) -> dict:
+        """A copy of the record (an in-memory store hands out its own dict: a change must not edit it in place)."""
         item = await call_store(self.store, "get", self.namespace, KEY)
-        return {**empty_labels(), **dict(item.value)} if item is not None else empty_labels()
+        return {**empty_labels(), **copy.deepcopy(dict(item.value))} if item is not None else empty_labels()
 
     async def change(self, change: Callable[[dict], Any]) -> tuple[dict, Any]:
         """(record after, what `change` returned): `change` edits the record in place under the lock.
