@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from parallax.logic.run_record import latest_score
 from parallax.logic.scoring import score
@@ -41,7 +41,7 @@ FORMATS = ("sft", "trl", "openai", "kto")
 
 
 class Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     role: Literal["system", "user", "assistant"]
     content: str = Field(min_length=1)
 
@@ -54,16 +54,10 @@ def _roles(messages: list[Message], allowed: set[str], what: str, exactly_one: b
     return messages
 
 
-class SftLine(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    messages: list[Message]
-
-    @field_validator("messages")
-    @classmethod
-    def _ends_with_the_answer(cls, messages: list[Message]) -> list[Message]:
-        if len(messages) < 2 or messages[-1].role != "assistant" or messages[-2].role != "user":
-            raise ValueError("messages must end with a user message and the assistant's reply")
-        return messages
+def _ends_with_the_answer(messages: list[Message]) -> list[Message]:
+    if len(messages) < 2 or messages[-1].role != "assistant" or messages[-2].role != "user":
+        raise ValueError("messages must end with a user message and the assistant's reply")
+    return messages
 
 
 def _check_prompt(messages: list[Message]) -> list[Message]:
@@ -74,62 +68,47 @@ def _check_prompt(messages: list[Message]) -> list[Message]:
     return messages
 
 
-class PromptTurns(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    prompt: list[Message]
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt(cls, messages: list[Message]) -> list[Message]:
-        return _check_prompt(messages)
-
-
 def _one_reply(messages: list[Message]) -> list[Message]:
     return _roles(messages, {"assistant"}, "a completion", exactly_one=True)
 
 
-class TrlPreference(PromptTurns):
-    chosen: list[Message]
-    rejected: list[Message]
-
-    @field_validator("chosen", "rejected")
-    @classmethod
-    def _one(cls, messages: list[Message]) -> list[Message]:
-        return _one_reply(messages)
+Conversation = Annotated[list[Message], AfterValidator(_ends_with_the_answer)]
+Prompt = Annotated[list[Message], AfterValidator(_check_prompt)]
+Reply = Annotated[list[Message], AfterValidator(_one_reply)]
+STRICT = ConfigDict(extra="forbid", strict=True)
 
 
-class KtoLine(PromptTurns):
-    completion: list[Message]
+class SftLine(BaseModel):
+    model_config = STRICT
+    messages: Conversation
+
+
+class TrlPreference(BaseModel):
+    model_config = STRICT
+    prompt: Prompt
+    chosen: Reply
+    rejected: Reply
+
+
+class KtoLine(BaseModel):
+    model_config = STRICT
+    prompt: Prompt
+    completion: Reply
     label: bool
-
-    @field_validator("completion")
-    @classmethod
-    def _one(cls, messages: list[Message]) -> list[Message]:
-        return _one_reply(messages)
 
 
 class OpenAIInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    messages: list[Message]
+    model_config = STRICT
+    messages: Prompt
     tools: list = Field(default_factory=list)
     parallel_tool_calls: bool = True
 
-    @field_validator("messages")
-    @classmethod
-    def _prompt(cls, messages: list[Message]) -> list[Message]:
-        return _check_prompt(messages)
-
 
 class OpenAIPreference(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     input: OpenAIInput
-    preferred_output: list[Message]
-    non_preferred_output: list[Message]
-
-    @field_validator("preferred_output", "non_preferred_output")
-    @classmethod
-    def _one(cls, messages: list[Message]) -> list[Message]:
-        return _one_reply(messages)
+    preferred_output: Reply
+    non_preferred_output: Reply
 
 
 MODELS: dict[str, type[BaseModel]] = {"sft": SftLine, "trl": TrlPreference, "openai": OpenAIPreference, "kto": KtoLine}

@@ -124,3 +124,26 @@ def test_bad_export_input_is_one_line_exit_2(args, message, tmp_path, monkeypatc
     out = runner.invoke(app, ["export", *args])
     assert out.exit_code == 2 and message in out.output and len(out.output.strip().splitlines()) == 1
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_the_format_check_refuses_lines_that_are_not_the_format():
+    from pydantic import ValidationError
+
+    from parallax.logic.exports import validate_line
+
+    system, user = {"role": "system", "content": "s"}, {"role": "user", "content": "u"}
+    a, b = [{"role": "assistant", "content": "a"}], [{"role": "assistant", "content": "b"}]
+    good = {"sft": {"messages": [system, user, *a]}, "trl": {"prompt": [system, user], "chosen": a, "rejected": b},
+            "openai": {"input": {"messages": [system, user], "tools": [], "parallel_tool_calls": True},
+                       "preferred_output": a, "non_preferred_output": b},
+            "kto": {"prompt": [system, user], "completion": a, "label": True}}
+    for fmt, line in good.items():
+        validate_line(fmt, line)
+    bad = [("sft", {"messages": [system, user]}), ("sft", {"messages": [system, user, *a], "id": 1}),
+           ("trl", {**good["trl"], "chosen": a + b}), ("trl", {**good["trl"], "prompt": [*a, user]}),
+           ("openai", {**good["openai"], "preferred_output": [user]}),
+           ("kto", {**good["kto"], "label": "yes"}), ("kto", {**good["kto"], "completion": [{"role": "assistant",
+                                                                                              "content": ""}]})]
+    for fmt, line in bad:
+        with pytest.raises(ValidationError):
+            validate_line(fmt, line)
