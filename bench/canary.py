@@ -81,7 +81,7 @@ def scripted_rates(rates: dict[str, float], rng):
     return script
 
 
-async def graph_rollouts(n: int, share: float, p_prod: float, seed: int) -> dict:
+async def graph_rollouts(n: int, share: float, p_prod: float, seed: int, min_runs: int = 20, max_runs: int = 160) -> dict:
     """A few rollouts through the real solve graph and store; the rule is smaller so they finish."""
     import random
 
@@ -93,7 +93,7 @@ async def graph_rollouts(n: int, share: float, p_prod: float, seed: int) -> dict
     from parallax.state.playbook import Operation
     from tests.support.scripted_model import scripted
 
-    rule = Rule(error_rate=0.05, margin=0.05, min_runs=20, max_runs=160)
+    rule = Rule(error_rate=0.05, margin=0.05, min_runs=min_runs, max_runs=max_runs)
     out = {}
     for name, delta in SCENARIOS.items():
         rng = random.Random(seed)
@@ -122,7 +122,7 @@ async def graph_rollouts(n: int, share: float, p_prod: float, seed: int) -> dict
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rollouts", type=int, default=200)
     parser.add_argument("--share", type=float, default=10.0, help="canary share in percent")
@@ -132,9 +132,11 @@ def main() -> None:
     parser.add_argument("--min-runs", type=int, default=50)
     parser.add_argument("--max-runs", type=int, default=1600)
     parser.add_argument("--graph", type=int, default=0, help="rollouts per scenario through the real solve graph")
+    parser.add_argument("--graph-min-runs", type=int, default=20, help="first look of the --graph rollouts' rule")
+    parser.add_argument("--graph-max-runs", type=int, default=160, help="last look of the --graph rollouts' rule")
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rule = Rule(args.error_rate, args.margin, args.min_runs, args.max_runs)
     started = time.perf_counter()
     scenarios = simulate(args.rollouts, args.share / 100, args.production, rule, args.seed)
@@ -153,8 +155,10 @@ def main() -> None:
         "seconds": round(time.perf_counter() - started, 2),
     }
     if args.graph:
-        result["graph"] = asyncio.run(graph_rollouts(args.graph, args.share, args.production, args.seed))
+        result["graph"] = asyncio.run(graph_rollouts(args.graph, args.share, args.production, args.seed,
+                                                     args.graph_min_runs, args.graph_max_runs))
     print(json.dumps(result, indent=None if args.json else 2))
+    return result
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ from parallax.cli.common import (
 from parallax.runtime.storage.namespaces import StoreError
 
 playbook_app = typer.Typer(
-    help="Versioned playbooks: show, history, diff, rollback, export, import, candidates, quarantine, plot.",
+    help="Versioned playbooks: show, history, diff, rollback, export, import, candidates, quarantine, plot, "
+         "release, canary.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )

@@ -6,7 +6,9 @@ one tenant and cannot name another's records:
                     has "version" and "items"); absent = version 0, the empty playbook
   "v000001" ...     immutable versions, each naming its parent (history is linear)
   "candidate-<id>"  updates the gate rejected, kept with accepted=False and a reason
-  "quarantine-<id>" lessons that failed screening (runtime/lesson_screening.py), never applied
+  "quarantine-<id>" lessons that failed screening (runtime/lesson_screening.py) or the lesson
+                    check (logic/lesson_quality.py), never applied
+  "labels"          production / canary labels and the gray release (runtime/storage/labels.py)
 Every text a commit or import would store is redacted and screened first.
 
 Only the `BaseStore` API is used (get / put / search / list_namespaces, always with an
