@@ -1,6 +1,6 @@
 """The `solve` graph: route, fan out to branches beside a safety check, merge, arbitrate.
 
-    route -> [safety + work x G] -> merge -> judge? -> red_team? -> record_trace -> END
+    route -> [safety + work x G] -> merge -> judge? -> red_team? -> record_trace -> release_check -> END
 
 `graph` is compiled without a checkpointer or store: `langgraph dev` and LangGraph
 Server bring their own; the CLI compiles `builder` with SQLite ones.
@@ -17,6 +17,7 @@ from parallax.nodes.judge import judge
 from parallax.nodes.merge import merge
 from parallax.nodes.record_trace import record_trace
 from parallax.nodes.red_team import red_team
+from parallax.nodes.release_check import release_check
 from parallax.nodes.route import route
 from parallax.nodes.safety import check_safety
 from parallax.nodes.work import work, work_failed
@@ -44,6 +45,7 @@ builder.add_node("merge", merge, defer=True)
 builder.add_node("judge", judge)
 builder.add_node("red_team", red_team)
 builder.add_node("record_trace", record_trace)
+builder.add_node("release_check", release_check)
 
 builder.add_edge(START, "route")
 builder.add_conditional_edges("route", fan_out, ["safety", "work"])
@@ -52,6 +54,7 @@ builder.add_edge("work", "merge")
 builder.add_conditional_edges("merge", after_merge)
 builder.add_conditional_edges("judge", after_judge)
 builder.add_edge("red_team", "record_trace")
-builder.add_edge("record_trace", END)
+builder.add_edge("record_trace", "release_check")
+builder.add_edge("release_check", END)
 
 graph = builder.compile(name="solve")

@@ -30,9 +30,11 @@ async def commit(state: LearnState, runtime: Runtime) -> dict:
         head = await store.head(name)
         return {"batches": [{**batch, "version": head.version, "candidate": candidate_id,
                              "items_total": len(head.active)}]}
-    version = await store.commit(name, candidate["base_version"], operations, state["learn_run_id"], metrics)
+    version = await store.commit(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
+                                 note=decision["reason"])
     update = {"to_version": version.version, "head_version": version.version, "accepted": True,
               "batches": [{**batch, "version": version.version, "items_total": len(version.active)}]}
     if metrics.get("evaluated"):
-        update.update(head_accuracy=metrics["val_accuracy_after"], val_accuracy_after=metrics["val_accuracy_after"])
+        update.update(head_accuracy=metrics["val_accuracy_after"], val_accuracy_after=metrics["val_accuracy_after"],
+                      head_results=decision.get("results") or {})
     return update

@@ -9,7 +9,7 @@ from __future__ import annotations
 from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
-from parallax.logic.branch_plans import branch_specs, group
+from parallax.logic.branch_plans import branch_specs, group, run_metadata
 from parallax.runtime.run_context import context_of
 from parallax.state.solve import SolveState
 
@@ -20,5 +20,6 @@ def fan_out(state: SolveState) -> list[Send]:
     specs = branch_specs(state, ctx)
     full_text = f"{state.get('question', '')}\n{state['task']}"
     sends = [Send("safety", {"trace_id": state["trace_id"], "text": full_text})]
-    return sends + [Send("work", {"branches": branches}) for branches in group(specs)]
+    shared = {"prompts": state.get("prompts") or {}, "meta": run_metadata(state)}
+    return sends + [Send("work", {"branches": branches, **shared}) for branches in group(specs)]
 

@@ -1,8 +1,10 @@
-"""Accept a candidate playbook only if it does not make things worse.
+"""Accept a candidate playbook only if it does not make things worse, and only on a real signal.
 
-Candidate and current playbook are evaluated on the same validation sample; the
-candidate passes when its accuracy is not below the current one by more than `margin`.
-With `approve`, a passing candidate also waits for a human yes/no (a LangGraph
+Candidate and current playbook are evaluated on the same validation sample. A fall of more
+than `margin` rejects the candidate; a gain larger than the sample's noise accepts it; a tie
+that carries no signal (both accuracies 0, or a difference inside the noise; see
+logic/gate_decision.py) is rejected unless a person approves it, and the reason says so.
+With `approve`, a passing candidate (or a tie) waits for a human yes/no (a LangGraph
 `interrupt` that shows the diff). Without validation tasks the gate has nothing to
 measure and lets the candidate through, saying so in its metrics.
 """
@@ -12,7 +14,8 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from parallax.logic.evaluate import Solver, evaluate
+from parallax.logic.evaluate import Solver, correct_by_task, evaluate
+from parallax.logic.gate_decision import gate_verdict, paired_changes
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.playbook_files import diff_items
 from parallax.state.context import Context
@@ -31,19 +34,29 @@ async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -
     if not candidate["operations"]:
         return {"decision": {"accepted": False, "reason": "no operations: nothing to learn from this batch",
                              "metrics": {**metrics, "evaluated": False}}}
+    results: dict[str, bool] = {}
     if sample:
         result = await evaluate(solve, sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "direct"),
                                 tenant=state["tenant"])
-        before = state.get("head_accuracy") or 0.0
-        metrics.update(val_accuracy_before=before, val_accuracy_after=result["accuracy"], val_errors=result["errors"])
-        passed = result["accuracy"] >= before - state.get("margin", 0.0)
-        reason = "" if passed else f"validation accuracy fell from {before} to {result['accuracy']}"
+        before, results = state.get("head_accuracy") or 0.0, correct_by_task(result)
+        changed = paired_changes(state.get("head_results") or {}, results)
+        verdict, reason, band = gate_verdict(before, result["accuracy"], len(sample), state.get("margin", 0.0), changed)
+        metrics.update(val_accuracy_before=before, val_accuracy_after=result["accuracy"], val_errors=result["errors"],
+                       val_noise=band, signal=verdict == "accept")
     else:
-        passed, reason = True, "no validation tasks: accepted without evaluation"
-    if passed and state.get("approve"):
+        verdict, reason = "accept", "no validation tasks: accepted without evaluation"
+    if verdict == "reject" or (verdict == "ask" and not state.get("approve")):
+        if verdict == "ask":
+            reason += ": a person must approve it (learn --approve)"
+        return {"decision": {"accepted": False, "reason": reason, "metrics": metrics}}
+    if state.get("approve"):
         answer = interrupt({"question": "Accept this playbook update? (yes/no)", "metrics": metrics,
+                            **({"why_asked": reason} if verdict == "ask" else {}),
                             "diff": diff_items(*(
                                 [PlaybookItem.model_validate(i) for i in candidate[k]] for k in ("base_items", "items")))})
-        passed = str(answer).strip().lower() in ("y", "yes", "true", "1")
-        reason = reason if passed else "rejected by a human reviewer"
-    return {"decision": {"accepted": passed, "reason": reason, "metrics": metrics}}
+        if str(answer).strip().lower() not in ("y", "yes", "true", "1"):
+            return {"decision": {"accepted": False, "reason": "rejected by a human reviewer", "metrics": metrics}}
+        if verdict == "ask":
+            reason = f"approved by a person: {reason}"
+            metrics["approved_without_signal"] = True
+    return {"decision": {"accepted": True, "reason": reason, "metrics": metrics, "results": results}}

@@ -10,6 +10,7 @@ import uuid
 
 from langgraph.runtime import Runtime
 
+from parallax.logic.branch_plans import run_metadata
 from parallax.logic.run_status import final_status
 from parallax.logic.vote import normalize_answer
 from parallax.prompts.solve import judge_messages
@@ -25,10 +26,12 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
     records = [BranchRecord.model_validate(r) for r in state["branches"]]
     originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
     candidates = [originals[v] for v in state["votes"]]
-    identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge"}
-    messages = judge_messages(state["task"], state.get("question", ""), candidates)
+    template = (state.get("prompts") or {}).get("judge")
+    identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge",
+                "prompt": {"name": "judge", "version": (template or {}).get("version", 0)}}
+    messages = judge_messages(state["task"], state.get("question", ""), candidates, version=template)
     record, decision = await call_branch(identity, messages, JudgeDecision, ctx,
-                                         model=ctx.reviewer_model, temperature=0.0)
+                                         model=ctx.reviewer_model, temperature=0.0, run_metadata=run_metadata(state))
     if decision is None:
         return {"branches": [record.model_dump()], "status": "needs_review",
                 "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; ")}

@@ -1,13 +1,16 @@
-"""One training task, end to end: solve with the current playbook, score, reflect, curate.
+"""One training task, end to end: solve with the current playbook, score, reflect, check lessons, curate.
 
 A `Send` target of the learn graph carries a group of a batch's tasks (at most
 `MAX_TASKS` groups per batch, as in the solve fan-out: each LangGraph task costs
-scheduling and checkpoint writes). Keeping the four steps together means a batch is
+scheduling and checkpoint writes). Keeping the steps together means a batch is
 one superstep, while each step still makes its own model call on this one run only.
 
 Each group chooses its tasks' playbook items itself (logic/playbook_selection.py): the
 encoder then works on one group while the others wait for the model, instead of every
 task of the batch waiting for all of the batch's encoding.
+
+A lesson reaches the curator only if it passes the injection screen and is an instruction
+grounded in its task or run (logic/lesson_quality.py); the rest are kept with the reason.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.curate import curate, tag_operations
 from parallax.logic.evaluate import Solver, solve_one
+from parallax.logic.lesson_quality import keep_grounded
 from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.reflect import reflect
+from parallax.runtime import embeddings
 from parallax.runtime.lesson_screening import screen_lessons, screen_operations
 from parallax.runtime.run_context import context_of
 from parallax.runtime.superstep import superstep_limit
@@ -38,23 +43,29 @@ async def learn_from_task(payload: dict, runtime: Runtime[Context], *, solve: So
     async def bounded(task: dict, items: list[dict]) -> dict:
         async with limit:
             return await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
-                                   payload.get("tenant", "default"))
+                                   payload.get("tenant", "default"), payload.get("prompts"))
 
     return {"runs": list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))}
 
 
-async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, mode: str, ctx: Context, tenant: str) -> dict:
+async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, mode: str, ctx: Context, tenant: str,
+                    prompts: dict | None = None) -> dict:
+    prompts = prompts or {}
     run = await solve_one(solve, task, items, version, ctx, mode, tenant)
     used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
     used = [i for i in items if i["id"] in used_ids]
-    reflect_record, reflection = await reflect(run, task, used, ctx)
+    reflect_record, reflection = await reflect(run, task, used, ctx, prompts.get("reflect"))
     provenance = [reflect_record.id, run.get("trace_id") or reflect_record.id]
     operations, curate_record, quarantined = [], None, []
     if reflection is not None:
         # untrusted text: screened before the curator reads it, and again before it is merged
         lessons, quarantined = screen_lessons(reflection.lessons, "reflection", provenance)
+        grounds = f"{task['input']}\n{run.get('answer', '')}\n{run['feedback']}"
+        lessons, rejected = await asyncio.to_thread(keep_grounded, lessons, grounds, ctx.embedder or embeddings.embed,
+                                                    provenance)
+        quarantined += rejected
         reflection = reflection.model_copy(update={"lessons": lessons})
-        curate_record, curated = await curate(reflection, provenance, ctx)
+        curate_record, curated = await curate(reflection, provenance, ctx, prompts.get("curate"))
         curated, held = screen_operations(curated, "curator")
         quarantined += held
         operations = tag_operations(reflection, set(used_ids), provenance) + curated

@@ -1,15 +1,23 @@
-"""Store the run's trace and dead-letter its escalated branches (the solve graph's last node).
+"""Store the run's trace and dead-letter its escalated branches.
 
 The trace is what `parallax trace TRACE_ID` shows: the outcome and every branch's
-lifecycle, redacted. Business branches that ESCALATED go to the dead-letter list with
-their input and last error, for `parallax dlq retry`. Without a store (a bare compiled
-graph) there is nowhere to keep either, and the node does nothing.
+lifecycle, redacted; and what `parallax stats` and `parallax export` read: the run's
+duration, its thread, the playbook and prompt versions it was served (and by which arm
+of a gray release), whether it matched its target when it had one, and the prompts its
+business branches were sent (logic/run_record.py). Business branches that ESCALATED go
+to the dead-letter list with their input and last error, for `parallax dlq retry`.
+Without a store (a bare compiled graph) there is nowhere to keep either, and the node
+does nothing.
 """
 
 from __future__ import annotations
 
+import time
+
 from langgraph.runtime import Runtime
 
+from parallax.logic.run_record import branch_place, kept_prompts, outcome, used_subjects
+from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.state.context import Context
@@ -22,6 +30,8 @@ PREVIEW_CHARS = 200
 def trace_of(state: SolveState) -> dict:
     """What is kept of a run. Votes are a list of {answer, count}: redaction rewrites values, never
     dict keys, and an answer can hold personal data."""
+    prompts, keys, omitted = kept_prompts(state, settings_mod.load().trace_prompt_chars)
+    started = state.get("started_at")
     return {
         "trace_id": state["trace_id"], "tenant": state.get("tenant", "default"),
         "created_at": now_iso(),
@@ -32,7 +42,13 @@ def trace_of(state: SolveState) -> dict:
         "confidence": state.get("confidence"), "failed_branches": state.get("failed_branches", []),
         "objection": state.get("objection", ""), "playbook": state.get("playbook", "default"),
         "playbook_version": state.get("playbook_version", 0),
-        "branches": [{k: v for k, v in b.items() if k != "input"} for b in state.get("branches", [])],
+        "thread_id": state.get("thread_key"),
+        "duration_ms": round((time.time() - started) * 1000, 1) if started else None,
+        "served": used_subjects(state), **outcome(state), "feedback": [],
+        "prompts": prompts, **({"prompts_omitted": omitted} if omitted else {}),
+        "branches": [{**{k: v for k, v in b.items() if k != "input"},
+                      **({"prompt_key": keys[branch_place(b)]} if branch_place(b) in keys else {})}
+                     for b in state.get("branches", [])],
     }
 
 

@@ -6,6 +6,7 @@ import uuid
 
 from langgraph.runtime import Runtime
 
+from parallax.logic.branch_plans import run_metadata
 from parallax.prompts.solve import red_team_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
@@ -16,9 +17,11 @@ from parallax.state.solve import SolveState
 
 async def red_team(state: SolveState, runtime: Runtime[Context]) -> dict:
     ctx = context_of(runtime)
-    identity = {"id": f"red_team-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "red_team"}
-    messages = red_team_messages(state["task"], state.get("question", ""), state["answer"])
+    template = (state.get("prompts") or {}).get("red_team")
+    identity = {"id": f"red_team-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "red_team",
+                "prompt": {"name": "red_team", "version": (template or {}).get("version", 0)}}
+    messages = red_team_messages(state["task"], state.get("question", ""), state["answer"], version=template)
     record, objection = await call_branch(identity, messages, Objection, ctx,
-                                          model=ctx.reviewer_model, temperature=0.7)
+                                          model=ctx.reviewer_model, temperature=0.7, run_metadata=run_metadata(state))
     text = f"[{objection.severity}] {objection.objection}" if objection else ""
     return {"branches": [record.model_dump()], "objection": text}

@@ -1,55 +1,78 @@
-"""The `route` node: validate the input, pick the route, cut slices, read the playbook.
+"""The `route` node: validate the input, pick the route, cut slices, serve the playbook and prompts.
 
 The rules live in logic/routing.py (which route) and logic/slicing.py (which slices);
-this node applies them and reads the tenant's playbook head from the run's store.
+this node applies them and reads from the run's store the tenant's playbook and the
+prompt versions this run is served: the `production` labels, or a canary for the share
+of threads a gray release picks by a stable hash of the thread id (logic/releases.py).
+A run given its playbook items or prompts (gate evaluations, `eval --version`) is pinned:
+it never gets a canary and counts in no release.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
 from parallax.logic.playbook_selection import select_items
+from parallax.logic.releases import serve_playbook, serve_prompts
 from parallax.logic.routing import InvalidInput, choose_route, validate
 from parallax.logic.slicing import split_into_slices
+from parallax.prompts.templates import SOLVE_PROMPTS
 from parallax.runtime.run_context import context_of
-from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
 from parallax.state.solve import SolveState
 
 
-async def read_playbook(store: BaseStore | None, tenant: str, name: str) -> tuple[int, list[dict]]:
-    """(version, active items) of the tenant's playbook head; (0, []) without a store or a playbook."""
+async def read_playbook(store: BaseStore | None, tenant: str, name: str, thread_key: str = "") -> tuple[int, list[dict], dict]:
+    """(version, active items, how it was served) of the tenant's playbook for this thread;
+    (0, [], {}) without a store. An unknown playbook other than 'default' is refused."""
     if store is None:
-        return 0, []
-    head = await playbooks_in(store, tenant).head(name)
-    return head.version, [item.model_dump() for item in head.active]
+        return 0, [], {}
+    version, served = await serve_playbook(store, tenant, name, thread_key)
+    if version.version == 0 and served["arm"] == "head" and name != "default":
+        raise InvalidInput(f"unknown playbook {name!r} for tenant {tenant!r}: learn or import it first, "
+                           f"or leave playbook out to use 'default'")
+    return version.version, [item.model_dump() for item in version.active], served
 
 
 async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
-    """Validate the input, pick the route, cut slices and read the playbook."""
+    """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
+    started = time.time()
     ctx = context_of(runtime)
     validate(state, ctx)
     question = state.get("question", "")
     mode = state.get("mode", "auto")
     chosen = choose_route(state["task"], question, ctx.slice_chars) if mode == "auto" else mode
-    if "playbook_items" in state:
+    trace_id = uuid.uuid4().hex
+    thread_key = str((get_config().get("configurable") or {}).get("thread_id") or trace_id)
+    tenant, name = state.get("tenant", "default"), state.get("playbook", "default")
+    pinned = "playbook_items" in state
+    served: dict[str, dict] = {}
+    if pinned:
         version, items = state.get("playbook_version", 0), state["playbook_items"]
     else:
-        tenant, name = state.get("tenant", "default"), state.get("playbook", "default")
-        version, items = await read_playbook(runtime.store, tenant, name)
-        if version == 0 and name != "default" and runtime.store is not None:
-            raise InvalidInput(f"unknown playbook {name!r} for tenant {tenant!r}: learn or import it first, "
-                               f"or leave playbook out to use 'default'")
+        version, items, choice = await read_playbook(runtime.store, tenant, name, thread_key)
+        if choice:
+            served[f"playbook/{name}"] = choice
+    prompts = await serve_prompts(runtime.store, tenant, SOLVE_PROMPTS, thread_key, allow_canary=not pinned)
+    for prompt_name, override in (state.get("prompt_overrides") or {}).items():
+        prompts[prompt_name] = {"name": prompt_name, "arm": "pinned", "release_id": None, **override}
+    served.update({f"prompt/{n}": {k: p[k] for k in ("version", "arm", "release_id")} for n, p in prompts.items()})
     slices = split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else []
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
-        "trace_id": uuid.uuid4().hex,
+        "trace_id": trace_id,
         "mode": chosen,
         "slices": slices,
         "playbook_version": version,
         "playbook_items": items,
         "playbook_selections": await select_items(items, branch_texts, ctx.playbook_chars, ctx.embedder),
+        "started_at": started,
+        "thread_key": thread_key,
+        "served": served,
+        "prompts": prompts,
     }

@@ -14,7 +14,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from parallax.logic.branch_plans import group
-from parallax.logic.evaluate import Solver, evaluate
+from parallax.logic.evaluate import Solver, correct_by_task, evaluate
+from parallax.logic.releases import serve_prompts
+from parallax.prompts.templates import LEARN_PROMPTS
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
@@ -48,14 +50,18 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     except StoreError as exc:
         raise InvalidLearnInput(str(exc)) from None
     sample = validation_sample(state)
-    accuracy = None
+    accuracy, results = None, {}
     if sample:
-        accuracy = (await evaluate(solve, sample, [i.model_dump() for i in head.active], head.version, ctx,
-                                   mode=state.get("mode", "direct"), tenant=tenant))["accuracy"]
-    return {"learn_run_id": f"learn-{uuid.uuid4().hex[:12]}", "playbook": name, "tenant": tenant, "schedule": schedule,
+        measured = await evaluate(solve, sample, [i.model_dump() for i in head.active], head.version, ctx,
+                                  mode=state.get("mode", "direct"), tenant=tenant)
+        accuracy = measured["accuracy"]
+        results = correct_by_task(measured)
+    run_id = f"learn-{uuid.uuid4().hex[:12]}"
+    prompts = await serve_prompts(runtime.store, tenant, LEARN_PROMPTS, run_id, allow_canary=False)
+    return {"learn_run_id": run_id, "playbook": name, "tenant": tenant, "schedule": schedule,
             "batch_index": -1, "from_version": head.version, "to_version": head.version,
-            "head_version": head.version, "head_accuracy": accuracy, "val_accuracy_before": accuracy,
-            "val_accuracy_after": accuracy, "accepted": False}
+            "head_version": head.version, "head_accuracy": accuracy, "head_results": results,
+            "val_accuracy_before": accuracy, "val_accuracy_after": accuracy, "accepted": False, "prompts": prompts}
 
 
 def next_batch(state: LearnState) -> dict:
@@ -71,5 +77,6 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     batch = [state["tasks"][t] for t in state["schedule"][index]]
     items = [i.model_dump() for i in head.active]
     return [Send("learn_from_task", {"tasks": tasks, "items": items, "version": head.version,
-                                     "mode": state.get("mode", "direct"), "tenant": state["tenant"]})
+                                     "mode": state.get("mode", "direct"), "tenant": state["tenant"],
+                                     "prompts": state.get("prompts") or {}})
             for tasks in group(batch)]

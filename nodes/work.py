@@ -14,9 +14,9 @@ import asyncio
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
+from parallax.logic.branch_plans import branch_messages, prompt_name
 from parallax.logic.stragglers import StragglerWatch, run_watched
 from parallax.logic.vote import normalize_answer
-from parallax.prompts.solve import answer_messages, slice_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
 from parallax.runtime.superstep import superstep_limit, superstep_shared
@@ -24,13 +24,19 @@ from parallax.state.context import Context
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import Answer, BranchRecord, SliceFinding
 
-INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief")
+INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief", "prompt")
 
 
-def _identity(spec: dict) -> dict:
+def _identity(spec: dict, template: dict | None = None) -> dict:
     return {"id": spec["id"], "parent_id": spec["parent_id"], "kind": spec["kind"],
             "slice_index": spec["index"] if spec["kind"] == "slice" else None,
-            "playbook_item_ids": [item["id"] for item in spec["playbook"]]}
+            "playbook_item_ids": [item["id"] for item in spec["playbook"]],
+            "prompt": {"name": prompt_name(spec["kind"]), "version": (template or {}).get("version", 0)}}
+
+
+def _template(spec: dict, prompts: dict | None) -> dict | None:
+    """The served prompt version of this branch (a dead letter carries its own)."""
+    return (prompts or {}).get(prompt_name(spec["kind"])) or spec.get("prompt")
 
 
 def input_of(spec: dict) -> dict:
@@ -43,21 +49,18 @@ def planned(spec: dict) -> Lifecycle:
     return Lifecycle([{"state": "PENDING", "at": spec.get("planned_at", 0.0), "reason": ""}])
 
 
-async def run_branch(spec: dict, ctx: Context, life: Lifecycle) -> dict:
-    """One branch: its prompt holds only its own text, the question and its lessons."""
-    if spec["kind"] == "slice":
-        messages = slice_messages(spec["brief"], spec["question"], spec["text"], spec["index"], spec["total"], spec["playbook"])
-        schema = SliceFinding
-    else:
-        short = spec["kind"] == "vote"
-        messages = answer_messages(spec["text"], spec["question"], spec["playbook"], short=short)
-        schema = Answer
-    record, reply = await call_branch(_identity(spec), messages, schema, ctx, model=spec["model"],
-                                      temperature=spec["temperature"], lifecycle=life)
+async def run_branch(spec: dict, ctx: Context, life: Lifecycle, shared: dict | None = None) -> dict:
+    """One branch: its prompt holds only its own text, the question and its lessons, in the served template.
+    `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data."""
+    template = _template(spec, (shared or {}).get("prompts"))
+    schema = SliceFinding if spec["kind"] == "slice" else Answer
+    record, reply = await call_branch(_identity(spec, template), branch_messages(spec, template), schema, ctx,
+                                      model=spec["model"], temperature=spec["temperature"], lifecycle=life,
+                                      run_metadata=(shared or {}).get("meta"))
     if spec["kind"] == "vote" and reply is not None:
         record.vote = normalize_answer(reply.answer)
     if reply is None:
-        record.input = input_of(spec)
+        record.input = input_of({**spec, "prompt": template} if template else spec)
     return record.model_dump()
 
 
@@ -72,7 +75,8 @@ async def work(task: dict, runtime: Runtime[Context]) -> dict:
         life = planned(spec)
         life.move("DISPATCHED")
         async with limit:
-            return await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life), life, watch, limit)
+            return await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, task), life, watch,
+                                     limit)
 
     return {"branches": list(await asyncio.gather(*(bounded(s) for s in task["branches"])))}
 
@@ -84,7 +88,8 @@ def work_failed(task: dict, error: NodeError) -> dict:
     for spec in task["branches"]:
         life = planned(spec)
         life.finish("ESCALATED", message)
-        records.append(BranchRecord(**_identity(spec), model=spec["model"] or None, temperature=spec["temperature"],
+        template = _template(spec, task.get("prompts"))
+        records.append(BranchRecord(**_identity(spec, template), model=spec["model"] or None, temperature=spec["temperature"],
                                     status="failed", error=message, state=life.state, transitions=life.transitions,
                                     input=input_of(spec)).model_dump())
     return {"branches": records}

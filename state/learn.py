@@ -57,5 +57,9 @@ class LearnState(LearnInput, LearnOutput, total=False):
     runs: Annotated[list[dict], batch_runs]
     head_version: int
     head_accuracy: float | None
+    head_results: dict[str, bool]
+    """Per validation task id, whether the head got it right (the gate's paired comparison)."""
+    prompts: dict[str, dict[str, Any]]
+    """The reflect and curate prompt versions this learn run uses (production, else head)."""
     candidate: dict[str, Any]
     decision: dict[str, Any]

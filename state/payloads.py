@@ -87,6 +87,7 @@ class BranchRecord(BaseModel):
     transitions: list[dict[str, Any]] = Field(default_factory=list, description="state/lifecycle.py Transition dicts")
     backup: dict[str, Any] | None = Field(default=None, description="the straggler race, when a backup copy ran")
     input: dict[str, Any] | None = Field(default=None, description="what an escalated branch was asked, for `dlq retry`")
+    prompt: dict[str, Any] | None = Field(default=None, description="the prompt template it was built from: {name, version}")
 
 
 class ItemTag(BaseModel):

@@ -45,6 +45,12 @@ class SolveInput(TypedDict):
     """Use these items instead of the stored head (gate evaluation of a candidate, `eval --version`)."""
     playbook_version: NotRequired[int]
     """The version those items are (reported back as is)."""
+    target: NotRequired[str]
+    """The right answer, when the caller knows it: the trace keeps whether the run got it (accuracy in `parallax stats`)."""
+    scorer: NotRequired[str]
+    """How `target` is compared: auto | numeric | exact | contains (parallax/logic/scoring.py)."""
+    prompt_overrides: NotRequired[dict[str, dict[str, Any]]]
+    """Use these prompt versions ({name: {"version", "system", "user"}}) instead of the served ones (gate evaluations)."""
 
 
 class SolveOutput(TypedDict):
@@ -71,3 +77,11 @@ class SolveState(SolveInput, SolveOutput, total=False):
     """Per branch text (one per slice, else one), the playbook items that branch sees."""
     leader: str
     consensus: bool
+    started_at: float
+    """Unix time the run started (the trace's duration)."""
+    thread_key: str
+    """The thread id (or, without one, the trace id): what the gray release hashes to pick a version."""
+    served: dict[str, dict[str, Any]]
+    """Per versioned subject ("playbook/<name>", "prompt/<name>"): {"version", "arm", "release_id"}."""
+    prompts: dict[str, dict[str, Any]]
+    """The prompt version each branch kind is built from: name -> {"name", "version", "system", "user", ...}."""

@@ -5,6 +5,11 @@
     playbook ...       cli/playbook.py  versions: show, history, diff, rollback, export, import, ...
     trace, dlq ...     cli/trace.py     what each branch did; branches that gave up
     model serve        cli/model.py     keep the embedded model server up
+    stats              cli/stats.py     run metrics from the stored traces
+    feedback           cli/feedback.py  a person's score on a run
+    export ...         cli/export.py    fine-tuning data (sft, preferences) from the traces
+    prompts ...        cli/prompts.py   versioned node prompts (gated, gray-released)
+    playbook release|canary  cli/release.py  gray release (shared with prompts)
 Shared helpers are in cli/common.py, which imports no command.
 """
 
@@ -12,7 +17,7 @@ from __future__ import annotations
 
 import typer
 
-from parallax.cli import learn, model, playbook, run, trace
+from parallax.cli import export, feedback, learn, model, playbook, prompts, release, run, stats, trace
 from parallax.cli.common import fail
 from parallax.runtime import settings as settings_mod
 
@@ -42,3 +47,8 @@ app.command("trace")(trace.trace)
 app.add_typer(playbook.playbook_app, name="playbook")
 app.add_typer(trace.dlq_app, name="dlq")
 app.add_typer(model.model_app, name="model")
+app.command("stats")(stats.stats)
+app.command("feedback")(feedback.feedback)
+app.add_typer(export.export_app, name="export")
+app.add_typer(prompts.prompts_app, name="prompts")
+release.add_release_commands(playbook.playbook_app, "playbook")

@@ -133,6 +133,47 @@ async def require_known(playbooks, name: str) -> None:
         raise PlaybookError(f"unknown playbook {name!r} (known: {known}): check --playbook")
 
 
+def who() -> str:
+    """Who is moving a label, for the history: the login name, else "cli"."""
+    import getpass
+
+    try:
+        return getpass.getuser() or CREATED_BY
+    except (KeyError, OSError):
+        return CREATED_BY
+
+
+By = Annotated[str | None, typer.Option("--by", help="Who is doing this, for the history (default: your login name).")]
+Reason = Annotated[str, typer.Option("--reason", help="Why, for the history.")]
+
+
+@asynccontextmanager
+async def open_store(write: bool):
+    """The CLI's store (an empty in-memory one when reading a home without a store: nothing is created)."""
+    from langgraph.store.memory import InMemoryStore
+
+    from parallax.runtime.storage.stores import open_sqlite_store
+
+    if not write and not settings_mod.load().store_path.exists():
+        yield InMemoryStore()
+        return
+    async with open_sqlite_store() as store:
+        yield store
+
+
+def with_store(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool = False) -> T:
+    """Run `work(store)` on the CLI's store; a StoreError or a bad value becomes a one-line exit 2."""
+    checked_tenant(tenant)
+
+    async def main() -> T:
+        async with open_store(write) as store:
+            return await work(store)
+    try:
+        return asyncio.run(main())
+    except (StoreError, ValueError) as exc:
+        fail(str(exc))
+
+
 @asynccontextmanager
 async def durable_graph(builder):
     """`builder` compiled with SQLite checkpoints and store under PARALLAX_HOME."""

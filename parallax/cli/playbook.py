@@ -18,7 +18,9 @@ from rich.console import Console
 from parallax.cli.common import (
     CREATED_BY,
     AsJson,
+    By,
     Name,
+    Reason,
     Tenant,
     check_output_dir,
     emit,
@@ -26,13 +28,15 @@ from parallax.cli.common import (
     new_table,
     read_utf8,
     require_known,
+    who,
     with_playbooks,
     write_atomically,
 )
 from parallax.runtime.storage.namespaces import StoreError
 
 playbook_app = typer.Typer(
-    help="Versioned playbooks: show, history, diff, rollback, export, import, candidates, quarantine, plot.",
+    help="Versioned playbooks: show, history, diff, rollback, export, import, candidates, quarantine, plot, "
+         "release, canary.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -64,24 +68,29 @@ def show(playbook: Name = "default", tenant: Tenant = "default",
 @playbook_app.command()
 def history(playbook: Name = "default", tenant: Tenant = "default",
             with_candidates: Annotated[bool, typer.Option("--candidates", help="Also list rejected candidates.")] = False,
+            with_labels: Annotated[bool, typer.Option("--labels", help="Also list label moves (JSON rows with \"label\").")]
+            = False,
             as_json: AsJson = False) -> None:
-    """List the versions, oldest first: parent, time, active items, who made it, gate metrics."""
+    """List the versions, oldest first: parent, time, active items, who made it, gate metrics; and label moves."""
     async def work(store):
         await require_known(store, playbook)
         rows = [summary(v) for v in await store.history(playbook)]
         if with_candidates:
             rows += [{**summary(c), "candidate": c.candidate_id, "reason": c.reason} for c in await store.candidates(playbook)]
-        return sorted(rows, key=lambda r: (r["created_at"], r["version"]))
-    rows = with_playbooks(work, tenant)
+        return sorted(rows, key=lambda r: (r["created_at"], r["version"])), (await store.labels(playbook).get())["events"]
+    rows, events = with_playbooks(work, tenant)
     if as_json:
-        return emit(rows)
+        return emit(rows + ([{**e, "created_at": e["at"]} for e in events] if with_labels else []))
     table = new_table(f"playbook {playbook}",
                       ("version", "parent", "created_at", "items", "accepted", "created_by", "gate", "note"))
     for r in rows:
         table.add_row(str(r["version"]), str(r["parent"]), r["created_at"][:19].replace("T", " "), str(r["items"]),
                       str(r["accepted"]), r["created_by"], json.dumps(r["gate"]),
                       r["note"] + (f" [{r['candidate']}]" if r.get("candidate") else ""))
-    Console().print(table)
+    console = Console(highlight=False)
+    console.print(table)
+    for e in events:
+        console.print(f"{e['at'][:19].replace('T', ' ')} label {e['label']}: {e['from']} -> {e['to']} by {e['by']}: {e['why']}")
 
 
 @playbook_app.command()
@@ -108,13 +117,22 @@ def diff(a: Annotated[int, typer.Argument(help="From version.")], b: Annotated[i
 
 @playbook_app.command()
 def rollback(version: Annotated[int, typer.Argument(help="Version whose items become the new head.")],
-             playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
-    """Make a new head version equal to VERSION (history keeps everything)."""
+             playbook: Name = "default", tenant: Tenant = "default", by: By = None, reason: Reason = "",
+             as_json: AsJson = False) -> None:
+    """Make a new head version equal to VERSION (history keeps everything); a production label moves with it."""
+    from parallax.logic.releases import set_production
+
     async def check(store):
         await require_known(store, playbook)
         await store.get(playbook, version)
     with_playbooks(check, tenant)  # refuse a bad version before opening the store for writing
-    new = with_playbooks(lambda store: store.rollback(playbook, version, CREATED_BY), tenant, write=True)
+
+    async def roll(store):
+        new = await store.rollback(playbook, version, by or CREATED_BY)
+        if (await store.labels(playbook).get())["production"] is not None:
+            await set_production(store.labels(playbook), new.version, by or who(), reason or f"rollback to v{version}")
+        return new
+    new = with_playbooks(roll, tenant, write=True)
     if as_json:
         return emit(summary(new))
     Console().print(f"playbook {playbook}: v{new.version} = v{version} ({len(new.active)} active items)")

@@ -124,6 +124,8 @@ def run(
     playbook: Annotated[str, typer.Option(help="Playbook whose lessons go into branch prompts.")] = "default",
     tenant: Tenant = "default",
     concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 8,
+    target: Annotated[str | None, typer.Option(help="The right answer, if you know it: the trace keeps whether the "
+                                                     "run got it (accuracy in `parallax stats`).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer."""
@@ -141,6 +143,8 @@ def run(
                "playbook": playbook, "tenant": tenant}
     if min_votes is not None:
         payload["min_votes"] = min_votes
+    if target is not None:
+        payload["target"] = target
     _check_input(payload)
     thread_id = thread or uuid.uuid4().hex
     _finish(payload, thread_id, base_context(cli, max_concurrency=concurrency), as_json)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import time
 import uuid
 
+from langchain_core.messages import BaseMessage
+
+from parallax.prompts.solve import answer_messages, slice_messages
 from parallax.state.context import Context
 from parallax.state.solve import SolveState
 
@@ -39,11 +42,55 @@ def branch_specs(state: SolveState, ctx: Context) -> list[dict]:
                 for i, (m, t) in enumerate(zip(ctx.models_for_votes(n), temperatures, strict=True))]
     if route == "section":
         slices = state["slices"]
-        brief = f"A document of {len(task)} characters in {len(slices)} parts; each part is read separately."
+        brief = _brief(task, slices)
         return [spec("slice", part, selections[i], model=ctx.model, temperature=ctx.temperature, index=i,
                      total=len(slices), brief=brief)
                 for i, part in enumerate(slices)]
     return [spec("direct", task, selections[0], model=ctx.model, temperature=ctx.temperature, index=0)]
+
+
+def _brief(task: str, slices: list[str]) -> str:
+    return f"A document of {len(task)} characters in {len(slices)} parts; each part is read separately."
+
+
+def prompt_name(kind: str) -> str:
+    """The prompt template (prompts/templates.py) a business branch of `kind` is built from."""
+    return "slice" if kind == "slice" else "answer"
+
+
+def branch_messages(spec: dict, template: dict | None) -> list[BaseMessage]:
+    """The messages a business branch is sent: its own text, the question, its lessons, in `template`
+    (a served prompt version; None = the default)."""
+    if spec["kind"] == "slice":
+        return slice_messages(spec["brief"], spec["question"], spec["text"], spec["index"], spec["total"],
+                              spec["playbook"], version=template)
+    return answer_messages(spec["text"], spec["question"], spec["playbook"], short=spec["kind"] == "vote",
+                           version=template)
+
+
+def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]]:
+    """(kind, slice index or 0) -> the messages those business branches were sent. Votes share one
+    prompt. Rebuilt from the state for the trace, so the checkpoint never holds a copy per branch."""
+    task, question, route = state["task"], state.get("question", ""), state["mode"]
+    selections = state.get("playbook_selections") or [[]]
+    prompts = state.get("prompts") or {}
+    if route == "section":
+        slices = state.get("slices") or []
+        return {("slice", i): branch_messages({"kind": "slice", "text": part, "question": question,
+                                               "playbook": selections[i], "index": i, "total": len(slices),
+                                               "brief": _brief(task, slices)}, prompts.get("slice"))
+                for i, part in enumerate(slices)}
+    spec = {"kind": route, "text": task, "question": question, "playbook": selections[0]}
+    return {(route, 0): branch_messages(spec, prompts.get("answer"))}
+
+
+def run_metadata(state: SolveState) -> dict:
+    """What every model call of the run tells the callbacks (LangSmith): the run's trace id and versions."""
+    served = state.get("served") or {}
+    return {"parallax_trace_id": state.get("trace_id"), "tenant": state.get("tenant", "default"),
+            "playbook": state.get("playbook", "default"), "playbook_version": state.get("playbook_version", 0),
+            "playbook_arm": next((c["arm"] for s, c in served.items() if s.startswith("playbook/")), "pinned"),
+            "prompt_versions": {n: p.get("version", 0) for n, p in (state.get("prompts") or {}).items()}}
 
 
 def group(specs: list[dict]) -> list[list[dict]]:

@@ -27,12 +27,15 @@ def tag_operations(reflection: Reflection, shown: set[str], provenance: list[str
             for t in reflection.item_tags if t.tag in kinds and t.id in shown]
 
 
-async def curate(reflection: Reflection, provenance: list[str], ctx: Context) -> tuple[BranchRecord | None, list[Operation]]:
+async def curate(reflection: Reflection, provenance: list[str], ctx: Context,
+                 template: dict | None = None) -> tuple[BranchRecord | None, list[Operation]]:
+    """`template` is the served version of the curate prompt (None: the default)."""
     lessons = [lesson.strip() for lesson in reflection.lessons if lesson.strip()]
     if not lessons:
         return None, []
-    identity = {"id": f"curate-{uuid.uuid4().hex[:8]}", "parent_id": provenance[-1] if provenance else "learn", "kind": "curate"}
-    record, curation = await call_branch(identity, curate_messages(reflection.diagnosis, lessons), Curation, ctx,
+    identity = {"id": f"curate-{uuid.uuid4().hex[:8]}", "parent_id": provenance[-1] if provenance else "learn", "kind": "curate",
+                "prompt": {"name": "curate", "version": (template or {}).get("version", 0)}}
+    record, curation = await call_branch(identity, curate_messages(reflection.diagnosis, lessons, template), Curation, ctx,
                                          model=ctx.reviewer_model, temperature=0.0)
     if curation is None:
         return record, []

@@ -22,12 +22,16 @@ Solver = Any
 
 
 async def solve_one(solve: Solver, task: dict, items: list[dict], version: int, ctx: Context, mode: str = "auto",
-                    tenant: str = "default") -> dict:
-    """One task through the solve graph with exactly these playbook items (its trace filed under `tenant`)."""
+                    tenant: str = "default", prompts: dict | None = None) -> dict:
+    """One task through the solve graph with exactly these playbook items (its trace filed under `tenant`);
+    `prompts` pins prompt versions ({name: {"version", "system", "user"}}, a prompt edit's gate)."""
+    given = {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version, "tenant": tenant}
+    if task.get("target") is not None:  # the trace keeps whether the run was right (parallax stats, export)
+        given.update(target=str(task["target"]), scorer=task.get("scorer") or "auto")
+    if prompts:
+        given["prompt_overrides"] = prompts
     try:
-        run = await solve.ainvoke(
-            {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version, "tenant": tenant},
-            context=ctx)
+        run = await solve.ainvoke(given, context=ctx)
     except ValueError as exc:  # input the solve graph refuses (e.g. too long)
         run = {"status": "failed", "answer": "", "reason": str(exc), "branches": [], "trace_id": ""}
     verdict = score(run, task.get("target"), task["input"], task.get("scorer", "auto"))
@@ -35,14 +39,15 @@ async def solve_one(solve: Solver, task: dict, items: list[dict], version: int, 
 
 
 async def evaluate(solve: Solver, tasks: list[dict], items: list[dict], version: int, ctx: Context, *,
-                   concurrency: int = 8, mode: str = "auto", tenant: str = "default", on_result=None) -> dict:
+                   concurrency: int = 8, mode: str = "auto", tenant: str = "default", on_result=None,
+                   prompts: dict | None = None) -> dict:
     """Accuracy over `tasks`; `errors` counts runs that ended `failed`."""
     limit = asyncio.Semaphore(concurrency)
     selections = await select_items(items, [retrieval_text(t["input"]) for t in tasks], ctx.playbook_chars, ctx.embedder)
 
     async def bounded(task: dict, chosen: list[dict]) -> dict:
         async with limit:
-            result = await solve_one(solve, task, chosen, version, ctx, mode, tenant)
+            result = await solve_one(solve, task, chosen, version, ctx, mode, tenant, prompts)
         if on_result:
             on_result(result)
         return result
@@ -54,3 +59,8 @@ async def evaluate(solve: Solver, tasks: list[dict], items: list[dict], version:
             "results": [{"task_id": r["task_id"], "correct": r["correct"], "answer": r.get("answer", ""),
                          "status": r["status"], "trace_id": r.get("trace_id", ""), "feedback": r["feedback"]}
                         for r in results]}
+
+
+def correct_by_task(result: dict) -> dict[str, bool]:
+    """Task id -> right or not, from an `evaluate` result (the gate's paired comparison)."""
+    return {str(r["task_id"]): bool(r["correct"]) for r in result["results"]}

@@ -13,8 +13,11 @@ from parallax.state.context import Context
 from parallax.state.payloads import BranchRecord, Reflection
 
 
-async def reflect(run: dict, task: dict, items: list[dict], ctx: Context) -> tuple[BranchRecord, Reflection | None]:
+async def reflect(run: dict, task: dict, items: list[dict], ctx: Context,
+                  template: dict | None = None) -> tuple[BranchRecord, Reflection | None]:
+    """`template` is the served version of the reflect prompt (None: the default)."""
     identity = {"id": f"reflect-{uuid.uuid4().hex[:8]}", "parent_id": run.get("trace_id") or "learn", "kind": "reflect",
-                "playbook_item_ids": [i["id"] for i in items]}
-    messages = reflect_messages(task["input"], run.get("answer", ""), run["feedback"], run["correct"], items)
+                "playbook_item_ids": [i["id"] for i in items],
+                "prompt": {"name": "reflect", "version": (template or {}).get("version", 0)}}
+    messages = reflect_messages(task["input"], run.get("answer", ""), run["feedback"], run["correct"], items, template)
     return await call_branch(identity, messages, Reflection, ctx, model=ctx.reviewer_model, temperature=0.3)

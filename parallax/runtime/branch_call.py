@@ -27,23 +27,28 @@ def _count(n: int, what: str) -> str:
 
 async def call_branch(
     record: dict, messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
-    lifecycle: Lifecycle | None = None,
+    lifecycle: Lifecycle | None = None, run_metadata: dict | None = None,
 ) -> tuple[BranchRecord, T | None]:
     """(record, parsed reply); the reply is None when the branch failed or timed out.
 
     `ctx` must be resolved (runtime/run_context.py). `lifecycle` carries the branch's transitions so far (a fan-out branch arrives
     DISPATCHED); a call made on its own (judge, red team, reflect, curate) starts one here.
-    The record ends COMPLETED or ESCALATED; a cancelled call ends CANCELLED and re-raises."""
+    The record ends COMPLETED or ESCALATED; a cancelled call ends CANCELLED and re-raises.
+    The call's callback metadata (LangSmith) names the branch (id, kind, parent, prompt) plus
+    `run_metadata` (the run's trace id, playbook and prompt versions)."""
     if lifecycle is None:
         lifecycle = Lifecycle()
         lifecycle.move("PENDING")
         lifecycle.move("DISPATCHED")
     started = time.perf_counter()
     fields = {**record, "model": model or None, "temperature": temperature}
+    prompt = record.get("prompt") or {}
+    metadata = {**(run_metadata or {}), "parallax_branch_id": record["id"], "kind": record["kind"],
+                "parent_id": record["parent_id"], "prompt": prompt.get("name"), "prompt_version": prompt.get("version")}
     try:
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=ctx.request_timeout_s,
                            max_attempts=ctx.max_attempts, max_reasks=ctx.max_reasks, max_tokens=ctx.max_tokens,
-                           lifecycle=lifecycle, chat_model=ctx.chat_model)
+                           lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
         # an open circuit fails before any attempt: the FAILED step then carries the error

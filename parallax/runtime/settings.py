@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     breaker_failures: int = Field(10, ge=1)
     breaker_reset_s: float = Field(30.0, ge=0)
     tenant: str = "default"
+    trace_prompt_chars: int = Field(100_000, ge=0, description="largest prompts (all of a run's) a trace keeps for export")
 
     @property
     def chat_model_name(self) -> str:

@@ -110,13 +110,15 @@ async def ask(
     max_tokens: int,
     lifecycle: Lifecycle | None = None,
     chat_model: ChatModelFactory | None = None,
+    metadata: dict | None = None,
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
 
     `lifecycle` (state/lifecycle.py) records each attempt: IN_PROGRESS, then TIMEOUT or
     FAILED and RETRY when another attempt follows. The caller records the end
     (COMPLETED, or ESCALATED from the BranchError). `chat_model` replaces the default
-    ChatOpenAI factory (Context.chat_model)."""
+    ChatOpenAI factory (Context.chat_model). `metadata` goes with every call to the
+    callbacks, so LangSmith (LANGSMITH_TRACING=true) shows which branch made it."""
     life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict = {"temperature": temperature}
@@ -126,6 +128,8 @@ async def ask(
         call_kwargs["response_format"] = fmt
     if kind == "json_object_schema":  # llama.cpp ignores ChatOpenAI's max_completion_tokens
         call_kwargs["extra_body"] = {"max_tokens": max_tokens}
+    config = {"metadata": dict(metadata or {}), "tags": ["parallax", str((metadata or {}).get("kind", "call"))],
+              "run_name": f"parallax {(metadata or {}).get('kind', 'call')}"}
     tokens = {"prompt": 0, "completion": 0, "total": 0}
     attempts = reasks = 0
     conversation = list(messages)
@@ -140,7 +144,7 @@ async def ask(
         life.move("IN_PROGRESS", again if attempts > 1 else "")
         try:
             async with asyncio.timeout(timeout_s):
-                reply = await llm.ainvoke(conversation, **call_kwargs)
+                reply = await llm.ainvoke(conversation, config, **call_kwargs)
         except TRANSIENT_ERRORS as exc:
             breaker.record_failure()
             life.move("TIMEOUT" if is_timeout(exc) else "FAILED", _describe(exc))

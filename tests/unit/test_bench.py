@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import fanout, slicing
 
 QMSUM = Path(__file__).resolve().parents[3] / "shared" / "data" / "qmsum" / "val.jsonl"
@@ -100,3 +102,19 @@ def test_learn_speed_starts_both_modes_with_a_cold_embedding_cache(capsys, monke
     assert result["batch_1"]["batches"] == 4 and result["batch_2"]["batches"] == 2
     assert result["batch_1"]["items_total"] == result["batch_2"]["items_total"] > 0
     assert result["speedup"] == round(result["batch_1"]["seconds"] / result["batch_2"]["seconds"], 2)
+
+
+def test_canary_small_run_prints_sane_json(capsys):
+    from bench import canary
+
+    result = canary.main(["--rollouts", "40", "--share", "20", "--min-runs", "25", "--max-runs", "200", "--graph", "1",
+                          "--graph-min-runs", "3", "--graph-max-runs", "6", "--json"])
+    assert json.loads(capsys.readouterr().out) == result
+    for key in ("rollouts", "worse15_rolled_back_share", "equal_rolled_back_share", "stated_error_rate",
+                "median_runs_to_decision", "wrong_decisions", "scenarios", "goals_met"):
+        assert key in result, key
+    assert result["rollouts"] == 40 and set(result["scenarios"]) == {"better5", "equal", "worse5", "worse15"}
+    for s in result["scenarios"].values():
+        assert s["promoted_share"] + s["rolled_back_share"] + s["undecided_share"] == pytest.approx(1.0)
+    assert result["scenarios"]["worse15"]["rolled_back_share"] > result["scenarios"]["better5"]["rolled_back_share"]
+    assert all(d in ("promote", "rollback", "undecided") for g in result["graph"].values() for d in g["decisions"])

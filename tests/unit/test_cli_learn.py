@@ -28,10 +28,13 @@ def fake():
 
 def test_learn_json_contract_then_eval_and_history(tmp_path, fake):
     train, val = write_tasks(tmp_path / "train.jsonl", 4), write_tasks(tmp_path / "val.jsonl", 3)
-    result = runner.invoke(app, ["learn", str(train), "--val", str(val), "--batch", "2", "--playbook", "fin", "--json"], obj=fake)
+    # validation accuracy stays 1.0: a tie without signal, so each update needs a person's yes
+    result = runner.invoke(app, ["learn", str(train), "--val", str(val), "--batch", "2", "--playbook", "fin", "--json",
+                                 "--approve"], obj=fake, input="yes\nyes\n")
     assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
     assert (out["playbook"], out["from_version"], out["to_version"], out["accepted"]) == ("fin", 0, 2, True)
+    assert all(b["reason"].startswith("approved by a person: a tie without signal") for b in out["batches"])
     assert out["val_accuracy_before"] == 1.0 and out["val_accuracy_after"] == 1.0
     assert [set(b) >= {"reflections", "operations", "items_added", "items_total", "guard_triggered"}
             for b in out["batches"]] == [True, True]

@@ -139,7 +139,7 @@ async def test_all_branches_failing_ends_failed_with_the_errors(monkeypatch):
 async def test_a_crashing_group_is_recorded_by_the_error_handler(monkeypatch):
     import parallax.nodes.work
 
-    async def explode(spec, ctx, life):
+    async def explode(*args):
         raise RuntimeError("bug in branch code")
 
     monkeypatch.setattr(parallax.nodes.work, "run_branch", explode)

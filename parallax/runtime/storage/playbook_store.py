@@ -6,7 +6,9 @@ one tenant and cannot name another's records:
                     has "version" and "items"); absent = version 0, the empty playbook
   "v000001" ...     immutable versions, each naming its parent (history is linear)
   "candidate-<id>"  updates the gate rejected, kept with accepted=False and a reason
-  "quarantine-<id>" lessons that failed screening (runtime/lesson_screening.py), never applied
+  "quarantine-<id>" lessons that failed screening (runtime/lesson_screening.py) or the lesson
+                    check (logic/lesson_quality.py), never applied
+  "labels"          production / canary labels and the gray release (runtime/storage/labels.py)
 Every text a commit or import would store is redacted and screened first.
 
 Only the `BaseStore` API is used (get / put / search / list_namespaces, always with an
@@ -32,6 +34,7 @@ from langgraph.store.base import BaseStore
 
 from parallax.runtime.lesson_screening import screen_items, screen_operations
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
+from parallax.runtime.storage.labels import LabelStore
 from parallax.runtime.storage.namespaces import StoreError, check_playbook_name, check_tenant, playbook_namespace
 from parallax.runtime.storage.playbook_files import diff_items, parse_playbook, to_markdown
 from parallax.runtime.storage.store_calls import call_store, now_iso, scan
@@ -80,6 +83,11 @@ class PlaybookStore:
     @staticmethod
     def _check_name(name: str) -> None:
         check_playbook_name(name)
+
+    def labels(self, name: str) -> LabelStore:
+        """The `production` / `canary` labels of playbook `name` (runtime/storage/labels.py)."""
+        self._check_name(name)
+        return LabelStore(self.store, playbook_namespace(self.tenant, name), self.lock, f"playbook {name!r}")
 
     # --- reading ---------------------------------------------------------------------
 

@@ -18,19 +18,46 @@ from langgraph.store.memory import InMemoryStore
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.commit_locks import FileCommitLock, LocalLock
 from parallax.runtime.storage.playbook_store import PlaybookStore
+from parallax.runtime.storage.prompt_store import PromptStore
+from parallax.runtime.storage.trace_store import TraceStore
 
 
 def commit_lock() -> FileCommitLock:
     return FileCommitLock(settings_mod.load().home / "playbooks.lock")
 
 
-def playbooks_in(store: BaseStore | None, tenant: str = "default") -> PlaybookStore:
-    """The playbooks of one tenant in `store`; a bad tenant name raises StoreError."""
+def lock_for(store: BaseStore | None) -> LocalLock | FileCommitLock:
+    """The commit lock writers of `store` share."""
     if store is None:
         raise RuntimeError("this graph needs a store: compile it with one (the CLI and langgraph dev do)")
-    if isinstance(store, InMemoryStore):  # one process: no file to lock (and no blocking I/O in async nodes)
-        return PlaybookStore(store, lock=LocalLock(), tenant=tenant)
-    return PlaybookStore(store, lock=commit_lock(), tenant=tenant)
+    if in_memory(store):  # one process: no file to lock (and no blocking I/O in async nodes)
+        return LocalLock()
+    return commit_lock()
+
+
+def in_memory(store: BaseStore) -> bool:
+    """An in-memory store, also when wrapped (`langgraph dev` hands nodes its in-memory store inside a
+    batching store that keeps it as `_store`)."""
+    for _ in range(4):
+        if isinstance(store, InMemoryStore):
+            return True
+        store = getattr(store, "_store", None)
+    return False
+
+
+def playbooks_in(store: BaseStore | None, tenant: str = "default") -> PlaybookStore:
+    """The playbooks of one tenant in `store`; a bad tenant name raises StoreError."""
+    return PlaybookStore(store, lock=lock_for(store), tenant=tenant)
+
+
+def prompts_in(store: BaseStore | None, tenant: str = "default") -> PromptStore:
+    """The prompt versions of one tenant in `store` (runtime/storage/prompt_store.py)."""
+    return PromptStore(store, lock=lock_for(store), tenant=tenant)
+
+
+def traces_in(store: BaseStore | None, tenant: str = "default") -> TraceStore:
+    """The traces and dead letters of one tenant, with the lock feedback writes take."""
+    return TraceStore(store, tenant, lock=lock_for(store))
 
 
 @asynccontextmanager

@@ -5,6 +5,9 @@ branch's lifecycle; ("dlq", <tenant>) keyed by branch id, one record per escalat
 branch with its input and last error. Traces are redacted (runtime/redaction.py)
 before they are stored. A dead letter keeps its input as given, because `dlq retry`
 must ask the same question; the checkpoint holds that input anyway.
+
+Feedback is stored with its trace (`feedback`, a list, newest last, redacted), added
+under a per-trace lock so two people scoring one run at once keep both scores.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from langgraph.store.base import BaseStore
 
 from parallax.runtime.redaction import redact_value
+from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.namespaces import StoreError, check_tenant, dead_letters_namespace, traces_namespace
 from parallax.runtime.storage.store_calls import call_store, now_iso, scan
 
@@ -19,8 +23,8 @@ from parallax.runtime.storage.store_calls import call_store, now_iso, scan
 class TraceStore:
     """One tenant's traces and dead letters; it cannot name another tenant's records."""
 
-    def __init__(self, store: BaseStore, tenant: str = "default") -> None:
-        self.store, self.tenant = store, check_tenant(tenant)
+    def __init__(self, store: BaseStore, tenant: str = "default", lock: CommitLock | None = None) -> None:
+        self.store, self.tenant, self.lock = store, check_tenant(tenant), lock or LocalLock()
 
     async def _call(self, method: str, *args, **kwargs):
         return await call_store(self.store, method, *args, **kwargs)
@@ -36,6 +40,20 @@ class TraceStore:
             raise StoreError(f"no trace {trace_id!r} for tenant {self.tenant!r}: "
                                 f"use the trace id `parallax run` printed (and the same --tenant)")
         return dict(item.value)
+
+    async def traces(self) -> list[dict]:
+        """Every trace of the tenant, oldest first."""
+        found = await scan(self.store, traces_namespace(self.tenant))
+        return sorted(found.values(), key=lambda t: (t.get("created_at", ""), t["trace_id"]))
+
+    async def add_feedback(self, trace_id: str, entry: dict) -> tuple[dict, dict]:
+        """Append a (redacted) feedback entry to a trace; (the trace before, the trace after).
+        An unknown trace raises StoreError and writes nothing."""
+        async with self.lock.hold(f"feedback/{self.tenant}/{trace_id}"):
+            before = await self.get_trace(trace_id)
+            after = {**before, "feedback": [*before.get("feedback", []), redact_value({**entry, "at": now_iso()})]}
+            await self._call("put", traces_namespace(self.tenant), trace_id, after, index=False)
+            return before, after
 
     # --- dead letters ------------------------------------------------------------------
 

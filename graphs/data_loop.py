@@ -1,0 +1,46 @@
+"""The data-loop graphs for the graph API: `stats`, `feedback` and `release`, one node each.
+
+    stats:    START -> report_stats -> END    run metrics from the server's traces
+    feedback: START -> store_feedback -> END  a person's score on a run
+    release:  START -> move_labels -> END     start, decide or look at a gray release
+
+Compiled without a store: `langgraph dev` and LangGraph Server bring theirs (the solve
+graph writes its traces there).
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from parallax.nodes.move_labels import move_labels
+from parallax.nodes.report_stats import report_stats
+from parallax.nodes.store_feedback import store_feedback
+from parallax.state.context import Context
+from parallax.state.data_loop import (
+    FeedbackInput,
+    FeedbackOutput,
+    FeedbackState,
+    ReleaseInput,
+    ReleaseOutput,
+    ReleaseState,
+    StatsInput,
+    StatsOutput,
+    StatsState,
+)
+
+
+def one_node(state, input_schema, output_schema, name: str, node) -> StateGraph:
+    builder = StateGraph(state, context_schema=Context, input_schema=input_schema, output_schema=output_schema)
+    builder.add_node(name, node)
+    builder.add_edge(START, name)
+    builder.add_edge(name, END)
+    return builder
+
+
+stats_builder = one_node(StatsState, StatsInput, StatsOutput, "report_stats", report_stats)
+feedback_builder = one_node(FeedbackState, FeedbackInput, FeedbackOutput, "store_feedback", store_feedback)
+release_builder = one_node(ReleaseState, ReleaseInput, ReleaseOutput, "move_labels", move_labels)
+
+stats = stats_builder.compile(name="stats")
+feedback = feedback_builder.compile(name="feedback")
+release = release_builder.compile(name="release")

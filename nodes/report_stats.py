@@ -1,0 +1,17 @@
+"""The `stats` graph's node: run metrics from the traces in the server's store (logic/run_stats.py)."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from parallax.logic.run_stats import parse_since, run_stats
+from parallax.runtime.storage.stores import traces_in
+from parallax.state.context import Context
+from parallax.state.data_loop import StatsState
+
+
+async def report_stats(state: StatsState, runtime: Runtime[Context]) -> dict:
+    tenant = state.get("tenant", "default")
+    traces = await traces_in(runtime.store, tenant).traces()
+    return {"tenant": tenant, **run_stats(traces, parse_since(state.get("since")), state.get("playbook"),
+                                          state.get("version"))}

@@ -1,0 +1,21 @@
+"""The `feedback` graph's node: a person's score on a run, stored with its trace (logic/feedback.py).
+
+An unknown trace or a bad score raises before anything is written, so the API run fails
+with that one-line message.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from parallax.logic.feedback import give_feedback
+from parallax.logic.run_record import latest_score
+from parallax.state.context import Context
+from parallax.state.data_loop import FeedbackState
+
+
+async def store_feedback(state: FeedbackState, runtime: Runtime[Context]) -> dict:
+    tenant = state.get("tenant", "default")
+    trace = await give_feedback(runtime.store, tenant, state["trace_id"], state["score"], state.get("comment", ""),
+                                state.get("by", "api"))
+    return {"trace_id": state["trace_id"], "tenant": tenant, "score": latest_score(trace), "feedback": trace["feedback"]}

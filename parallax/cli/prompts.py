@@ -1,0 +1,279 @@
+"""`parallax prompts ...`: versioned node prompts (answer, slice, judge, red_team, reflect, curate).
+
+Version 0 of each prompt is its template in prompts/templates.py; later versions live in
+the CLI's store (runtime/storage/prompt_store.py). An edit goes through the same gate as a
+playbook update: `prompts set NAME --system FILE --val TASKS` runs the validation tasks with
+the served version and with the edit, and keeps the edit only if it does not make accuracy
+fall, and, on a tie without signal, only with `--approve` (a person says yes). The first
+edit pins the `production` label on the version runs were getting, so an edit reaches runs
+only through `prompts release NAME V [--canary P]`, recorded with who and why.
+Errors: one line, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from parallax.cli.common import (
+    AsJson,
+    By,
+    Reason,
+    Tenant,
+    base_context,
+    emit,
+    err,
+    fail,
+    new_table,
+    open_store,
+    read_utf8,
+    who,
+    with_store,
+)
+from parallax.cli.release import add_release_commands
+from parallax.runtime.storage.namespaces import StoreError
+
+prompts_app = typer.Typer(help="Versioned node prompts: show, history, diff, set (gated), rollback, release, canary.",
+                          no_args_is_help=True, pretty_exceptions_enable=False)
+
+NameArg = Annotated[str, typer.Argument(help="Prompt name: answer, slice, judge, red_team, reflect or curate.")]
+
+
+def _name(name: str) -> str:
+    from parallax.runtime.storage.prompt_store import check_prompt_name
+
+    try:
+        return check_prompt_name(name)
+    except StoreError as exc:
+        fail(str(exc))
+
+
+async def _overview(store, tenant: str) -> list[dict]:
+    from parallax.prompts.templates import DEFAULTS
+    from parallax.runtime.storage.stores import prompts_in
+
+    prompts = prompts_in(store, tenant)
+    found = await prompts.heads_and_labels(tuple(DEFAULTS))
+    return [{"name": n, "head": head["version"], "production": labels["production"], "canary": labels["canary"],
+             "used_by": DEFAULTS[n].about} for n, (head, labels) in found.items()]
+
+
+@prompts_app.command()
+def show(name: Annotated[str | None, typer.Argument(help="Prompt name (leave out to list them all).")] = None,
+         version: Annotated[int | None, typer.Option(help="Version (default: the head).")] = None,
+         tenant: Tenant = "default", as_json: AsJson = False) -> None:
+    """Show a prompt's texts (head or --version), or list every prompt with its head and labels."""
+    from parallax.runtime.storage.stores import prompts_in
+
+    if name is None:
+        rows = with_store(lambda store: _overview(store, tenant), tenant)
+        if as_json:
+            return emit(rows)
+        table = new_table(f"prompts of {tenant}", ("name", "head", "production", "canary", "used by"))
+        for r in rows:
+            table.add_row(r["name"], f"v{r['head']}", str(r["production"]), str(r["canary"]), r["used_by"])
+        return Console().print(table)
+    _name(name)
+
+    async def work(store):
+        prompts = prompts_in(store, tenant)
+        return await (prompts.head(name) if version is None else prompts.get(name, version))
+    record = with_store(work, tenant)
+    if as_json:
+        return emit(record)
+    console = Console(highlight=False)
+    console.print(f"[bold]{name}[/] v{record['version']} ({record['note'] or record['created_by']})")
+    console.print(f"--- system ---\n{record['system']}\n--- user ---\n{record['user']}", markup=False)
+
+
+@prompts_app.command()
+def history(name: NameArg, tenant: Tenant = "default", as_json: AsJson = False) -> None:
+    """Versions (oldest first), rejected edits and label moves of a prompt."""
+    from parallax.logic.releases import labels_of
+    from parallax.runtime.storage.stores import prompts_in
+
+    _name(name)
+
+    async def work(store):
+        prompts = prompts_in(store, tenant)
+        labels = await labels_of(store, tenant, f"prompt/{name}").get()
+        return {"versions": [{k: v for k, v in r.items() if k not in ("system", "user")} for r in await prompts.history(name)],
+                "candidates": [{k: v for k, v in c.items() if k not in ("system", "user")}
+                               for c in await prompts.candidates(name)],
+                "production": labels["production"], "canary": labels["canary"], "events": labels["events"]}
+    found = with_store(work, tenant)
+    if as_json:
+        return emit(found)
+    table = new_table(f"prompt {name} (production {found['production']}, canary {found['canary']})",
+                      ("version", "parent", "created_at", "created_by", "gate", "note"))
+    for r in found["versions"]:
+        table.add_row(f"v{r['version']}", str(r["parent"]), r["created_at"][:19].replace("T", " "), r["created_by"],
+                      json.dumps(r["gate"]), r["note"])
+    for c in found["candidates"]:
+        table.add_row(f"rejected {c['candidate_id']}", str(c["parent"]), c["created_at"][:19].replace("T", " "),
+                      c["created_by"], json.dumps(c["gate"]), c["reason"])
+    console = Console(highlight=False)
+    console.print(table)
+    for e in found["events"]:
+        console.print(f"{e['at'][:19].replace('T', ' ')} {e['label']}: {e['from']} -> {e['to']} by {e['by']}: {e['why']}")
+
+
+@prompts_app.command()
+def diff(name: NameArg, a: Annotated[int, typer.Argument(help="From version.")],
+         b: Annotated[int, typer.Argument(help="To version.")], tenant: Tenant = "default", as_json: AsJson = False) -> None:
+    """A unified diff of the system and user texts of two versions."""
+    from parallax.runtime.storage.stores import prompts_in
+
+    _name(name)
+
+    async def work(store):
+        prompts = prompts_in(store, tenant)
+        return await prompts.get(name, a), await prompts.get(name, b)
+    va, vb = with_store(work, tenant)
+    parts = {part: list(difflib.unified_diff(va[part].splitlines(), vb[part].splitlines(), f"v{a} {part}",
+                                             f"v{b} {part}", lineterm="")) for part in ("system", "user")}
+    if as_json:
+        return emit({"name": name, "from": a, "to": b, **parts})
+    for part, lines in parts.items():
+        print("\n".join(lines) if lines else f"({part}: no change)")
+
+
+async def gate_edit(name: str, system: str, user: str, tenant: str, val_tasks: list[dict], mode: str, playbook: str,
+                    approve: bool, by: str, context) -> dict:
+    """Evaluate the served version and the edit on the validation tasks; commit or reject the edit."""
+    from parallax.graphs.solve import builder
+    from parallax.logic.evaluate import correct_by_task, evaluate
+    from parallax.logic.gate_decision import gate_verdict, paired_changes
+    from parallax.logic.releases import serve_playbook, serve_prompts
+    from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
+    from parallax.runtime.run_context import resolved
+    from parallax.runtime.storage.labels import move_label
+    from parallax.runtime.storage.stores import prompts_in
+
+    async with open_store(write=True) as store:
+        prompts = prompts_in(store, tenant)
+        head = await prompts.head(name)
+        current = (await serve_prompts(store, tenant, (name,), "gate", allow_canary=False))[name]
+        gate: dict = {"evaluated": bool(val_tasks), "val_size": len(val_tasks), "against": current["version"]}
+        if name in LEARN_PROMPTS:
+            verdict, reason = "ask", f"the gate's solve runs do not use the {name} prompt: nothing measured"
+        elif val_tasks:
+            # pinned runs without a store: the served versions of every solve prompt, the edit in place of one
+            served = await serve_prompts(store, tenant, SOLVE_PROMPTS, "gate", allow_canary=False)
+            pinned = {n: {k: p[k] for k in ("version", "system", "user")} for n, p in served.items()}
+            version, _ = await serve_playbook(store, tenant, playbook, "gate")
+            items, solve, runs = [i.model_dump() for i in version.active], builder.compile(checkpointer=False), {}
+            for label, text in (("before", pinned[name]),
+                                ("after", {"version": head["version"] + 1, "system": system, "user": user})):
+                runs[label] = await evaluate(solve, val_tasks, items, version.version, resolved(context), mode=mode,
+                                             tenant=tenant, prompts={**pinned, name: text})
+            before, after = runs["before"]["accuracy"], runs["after"]["accuracy"]
+            changed = paired_changes(correct_by_task(runs["before"]), correct_by_task(runs["after"]))
+            verdict, reason, band = gate_verdict(before, after, len(val_tasks), 0.0, changed)
+            gate.update(val_accuracy_before=before, val_accuracy_after=after, val_noise=band)
+        else:
+            verdict, reason = "ask", "no validation tasks (--val): nothing measured"
+        if verdict == "ask" and approve:
+            verdict, reason = "accept", f"approved by a person: {reason}"
+            gate["approved_without_signal"] = True
+        elif verdict == "ask":
+            verdict, reason = "reject", f"{reason}: a person must approve it (--approve)"
+        if verdict == "reject":
+            candidate = await prompts.reject(name, system, user, by, gate, reason)
+            return {"accepted": False, "reason": reason, "gate": gate, "candidate": candidate["candidate_id"]}
+
+        def pin(labels: dict) -> None:
+            if labels["production"] is None:
+                move_label(labels, "production", current["version"], by,
+                           f"pinned before v{head['version'] + 1} was set: edits reach runs through `prompts release`")
+        await prompts.labels(name).change(pin)
+        record = await prompts.commit(name, system, user, by, gate, reason)
+        return {"accepted": True, "reason": reason, "gate": gate, "version": record["version"]}
+
+
+@prompts_app.command("set")
+def set_(cli: typer.Context, name: NameArg,
+         system_file: Annotated[Path | None, typer.Option("--system", help="File with the new system text.")] = None,
+         user_file: Annotated[Path | None, typer.Option("--user", help="File with the new user text.")] = None,
+         val: Annotated[Path | None, typer.Option(help="Validation tasks (JSONL) for the gate.")] = None,
+         val_size: Annotated[int, typer.Option(help="Validation tasks to run.")] = 20,
+         mode: Annotated[str, typer.Option(help="Solve mode of the validation runs.")] = "direct",
+         playbook: Annotated[str, typer.Option(help="Playbook whose lessons the validation runs see.")] = "default",
+         approve: Annotated[bool, typer.Option("--approve", help="A person accepts the edit on a tie without signal "
+                                                                 "(or without --val).")] = False,
+         tenant: Tenant = "default", by: By = None, as_json: AsJson = False) -> None:
+    """Add a version of prompt NAME from text files, through the gate; it reaches runs through `release`."""
+    from parallax.logic.task_files import TaskFileError, load_tasks
+    from parallax.runtime.storage.prompt_store import PromptStore
+    from parallax.runtime.storage.stores import prompts_in
+
+    _name(name)
+    if system_file is None and user_file is None:
+        fail("nothing to set: give --system FILE and/or --user FILE")
+    for path in (system_file, user_file):
+        if path is not None and not path.is_file():
+            fail(f"file not found: {path}")
+    if val_size < 1:
+        fail(f"--val-size must be at least 1, got {val_size}")
+    head = with_store(lambda store: prompts_in(store, tenant).head(name), tenant)
+    system = read_utf8(system_file) if system_file else head["system"]
+    user = read_utf8(user_file) if user_file else head["user"]
+    if (system, user) == (head["system"], head["user"]):
+        fail(f"prompt {name!r}: the texts equal the head (v{head['version']}): nothing to set")
+    try:
+        PromptStore.check_text(name, system, user)
+    except StoreError as exc:
+        fail(str(exc))
+    tasks: list[dict] = []
+    if val is not None:
+        try:
+            tasks = load_tasks(val)[0][:val_size]
+        except TaskFileError as exc:
+            fail(f"validation data: {exc}")
+    if tasks and not as_json:
+        err.print(f"gate: running {len(tasks)} validation tasks twice (v{head['version']} and the edit)…")
+    try:
+        result = asyncio.run(gate_edit(name, system, user, tenant, tasks, mode, playbook, approve, by or who(),
+                                       base_context(cli)))
+    except StoreError as exc:
+        fail(str(exc))
+    if as_json:
+        emit({"name": name, **result})
+    elif result["accepted"]:
+        Console(highlight=False).print(f"prompt {name}: v{result['version']} accepted ({result['reason'] or 'gate passed'}); "
+                                       f"release it with `parallax prompts release {name} {result['version']} --canary 10`")
+    else:
+        Console(highlight=False).print(f"prompt {name}: edit rejected ({result['reason']}); kept as candidate "
+                                       f"{result['candidate']}")
+    raise typer.Exit(0 if result["accepted"] else 1)
+
+
+@prompts_app.command()
+def rollback(name: NameArg, version: Annotated[int, typer.Argument(help="Version whose texts become the new head.")],
+             tenant: Tenant = "default", by: By = None, reason: Reason = "", as_json: AsJson = False) -> None:
+    """A new version equal to VERSION; if a production label is set, it moves there (recorded)."""
+    from parallax.logic.releases import set_production
+    from parallax.runtime.storage.stores import prompts_in
+
+    _name(name)
+    with_store(lambda store: prompts_in(store, tenant).get(name, version), tenant)  # refuse a bad version first
+
+    async def work(store):
+        prompts = prompts_in(store, tenant)
+        record = await prompts.rollback(name, version, by or who())
+        if (await prompts.labels(name).get())["production"] is not None:
+            await set_production(prompts.labels(name), record["version"], by or who(), reason or f"rollback to v{version}")
+        return record
+    record = with_store(work, tenant, write=True)
+    if as_json:
+        return emit({k: v for k, v in record.items() if k not in ("system", "user")})
+    Console().print(f"prompt {name}: v{record['version']} = v{version}")
+
+
+add_release_commands(prompts_app, "prompt")

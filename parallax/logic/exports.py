@@ -1,0 +1,271 @@
+"""Fine-tuning data from stored traces: `parallax export sft|preferences`.
+
+Formats (each line is checked against its pydantic model before it is written):
+- `sft`: OpenAI chat fine-tuning, `{"messages": [system, user, assistant]}`;
+- `trl`: TRL's conversational preference type, `{"prompt": [system, user], "chosen": [assistant],
+  "rejected": [assistant]}`;
+- `openai`: OpenAI preference (DPO) fine-tuning, `{"input": {"messages": [...], "tools": [],
+  "parallel_tool_calls": true}, "preferred_output": [assistant], "non_preferred_output": [assistant]}`;
+- `kto`: TRL's conversational unpaired preference type, `{"prompt": [...], "completion": [assistant],
+  "label": bool}`.
+
+Where examples come from. A trace keeps the messages its business branches were sent
+(logic/run_record.py), and each branch record its reply; the assistant turn is that reply
+as the JSON object the branch was asked for. A run is *right* when it matched its target,
+or (without one) when its latest feedback is at least `min_score`.
+- sft: right runs, the branch that gave the final answer (section runs have no such branch:
+  their answer is assembled from many);
+- preferences: vote runs whose right answer is known (the target, or the final answer of a
+  run with feedback >= `min_score`): chosen = a vote that gave it, rejected = one that did not;
+  all votes of a run share one prompt;
+- kto: runs with a verdict (a target or feedback), the branch that gave the final answer,
+  label = right (feedback >= 0.5 when there is feedback).
+Every line is redacted again and de-duplicated by prompt (the first run with a prompt
+wins); what is left out is counted by reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from parallax.logic.run_record import latest_score
+from parallax.logic.scoring import score
+from parallax.logic.vote import normalize_answer
+from parallax.runtime.redaction import redact_value
+
+FORMATS = ("sft", "trl", "openai", "kto")
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    role: Literal["system", "user", "assistant"]
+    content: str = Field(min_length=1)
+
+
+def _roles(messages: list[Message], allowed: set[str], what: str, exactly_one: bool = False) -> list[Message]:
+    if not messages or any(m.role not in allowed for m in messages):
+        raise ValueError(f"{what} must be {'one' if exactly_one else 'a list of'} {'/'.join(sorted(allowed))} message(s)")
+    if exactly_one and len(messages) != 1:
+        raise ValueError(f"{what} must hold exactly one message")
+    return messages
+
+
+def _ends_with_the_answer(messages: list[Message]) -> list[Message]:
+    if len(messages) < 2 or messages[-1].role != "assistant" or messages[-2].role != "user":
+        raise ValueError("messages must end with a user message and the assistant's reply")
+    return messages
+
+
+def _check_prompt(messages: list[Message]) -> list[Message]:
+    """A conversational prompt: system and user messages, ending with a user one."""
+    _roles(messages, {"system", "user"}, "prompt")
+    if messages[-1].role != "user":
+        raise ValueError("prompt must end with a user message")
+    return messages
+
+
+def _one_reply(messages: list[Message]) -> list[Message]:
+    return _roles(messages, {"assistant"}, "a completion", exactly_one=True)
+
+
+Conversation = Annotated[list[Message], AfterValidator(_ends_with_the_answer)]
+Prompt = Annotated[list[Message], AfterValidator(_check_prompt)]
+Reply = Annotated[list[Message], AfterValidator(_one_reply)]
+STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+class SftLine(BaseModel):
+    model_config = STRICT
+    messages: Conversation
+
+
+class TrlPreference(BaseModel):
+    model_config = STRICT
+    prompt: Prompt
+    chosen: Reply
+    rejected: Reply
+
+
+class KtoLine(BaseModel):
+    model_config = STRICT
+    prompt: Prompt
+    completion: Reply
+    label: bool
+
+
+class OpenAIInput(BaseModel):
+    model_config = STRICT
+    messages: Prompt
+    tools: list = Field(default_factory=list)
+    parallel_tool_calls: bool = True
+
+
+class OpenAIPreference(BaseModel):
+    model_config = STRICT
+    input: OpenAIInput
+    preferred_output: Reply
+    non_preferred_output: Reply
+
+
+MODELS: dict[str, type[BaseModel]] = {"sft": SftLine, "trl": TrlPreference, "openai": OpenAIPreference, "kto": KtoLine}
+
+
+def validate_line(fmt: str, line: dict) -> None:
+    """ValidationError when `line` is not a valid line of `fmt`."""
+    MODELS[fmt].model_validate(line)
+
+
+# --- picking examples --------------------------------------------------------------------
+
+def _reply(branch: dict) -> dict:
+    return {"role": "assistant", "content": json.dumps(branch["output"], ensure_ascii=False)}
+
+
+def _branch_answer(branch: dict) -> str:
+    return str((branch.get("output") or {}).get("answer", ""))
+
+
+def is_right(trace: dict, min_score: float) -> bool | None:
+    """True/False when the run's verdict is known (target first, then feedback), None otherwise."""
+    if trace.get("correct") is not None:
+        return bool(trace["correct"])
+    feedback = latest_score(trace)
+    return None if feedback is None else feedback >= min_score
+
+
+def answering_branch(trace: dict) -> dict | None:
+    """The business branch whose reply is the run's final answer (none for section runs)."""
+    final = normalize_answer(trace.get("answer") or "")
+    for b in trace.get("branches", []):
+        if b["kind"] in ("direct", "vote") and b.get("status") == "ok" and b.get("output") \
+                and normalize_answer(_branch_answer(b)) == final:
+            return b
+    return None
+
+
+def _prompt_of(trace: dict, branch: dict) -> list[dict] | None:
+    return (trace.get("prompts") or {}).get(branch.get("prompt_key") or "")
+
+
+class Collector:
+    """Lines of one format, redacted, validated, de-duplicated by prompt; what was left out, by reason."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt, self.lines, self.left_out, self.seen = fmt, [], Counter(), set()
+
+    def skip(self, reason: str) -> None:
+        self.left_out[reason] += 1
+
+    def add(self, prompt_key: str, line: dict) -> None:
+        if prompt_key in self.seen:
+            return self.skip("duplicate prompt")
+        line = redact_value(line)
+        try:
+            validate_line(self.fmt, line)
+        except ValidationError as exc:
+            return self.skip(f"failed {self.fmt} validation: {exc.errors()[0]['msg']}")
+        self.seen.add(prompt_key)
+        self.lines.append(line)
+
+    def report(self) -> dict:
+        return {"format": self.fmt, "written": len(self.lines), "left_out": dict(self.left_out.most_common())}
+
+
+def _final_branch_and_prompt(trace: dict, out: Collector) -> tuple[dict, list[dict]] | None:
+    if trace.get("mode") == "section":
+        out.skip("section run (its answer comes from many prompts)")
+        return None
+    branch = answering_branch(trace)
+    if branch is None:
+        out.skip("no branch gave the final answer")
+        return None
+    prompt = _prompt_of(trace, branch)
+    if prompt is None:
+        out.skip("prompt not kept in the trace")
+        return None
+    return branch, prompt
+
+
+def sft(traces: list[dict], min_score: float = 1.0) -> Collector:
+    out = Collector("sft")
+    for trace in traces:
+        if not is_right(trace, min_score):
+            out.skip("not known to be right" if is_right(trace, min_score) is None else "wrong")
+            continue
+        if found := _final_branch_and_prompt(trace, out):
+            branch, prompt = found
+            out.add(branch["prompt_key"], {"messages": [*prompt, _reply(branch)]})
+    return out
+
+
+def kto(traces: list[dict], min_score: float = 1.0) -> Collector:
+    out = Collector("kto")
+    for trace in traces:
+        feedback = latest_score(trace)
+        label = (feedback >= 0.5) if feedback is not None else trace.get("correct")
+        if label is None:
+            out.skip("no verdict (no target, no feedback)")
+            continue
+        if found := _final_branch_and_prompt(trace, out):
+            branch, prompt = found
+            out.add(branch["prompt_key"], {"prompt": prompt, "completion": [_reply(branch)], "label": bool(label)})
+    return out
+
+
+def _right_votes(trace: dict, votes: list[dict], min_score: float) -> list[bool] | None:
+    """Whether each vote gave the right answer, or None when the right answer is not known."""
+    if trace.get("target") is not None:
+        question = next((m["content"] for m in _prompt_of(trace, votes[0]) or [] if m["role"] == "user"), "")
+        return [score({"answer": _branch_answer(b)}, trace["target"], question, trace.get("scorer") or "auto")["correct"]
+                for b in votes]
+    feedback = latest_score(trace)
+    if feedback is not None and feedback >= min_score:
+        final = normalize_answer(trace.get("answer") or "")
+        return [normalize_answer(_branch_answer(b)) == final for b in votes]
+    return None
+
+
+def preferences(traces: list[dict], fmt: str, min_score: float = 1.0) -> Collector:
+    out = Collector(fmt)
+    for trace in traces:
+        if trace.get("mode") != "vote":
+            out.skip("not a vote run")
+            continue
+        votes = [b for b in trace.get("branches", []) if b["kind"] == "vote" and b.get("status") == "ok" and b.get("output")]
+        right = _right_votes(trace, votes, min_score) if votes else None
+        if right is None:
+            out.skip("right answer not known")
+            continue
+        chosen = next((b for b, ok in zip(votes, right, strict=True) if ok), None)
+        rejected = next((b for b, ok in zip(votes, right, strict=True) if not ok and chosen
+                         and b.get("prompt_key") == chosen.get("prompt_key")), None)
+        if chosen is None or rejected is None:
+            out.skip("no pair: every vote was " + ("wrong" if chosen is None else "right"))
+            continue
+        prompt = _prompt_of(trace, chosen)
+        if prompt is None:
+            out.skip("prompt not kept in the trace")
+            continue
+        if fmt == "trl":
+            line = {"prompt": prompt, "chosen": [_reply(chosen)], "rejected": [_reply(rejected)]}
+        else:
+            line = {"input": {"messages": prompt, "tools": [], "parallel_tool_calls": True},
+                    "preferred_output": [_reply(chosen)], "non_preferred_output": [_reply(rejected)]}
+        out.add(chosen["prompt_key"], line)
+    return out
+
+
+def export(traces: list[dict], fmt: str, min_score: float = 1.0) -> Collector:
+    """Examples of format `fmt` (sft | trl | openai | kto) from `traces`."""
+    if fmt == "sft":
+        return sft(traces, min_score)
+    if fmt == "kto":
+        return kto(traces, min_score)
+    if fmt in ("trl", "openai"):
+        return preferences(traces, fmt, min_score)
+    raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+

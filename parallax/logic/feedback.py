@@ -1,0 +1,49 @@
+"""A person's verdict on a run: `parallax feedback TRACE_ID --score S`, or the `feedback` graph.
+
+A score is a number from 0 (wrong, useless) to 1 (right), or `up` (1) / `down` (0). It is
+stored with the trace, redacted, newest last; a run's feedback is its latest score.
+Feedback also corrects the run's trial in any gray release still running that served it
+(logic/releases.py), so a canary whose answers people mark down is judged on that.
+"""
+
+from __future__ import annotations
+
+import math
+
+from langgraph.store.base import BaseStore
+
+from parallax.logic.releases import correct_trial
+from parallax.logic.run_record import latest_score
+from parallax.runtime.storage.stores import traces_in
+
+WORDS = {"up": 1.0, "down": 0.0}
+MAX_COMMENT = 2000
+
+
+class BadFeedback(ValueError):
+    """The score or comment cannot be stored; the message says what to give instead."""
+
+
+def parse_score(raw: str | float | int) -> float:
+    """0..1, or up/down; BadFeedback otherwise."""
+    if isinstance(raw, str) and raw.strip().lower() in WORDS:
+        return WORDS[raw.strip().lower()]
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise BadFeedback(f"bad score {raw!r}: give a number from 0 to 1, or up / down") from None
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise BadFeedback(f"bad score {raw!r}: give a number from 0 to 1, or up / down")
+    return value
+
+
+async def give_feedback(store: BaseStore, tenant: str, trace_id: str, score: str | float, comment: str = "",
+                        by: str = "") -> dict:
+    """Store a score with the trace and correct its release trial; the trace after. Bad input or an
+    unknown trace raises (BadFeedback, StoreError) before anything is written."""
+    value = parse_score(score)
+    if len(comment) > MAX_COMMENT:
+        raise BadFeedback(f"comment of {len(comment)} characters: keep it under {MAX_COMMENT}")
+    before, after = await traces_in(store, tenant).add_feedback(trace_id, {"score": value, "comment": comment, "by": by})
+    await correct_trial(store, tenant, before, latest_score(before), latest_score(after))
+    return after

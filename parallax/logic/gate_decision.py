@@ -1,0 +1,52 @@
+"""When the gate may accept a candidate by itself: only on a gain larger than the validation noise.
+
+The gate compares a candidate (a playbook version, or a prompt edit) with the current one
+on the same validation tasks. A fall beyond `margin` rejects it. Otherwise the candidate is
+accepted only when the gain is real: larger than the noise of a sample that size. With the
+per-task results of both, the noise is that of a paired comparison (McNemar): 1.96 times
+the square root of the tasks that changed, over the sample size; without them, that of two
+independent accuracies. A tie that carries no signal (both at 0, or a difference inside the
+noise) is not accepted unless a person approves it ("ask"); the reason says which.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+Z = 1.96
+
+Verdict = Literal["accept", "reject", "ask"]
+
+
+def noise(before: float, after: float, n: int, changed: tuple[int, int] | None = None) -> float:
+    """Half-width of the 95% band of after - before on `n` tasks; `changed` = (fixed, broken) task counts."""
+    if n <= 0:
+        return 1.0
+    if changed is not None:
+        return Z * math.sqrt(sum(changed)) / n
+    p = (before + after) / 2
+    return Z * math.sqrt(2 * p * (1 - p) / n)
+
+
+def paired_changes(before: dict[str, bool], after: dict[str, bool]) -> tuple[int, int] | None:
+    """(tasks the candidate fixed, tasks it broke) over the tasks both were scored on; None without overlap."""
+    common = set(before) & set(after)
+    if not common:
+        return None
+    return sum(after[t] and not before[t] for t in common), sum(before[t] and not after[t] for t in common)
+
+
+def gate_verdict(before: float, after: float, n: int, margin: float,
+                 changed: tuple[int, int] | None = None) -> tuple[Verdict, str, float]:
+    """(verdict, reason, noise) for validation accuracy `before` -> `after` on `n` tasks."""
+    band = round(noise(before, after, n, changed), 4)
+    if after < before - margin:
+        return "reject", f"validation accuracy fell from {before} to {after}", band
+    if before == 0 and after == 0:
+        return "ask", "a tie without signal: validation accuracy was 0.0 before and after", band
+    if after - before <= band:
+        how = f"{changed[0]} tasks fixed, {changed[1]} broken" if changed is not None else "unpaired"
+        return ("ask", f"a tie without signal: validation accuracy {before} -> {after} is inside the noise of "
+                       f"{n} tasks (±{band}; {how})", band)
+    return "accept", "", band

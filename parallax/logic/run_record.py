@@ -1,0 +1,77 @@
+"""What a run's trace keeps beyond branch lifecycles: its outcome, what it was served, its prompts.
+
+- `outcome`: when the caller gave a target (`parallax run --target`, and every run the
+  learn and eval paths make), whether the answer matched it (logic/scoring.py).
+- `used_subjects`: the playbook and the prompt versions this run actually used, with the
+  arm of a gray release that served each (only prompts some branch was built from count).
+- `kept_prompts`: the messages business branches were sent, so `parallax export` can write
+  fine-tuning data. They are rebuilt from the run's state rather than carried by every
+  branch record (a 1,000-vote run sends one prompt a thousand times), stored once per
+  distinct prompt under a content key that each branch record names (`prompt_key`), and
+  left out, with the reason, past `limit_chars` (PARALLAX_TRACE_PROMPT_CHARS). The store
+  redacts them like the rest of the trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from parallax.logic.branch_plans import branch_prompts
+from parallax.logic.release_decision import run_success
+from parallax.logic.scoring import score
+from parallax.state.payloads import BUSINESS
+from parallax.state.solve import SolveState
+
+ROLES = {"system": "system", "human": "user", "ai": "assistant"}
+
+
+def outcome(state: SolveState) -> dict:
+    """{"target", "correct", "scorer"} when the run had a target; {} otherwise."""
+    target = state.get("target")
+    if target is None:
+        return {}
+    verdict = score({"answer": state.get("answer", ""), "status": state.get("status")}, str(target), state["task"],
+                    state.get("scorer") or "auto")
+    return {"target": str(target), "correct": verdict["correct"], "scorer": verdict["scorer"]}
+
+
+def succeeded(state: SolveState) -> bool:
+    """The run's trial in a gray release (logic/release_decision.py: run_success)."""
+    return run_success(state.get("status"), outcome(state).get("correct"), None)
+
+
+def used_subjects(state: SolveState) -> dict[str, dict]:
+    """subject -> {"version", "arm", "release_id"} for the playbook and the prompts the branches used."""
+    used = {f"prompt/{b['prompt']['name']}" for b in state.get("branches", []) if b.get("prompt")}
+    return {s: c for s, c in (state.get("served") or {}).items() if s.startswith("playbook/") or s in used}
+
+
+def as_dicts(messages) -> list[dict]:
+    return [{"role": ROLES.get(m.type, m.type), "content": str(m.content)} for m in messages]
+
+
+def prompt_key(messages: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def kept_prompts(state: SolveState, limit_chars: int) -> tuple[dict[str, list[dict]], dict[tuple[str, int], str], str]:
+    """(prompt key -> messages, (kind, slice index) -> key, why none were kept or "")."""
+    if not any(b["kind"] in BUSINESS for b in state.get("branches", [])):
+        return {}, {}, ""
+    built = {where: as_dicts(messages) for where, messages in branch_prompts(state).items()}
+    size = sum(len(m["content"]) for messages in built.values() for m in messages)
+    if size > limit_chars:
+        return {}, {}, f"prompts of {size} characters exceed PARALLAX_TRACE_PROMPT_CHARS={limit_chars}"
+    keys = {where: prompt_key(messages) for where, messages in built.items()}
+    return {keys[where]: messages for where, messages in built.items()}, keys, ""
+
+
+def latest_score(trace: dict) -> float | None:
+    """A run's feedback: its latest score (logic/feedback.py), None without any."""
+    entries = trace.get("feedback") or []
+    return float(entries[-1]["score"]) if entries else None
+
+
+def branch_place(record: dict) -> tuple[str, int]:
+    return record["kind"], record.get("slice_index") or 0

@@ -1,0 +1,120 @@
+"""Run metrics from stored traces: `parallax stats` and the `stats` graph.
+
+Per group of runs (all of them, and each playbook version):
+- runs; `ok_rate`: share that ended `ok`; `accuracy`: share right among runs that had a
+  target (`accuracy_runs` of them);
+- `mean_branches`: business branches (direct, slice, vote) per run; `mean_model_calls`:
+  model calls per run (every attempt and re-ask of every branch but the rule-based safety check);
+- `recovery_rate`: of the runs that met at least one fault, retry, re-ask or straggler
+  backup (`runs_with_faults`), the share that still ended `ok`;
+- `latency_ms_p50` / `latency_ms_p95`: run duration, nearest-rank percentiles;
+- `tokens_total`, `tokens_mean`; `feedback_mean` over runs with feedback (`feedback_runs`,
+  each run's latest score).
+Traces written before a field existed simply do not count towards it (None when no run does).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+from parallax.logic.run_record import latest_score
+from parallax.state.payloads import BUSINESS
+
+SINCE = re.compile(r"^(\d+)\s*([mhdw])$")
+UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+FAULT_STATES = {"FAILED", "TIMEOUT", "RETRY"}
+
+
+class BadFilter(ValueError):
+    """A filter that cannot be read; the message says what to give instead."""
+
+
+def parse_since(text: str | None, now: datetime | None = None) -> datetime | None:
+    """"7d", "12h", "30m", "2w" back from now, or an ISO date/time; None for no limit."""
+    if not text:
+        return None
+    now = now or datetime.now(UTC)
+    if m := SINCE.match(text.strip().lower()):
+        return now - timedelta(**{UNITS[m.group(2)]: int(m.group(1))})
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadFilter(f"bad --since {text!r}: use e.g. 7d, 12h, 30m, 2w or a date such as 2026-01-31") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile: the smallest value with at least p% of the values at or below it."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def model_calls(trace: dict) -> int:
+    return sum(b.get("attempts", 0) for b in trace.get("branches", []) if b["kind"] != "safety")
+
+
+def met_fault(trace: dict) -> bool:
+    """A fault, retry, re-ask or straggler backup anywhere in the run."""
+    for b in trace.get("branches", []):
+        if b["kind"] == "safety":
+            continue
+        if (b.get("attempts", 1) > 1 or b.get("reasks", 0) > 0 or b.get("backup") or b.get("status") != "ok"
+                or any(t["state"] in FAULT_STATES for t in b.get("transitions", []))):
+            return True
+    return False
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarize(traces: list[dict]) -> dict:
+    """The metrics of one group of runs (see the module docstring)."""
+    scored = [t for t in traces if t.get("correct") is not None]
+    faulty = [t for t in traces if met_fault(t)]
+    durations = [float(t["duration_ms"]) for t in traces if t.get("duration_ms") is not None]
+    tokens = [sum(b.get("tokens", {}).get("total", 0) for b in t.get("branches", [])) for t in traces]
+    feedback = [s for t in traces if (s := latest_score(t)) is not None]
+    return {
+        "runs": len(traces),
+        "ok_rate": _share(sum(t.get("status") == "ok" for t in traces), len(traces)),
+        "accuracy": _share(sum(bool(t["correct"]) for t in scored), len(scored)), "accuracy_runs": len(scored),
+        "mean_branches": _mean([sum(b["kind"] in BUSINESS for b in t.get("branches", [])) for t in traces]),
+        "mean_model_calls": _mean([model_calls(t) for t in traces]),
+        "runs_with_faults": len(faulty),
+        "recovery_rate": _share(sum(t.get("status") == "ok" for t in faulty), len(faulty)),
+        "latency_ms_p50": percentile(durations, 50), "latency_ms_p95": percentile(durations, 95),
+        "tokens_total": sum(tokens), "tokens_mean": _mean(tokens),
+        "feedback_mean": _mean(feedback), "feedback_runs": len(feedback),
+    }
+
+
+def select(traces: list[dict], since: datetime | None = None, playbook: str | None = None,
+           version: int | None = None) -> list[dict]:
+    def keep(t: dict) -> bool:
+        if since is not None and datetime.fromisoformat(t.get("created_at") or "1970-01-01T00:00:00+00:00") < since:
+            return False
+        if playbook is not None and t.get("playbook", "default") != playbook:
+            return False
+        return version is None or t.get("playbook_version", 0) == version
+    return [t for t in traces if keep(t)]
+
+
+def run_stats(traces: list[dict], since: datetime | None = None, playbook: str | None = None,
+              version: int | None = None) -> dict:
+    """{"overall": metrics, "by_version": [{"playbook", "version", **metrics}, ...]} of the selected runs."""
+    chosen = select(traces, since, playbook, version)
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for t in chosen:
+        groups.setdefault((t.get("playbook", "default"), t.get("playbook_version", 0)), []).append(t)
+    return {"filters": {"since": since.isoformat() if since else None, "playbook": playbook, "version": version},
+            "overall": summarize(chosen),
+            "by_version": [{"playbook": p, "version": v, **summarize(ts)} for (p, v), ts in sorted(groups.items())]}

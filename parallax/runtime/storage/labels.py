@@ -1,0 +1,68 @@
+"""Labels on versions (`production`, `canary`) and the gray release that moves them: the record.
+
+One record, key "labels", in the namespace of what is versioned (a playbook's
+("playbooks", tenant, name), a prompt's ("prompts", tenant, name)):
+
+    production   the version every run gets, or None: then runs get the head (as before
+                 labels existed); the first release pins it
+    canary       the version on trial, or None
+    release      the running trial: version, share (percent of threads), rule, manual,
+                 who started it and why, and per arm {"runs", "successes"}
+    releases     finished trials, newest last (the last 20), each with its decision
+    events       every label move: label, from, to, by, why, at
+
+Labels move only through `move_label`, which appends an event saying who and why, and
+every write goes through `LabelStore.change`: the record is read, changed and written under
+the store's commit lock (runtime/storage/commit_locks.py), so two runs finishing at once
+count both their trials and can never both promote. What a change means (when to promote,
+which version a run gets) is decided in parallax/logic/releases.py.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.store.base import BaseStore
+
+from parallax.runtime.storage.commit_locks import CommitLock
+from parallax.runtime.storage.store_calls import call_store, now_iso
+
+KEY = "labels"
+UNCHANGED = object()
+"""Returned by a change that found nothing to do: nothing is written."""
+
+
+def empty_labels() -> dict:
+    return {"production": None, "canary": None, "release": None, "releases": [], "events": []}
+
+
+def move_label(labels: dict, label: str, to: int | None, by: str, why: str, **extra: Any) -> None:
+    """Point `label` at version `to` (None removes it), recording who, why and when."""
+    labels["events"].append({"at": now_iso(), "label": label, "from": labels.get(label), "to": to, "by": by,
+                             "why": why, **extra})
+    labels[label] = to
+
+
+class LabelStore:
+    """The labels of one versioned thing (`namespace`); `what` names it in messages ("playbook 'fin'")."""
+
+    def __init__(self, store: BaseStore, namespace: tuple[str, ...], lock: CommitLock, what: str) -> None:
+        self.store, self.namespace, self.lock, self.what = store, namespace, lock, what
+
+    async def get(self) -> dict:
+        """A copy of the record (an in-memory store hands out its own dict: a change must not edit it in place)."""
+        item = await call_store(self.store, "get", self.namespace, KEY)
+        return {**empty_labels(), **copy.deepcopy(dict(item.value))} if item is not None else empty_labels()
+
+    async def change(self, change: Callable[[dict], Any]) -> tuple[dict, Any]:
+        """(record after, what `change` returned): `change` edits the record in place under the lock.
+        It may raise (a StoreError to refuse: nothing is written) or return UNCHANGED (nothing to write)."""
+        async with self.lock.hold("labels/" + "/".join(self.namespace)):
+            labels = await self.get()
+            result = change(labels)
+            if result is UNCHANGED:
+                return labels, None
+            await call_store(self.store, "put", self.namespace, KEY, labels, index=False)
+            return labels, result

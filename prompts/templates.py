@@ -1,0 +1,118 @@
+"""Prompt templates as data: the defaults of the versioned prompt entries.
+
+Each branch kind's prompt is a named template, a system text and a user text with
+`$placeholders` (Python's `string.Template`: `$name` or `${name}`; `$$` is a dollar sign).
+The texts here are version 0 of each entry; later versions live in the store
+(runtime/storage/prompt_store.py) and are edited with `parallax prompts set`, gated and
+gray-released like playbook versions. A run records which version of each it used.
+
+Why `string.Template` and not `str.format`: the prompts quote JSON (`{"id", "tag"}`), and
+an edited template must fail at `prompts set`, not in the middle of a run. `problems`
+says what is wrong with an edit: an unknown placeholder, a `$` that is not one, or a
+required placeholder left out (without `$lessons` no branch would see the playbook).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from string import Template
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+JSON_RULE = "Reply with one JSON object only, no other text."
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    system: str
+    user: str
+    placeholders: tuple[str, ...]
+    """Every placeholder a version may use (the values the branch provides)."""
+    required: tuple[str, ...]
+    """Placeholders a version must keep."""
+    about: str = ""
+
+    def text(self) -> dict:
+        return {"system": self.system, "user": self.user}
+
+
+DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
+    PromptTemplate(
+        "answer",
+        'You solve tasks carefully. Reply with a JSON object with two keys: "reasoning" (one or two sentences of '
+        'working) and "answer" ($answer_spec). $json_rule$lessons',
+        "$ask",
+        ("answer_spec", "json_rule", "lessons", "ask"), ("lessons", "ask"),
+        "direct and vote branches"),
+    PromptTemplate(
+        "slice",
+        "You read part $number of $total of a longer document. Report only what this part says that helps answer "
+        "the question; set `relevant` to false if nothing does. Reply with a JSON object with two keys: \"relevant\" "
+        '(true or false) and "points" (a list of short findings from this part). $json_rule$lessons',
+        "Brief: $brief\nQuestion: $question\n\nPart $number:\n$part",
+        ("number", "total", "json_rule", "lessons", "brief", "question", "part"), ("lessons", "part"),
+        "section branches, one per slice"),
+    PromptTemplate(
+        "judge",
+        'Independent solvers disagreed. Reply with a JSON object with two keys: "choice" (the one candidate answer '
+        'that is correct, copied exactly from the list) and "reason" (one sentence). $json_rule',
+        "$ask\n\nCandidate answers:\n$candidates",
+        ("json_rule", "ask", "candidates"), ("ask", "candidates"),
+        "the arbitration call when votes disagree"),
+    PromptTemplate(
+        "red_team",
+        'You are a critic. Reply with a JSON object with two keys: "objection" (the strongest reason the proposed '
+        'answer could be wrong) and "severity" (low, medium or high). $json_rule',
+        "$ask\n\nProposed answer: $answer",
+        ("json_rule", "ask", "answer"), ("ask", "answer"),
+        "the red-team branch"),
+    PromptTemplate(
+        "reflect",
+        'You review one solved task to learn from it. Reply with a JSON object with keys "diagnosis" (what went '
+        'right or wrong, one sentence), "lessons" (a list of at most two concrete, reusable lessons, each one '
+        'sentence naming the formula, field or step it is about) and "item_tags" (a list of objects {"id", "tag"} '
+        "with tag helpful, harmful or neutral for each lesson the solver was shown). $json_rule",
+        "Task:\n$task\n\nAnswer given: $answer\nResult: $result ($feedback)\n\nLessons the solver was shown:\n$used",
+        ("json_rule", "task", "answer", "result", "feedback", "used"), ("task", "answer", "result"),
+        "the reflector of the learn graph, one run at a time"),
+    PromptTemplate(
+        "curate",
+        'You turn lessons into playbook entries. Reply with a JSON object with key "entries": a list with one '
+        'object per lesson worth keeping, each with "section" (a short topic such as a formula name), "text" (the '
+        'lesson as one general, reusable instruction) and "about" (a list of the named things it is about: '
+        "formulas, fields, tools). Leave out lessons that are vague or only restate the task. $json_rule",
+        "Diagnosis: $diagnosis\nLessons:\n$lessons",
+        ("json_rule", "diagnosis", "lessons"), ("lessons",),
+        "the curator of the learn graph, one reflection at a time"),
+)}
+SOLVE_PROMPTS = ("answer", "slice", "judge", "red_team")
+LEARN_PROMPTS = ("reflect", "curate")
+
+
+def problems(name: str, system: str, user: str) -> list[str]:
+    """What keeps (system, user) from being a version of prompt `name`; [] when it can be one."""
+    default = DEFAULTS[name]
+    found: set[str] = set()
+    issues = []
+    for part, text in (("system", system), ("user", user)):
+        template = Template(text)
+        if not template.is_valid():
+            issues.append(f"the {part} text has a '$' that is no placeholder (write $$ for a dollar sign)")
+        found |= set(template.get_identifiers())
+    unknown = sorted(found - set(default.placeholders))
+    if unknown:
+        issues.append(f"unknown placeholder(s) {', '.join('$' + u for u in unknown)} "
+                      f"(this prompt has {', '.join('$' + p for p in default.placeholders)})")
+    missing = [p for p in default.required if p not in found]
+    if missing:
+        issues.append(f"required placeholder(s) left out: {', '.join('$' + m for m in missing)}")
+    return issues
+
+
+def render(name: str, version: dict | None, **values: object) -> list[BaseMessage]:
+    """The messages of prompt `name`: `version` is a stored version ({"system", "user"}) or None for the default."""
+    text = version or DEFAULTS[name].text()
+    filled = {"json_rule": JSON_RULE, **{k: str(v) for k, v in values.items()}}
+    return [SystemMessage(Template(text["system"]).safe_substitute(filled)),
+            HumanMessage(Template(text["user"]).safe_substitute(filled))]

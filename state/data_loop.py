@@ -1,0 +1,76 @@
+"""Input and output of the data-loop graphs: `stats`, `feedback` and `release`.
+
+They make the CLI's `parallax stats`, `parallax feedback` and `parallax playbook|prompts
+release|canary` reachable under the graph API, reading and writing the server's store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
+
+
+class StatsInput(TypedDict):
+    tenant: NotRequired[str]
+    since: NotRequired[str]
+    """7d, 12h, 30m, 2w, or an ISO date."""
+    playbook: NotRequired[str]
+    version: NotRequired[int]
+
+
+class StatsOutput(TypedDict):
+    tenant: str
+    filters: dict[str, Any]
+    overall: dict[str, Any]
+    by_version: list[dict[str, Any]]
+
+
+class StatsState(StatsInput, StatsOutput, total=False):
+    pass
+
+
+class FeedbackInput(TypedDict):
+    trace_id: str
+    score: str | float
+    """0..1 (1 = right), or "up" / "down"."""
+    comment: NotRequired[str]
+    by: NotRequired[str]
+    tenant: NotRequired[str]
+
+
+class FeedbackOutput(TypedDict):
+    trace_id: str
+    tenant: str
+    score: float
+    feedback: list[dict[str, Any]]
+
+
+class FeedbackState(FeedbackInput, FeedbackOutput, total=False):
+    pass
+
+
+class ReleaseInput(TypedDict):
+    subject: str
+    """"playbook/<name>" or "prompt/<name>"."""
+    action: Literal["status", "release", "promote", "rollback"]
+    version: NotRequired[int]
+    canary: NotRequired[float]
+    """Percent of threads for `release`; leave out to serve the version to every run."""
+    manual: NotRequired[bool]
+    error_rate: NotRequired[float]
+    margin: NotRequired[float]
+    min_runs: NotRequired[int]
+    max_runs: NotRequired[int]
+    by: NotRequired[str]
+    """Who, for the history; set it from your authentication layer on a shared server."""
+    reason: NotRequired[str]
+    tenant: NotRequired[str]
+
+
+class ReleaseOutput(TypedDict):
+    view: dict[str, Any]
+
+
+class ReleaseState(ReleaseInput, ReleaseOutput, total=False):
+    pass
