@@ -25,6 +25,7 @@ from parallax.logic.evaluate import Solver, solve_one
 from parallax.logic.lesson_quality import keep_grounded
 from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.reflect import reflect
+from parallax.prompts.templates import SOLVE_PROMPTS
 from parallax.runtime import embeddings
 from parallax.runtime.lesson_screening import screen_lessons, screen_operations
 from parallax.runtime.run_context import context_of
@@ -51,7 +52,8 @@ async def learn_from_task(payload: dict, runtime: Runtime[Context], *, solve: So
 async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, mode: str, ctx: Context, tenant: str,
                     prompts: dict | None = None) -> dict:
     prompts = prompts or {}
-    run = await solve_one(solve, task, items, version, ctx, mode, tenant)
+    run = await solve_one(solve, task, items, version, ctx, mode, tenant,
+                          {n: p for n, p in prompts.items() if n in SOLVE_PROMPTS} or None)
     used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
     used = [i for i in items if i["id"] in used_ids]
     reflect_record, reflection = await reflect(run, task, used, ctx, prompts.get("reflect"))

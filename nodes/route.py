@@ -58,8 +58,10 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
         version, items, choice = await read_playbook(runtime.store, tenant, name, thread_key)
         if choice:
             served[f"playbook/{name}"] = choice
-    prompts = await serve_prompts(runtime.store, tenant, SOLVE_PROMPTS, thread_key, allow_canary=not pinned)
-    for prompt_name, override in (state.get("prompt_overrides") or {}).items():
+    overrides = state.get("prompt_overrides") or {}
+    served_here = tuple(n for n in SOLVE_PROMPTS if n not in overrides)  # a learn run pins them all
+    prompts = await serve_prompts(runtime.store, tenant, served_here, thread_key, allow_canary=not pinned) if served_here else {}
+    for prompt_name, override in overrides.items():
         prompts[prompt_name] = {"name": prompt_name, "arm": "pinned", "release_id": None, **override}
     served.update({f"prompt/{n}": {k: p[k] for k in ("version", "arm", "release_id")} for n, p in prompts.items()})
     slices = split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else []

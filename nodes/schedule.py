@@ -16,7 +16,7 @@ from langgraph.types import Send
 from parallax.logic.branch_plans import group
 from parallax.logic.evaluate import Solver, correct_by_task, evaluate
 from parallax.logic.releases import serve_prompts
-from parallax.prompts.templates import LEARN_PROMPTS
+from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
@@ -57,7 +57,8 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
     run_id = f"learn-{uuid.uuid4().hex[:12]}"
-    prompts = await serve_prompts(runtime.store, tenant, LEARN_PROMPTS, run_id, allow_canary=False)
+    # the versions every run of this learning run uses, solve prompts included, read once
+    prompts = await serve_prompts(runtime.store, tenant, LEARN_PROMPTS + SOLVE_PROMPTS, run_id, allow_canary=False)
     return {"learn_run_id": run_id, "playbook": name, "tenant": tenant, "schedule": schedule,
             "batch_index": -1, "from_version": head.version, "to_version": head.version,
             "head_version": head.version, "head_accuracy": accuracy, "head_results": results,

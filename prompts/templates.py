@@ -14,6 +14,7 @@ required placeholder left out (without `$lessons` no branch would see the playbo
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from string import Template
 
@@ -114,5 +115,10 @@ def render(name: str, version: dict | None, **values: object) -> list[BaseMessag
     """The messages of prompt `name`: `version` is a stored version ({"system", "user"}) or None for the default."""
     text = version or DEFAULTS[name].text()
     filled = {"json_rule": JSON_RULE, **{k: str(v) for k, v in values.items()}}
-    return [SystemMessage(Template(text["system"]).safe_substitute(filled)),
-            HumanMessage(Template(text["user"]).safe_substitute(filled))]
+    return [SystemMessage(_template(text["system"]).safe_substitute(filled)),
+            HumanMessage(_template(text["user"]).safe_substitute(filled))]
+
+
+@functools.lru_cache(maxsize=256)
+def _template(text: str) -> Template:
+    return Template(text)

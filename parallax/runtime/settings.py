@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     breaker_failures: int = Field(10, ge=1)
     breaker_reset_s: float = Field(30.0, ge=0)
     tenant: str = "default"
+    langsmith_tracing: bool = Field(False, validation_alias=AliasChoices("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"),
+                                    description="send every run to LangSmith, with branch metadata on each model call")
     trace_prompt_chars: int = Field(100_000, ge=0, description="largest prompts (all of a run's) a trace keeps for export")
 
     @property
@@ -121,9 +123,14 @@ def _variables() -> tuple[str, ...]:
 VARIABLES = _variables()
 
 
+_ENVIRON = os.environ._data  # CPython's bytes-keyed dict behind os.environ (what setenv and putenv change)
+_KEYS = tuple(map(os.environ.encodekey, VARIABLES))
+
+
 def load() -> Settings:
-    """Current settings; cheap enough to call per model call (memoised on the variables' values)."""
-    return _load(tuple(map(os.environ.get, VARIABLES)))
+    """Current settings; cheap enough to call per model call (memoised on the variables' values,
+    read straight from os.environ's dict: forty `os.environ.get` calls cost more than the rest)."""
+    return _load(tuple(map(_ENVIRON.get, _KEYS)))
 
 
 @functools.lru_cache(maxsize=8)

@@ -122,14 +122,17 @@ async def ask(
     life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict = {"temperature": temperature}
-    kind = settings_mod.load().structured_output
+    current = settings_mod.load()
+    kind = current.structured_output
     fmt = response_format(schema, kind)
     if fmt is not None:
         call_kwargs["response_format"] = fmt
     if kind == "json_object_schema":  # llama.cpp ignores ChatOpenAI's max_completion_tokens
         call_kwargs["extra_body"] = {"max_tokens": max_tokens}
-    config = {"metadata": dict(metadata or {}), "tags": ["parallax", str((metadata or {}).get("kind", "call"))],
-              "run_name": f"parallax {(metadata or {}).get('kind', 'call')}"}
+    # branch metadata for LangSmith; without tracing nobody reads it, and building a callback
+    # configuration per call costs more than the rest of a fan-out branch
+    config = ({"metadata": dict(metadata or {}), "tags": ["parallax", str((metadata or {}).get("kind", "call"))],
+               "run_name": f"parallax {(metadata or {}).get('kind', 'call')}"} if current.langsmith_tracing else None)
     tokens = {"prompt": 0, "completion": 0, "total": 0}
     attempts = reasks = 0
     conversation = list(messages)

@@ -8,6 +8,7 @@ in-process lock is enough. The CLI's own store is PARALLAX_HOME/store.sqlite.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,7 +24,13 @@ from parallax.runtime.storage.trace_store import TraceStore
 
 
 def commit_lock() -> FileCommitLock:
-    return FileCommitLock(settings_mod.load().home / "playbooks.lock")
+    return _file_lock(settings_mod.load().home)
+
+
+@functools.lru_cache(maxsize=16)
+def _file_lock(home: Path) -> FileCommitLock:
+    """One lock object per PARALLAX_HOME (a learn batch asks for it hundreds of times)."""
+    return FileCommitLock(home / "playbooks.lock")
 
 
 def lock_for(store: BaseStore | None) -> LocalLock | FileCommitLock:
