@@ -44,7 +44,9 @@ def slice_messages(brief: str, question: str, part: str, index: int, total: int,
             f"You read part {index + 1} of {total} of a longer document. Report only what "
             "this part says that helps answer the question; set `relevant` to false if "
             "nothing does. Reply with a JSON object with two keys: \"relevant\" (true or false) "
-            f"and \"points\" (a list of short findings from this part). {JSON_RULE}"
+            "and \"points\" (a list of findings from this part; each is an object with \"quote\", "
+            "a few words copied exactly from the part, and \"point\", the finding in one short "
+            f"sentence). A point whose quote is not in the part is discarded. {JSON_RULE}"
             + _lessons(items)
         ),
         HumanMessage(f"Brief: {brief}\nQuestion: {question}\n\nPart {index + 1}:\n{part}"),
