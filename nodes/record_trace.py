@@ -1,7 +1,9 @@
 """Store the run's trace and dead-letter its escalated branches (the solve graph's last node).
 
 The trace is what `parallax trace TRACE_ID` shows: the outcome and every branch's
-lifecycle, redacted. Business branches that ESCALATED go to the dead-letter list with
+lifecycle, redacted; a plan run's trace also holds its plan, its tasks (each task's
+branches listed with the task's id) and its verification layers, which is what
+`parallax plan show` draws. Business branches that ESCALATED go to the dead-letter list with
 their input and last error, for `parallax dlq retry`. Without a store (a bare compiled
 graph) there is nowhere to keep either, and the node does nothing.
 """
@@ -22,6 +24,18 @@ PREVIEW_CHARS = 200
 def trace_of(state: SolveState) -> dict:
     """What is kept of a run. Votes are a list of {answer, count}: redaction rewrites values, never
     dict keys, and an answer can hold personal data."""
+    trace = _solve_trace(state)
+    if state.get("plan"):
+        tasks = state.get("tasks", [])
+        trace.update(plan=state["plan"], plans=state.get("plans", []), verification=state.get("verification", {}),
+                     tasks=[{k: v for k, v in t.items() if k != "branches"}
+                            | {"branch_ids": [b["id"] for b in t.get("branches", [])]} for t in tasks])
+        trace["branches"] += [{**{k: v for k, v in b.items() if k != "input"}, "task": t["id"], "round": t["round"]}
+                              for t in tasks for b in t.get("branches", [])]
+    return trace
+
+
+def _solve_trace(state: SolveState) -> dict:
     return {
         "trace_id": state["trace_id"], "tenant": state.get("tenant", "default"),
         "created_at": now_iso(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -27,13 +28,14 @@ def _count(n: int, what: str) -> str:
 
 async def call_branch(
     record: dict, messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
-    lifecycle: Lifecycle | None = None,
+    lifecycle: Lifecycle | None = None, check: Callable[[T], object] | None = None,
 ) -> tuple[BranchRecord, T | None]:
     """(record, parsed reply); the reply is None when the branch failed or timed out.
 
     `ctx` must be resolved (runtime/run_context.py). `lifecycle` carries the branch's transitions so far (a fan-out branch arrives
     DISPATCHED); a call made on its own (judge, red team, reflect, curate) starts one here.
-    The record ends COMPLETED or ESCALATED; a cancelled call ends CANCELLED and re-raises."""
+    The record ends COMPLETED or ESCALATED; a cancelled call ends CANCELLED and re-raises.
+    `check` rejects a parsed reply with a ValueError, which is re-asked (runtime/structured_call.py)."""
     if lifecycle is None:
         lifecycle = Lifecycle()
         lifecycle.move("PENDING")
@@ -43,7 +45,7 @@ async def call_branch(
     try:
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=ctx.request_timeout_s,
                            max_attempts=ctx.max_attempts, max_reasks=ctx.max_reasks, max_tokens=ctx.max_tokens,
-                           lifecycle=lifecycle, chat_model=ctx.chat_model)
+                           lifecycle=lifecycle, chat_model=ctx.chat_model, check=check)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
         # an open circuit fails before any attempt: the FAILED step then carries the error

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     breaker_failures: int = Field(10, ge=1)
     breaker_reset_s: float = Field(30.0, ge=0)
     tenant: str = "default"
+    plan_max_tasks: int = Field(20, ge=1, description="most tasks a plan may have; a longer plan is re-asked")
+    plan_contradiction_pairs: int = Field(5, ge=0, description="most finding pairs a plan run sends to the contradiction check")
+    tool_timeout_s: float = Field(120.0, gt=0, description="seconds an edit task's test command may run")
 
     @property
     def chat_model_name(self) -> str:

@@ -14,6 +14,7 @@ import asyncio
 import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -90,6 +91,13 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def _checked(check: Callable, value: BaseModel) -> None:
+    try:
+        check(value)
+    except ValueError as exc:
+        raise ParseFailure(str(exc)) from exc
+
+
 class BranchError(RuntimeError):
     """A branch gave up; carries what it spent so the trace stays honest."""
 
@@ -110,13 +118,16 @@ async def ask(
     max_tokens: int,
     lifecycle: Lifecycle | None = None,
     chat_model: ChatModelFactory | None = None,
+    check: Callable[[T], object] | None = None,
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
 
     `lifecycle` (state/lifecycle.py) records each attempt: IN_PROGRESS, then TIMEOUT or
     FAILED and RETRY when another attempt follows. The caller records the end
     (COMPLETED, or ESCALATED from the BranchError). `chat_model` replaces the default
-    ChatOpenAI factory (Context.chat_model)."""
+    ChatOpenAI factory (Context.chat_model). `check(value)` may raise ValueError for a reply
+    that parses but cannot be used (a plan with a cycle): it is re-asked like bad JSON, with
+    the check's message, inside the same branch."""
     life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict = {"temperature": temperature}
@@ -157,6 +168,8 @@ async def ask(
             _add_usage(tokens, reply)
             try:
                 value = parse_reply(str(reply.content), schema)
+                if check is not None:
+                    _checked(check, value)
             except ParseFailure as exc:
                 life.move("FAILED", f"invalid reply: {exc}")
                 if reasks >= max_reasks:
