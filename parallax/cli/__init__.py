@@ -1,10 +1,11 @@
 """The `parallax` command line: one module per command group, assembled here.
 
-    run, resume        cli/run.py       one task through the solve graph
+    run, resume        cli/run.py       one task through the solve graph (or the plan graph)
     learn, eval        cli/learn.py     improve a playbook from tasks; measure one
     playbook ...       cli/playbook.py  versions: show, history, diff, rollback, export, import, ...
     trace, dlq ...     cli/trace.py     what each branch did; branches that gave up
     model serve        cli/model.py     keep the embedded model server up
+    plan show          cli/plan.py      a plan run's DAG as Mermaid or PNG
 Shared helpers are in cli/common.py, which imports no command.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from parallax.cli import learn, model, playbook, run, trace
+from parallax.cli import learn, model, plan, playbook, run, trace
 from parallax.cli.common import fail
 from parallax.runtime import settings as settings_mod
 
@@ -42,3 +43,4 @@ app.command("trace")(trace.trace)
 app.add_typer(playbook.playbook_app, name="playbook")
 app.add_typer(trace.dlq_app, name="dlq")
 app.add_typer(model.model_app, name="model")
+app.add_typer(plan.plan_app, name="plan")
