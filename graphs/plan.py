@@ -29,6 +29,8 @@ from parallax.nodes.verify import verify
 from parallax.state.context import Context
 from parallax.state.plan import PlanInput, PlanOutput, PlanState
 
+# compiled without a checkpointer of its own: a task's solve run is a subgraph checkpointed under
+# the task (LangGraph 1.2 fails on checkpointer=False under a parent run with durability="sync")
 solve = solve_builder.compile(name="solve")
 
 

@@ -56,8 +56,8 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
     run_input.update(tenant=payload["tenant"], playbook=payload["playbook"], votes=payload["votes"])
     if "min_votes" in payload:
         run_input["min_votes"] = payload["min_votes"]
-    try:
-        run = await solve.ainvoke(run_input, context=ctx)
+    try:  # the subgraph's own checkpoint is written once, at its end: the task is the unit that is not redone
+        run = await solve.ainvoke(run_input, context=ctx, durability="exit")
     except InvalidInput as exc:
         return {"status": "FAILED", "reason": str(exc)}
     return {"status": STATUS_OF_RUN[run["status"]], "reason": run.get("reason", ""), "output": run.get("answer", ""),
