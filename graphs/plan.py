@@ -47,7 +47,7 @@ builder.add_node("verify", verify, defer=True)
 builder.add_node("join", join)
 builder.add_node("integrate", integrate)
 builder.add_node("answer_directly", partial(answer_directly, solve=solve))
-builder.add_node("record_trace", record_trace)
+builder.add_node("record_trace", record_trace, input_schema=PlanState)  # the solve node, given the plan keys too
 
 builder.add_edge(START, "make_plan")
 builder.add_conditional_edges("make_plan", dispatch_tasks, ["run_task", "answer_directly", "join"])

@@ -27,7 +27,8 @@ STEP_LINE = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*\u2022]|step \d{1,2}[:.)]?)\s+\w"
 ASK = re.compile(
     r"(?:^|[.;:!?]\s+|,\s*|\b(?:then|and|finally|also|next)\s+)(?:then\s+|also\s+)?"
     r"(write|draft|compose|summari[sz]e|explain|describe|translate|rewrite|list|create|compute|calculate|"
-    r"find|compare|check|estimate|outline|add|fix|update|rename|refactor|implement|test|analy[sz]e|extract)\b",
+    r"find|compare|check|estimate|outline|add|fix|update|rename|refactor|implement|test|analy[sz]e|extract|name|give|"
+    r"identify|suggest|propose|review|design|build|read|answer)\b",
     re.I | re.M)
 PLAN_MAX_REQUEST_CHARS = 4000
 """Longer requests are documents to read, not lists of steps (they go to `section`)."""

@@ -124,3 +124,58 @@ def test_edit_plan_two_clean_merges_and_one_reported_conflict(tmp_path, monkeypa
     one = (tasks[1]["started_at"], tasks[1]["started_at"] + tasks[1]["seconds"])
     three = (tasks[3]["started_at"], tasks[3]["started_at"] + tasks[3]["seconds"])
     assert one[1] <= three[0] + 0.01 or three[1] <= one[0] + 0.01
+
+
+def test_cli_plan_json_resume_and_plan_show(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "home"))
+    plan = {"tasks": [{"id": 1, "goal": "ONE name a city"}, {"id": 2, "goal": "TWO describe $1", "deps": [1]}]}
+
+    def script(prompt, t, i):
+        if prompt.startswith(PLANNER):
+            return json.dumps(plan)
+        return json.dumps({"reasoning": "r", "answer": "Lyon" if "ONE" in prompt else "A city on the Rhone"})
+
+    ctx, _ = scripted(script)
+    result = runner.invoke(app, ["run", "Name a city, then describe it.", "--thread", "t-plan", "--json"], obj=ctx)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["mode"] == "plan" and out["status"] == "ok" and out["answer"] == "A city on the Rhone"
+    for key in ("plan", "tasks", "board", "verification"):
+        assert key in out
+    assert [(t["id"], t["deps"], t["status"], t["output"]) for t in out["tasks"]] == [
+        (1, [], "DONE", "Lyon"), (2, [1], "DONE", "A city on the Rhone")]
+    assert all(b["kind"] in ("direct", "safety") for t in out["tasks"] for b in t["branches"])
+    assert {"schema", "facts", "semantics", "rules"} <= set(out["verification"])
+    again = runner.invoke(app, ["resume", "t-plan", "--json"], obj=ctx)  # a finished plan thread is reported
+    assert again.exit_code == 0 and json.loads(again.stdout)["tasks"] == out["tasks"]
+    shown = runner.invoke(app, ["plan", "show", out["trace_id"]])
+    assert shown.exit_code == 0
+    assert 't1["1 · solve · DONE<br/>ONE name a city"]' in shown.stdout and "t1 --> t2" in shown.stdout
+    picture = tmp_path / "plan.png"
+    drawn = runner.invoke(app, ["plan", "show", out["trace_id"], "--output", str(picture)])
+    assert drawn.exit_code == 0 and picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    trace = runner.invoke(app, ["trace", out["trace_id"], "--json"])
+    assert {b.get("task") for b in json.loads(trace.stdout)["branches"]} >= {1, 2}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "x", "--mode", "plan", "--repo", "/no/such/folder"], "no such folder"),
+    (["run", "x", "--mode", "vote", "--repo", "."], "--repo needs --mode plan"),
+    (["run", "x", "--mode", "plan", "--max-replans", "9"], "max_replans must be a whole number from 0 to 5"),
+    (["plan", "show", "abc", "--output", "x.svg"], "give a .png file name"),
+])
+def test_cli_plan_bad_input_is_one_line_exit_2(args, message, tmp_path, monkeypatch):
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "home"))
+    ctx, calls = scripted(lambda p, t, i: "{}")
+    result = runner.invoke(app, args, obj=ctx)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and calls == []
+    assert not (tmp_path / "home").exists()
+
+
+def test_cli_refuses_a_folder_that_is_not_a_repository(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "home"))
+    (tmp_path / "plain").mkdir()
+    ctx, calls = scripted(lambda p, t, i: "{}")
+    result = runner.invoke(app, ["run", "x", "--mode", "plan", "--repo", str(tmp_path / "plain")], obj=ctx)
+    assert result.exit_code == 2 and "give a git repository" in result.output and calls == []
