@@ -25,6 +25,15 @@ def should_replan(plan: Plan, records: dict[int, dict], replans_left: int, stop:
     return f"required task{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not finish: replanning"
 
 
+def task_confidence(record: dict) -> float:
+    """A finished task's own confidence (its solve run's; a tool's result is exact; an edit is unchecked: 0.5)."""
+    if record.get("status") != "DONE":
+        return 0.0
+    if record.get("confidence") is not None:
+        return float(record["confidence"])
+    return 1.0 if record.get("kind") == "tool" else 0.5
+
+
 def _describe(task_id: int, record: dict) -> str:
     return f"task {task_id} {record.get('status', 'missing').lower()}" + (f" ({record['reason'][:160]})"
                                                                          if record.get("reason") else "")
@@ -47,7 +56,7 @@ def plan_status(plan: Plan, records: dict[int, dict], synthesis: Synthesis, veri
         reasons.append(f"{len(flagged)} pair{'s' if len(flagged) > 1 else ''} of findings contradict each other")
     reasons += [f"board key {k!r} holds conflicting results" for k in unresolved_keys]
     required = [t.id for t in plan.tasks if not t.optional] or [t.id for t in plan.tasks]
-    confidence = sum(records.get(i, {}).get("status") == "DONE" for i in required) / len(required)
+    confidence = sum(task_confidence(records.get(i, {})) for i in required) / len(required)
     notes = [f"optional {_describe(t.id, records.get(t.id, {}))}" for t in plan.tasks
              if t.optional and records.get(t.id, {}).get("status") not in FINISHED]
     status = "ok" if not reasons else "needs_review"

@@ -141,6 +141,7 @@ async def test_placeholders_fill_several_results_into_one_input():
     out, _ = await run([dag], {"eggs": answer("forty-eight"), "spider": answer("8")}, votes=3)
     assert out["answer"] == "Total: 56 (from forty-eight and 8)"
     assert out["status"] == "ok" and tasks_of(out)[3]["output"] == "56"
+    assert out["confidence"] == round((1.0 + 0.5 + 1.0) / 3, 3)  # 3 agreeing votes, one unchecked answer, exact tool
 
 
 async def test_a_failed_required_task_skips_its_dependants_and_the_run_needs_review():
