@@ -147,3 +147,27 @@ def test_board_policy_is_the_same_whichever_writer_lands_first(policy, value, co
         assert resolved["k"]["value"] == "from 2" and resolved["k"]["resolved"]["by"] == "judge-1"
     rerun = merge_board(forward, {"k": {"policy": policy, "entries": [{"task": 1, "round": 0, "value": "from 1"}]}})
     assert rerun == forward  # a task run again after a resume replaces its own entry
+
+
+def test_a_large_result_stays_in_the_store_and_the_board_holds_where():
+    from parallax.logic.plan_tasks import BOARD_INLINE_CHARS, board_write
+
+    p = plan({"id": 1, "goal": "a", "key": "report"})
+    record = {"id": 1, "round": 0, "status": "DONE", "output": "x" * (BOARD_INLINE_CHARS + 1)}
+    where = ["plan_results", "default", "trace", "0.1"]
+    entry = board_write(p.task(1), p, record, where)["report"]["entries"][0]["value"]
+    assert entry == {"preview": "x" * 400, "chars": BOARD_INLINE_CHARS + 1, "store": where}
+    assert board_write(p.task(1), p, {**record, "status": "FAILED"}, where) == {}
+
+
+def test_the_live_tree_shows_each_task_under_its_dependency_with_its_status():
+    from rich.console import Console
+
+    from parallax.cli.run import plan_tree
+
+    p = {"tasks": [{"id": 1, "goal": "fetch"}, {"id": 2, "goal": "sum $1", "deps": [1], "kind": "tool"}]}
+    console = Console(width=120, record=True)
+    console.print(plan_tree(p, {1: {"status": "DONE"}, 2: {"status": "SKIPPED", "reason": "dependency 1 failed"}}))
+    text = console.export_text()
+    assert "DONE 1 solve: fetch" in text and "SKIPPED 2 tool: sum $1 (after 1) - dependency 1 failed" in text
+    assert text.index("1 solve") < text.index("2 tool") and "└──" in text.split("1 solve")[1]
