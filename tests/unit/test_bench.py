@@ -101,3 +101,28 @@ def test_learn_speed_starts_both_modes_with_a_cold_embedding_cache(capsys, monke
     assert result["batch_1"]["batches"] == 4 and result["batch_2"]["batches"] == 2
     assert result["batch_1"]["items_total"] == result["batch_2"]["items_total"] > 0
     assert result["speedup"] == round(result["batch_1"]["seconds"] / result["batch_2"]["seconds"], 2)
+
+
+def test_plan_bench_small_run_prints_its_keys(capsys):
+    from bench import plan
+
+    result = plan.main(["--dags", "3", "--width8", "1", "--latency-ms", "5", "--json"])
+    assert json.loads(capsys.readouterr().out) == result
+    for key in ("vs_critical_path", "speedup_vs_sequential_width8", "faster_than_levels_share", "dags",
+                "dispatch_only_vs_critical_path", "cpu_ms_per_task"):
+        assert key in result, key
+    assert result["dags"] == 3 and result["width8_dags"] >= 1 and result["speedup_vs_sequential_width8"] > 1
+    assert set(result["goals_met"]) == {"vs_critical_path_le_1.15", "speedup_vs_sequential_width8_ge_3.7",
+                                        "faster_than_levels_on_every_uneven_dag"}
+
+
+def test_plan_bench_barriers_make_every_level_wait_for_the_one_before():
+    import random
+
+    from bench.plan import level_bound, random_dag, with_barriers
+
+    dag = random_dag(random.Random(1), 4, 3, True)
+    barred = with_barriers(dag)
+    first = [t["id"] for t in dag["tasks"] if not t["deps"]]
+    assert all(t["deps"] == first for t in barred["tasks"] if t["deps"] and min(t["deps"]) in first)
+    assert level_bound(barred) == level_bound(dag)
