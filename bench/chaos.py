@@ -58,7 +58,7 @@ def reply(body: dict) -> str:
     text = json.dumps(body.get("messages", []))
     part = next((f"met on day {i}" for i in range(3) if f"day {i}" in text), None)
     if part and "points" in json.dumps(body.get("response_format", {})):
-        return json.dumps({"relevant": True, "points": [part]})
+        return json.dumps({"relevant": True, "points": [{"quote": part, "point": part}]})
     return default_reply(body)
 
 
@@ -85,7 +85,8 @@ def check(out: dict) -> tuple[int, int]:
         return lost, sum((counted - recount).values()) + duplicates
     if out["mode"] == "section":
         answer = {normalize_answer(line.lstrip("- ")) for line in out.get("answer", "").splitlines()}
-        points = {normalize_answer(p) for b in completed if b["output"].get("relevant") for p in b["output"]["points"]}
+        points = {normalize_answer(p["point"]) for b in completed if b["output"].get("relevant")
+                  for p in b["output"]["points"]}
         return len(points - answer), duplicates
     lost = int(bool(completed) and out.get("answer", "").strip() != completed[0]["output"]["answer"].strip())
     return lost, duplicates

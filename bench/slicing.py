@@ -26,7 +26,11 @@ from parallax.runtime.run_context import resolved
 from parallax.state.context import Context
 from tests.support.sleeping_model import prompt_text, sleeping
 
-SLICE_REPLY = '{"relevant": true, "points": ["x"]}'
+
+def slice_reply(prompt: str) -> str:
+    """A finding that quotes the first words of the part it was given (so the fact check keeps it)."""
+    part = re.split(r"\nPart \d+:\n", prompt, maxsplit=1)[-1]
+    return json.dumps({"relevant": True, "points": [{"quote": part.strip()[:40], "point": "x"}]})
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qmsum" / "val.jsonl"
 
 
@@ -96,7 +100,7 @@ async def run_meeting(graph, meeting: dict, count: Callable[[str], int], layout:
     document, used = meeting_document(meeting, layout)
     question = first_question(meeting)
     prompts: list[str] = []
-    model = sleeping(reply=SLICE_REPLY, on_call=lambda messages: prompts.append(prompt_text(messages)))
+    model = sleeping(reply_for=slice_reply, on_call=lambda messages: prompts.append(prompt_text(messages)))
     out = await graph.ainvoke({"task": document, "question": question, "mode": "section"}, context=Context(chat_model=model))
     slices = [b for b in out["branches"] if b["kind"] == "slice"]
     if out["status"] != "ok" or out["mode"] != "section" or len(prompts) != len(slices) or not slices:

@@ -1,7 +1,10 @@
 """One arbitration call when the votes do not reach the threshold.
 
 The judge must pick one of the candidates; anything else (a new answer, a failed call)
-does not settle the run, which then ends as `needs_review`.
+does not settle the run, which then ends as `needs_review`. The judge arbitrates between
+answers, it does not vote: it is not called when fewer valid votes came back than the
+quorum, nor when there is only one candidate (seen on the embedded model: 5 of 6 votes
+failed, the judge "chose" the only answer, and the run ended `ok` at confidence 0.17).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import run_metadata
 from parallax.logic.run_status import final_status
-from parallax.logic.vote import normalize_answer
+from parallax.logic.vote import normalize_answer, quorum_shortfall
 from parallax.prompts.solve import judge_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
@@ -26,6 +29,13 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
     records = [BranchRecord.model_validate(r) for r in state["branches"]]
     originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
     candidates = [originals[v] for v in state["votes"]]
+    votes = [r for r in records if r.kind == "vote"]
+    unsettled = quorum_shortfall(sum(r.status == "ok" for r in votes), len(votes), state.get("min_votes"))
+    if not unsettled and len(candidates) < 2:
+        unsettled = "a lone candidate cannot be judged into a result"
+    if unsettled:
+        reason = state.get("reason", "")
+        return {"status": "needs_review", "reason": reason if unsettled in reason else f"{reason}; {unsettled}".strip("; ")}
     template = (state.get("prompts") or {}).get("judge")
     identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge",
                 "prompt": {"name": "judge", "version": (template or {}).get("version", 0)}}
@@ -41,5 +51,5 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
                 "reason": f"{state.get('reason', '')}; the judge did not pick a candidate".strip("; ")}
     status, why = final_status(records, settled=True)
     return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,
-            "confidence": round(state["votes"][choice] / max(1, sum(1 for r in records if r.kind == "vote")), 3),
+            "confidence": round(state["votes"][choice] / max(1, len(votes)), 3),
             "reason": "; ".join(x for x in (why, f"judge chose {originals[choice]!r}: {decision.reason}"[:300]) if x)}

@@ -2,37 +2,47 @@
 
 Every record is validated against its pydantic schema before use. All business
 branches failed -> `failed` with their errors; some failed -> merge the rest and name
-the failed ones; votes without a clear winner -> the judge decides (see `judge.py`);
-a safety flag -> `needs_review` with its reasons, whatever the answer.
+the failed ones; votes without a clear winner -> the judge decides (see `judge.py`),
+unless fewer valid votes came back than the quorum (then `needs_review`: there is nothing
+to arbitrate); a section finding whose quote is not in its slice is dropped and counted,
+and a run whose findings all fail that check is `needs_review`, never `ok`; a safety flag
+-> `needs_review` with its reasons, whatever the answer. What was checked is reported in
+`verification` (rules: the vote quorum; facts: the quotes).
 """
 
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from parallax.logic.quotes import FactCheck, check_findings
 from parallax.logic.run_status import final_status
-from parallax.logic.vote import normalize_answer, strict_majority, tally
+from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
 from parallax.state.context import Context
 from parallax.state.payloads import BUSINESS, Answer, BranchRecord, SliceFinding
 from parallax.state.solve import SolveState
 
 
-def _assemble_sections(ok: list[BranchRecord]) -> tuple[str, int]:
-    """Points in input order, duplicates (same normalised text) dropped."""
-    seen: set[str] = set()
-    lines: list[str] = []
-    relevant = 0
+def _check_sections(ok: list[BranchRecord], slices: list[str]) -> tuple[FactCheck, int]:
+    """Findings of the relevant slices checked against their own slice; and how many slices were relevant."""
+    findings, relevant = [], 0
     for record in sorted(ok, key=lambda r: r.slice_index or 0):
         finding = SliceFinding.model_validate(record.output)
-        if not finding.relevant:
-            continue
-        relevant += 1
-        for point in finding.points:
-            key = normalize_answer(point)
-            if key and key not in seen:
-                seen.add(key)
-                lines.append(f"- {point.strip()}")
-    return "\n".join(lines), relevant
+        if finding.relevant:
+            relevant += 1
+            findings += [(record.slice_index or 0, p.point, p.quote) for p in finding.points]
+    return check_findings(findings, slices), relevant
+
+
+def _assemble_sections(facts: FactCheck) -> str:
+    """Verified points in input order, duplicates (same normalised text) dropped."""
+    seen: set[str] = set()
+    lines: list[str] = []
+    for kept in facts.kept:
+        key = normalize_answer(kept["point"])
+        if key and key not in seen:
+            seen.add(key)
+            lines.append(f"- {kept['point']}")
+    return "\n".join(lines)
 
 
 def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
@@ -48,24 +58,37 @@ def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
 
     route = state["mode"]
     votes: dict[str, int] = {}
+    verification: dict = {}
     settled = True
     if route == "vote":
-        min_votes = state.get("min_votes") or strict_majority(len(business))
-        winner, votes = tally([Answer.model_validate(r.output).answer for r in ok], min_votes)
+        min_votes = state.get("min_votes")
+        shortfall = quorum_shortfall(len(ok), len(business), min_votes)
+        winner, votes = tally([Answer.model_validate(r.output).answer for r in ok], quorum(len(business), min_votes))
+        winner = None if shortfall else winner
         settled = winner is not None
         leader = winner or next(iter(votes))
         answer = next(Answer.model_validate(r.output).answer.strip() for r in ok if r.vote == leader)
         confidence = votes[leader] / len(business)
-        note = "" if settled else f"no answer reached {min_votes} of {len(business)} votes"
+        note = shortfall or ("" if settled else f"no answer reached {quorum(len(business), min_votes)} of {len(business)} votes")
+        verification["rules"] = {"quorum": quorum(len(business), min_votes), "valid_votes": len(ok),
+                                 "asked": len(business), "quorum_met": not shortfall}
     elif route == "section":
-        answer, relevant = _assemble_sections(ok)
+        facts, relevant = _check_sections(ok, state.get("slices") or [])
+        answer = _assemble_sections(facts)
         settled = bool(answer)
         confidence = len(ok) / len(business)
-        note = "" if settled else "no part of the input answered the question"
+        verification["facts"] = facts.report()
+        if facts.checked and not facts.kept:
+            note = f"none of the {facts.checked} findings quoted its slice: nothing verified"
+        elif not settled:
+            note = "no part of the input answered the question"
+        else:
+            note = f"{len(facts.dropped)} of {facts.checked} findings dropped: quote not in its slice" if facts.dropped else ""
     else:
         answer = Answer.model_validate(ok[0].output).answer.strip()
         confidence = 0.5  # one unchecked answer
         note = ""
     status, why = final_status(records, settled)
     return {"answer": answer, "votes": votes, "confidence": round(confidence, 3), "failed_branches": failed,
-            "consensus": settled, "status": status, "reason": "; ".join(x for x in (why, note, partial) if x)}
+            "consensus": settled, "status": status, "verification": verification,
+            "reason": "; ".join(x for x in (why, note, partial) if x)}

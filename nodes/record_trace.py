@@ -4,10 +4,11 @@ The trace is what `parallax trace TRACE_ID` shows: the outcome and every branch'
 lifecycle, redacted; and what `parallax stats` and `parallax export` read: the run's
 duration, its thread, the playbook and prompt versions it was served (and by which arm
 of a gray release), whether it matched its target when it had one, and the prompts its
-business branches were sent (logic/run_record.py). Business branches that ESCALATED go
-to the dead-letter list with their input and last error, for `parallax dlq retry`.
-Without a store (a bare compiled graph) there is nowhere to keep either, and the node
-does nothing.
+business branches were sent (logic/run_record.py). A plan run's trace also holds its plan,
+its tasks (each task's branches listed with the task's id) and its verification layers,
+which is what `parallax plan show` draws. Business branches that ESCALATED go to the
+dead-letter list with their input and last error, for `parallax dlq retry`. Without a store
+(a bare compiled graph) there is nowhere to keep either, and the node does nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +31,18 @@ PREVIEW_CHARS = 200
 def trace_of(state: SolveState) -> dict:
     """What is kept of a run. Votes are a list of {answer, count}: redaction rewrites values, never
     dict keys, and an answer can hold personal data."""
+    trace = _solve_trace(state)
+    if state.get("plan"):
+        tasks = state.get("tasks", [])
+        trace.update(plan=state["plan"], plans=state.get("plans", []), verification=state.get("verification", {}),
+                     tasks=[{k: v for k, v in t.items() if k != "branches"}
+                            | {"branch_ids": [b["id"] for b in t.get("branches", [])]} for t in tasks])
+        trace["branches"] += [{**{k: v for k, v in b.items() if k != "input"}, "task": t["id"], "round": t["round"]}
+                              for t in tasks for b in t.get("branches", [])]
+    return trace
+
+
+def _solve_trace(state: SolveState) -> dict:
     prompts, keys, omitted = kept_prompts(state, settings_mod.load().trace_prompt_chars)
     started = state.get("started_at")
     return {

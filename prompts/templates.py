@@ -50,7 +50,9 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
         "slice",
         "You read part $number of $total of a longer document. Report only what this part says that helps answer "
         "the question; set `relevant` to false if nothing does. Reply with a JSON object with two keys: \"relevant\" "
-        '(true or false) and "points" (a list of short findings from this part). $json_rule$lessons',
+        '(true or false) and "points" (a list of findings from this part; each is an object with "quote", a few '
+        'words copied exactly from the part, and "point", the finding in one short sentence). A point whose quote '
+        "is not in the part is discarded. $json_rule$lessons",
         "Brief: $brief\nQuestion: $question\n\nPart $number:\n$part",
         ("number", "total", "json_rule", "lessons", "brief", "question", "part"), ("lessons", "part"),
         "section branches, one per slice"),

@@ -66,6 +66,12 @@ class Context:
     guard_floor: float | None = field(default=None, metadata=_describe(
         "Fewest lessons a learn batch must yield per reflection before the guard redoes the merge "
         "(PARALLAX_GUARD_FLOOR, default 0.1)."))
+    plan_max_tasks: int | None = field(default=None, metadata=_describe(
+        "Most tasks a plan may have; a longer plan is re-asked, then refused (PARALLAX_PLAN_MAX_TASKS, default 20)."))
+    plan_contradiction_pairs: int | None = field(default=None, metadata=_describe(
+        "Most pairs of similar findings a plan run asks the judge about (PARALLAX_PLAN_CONTRADICTION_PAIRS, default 5)."))
+    tool_timeout_s: float | None = field(default=None, metadata=_describe(
+        "Seconds an edit task's test command may run (PARALLAX_TOOL_TIMEOUT_S, default 120)."))
     chat_model: Any = field(default=None, metadata=_describe(
         "For code only: a ChatModelFactory used instead of ChatOpenAI on the configured endpoint."))
     embedder: Any = field(default=None, metadata=_describe(

@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from parallax.state.lifecycle import BranchState
 
-BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate"]
+BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate",
+                     "plan", "tool", "edit", "combine", "contradiction"]
 BranchStatus = Literal["ok", "failed", "timeout"]
 BUSINESS = ("direct", "slice", "vote")
 """Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
@@ -38,11 +39,28 @@ class Answer(BaseModel):
         return value.strip()
 
 
+class QuotedPoint(BaseModel):
+    """One finding and the words of the source it rests on (checked against the slice, no model call).
+
+    `quote` comes first so that a small model copies the evidence before it writes the point."""
+
+    quote: str = Field(description="a few words copied exactly from this part that support the point")
+    point: str = Field(description="the finding, in one short sentence")
+
+
 class SliceFinding(BaseModel):
-    """Reply of a `slice` branch: what this slice alone says about the question."""
+    """Reply of a `slice` branch: what this slice alone says about the question, each point with its quote."""
 
     relevant: bool = Field(description="does this part of the document help answer the question")
-    points: list[str] = Field(default_factory=list, description="short findings from this part only")
+    points: list[QuotedPoint] = Field(default_factory=list, description="findings from this part only, each with a quote")
+
+    @field_validator("points", mode="before")
+    @classmethod
+    def _bare_points_have_no_quote(cls, value: object) -> object:
+        """A bare string (older replies and records) is a point without a quote: it will not verify."""
+        if isinstance(value, list):
+            return [{"quote": "", "point": v} if isinstance(v, str) else v for v in value]
+        return value
 
 
 class JudgeDecision(BaseModel):
@@ -57,6 +75,13 @@ class Objection(BaseModel):
 
     objection: str
     severity: Literal["low", "medium", "high"] = "medium"
+
+
+class Contradiction(BaseModel):
+    """Reply of the check on two findings that look alike: do they contradict each other?"""
+
+    reason: str = Field(description="one sentence")
+    contradicts: bool = Field(description="true only if both cannot be true at once")
 
 
 class Tokens(BaseModel):

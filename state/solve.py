@@ -67,6 +67,8 @@ class SolveOutput(TypedDict):
     objection: str
     trace_id: str
     playbook_version: int
+    verification: dict[str, Any]
+    """What the merge checked: `rules` (vote quorum) or `facts` (section findings whose quotes verify)."""
 
 
 class SolveState(SolveInput, SolveOutput, total=False):

@@ -1,6 +1,6 @@
 """The `parallax` command line: one module per command group, assembled here.
 
-    run, resume        cli/run.py       one task through the solve graph
+    run, resume        cli/run.py       one task through the solve graph (or the plan graph)
     learn, eval        cli/learn.py     improve a playbook from tasks; measure one
     playbook ...       cli/playbook.py  versions: show, history, diff, rollback, export, import, ...
     trace, dlq ...     cli/trace.py     what each branch did; branches that gave up
@@ -10,6 +10,7 @@
     export ...         cli/export.py    fine-tuning data (sft, preferences) from the traces
     prompts ...        cli/prompts.py   versioned node prompts (gated, gray-released)
     playbook release|canary  cli/release.py  gray release (shared with prompts)
+    plan show          cli/plan.py      a plan run's DAG as Mermaid or PNG
 Shared helpers are in cli/common.py, which imports no command.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from parallax.cli import export, feedback, learn, model, playbook, prompts, release, run, stats, trace
+from parallax.cli import export, feedback, learn, model, plan, playbook, prompts, release, run, stats, trace
 from parallax.cli.common import fail
 from parallax.runtime import settings as settings_mod
 
@@ -52,3 +53,4 @@ app.command("feedback")(feedback.feedback)
 app.add_typer(export.export_app, name="export")
 app.add_typer(prompts.prompts_app, name="prompts")
 release.add_release_commands(playbook.playbook_app, "playbook")
+app.add_typer(plan.plan_app, name="plan")

@@ -1,8 +1,10 @@
-"""`parallax run` and `parallax resume`: one task through the solve graph, checkpointed in SQLite.
+"""`parallax run` and `parallax resume`: one task through the solve or plan graph, checkpointed in SQLite.
 
 `run` validates everything before the checkpoint file is touched, shows the branches as
-they finish, and prints one object with `--json`. A run whose process died (even SIGKILL)
-continues with `resume`; branches that had finished are not called again.
+they finish (a plan run: its DAG as a tree with live per-task status), and prints one
+object with `--json`. `--mode plan`, `--repo`, or `auto` on a request with several steps
+runs the plan graph. A run whose process died (even SIGKILL) continues with `resume`;
+branches and plan tasks that had finished are not called again.
 
 Exit codes: 0 ok or needs_review, 1 the run failed, 2 bad input (one line, nothing written).
 """
@@ -13,12 +15,15 @@ import asyncio
 import json
 import sys
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
+from rich.tree import Tree
 
 from parallax.cli.common import (
     MODES,
@@ -34,9 +39,15 @@ from parallax.cli.common import (
 )
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
+from parallax.state.plan import PlanOutput
 from parallax.state.solve import SolveOutput
 
-OUTPUT_KEYS = tuple(SolveOutput.__annotations__)
+RUN_MODES = (*MODES, "plan")
+OUTPUT_KEYS = {"solve": tuple(SolveOutput.__annotations__), "plan": tuple(PlanOutput.__annotations__)}
+GRAPH_KEY = "parallax_graph"
+"""Checkpoint metadata naming the graph of a thread, so `resume` continues it with the same graph."""
+STATUS_STYLE = {"PENDING": "dim", "RUNNING": "yellow", "DONE": "green", "NEEDS_REVIEW": "magenta", "FAILED": "red",
+                "SKIPPED": "red dim"}
 
 
 def read_task(text: str | None, input_file: Path | None) -> str:
@@ -69,38 +80,93 @@ def branch_table(branches: list[dict]) -> Table:
     return table
 
 
-async def run_solve(payload: dict | None, thread_id: str, context: Context, show_progress: bool) -> dict:
-    """Run (or, with `payload=None`, resume) the solve graph on a checkpointed thread."""
-    from parallax.graphs.solve import builder
+def plan_tree(plan: dict, statuses: dict[int, dict], title: str = "plan") -> Tree:
+    """The plan as a tree: each task under the last of its dependencies, with its status (and why)."""
+    tree = Tree(f"[bold]{title}[/] ({plan.get('synthesis', 'concat')})")
+    nodes: dict[int, Tree] = {}
+    for task in plan["tasks"]:
+        seen = statuses.get(task["id"], {})
+        status = seen.get("status", "PENDING")
+        deps = task.get("deps", [])
+        label = (f"[{STATUS_STYLE.get(status, '')}]{status}[/] {task['id']} {task.get('kind', 'solve')}: "
+                 f"{task['goal'][:70]}" + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
+                 + (f" [dim]- {seen['reason'][:80]}[/]" if seen.get("reason") and status in ("FAILED", "SKIPPED") else ""))
+        parent = nodes.get(max((d for d in deps if d in nodes), default=None), tree) if deps else tree
+        nodes[task["id"]] = parent.add(label)
+    return tree
+
+
+class Progress:
+    """What a run shows on stderr while it works: branch counts, or the plan's live tree."""
+
+    def __init__(self, status, live: Live | None) -> None:
+        self.status, self.live, self.done = status, live, 0
+        self.plan: dict | None = None
+        self.tasks: dict[int, dict] = {}
+        self.round = 0
+
+    def update(self, node: str, update: dict) -> None:
+        if node == "route":
+            err.print(f"route: [bold]{update['mode']}[/]" + (f" ({len(update['slices'])} slices)" if update["slices"] else ""))
+        if node == "make_plan" and update.get("plan"):
+            self.plan, self.tasks, self.round = update["plan"], {}, update.get("round", self.round)
+            self._redraw()
+        for record in update.get("branches", []):
+            self.done += 1
+            self.status.update(f"{self.done} branches done (last: {record['kind']} {record['status']})")
+
+    def task(self, event: dict) -> None:
+        if event.get("round", 0) == self.round:
+            self.tasks[event["id"]] = event
+            self._redraw()
+
+    def _redraw(self) -> None:
+        if self.live is not None and self.plan is not None:
+            self.live.update(plan_tree(self.plan, self.tasks, f"plan (round {self.round})"))
+
+
+async def graph_of_thread(thread_id: str) -> str:
+    """Which graph a checkpointed thread ran ("solve" for threads from before plan mode)."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
+        found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
+    return (found.metadata or {}).get(GRAPH_KEY, "solve") if found else "solve"
+
+
+async def run_graph(name: str, payload: dict | None, thread_id: str, context: Context, show_progress: bool) -> dict:
+    """Run (or, with `payload=None`, resume) the `name` graph ("solve" or "plan") on a checkpointed thread."""
     from parallax.logic.routing import InvalidInput
     from parallax.runtime.model_server import ModelServerError
 
-    config = {"configurable": {"thread_id": thread_id}}
+    if name == "plan":
+        from parallax.graphs.plan import builder
+    else:
+        from parallax.graphs.solve import builder
+    keys = OUTPUT_KEYS[name]
+    config = {"configurable": {"thread_id": thread_id}, "metadata": {GRAPH_KEY: name}}
     result: dict = {}
-    done = 0
     try:
         async with durable_graph(builder) as graph:
             if payload is None:
                 snapshot = await graph.aget_state(config)
                 if not snapshot.values:
                     fail(f"no run with thread id {thread_id!r} under {settings_mod.load().home} (check PARALLAX_HOME)")
-                result = {k: v for k, v in snapshot.values.items() if k in OUTPUT_KEYS}
+                result = {k: v for k, v in snapshot.values.items() if k in keys}
                 if not snapshot.next:  # finished already: report it, run nothing
                     return result
-            with err.status("routing…" if payload else "resuming…") as status:
+            live = Live(console=err, transient=True, refresh_per_second=4) if show_progress and name == "plan" else None
+            with err.status("routing…" if payload else "resuming…") as status, live or nullcontext():
+                progress = Progress(status, live)
                 async for mode, chunk in graph.astream(payload, config, context=context, durability="sync",
-                                                       stream_mode=["updates", "values"]):
+                                                       stream_mode=["updates", "values", "custom"]):
                     if mode == "values":
-                        result = {k: v for k, v in chunk.items() if k in OUTPUT_KEYS}
-                        continue
-                    for node, update in chunk.items():
-                        if node == "route" and show_progress:
-                            err.print(f"route: [bold]{update['mode']}[/]"
-                                      + (f" ({len(update['slices'])} slices)" if update["slices"] else ""))
-                        for record in (update or {}).get("branches", []):
-                            done += 1
-                            if show_progress:
-                                status.update(f"{done} branches done (last: {record['kind']} {record['status']})")
+                        result = {k: v for k, v in chunk.items() if k in keys}
+                    elif mode == "custom" and isinstance(chunk, dict) and "plan_task" in chunk:
+                        progress.task(chunk["plan_task"])
+                    elif mode == "updates" and show_progress:
+                        for node, update in chunk.items():
+                            progress.update(node, update or {})
     except InvalidInput as exc:
         fail(str(exc))
     except ModelServerError as exc:
@@ -115,7 +181,8 @@ def run(
                                           help="Question about the text (section mode asks it of every slice).")] = "",
     input_file: Annotated[Path | None, typer.Option("--input-file", "-f",
                                                     help="Read the task from a UTF-8 file ('-' for stdin).")] = None,
-    mode: Annotated[str, typer.Option(help="auto | direct | section | vote. auto decides from the input's shape.")] = "auto",
+    mode: Annotated[str, typer.Option(help="auto | direct | section | vote | plan. auto decides from the input's shape "
+                                           "(several deliverables or steps: plan).")] = "auto",
     votes: Annotated[int, typer.Option(help="Vote branches in vote mode.")] = 5,
     min_votes: Annotated[int | None, typer.Option(help="Votes an answer needs (default: a strict majority).")] = None,
     red_team: Annotated[bool, typer.Option("--red-team",
@@ -123,20 +190,30 @@ def run(
     thread: Annotated[str | None, typer.Option(help="Thread id for the checkpoint (default: a new one).")] = None,
     playbook: Annotated[str, typer.Option(help="Playbook whose lessons go into branch prompts.")] = "default",
     tenant: Tenant = "default",
-    concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 8,
+    concurrency: Annotated[int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")] = 8,
+    repo: Annotated[Path | None, typer.Option(help="Plan mode: a git repository that edit tasks change, each in its "
+                                                   "own worktree and branch; merged into a new integration branch.")] = None,
+    test_command: Annotated[str, typer.Option(help="Plan mode with --repo: the test command edit tasks may run.")] = "",
+    max_replans: Annotated[int, typer.Option(help="Plan mode: new plans the joiner may ask for.")] = 1,
     target: Annotated[str | None, typer.Option(help="The right answer, if you know it: the trace keeps whether the "
                                                      "run got it (accuracy in `parallax stats`).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
-    """Run one task: route it, fan out branches in parallel, merge one validated answer."""
-    if mode not in MODES:
-        fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
+    from parallax.logic.routing import wants_plan
+
+    if mode not in RUN_MODES:
+        fail(f"unknown mode {mode!r}: use one of {', '.join(RUN_MODES)}")
     if votes < 1:
         fail(f"--votes must be at least 1, got {votes}")
     if min_votes is not None and not 1 <= min_votes <= votes:
         fail(f"--min-votes must be between 1 and --votes ({votes}), got {min_votes}")
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
+    if repo is not None and mode not in ("plan", "auto"):
+        fail(f"--repo needs --mode plan (edit tasks run in plan mode), not --mode {mode}")
+    if repo is not None and not repo.is_dir():
+        fail(f"--repo {repo}: no such folder")
     checked_tenant(tenant)
     task = read_task(text, input_file)
     payload = {"task": task, "question": question, "mode": mode, "votes": votes, "red_team": red_team,
@@ -145,28 +222,69 @@ def run(
         payload["min_votes"] = min_votes
     if target is not None:
         payload["target"] = target
-    _check_input(payload)
+    name = "plan" if mode == "plan" or repo is not None or (mode == "auto" and wants_plan(question or task)) else "solve"
+    if name == "plan":
+        payload.update(mode="plan", max_replans=max_replans, test_command=test_command)
+        payload.pop("red_team")
+        if repo is not None:
+            payload["repo"] = str(repo.resolve())
+    _check_input(payload, name)
     thread_id = thread or uuid.uuid4().hex
-    _finish(payload, thread_id, base_context(cli, max_concurrency=concurrency), as_json)
+    _finish(name, payload, thread_id, base_context(cli, max_concurrency=concurrency), as_json)
 
 
-def _check_input(payload: dict) -> None:
+def _check_input(payload: dict, name: str) -> None:
     """The graph's own input checks, run before the checkpoint file is touched (nothing written)."""
-    from parallax.logic.routing import InvalidInput, validate
+    from parallax.logic.routing import InvalidInput, validate, validate_plan_input
     from parallax.runtime.run_context import resolved
+    from parallax.runtime.worktrees import GitError, repository_root
 
     try:
-        validate(payload, resolved())
+        (validate_plan_input if name == "plan" else validate)(payload, resolved())
+        if payload.get("repo"):
+            repository_root(payload["repo"])
     except InvalidInput as exc:
         fail(str(exc))
+    except GitError as exc:
+        fail(f"--repo {payload['repo']}: {exc} (give a git repository with at least one commit)")
     if payload["playbook"] != "default":  # a typo'd --playbook must not quietly run with no lessons
         with_playbooks(lambda playbooks: require_known(playbooks, payload["playbook"]), payload["tenant"])
 
 
-def _finish(payload: dict | None, thread_id: str, context: Context, as_json: bool) -> None:
+def _print_result(result: dict) -> None:
+    console = Console()
+    if result.get("plan"):
+        statuses = {t["id"]: t for t in result.get("tasks", []) if t["round"] == max(r["round"] for r in result["tasks"])}
+        console.print(plan_tree(result["plan"], statuses))
+        layers = result.get("verification") or {}
+        facts, semantics = layers.get("facts") or {}, layers.get("semantics") or {}
+        if facts.get("checked"):
+            console.print(f"facts: {facts['verified']} of {facts['checked']} findings quote their source", highlight=False)
+        if semantics.get("flagged"):
+            console.print(f"semantics: {len(semantics['flagged'])} contradicting pair(s) of findings", highlight=False)
+        merge = layers.get("merge")
+        if merge:
+            console.print(f"merged into {merge['integration_branch']}: tasks {merge['merged'] or 'none'}; "
+                          f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}", highlight=False)
+    else:
+        console.print(branch_table(result.get("branches", [])))
+    if result.get("votes"):
+        shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["votes"].items())
+        console.print("votes: " + ", ".join(shown), highlight=False)
+    if result.get("objection"):
+        console.print(f"red team: {result['objection']}")
+    console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
+                  + (f" - {result['reason']}" if result.get("reason") else ""))
+    console.print(f"trace {result.get('trace_id')}  thread {result['thread_id']}  playbook v{result.get('playbook_version')}")
+    console.print(result.get("answer") or "(no answer)", highlight=False)
+
+
+def _finish(name: str | None, payload: dict | None, thread_id: str, context: Context, as_json: bool) -> None:
     """Run or resume, then print the result as JSON or as a table; exit 1 if the run failed."""
     try:
-        result = asyncio.run(run_solve(payload, thread_id, context, show_progress=not as_json and err.is_terminal))
+        if name is None:
+            name = asyncio.run(graph_of_thread(thread_id))
+        result = asyncio.run(run_graph(name, payload, thread_id, context, show_progress=not as_json and err.is_terminal))
     except KeyboardInterrupt:
         fail(f"interrupted; finished branches are checkpointed: parallax resume {thread_id}", code=130)
     from parallax.runtime.model_server import peak_rss_mb, server_process
@@ -176,30 +294,20 @@ def _finish(payload: dict | None, thread_id: str, context: Context, as_json: boo
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
     else:
-        console = Console()
-        console.print(branch_table(result.get("branches", [])))
-        if result.get("votes"):
-            shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["votes"].items())
-            console.print("votes: " + ", ".join(shown), highlight=False)
-        if result.get("objection"):
-            console.print(f"red team: {result['objection']}")
-        console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
-                      + (f" - {result['reason']}" if result.get("reason") else ""))
-        console.print(f"trace {result.get('trace_id')}  thread {thread_id}  playbook v{result.get('playbook_version')}")
-        console.print(result.get("answer") or "(no answer)", highlight=False)
+        _print_result(result)
     raise typer.Exit(1 if result.get("status") == "failed" else 0)
 
 
 def resume(
     cli: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="Thread id of a run that was interrupted or killed.")],
-    concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 8,
+    concurrency: Annotated[int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
-    """Continue a run from its SQLite checkpoint; branches that had finished are not run again."""
+    """Continue a run from its SQLite checkpoint; branches and plan tasks that had finished are not run again."""
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
     settings = settings_mod.load()
     if not settings.checkpoint_path.is_file():
         fail(f"no checkpoints under {settings.home}: run from the folder of the original run, or set PARALLAX_HOME")
-    _finish(None, thread_id, base_context(cli, max_concurrency=concurrency), as_json)
+    _finish(None, None, thread_id, base_context(cli, max_concurrency=concurrency), as_json)

@@ -1,8 +1,10 @@
 """How a task runs: the rules behind `auto`, and the checks every graph input passes.
 
-`auto` uses the shape of the input, not a model call: long or multi-part input is
-sectioned, a short question whose answer can be checked by agreement is voted on, and
-anything else (open-ended writing, explanations) is answered once.
+`auto` uses the shape of the input, not a model call: a request with several deliverables
+or steps (a numbered or bulleted list of asks, or asks joined by "then", "and", "finally")
+is planned (the `plan` graph); long or multi-part input is sectioned, a short question whose
+answer can be checked by agreement is voted on, and anything else (open-ended writing,
+explanations) is answered once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,16 @@ OPEN_ENDED = re.compile(
 CHECKABLE = re.compile(r"\?|\d|^\s*(is|are|was|were|do|does|did|can|will|how many|how much|what|which|who|when)\b", re.I)
 SHORT_CHARS = 800
 MAX_VOTES = 1000
+MAX_REPLANS = 5
+STEP_LINE = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*\u2022]|step \d{1,2}[:.)]?)\s+\w", re.I | re.M)
+ASK = re.compile(
+    r"(?:^|[.;:!?]\s+|,\s*|\b(?:then|and|finally|also|next)\s+)(?:then\s+|also\s+)?"
+    r"(write|draft|compose|summari[sz]e|explain|describe|translate|rewrite|list|create|compute|calculate|"
+    r"find|compare|check|estimate|outline|add|fix|update|rename|refactor|implement|test|analy[sz]e|extract|name|give|"
+    r"identify|suggest|propose|review|design|build|read|answer)\b",
+    re.I | re.M)
+PLAN_MAX_REQUEST_CHARS = 4000
+"""Longer requests are documents to read, not lists of steps (they go to `section`)."""
 
 
 class InvalidInput(ValueError):
@@ -33,6 +45,13 @@ def choose_route(task: str, question: str, slice_chars: int) -> Route:
     if len(task) + len(question) <= SHORT_CHARS and CHECKABLE.search(ask) and not OPEN_ENDED.match(ask):
         return "vote"
     return "direct"
+
+
+def wants_plan(request: str) -> bool:
+    """Whether a request names several deliverables or steps (two list items, or two asks)."""
+    if not request or len(request) > PLAN_MAX_REQUEST_CHARS:
+        return False
+    return len(STEP_LINE.findall(request)) >= 2 or len(ASK.findall(request)) >= 2
 
 
 def _whole(value: object) -> bool:
@@ -69,3 +88,20 @@ def validate(state: SolveState, ctx: Context) -> None:
     min_votes = state.get("min_votes")
     if min_votes is not None and not (_whole(min_votes) and 1 <= min_votes <= votes):
         raise InvalidInput(f"min_votes must be between 1 and votes ({votes}), got {min_votes!r}")
+
+
+def validate_plan_input(state: dict, ctx: Context) -> None:
+    """The solve checks, plus what only a plan run takes (mode plan, max_replans, repo, plan)."""
+    if not isinstance(state, dict):
+        raise InvalidInput("the input must be an object with at least a task")
+    if state.get("mode", "auto") not in ("auto", "plan"):
+        raise InvalidInput(f"unknown mode {state.get('mode')!r} for the plan graph: use plan or auto")
+    validate({**state, "mode": "auto"}, ctx)
+    replans = state.get("max_replans", 1)
+    if not _whole(replans) or not 0 <= replans <= MAX_REPLANS:
+        raise InvalidInput(f"max_replans must be a whole number from 0 to {MAX_REPLANS}, got {replans!r}")
+    for field in ("repo", "test_command"):
+        if field in state and not isinstance(state[field], str):
+            raise InvalidInput(f"{field} must be text, got {type(state[field]).__name__}")
+    if "plan" in state and not isinstance(state["plan"], dict):
+        raise InvalidInput("plan must be an object with a list of tasks")

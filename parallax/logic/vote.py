@@ -1,8 +1,13 @@
 """Normalise vote answers and decide by threshold.
 
-Small models say the same thing many ways ("$1,200", "1200.00 dollars", "1200"), so
-answers are compared in a canonical form: numbers without separators, units or trailing
-zeros; yes/no synonyms folded; case and surrounding punctuation ignored.
+Small models say the same thing many ways ("$1,200", "1200.00 dollars", "1200", "fifteen"),
+so answers are compared in a canonical form: numbers without separators, units or trailing
+zeros, numbers written in words as digits (text2num); yes/no synonyms folded; case and
+surrounding punctuation ignored.
+
+A vote also has a quorum: the valid votes needed before any answer may count as settled
+(`min_votes`, else a strict majority of the votes asked). Fewer valid votes than that is
+not a vote at all, and no judge can make it one.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from decimal import Decimal, InvalidOperation
+
+from text_to_num import alpha2digit
 
 YES = {"yes", "y", "true", "correct", "right", "yeah", "yep"}
 NO = {"no", "n", "false", "incorrect", "wrong", "nope"}
@@ -39,12 +46,21 @@ def normalize_answer(answer: str) -> str:
         return "yes"
     if text in NO:
         return "no"
-    match = NUMBER_WITH_UNIT.match(text)
-    if match:
-        number = _canonical_number(match.group("num"))
-        if number is not None:
-            return number + ("%" if match.group("pct") else "")
+    for candidate in (text, _digits_for_words(text)):
+        match = NUMBER_WITH_UNIT.match(candidate) if candidate else None
+        if match:
+            number = _canonical_number(match.group("num"))
+            if number is not None:
+                return number + ("%" if match.group("pct") else "")
     return text
+
+
+def _digits_for_words(text: str) -> str | None:
+    """`text` with English number words as digits ("fifteen apples" -> "15 apples"); None if it has none."""
+    if not any(c.isalpha() for c in text):
+        return None
+    converted = alpha2digit(text, "en", threshold=0).strip(" .,;:!?")
+    return converted if converted != text else None
 
 
 def tally(answers: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:
@@ -61,3 +77,16 @@ def tally(answers: list[str], min_votes: int) -> tuple[str | None, dict[str, int
 
 def strict_majority(n: int) -> int:
     return n // 2 + 1
+
+
+def quorum(asked: int, min_votes: int | None = None) -> int:
+    """Valid votes a vote needs before any answer counts: `min_votes`, else a strict majority of those asked."""
+    return min_votes or strict_majority(asked)
+
+
+def quorum_shortfall(valid: int, asked: int, min_votes: int | None = None) -> str:
+    """Why a vote cannot settle for lack of valid votes ('' when the quorum is met)."""
+    needed = quorum(asked, min_votes)
+    if valid >= needed:
+        return ""
+    return f"only {valid} of {asked} votes were valid, below the quorum of {needed}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -28,6 +29,7 @@ def _count(n: int, what: str) -> str:
 async def call_branch(
     record: dict, messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
     lifecycle: Lifecycle | None = None, run_metadata: dict | None = None,
+    check: Callable[[T], object] | None = None,
 ) -> tuple[BranchRecord, T | None]:
     """(record, parsed reply); the reply is None when the branch failed or timed out.
 
@@ -35,7 +37,8 @@ async def call_branch(
     DISPATCHED); a call made on its own (judge, red team, reflect, curate) starts one here.
     The record ends COMPLETED or ESCALATED; a cancelled call ends CANCELLED and re-raises.
     The call's callback metadata (LangSmith) names the branch (id, kind, parent, prompt) plus
-    `run_metadata` (the run's trace id, playbook and prompt versions)."""
+    `run_metadata` (the run's trace id, playbook and prompt versions). `check` rejects a parsed reply
+    with a ValueError, which is re-asked (runtime/structured_call.py)."""
     if lifecycle is None:
         lifecycle = Lifecycle()
         lifecycle.move("PENDING")
@@ -48,7 +51,7 @@ async def call_branch(
     try:
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=ctx.request_timeout_s,
                            max_attempts=ctx.max_attempts, max_reasks=ctx.max_reasks, max_tokens=ctx.max_tokens,
-                           lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata)
+                           lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata, check=check)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
         # an open circuit fails before any attempt: the FAILED step then carries the error

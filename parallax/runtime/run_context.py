@@ -17,7 +17,8 @@ from parallax.state.context import Context
 
 FROM_SETTINGS = ("model", "judge_model", "vote_models", "temperature", "request_timeout_s", "max_attempts",
                  "max_concurrency", "straggler_min_s", "max_tokens", "slice_chars", "max_input_chars",
-                 "playbook_chars", "dedupe_threshold", "guard_floor")
+                 "playbook_chars", "dedupe_threshold", "guard_floor", "plan_max_tasks", "plan_contradiction_pairs",
+                 "tool_timeout_s")
 
 
 def resolved(ctx: Context | dict | None = None) -> Context:

@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     langsmith_tracing: bool = Field(False, validation_alias=AliasChoices("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"),
                                     description="send every run to LangSmith, with branch metadata on each model call")
     trace_prompt_chars: int = Field(100_000, ge=0, description="largest prompts (all of a run's) a trace keeps for export")
+    plan_max_tasks: int = Field(20, ge=1, description="most tasks a plan may have; a longer plan is re-asked")
+    plan_contradiction_pairs: int = Field(5, ge=0, description="most finding pairs a plan run sends to the contradiction check")
+    tool_timeout_s: float = Field(120.0, gt=0, description="seconds an edit task's test command may run")
 
     @property
     def chat_model_name(self) -> str:

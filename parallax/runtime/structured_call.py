@@ -14,6 +14,7 @@ import asyncio
 import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -90,6 +91,13 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def _checked(check: Callable, value: BaseModel) -> None:
+    try:
+        check(value)
+    except ValueError as exc:
+        raise ParseFailure(str(exc)) from exc
+
+
 class BranchError(RuntimeError):
     """A branch gave up; carries what it spent so the trace stays honest."""
 
@@ -111,6 +119,7 @@ async def ask(
     lifecycle: Lifecycle | None = None,
     chat_model: ChatModelFactory | None = None,
     metadata: dict | None = None,
+    check: Callable[[T], object] | None = None,
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
 
@@ -118,7 +127,9 @@ async def ask(
     FAILED and RETRY when another attempt follows. The caller records the end
     (COMPLETED, or ESCALATED from the BranchError). `chat_model` replaces the default
     ChatOpenAI factory (Context.chat_model). `metadata` goes with every call to the
-    callbacks, so LangSmith (LANGSMITH_TRACING=true) shows which branch made it."""
+    callbacks, so LangSmith (LANGSMITH_TRACING=true) shows which branch made it. `check(value)`
+    may raise ValueError for a reply that parses but cannot be used (a plan with a cycle): it is
+    re-asked like bad JSON, with the check's message, inside the same branch."""
     life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict = {"temperature": temperature}
@@ -164,6 +175,8 @@ async def ask(
             _add_usage(tokens, reply)
             try:
                 value = parse_reply(str(reply.content), schema)
+                if check is not None:
+                    _checked(check, value)
             except ParseFailure as exc:
                 life.move("FAILED", f"invalid reply: {exc}")
                 if reasks >= max_reasks:

@@ -20,14 +20,30 @@ _shared: weakref.WeakValueDictionary[tuple, object] = weakref.WeakValueDictionar
 T = TypeVar("T")
 
 
-def superstep_shared(runtime: Runtime, make: Callable[[], T], *key: object) -> T:
-    """One object per (run, superstep, `key`), shared by every task of a fan-out; it lives
-    as long as some task holds it."""
+def _where(runtime: Runtime, key: tuple) -> tuple:
     info = runtime.execution_info
     # the namespace without the task id names the node (and its parents); the checkpoint
     # id names the superstep; so every task of this fan-out finds the same object
     where = (info.thread_id, info.checkpoint_ns.rsplit(":", 1)[0], info.checkpoint_id) if info else ()
-    full = (id(asyncio.get_running_loop()), *where, *key)
+    return (id(asyncio.get_running_loop()), *where, *key)
+
+
+_held: dict[tuple, object] = {}
+
+
+def superstep_held(runtime: Runtime, make: Callable[[], T], *key: object) -> tuple[T, Callable[[], None]]:
+    """Like `superstep_shared`, but kept until `release()` is called, not just while a task holds it:
+    for coordination where a task that starts late must still find what finished tasks left."""
+    full = _where(runtime, key)
+    if full not in _held:
+        _held[full] = make()
+    return _held[full], lambda: _held.pop(full, None)  # type: ignore[return-value]
+
+
+def superstep_shared(runtime: Runtime, make: Callable[[], T], *key: object) -> T:
+    """One object per (run, superstep, `key`), shared by every task of a fan-out; it lives
+    as long as some task holds it."""
+    full = _where(runtime, key)
     found = _shared.get(full)
     if found is None:
         found = _shared[full] = make()

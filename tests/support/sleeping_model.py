@@ -26,9 +26,11 @@ def prompt_text(messages: list[BaseMessage]) -> str:
 
 
 class SleepingChatModel(BaseChatModel):
-    """Sleeps `latency_s`, then answers `reply` (or `reply_for(prompt)`); `on_call(messages)` sees every prompt."""
+    """Sleeps `latency_s` (or `latency_for(prompt)`), then answers `reply` (or `reply_for(prompt)`);
+    `on_call(messages)` sees every prompt."""
 
     latency_s: float = 0.0
+    latency_for: Callable[[str], float] | None = None
     reply: str = VOTE_REPLY
     reply_for: Callable[[str], str] | None = None
     temperature: float = 0.0
@@ -44,8 +46,9 @@ class SleepingChatModel(BaseChatModel):
     async def _agenerate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
         if self.on_call is not None:
             self.on_call(messages)
-        if self.latency_s > 0:
-            await asyncio.sleep(self.latency_s)
+        latency = self.latency_for(prompt_text(messages)) if self.latency_for else self.latency_s
+        if latency > 0:
+            await asyncio.sleep(latency)
         usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
         reply = self.reply_for(prompt_text(messages)) if self.reply_for else self.reply
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply, usage_metadata=usage))])

@@ -84,7 +84,8 @@ def test_chaos_check_catches_a_lost_and_a_double_counted_vote():
     assert check({"mode": "vote", "branches": branches, "votes": {"42": 2}}) == (1, 0)  # the 7 went missing
     assert check({"mode": "vote", "branches": branches, "votes": {"42": 3, "7": 1}}) == (0, 1)
     assert check({"mode": "vote", "branches": branches + [vote(0, "42")], "votes": {"42": 2, "7": 1}})[1] == 1
-    section = [{"id": "slice-0", "kind": "slice", "status": "ok", "output": {"relevant": True, "points": ["met on day 1"]}}]
+    finding = {"quote": "met on day 1", "point": "met on day 1"}
+    section = [{"id": "slice-0", "kind": "slice", "status": "ok", "output": {"relevant": True, "points": [finding]}}]
     assert check({"mode": "section", "branches": section, "answer": "- Met on day 1."}) == (0, 0)
     assert check({"mode": "section", "branches": section, "answer": ""}) == (1, 0)
 
@@ -118,3 +119,28 @@ def test_canary_small_run_prints_sane_json(capsys):
         assert s["promoted_share"] + s["rolled_back_share"] + s["undecided_share"] == pytest.approx(1.0)
     assert result["scenarios"]["worse15"]["rolled_back_share"] > result["scenarios"]["better5"]["rolled_back_share"]
     assert all(d in ("promote", "rollback", "undecided") for g in result["graph"].values() for d in g["decisions"])
+
+
+def test_plan_bench_small_run_prints_its_keys(capsys):
+    from bench import plan
+
+    result = plan.main(["--dags", "3", "--width8", "1", "--latency-ms", "5", "--json"])
+    assert json.loads(capsys.readouterr().out) == result
+    for key in ("vs_critical_path", "speedup_vs_sequential_width8", "faster_than_levels_share", "dags",
+                "dispatch_only_vs_critical_path", "cpu_ms_per_task"):
+        assert key in result, key
+    assert result["dags"] == 3 and result["width8_dags"] >= 1 and result["speedup_vs_sequential_width8"] > 1
+    assert set(result["goals_met"]) == {"vs_critical_path_le_1.15", "speedup_vs_sequential_width8_ge_3.7",
+                                        "faster_than_levels_on_every_uneven_dag"}
+
+
+def test_plan_bench_barriers_make_every_level_wait_for_the_one_before():
+    import random
+
+    from bench.plan import level_bound, random_dag, with_barriers
+
+    dag = random_dag(random.Random(1), 4, 3, True)
+    barred = with_barriers(dag)
+    first = [t["id"] for t in dag["tasks"] if not t["deps"]]
+    assert all(t["deps"] == first for t in barred["tasks"] if t["deps"] and min(t["deps"]) in first)
+    assert level_bound(barred) == level_bound(dag)

@@ -107,7 +107,8 @@ def test_schemas_sent_to_llama_cpp_stay_small_and_ordered(schema):
     ("Paris", "paris", "", "auto", True),
     ("The capital is Paris.", "Paris", "", "contains", True),
     ("The capital is Paris.", "Paris", "", "exact", False),
-    ("forty", "40", "", "numeric", False),
+    ("forty", "40", "", "numeric", True),  # numbers in words count as their digits, as in votes
+    ("forty apples", "41", "", "numeric", False),
 ])
 def test_scorers(answer, target, question, scorer, correct):
     from parallax.logic.scoring import score

@@ -162,7 +162,8 @@ async def test_section_branches_see_only_their_slice_and_merge_keeps_input_order
     def script(prompt, t, i):
         found = [m for m in markers if m in prompt]
         delay = 0.05 * (4 - markers.index(found[0]))  # later slices finish first
-        points = [f"finding from {found[0]}", "shared point"]
+        points = [{"quote": f"Marker {found[0]}", "point": f"finding from {found[0]}"},
+                  {"quote": "team reported item", "point": "shared point"}]
         return (delay, json.dumps({"relevant": True, "points": points}))
 
     model_ctx, calls = scripted(script)
@@ -177,6 +178,82 @@ async def test_section_branches_see_only_their_slice_and_merge_keeps_input_order
     slices = [b for b in out["branches"] if b["kind"] == "slice"]
     assert sorted(b["slice_index"] for b in slices) == [0, 1, 2, 3]
     assert out["status"] == "ok" and out["confidence"] == 1.0
+    assert out["verification"]["facts"]["verified"] == 8 and out["verification"]["facts"]["dropped"] == 0
+
+
+async def test_findings_whose_quotes_are_not_in_their_slice_are_dropped_and_counted(monkeypatch):
+    monkeypatch.setenv("PARALLAX_SLICE_CHARS", "2000")
+
+    def script(prompt, t, i):
+        marker = next(m for m in ("ALPHA-0", "BETA-1", "GAMMA-2", "DELTA-3") if m in prompt)
+        other = "BETA-1" if marker == "ALPHA-0" else "ALPHA-0"
+        return json.dumps({"relevant": True, "points": [
+            {"quote": f"Marker {marker}", "point": f"seen {marker}"},
+            {"quote": f"Marker {other}", "point": f"claims {other}"},  # true of another slice, not of this one
+            {"quote": "the", "point": "too short to prove anything"}]})
+
+    model_ctx, _ = scripted(script)
+    out = await graph.ainvoke({"task": DOCUMENT, "question": "Which markers?", "mode": "section"}, context=model_ctx)
+    assert out["answer"].splitlines() == ["- seen ALPHA-0", "- seen BETA-1", "- seen GAMMA-2", "- seen DELTA-3"]
+    facts = out["verification"]["facts"]
+    assert (facts["checked"], facts["verified"], facts["dropped"]) == (12, 4, 8)
+    assert out["status"] == "ok" and "8 of 12 findings dropped: quote not in its slice" in out["reason"]
+
+
+async def test_a_section_run_whose_findings_all_fail_the_quote_check_is_never_ok(monkeypatch):
+    """Seen on the embedded model: a 10-K read in slices ended ok with '- relevant - furthermore - notable'."""
+    monkeypatch.setenv("PARALLAX_SLICE_CHARS", "2000")
+    filler = [{"quote": word, "point": word} for word in ("relevant", "furthermore", "notable", "additionally")]
+    model_ctx, _ = scripted(lambda p, t, i: json.dumps({"relevant": True, "points": filler}))
+    out = await graph.ainvoke({"task": DOCUMENT, "question": "What were the risks?", "mode": "section"}, context=model_ctx)
+    assert out["status"] == "needs_review" and out["answer"] == ""
+    assert "none of the 16 findings quoted its slice" in out["reason"]
+
+
+async def test_fewer_valid_votes_than_the_quorum_is_needs_review_and_the_judge_is_not_asked(monkeypatch):
+    """Seen on the embedded model: 5 of 6 votes failed, the judge 'chose' the only answer, the run ended ok."""
+    def script(prompt, t, i):
+        if "Candidate answers" in prompt:
+            return json.dumps({"choice": "42", "reason": "the only one"})
+        return answer("42") if round(t, 3) == 0.3 else _error(400)
+
+    model_ctx, calls = scripted(script)
+    out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 6}, context=model_ctx)
+    assert out["status"] == "needs_review"
+    assert "only 1 of 6 votes were valid, below the quorum of 4" in out["reason"]
+    assert not any("Candidate answers" in p for p, _ in calls)
+    assert "judge" not in [b["kind"] for b in out["branches"]]
+    assert out["verification"]["rules"] == {"quorum": 4, "valid_votes": 1, "asked": 6, "quorum_met": False}
+
+
+async def test_the_judge_never_turns_a_lone_candidate_into_ok(monkeypatch):
+    from parallax.nodes.judge import judge
+    from parallax.runtime.run_context import resolved
+
+    vote = {"kind": "vote", "status": "ok", "parent_id": "t", "output": {"reasoning": "r", "answer": "42"}, "vote": "42"}
+    state = {"trace_id": "t", "task": "What is 6 * 7?", "votes": {"42": 2}, "reason": "no answer reached 3 of 3 votes",
+             "branches": [{**vote, "id": "v1"}, {**vote, "id": "v2"}, {**vote, "id": "v3", "status": "failed",
+                                                                        "output": None, "vote": None}]}
+    model_ctx, calls = scripted(lambda p, t, i: json.dumps({"choice": "42", "reason": "only one"}))
+
+    class Runtime:
+        context = resolved(model_ctx)
+
+    out = await judge({**state, "min_votes": 3}, Runtime())
+    assert out["status"] == "needs_review" and calls == []
+    out = await judge(state, Runtime())  # quorum 2 met, but one candidate is nothing to arbitrate
+    assert out["status"] == "needs_review" and "lone candidate" in out["reason"] and calls == []
+
+
+async def test_numbers_in_words_vote_with_their_digits(monkeypatch):
+    from parallax.logic.vote import normalize_answer
+
+    assert {normalize_answer(a) for a in ("fifteen", "Fifteen.", "15", "15 apples", "$15.00")} == {"15"}
+    assert normalize_answer("twenty-one percent") == "21%" and normalize_answer("Paris") == "paris"
+    votes = dict(zip(TEMPS, ["fifteen", "Fifteen.", "15", "14", "15 sheep"], strict=True))
+    model_ctx, _ = scripted(by_temperature(votes))
+    out = await graph.ainvoke({"task": "How many sheep?", "mode": "vote"}, context=model_ctx)
+    assert out["votes"] == {"15": 4, "14": 1} and out["status"] == "ok"
 
 
 async def test_section_with_no_relevant_part_needs_review(monkeypatch):

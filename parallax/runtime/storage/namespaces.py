@@ -39,3 +39,7 @@ def traces_namespace(tenant: str) -> tuple[str, str]:
 
 def dead_letters_namespace(tenant: str) -> tuple[str, str]:
     return ("dlq", tenant)
+
+
+def plan_results_namespace(tenant: str, trace_id: str) -> tuple[str, str, str]:
+    return ("plan_results", tenant, trace_id)

@@ -1,0 +1,30 @@
+"""Answer without a plan: the request goes through the solve graph as one task.
+
+Two ways here: `auto` saw a single ask (so the solve graph's own `auto` route runs), or
+the planner could not make a valid plan after its re-asks — then the request is answered
+`direct`, and the reason says why, with the checker's message.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from parallax.logic.evaluate import Solver
+from parallax.runtime.run_context import context_of
+from parallax.state.context import Context
+from parallax.state.plan import PlanState
+
+PASSED_ON = ("question", "votes", "min_votes", "red_team", "playbook", "tenant")
+TAKEN = ("answer", "mode", "status", "confidence", "votes", "failed_branches", "objection", "playbook_version",
+         "verification")
+
+
+async def answer_directly(state: PlanState, runtime: Runtime[Context], *, solve: Solver) -> dict:
+    """`solve` is the solve graph (graphs/plan.py hands it in)."""
+    fallback = bool(state.get("plan_error"))
+    run_input = {"task": state["task"], "mode": "direct" if fallback else "auto",
+                 **{k: state[k] for k in PASSED_ON if k in state}}
+    run = await solve.ainvoke(run_input, context=context_of(runtime))
+    why = f"no valid plan ({state['plan_error']}): answered directly" if fallback else ""
+    return {**{k: run[k] for k in TAKEN if k in run}, "branches": run.get("branches", []),
+            "reason": "; ".join(x for x in (why, run.get("reason", "")) if x)}

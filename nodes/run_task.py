@@ -1,0 +1,151 @@
+"""Run one plan task: wait for its dependencies, take a slot, run it, and leave its result behind.
+
+A `Send` target; every task of a plan runs in the same superstep and the tasks coordinate
+through one shared `DagRun` (logic/dag_schedule.py explains why this meets both "dispatch
+on dependencies" and "a resumed run redoes no finished task"). A task whose required
+dependency did not finish ends SKIPPED with the reason. `solve`, `section` and `vote`
+tasks run the solve graph as a subgraph (routing, branches, retries, lifecycle, straggler
+backups, dead letters), so their branches are recorded under the task; `tool` tasks run
+without a model; `edit` tasks work in their own git worktree (runtime/worktrees.py).
+Every outcome, an unexpected error included, becomes a record that the task's dependants
+receive, so none of them can wait forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from langgraph.errors import NodeError
+from langgraph.runtime import Runtime
+
+from parallax.logic.dag_schedule import DagRun, blocked_by
+from parallax.logic.edit_agent import run_edit
+from parallax.logic.evaluate import Solver
+from parallax.logic.plan_tasks import board_write, dependency_results, reusable, task_input, task_record
+from parallax.logic.plan_tools import ToolError, run_tool
+from parallax.logic.routing import InvalidInput
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.run_context import context_of
+from parallax.runtime.storage.plan_results import PlanResults
+from parallax.runtime.superstep import superstep_held
+from parallax.runtime.worktrees import Worktree
+from parallax.state.context import Context
+from parallax.state.plan import Plan, PlanTask, TaskPayload
+
+SOLVE_MODES = {"solve": "direct", "section": "section", "vote": "vote"}
+STATUS_OF_RUN = {"ok": "DONE", "needs_review": "NEEDS_REVIEW", "failed": "FAILED"}
+
+
+def edit_branch(trace_id: str, task_id: int, round_: int, suffix: str = "") -> str:
+    return f"parallax/{trace_id[:8]}/task-{task_id}" + (f"-r{round_}" if round_ else "") + suffix
+
+
+def worktree_dir(trace_id: str, name: str) -> Path:
+    return (settings_mod.load().home / "worktrees" / trace_id / name).resolve()
+
+
+async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context, solve: Solver) -> dict:
+    text = "\n\n".join(x for x in (goal, inputs) if x)
+    if task.kind == "section":
+        document = task.inputs.get("document") or payload["document"]
+        run_input = {"task": document, "question": text, "mode": "section"}
+    else:
+        run_input = {"task": text, "mode": SOLVE_MODES[task.kind]}
+    run_input.update(tenant=payload["tenant"], playbook=payload["playbook"], votes=payload["votes"])
+    if "min_votes" in payload:
+        run_input["min_votes"] = payload["min_votes"]
+    try:  # the subgraph's own checkpoint is written once, at its end: the task is the unit that is not redone
+        run = await solve.ainvoke(run_input, context=ctx, durability="exit")
+    except InvalidInput as exc:
+        return {"status": "FAILED", "reason": str(exc)}
+    return {"status": STATUS_OF_RUN[run["status"]], "reason": run.get("reason", ""), "output": run.get("answer", ""),
+            "branches": run.get("branches", []), "trace_id": run.get("trace_id", ""), "mode": run.get("mode"),
+            "confidence": run.get("confidence"), "votes": run.get("votes", {}), "verification": run.get("verification", {})}
+
+
+async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context) -> dict:
+    name = f"task-{task.id}-r{payload['round']}"
+    branch = edit_branch(payload["trace_id"], task.id, payload["round"])
+    repo = Path(payload["repo"])
+    tree = await asyncio.to_thread(Worktree.create, repo, branch, payload["repo_base"],
+                                   worktree_dir(payload["trace_id"], name), task.writes)
+    try:
+        identity = {"id": f"edit-{payload['trace_id'][:8]}-{task.id}", "parent_id": payload["trace_id"], "kind": "edit"}
+        outcome = await run_edit(tree, "\n\n".join(x for x in (goal, inputs) if x), ctx, identity,
+                                 test_command=payload.get("test_command", ""))
+    finally:
+        await asyncio.to_thread(tree.remove)
+    return {"status": outcome.status, "reason": outcome.reason, "branches": outcome.records,
+            "output": outcome.summary or (f"changed {', '.join(outcome.files)}" if outcome.files else "no change"),
+            "edit": {"branch": branch, "base": payload["repo_base"], "commit": outcome.commit, "files": outcome.files,
+                     "writes": task.writes, "refused": outcome.refused}}
+
+
+async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun, ctx: Context, solve: Solver,
+                   runtime: Runtime) -> dict:
+    dependencies = await dag.results_of(task.deps)
+    blocked = blocked_by(task, plan, dependencies)
+    if blocked:
+        return task_record(task, payload["round"], plan, "SKIPPED", reason=blocked)
+    earlier = reusable(task, plan, payload["earlier"])
+    if earlier is not None:
+        return {**earlier, "round": payload["round"], "reused_from_round": earlier["round"]}
+    goal, inputs = task_input(task, dependency_results(task, dependencies))
+    async with dag.writes.hold(task.id, task.writes), dag.slots.slot(dag.priority[task.id]):
+        started = time.time()
+        _announce(runtime, task, payload, "RUNNING")
+        if task.kind == "tool":
+            try:
+                outcome = {"status": "DONE", "output": run_tool(task.inputs, goal, dependency_results(task, dependencies))}
+            except ToolError as exc:
+                outcome = {"status": "FAILED", "reason": str(exc)}
+        elif task.kind == "edit":
+            outcome = await _edit(task, payload, goal, inputs, ctx)
+        else:
+            outcome = await _solve(task, payload, goal, inputs, ctx, solve)
+    return task_record(task, payload["round"], plan, outcome.pop("status"), started_at=round(started, 3),
+                       seconds=round(time.time() - started, 3), **outcome)
+
+
+def _announce(runtime: Runtime, task: PlanTask, payload: TaskPayload, status: str, reason: str = "") -> None:
+    """Live per-task status for the CLI (stream mode "custom")."""
+    runtime.stream_writer({"plan_task": {"id": task.id, "round": payload["round"], "kind": task.kind, "goal": task.goal,
+                                         "deps": task.deps, "status": status, "reason": reason[:200]}})
+
+
+async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: Solver) -> dict:
+    """A `Send` target: one task of the plan (`solve` is the solve graph, handed in by graphs/plan.py)."""
+    ctx = context_of(runtime)
+    plan = Plan.model_validate(payload["plan"])
+    task = plan.task(payload["task"]["id"])
+    # held until every task has a result: a task that starts after its dependencies finished must find them
+    dag, release = superstep_held(runtime, lambda: DagRun(plan, ctx.max_concurrency), "plan-dag", payload["round"])
+    dag.on_complete = release
+    results = PlanResults(runtime.store, payload["tenant"], payload["trace_id"])
+    record = None
+    try:
+        await dag.load_once(lambda: results.load(payload["round"]))
+        record = dag.finished(task.id)  # finished in an earlier process: not run again
+        if record is None:
+            try:
+                record = await _execute(task, plan, payload, dag, ctx, solve, runtime)
+            except Exception as exc:  # noqa: BLE001 - the boundary: any error is this task's failure, not the plan's
+                record = task_record(task, payload["round"], plan, "FAILED", reason=f"{type(exc).__name__}: {exc}"[:500])
+            await results.save(record)
+    finally:
+        # whatever happened, dependants must hear of it; a cancelled task is re-run by LangGraph
+        dag.publish(task.id, record or task_record(task, payload["round"], plan, "FAILED",
+                                                   reason="the task stopped before it finished"))
+    _announce(runtime, task, payload, record["status"], record.get("reason", ""))
+    where = [*results.namespace, f"{payload['round']}.{task.id}"]
+    return {"tasks": [record], "board": board_write(task, plan, record, where)}
+
+
+def run_task_failed(payload: TaskPayload, error: NodeError) -> dict:
+    """Error handler: a task that crashed outside its own guard is recorded as FAILED."""
+    plan = Plan.model_validate(payload["plan"])
+    task = plan.task(payload["task"]["id"])
+    return {"tasks": [task_record(task, payload["round"], plan, "FAILED",
+                                  reason=f"{type(error.error).__name__}: {error.error}"[:500])]}

@@ -1,0 +1,63 @@
+"""Check what a plan round produced, layer by layer, before the joiner decides (a deferred join).
+
+- schema: every task record is whole (a finished task has a text result);
+- facts: the section tasks' findings whose quotes occur in their slices (checked in each
+  task's merge without a model call), added up, with the findings that were dropped;
+- semantics: pairs of verified findings that contradict each other — candidates by local
+  embedding similarity, one judge call per candidate pair, at most
+  `plan_contradiction_pairs` calls (logic/contradictions.py); flagged pairs go to the joiner.
+The rules layer (quorum, required tasks) is the joiner's, who sees the synthesis.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from langgraph.runtime import Runtime
+
+from parallax.logic.contradictions import find_contradictions
+from parallax.prompts.plan import contradiction_messages
+from parallax.runtime import embeddings
+from parallax.runtime.branch_call import call_branch
+from parallax.runtime.run_context import context_of
+from parallax.state.context import Context
+from parallax.state.payloads import Contradiction
+from parallax.state.plan import FINISHED, PlanState
+
+
+def _schema_layer(records: list[dict]) -> dict:
+    broken = [r["id"] for r in records if r["status"] in FINISHED and not isinstance(r.get("output"), str)]
+    return {"checked": len(records), "invalid": broken, "passed": not broken}
+
+
+def _facts_layer(records: list[dict]) -> tuple[dict, list[dict]]:
+    per_task, findings = {}, []
+    for record in records:
+        facts = (record.get("verification") or {}).get("facts")
+        if not facts:
+            continue
+        per_task[str(record["id"])] = {k: facts[k] for k in ("checked", "verified", "dropped")}
+        findings += [{**f, "task": record["id"], "source": f"task {record['id']} slice {f['slice_index']}"}
+                     for f in facts.get("findings", [])]
+    checked = sum(t["checked"] for t in per_task.values())
+    verified = sum(t["verified"] for t in per_task.values())
+    return {"checked": checked, "verified": verified, "dropped": checked - verified,
+            "share_verified": round(verified / checked, 3) if checked else None, "tasks": per_task}, findings
+
+
+async def verify(state: PlanState, runtime: Runtime[Context]) -> dict:
+    ctx = context_of(runtime)
+    records = [r for r in state.get("tasks", []) if r["round"] == state["round"]]
+    facts, findings = _facts_layer(records)
+    judged: list[dict] = []
+
+    async def judge(first: str, second: str) -> bool | None:
+        identity = {"id": f"contradiction-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "contradiction"}
+        record, verdict = await call_branch(identity, contradiction_messages(first, second), Contradiction, ctx,
+                                            model=ctx.reviewer_model, temperature=0.0)
+        judged.append(record.model_dump())
+        return None if verdict is None else verdict.contradicts
+
+    semantics = await find_contradictions(findings, ctx.embedder or embeddings.embed, judge, ctx.plan_contradiction_pairs)
+    return {"branches": judged,
+            "verification": {"schema": _schema_layer(records), "facts": facts, "semantics": semantics}}

@@ -1,0 +1,80 @@
+"""An edit task's agent: model steps that use the tools of one worktree, then one commit.
+
+Each step is one model call (a branch record with retries, re-asks and lifecycle, like any
+other) that answers with one `EditStep`; the tool runs in the task's own worktree
+(runtime/worktrees.py) and its result goes back to the model. A refused path is an
+observation the model can correct, not a crash. The agent stops at `done`, at a failed
+call, or after `MAX_STEPS`; whatever it wrote is committed on the task's branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+from parallax.prompts.plan import edit_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.runtime.worktrees import PathRefused, Worktree
+from parallax.state.context import Context
+from parallax.state.plan import EditStep
+
+MAX_STEPS = 8
+
+
+@dataclass
+class EditOutcome:
+    status: str
+    """DONE, NEEDS_REVIEW (ran out of steps) or FAILED (a call failed and nothing was committed)."""
+    reason: str = ""
+    commit: str | None = None
+    files: list[str] = field(default_factory=list)
+    summary: str = ""
+    refused: list[str] = field(default_factory=list)
+    records: list[dict] = field(default_factory=list)
+
+
+def use_tool(tree: Worktree, step: EditStep, test_command: str, timeout_s: float) -> str:
+    """Run one step's tool in the worktree; a refused path comes back as text for the model."""
+    try:
+        if step.action == "list":
+            return tree.list(step.path or ".")
+        if step.action == "read":
+            return tree.read(step.path)
+        if step.action == "write":
+            return tree.write(step.path, step.content)
+        return tree.test(test_command, timeout_s)
+    except PathRefused as exc:
+        return f"refused: {exc}"
+
+
+async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict, *, test_command: str = "",
+                   note: str = "", max_steps: int = MAX_STEPS) -> EditOutcome:
+    """Let the model work on `goal` in `tree` and commit the result on the tree's branch."""
+    outcome = EditOutcome(status="DONE")
+    listing = await asyncio.to_thread(tree.list, ".")
+    steps: list[tuple[str, str]] = []
+    for number in range(1, max_steps + 1):
+        messages = edit_messages(goal, tree.writes, listing, test_command, steps, note)
+        record, step = await call_branch({**identity, "id": f"{identity['id']}-s{number}"}, messages, EditStep, ctx,
+                                         model=ctx.model, temperature=ctx.temperature)
+        outcome.records.append(record.model_dump())
+        if step is None:
+            outcome.status, outcome.reason = "FAILED", f"edit step {number} failed: {record.error}"
+            break
+        if step.action == "done":
+            outcome.summary = step.note
+            break
+        observation = await asyncio.to_thread(use_tool, tree, step, test_command, ctx.tool_timeout_s)
+        if observation.startswith("refused:"):
+            outcome.refused.append(observation)
+        steps.append((json.dumps(step.model_dump(), ensure_ascii=False), observation))
+    else:
+        outcome.status, outcome.reason = "NEEDS_REVIEW", f"the agent did not say done within {max_steps} steps"
+    outcome.commit = await asyncio.to_thread(tree.commit, f"{identity['id']}: {goal}"[:200])
+    outcome.files = await asyncio.to_thread(tree.changed_files)
+    if outcome.status == "FAILED" and outcome.commit is not None:
+        outcome.status = "NEEDS_REVIEW"  # it wrote something before the failure: keep it, flagged
+    if outcome.status == "DONE" and outcome.commit is None:
+        outcome.reason = "the agent changed nothing"
+    return outcome

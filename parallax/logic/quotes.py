@@ -1,0 +1,66 @@
+"""The fact layer: a finding counts only if its quote occurs in the slice it came from.
+
+Why no model call: a model asked whether a finding is supported tends to agree; a string
+search cannot be talked round and costs nothing. The comparison forgives what a copying
+model changes without changing the words: case, runs of whitespace, typographic quotes and
+dashes, and an ellipsis standing for left-out words (each part must then occur, in order).
+A quote shorter than `MIN_QUOTE_CHARS` proves nothing ("the", "and") and does not verify.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MIN_QUOTE_CHARS = 8
+"""Fewest characters (after normalising) of a quote that can support a finding."""
+
+_FOLD = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-",
+                       "\u00a0": " "})
+_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|\u2026)\s*")
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.translate(_FOLD).lower().split())
+
+
+def quote_occurs(quote: str, source: str) -> bool:
+    """Whether `quote` (parts split at an ellipsis, in order) occurs in `source`, forgiving case and spacing."""
+    parts = [normalise(p).strip(" \"'") for p in _ELLIPSIS.split(quote or "")]
+    parts = [p for p in parts if p]
+    if sum(len(p) for p in parts) < MIN_QUOTE_CHARS:
+        return False
+    haystack, start = normalise(source), 0
+    for part in parts:
+        found = haystack.find(part, start)
+        if found < 0:
+            return False
+        start = found + len(part)
+    return True
+
+
+@dataclass
+class FactCheck:
+    """Findings of a section run, split by whether their quotes verify."""
+
+    kept: list[dict] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
+
+    @property
+    def checked(self) -> int:
+        return len(self.kept) + len(self.dropped)
+
+    def report(self) -> dict:
+        return {"checked": self.checked, "verified": len(self.kept), "dropped": len(self.dropped),
+                "share_verified": round(len(self.kept) / self.checked, 3) if self.checked else None,
+                "findings": self.kept, "dropped_findings": self.dropped[:20]}
+
+
+def check_findings(findings: list[tuple[int, str, str]], slices: list[str]) -> FactCheck:
+    """Each (slice index, point, quote) against its own slice; order kept."""
+    result = FactCheck()
+    for index, point, quote in findings:
+        source = slices[index] if 0 <= index < len(slices) else ""
+        entry = {"slice_index": index, "point": point.strip(), "quote": quote.strip()}
+        (result.kept if quote_occurs(quote, source) else result.dropped).append(entry)
+    return result

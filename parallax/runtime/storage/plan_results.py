@@ -1,0 +1,35 @@
+"""Finished plan tasks, kept in the store the moment each one finishes.
+
+Why besides the checkpoint: LangGraph saves a finished task's writes, so it is not run
+again after a crash, but a dependant that was still waiting when the process died only
+sees the superstep's input state when it runs again — not its finished dependencies'
+writes. It finds them here. Namespace ("plan_results", tenant, trace id), key
+"<round>.<task id>". Like a dead letter's input, a record is kept as it is (not redacted):
+a dependant must see the same result after a resume as before, and the checkpoint holds it anyway.
+"""
+
+from __future__ import annotations
+
+from langgraph.store.base import BaseStore
+
+from parallax.runtime.storage.namespaces import check_tenant, plan_results_namespace
+from parallax.runtime.storage.store_calls import call_store, scan
+
+
+class PlanResults:
+    """One plan run's finished task records; without a store, nothing is kept (and nothing resumes)."""
+
+    def __init__(self, store: BaseStore | None, tenant: str, trace_id: str) -> None:
+        self.store, self.namespace = store, plan_results_namespace(check_tenant(tenant), trace_id)
+
+    async def save(self, record: dict) -> None:
+        if self.store is not None:
+            await call_store(self.store, "put", self.namespace, f"{record['round']}.{record['id']}", record,
+                             index=False)
+
+    async def load(self, round_: int) -> dict[int, dict]:
+        """Task id -> record of the tasks of `round_` that finished (in any process)."""
+        if self.store is None:
+            return {}
+        found = await scan(self.store, self.namespace)
+        return {record["id"]: record for record in found.values() if record.get("round") == round_}

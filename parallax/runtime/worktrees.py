@@ -1,0 +1,208 @@
+"""Git worktrees for `edit` tasks: isolation, a small tool set, and merges checked before they happen.
+
+Why worktrees: two agents editing one checkout step on each other's files, and a failed
+agent leaves half-written files behind. Each edit task gets its own `git worktree` on its
+own branch, all from the same base commit, outside the repository's folder (under
+PARALLAX_HOME). Its tools — list, read, write, and a test command with a timeout — are
+bound to that worktree and refuse any path that resolves outside it (`..`, absolute paths,
+symlinks, `.git`), and `write` refuses files the task did not declare. After the tasks
+finish, `git merge-tree --write-tree` merges each branch into an integration branch
+without touching any checkout: clean merges become commits (`commit-tree`, `update-ref`),
+a conflict is reported with its files and diff. The repository's own working tree, index
+and checked-out branch are never written; worktrees are removed, branches are kept.
+Everything is plain `git` through subprocess (git 2.38+ for `merge-tree --write-tree`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+GIT_TIMEOUT_S = 60
+READ_CHARS = 20_000
+LIST_FILES = 200
+IDENTITY = ("-c", "user.name=parallax", "-c", "user.email=parallax@localhost", "-c", "commit.gpgsign=false")
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message holds the command and git's own words."""
+
+
+class PathRefused(ValueError):
+    """A tool was asked for a path outside its worktree, or to write a file the task did not declare."""
+
+
+def git(repo: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True,
+                          timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    if check and done.returncode != 0:
+        raise GitError(f"git {' '.join(args[:3])}: {(done.stderr or done.stdout).strip()[:300]}")
+    return done
+
+
+def repository_root(path: str | Path) -> Path:
+    """The top folder of the git repository at `path` (GitError if there is none or it has no commit)."""
+    where = Path(path).expanduser()
+    if not where.is_dir():
+        raise GitError(f"{where} is not a folder")
+    root = Path(git(where, "rev-parse", "--show-toplevel").stdout.strip())
+    git(root, "rev-parse", "--verify", "HEAD^{commit}")
+    return root
+
+
+def head_commit(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD").stdout.strip()
+
+
+def branch_exists(repo: Path, branch: str) -> bool:
+    return git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).returncode == 0
+
+
+@dataclass
+class Worktree:
+    """One edit task's checkout and the tools bound to it."""
+
+    repo: Path
+    root: Path
+    branch: str
+    base: str
+    writes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, repo: Path, branch: str, base: str, where: Path, writes: list[str]) -> Worktree:
+        """A fresh worktree at `where` on `branch`, reset to `base` (a leftover of a killed run is replaced)."""
+        if where.exists():
+            git(repo, "worktree", "remove", "--force", str(where), check=False)
+            shutil.rmtree(where, ignore_errors=True)
+        git(repo, "worktree", "prune")
+        where.parent.mkdir(parents=True, exist_ok=True)
+        git(repo, "worktree", "add", "--force", "-B", branch, str(where), base)
+        return cls(repo, where.resolve(), branch, base, list(writes))
+
+    def resolve(self, path: str) -> Path:
+        """The file `path` names inside the worktree; PathRefused for anything that leaves it."""
+        pure = PurePosixPath(path or ".")
+        if pure.is_absolute() or ".." in pure.parts:
+            raise PathRefused(f"{path!r} is outside the worktree: use a path relative to the repository root")
+        target = (self.root / pure).resolve()
+        if not target.is_relative_to(self.root) or ".git" in target.relative_to(self.root).parts:
+            raise PathRefused(f"{path!r} is outside the worktree")
+        return target
+
+    def list(self, path: str = ".") -> str:
+        folder = self.resolve(path)
+        if not folder.is_dir():
+            raise PathRefused(f"{path!r} is not a folder")
+        files = sorted(str(p.relative_to(self.root)) for p in folder.rglob("*")
+                       if p.is_file() and ".git" not in p.relative_to(self.root).parts)
+        return "\n".join(files[:LIST_FILES]) + (f"\n... and {len(files) - LIST_FILES} more" if len(files) > LIST_FILES else "")
+
+    def read(self, path: str) -> str:
+        target = self.resolve(path)
+        if not target.is_file():
+            raise PathRefused(f"{path!r} is not a file")
+        return target.read_text(encoding="utf-8", errors="replace")[:READ_CHARS]
+
+    def write(self, path: str, content: str) -> str:
+        target = self.resolve(path)
+        relative = target.relative_to(self.root).as_posix()
+        if self.writes and not any(relative == w.rstrip("/") or relative.startswith(w.rstrip("/") + "/") for w in self.writes):
+            raise PathRefused(f"{relative!r} is not among the files this task declared ({', '.join(self.writes)})")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        return f"wrote {relative} ({len(content)} characters)"
+
+    def test(self, command: str, timeout_s: float) -> str:
+        if not command.strip():
+            return "no test command was given for this run"
+        try:
+            done = subprocess.run(shlex.split(command), cwd=self.root, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return f"test command timed out after {timeout_s:g}s"
+        except OSError as exc:
+            return f"test command could not start: {exc}"
+        return f"exit {done.returncode}\n{(done.stdout + done.stderr)[-3000:]}"
+
+    def commit(self, message: str) -> str | None:
+        """Commit everything the task changed on its branch; the new commit, or None when nothing changed."""
+        git(self.root, "add", "-A")
+        if git(self.root, "diff", "--cached", "--quiet", check=False).returncode == 0:
+            return None
+        git(self.root, "commit", "-q", "--no-verify", "-m", message)
+        return head_commit(self.root)
+
+    def changed_files(self) -> list[str]:
+        return git(self.repo, "diff", "--name-only", self.base, self.branch).stdout.split()
+
+    def remove(self) -> None:
+        git(self.repo, "worktree", "remove", "--force", str(self.root), check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+        git(self.repo, "worktree", "prune", check=False)
+
+
+@dataclass
+class MergeCheck:
+    clean: bool
+    tree: str
+    conflicts: list[str]
+    messages: str
+
+
+def check_merge(repo: Path, ours: str, theirs: str) -> MergeCheck:
+    """`git merge-tree --write-tree ours theirs`: would the merge be clean, and which files conflict."""
+    done = git(repo, "merge-tree", "--write-tree", "--name-only", "--messages", ours, theirs, check=False)
+    if done.returncode not in (0, 1):
+        raise GitError(f"git merge-tree: {(done.stderr or done.stdout).strip()[:300]}")
+    tree, _, rest = done.stdout.partition("\n")
+    files, _, messages = rest.partition("\n\n")
+    return MergeCheck(done.returncode == 0, tree.strip(), [f for f in files.splitlines() if f.strip()], messages.strip())
+
+
+class Integration:
+    """The branch the clean edit branches are merged into, one `commit-tree` at a time, in plan order."""
+
+    def __init__(self, repo: Path, branch: str, base: str) -> None:
+        self.repo, self.branch, self.base = repo, branch, base
+        if not branch_exists(repo, branch):
+            git(repo, "branch", branch, base)
+
+    @property
+    def head(self) -> str:
+        return git(self.repo, "rev-parse", f"refs/heads/{self.branch}").stdout.strip()
+
+    def merge(self, branch: str, message: str) -> MergeCheck:
+        """Merge `branch` if that is clean (the integration branch moves); otherwise only report."""
+        head = self.head
+        found = check_merge(self.repo, head, branch)
+        if found.clean:
+            tip = git(self.repo, "rev-parse", branch).stdout.strip()
+            commit = git(self.repo, "commit-tree", found.tree, "-p", head, "-p", tip, "-m", message).stdout.strip()
+            git(self.repo, "update-ref", f"refs/heads/{self.branch}", commit, head)
+        return found
+
+    def diff(self, branch: str, since: str) -> str:
+        return git(self.repo, "diff", since, branch).stdout[:6000]
+
+    def dropped_lines(self, branch: str, since: str) -> list[str]:
+        """Lines the integration branch gained after `since` that `branch` no longer has in the files it changed.
+
+        A task redone on the new base that writes whole files from its old view would undo the
+        other tasks' merged work without any textual conflict; this finds that."""
+        lost: list[str] = []
+        for path in git(self.repo, "diff", "--name-only", self.head, branch).stdout.split():
+            before = _lines(self.repo, since, path)
+            merged = _lines(self.repo, self.head, path)
+            theirs = set(_lines(self.repo, branch, path))
+            added = [line[2:] for line in difflib.ndiff(before, merged) if line.startswith("+ ") and line[2:].strip()]
+            lost += [f"{path}: {line}" for line in added if line not in theirs]
+        return lost
+
+
+def _lines(repo: Path, commit: str, path: str) -> list[str]:
+    done = git(repo, "show", f"{commit}:{path}", check=False)
+    return done.stdout.splitlines() if done.returncode == 0 else []

@@ -1,0 +1,225 @@
+"""The plan of a `plan` run and the graph state its tasks share.
+
+A plan is a small DAG of tasks (LLMCompiler's planner output, checked before anything
+runs). Its payloads are pydantic, because the plan is untrusted model output like any
+reply; whether it is *runnable* (no cycle, no unknown dependency, no undeclared
+placeholder, not too many tasks) is decided by parallax/logic/plan_check.py, which the
+planner's call runs as part of parsing, so a bad plan is re-asked inside the same branch.
+
+Tasks of one dispatch run in the same superstep and write three reducer channels:
+`tasks` (one record per task and round, replaced on a re-run), `board` (results under a
+key, with the plan's declared policy when two tasks write one key) and `branches`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import BaseModel, Field, field_validator
+from typing_extensions import TypedDict
+
+from parallax.state.solve import SolveInput, Status, merge_branches
+
+TaskKind = Literal["solve", "section", "vote", "tool", "edit"]
+Synthesis = Literal["concat", "reduce", "vote", "assembly"]
+BoardPolicy = Literal["append", "keep_both", "conflict"]
+TaskStatus = Literal["PENDING", "RUNNING", "DONE", "NEEDS_REVIEW", "FAILED", "SKIPPED"]
+FINISHED = ("DONE", "NEEDS_REVIEW")
+"""Task states whose output dependants may use."""
+
+
+class PlanTask(BaseModel):
+    """One step of a plan. `$N` or `${N}` in `goal` or an input stands for task N's result."""
+
+    id: int = Field(ge=1, description="1, 2, 3 ... unique within the plan")
+    goal: str = Field(description="what this task must produce")
+    kind: TaskKind = Field("solve", description="solve: answer it; section: read a long document in slices; "
+                                                "vote: several independent short answers; tool: run a tool; "
+                                                "edit: change files in the repository")
+    deps: list[int] = Field(default_factory=list, description="ids of the tasks whose results this task needs")
+    inputs: dict[str, str] = Field(default_factory=dict, description="named inputs; may hold $N placeholders")
+    writes: list[str] = Field(default_factory=list, description="files an edit task changes (paths in the repository)")
+    optional: bool = Field(False, description="the plan can finish without this task")
+    key: str = Field("", description="board key the result is written under (default: the task id)")
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a task goal is empty")
+        return value.strip()
+
+    @property
+    def board_key(self) -> str:
+        return self.key or str(self.id)
+
+
+class Plan(BaseModel):
+    """Reply of the planner: tasks in plan order, and how their results become one answer."""
+
+    tasks: list[PlanTask] = Field(description="the tasks, in plan order")
+    synthesis: Synthesis = Field("concat", description="concat (plan order), reduce (fold pairwise), "
+                                                       "vote (over equivalent tasks), assembly (fill `template`)")
+    template: str = Field("", description="for assembly: the answer with ${N} where task N's result goes")
+    outputs: list[int] = Field(default_factory=list, description="tasks whose results are synthesised "
+                                                                 "(default: those no task depends on)")
+    board_policy: BoardPolicy = Field("keep_both", description="when two tasks write one board key: append the "
+                                                               "results, keep both, or mark a conflict for the joiner")
+    min_votes: int | None = Field(None, ge=1, description="for vote synthesis: results that must agree "
+                                                          "(default: a majority of the outputs)")
+
+    def task(self, task_id: int) -> PlanTask:
+        return next(t for t in self.tasks if t.id == task_id)
+
+    def sinks(self) -> list[int]:
+        needed = {d for t in self.tasks for d in t.deps}
+        return [t.id for t in self.tasks if t.id not in needed]
+
+    def output_ids(self) -> list[int]:
+        return list(self.outputs) or self.sinks()
+
+
+# --- reducers ----------------------------------------------------------------------------
+
+
+def merge_tasks(left: list[dict] | None, right: list[dict] | dict | None) -> list[dict]:
+    """Task records by (round, id): a re-run (after a resume) replaces its own record; order kept."""
+    merged = list(left or [])
+    new = [right] if isinstance(right, dict) else list(right or [])
+    index = {(r["round"], r["id"]): i for i, r in enumerate(merged)}
+    for record in new:
+        where = index.get((record["round"], record["id"]))
+        if where is None:
+            index[(record["round"], record["id"])] = len(merged)
+            merged.append(record)
+        else:
+            merged[where] = record
+    return merged
+
+
+def board_value(policy: str, entries: list[dict]) -> Any:
+    """What a key holds under its policy: one value, the joined values, every value, or None (a conflict)."""
+    values = [e["value"] for e in entries]
+    if len(values) == 1:
+        return values[0]
+    if policy == "append":
+        return "\n\n".join(str(v) for v in values)
+    if policy == "keep_both":
+        return values
+    return None
+
+
+def merge_board(left: dict | None, right: dict | None) -> dict:
+    """Board keys written by tasks; order-independent, so two writers in one superstep give one result.
+
+    A write is {key: {"policy": ..., "entries": [{"task", "round", "value"}]}}. Entries of one key
+    are kept per task (a later round replaces the task's earlier entry) in task order. Two
+    tasks on one key follow the policy: `append` joins the values, `keep_both` keeps a list,
+    `conflict` keeps both and sets `conflict` for the joiner to resolve (`resolved` then holds
+    its choice). `None` as a key's write removes the key.
+    """
+    board = dict(left or {})
+    for key, write in (right or {}).items():
+        if write is None:
+            board.pop(key, None)
+            continue
+        current = board.get(key) or {"policy": write.get("policy", "keep_both"), "entries": []}
+        by_task = {e["task"]: e for e in current["entries"]}
+        for entry in write.get("entries", []):
+            seen = by_task.get(entry["task"])
+            if seen is None or entry.get("round", 0) >= seen.get("round", 0):
+                by_task[entry["task"]] = entry
+        entries = sorted(by_task.values(), key=lambda e: e["task"])
+        policy = write.get("policy") or current["policy"]
+        merged = {"policy": policy, "entries": entries, "value": board_value(policy, entries),
+                  "conflict": policy == "conflict" and len(entries) > 1}
+        resolved = write.get("resolved", current.get("resolved"))
+        if resolved is not None and merged["conflict"]:
+            merged.update(resolved=resolved, value=resolved.get("value"))
+        board[key] = merged
+    return board
+
+
+# --- graph state -------------------------------------------------------------------------
+
+
+class PlanInput(SolveInput, total=False):
+    """What a caller sends: the request (`task`, or `question` about the document in `task`) and options."""
+
+    plan: dict[str, Any]
+    """A plan to run instead of asking the planner (checked the same way; a bad one is refused)."""
+    max_replans: int
+    """How often the joiner may ask for a new plan (default 1); an identical replan stops at once."""
+    repo: str
+    """Git repository that `edit` tasks change, each in its own worktree (nothing else is written)."""
+    test_command: str
+    """Command an edit task may run in its worktree (its `test` tool), e.g. `python -m pytest -q`."""
+
+
+class PlanOutput(TypedDict):
+    """What a caller gets back: the solve output's keys plus the plan, its tasks, board and checks."""
+
+    answer: str
+    mode: str
+    status: Status
+    confidence: float
+    reason: str
+    branches: Annotated[list[dict], merge_branches]
+    votes: dict[str, int]
+    failed_branches: list[str]
+    objection: str
+    trace_id: str
+    playbook_version: int
+    plan: dict[str, Any]
+    tasks: Annotated[list[dict], merge_tasks]
+    board: Annotated[dict[str, Any], merge_board]
+    verification: dict[str, Any]
+
+
+class PlanState(PlanInput, PlanOutput, total=False):
+    """Everything the plan nodes share."""
+
+    request: str
+    document: str
+    round: int
+    planned: bool
+    """False when no valid plan could be made (the run then answers directly)."""
+    plan_error: str
+    plans: list[dict]
+    """Every plan of the run, in order (the joiner compares a replan with the one before)."""
+    decision: str
+    """The joiner's last decision: "finish" or "replan"."""
+    stop: str
+    """Why no further plan will be made (an identical or invalid replan); the joiner then finishes."""
+    repo_base: str
+    """The commit every edit task's worktree starts from."""
+
+
+class TaskPayload(TypedDict):
+    """What one `run_task` Send carries: its task, the plan around it and the run's settings."""
+
+    task: dict[str, Any]
+    plan: dict[str, Any]
+    round: int
+    trace_id: str
+    request: str
+    document: str
+    tenant: str
+    playbook: str
+    votes: int
+    min_votes: NotRequired[int]
+    repo: NotRequired[str]
+    repo_base: NotRequired[str]
+    test_command: NotRequired[str]
+    earlier: list[dict]
+    """Finished task records of earlier rounds (a replanned task equal to one of them is not redone)."""
+
+
+class EditStep(BaseModel):
+    """One reply of an edit task's agent: a tool to use on its worktree, or `done`."""
+
+    action: Literal["list", "read", "write", "test", "done"] = Field(
+        description="list files, read a file, write a whole file, run the tests, or done")
+    path: str = Field("", description="file or folder, relative to the repository root")
+    content: str = Field("", description="for write: the complete new content of the file")
+    note: str = Field("", description="for done: what was changed, in one sentence")
