@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, Field, field_validator
 from typing_extensions import TypedDict
 
-from parallax.state.solve import SolveInput, Status, merge_branches
+from parallax.state.solve import RunOutput, SolveInput
 
 TaskKind = Literal["solve", "section", "vote", "tool", "edit"]
 Synthesis = Literal["concat", "reduce", "vote", "assembly"]
@@ -156,24 +156,13 @@ class PlanInput(SolveInput, total=False):
     """Command an edit task may run in its worktree (its `test` tool), e.g. `python -m pytest -q`."""
 
 
-class PlanOutput(TypedDict):
+class PlanOutput(RunOutput):
     """What a caller gets back: the solve output's keys plus the plan, its tasks, board and checks."""
 
-    answer: str
     mode: str
-    status: Status
-    confidence: float
-    reason: str
-    branches: Annotated[list[dict], merge_branches]
-    votes: dict[str, int]
-    failed_branches: list[str]
-    objection: str
-    trace_id: str
-    playbook_version: int
     plan: dict[str, Any]
     tasks: Annotated[list[dict], merge_tasks]
     board: Annotated[dict[str, Any], merge_board]
-    verification: dict[str, Any]
 
 
 class PlanState(PlanInput, PlanOutput, total=False):

@@ -53,11 +53,10 @@ class SolveInput(TypedDict):
     """Use these prompt versions ({name: {"version", "system", "user"}}) instead of the served ones (gate evaluations)."""
 
 
-class SolveOutput(TypedDict):
-    """What a caller gets back (see the CLI contract in the README)."""
+class RunOutput(TypedDict):
+    """What every run gives back, whatever its graph (solve, plan); `mode` is each graph's own."""
 
     answer: str
-    mode: Route
     status: Status
     confidence: float
     reason: str
@@ -69,6 +68,12 @@ class SolveOutput(TypedDict):
     playbook_version: int
     verification: dict[str, Any]
     """What the merge checked: `rules` (vote quorum) or `facts` (section findings whose quotes verify)."""
+
+
+class SolveOutput(RunOutput):
+    """What a caller gets back (see the CLI contract in the README)."""
+
+    mode: Route
 
 
 class SolveState(SolveInput, SolveOutput, total=False):
