@@ -38,6 +38,8 @@ class _Rule(NamedTuple):
     kind: str
     pattern: re.Pattern[str]
     check: Callable[[str], bool] | None = None
+    gate: re.Pattern[str] | None = None
+    """Something every match contains; text without it skips the (costlier) pattern."""
 
 
 def placeholder(kind: str) -> str:
@@ -94,30 +96,31 @@ _RULES: tuple[_Rule, ...] = (
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:(?:(?!-----BEGIN)[\s\S])*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
         r"|(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/=]{16,})*)"
-    )),
+    ), gate=re.compile("-----BEGIN")),
     # header.payload.signature, base64url; the header is JSON, so it starts with eyJ ('{"').
-    _Rule("jwt", re.compile(_START + r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")),
+    _Rule("jwt", re.compile(_START + r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), gate=re.compile("eyJ")),
     # OpenAI (sk-..., sk-proj-...) and Anthropic (sk-ant-...). Real keys are random, so a
     # digit or capital is required: "sk-learn-compatible-estimator" stays.
-    _Rule("api_key", re.compile(_START + r"sk-(?=[A-Za-z0-9_-]*[0-9A-Z])[A-Za-z0-9_-]{20,}")),
-    _Rule("aws_key", re.compile(_START + r"(?:AKIA|ASIA)[A-Z0-9]{16}" + _END)),
-    _Rule("api_key", re.compile(_START + r"AIza[A-Za-z0-9_-]{30,}")),  # Google
-    _Rule("token", re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
-    _Rule("token", re.compile(_START + r"xox[abposr]-[A-Za-z0-9-]{10,}")),  # Slack
+    _Rule("api_key", re.compile(_START + r"sk-(?=[A-Za-z0-9_-]*[0-9A-Z])[A-Za-z0-9_-]{20,}"), gate=re.compile("sk-")),
+    _Rule("aws_key", re.compile(_START + r"(?:AKIA|ASIA)[A-Z0-9]{16}" + _END), gate=re.compile("AKIA|ASIA")),
+    _Rule("api_key", re.compile(_START + r"AIza[A-Za-z0-9_-]{30,}"), gate=re.compile("AIza")),  # Google
+    _Rule("token", re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+          gate=re.compile("gh[pousr]_|github_pat_")),
+    _Rule("token", re.compile(_START + r"xox[abposr]-[A-Za-z0-9-]{10,}"), gate=re.compile("xox")),  # Slack
     _Rule("token", re.compile(
         r"(?P<keep>\b[Bb]earer\s+)(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{8,}=*"
-    )),
+    ), gate=re.compile("[Bb]earer")),
     _Rule("secret", re.compile(
         r"(?P<keep>" + _SECRET_NAME + r"[\"']?\s*[:=]\s*(?P<q>[\"'])?)"
         r"(?!" + _PLACEHOLDER + r")(?!" + _PLAIN_NUMBER + r")" + _VALUE
-    )),
+    ), gate=re.compile(r"(?i)key|secret|token|passw|pwd|credential")),
     _Rule("email", re.compile(
         r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
-    )),
+    ), gate=re.compile("@")),
     _Rule("phone", re.compile(
         r"(?<![\w+])(?<!\d )\+\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{2,5}){2,5}(?!\d)"
         r"|(?<![\w(])\(\d{3}\)[ .-]?\d{3}[ .-]\d{4}(?!\d)"
-    ), _is_phone),
+    ), _is_phone, re.compile(r"[+(]\d")),
     # 13-19 digits, single spaces or dashes between them, not part of a longer number or a decimal.
     _Rule("card", re.compile(r"(?<![\d.])(?<!\d[ -])\d(?:[ -]?\d){12,18}(?![ -]?\d)(?!\.\d)"), _is_card),
 )
@@ -162,7 +165,8 @@ def _scrub(text: str) -> tuple[str, list[str]]:
     for _ in range(_MAX_PASSES):
         before = text
         for rule in _RULES:
-            text = _apply(rule, text, found)
+            if rule.gate is None or rule.gate.search(text):
+                text = _apply(rule, text, found)
         if text == before:
             break
     return text, list(dict.fromkeys(found))
