@@ -39,9 +39,10 @@ def log(message: str) -> None:
 
 
 def request(temperature: float, max_tokens: int) -> dict:
+    """A vote branch's request; the seed makes its reply the same in every repeat and setting."""
     messages = [{"role": "system" if m.type == "system" else "user", "content": m.content}
                 for m in answer_messages(QUESTION, "", [], short=True)]
-    return {"messages": messages, "temperature": temperature, "max_tokens": max_tokens,
+    return {"messages": messages, "temperature": temperature, "max_tokens": max_tokens, "seed": 7,
             "response_format": response_format(Answer, "json_schema")}
 
 
@@ -52,8 +53,8 @@ async def timed(client: openai.AsyncOpenAI, model: str, bodies: list[dict]) -> t
     return time.perf_counter() - started, sum(r.usage.completion_tokens for r in replies)
 
 
-async def measure(parallel: int, votes: int, repeats: int, max_tokens: int) -> dict:
-    settings = load().model_copy(update={"base_url": None, "model_parallel": parallel})
+async def measure(parallel: int, votes: int, repeats: int, max_tokens: int, batch_threads: int | None = None) -> dict:
+    settings = load().model_copy(update={"base_url": None, "model_parallel": parallel, "model_batch_threads": batch_threads})
     temperatures = spread(0.3, 1.0, votes)
     with LocalModelServer(settings) as server:
         client = openai.AsyncOpenAI(base_url=server.url, api_key="local", max_retries=0, timeout=600)
@@ -84,11 +85,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--parallel", type=int, default=None, help="slots of the server (default: PARALLAX_MODEL_PARALLEL)")
     parser.add_argument("--compare-parallel", type=int, default=1, help="second slot setting measured the same way (0: none)")
     parser.add_argument("--max-tokens", type=int, default=128, help="per reply (default 128)")
+    parser.add_argument("--batch-threads", type=int, default=None, help="PARALLAX_MODEL_BATCH_THREADS for this run")
     parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")
     args = parser.parse_args(argv)
     parallel = args.parallel or load().model_parallel
     settings = [parallel] + ([args.compare_parallel] if args.compare_parallel else [])
-    runs = {f"parallel_{p}": asyncio.run(measure(p, args.votes, args.repeats, args.max_tokens)) for p in settings}
+    runs = {f"parallel_{p}": asyncio.run(measure(p, args.votes, args.repeats, args.max_tokens, args.batch_threads))
+            for p in settings}
     main_run = runs[f"parallel_{parallel}"]
     out = {"benchmark": "local_model", "votes": args.votes, "repeats": args.repeats, "max_tokens": args.max_tokens,
            f"ratio_vote{args.votes}_vs_single": main_run["ratio_vote_vs_single"], **runs,

@@ -100,6 +100,7 @@ class LocalModelServer:
             "--model", str(self.gguf), "--alias", s.chat_model_name, "--port", str(self.port),
             "--parallel", str(s.model_parallel), "--context", str(s.model_context),
             "--threads", str(s.model_threads or default_threads()),
+            "--batch-threads", str(s.model_batch_threads or s.model_threads or default_threads()),
         ]  # fmt: skip
 
     def start(self, timeout: float = 120.0) -> LocalModelServer:
@@ -320,7 +321,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--parallel", type=int, default=5)
     parser.add_argument("--context", type=int, default=8192, help="KV cache tokens, shared by the slots")
-    parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--threads", type=int, default=default_threads(), help="threads of a one-token decode step")
+    parser.add_argument("--batch-threads", type=int, default=default_threads(),
+                        help="threads of a step with several tokens: a prompt, or several slots decoding at once")
     args = parser.parse_args(argv)
     params = xllamacpp.CommonParams()
     params.model.path = args.model
@@ -331,7 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     params.cont_batching = True
     params.n_ctx = args.context
     params.kv_unified = True  # one cache shared by the slots: a long prompt may use what idle slots do not
-    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = args.threads
+    params.cpuparams.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.batch_threads
     params.warmup = False
     params.endpoint_slots = True  # GET /slots shows which slots are busy (tests watch requests run side by side)
     stop = threading.Event()

