@@ -38,8 +38,10 @@ Tenant = Annotated[str, typer.Option("--tenant", envvar="PARALLAX_TENANT",
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr and an exit code; no traceback."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """One line on stderr and an exit code; no traceback. The message is printed as written (brackets too)."""
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

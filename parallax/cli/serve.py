@@ -91,14 +91,6 @@ def serve(
              "postgresql://postgres@127.0.0.1:5432/parallax")
     if not settings.api_keys:
         fail("set PARALLAX_API_KEYS=key:tenant[,key2:tenant2]: every request needs a key, and the key names its tenant")
-    config = (config or default_config()).resolve()
-    if not config.is_file():
-        fail(f"no Aegra config at {config}: pass --config, or run from the repository")
-    try:
-        import aegra_api  # noqa: F401
-        import uvicorn
-    except ImportError:
-        fail(f"Aegra is not installed here (Python {sys.version_info.major}.{sys.version_info.minor}): {INSTALL_HINT}")
     from parallax.runtime.storage.namespaces import StoreError
     from parallax.runtime.storage.postgres import conninfo
 
@@ -107,6 +99,14 @@ def serve(
         settings.api_key_tenants  # noqa: B018  (a bad entry raises here, before anything starts)
     except (StoreError, settings_mod.SettingsError) as exc:
         fail(str(exc))
+    config = (config or default_config()).resolve()
+    if not config.is_file():
+        fail(f"no Aegra config at {config}: pass --config, or run from the repository")
+    try:
+        import aegra_api  # noqa: F401
+        import uvicorn
+    except ImportError:
+        fail(f"Aegra is not installed here (Python {sys.version_info.major}.{sys.version_info.minor}): {INSTALL_HINT}")
     redis = os.environ.get("REDIS_URL")
     os.environ.update({"DATABASE_URL": url, "AEGRA_CONFIG": str(config), "RUN_MIGRATIONS_ON_STARTUP": "false",
                        "HOST": host, "PORT": str(port)})

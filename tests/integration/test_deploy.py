@@ -339,3 +339,17 @@ async def test_a_replica_killed_mid_run_is_taken_over_without_repeating_finished
     every = Counter(e["status"] for e in cluster.model.log() if e.get("messages_hash"))
     print(f"kill test: killed replica {victim.port} after {len(finished)} answered votes; run finished on "
           f"{survivor.port} {took_over_s:.1f}s later; model calls by status {dict(every)}; answered per vote {dict(calls)}")
+
+
+def test_replicas_started_at_once_on_a_fresh_database_both_come_up(tmp_path):
+    """The migration race Aegra has on a fresh database (UniqueViolation in CREATE TABLE) cannot happen:
+    `parallax serve` migrates under an advisory lock, so the second replica finds nothing left to do."""
+    fresh = Cluster(tmp_path, {"PARALLAX_API_KEYS": "key-acme:acme"}).create()
+    try:
+        launched = [fresh.launch(), fresh.launch(), fresh.launch()]
+        for replica in launched:
+            fresh.wait_ready(replica)
+        logs = "".join(r.log() for r in launched)
+        assert "UniqueViolation" not in logs and logs.count("migrated ") == 3
+    finally:
+        fresh.close()

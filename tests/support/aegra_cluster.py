@@ -148,6 +148,10 @@ class Cluster:
 
     def start_replica(self, port: int | None = None, timeout_s: float = 90.0) -> Replica:
         """Start one replica and return once its /ready answers 200."""
+        return self.wait_ready(self.launch(port), timeout_s)
+
+    def launch(self, port: int | None = None) -> Replica:
+        """Start one replica without waiting for it."""
         port = port or free_port()
         log_path = self.work / f"replica-{port}.log"
         with open(log_path, "ab") as log:
@@ -156,6 +160,10 @@ class Cluster:
                                        stderr=subprocess.STDOUT, start_new_session=True)
         replica = Replica(port, process, log_path)
         self.replicas.append(replica)
+        return replica
+
+    def wait_ready(self, replica: Replica, timeout_s: float = 90.0) -> Replica:
+        port, process = replica.port, replica.process
         deadline = time.monotonic() + timeout_s
         with httpx.Client(trust_env=False, timeout=2.0) as client:
             while True:

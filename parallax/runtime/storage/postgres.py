@@ -4,8 +4,11 @@ Why advisory locks: a commit's read-head -> write-version -> write-head section 
 every other writer of that playbook, and in a deployment the writers are graph runs on
 several replicas (and `parallax` commands on other machines). A file lock or a process lock
 cannot see them; PostgreSQL can. `PostgresCommitLock.hold(name)` opens its own connection and
-takes the session-level advisory lock of a 64-bit key derived from the name
-(`pg_advisory_lock`, waiting at most `timeout` seconds through `lock_timeout`). The lock is
+takes the session-level advisory lock of a 64-bit key derived from the name. It polls
+`pg_try_advisory_lock` (with `asyncio.sleep` between tries, at most `timeout` seconds) rather
+than blocking in `pg_advisory_lock`: a waiter blocked inside a statement counts as a running
+transaction, and the store's migrations (`CREATE INDEX CONCURRENTLY`) wait for every running
+transaction to end, so a blocked waiter and a migrating holder would wait for each other. The lock is
 released when the section ends, and by the server when the connection dies with its process,
 so a SIGKILLed replica never leaves a playbook locked. A dedicated connection (not one of the
 store's pool) means a section that itself reads and writes the store never waits for a pool
@@ -21,7 +24,9 @@ Postgres store raises a StoreError that says what to install.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -56,8 +61,9 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def _timeout_ms(timeout: float) -> int:
-    return max(1, int(timeout * 1000))
+def _timed_out(name: str, timeout: float) -> StoreError:
+    return StoreError(f"timed out after {timeout:g}s waiting for the lock {name!r}: another writer holds it; "
+                      "retry when it is done")
 
 
 class PostgresCommitLock:
@@ -69,33 +75,34 @@ class PostgresCommitLock:
     @asynccontextmanager
     async def hold(self, name: str) -> AsyncIterator[None]:
         psycopg = _psycopg()
-        conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
-        try:
-            await conn.execute(f"SET lock_timeout = {_timeout_ms(self.timeout)}")
-            try:
-                await conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(name),))
-            except psycopg.errors.LockNotAvailable:
-                raise StoreError(f"timed out after {self.timeout:g}s waiting for the lock {name!r}: another writer "
-                                 "holds it; retry when it is done") from None
+        key, delay, deadline = lock_key(name), 0.002, time.monotonic() + self.timeout
+        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+            while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone())[0]:
+                if time.monotonic() >= deadline:
+                    raise _timed_out(name, self.timeout)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
             try:
                 yield
             finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(name),))
-        finally:
-            await conn.close()
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 @contextmanager
 def held_sync(url: str, name: str, timeout: float = 300.0) -> Iterator[None]:
     """The same lock for synchronous callers (migrations run outside any event loop)."""
     psycopg = _psycopg()
+    key, delay, deadline = lock_key(name), 0.002, time.monotonic() + timeout
     with psycopg.connect(conninfo(url), autocommit=True) as conn:
-        conn.execute(f"SET lock_timeout = {_timeout_ms(timeout)}")
-        conn.execute("SELECT pg_advisory_lock(%s)", (lock_key(name),))
+        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            if time.monotonic() >= deadline:
+                raise _timed_out(name, timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
         try:
             yield
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key(name),))
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 def postgres_url_of(store: Any, fallback: str | None = None) -> str | None:
