@@ -11,20 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import PARALLAX, Cluster, missing_services
+from tests.support.aegra_cluster import PARALLAX, Cluster, missing_services, readme_retry_helper
 from tests.support.fault_server import FaultConfig, FaultServer, default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
-README = (Path(__file__).parents[2] / "README.md").read_text()
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}
 MAX_PENDING = 4
 
@@ -179,14 +176,6 @@ async def test_keys_name_tenants_and_tenants_never_see_each_other(cluster):
     ok = await client(a).runs.wait(same["thread_id"], "solve", input={"task": "What is 2 + 2?", "tenant": "acme",
                                                                       "mode": "direct"})
     assert ok["status"] == "ok"
-
-
-def readme_retry_helper():
-    """The README's client snippet (Deploy > Clients), run as written."""
-    block = next(b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "def retry_on_429" in b)
-    namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
-    return namespace["retry_on_429"]
 
 
 async def test_overload_gets_429_with_retry_after_and_the_documented_client_gets_through(cluster):

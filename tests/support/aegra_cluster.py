@@ -215,3 +215,14 @@ class Cluster:
             client = redis.Redis.from_url(REDIS_URL)
             for key in client.scan_iter(match=f"{self.name}:*"):
                 client.delete(key)
+
+
+def readme_retry_helper():
+    """`retry_on_429` from the README's client snippet (Deploy > Clients), run as written."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def retry_on_429" in b)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    return namespace["retry_on_429"]
