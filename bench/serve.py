@@ -16,9 +16,13 @@ measures:
                           per thread, read from the store table)
   extra_model_calls       model calls beyond votes x runs (a re-executed branch would show here)
   peak_rss_mb             peak resident memory per replica (sampled every 0.25 s)
+  replica_cpu_s_per_run   CPU seconds the replicas spent per run (all of them together)
 
 and the same runs through the same graph in this process (`in_process`: InMemory checkpointer
-and store, same endpoint, same concurrency), so `server_overhead_s` = server p50 - in-process p50.
+and store, same endpoint, same concurrency), so `server_overhead_s` = server p50 - in-process p50;
+`in_process.cpu_s_per_run` is this process's CPU per run (the fault server's share included), to
+set against `replica_cpu_s_per_run`. On a 2-core machine that also runs the clients and the model,
+CPU is what limits runs/s, so a second replica adds little here; on separate hosts it would.
 
 The model is tests/support/fault_server.py with no faults and `--latency-ms` per call, an
 OpenAI-compatible HTTP endpoint both the replicas and the in-process runs call: the sleeping
@@ -113,8 +117,10 @@ async def in_process(runs: int, clients: int, url: str) -> dict:
         return await graph.ainvoke(task(n), {"configurable": {"thread_id": f"t-{n}"}})
 
     await submit(-1)  # warm-up: clients, prompts, imports
+    cpu = time.process_time()
     latencies, outcomes, wall = await load(runs, clients, submit)
-    return {**figures(latencies, wall), "lost_runs": sum(not ok(o) for _, o in outcomes)}
+    return {**figures(latencies, wall), "lost_runs": sum(not ok(o) for _, o in outcomes),
+            "cpu_s_per_run": round((time.process_time() - cpu) / runs, 4)}
 
 
 def sample_rss(cluster: Cluster, peaks: dict, stop: threading.Event) -> None:
@@ -122,6 +128,20 @@ def sample_rss(cluster: Cluster, peaks: dict, stop: threading.Event) -> None:
         for port, rss in cluster.peak_rss().items():
             peaks[port] = max(peaks.get(port, 0), rss)
         stop.wait(0.25)
+
+
+def replica_cpu(cluster: Cluster) -> float:
+    """CPU seconds (user + system) the live replicas have used so far."""
+    import psutil
+
+    total = 0.0
+    for replica in cluster.replicas:
+        try:
+            times = psutil.Process(replica.pid).cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
 
 
 async def served(replicas: int, runs: int, clients: int, server: FaultServer, work: Path) -> dict:
@@ -156,7 +176,9 @@ async def served(replicas: int, runs: int, clients: int, server: FaultServer, wo
         stop = threading.Event()
         sampler = threading.Thread(target=sample_rss, args=(cluster, peaks, stop), daemon=True)
         sampler.start()
+        cpu = replica_cpu(cluster)
         latencies, outcomes, wall = await load(runs, clients, submit)
+        cpu = replica_cpu(cluster) - cpu
         stop.set()
         sampler.join()
         calls = sum(1 for e in server.log() if e.get("messages_hash") and e["status"] == 200)
@@ -169,6 +191,7 @@ async def served(replicas: int, runs: int, clients: int, server: FaultServer, wo
         return {**figures(latencies, wall), "lost_runs": sum(not ok(o) for _, o in outcomes),
                 "duplicated_runs": sum(count > 1 for count in per_run.values()),
                 "runs_with_a_trace": len(per_run), "extra_model_calls": calls - VOTES * runs,
+                "replica_cpu_s_per_run": round(cpu / runs, 4),
                 "peak_rss_mb": {str(port): round(rss / 2**20, 1) for port, rss in sorted(peaks.items())},
                 "failures": [o for _, o in outcomes if not ok(o)][:3]}
     finally:
