@@ -28,7 +28,6 @@ from __future__ import annotations
 import hmac
 
 from langgraph_sdk import Auth
-from sqlalchemy import text
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.run_context import AUTH_TENANT_FIELD
@@ -53,7 +52,7 @@ def key_from(headers: dict) -> str | None:
     if headers.get("x-api-key"):
         return headers["x-api-key"]
     scheme, _, token = (headers.get("authorization") or "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
 
 
 @auth.authenticate
@@ -78,6 +77,7 @@ async def own_threads(ctx: Auth.types.AuthContext, value: dict) -> dict:
 async def pending_runs(tenant: str | None = None) -> int:
     """Runs pending or running in Aegra's runs table: one tenant's, or everyone's."""
     from aegra_api.core.database import db_manager
+    from sqlalchemy import text
 
     query = "SELECT count(*) FROM runs WHERE status IN ('pending', 'running')"
     async with db_manager.get_engine().connect() as conn:

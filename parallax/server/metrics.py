@@ -81,24 +81,42 @@ def count_solve(inputs: dict, outputs: dict) -> str:
 
 
 class RunMetrics(BaseCallbackHandler):
-    """Counts the root runs of one graph (its subgraphs and inner runs have a parent and are skipped)."""
+    """Counts the root runs of one graph. Inner runs (nodes, subgraphs) only tell their root that it was
+    interrupted: a node that calls `interrupt()` ends with GraphInterrupt, while the root run then ends
+    normally, its output saying nothing of it."""
 
     run_inline = True  # prometheus_client is thread-safe and cheap: no executor hop per event
 
     def __init__(self, graph: str) -> None:
         self.graph = graph
         self.inputs: dict[UUID, dict] = {}
+        self.root_of: dict[UUID, UUID] = {}
+        self.children: dict[UUID, list[UUID]] = {}
+        self.interrupted: set[UUID] = set()
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
                        **kwargs: Any) -> None:
         if parent_run_id is None:
             self.inputs[run_id] = inputs if isinstance(inputs, dict) else {}
+            self.children[run_id] = []
+            return
+        root = self.root_of.get(parent_run_id, parent_run_id)
+        if root in self.children:
+            self.root_of[run_id] = root
+            self.children[root].append(run_id)
+
+    def _finish(self, run_id: UUID) -> tuple[dict, bool]:
+        for child in self.children.pop(run_id, []):
+            self.root_of.pop(child, None)
+        interrupted = run_id in self.interrupted
+        self.interrupted.discard(run_id)
+        return self.inputs.pop(run_id, {}), interrupted
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         if parent_run_id is not None:
             return
-        inputs = self.inputs.pop(run_id, {})
-        if _interrupted(outputs):
+        inputs, interrupted = self._finish(run_id)
+        if interrupted or _interrupted(outputs):
             status = "interrupted"
         elif self.graph == "solve" and isinstance(outputs, dict):
             status = count_solve(inputs, outputs)
@@ -110,11 +128,13 @@ class RunMetrics(BaseCallbackHandler):
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
                        **kwargs: Any) -> None:
+        is_interrupt = type(error).__name__ in ("GraphInterrupt", "NodeInterrupt")
         if parent_run_id is not None:
+            if is_interrupt and (root := self.root_of.get(run_id)) is not None:
+                self.interrupted.add(root)
             return
-        self.inputs.pop(run_id, None)
-        interrupted = type(error).__name__ in ("GraphInterrupt", "NodeInterrupt")
-        RUNS.labels(graph=self.graph, status="interrupted" if interrupted else "error").inc()
+        _, interrupted = self._finish(run_id)
+        RUNS.labels(graph=self.graph, status="interrupted" if is_interrupt or interrupted else "error").inc()
 
 
 def with_metrics(graph: Any, name: str) -> Any:

@@ -89,14 +89,19 @@ def client(replica, tenant: str = "acme"):
 
 def cli(cluster: Cluster, *args: str) -> dict | list:
     """`parallax ARGS --json` against the deployment's database (PARALLAX_DATABASE_URL)."""
-    env = {**os.environ, "PARALLAX_DATABASE_URL": cluster.database_url, "PARALLAX_HOME": str(cluster.work / "cli-home")}
+    env = {**os.environ, **cluster.env, "PARALLAX_DATABASE_URL": cluster.database_url,
+           "PARALLAX_HOME": str(cluster.work / "cli-home")}
     done = subprocess.run([str(PARALLAX), *args, "--json"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def set_latency(cluster: Cluster, ms: float) -> None:
-    cluster.model.config = cluster.model.config.model_copy(update={"latency_ms": ms})
+    set_model(cluster, latency_ms=ms)
+
+
+def set_model(cluster: Cluster, **fields) -> None:
+    cluster.model.config = cluster.model.config.model_copy(update=fields)
 
 
 async def scrape(replica) -> dict[str, float]:
@@ -199,6 +204,7 @@ async def test_overload_gets_429_with_retry_after_and_the_documented_client_gets
             r = await h.post(f"{a.url}/runs/wait", headers={"x-api-key": KEYS["busy"]},
                              json={"assistant_id": "solve", "input": {"task": "What is 1 + 1?"}})
             assert r.status_code == 429 and r.headers["retry-after"] == "1"
+        assert (await scrape(a))["parallax_pending_runs"] >= MAX_PENDING
         other = await client(a).threads.create()  # another tenant is not held back
         await client(a).runs.create(other["thread_id"], "solve", input={"task": "What is 1 + 1?", "mode": "direct"})
 
@@ -239,6 +245,23 @@ async def test_metrics_move_with_runs_and_carry_no_tenant(cluster):
     assert total(after, votes_ok) - total(before, votes_ok) == 3
     direct_seconds = 'parallax_branch_duration_seconds_count{kind="direct"}'
     assert total(after, direct_seconds) - total(before, direct_seconds) == 1
+    # a branch that gives up is a dead letter: counted here, listed and retried by the CLI on the same database
+    set_model(cluster, rate_500=1.0)
+    try:
+        thread = await client(a).threads.create()
+        failed = await client(a).runs.wait(thread["thread_id"], "solve", input={"task": "What is 6 * 7?", "mode": "direct"},
+                                           context={"max_attempts": 1})
+    finally:
+        set_model(cluster, rate_500=0.0)
+    assert failed["status"] == "failed"
+    final = [await scrape(r) for r in (a, b)]
+    runs_failed = 'parallax_runs_total{graph="solve",status="failed"}'
+    assert total(final, runs_failed) - total(after, runs_failed) == 1
+    assert total(final, "parallax_dead_letters_total") - total(after, "parallax_dead_letters_total") == 1
+    letters = cli(cluster, "dlq", "list", "--tenant", "acme")
+    assert [d["trace_id"] for d in letters] == [failed["trace_id"]]
+    retried = cli(cluster, "dlq", "retry", letters[0]["id"], "--tenant", "acme")
+    assert retried["status"] == "resolved"
     for sample in after:
         names = {s.split("{")[0] for s in sample}
         assert {"parallax_pending_runs", "parallax_open_circuits", "parallax_dead_letters_total",
@@ -256,6 +279,9 @@ async def test_learn_with_approve_interrupts_on_a_and_is_resumed_on_b(cluster):
     assert first.get("__interrupt__"), first
     question = first["__interrupt__"][0]["value"]
     assert question["question"].startswith("Accept this playbook update") and question["diff"]["added"]
+    interrupted = 'parallax_runs_total{graph="learn",status="interrupted"}'
+    samples = [await scrape(r) for r in (a, b)]
+    assert total(samples, interrupted) == 1, [(k, v) for s in samples for k, v in s.items() if "runs_total" in k]
     a.stop()  # replica A is gone: the resume can only run on B
     state = await client(b).threads.get_state(thread["thread_id"])
     assert state["next"] == ["gate"]

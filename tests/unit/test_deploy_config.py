@@ -129,3 +129,17 @@ def test_the_cli_says_what_to_install_when_postgres_support_is_missing(monkeypat
     monkeypatch.setenv("PARALLAX_DATABASE_URL", "postgresql://u@127.0.0.1:1/d")
     result = runner.invoke(app, ["playbook", "history"])
     assert result.exit_code == 2 and "pip install -e '.[postgres]'" in result.output, result.output
+
+
+@pytest.mark.parametrize(("headers", "tenant"), [
+    ({"x-api-key": "k1"}, "acme"),
+    ({"authorization": "Bearer k2"}, "beta"),
+    ({"authorization": "Basic k1"}, None),
+    ({"x-api-key": "k1x"}, None),
+    ({}, None),
+])
+def test_a_request_key_names_its_tenant(monkeypatch, headers, tenant):
+    from parallax.server.auth import key_from, tenant_for_key
+
+    monkeypatch.setenv("PARALLAX_API_KEYS", "k1:acme,k2:beta")
+    assert tenant_for_key(key_from(headers)) == tenant
