@@ -18,6 +18,7 @@ Needs the `server` extra on Python >= 3.12 (README, Deploy).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -123,4 +124,7 @@ def serve(
     here = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     threading.Thread(target=announce_ready, args=(f"http://{here}:{port}",), daemon=True).start()
     sys.path.insert(0, str(config.parent))
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the handler it found:
+    # exit through Python then, so atexit stops the embedded model server this replica may have started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     uvicorn.run("aegra_api.main:app", host=host, port=port, log_level=os.environ.get("LOG_LEVEL", "info").lower())
