@@ -11,6 +11,7 @@ from typing import Literal
 
 from langgraph.types import Send
 
+from parallax.logic.routing import requested_votes
 from parallax.state.plan import PlanState, TaskPayload
 
 CARRIED = ("tenant", "playbook", "votes", "min_votes", "repo", "repo_base", "test_command")
@@ -26,6 +27,6 @@ def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_directly", 
     earlier = [r for r in state.get("tasks", []) if r["round"] < current and r["status"] == "DONE"]
     base: dict = {"plan": state["plan"], "round": current, "trace_id": state["trace_id"], "request": state["request"],
                   "document": state["document"], "earlier": earlier, "tenant": state.get("tenant", "default"),
-                  "playbook": state.get("playbook", "default"), "votes": state.get("votes", 5)}
+                  "playbook": state.get("playbook", "default"), "votes": requested_votes(state)}
     base.update({k: state[k] for k in CARRIED if k in state and k not in base})
     return [Send("run_task", TaskPayload(task=task, **base)) for task in state["plan"]["tasks"]]

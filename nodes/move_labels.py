@@ -10,12 +10,13 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.release_decision import check_rule, check_share
 from parallax.logic.releases import canary_view, end_release, labels_of, release
+from parallax.runtime.run_context import tenant_of
 from parallax.state.context import Context
 from parallax.state.data_loop import ReleaseState
 
 
 async def move_labels(state: ReleaseState, runtime: Runtime[Context]) -> dict:
-    tenant, subject, action = state.get("tenant", "default"), state["subject"], state["action"]
+    tenant, subject, action = tenant_of(state.get("tenant")), state["subject"], state["action"]
     by, reason = state.get("by", "api"), state.get("reason", "")
     if action == "release":
         if "version" not in state:

@@ -20,7 +20,7 @@ from parallax.logic.plan_check import PlanError, PlanLimits, check_plan, same_pl
 from parallax.logic.routing import InvalidInput, validate_plan_input, wants_plan
 from parallax.prompts.plan import planner_messages
 from parallax.runtime.branch_call import call_branch
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import authenticated_tenant, context_of
 from parallax.runtime.worktrees import GitError, head_commit, repository_root
 from parallax.state.context import Context
 from parallax.state.plan import Plan, PlanState
@@ -34,6 +34,9 @@ async def _start(state: PlanState, ctx: Context) -> dict:
     start = {"trace_id": uuid.uuid4().hex, "request": request, "document": document, "round": 0, "plans": [],
              "mode": "plan", "verification": {}, "stop": ""}
     if state.get("repo"):
+        if authenticated_tenant() is not None:  # an API caller must not name paths on the server's disk
+            raise InvalidInput("edit tasks on a repository are not served over the graph API: "
+                               "run `parallax run --mode plan --repo PATH` on the machine that holds it")
         try:
             root = await asyncio.to_thread(repository_root, state["repo"])
             start.update(repo=str(root), repo_base=await asyncio.to_thread(head_commit, root))

@@ -5,13 +5,14 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from parallax.logic.run_stats import parse_since, run_stats
+from parallax.runtime.run_context import tenant_of
 from parallax.runtime.storage.stores import traces_in
 from parallax.state.context import Context
 from parallax.state.data_loop import StatsState
 
 
 async def report_stats(state: StatsState, runtime: Runtime[Context]) -> dict:
-    tenant = state.get("tenant", "default")
+    tenant = tenant_of(state.get("tenant"))
     traces = await traces_in(runtime.store, tenant).traces()
     return {"tenant": tenant, **run_stats(traces, parse_since(state.get("since")), state.get("playbook"),
                                           state.get("version"))}

@@ -5,7 +5,9 @@ this node applies them and reads from the run's store the tenant's playbook and 
 prompt versions this run is served: the `production` labels, or a canary for the share
 of threads a gray release picks by a stable hash of the thread id (logic/releases.py).
 A run given its playbook items or prompts (gate evaluations, `eval --version`) is pinned:
-it never gets a canary and counts in no release.
+it never gets a canary and counts in no release. On the graph API the tenant is the
+authenticated one (runtime/run_context.py: `tenant_of`), and the node writes it into the state
+so the trace and the release count go to the same tenant.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from parallax.logic.releases import serve_playbook, serve_prompts
 from parallax.logic.routing import InvalidInput, choose_route, validate
 from parallax.logic.slicing import split_into_slices
 from parallax.prompts.templates import SOLVE_PROMPTS
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.state.context import Context
 from parallax.state.solve import SolveState
 
@@ -39,6 +41,12 @@ async def read_playbook(store: BaseStore | None, tenant: str, name: str, thread_
     return version.version, [item.model_dump() for item in version.active], served
 
 
+NEW_RUN = {"branches": None, "failed_branches": [], "objection": "", "answer": "", "reason": "",
+           "consensus": False, "verification": {}}
+"""What a run's outcome starts from. A thread keeps its state between runs, so without this a
+second run on it would count the first one's branches and report its objection."""
+
+
 async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
     started = time.time()
@@ -49,7 +57,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     chosen = choose_route(state["task"], question, ctx.slice_chars) if mode == "auto" else mode
     trace_id = uuid.uuid4().hex
     thread_key = str((get_config().get("configurable") or {}).get("thread_id") or trace_id)
-    tenant, name = state.get("tenant", "default"), state.get("playbook", "default")
+    tenant, name = tenant_of(state.get("tenant")), state.get("playbook", "default")
     pinned = "playbook_items" in state
     served: dict[str, dict] = {}
     if pinned:
@@ -67,11 +75,12 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     slices = split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else []
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
+        **NEW_RUN,
         "trace_id": trace_id,
+        "tenant": tenant,
         "mode": chosen,
         "slices": slices,
         "playbook_version": version,
-        "playbook_items": items,
         "playbook_selections": await select_items(items, branch_texts, ctx.playbook_chars, ctx.embedder),
         "started_at": started,
         "thread_key": thread_key,

@@ -17,7 +17,7 @@ from parallax.logic.branch_plans import group
 from parallax.logic.evaluate import Solver, correct_by_task, evaluate
 from parallax.logic.releases import serve_prompts
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
@@ -44,7 +44,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     order = [i for _ in range(epochs) for i in range(len(tasks))]
     schedule = [order[i : i + batch] for i in range(0, len(order), batch)]
     name = state.get("playbook", "default")
-    tenant = state.get("tenant", "default")
+    tenant = tenant_of(state.get("tenant"))
     try:
         head = await playbooks_in(runtime.store, tenant).head(name)
     except StoreError as exc:

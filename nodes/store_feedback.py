@@ -10,12 +10,13 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.feedback import give_feedback
 from parallax.logic.run_record import latest_score
+from parallax.runtime.run_context import tenant_of
 from parallax.state.context import Context
 from parallax.state.data_loop import FeedbackState
 
 
 async def store_feedback(state: FeedbackState, runtime: Runtime[Context]) -> dict:
-    tenant = state.get("tenant", "default")
+    tenant = tenant_of(state.get("tenant"))
     trace = await give_feedback(runtime.store, tenant, state["trace_id"], state["score"], state.get("comment", ""),
                                 state.get("by", "api"))
     return {"trace_id": state["trace_id"], "tenant": tenant, "score": latest_score(trace), "feedback": trace["feedback"]}

@@ -16,7 +16,10 @@ Status = Literal["ok", "needs_review", "failed"]
 
 
 def merge_branches(left: list[dict] | None, right: list[dict] | dict | None) -> list[dict]:
-    """Append branch records, replacing any earlier record with the same id (order kept)."""
+    """Append branch records, replacing any earlier record with the same id (order kept).
+    `None` starts over: a new run on a thread that ran before does not count its predecessor's."""
+    if right is None:
+        return []
     merged = list(left or [])
     new = [right] if isinstance(right, dict) else list(right or [])
     index = {record["id"]: i for i, record in enumerate(merged)}

@@ -38,8 +38,10 @@ Tenant = Annotated[str, typer.Option("--tenant", envvar="PARALLAX_TENANT",
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr and an exit code; no traceback."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """One line on stderr and an exit code; no traceback. The message is printed as written (brackets too)."""
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -98,16 +100,17 @@ def read_utf8(path: Path) -> str:
 
 @asynccontextmanager
 async def open_playbooks(write: bool, tenant: str = "default"):
-    """The tenant's playbooks in the CLI's store (an empty in-memory one when reading a home without a store)."""
+    """The tenant's playbooks in the CLI's store (an empty in-memory one when reading a home without a store;
+    the deployment's PostgreSQL store with PARALLAX_DATABASE_URL)."""
     from langgraph.store.memory import InMemoryStore
 
     from parallax.runtime.storage.playbook_store import PlaybookStore
-    from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
+    from parallax.runtime.storage.stores import has_cli_store, open_cli_store, playbooks_in
 
-    if not write and not settings_mod.load().store_path.exists():
+    if not write and not has_cli_store():
         yield PlaybookStore(InMemoryStore(), tenant=tenant)
         return
-    async with open_sqlite_store() as store:
+    async with open_cli_store() as store:
         yield playbooks_in(store, tenant)
 
 
@@ -152,12 +155,12 @@ async def open_store(write: bool):
     """The CLI's store (an empty in-memory one when reading a home without a store: nothing is created)."""
     from langgraph.store.memory import InMemoryStore
 
-    from parallax.runtime.storage.stores import open_sqlite_store
+    from parallax.runtime.storage.stores import has_cli_store, open_cli_store
 
-    if not write and not settings_mod.load().store_path.exists():
+    if not write and not has_cli_store():
         yield InMemoryStore()
         return
-    async with open_sqlite_store() as store:
+    async with open_cli_store() as store:
         yield store
 
 
@@ -176,12 +179,13 @@ def with_store(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool = F
 
 @asynccontextmanager
 async def durable_graph(builder):
-    """`builder` compiled with SQLite checkpoints and store under PARALLAX_HOME."""
+    """`builder` compiled with SQLite checkpoints under PARALLAX_HOME and the CLI's store (SQLite there too,
+    or the deployment's PostgreSQL store with PARALLAX_DATABASE_URL)."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from parallax.runtime.storage.stores import open_sqlite_store
+    from parallax.runtime.storage.stores import open_cli_store
 
-    async with open_sqlite_store() as store, \
+    async with open_cli_store() as store, \
             AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
         graph = builder.compile(checkpointer=saver, store=store)
         settings_mod.freeze_startup_objects()

@@ -33,7 +33,9 @@ def feedback(
         parse_score(score)
     except BadFeedback as exc:
         fail(str(exc))
-    if not settings_mod.load().store_path.exists():
+    from parallax.runtime.storage.stores import has_cli_store
+
+    if not has_cli_store():
         fail(f"no runs recorded under {settings_mod.load().home}: run `parallax run` first, or set PARALLAX_HOME")
     trace = with_store(lambda store: give_feedback(store, tenant, trace_id, score, comment, by or who()), tenant,
                        write=True)

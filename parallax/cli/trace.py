@@ -1,7 +1,8 @@
 """`parallax trace TRACE_ID` and `parallax dlq list|show|retry`: what happened to each branch, and what gave up.
 
-Both read the CLI's store (PARALLAX_HOME/store.sqlite), per tenant. A retry holds a
-lock on its dead letter, so two `dlq retry` of the same branch never both call the model
+Both read the CLI's store (PARALLAX_HOME/store.sqlite, or a deployment's PostgreSQL store with
+PARALLAX_DATABASE_URL), per tenant. A retry holds the store's lock on its dead letter (a file
+lock, or a PostgreSQL advisory lock), so two `dlq retry` of the same branch never both call the model
 or both record a result. Errors: one line, exit 2, nothing written.
 """
 
@@ -26,14 +27,14 @@ dlq_app = typer.Typer(help="Dead letters: branches that escalated after their la
 
 @asynccontextmanager
 async def open_traces(tenant: str):
-    from parallax.runtime.storage.stores import open_sqlite_store
-    from parallax.runtime.storage.trace_store import TraceStore
+    from parallax.runtime.storage.stores import has_cli_store, open_cli_store, traces_in
 
     checked_tenant(tenant)
-    if not settings_mod.load().store_path.exists():
-        fail(f"no runs recorded under {settings_mod.load().home}: run `parallax run` first, or set PARALLAX_HOME")
-    async with open_sqlite_store() as store:
-        yield TraceStore(store, tenant)
+    if not has_cli_store():
+        fail(f"no runs recorded under {settings_mod.load().home}: run `parallax run` first, or set PARALLAX_HOME "
+             "(or PARALLAX_DATABASE_URL for a deployment's runs)")
+    async with open_cli_store() as store:
+        yield traces_in(store, tenant)
 
 
 def with_traces(work, tenant: str):
@@ -119,10 +120,9 @@ async def retry_letter(traces, branch_id: str, context: Context) -> dict:
     from parallax.runtime.redaction import redact_value
     from parallax.runtime.run_context import resolved
     from parallax.runtime.storage.store_calls import now_iso
-    from parallax.runtime.storage.stores import commit_lock
     from parallax.state.lifecycle import Lifecycle
 
-    async with commit_lock().hold(f"dlq/{traces.tenant}/{branch_id}"):
+    async with traces.lock.hold(f"dlq/{traces.tenant}/{branch_id}"):
         letter = await traces.get_dead_letter(branch_id)
         if letter["status"] != "open":
             raise StoreError(f"dead letter {branch_id!r} was already resolved by a retry; nothing to do")

@@ -14,6 +14,7 @@ import uuid
 
 from langchain_core.messages import BaseMessage
 
+from parallax.logic.routing import requested_votes
 from parallax.prompts.solve import answer_messages, slice_messages
 from parallax.state.context import Context
 from parallax.state.solve import SolveState
@@ -36,7 +37,7 @@ def branch_specs(state: SolveState, ctx: Context) -> list[dict]:
                 "text": text, "question": question, "playbook": lessons, **extra}
 
     if route == "vote":
-        n = state.get("votes", 5)
+        n = requested_votes(state)
         temperatures = spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
         return [spec("vote", task, selections[0], model=m, temperature=t, index=i)
                 for i, (m, t) in enumerate(zip(ctx.models_for_votes(n), temperatures, strict=True))]

@@ -34,6 +34,16 @@ PLAN_MAX_REQUEST_CHARS = 4000
 """Longer requests are documents to read, not lists of steps (they go to `section`)."""
 
 
+DEFAULT_VOTES = 5
+
+
+def requested_votes(state: dict) -> object:
+    """The vote branches this run asks for. `votes` is also the key of a run's tally (answer ->
+    count), so on a thread that ran before, a dict there is the last run's result, not a request."""
+    votes = state.get("votes", DEFAULT_VOTES)
+    return DEFAULT_VOTES if isinstance(votes, dict) else votes
+
+
 class InvalidInput(ValueError):
     """The graph input cannot be run; the message says what to change."""
 
@@ -77,7 +87,7 @@ def validate(state: SolveState, ctx: Context) -> None:
     if len(task) + len(question) > ctx.max_input_chars:
         raise InvalidInput(f"task and question have {len(task) + len(question)} characters, above the limit of "
                            f"{ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)")
-    votes = state.get("votes", 5)
+    votes = requested_votes(state)
     if not _whole(votes) or votes < 1:
         raise InvalidInput(f"votes must be a whole number of at least 1, got {votes!r}")
     if votes > MAX_VOTES:

@@ -68,6 +68,11 @@ def breaker_for(endpoint: str) -> CircuitBreaker:
     return breaker
 
 
+def open_circuits() -> int:
+    """How many endpoints' circuits are not closed (open, or half-open waiting for a probe)."""
+    return sum(breaker.state != "closed" for breaker in list(_breakers.values()))
+
+
 def reset_breakers() -> None:
     """Forget every breaker (tests; a long-lived process after a configuration change)."""
     _breakers.clear()

@@ -4,12 +4,17 @@ Nodes call `context_of(runtime)` once per node run; the result has no unset fiel
 `dedupe_threshold`, where None means the merge's own default, and the two code-only
 injection points). Resolving twice changes nothing, so a node may pass its Context on to a
 subgraph as it is.
+
+`tenant_of` is the one place a node learns whose data a run may touch: on the graph API the
+authenticated tenant, elsewhere the input's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from parallax.runtime import settings as settings_mod
@@ -37,3 +42,41 @@ def resolved(ctx: Context | dict | None = None) -> Context:
 def context_of(runtime: Runtime) -> Context:
     """The run's resolved Context, whether the caller passed one, a dict, or nothing."""
     return resolved(runtime.context)
+
+
+AUTH_TENANT_FIELD = "parallax_tenant"
+"""The attribute Parallax's authentication (parallax/server/auth.py) puts on the authenticated user."""
+
+
+class TenantMismatch(ValueError):
+    """The input names a tenant other than the one the caller authenticated as."""
+
+
+def authenticated_tenant() -> str | None:
+    """The tenant of the caller who started this run on the graph API, from its authentication
+    (`config["configurable"]["langgraph_auth_user"]`, set by the server), or None: no server
+    authentication (the CLI, `langgraph dev`). Only Parallax's own authentication sets the field
+    read here, so a server's default user never passes for a tenant."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # outside a graph run
+        return None
+    user = configurable.get("langgraph_auth_user")
+    if user is None:
+        return None
+    if isinstance(user, Mapping):
+        return user.get(AUTH_TENANT_FIELD)
+    return getattr(user, AUTH_TENANT_FIELD, None)
+
+
+def tenant_of(requested: str | None) -> str:
+    """The run's tenant. On a server with Parallax's authentication it is the authenticated tenant,
+    never the request body's: an input naming another tenant is refused (TenantMismatch), one naming
+    the same tenant or none is fine. Without authentication it is the input's, else "default"."""
+    tenant = authenticated_tenant()
+    if tenant is None:
+        return requested or "default"
+    if requested is not None and requested != tenant:
+        raise TenantMismatch(f"the input names tenant {requested!r}, but your API key belongs to tenant {tenant!r}: "
+                             "leave `tenant` out (the server takes it from your key)")
+    return tenant

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -77,6 +78,12 @@ class Settings(BaseSettings):
     tenant: str = "default"
     langsmith_tracing: bool = Field(False, validation_alias=AliasChoices("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"),
                                     description="send every run to LangSmith, with branch metadata on each model call")
+    database_url: str | None = Field(None, description="PostgreSQL URL of a deployment's store: the CLI then reads and "
+                                                       "writes playbooks, traces and dead letters there instead of SQLite")
+    api_keys: str | None = Field(None, description="the graph API's keys: comma list of key:tenant")
+    max_pending: int = Field(20, ge=1, description="pending or running runs a tenant may have on the graph API "
+                                                   "before new ones get 429")
+    retry_after_s: int = Field(2, ge=1, description="Retry-After of a 429 from the graph API")
     trace_prompt_chars: int = Field(100_000, ge=0, description="largest prompts (all of a run's) a trace keeps for export")
     plan_max_tasks: int = Field(20, ge=1, description="most tasks a plan may have; a longer plan is re-asked")
     plan_contradiction_pairs: int = Field(5, ge=0, description="most finding pairs a plan run sends to the contradiction check")
@@ -105,6 +112,11 @@ class Settings(BaseSettings):
         return 0.0 if one_at_a_time else 3.0
 
     @property
+    def api_key_tenants(self) -> dict[str, str]:
+        """key -> tenant from PARALLAX_API_KEYS ("key:tenant,key2:tenant2"); SettingsError for a bad entry."""
+        return _parse_keys(self.api_keys)
+
+    @property
     def checkpoint_path(self) -> Path:
         return self.home / "checkpoints.sqlite"
 
@@ -116,6 +128,22 @@ class Settings(BaseSettings):
     def model_server_file(self) -> Path:
         """Where `parallax model serve` advertises its URL to other processes."""
         return self.home / "model-server.json"
+
+
+TENANT_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_keys(spec: str | None) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for n, part in enumerate((spec or "").split(","), start=1):
+        key, sep, tenant = part.strip().rpartition(":")
+        if not part.strip():
+            continue
+        if not sep or not key or not TENANT_RE.match(tenant):
+            raise SettingsError(f"PARALLAX_API_KEYS entry {n} is not key:tenant (tenant: 1-64 letters, digits, '-' or '_')")
+        keys[key] = tenant
+    return keys
 
 
 def _variables() -> tuple[str, ...]:

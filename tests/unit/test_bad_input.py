@@ -131,3 +131,9 @@ def test_task_files_report_bad_lines_by_number_and_skip_bad_keeps_the_rest(tmp_p
     else:
         with pytest.raises(TaskFileError):
             load_tasks(path, skip_bad=True)
+
+
+@pytest.mark.parametrize("name", ["acme\n", "acme\r\n", "\nacme", "a/b", "../acme", ""])
+def test_a_name_with_a_line_break_or_a_path_is_no_tenant(name):
+    with pytest.raises(StoreError, match="bad tenant"):
+        check_tenant(name)

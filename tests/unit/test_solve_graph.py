@@ -375,3 +375,17 @@ async def test_model_calls_in_flight_never_exceed_max_concurrency(monkeypatch):
                               context=replace(model_ctx, max_concurrency=3))
     assert out["votes"] == {"4": 25}
     assert peak == 3  # 25 votes in 10 tasks, yet never more than 3 calls at once
+
+
+async def test_a_second_run_on_a_thread_does_not_take_the_last_tally_for_its_vote_count():
+    """`votes` is both the requested number of votes and the run's tally: the tally a thread keeps
+    from its last run must not be read as the next run's request."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model_ctx, calls = scripted(lambda p, t, i: answer("4"))
+    threaded = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "conversation"}}
+    first = await threaded.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 3}, config, context=model_ctx)
+    second = await threaded.ainvoke({"task": "What is 3 + 1?", "mode": "vote"}, config, context=model_ctx)
+    assert first["votes"] == {"4": 3} and second["status"] == "ok" and second["votes"] == {"4": 5}
+    assert len(calls) == 3 + 5

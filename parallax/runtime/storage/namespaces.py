@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z, not $: "acme\n" is no name
 
 
 class StoreError(ValueError):

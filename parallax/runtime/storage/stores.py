@@ -1,14 +1,21 @@
 """Which store and which commit lock a caller gets.
 
-One place decides the commit lock: a file lock in PARALLAX_HOME, so two `parallax learn`
-processes (or threads, or graph branches) committing to the same SQLite store never lose
-an update. Under `langgraph dev` the in-memory store lives in one process, so an
-in-process lock is enough. The CLI's own store is PARALLAX_HOME/store.sqlite.
+One place decides the commit lock, from the store the writers share: a PostgreSQL store (a
+deployment: replicas on several hosts, and the CLI with PARALLAX_DATABASE_URL) gets an
+advisory lock in that database (runtime/storage/postgres.py); the in-memory store of
+`langgraph dev` lives in one process, so an in-process lock is enough; anything else (the
+CLI's SQLite file) gets a file lock in PARALLAX_HOME, so two `parallax learn` processes (or
+threads, or graph branches) never lose an update. Playbook commits, label moves (gray
+release), feedback and `dlq retry` all take the lock this module hands out.
+
+The CLI's own store is PARALLAX_HOME/store.sqlite, or the deployment's PostgreSQL store
+when PARALLAX_DATABASE_URL is set (`open_cli_store`).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,8 +24,9 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from parallax.runtime import settings as settings_mod
-from parallax.runtime.storage.commit_locks import FileCommitLock, LocalLock
+from parallax.runtime.storage.commit_locks import CommitLock, FileCommitLock, LocalLock
 from parallax.runtime.storage.playbook_store import PlaybookStore
+from parallax.runtime.storage.postgres import PostgresCommitLock, open_postgres_store, postgres_url_of
 from parallax.runtime.storage.prompt_store import PromptStore
 from parallax.runtime.storage.trace_store import TraceStore
 
@@ -33,12 +41,15 @@ def _file_lock(home: Path) -> FileCommitLock:
     return FileCommitLock(home / "playbooks.lock")
 
 
-def lock_for(store: BaseStore | None) -> LocalLock | FileCommitLock:
+def lock_for(store: BaseStore | None) -> CommitLock:
     """The commit lock writers of `store` share."""
     if store is None:
         raise RuntimeError("this graph needs a store: compile it with one (the CLI and langgraph dev do)")
     if in_memory(store):  # one process: no file to lock (and no blocking I/O in async nodes)
         return LocalLock()
+    settings = settings_mod.load()
+    if (url := postgres_url_of(store, settings.database_url or os.environ.get("DATABASE_URL"))) is not None:
+        return PostgresCommitLock(url)
     return commit_lock()
 
 
@@ -86,4 +97,20 @@ async def open_sqlite_store(path: Path | None = None) -> AsyncIterator[BaseStore
         await store.conn.execute("PRAGMA synchronous=NORMAL")
         async with commit_lock().hold("setup"):
             await store.setup()
+        yield store
+
+
+def has_cli_store() -> bool:
+    """Whether the CLI has a store to read: a database URL, or the SQLite file exists."""
+    settings = settings_mod.load()
+    return bool(settings.database_url) or settings.store_path.exists()
+
+
+@asynccontextmanager
+async def open_cli_store() -> AsyncIterator[BaseStore]:
+    """The CLI's store: the deployment's PostgreSQL store with PARALLAX_DATABASE_URL (what the
+    graph API's runs wrote, under the same tenant namespaces), else PARALLAX_HOME/store.sqlite."""
+    url = settings_mod.load().database_url
+    opened = open_postgres_store(url) if url else open_sqlite_store()
+    async with opened as store:
         yield store

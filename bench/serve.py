@@ -1,0 +1,240 @@
+"""Serving benchmark: solve runs through the deployed graph API (Aegra), one replica and two.
+
+Why: the graph API adds HTTP, PostgreSQL checkpoints, a Redis queue and a worker hand-off to
+every run; this measures what that costs and shows that under load no accepted run is lost
+or executed twice. Each phase starts its own throwaway database and replicas exactly as the
+README's Deploy section does (`parallax serve`, one after the other; tests/support/aegra_cluster.py),
+then `--clients` concurrent langgraph-sdk clients submit `--runs` vote runs between them
+(a new thread and `runs.stream` each, retried on 429 as the README shows; `runs.wait` would add
+up to 2 s per run, because Aegra's Redis executor polls for a finished run every 2 s), and
+measures:
+
+  runs_per_s              finished runs per second of wall time
+  p50_s, p95_s            end-to-end latency per run (submit to result, nearest rank)
+  lost_runs               runs submitted that did not end `success` with an `ok` answer
+  duplicated_runs         runs whose graph executed more than once (traces stored beyond one
+                          per thread, read from the store table)
+  extra_model_calls       model calls beyond votes x runs (a re-executed branch would show here)
+  peak_rss_mb             peak resident memory per replica (sampled every 0.25 s)
+  replica_cpu_s_per_run   CPU seconds the replicas spent per run (all of them together)
+
+and the same runs through the same graph in this process (`in_process`: InMemory checkpointer
+and store, same endpoint, same concurrency), so `server_overhead_s` = server p50 - in-process p50;
+`in_process.cpu_s_per_run` is this process's CPU per run (the fault server's share included), to
+set against `replica_cpu_s_per_run`. On a 2-core machine that also runs the clients and the model,
+CPU is what limits runs/s, so a second replica adds little here; on separate hosts it would.
+
+The model is tests/support/fault_server.py with no faults and `--latency-ms` per call, an
+OpenAI-compatible HTTP endpoint both the replicas and the in-process runs call: the sleeping
+model of bench/fanout.py can only be handed to a graph in code (Context.chat_model), which an
+API caller cannot do. Top-level `lost_runs` and `duplicated_runs` sum both phases (goal: 0 and 0).
+
+    python -m bench.serve --runs 200 --clients 20 --latency-ms 50 --json
+
+Needs the server venv (Python 3.12, `pip install -e '.[server,test]'`), PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tests.support.aegra_cluster import Cluster, missing_services, readme_retry_helper
+from tests.support.fault_server import FaultConfig, FaultServer
+
+TENANT, KEY = "bench", "key-bench"
+ENV = {"PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model", "PARALLAX_STRAGGLER_FACTOR": "0",
+       "PARALLAX_MAX_TOKENS": "64"}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered))) - 1))], 3) if ordered else 0.0
+
+
+def figures(latencies: list[float], wall_s: float) -> dict:
+    return {"runs_per_s": round(len(latencies) / wall_s, 2), "p50_s": nearest_rank(latencies, 0.5),
+            "p95_s": nearest_rank(latencies, 0.95), "wall_s": round(wall_s, 2)}
+
+
+def task(n: int) -> dict:
+    return {"task": f"What is 6 * 7? (request {n})", "mode": "vote", "votes": VOTES}
+
+
+VOTES = 3
+
+
+async def load(runs: int, clients: int, submit) -> tuple[list[float], list, float]:
+    """`clients` workers share `runs` submissions; (latencies of successes, outcomes, wall seconds)."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for n in range(runs):
+        queue.put_nowait(n)
+    latencies: list[float] = []
+    outcomes: list = []
+
+    async def worker() -> None:
+        while not queue.empty():
+            n = queue.get_nowait()
+            started = time.perf_counter()
+            try:
+                out = await submit(n)
+            except Exception as exc:  # noqa: BLE001 - a lost run, counted below
+                outcomes.append((n, f"{type(exc).__name__}: {exc}"[:200]))
+                continue
+            latencies.append(time.perf_counter() - started)
+            outcomes.append((n, out))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return latencies, outcomes, time.perf_counter() - started
+
+
+def ok(out) -> bool:
+    return isinstance(out, dict) and out.get("status") == "ok" and out.get("votes") == {"42": VOTES}
+
+
+async def in_process(runs: int, clients: int, url: str) -> dict:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from parallax.graphs.solve import builder
+
+    os.environ.update({"OPENAI_BASE_URL": url, **ENV})
+    graph = builder.compile(checkpointer=InMemorySaver(), store=InMemoryStore())
+
+    async def submit(n: int) -> dict:
+        return await graph.ainvoke(task(n), {"configurable": {"thread_id": f"t-{n}"}})
+
+    await submit(-1)  # warm-up: clients, prompts, imports
+    cpu = time.process_time()
+    latencies, outcomes, wall = await load(runs, clients, submit)
+    return {**figures(latencies, wall), "lost_runs": sum(not ok(o) for _, o in outcomes),
+            "cpu_s_per_run": round((time.process_time() - cpu) / runs, 4)}
+
+
+def sample_rss(cluster: Cluster, peaks: dict, stop: threading.Event) -> None:
+    while not stop.is_set():
+        for port, rss in cluster.peak_rss().items():
+            peaks[port] = max(peaks.get(port, 0), rss)
+        stop.wait(0.25)
+
+
+def replica_cpu(cluster: Cluster) -> float:
+    """CPU seconds (user + system) the live replicas have used so far."""
+    import psutil
+
+    total = 0.0
+    for replica in cluster.replicas:
+        try:
+            times = psutil.Process(replica.pid).cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+async def served(replicas: int, runs: int, clients: int, server: FaultServer, work: Path) -> dict:
+    from langgraph_sdk import get_client
+
+    retry_on_429 = readme_retry_helper()
+    cluster = Cluster(work, {**ENV, "OPENAI_BASE_URL": server.url, "PARALLAX_API_KEYS": f"{KEY}:{TENANT}",
+                             "PARALLAX_MAX_PENDING": str(max(clients * 2, 20))}).create()
+    try:
+        for _ in range(replicas):
+            cluster.start_replica()
+        sdk = [get_client(url=r.url, api_key=KEY, timeout=600) for r in cluster.replicas]
+
+        async def submit(n: int) -> dict:
+            client = sdk[n % len(sdk)]
+            thread = await retry_on_429(lambda: client.threads.create())
+
+            async def stream() -> dict:
+                last = {}
+                async for part in client.runs.stream(thread["thread_id"], "solve", input=task(n), stream_mode="values"):
+                    if part.event == "values":
+                        last = part.data
+                    elif part.event == "error":
+                        raise RuntimeError(f"run failed: {part.data}")
+                return last
+
+            return await retry_on_429(stream)
+
+        await submit(-1)
+        server.reset()
+        peaks: dict[int, int] = {}
+        stop = threading.Event()
+        sampler = threading.Thread(target=sample_rss, args=(cluster, peaks, stop), daemon=True)
+        sampler.start()
+        cpu = replica_cpu(cluster)
+        latencies, outcomes, wall = await load(runs, clients, submit)
+        cpu = replica_cpu(cluster) - cpu
+        stop.set()
+        sampler.join()
+        calls = sum(1 for e in server.log() if e.get("messages_hash") and e["status"] == 200)
+        import psycopg
+
+        with psycopg.connect(cluster.database_url) as conn:
+            rows = conn.execute("SELECT value->>'task_preview', count(*) FROM store WHERE prefix = %s "
+                                "GROUP BY 1", (f"traces.{TENANT}",)).fetchall()
+        per_run = {preview: count for preview, count in rows if "(request -1)" not in preview}
+        return {**figures(latencies, wall), "lost_runs": sum(not ok(o) for _, o in outcomes),
+                "duplicated_runs": sum(count > 1 for count in per_run.values()),
+                "runs_with_a_trace": len(per_run), "extra_model_calls": calls - VOTES * runs,
+                "replica_cpu_s_per_run": round(cpu / runs, 4),
+                "peak_rss_mb": {str(port): round(rss / 2**20, 1) for port, rss in sorted(peaks.items())},
+                "failures": [o for _, o in outcomes if not ok(o)][:3]}
+    finally:
+        cluster.close()
+
+
+async def main(args: argparse.Namespace) -> dict:
+    if missing := missing_services():
+        raise SystemExit("bench.serve needs: " + "; ".join(missing))
+    global VOTES
+    VOTES = args.votes
+    server = FaultServer(FaultConfig(latency_ms=args.latency_ms))
+    url = server.start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
+            log(f"in process: {args.runs} runs, {args.clients} at a time ...")
+            local = await in_process(args.runs, args.clients, url)
+            log(f"  {local}")
+            result = {"runs": args.runs, "clients": args.clients, "latency_ms": args.latency_ms, "votes": args.votes,
+                      "in_process": local}
+            for name, replicas in (("one_replica", 1), ("two_replicas", 2)):
+                log(f"{name}: {args.runs} runs through the API, {args.clients} sdk clients ...")
+                result[name] = await served(replicas, args.runs, args.clients, server, Path(tmp) / name)
+                log(f"  {result[name]}")
+    finally:
+        server.stop()
+    for name in ("one_replica", "two_replicas"):
+        result[name]["server_overhead_s"] = round(result[name]["p50_s"] - local["p50_s"], 3)
+    result["lost_runs"] = result["one_replica"]["lost_runs"] + result["two_replicas"]["lost_runs"]
+    result["duplicated_runs"] = result["one_replica"]["duplicated_runs"] + result["two_replicas"]["duplicated_runs"]
+    result["two_over_one_runs_per_s"] = round(result["two_replicas"]["runs_per_s"] / result["one_replica"]["runs_per_s"], 2)
+    return result
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--votes", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object (the default)")
+    print(json.dumps(asyncio.run(main(parser.parse_args()))))
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,130 @@
+"""`parallax serve`: one replica of the deployed graph API (Aegra on PostgreSQL and Redis).
+
+What it does, in order:
+1. reads DATABASE_URL (or PARALLAX_DATABASE_URL) and REDIS_URL; with Redis, runs are shared
+   by every replica and a dead replica's runs are taken over (Aegra's Redis broker and lease
+   reaper); without it, this replica works alone;
+2. migrates, under a PostgreSQL advisory lock: Aegra's tables (its Alembic migrations), the
+   checkpointer's and the store's. Replicas started at once on a fresh database would otherwise
+   race in `CREATE TABLE`; with the lock the first one migrates and the others find nothing to do;
+3. serves aegra.json's graphs with uvicorn in this process (one process per replica, so
+   stopping or killing its PID stops the replica), and prints `ready <url>` on stderr once
+   `/ready` answers, i.e. once it can take runs.
+
+A second replica is the same command with another --port (or on another host).
+Needs the `server` extra on Python >= 3.12 (README, Deploy).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from parallax.cli.common import err, fail
+from parallax.runtime import settings as settings_mod
+
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "aegra.json"
+INSTALL_HINT = "install the server extra in a Python 3.12 venv: pip install -e '.[server]' (README, Deploy)"
+
+
+def default_config() -> Path:
+    here = Path.cwd() / "aegra.json"
+    return here if here.is_file() else REPO_CONFIG
+
+
+def migrate(url: str) -> float:
+    """Aegra's, the checkpointer's and the store's tables, under the migration lock; seconds taken."""
+    import asyncio
+
+    from aegra_api.core.migrations import run_migrations
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    from parallax.runtime.storage.postgres import conninfo, held_sync
+
+    async def setup_langgraph() -> None:
+        async with AsyncPostgresSaver.from_conn_string(conninfo(url)) as saver:
+            await saver.setup()
+        async with AsyncPostgresStore.from_conn_string(conninfo(url)) as store:
+            await store.setup()
+
+    started = time.perf_counter()
+    with held_sync(url, "migrate"):
+        run_migrations()
+        asyncio.run(setup_langgraph())
+    return time.perf_counter() - started
+
+
+def announce_ready(url: str, timeout_s: float = 300.0) -> None:
+    """Print `ready <url>` on stderr once /ready answers 200 (from a thread beside the server)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(trust_env=False, timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(f"{url}/ready").status_code == 200:
+                    print(f"ready {url} (pid {os.getpid()})", file=sys.stderr, flush=True)
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on (0.0.0.0 for every one).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 2026,
+    config: Annotated[Path | None, typer.Option(help="Aegra config (default: ./aegra.json, else the repository's).")]
+    = None,
+) -> None:
+    """Serve the graphs over HTTP with Aegra on PostgreSQL (DATABASE_URL) and Redis (REDIS_URL): migrate, then serve."""
+    settings = settings_mod.load()
+    url = os.environ.get("DATABASE_URL") or settings.database_url
+    if not url:
+        fail("set DATABASE_URL (or PARALLAX_DATABASE_URL) to the PostgreSQL database, e.g. "
+             "postgresql://postgres@127.0.0.1:5432/parallax")
+    if not settings.api_keys:
+        fail("set PARALLAX_API_KEYS=key:tenant[,key2:tenant2]: every request needs a key, and the key names its tenant")
+    from parallax.runtime.storage.namespaces import StoreError
+    from parallax.runtime.storage.postgres import conninfo
+
+    try:
+        url = conninfo(url)
+        settings.api_key_tenants  # noqa: B018  (a bad entry raises here, before anything starts)
+    except (StoreError, settings_mod.SettingsError) as exc:
+        fail(str(exc))
+    config = (config or default_config()).resolve()
+    if not config.is_file():
+        fail(f"no Aegra config at {config}: pass --config, or run from the repository")
+    try:
+        import aegra_api  # noqa: F401
+        import uvicorn
+    except ImportError:
+        fail(f"Aegra is not installed here (Python {sys.version_info.major}.{sys.version_info.minor}): {INSTALL_HINT}")
+    redis = os.environ.get("REDIS_URL")
+    os.environ.update({"DATABASE_URL": url, "AEGRA_CONFIG": str(config), "RUN_MIGRATIONS_ON_STARTUP": "false",
+                       "HOST": host, "PORT": str(port)})
+    os.environ.setdefault("ENABLE_PROMETHEUS_METRICS", "true")
+    os.environ.setdefault("REDIS_BROKER_ENABLED", "true" if redis else "false")
+    if not redis:
+        err.print("no REDIS_URL: this replica runs alone (runs are not shared with or taken over by other replicas)")
+    try:
+        seconds = migrate(url)
+    except Exception as exc:  # a database that cannot be reached or migrated: one line, not a traceback
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        fail(f"cannot migrate the database at {url.split('@')[-1]!r}: {first}", code=1)
+    err.print(f"migrated {url.split('@')[-1]} in {seconds:.1f}s; serving {config} on {host}:{port}")
+    here = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    threading.Thread(target=announce_ready, args=(f"http://{here}:{port}",), daemon=True).start()
+    sys.path.insert(0, str(config.parent))
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the handler it found:
+    # exit through Python then, so atexit stops the embedded model server this replica may have started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    uvicorn.run("aegra_api.main:app", host=host, port=port, log_level=os.environ.get("LOG_LEVEL", "info").lower())

@@ -1,0 +1,137 @@
+"""PostgreSQL for a deployment: the store the CLI shares with the server, and locks that span hosts.
+
+Why advisory locks: a commit's read-head -> write-version -> write-head section must exclude
+every other writer of that playbook, and in a deployment the writers are graph runs on
+several replicas (and `parallax` commands on other machines). A file lock or a process lock
+cannot see them; PostgreSQL can. `PostgresCommitLock.hold(name)` opens its own connection and
+takes the session-level advisory lock of a 64-bit key derived from the name. It polls
+`pg_try_advisory_lock` (with `asyncio.sleep` between tries, at most `timeout` seconds) rather
+than blocking in `pg_advisory_lock`: a waiter blocked inside a statement counts as a running
+transaction, and the store's migrations (`CREATE INDEX CONCURRENTLY`) wait for every running
+transaction to end, so a blocked waiter and a migrating holder would wait for each other. The lock is
+released when the section ends, and by the server when the connection dies with its process,
+so a SIGKILLed replica never leaves a playbook locked. A dedicated connection (not one of the
+store's pool) means a section that itself reads and writes the store never waits for a pool
+slot its own lock is holding.
+
+The same lock guards migrations: `parallax serve` upgrades Aegra's tables, the checkpointer's
+and the store's under the lock named "migrate", so replicas started at once on a fresh
+database do not race in `CREATE TABLE` (see parallax/cli/serve.py).
+
+Needs the `postgres` extra (psycopg, langgraph-checkpoint-postgres); without it, opening a
+Postgres store raises a StoreError that says what to install.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from parallax.runtime.storage.namespaces import StoreError
+
+MISSING_EXTRA = ("PostgreSQL support is not installed: pip install -e '.[postgres]' (or '.[server]'), "
+                 "or unset PARALLAX_DATABASE_URL to use SQLite")
+SCHEMES = ("postgresql+psycopg://", "postgresql+asyncpg://", "postgres://")
+
+
+def conninfo(url: str) -> str:
+    """A libpq URL from any of the spellings deployments use (SQLAlchemy's driver suffixes, `postgres://`)."""
+    for scheme in SCHEMES:
+        if url.startswith(scheme):
+            return "postgresql://" + url[len(scheme):]
+    if not url.startswith("postgresql://"):
+        raise StoreError(f"not a PostgreSQL URL: {url.split('@')[-1]!r}: use postgresql://user@host:port/database")
+    return url
+
+
+def lock_key(name: str) -> int:
+    """The advisory lock key of `name`: a stable signed 64-bit number (Python's hash() is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(f"parallax:{name}".encode(), digest_size=8).digest(), "big", signed=True)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(MISSING_EXTRA) from None
+    return psycopg
+
+
+def _timed_out(name: str, timeout: float) -> StoreError:
+    return StoreError(f"timed out after {timeout:g}s waiting for the lock {name!r}: another writer holds it; "
+                      "retry when it is done")
+
+
+class PostgresCommitLock:
+    """Excludes every holder of the same name on any host that uses this database."""
+
+    def __init__(self, url: str, timeout: float = 120.0) -> None:
+        self.conninfo, self.timeout = conninfo(url), timeout
+
+    @asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[None]:
+        psycopg = _psycopg()
+        key, delay, deadline = lock_key(name), 0.002, time.monotonic() + self.timeout
+        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+            while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone())[0]:
+                if time.monotonic() >= deadline:
+                    raise _timed_out(name, self.timeout)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+            try:
+                yield
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+@contextmanager
+def held_sync(url: str, name: str, timeout: float = 300.0) -> Iterator[None]:
+    """The same lock for synchronous callers (migrations run outside any event loop)."""
+    psycopg = _psycopg()
+    key, delay, deadline = lock_key(name), 0.002, time.monotonic() + timeout
+    with psycopg.connect(conninfo(url), autocommit=True) as conn:
+        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            if time.monotonic() >= deadline:
+                raise _timed_out(name, timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def postgres_url_of(store: Any, fallback: str | None = None) -> str | None:
+    """The URL of a LangGraph Postgres store (also when wrapped), or None for any other store.
+    A store on a connection pool knows its URL; one on a single connection gets `fallback`
+    (its connection's dsn hides the password)."""
+    for _ in range(4):
+        if store is None:
+            return None
+        if type(store).__module__.startswith("langgraph.store.postgres"):
+            return getattr(store.conn, "conninfo", None) or fallback
+        store = getattr(store, "_store", None)
+    return None
+
+
+@asynccontextmanager
+async def open_postgres_store(url: str) -> AsyncIterator[Any]:
+    """langgraph's AsyncPostgresStore on `url` (a small pool), its tables set up under the migration lock."""
+    _psycopg()
+    try:
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+    except ImportError:
+        raise StoreError(MISSING_EXTRA) from None
+    psycopg = _psycopg()
+    try:
+        async with AsyncPostgresStore.from_conn_string(conninfo(url), pool_config={"min_size": 1, "max_size": 4}) as store:
+            async with PostgresCommitLock(url).hold("migrate"):
+                await store.setup()
+            yield store
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(f"cannot use the database at {url.split('@')[-1]!r}: {first}") from None

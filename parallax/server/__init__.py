@@ -1,0 +1,1 @@
+"""The deployed graph API (Aegra): authentication, backpressure, metrics and the served graphs."""

@@ -1,0 +1,34 @@
+"""Parallax's part of the graph API's FastAPI app (aegra.json `http.app`): error headers and metrics.
+
+Aegra adds its routes, lifespan and middleware to this app. Two things are ours:
+- HTTP errors keep their headers. Aegra's own handler writes the Agent Protocol error body but
+  drops headers, and a 429 without `Retry-After` would leave clients guessing when to come back
+  (parallax/server/auth.py raises it). The body stays Aegra's: {"error", "message", "details"}.
+- /metrics first refreshes `parallax_pending_runs` from the runs table (one count per scrape),
+  then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
+"""
+
+from __future__ import annotations
+
+from aegra_api.models.errors import AgentProtocolError, get_error_type
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+
+from parallax.server import metrics
+from parallax.server.auth import pending_runs
+
+app = FastAPI()
+
+
+@app.exception_handler(HTTPException)
+async def error_with_headers(_request: Request, exc: HTTPException) -> JSONResponse:
+    body = AgentProtocolError(error=get_error_type(exc.status_code), message=exc.detail,
+                              details=getattr(exc, "details", None))
+    return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=exc.headers)
+
+
+@app.middleware("http")
+async def refresh_pending_runs(request: Request, call_next):
+    if request.url.path == "/metrics":
+        metrics.PENDING_RUNS.set(await pending_runs())
+    return await call_next(request)

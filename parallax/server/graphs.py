@@ -1,0 +1,21 @@
+"""The graphs the deployed API serves (aegra.json), each counting its runs in /metrics.
+
+Aegra loads graphs from file paths (this file, once per graph id) and brings its own
+PostgreSQL checkpointer and store to every run; the graphs are those of langgraph.json,
+unchanged, with a metrics callback in their config (server/metrics.py).
+"""
+
+from parallax.graphs.data_loop import feedback as feedback_graph
+from parallax.graphs.data_loop import release as release_graph
+from parallax.graphs.data_loop import stats as stats_graph
+from parallax.graphs.learn import graph as learn_graph
+from parallax.graphs.plan import graph as plan_graph
+from parallax.graphs.solve import graph as solve_graph
+from parallax.server.metrics import with_metrics
+
+solve = with_metrics(solve_graph, "solve")
+learn = with_metrics(learn_graph, "learn")
+plan = with_metrics(plan_graph, "plan")
+stats = with_metrics(stats_graph, "stats")
+feedback = with_metrics(feedback_graph, "feedback")
+release = with_metrics(release_graph, "release")

@@ -1,0 +1,142 @@
+"""Parallax's Prometheus series on the graph API's /metrics, next to Aegra's own.
+
+Why a callback on the graph and not code in the nodes: a run is counted where it finishes,
+whatever ends it (its last node, an exception, an interrupt), and the nodes stay the same under
+the CLI and `langgraph dev`. `with_metrics(graph, name)` returns the compiled graph with a
+LangChain callback in its config; Aegra copies the graph for each run (adding its checkpointer
+and store) and keeps that config, so the callback sees the root run start and end on the
+replica that executes it. A run taken over after a replica died is counted by the replica that
+finishes it.
+
+Series (no tenant or user label: tenants are many, and a label per tenant would make every
+series as many times larger; per-tenant figures are `parallax stats --tenant`):
+
+    parallax_runs_total{graph,status}          finished runs: a solve run's status (ok,
+                                               needs_review, failed), else success; error;
+                                               interrupted (waiting for a person)
+    parallax_branches_total{kind,status}       branches of finished solve runs
+    parallax_branch_duration_seconds{kind}     their durations (histogram)
+    parallax_dead_letters_total                branches that escalated (put on the dead-letter list)
+    parallax_playbook_version{playbook}        highest version of the playbook this replica served
+                                               or committed
+    parallax_open_circuits                     model endpoints whose circuit breaker is open now
+    parallax_pending_runs                      runs pending or running on the deployment (all
+                                               replicas: read from the runs table at each scrape)
+
+Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
+Each replica is its own process: scrape every replica. Only the server imports this module
+(prometheus-client comes with the `server` extra; the CLI never needs it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+try:
+    from prometheus_client import Counter, Gauge, Histogram
+except ImportError as exc:  # pragma: no cover - only without the server extra
+    raise ImportError("parallax.server needs the server extra: pip install -e '.[server]' (Python 3.12)") from exc
+from langchain_core.callbacks import BaseCallbackHandler
+
+from parallax.runtime.circuit_breaker import open_circuits
+from parallax.state.payloads import BUSINESS
+
+RUNS = Counter("parallax_runs_total", "Runs finished on this replica, by graph and status.", ["graph", "status"])
+BRANCHES = Counter("parallax_branches_total", "Branches of finished solve runs, by kind and status.", ["kind", "status"])
+BRANCH_SECONDS = Histogram("parallax_branch_duration_seconds", "Duration of the branches of finished solve runs.",
+                           ["kind"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 180, 600))
+DEAD_LETTERS = Counter("parallax_dead_letters_total", "Branches that escalated and went to the dead-letter list.")
+PLAYBOOK_VERSION = Gauge("parallax_playbook_version", "Highest version of the playbook this replica served or committed.",
+                         ["playbook"])
+OPEN_CIRCUITS = Gauge("parallax_open_circuits", "Model endpoints whose circuit breaker is open.")
+OPEN_CIRCUITS.set_function(lambda: float(open_circuits()))
+PENDING_RUNS = Gauge("parallax_pending_runs", "Runs pending or running on the deployment (every replica).")
+
+
+def _interrupted(outputs: Any) -> bool:
+    return isinstance(outputs, dict) and bool(outputs.get("__interrupt__"))
+
+
+_highest: dict[str, int] = {}
+
+
+def _raise_version(playbook: str | None, version: Any) -> None:
+    if playbook and isinstance(version, int) and version >= _highest.get(playbook, 0):
+        _highest[playbook] = version
+        PLAYBOOK_VERSION.labels(playbook=playbook).set(version)
+
+
+def count_solve(inputs: dict, outputs: dict) -> str:
+    """Count a finished solve run's branches and dead letters; its status."""
+    for branch in outputs.get("branches") or []:
+        kind, status = branch.get("kind", "unknown"), branch.get("status", "unknown")
+        BRANCHES.labels(kind=kind, status=status).inc()
+        if isinstance(branch.get("latency_ms"), int | float):
+            BRANCH_SECONDS.labels(kind=kind).observe(branch["latency_ms"] / 1000)
+        if branch.get("state") == "ESCALATED" and kind in BUSINESS:
+            DEAD_LETTERS.inc()
+    _raise_version(inputs.get("playbook", "default"), outputs.get("playbook_version"))
+    return str(outputs.get("status") or "unknown")
+
+
+class RunMetrics(BaseCallbackHandler):
+    """Counts the root runs of one graph. Inner runs (nodes, subgraphs) only tell their root that it was
+    interrupted: a node that calls `interrupt()` ends with GraphInterrupt, while the root run then ends
+    normally, its output saying nothing of it."""
+
+    run_inline = True  # prometheus_client is thread-safe and cheap: no executor hop per event
+
+    def __init__(self, graph: str) -> None:
+        self.graph = graph
+        self.inputs: dict[UUID, dict] = {}
+        self.root_of: dict[UUID, UUID] = {}
+        self.children: dict[UUID, list[UUID]] = {}
+        self.interrupted: set[UUID] = set()
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+                       **kwargs: Any) -> None:
+        if parent_run_id is None:
+            self.inputs[run_id] = inputs if isinstance(inputs, dict) else {}
+            self.children[run_id] = []
+            return
+        root = self.root_of.get(parent_run_id, parent_run_id)
+        if root in self.children:
+            self.root_of[run_id] = root
+            self.children[root].append(run_id)
+
+    def _finish(self, run_id: UUID) -> tuple[dict, bool]:
+        for child in self.children.pop(run_id, []):
+            self.root_of.pop(child, None)
+        interrupted = run_id in self.interrupted
+        self.interrupted.discard(run_id)
+        return self.inputs.pop(run_id, {}), interrupted
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+        if parent_run_id is not None:
+            return
+        inputs, interrupted = self._finish(run_id)
+        if interrupted or _interrupted(outputs):
+            status = "interrupted"
+        elif self.graph == "solve" and isinstance(outputs, dict):
+            status = count_solve(inputs, outputs)
+        else:
+            status = "success"
+            if self.graph == "learn" and isinstance(outputs, dict):
+                _raise_version(outputs.get("playbook"), outputs.get("to_version"))
+        RUNS.labels(graph=self.graph, status=status).inc()
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
+                       **kwargs: Any) -> None:
+        is_interrupt = type(error).__name__ in ("GraphInterrupt", "NodeInterrupt")
+        if parent_run_id is not None:
+            if is_interrupt and (root := self.root_of.get(run_id)) is not None:
+                self.interrupted.add(root)
+            return
+        _, interrupted = self._finish(run_id)
+        RUNS.labels(graph=self.graph, status="interrupted" if is_interrupt or interrupted else "error").inc()
+
+
+def with_metrics(graph: Any, name: str) -> Any:
+    """The compiled graph, counting its runs (a copy: the original graph is untouched)."""
+    return graph.with_config({"callbacks": [RunMetrics(name)]})

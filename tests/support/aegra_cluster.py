@@ -1,0 +1,228 @@
+"""Replicas of the deployed graph API for tests and benchmarks: a throwaway database, `parallax serve` x N.
+
+Why this exists: the deploy tests and `bench.serve` need what an operator runs (README,
+Deploy): a fresh PostgreSQL database, Redis, and replicas started one after the other with
+`parallax serve`, each answering /ready before the next starts. Everything here is loopback
+and private to one `Cluster`: its own database (created, then dropped with FORCE), its own
+Redis queue key and channel prefix (deleted at the end), its own PARALLAX_HOME per replica.
+Replicas are stopped by PID (a replica is one process: `parallax serve` runs uvicorn in
+process), SIGTERM then SIGKILL, and `kill()` sends SIGKILL at once to simulate a crash.
+
+Short lease settings (6 s lease, 2 s heartbeat and reaper) make a killed replica's runs
+taken over within ~10 s instead of Aegra's default ~35 s.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+PARALLAX = Path(sys.executable).with_name("parallax")
+PG_ADMIN = os.environ.get("PARALLAX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("PARALLAX_TEST_REDIS", "redis://127.0.0.1:6379/0")
+FAST_LEASES = {"LEASE_DURATION_SECONDS": "6", "HEARTBEAT_INTERVAL_SECONDS": "2", "REAPER_INTERVAL_SECONDS": "2"}
+
+
+class ClusterError(RuntimeError):
+    """A replica or a service it needs did not come up; the message says which and shows its log."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def missing_services() -> list[str]:
+    """What the deploy tests need and this machine lacks (empty when all is there)."""
+    missing = []
+    try:
+        import aegra_api  # noqa: F401
+    except ImportError:
+        missing.append("Aegra (pip install -e '.[server]' in a Python 3.12 venv)")
+    if not PARALLAX.is_file():
+        missing.append(f"the parallax command next to {sys.executable}")
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN, connect_timeout=3):
+            pass
+    except Exception as exc:  # noqa: BLE001 - any failure means "no PostgreSQL"
+        missing.append(f"PostgreSQL at {PG_ADMIN.split('@')[-1]} ({type(exc).__name__})")
+    try:
+        import redis
+
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+    except Exception as exc:  # noqa: BLE001
+        missing.append(f"Redis at {REDIS_URL} ({type(exc).__name__})")
+    return missing
+
+
+@dataclass
+class Replica:
+    port: int
+    process: subprocess.Popen
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: the replica dies mid-whatever, as in a crash."""
+        if self.alive():
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM (Aegra drains and re-queues what it was running), SIGKILL after `timeout_s`."""
+        if not self.alive():
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        except ProcessLookupError:
+            pass
+
+
+@dataclass
+class Cluster:
+    """A database, a Redis queue and the replicas serving them; `env` is added to every replica's environment."""
+
+    work: Path
+    env: dict[str, str] = field(default_factory=dict)
+    name: str = field(default_factory=lambda: f"parallax_test_{uuid.uuid4().hex[:10]}")
+    replicas: list[Replica] = field(default_factory=list)
+    model: Any = None
+    """The model server its replicas talk to, when the caller wants it at hand (a FaultServer in tests)."""
+
+    @property
+    def database_url(self) -> str:
+        return PG_ADMIN.rsplit("/", 1)[0] + f"/{self.name}"
+
+    def create(self) -> Cluster:
+        import psycopg
+
+        if missing := missing_services():
+            raise ClusterError("missing: " + "; ".join(missing))
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        self.work.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def replica_env(self, port: int) -> dict[str, str]:
+        env = {**os.environ, "DATABASE_URL": self.database_url, "REDIS_URL": REDIS_URL,
+               "REDIS_CHANNEL_PREFIX": f"{self.name}:run:", "WORKER_QUEUE_KEY": f"{self.name}:jobs",
+               "PARALLAX_HOME": str(self.work / f"home-{port}"), "LOG_LEVEL": "warning", "CRON_ENABLED": "false",
+               "LANGSMITH_TRACING": "false", **FAST_LEASES, **self.env}
+        for name in ("PARALLAX_DATABASE_URL", "PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL",
+                     "AEGRA_CONFIG", "HOST", "PORT"):
+            env.pop(name, None)
+        return env
+
+    def start_replica(self, port: int | None = None, timeout_s: float = 90.0) -> Replica:
+        """Start one replica and return once its /ready answers 200."""
+        return self.wait_ready(self.launch(port), timeout_s)
+
+    def launch(self, port: int | None = None) -> Replica:
+        """Start one replica without waiting for it."""
+        port = port or free_port()
+        log_path = self.work / f"replica-{port}.log"
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen([str(PARALLAX), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                                       cwd=ROOT, env=self.replica_env(port), stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        replica = Replica(port, process, log_path)
+        self.replicas.append(replica)
+        return replica
+
+    def wait_ready(self, replica: Replica, timeout_s: float = 90.0) -> Replica:
+        port, process = replica.port, replica.process
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(trust_env=False, timeout=2.0) as client:
+            while True:
+                if not replica.alive():
+                    raise ClusterError(f"replica on {port} exited with {process.returncode}:\n{replica.log()[-4000:]}")
+                try:
+                    if client.get(f"{replica.url}/ready").status_code == 200:
+                        return replica
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    replica.kill()
+                    raise ClusterError(f"replica on {port} not ready after {timeout_s:.0f}s:\n{replica.log()[-4000:]}")
+                time.sleep(0.25)
+
+    def executing_replica(self, run_id: str) -> Replica | None:
+        """The replica whose worker holds `run_id` now (Aegra's runs.claimed_by is vm-<pid>-worker-<n>)."""
+        import psycopg
+
+        with psycopg.connect(self.database_url) as conn:
+            row = conn.execute("SELECT claimed_by FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+        claimed = (row or [None])[0] or ""
+        parts = claimed.split("-")
+        pid = int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
+        return next((r for r in self.replicas if r.pid == pid and r.alive()), None)
+
+    def peak_rss(self) -> dict[int, int]:
+        """Current RSS per live replica, bytes (callers sample it to keep a peak)."""
+        import psutil
+
+        out = {}
+        for replica in self.replicas:
+            try:
+                out[replica.port] = psutil.Process(replica.pid).memory_info().rss
+            except psutil.Error:
+                pass
+        return out
+
+    def close(self) -> None:
+        import psycopg
+        import redis
+
+        for replica in self.replicas:
+            replica.stop()
+        try:
+            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        finally:
+            client = redis.Redis.from_url(REDIS_URL)
+            for key in client.scan_iter(match=f"{self.name}:*"):
+                client.delete(key)
+
+
+def readme_retry_helper():
+    """`retry_on_429` from the README's client snippet (Deploy > Clients), run as written."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def retry_on_429" in b)
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    return namespace["retry_on_429"]
