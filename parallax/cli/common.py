@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -190,3 +190,17 @@ async def durable_graph(builder):
         graph = builder.compile(checkpointer=saver, store=store)
         settings_mod.freeze_startup_objects()
         yield graph
+
+
+@contextmanager
+def graph_failures(*bad_input: type[BaseException]):
+    """How a command reports a graph run that could not go on: its input (`bad_input`) as one line
+    and exit 2, the embedded model server as one line and exit 1."""
+    from parallax.runtime.model_server import ModelServerError
+
+    try:
+        yield
+    except bad_input as exc:
+        fail(str(exc))
+    except ModelServerError as exc:
+        fail(f"model server: {exc}", code=1)

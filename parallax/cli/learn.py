@@ -25,6 +25,7 @@ from parallax.cli.common import (
     durable_graph,
     err,
     fail,
+    graph_failures,
     open_playbooks,
     require_known,
     write_atomically,
@@ -58,13 +59,12 @@ async def run_learn(payload: dict, thread_id: str, context: Context, interactive
 
     from parallax.graphs.learn import builder
     from parallax.nodes.schedule import InvalidLearnInput
-    from parallax.runtime.model_server import ModelServerError
     from parallax.state.learn import LearnOutput
 
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
     total = len(payload["tasks"]) * payload["epochs"]
     result: dict = {}
-    try:
+    with graph_failures(InvalidLearnInput, ValueError):
         async with durable_graph(builder) as graph:
             with _progress(show) as progress:
                 runs = progress.add_task("tasks learned from", total=total)
@@ -94,10 +94,6 @@ async def run_learn(payload: dict, thread_id: str, context: Context, interactive
                     else:
                         answer = sys.stdin.readline().strip().lower() in ("y", "yes")
                     next_input = Command(resume="yes" if answer else "no")
-    except (InvalidLearnInput, ValueError) as exc:
-        fail(str(exc))
-    except ModelServerError as exc:
-        fail(f"model server: {exc}", code=1)
     return result
 
 

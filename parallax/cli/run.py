@@ -33,6 +33,7 @@ from parallax.cli.common import (
     durable_graph,
     err,
     fail,
+    graph_failures,
     new_table,
     require_known,
     with_playbooks,
@@ -137,7 +138,6 @@ async def graph_of_thread(thread_id: str) -> str:
 async def run_graph(name: str, payload: dict | None, thread_id: str, context: Context, show_progress: bool) -> dict:
     """Run (or, with `payload=None`, resume) the `name` graph ("solve" or "plan") on a checkpointed thread."""
     from parallax.logic.routing import InvalidInput
-    from parallax.runtime.model_server import ModelServerError
 
     if name == "plan":
         from parallax.graphs.plan import builder
@@ -146,7 +146,7 @@ async def run_graph(name: str, payload: dict | None, thread_id: str, context: Co
     keys = OUTPUT_KEYS[name]
     config = {"configurable": {"thread_id": thread_id}, "metadata": {GRAPH_KEY: name}}
     result: dict = {}
-    try:
+    with graph_failures(InvalidInput):
         async with durable_graph(builder) as graph:
             if payload is None:
                 snapshot = await graph.aget_state(config)
@@ -167,10 +167,6 @@ async def run_graph(name: str, payload: dict | None, thread_id: str, context: Co
                     elif mode == "updates" and show_progress:
                         for node, update in chunk.items():
                             progress.update(node, update or {})
-    except InvalidInput as exc:
-        fail(str(exc))
-    except ModelServerError as exc:
-        fail(f"model server: {exc}", code=1)
     return result
 
 
