@@ -4,12 +4,16 @@ What it does, in order:
 1. reads DATABASE_URL (or PARALLAX_DATABASE_URL) and REDIS_URL; with Redis, runs are shared
    by every replica and a dead replica's runs are taken over (Aegra's Redis broker and lease
    reaper); without it, this replica works alone;
-2. migrates, under a PostgreSQL advisory lock: Aegra's tables (its Alembic migrations), the
-   checkpointer's and the store's. Replicas started at once on a fresh database would otherwise
-   race in `CREATE TABLE`; with the lock the first one migrates and the others find nothing to do;
-3. serves aegra.json's graphs with uvicorn in this process (one process per replica, so
-   stopping or killing its PID stops the replica), and prints `ready <url>` on stderr once
-   `/ready` answers, i.e. once it can take runs.
+2. takes the PostgreSQL advisory lock "startup" and holds it until this replica is ready, so
+   replicas started at once come up one after another. Two steps would race otherwise: the
+   migrations (Aegra's tables, the checkpointer's and the store's: `CREATE TABLE` fails with a
+   UniqueViolation) and Aegra's start-up, which inserts a default assistant per graph (two
+   inserts of the same `assistant_id`). The lock dies with the process, so a replica that
+   fails to start never blocks the next one;
+3. migrates (the second replica finds nothing left to do), then serves aegra.json's graphs with
+   uvicorn in this process (one process per replica, so stopping or killing its PID stops the
+   replica), and prints `ready <url>` on stderr once `/ready` answers, i.e. once it can take
+   runs; only then is the lock released.
 
 A second replica is the same command with another --port (or on another host).
 Needs the `server` extra on Python >= 3.12 (README, Deploy).
@@ -22,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -40,7 +45,8 @@ def default_config() -> Path:
 
 
 def migrate(url: str) -> float:
-    """Aegra's, the checkpointer's and the store's tables, under the migration lock; seconds taken."""
+    """Aegra's, the checkpointer's and the store's tables, under the lock "migrate" that the CLI's store
+    set-up also takes (the caller holds the startup lock as well); seconds taken."""
     import asyncio
 
     from aegra_api.core.migrations import run_migrations
@@ -62,20 +68,24 @@ def migrate(url: str) -> float:
     return time.perf_counter() - started
 
 
-def announce_ready(url: str, timeout_s: float = 300.0) -> None:
-    """Print `ready <url>` on stderr once /ready answers 200 (from a thread beside the server)."""
+def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> None:
+    """Print `ready <url>` on stderr once /ready answers 200, then release the startup lock
+    (from a thread beside the server; after `timeout_s` the lock is released all the same)."""
     import httpx
 
     deadline = time.monotonic() + timeout_s
-    with httpx.Client(trust_env=False, timeout=2.0) as client:
-        while time.monotonic() < deadline:
-            try:
-                if client.get(f"{url}/ready").status_code == 200:
-                    print(f"ready {url} (pid {os.getpid()})", file=sys.stderr, flush=True)
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+    try:
+        with httpx.Client(trust_env=False, timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                try:
+                    if client.get(f"{url}/ready").status_code == 200:
+                        print(f"ready {url} (pid {os.getpid()})", file=sys.stderr, flush=True)
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+    finally:
+        starting.close()
 
 
 def serve(
@@ -93,7 +103,7 @@ def serve(
     if not settings.api_keys:
         fail("set PARALLAX_API_KEYS=key:tenant[,key2:tenant2]: every request needs a key, and the key names its tenant")
     from parallax.runtime.storage.namespaces import StoreError
-    from parallax.runtime.storage.postgres import conninfo
+    from parallax.runtime.storage.postgres import conninfo, held_sync
 
     try:
         url = conninfo(url)
@@ -115,14 +125,17 @@ def serve(
     os.environ.setdefault("REDIS_BROKER_ENABLED", "true" if redis else "false")
     if not redis:
         err.print("no REDIS_URL: this replica runs alone (runs are not shared with or taken over by other replicas)")
+    starting = ExitStack()
     try:
+        starting.enter_context(held_sync(url, "startup"))
         seconds = migrate(url)
     except Exception as exc:  # a database that cannot be reached or migrated: one line, not a traceback
+        starting.close()
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         fail(f"cannot migrate the database at {url.split('@')[-1]!r}: {first}", code=1)
     err.print(f"migrated {url.split('@')[-1]} in {seconds:.1f}s; serving {config} on {host}:{port}")
     here = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    threading.Thread(target=announce_ready, args=(f"http://{here}:{port}",), daemon=True).start()
+    threading.Thread(target=announce_ready, args=(f"http://{here}:{port}", starting), daemon=True).start()
     sys.path.insert(0, str(config.parent))
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the handler it found:
     # exit through Python then, so atexit stops the embedded model server this replica may have started

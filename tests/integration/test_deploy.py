@@ -360,8 +360,9 @@ async def test_a_replica_killed_mid_run_is_taken_over_without_repeating_finished
 
 
 def test_replicas_started_at_once_on_a_fresh_database_both_come_up(tmp_path):
-    """The migration race Aegra has on a fresh database (UniqueViolation in CREATE TABLE) cannot happen:
-    `parallax serve` migrates under an advisory lock, so the second replica finds nothing left to do."""
+    """The start-up races Aegra has on a fresh database (UniqueViolation in CREATE TABLE, and in the insert
+    of each graph's default assistant) cannot happen: `parallax serve` holds an advisory lock from its
+    migrations until it is ready, so the replicas come up one after another and each finds the work done."""
     fresh = Cluster(tmp_path, {"PARALLAX_API_KEYS": "key-acme:acme"}).create()
     try:
         launched = [fresh.launch(), fresh.launch(), fresh.launch()]

@@ -14,9 +14,9 @@ so a SIGKILLed replica never leaves a playbook locked. A dedicated connection (n
 store's pool) means a section that itself reads and writes the store never waits for a pool
 slot its own lock is holding.
 
-The same lock guards migrations: `parallax serve` upgrades Aegra's tables, the checkpointer's
-and the store's under the lock named "migrate", so replicas started at once on a fresh
-database do not race in `CREATE TABLE` (see parallax/cli/serve.py).
+The same lock serialises replica start-up: `parallax serve` holds the lock named "startup" from
+its migrations until it answers /ready, so replicas started at once on a fresh database race
+neither in `CREATE TABLE` nor in Aegra's default-assistant inserts (see parallax/cli/serve.py).
 
 Needs the `postgres` extra (psycopg, langgraph-checkpoint-postgres); without it, opening a
 Postgres store raises a StoreError that says what to install.
