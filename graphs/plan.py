@@ -1,8 +1,8 @@
 """The `plan` graph: plan a DAG of tasks, run each as soon as its inputs exist, verify, join.
 
-    make_plan -> [run_task x N] -> verify -> join -> integrate -> record_trace -> END
-        |                                     |
-        +-> answer_directly (no plan)         +-> make_plan (replan)
+    start_plan -> make_plan -> [run_task x N] -> verify -> join -> integrate -> record_trace -> END
+                      |                                     |
+                      +-> answer_directly (no plan)         +-> make_plan (replan)
 
 Every task of a plan is one `Send` in one superstep and starts when its dependencies
 finish (logic/dag_schedule.py); `solve`, `section` and `vote` tasks run the solve graph
@@ -25,6 +25,7 @@ from parallax.nodes.join import join
 from parallax.nodes.plan import make_plan
 from parallax.nodes.record_trace import record_trace
 from parallax.nodes.run_task import run_task, run_task_failed
+from parallax.nodes.start_plan import start_plan
 from parallax.nodes.verify import verify
 from parallax.state.context import Context
 from parallax.state.plan import PlanInput, PlanOutput, PlanState
@@ -41,6 +42,7 @@ def after_join(state: PlanState) -> Literal["make_plan", "integrate", "record_tr
 
 
 builder = StateGraph(PlanState, context_schema=Context, input_schema=PlanInput, output_schema=PlanOutput)
+builder.add_node("start_plan", start_plan)
 builder.add_node("make_plan", make_plan)
 builder.add_node("run_task", partial(run_task, solve=solve), error_handler=run_task_failed)
 builder.add_node("verify", verify, defer=True)
@@ -49,7 +51,8 @@ builder.add_node("integrate", integrate)
 builder.add_node("answer_directly", partial(answer_directly, solve=solve))
 builder.add_node("record_trace", record_trace, input_schema=PlanState)  # the solve node, given the plan keys too
 
-builder.add_edge(START, "make_plan")
+builder.add_edge(START, "start_plan")
+builder.add_edge("start_plan", "make_plan")
 builder.add_conditional_edges("make_plan", dispatch_tasks, ["run_task", "answer_directly", "join"])
 builder.add_edge("run_task", "verify")
 builder.add_edge("verify", "join")

@@ -83,7 +83,10 @@ class Plan(BaseModel):
 
 
 def merge_tasks(left: list[dict] | None, right: list[dict] | dict | None) -> list[dict]:
-    """Task records by (round, id): a re-run (after a resume) replaces its own record; order kept."""
+    """Task records by (round, id): a re-run (after a resume) replaces its own record; order kept.
+    `None` starts over (a new run on a thread that ran before)."""
+    if right is None:
+        return []
     merged = list(left or [])
     new = [right] if isinstance(right, dict) else list(right or [])
     index = {(r["round"], r["id"]): i for i, r in enumerate(merged)}
@@ -116,8 +119,11 @@ def merge_board(left: dict | None, right: dict | None) -> dict:
     are kept per task (a later round replaces the task's earlier entry) in task order. Two
     tasks on one key follow the policy: `append` joins the values, `keep_both` keeps a list,
     `conflict` keeps both and sets `conflict` for the joiner to resolve (`resolved` then holds
-    its choice). `None` as a key's write removes the key.
+    its choice). `None` as a key's write removes the key; `None` as the whole write empties the
+    board (a new run on a thread that ran before).
     """
+    if right is None:
+        return {}
     board = dict(left or {})
     for key, write in (right or {}).items():
         if write is None:

@@ -1,0 +1,64 @@
+"""The first node of a plan run: check the input and start the run's state afresh.
+
+Why a node of its own: the planner is visited again for a replan, but a new request is
+visited only here. A thread keeps its state between runs (a Studio conversation, an API
+thread), so without a fresh start a second request on a thread would be taken for a replan
+of the first, and its tasks, board and branches would include the first run's. Two input
+keys are also outputs, so what the last run reported looks like input to the next one:
+- `plan`: equal to the plan the last run ran, it is that run's leftover, not a caller's plan,
+  and the planner is asked (a caller who sends the very same plan again gets a new plan too);
+- `mode`: a solve route the last run answered with (direct, section, vote) is a leftover;
+  the new run starts from `auto`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from langgraph.runtime import Runtime
+
+from parallax.logic.routing import InvalidInput, validate_plan_input
+from parallax.runtime.run_context import authenticated_tenant, context_of
+from parallax.runtime.worktrees import GitError, head_commit, repository_root
+from parallax.state.context import Context
+from parallax.state.plan import PlanState
+
+NEW_PLAN_RUN = {"round": 0, "plans": [], "tasks": None, "board": None, "branches": None, "verification": {},
+                "stop": "", "decision": "", "plan_error": "", "planned": False, "answer": "", "reason": "",
+                "failed_branches": [], "objection": ""}
+"""What a plan run starts from (`None` empties the reducer channels tasks, board and branches)."""
+
+
+def leftovers(state: PlanState) -> dict:
+    """The previous run's reported `plan` and `mode`, which a new run must not take for input."""
+    if "trace_id" not in state:  # the thread's first run: everything in state is input
+        return {}
+    stale: dict = {}
+    if state.get("plan") and state.get("plans") and state["plan"] == state["plans"][-1]:
+        stale["plan"] = None
+    if state.get("mode", "auto") not in ("auto", "plan"):
+        stale["mode"] = "auto"
+    return stale
+
+
+async def start_plan(state: PlanState, runtime: Runtime[Context]) -> dict:
+    """Checks, request and document, repository and its base commit; the run's outcome starts empty."""
+    ctx = context_of(runtime)
+    stale = leftovers(state)
+    state = {**state, **stale}
+    validate_plan_input({k: v for k, v in state.items() if v is not None or k != "plan"}, ctx)
+    question = state.get("question", "")
+    request, document = (question, state["task"]) if question.strip() else (state["task"], "")
+    start = {**NEW_PLAN_RUN, **stale, "trace_id": uuid.uuid4().hex, "request": request, "document": document,
+             "mode": "plan" if state.get("mode", "auto") == "plan" else "auto"}
+    if state.get("repo"):
+        if authenticated_tenant() is not None:  # an API caller must not name paths on the server's disk
+            raise InvalidInput("edit tasks on a repository are not served over the graph API: "
+                               "run `parallax run --mode plan --repo PATH` on the machine that holds it")
+        try:
+            root = await asyncio.to_thread(repository_root, state["repo"])
+            start.update(repo=str(root), repo_base=await asyncio.to_thread(head_commit, root))
+        except GitError as exc:
+            raise InvalidInput(f"--repo {state['repo']}: {exc} (give a git repository with at least one commit)") from None
+    return start
