@@ -26,7 +26,7 @@ def test_fanout_small_run_prints_sane_json(capsys):
     # 50 calls of 5 ms at 10 in flight cannot finish in under 25 ms
     assert min(result["raw_s"], result["graph_s"], result["plain_send_s"]) >= 0.025
     assert result["ratio_vs_raw"] > 0 and 0 < result["peak_rss_mb"] < 2000
-    assert set(result["goals_met"]) == {"ratio_vs_raw_le_1.2", "overhead_le_half_plain_send", "peak_rss_le_300mb"}
+    assert set(result["goals_met"]) == {"ratio_vs_raw_le_1.1", "overhead_le_half_plain_send", "peak_rss_le_300mb"}
     assert all(isinstance(v, bool) for v in result["goals_met"].values())
 
 
