@@ -92,10 +92,21 @@ def fast_model(real_model, monkeypatch) -> str:
 
 
 async def test_vote_on_a_gsm8k_question(fast_model):
+    """The tiny model sometimes runs past the token cap on every vote (seen in CI: three
+    LengthFinishReasonErrors). Such a run must end `failed` with every vote's error, and then the
+    question is asked once more, so that the counting path is checked on real replies too."""
     question = first_jsonl(DATA / "gsm8k" / "test.jsonl")["question"]
-    started = time.perf_counter()
-    result = await graph.ainvoke({"task": question, "mode": "vote", "votes": 3})
-    elapsed = time.perf_counter() - started
+    for _ in range(2):
+        started = time.perf_counter()
+        result = await graph.ainvoke({"task": question, "mode": "vote", "votes": 3})
+        elapsed = time.perf_counter() - started
+        if result["status"] != "failed":
+            break
+        votes = [r for r in records(result) if r.kind == "vote"]
+        assert len(votes) == 3 and all(r.status != "ok" and r.error for r in votes), result["reason"]
+        assert sorted(result["failed_branches"]) == sorted(r.id for r in votes) and result["answer"] == ""
+    else:
+        pytest.fail(f"every vote failed in two runs, so counting could not be checked: {result['reason']}")
 
     recs = assert_common_trace(result)
     assert result["mode"] == "vote"
