@@ -84,6 +84,22 @@ def assert_common_trace(result: dict) -> list[BranchRecord]:
     return recs
 
 
+async def run_until_a_branch_lands(run_input: dict, kind: str) -> tuple[dict, float]:
+    """The run, and its seconds. The tiny model sometimes runs past the token cap on every branch
+    (seen in CI: three LengthFinishReasonErrors in a vote). Such a run must end `failed` with each
+    branch's error; then it is asked once more, so that merging is checked on real replies too."""
+    for _ in range(2):
+        started = time.perf_counter()
+        result = await graph.ainvoke(run_input)
+        elapsed = time.perf_counter() - started
+        if result["status"] != "failed":
+            return result, elapsed
+        branches = [r for r in records(result) if r.kind == kind]
+        assert branches and all(r.status != "ok" and r.error for r in branches), result["reason"]
+        assert sorted(result["failed_branches"]) == sorted(r.id for r in branches) and result["answer"] == ""
+    pytest.fail(f"every {kind} branch failed in two runs, so merging could not be checked: {result['reason']}")
+
+
 @pytest.fixture
 def fast_model(real_model, monkeypatch) -> str:
     monkeypatch.setenv("PARALLAX_MAX_TOKENS", "128")
@@ -91,22 +107,11 @@ def fast_model(real_model, monkeypatch) -> str:
     return real_model
 
 
-async def test_vote_on_a_gsm8k_question(fast_model):
-    """The tiny model sometimes runs past the token cap on every vote (seen in CI: three
-    LengthFinishReasonErrors). Such a run must end `failed` with every vote's error, and then the
-    question is asked once more, so that the counting path is checked on real replies too."""
-    question = first_jsonl(DATA / "gsm8k" / "test.jsonl")["question"]
-    for _ in range(2):
-        started = time.perf_counter()
-        result = await graph.ainvoke({"task": question, "mode": "vote", "votes": 3})
-        elapsed = time.perf_counter() - started
-        if result["status"] != "failed":
-            break
-        votes = [r for r in records(result) if r.kind == "vote"]
-        assert len(votes) == 3 and all(r.status != "ok" and r.error for r in votes), result["reason"]
-        assert sorted(result["failed_branches"]) == sorted(r.id for r in votes) and result["answer"] == ""
-    else:
-        pytest.fail(f"every vote failed in two runs, so counting could not be checked: {result['reason']}")
+async def test_vote_on_a_short_arithmetic_question(fast_model):
+    # the README's question: on the first GSM8K item the 135M model loops ("the answer is ... the
+    # answer is ...") past even the product's 384-token cap on all three votes in about half the runs
+    question = "A farmer has 17 sheep and buys 5 more. How many sheep does he have?"
+    result, elapsed = await run_until_a_branch_lands({"task": question, "mode": "vote", "votes": 3}, "vote")
 
     recs = assert_common_trace(result)
     assert result["mode"] == "vote"
@@ -134,9 +139,7 @@ async def test_section_on_a_qmsum_meeting(fast_model):
     expected_slices = split_into_slices(document, SLICE_CHARS)
     assert len(expected_slices) > 1, "the document must be long enough to section"
 
-    started = time.perf_counter()
-    result = await graph.ainvoke({"task": document, "question": question, "mode": "section"})
-    elapsed = time.perf_counter() - started
+    result, elapsed = await run_until_a_branch_lands({"task": document, "question": question, "mode": "section"}, "slice")
 
     recs = assert_common_trace(result)
     assert result["mode"] == "section"
