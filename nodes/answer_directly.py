@@ -22,7 +22,7 @@ TAKEN = ("answer", "mode", "status", "confidence", "votes", "failed_branches", "
 async def answer_directly(state: PlanState, runtime: Runtime[Context], *, solve: Solver) -> dict:
     """`solve` is the solve graph (graphs/plan.py hands it in)."""
     fallback = bool(state.get("plan_error"))
-    run_input = {"task": state["task"], "mode": "direct" if fallback else "auto",
+    run_input = {"task": state["task"], "mode": "direct" if fallback else "auto", "parent_trace": state["trace_id"],
                  **{k: state[k] for k in PASSED_ON if k in state}}
     run = await solve.ainvoke(run_input, context=context_of(runtime))
     why = f"no valid plan ({state['plan_error']}): answered directly" if fallback else ""

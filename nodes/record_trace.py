@@ -8,7 +8,9 @@ business branches were sent (logic/run_record.py). A plan run's trace also holds
 its tasks (each task's branches listed with the task's id) and its verification layers,
 which is what `parallax plan show` draws. Business branches that ESCALATED go to the
 dead-letter list with their input and last error, for `parallax dlq retry`. Without a store
-(a bare compiled graph) there is nowhere to keep either, and the node does nothing.
+(a bare compiled graph) there is nowhere to keep either, and the node does nothing. A solve
+run that is part of a plan run (`parent_trace`) stores no trace: the plan's trace lists its
+branches under its task, and one user request is one run in `parallax stats`.
 """
 
 from __future__ import annotations
@@ -70,7 +72,10 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict:
         return {}
     trace = trace_of(state)
     traces = TraceStore(runtime.store, trace["tenant"])
-    await traces.put_trace(trace)
+    if state.get("parent_trace"):
+        trace["trace_id"] = state["parent_trace"]
+    else:
+        await traces.put_trace(trace)
     for record in state.get("branches", []):
         if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):
             await traces.put_dead_letter(dead_letter(record, trace))

@@ -53,7 +53,8 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
         run_input = {"task": document, "question": text, "mode": "section"}
     else:
         run_input = {"task": text, "mode": SOLVE_MODES[task.kind]}
-    run_input.update(tenant=payload["tenant"], playbook=payload["playbook"], votes=payload["votes"])
+    run_input.update(tenant=payload["tenant"], playbook=payload["playbook"], votes=payload["votes"],
+                     parent_trace=payload["trace_id"])
     if "min_votes" in payload:
         run_input["min_votes"] = payload["min_votes"]
     try:  # the subgraph's own checkpoint is written once, at its end: the task is the unit that is not redone

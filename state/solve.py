@@ -54,6 +54,10 @@ class SolveInput(TypedDict):
     """How `target` is compared: auto | numeric | exact | contains (parallax/logic/scoring.py)."""
     prompt_overrides: NotRequired[dict[str, dict[str, Any]]]
     """Use these prompt versions ({name: {"version", "system", "user"}}) instead of the served ones (gate evaluations)."""
+    parent_trace: NotRequired[str]
+    """The trace of the run this one is part of (a plan's task, or its direct answer). That trace keeps
+    this run's branches, so this run stores no trace of its own (`parallax stats` counts the plan once);
+    its dead letters name the parent trace."""
 
 
 class RunOutput(TypedDict):

@@ -95,6 +95,8 @@ def validate(state: SolveState, ctx: Context) -> None:
     for field in ("tenant", "playbook"):
         if field in state and not (isinstance(state[field], str) and NAME_RE.match(state[field])):
             raise InvalidInput(f"bad {field} {state[field]!r}: use 1-64 letters, digits, '-' or '_'")
+    if not isinstance(state.get("parent_trace", ""), str):
+        raise InvalidInput("parent_trace must be the text id of the trace this run is part of")
     min_votes = state.get("min_votes")
     if min_votes is not None and not (_whole(min_votes) and 1 <= min_votes <= votes):
         raise InvalidInput(f"min_votes must be between 1 and votes ({votes}), got {min_votes!r}")

@@ -20,6 +20,8 @@ from langgraph.store.memory import InMemoryStore
 
 from parallax.graphs.plan import builder, graph
 from parallax.logic.routing import wants_plan
+from parallax.logic.run_stats import run_stats
+from parallax.runtime.storage.trace_store import TraceStore
 from parallax.state.plan import Plan
 from tests.support.scripted_model import scripted
 
@@ -342,3 +344,28 @@ async def test_a_second_run_on_a_thread_plans_afresh_and_reports_only_itself():
     out4 = await app.ainvoke({"task": "First do beta, then stop there."}, config, context=ctx3)
     assert out4["answer"] == "B1" and sum(p.startswith(PLANNER) for p, _ in calls3) == 1
     assert [(t["id"], t["output"]) for t in out4["tasks"]] == [(1, "B1")]
+
+
+async def test_a_plan_run_is_one_trace_holding_its_tasks_branches_and_their_dead_letters():
+    """A task's solve run is part of the plan run: no trace of its own (stats would count a 3-task plan
+    as 4 runs), its branches listed in the plan's trace, an escalated one dead-lettered under it."""
+    store = InMemoryStore()
+    app = builder.compile(checkpointer=InMemorySaver(), store=store)
+    dag = {"tasks": [task(1, "works-one"), task(2, "breaks-two", optional=True), task(3, "joins-three $1", deps=[1])]}
+    ctx, _ = scripted(script_for([dag], {"works-one": answer("W"), "breaks-two": bad_request(), "joins-three": answer("J")}))
+    out = await app.ainvoke({"task": "Do one, then three.", "mode": "plan"}, {"configurable": {"thread_id": "one"}},
+                            context=ctx)
+    traces = TraceStore(store, "default")
+    stored = [item.value for item in await store.asearch(("traces", "default"), limit=100)]
+    assert [t["trace_id"] for t in stored] == [out["trace_id"]] and stored[0]["mode"] == "plan"
+    task_branches = {b["task"]: b for b in stored[0]["branches"] if "task" in b}
+    assert set(task_branches) == {1, 2, 3} and task_branches[2]["state"] == "ESCALATED"
+    letters = await traces.dead_letters()
+    assert [(d["id"], d["trace_id"]) for d in letters] == [(task_branches[2]["id"], out["trace_id"])]
+    assert "breaks-two" in letters[0]["input"]["text"]
+    assert run_stats(stored)["overall"]["runs"] == 1
+    # a request the plan graph answers directly is one trace too
+    direct_ctx, _ = scripted(lambda p, t, i: answer("42"))
+    alone = await app.ainvoke({"task": "What is 6 * 7?"}, {"configurable": {"thread_id": "two"}}, context=direct_ctx)
+    stored = [item.value["trace_id"] for item in await store.asearch(("traces", "default"), limit=100)]
+    assert alone["answer"] == "42" and sorted(stored) == sorted([out["trace_id"], alone["trace_id"]])
