@@ -57,6 +57,18 @@ def new_table(title: str | None, columns: tuple[str, ...]) -> Table:
     return table
 
 
+def cell(value: float | None, kind: str) -> str:
+    """A figure as a table shows it: `share` as a percentage, `mean` with two decimals, else a whole
+    number with thousands separators; None (nothing to measure) as "-". JSON keeps the exact values."""
+    if value is None:
+        return "-"
+    if kind == "share":
+        return f"{value:.1%}"
+    if kind == "mean":
+        return f"{value:.2f}"
+    return f"{value:,.0f}"
+
+
 def base_context(cli: typer.Context | None, **overrides: Any) -> Context:
     """The run Context of a command: the caller's (`app(obj=Context(...))`) or a default, plus overrides."""
     import dataclasses

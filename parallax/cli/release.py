@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from parallax.cli.common import AsJson, By, Name, Reason, Tenant, emit, fail, new_table, who, with_store
+from parallax.cli.common import AsJson, By, Name, Reason, Tenant, cell, emit, fail, new_table, who, with_store
 from parallax.logic.release_decision import Rule, check_rule, check_share
 from parallax.logic.releases import canary_view, release
 
@@ -58,13 +58,17 @@ def print_canary(view: dict) -> None:
     console.print(f"release {release['id']}: v{release['version']} vs v{release['base']} on {release['share']:g}% "
                   f"({'manual' if release['manual'] else 'automatic'}), {state}"
                   + (f" - {release['why']}" if not view["running"] and release.get("why") else ""))
-    table = new_table(None, ("arm", "version", "runs", "success", "95% CI", "ok", "accuracy", "feedback",
-                             "p50 ms", "p95 ms"))
-    for arm, version in (("production", release["base"]), ("canary", release["version"])):
-        a = release["arms"][arm]
-        table.add_row(arm, f"v{version}", str(a["runs"]), str(a["success_rate"]), f"{a['ci95'][0]:.3f}-{a['ci95'][1]:.3f}",
-                      str(a["ok_rate"]), f"{a['accuracy']} ({a['accuracy_runs']})",
-                      f"{a['feedback_mean']} ({a['feedback_runs']})", str(a["latency_ms_p50"]), str(a["latency_ms_p95"]))
+    arms = [(f"{arm} v{version}", release["arms"][arm]) for arm, version in (("production", release["base"]),
+                                                                          ("canary", release["version"]))]
+    table = new_table(None, ("", *(name for name, _ in arms)))  # one row per figure: it reads on 80 columns
+    table.add_row("runs", *(str(a["runs"]) for _, a in arms))
+    table.add_row("success", *(cell(a["success_rate"], "share") for _, a in arms))
+    table.add_row("95% CI", *(f"{cell(a['ci95'][0], 'share')} to {cell(a['ci95'][1], 'share')}" for _, a in arms))
+    table.add_row("ok", *(cell(a["ok_rate"], "share") for _, a in arms))
+    table.add_row("accuracy (runs)", *(f"{cell(a['accuracy'], 'share')} ({a['accuracy_runs']})" for _, a in arms))
+    table.add_row("feedback (runs)", *(f"{cell(a['feedback_mean'], 'mean')} ({a['feedback_runs']})" for _, a in arms))
+    table.add_row("p50 latency ms", *(cell(a["latency_ms_p50"], "ms") for _, a in arms))
+    table.add_row("p95 latency ms", *(cell(a["latency_ms_p95"], "ms") for _, a in arms))
     console.print(table)
     rule = release["rule"]
     console.print(f"difference {release['difference']:+.3f} (95% CI {release['difference_ci95'][0]:+.3f} to "

@@ -13,12 +13,24 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from parallax.cli.common import AsJson, Tenant, check_output_dir, emit, fail, new_table, with_store, write_atomically
+from parallax.cli.common import (
+    AsJson,
+    Tenant,
+    cell,
+    check_output_dir,
+    emit,
+    fail,
+    new_table,
+    with_store,
+    write_atomically,
+)
 
-COLUMNS = (("runs", "runs"), ("ok", "ok_rate"), ("accuracy", "accuracy"), ("branches", "mean_branches"),
-           ("calls", "mean_model_calls"), ("faults", "runs_with_faults"), ("recovery", "recovery_rate"),
-           ("p50 ms", "latency_ms_p50"), ("p95 ms", "latency_ms_p95"), ("tokens", "tokens_total"),
-           ("feedback", "feedback_mean"))
+METRICS = (("runs", "runs", "count"), ("ok", "ok_rate", "share"), ("accuracy (runs with a target)", "accuracy", "share"),
+           ("branches per run", "mean_branches", "mean"), ("model calls per run", "mean_model_calls", "mean"),
+           ("runs that met a fault", "runs_with_faults", "count"), ("of those, ended ok", "recovery_rate", "share"),
+           ("p50 latency ms", "latency_ms_p50", "ms"), ("p95 latency ms", "latency_ms_p95", "ms"),
+           ("tokens", "tokens_total", "count"), ("feedback (mean score)", "feedback_mean", "mean"))
+"""The table's rows: one per metric (its columns are the versions), so it reads on an 80-column terminal."""
 
 
 async def read_stats(store, tenant: str, since: str | None, playbook: str | None, version: int | None) -> dict:
@@ -75,11 +87,10 @@ def stats(
         plot(result, plot_file)
     if as_json:
         return emit(result)
-    table = new_table(f"runs of tenant {tenant}", ("playbook", "version") + tuple(c for c, _ in COLUMNS))
-    for row in result["by_version"]:
-        table.add_row(row["playbook"], f"v{row['version']}", *(str(row[k]) for _, k in COLUMNS))
-    overall = result["overall"]
-    table.add_row("all", "", *(str(overall[k]) for _, k in COLUMNS))
+    groups = [(f"{row['playbook']} v{row['version']}", row) for row in result["by_version"]] + [("all", result["overall"])]
+    table = new_table(f"runs of tenant {tenant}", ("", *(name for name, _ in groups)))
+    for label, key, kind in METRICS:
+        table.add_row(label, *(cell(row[key], kind) for _, row in groups))
     Console().print(table)
     if plot_file is not None:
         Console(stderr=True).print(f"wrote {plot_file}")

@@ -155,8 +155,12 @@ def test_cli_release_run_and_canary(tmp_path):
     assert arms["canary"]["success_rate"] == 0.0 and arms["production"]["success_rate"] == 1.0
     assert arms["canary"]["ci95"][1] < arms["production"]["ci95"][0]
     assert arms["production"]["accuracy"] == 1.0 and arms["canary"]["accuracy"] == 0.0
-    table = cli("playbook", "canary", "--playbook", "fin")
-    assert "rollback by auto" in table.output and "95% CI" in table.output
+    table = runner.invoke(app, ["playbook", "canary", "--playbook", "fin"], env={"COLUMNS": "80"})
+    assert "rollback by auto" in table.output
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in table.output.splitlines() if line.count("│") == 4}
+    assert rows["success"] == ["100.0%", "0.0%"] and rows["accuracy (runs)"][1] == f"0.0% ({arms['canary']['runs']})"
+    assert rows["runs"] == [str(arms["production"]["runs"]), str(arms["canary"]["runs"])]
     history = json.loads(cli("playbook", "history", "--playbook", "fin", "--labels", "--json").output)
     moves = [(r["label"], r["to"], r["by"]) for r in history if "label" in r]
     assert moves == [("production", 1, "carol"), ("canary", 2, "carol"), ("canary", None, "auto")]

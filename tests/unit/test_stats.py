@@ -94,8 +94,11 @@ def test_cli_stats_json_table_and_plot(tmp_path):
     result = json.loads(out.output)
     assert result["overall"] == OVERALL and [r["version"] for r in result["by_version"]] == [1, 2]
     assert json.loads(runner.invoke(app, ["stats", "--since", "7d", "--version", "1", "--json"]).output)["overall"] == V1
-    table = runner.invoke(app, ["stats"], env={"COLUMNS": "200"})
-    assert "recovery" in table.output and "0.6667" in table.output
+    table = runner.invoke(app, ["stats"], env={"COLUMNS": "80"})
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in table.output.splitlines() if line.count("│") == 5}
+    assert rows["accuracy (runs with a target)"] == ["50.0%", "100.0%", "66.7%"]  # v1, v2, all
+    assert rows["branches per run"][0] == "1.67" and rows["p95 latency ms"][2] == "900" and rows["runs"] == ["3", "2", "5"]
     png = tmp_path / "stats.png"
     assert runner.invoke(app, ["stats", "--plot", str(png)]).exit_code == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
