@@ -70,11 +70,12 @@ def _solve_trace(state: SolveState) -> dict:
 async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict:
     if runtime.store is None:
         return {}
-    trace = trace_of(state)
-    traces = TraceStore(runtime.store, trace["tenant"])
-    if state.get("parent_trace"):
-        trace["trace_id"] = state["parent_trace"]
+    tenant, parent = state.get("tenant", "default"), state.get("parent_trace")
+    traces = TraceStore(runtime.store, tenant)
+    if parent:  # part of a plan run: its dead letters name the plan's trace, which is stored there
+        trace = {"trace_id": parent, "tenant": tenant}
     else:
+        trace = trace_of(state)
         await traces.put_trace(trace)
     for record in state.get("branches", []):
         if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):
