@@ -26,7 +26,7 @@ from parallax.logic.slicing import split_into_slices
 from parallax.prompts.templates import SOLVE_PROMPTS
 from parallax.runtime.run_context import context_of, tenant_of
 from parallax.state.context import Context
-from parallax.state.solve import SolveState
+from parallax.state.solve import NEW_RUN, SolveState
 
 
 async def read_playbook(store: BaseStore | None, tenant: str, name: str, thread_key: str = "") -> tuple[int, list[dict], dict]:
@@ -41,10 +41,6 @@ async def read_playbook(store: BaseStore | None, tenant: str, name: str, thread_
     return version.version, [item.model_dump() for item in version.active], served
 
 
-NEW_RUN = {"branches": None, "failed_branches": [], "objection": "", "answer": "", "reason": "",
-           "consensus": False, "verification": {}}
-"""What a run's outcome starts from. A thread keeps its state between runs, so without this a
-second run on it would count the first one's branches and report its objection."""
 
 
 async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
@@ -76,6 +72,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
         **NEW_RUN,
+        "consensus": False,
         "trace_id": trace_id,
         "tenant": tenant,
         "mode": chosen,

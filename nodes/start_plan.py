@@ -23,11 +23,11 @@ from parallax.runtime.run_context import authenticated_tenant, context_of
 from parallax.runtime.worktrees import GitError, head_commit, repository_root
 from parallax.state.context import Context
 from parallax.state.plan import PlanState
+from parallax.state.solve import NEW_RUN
 
-NEW_PLAN_RUN = {"round": 0, "plans": [], "tasks": None, "board": None, "branches": None, "verification": {},
-                "stop": "", "decision": "", "plan_error": "", "planned": False, "answer": "", "reason": "",
-                "failed_branches": [], "objection": ""}
-"""What a plan run starts from (`None` empties the reducer channels tasks, board and branches)."""
+NEW_PLAN_RUN = {**NEW_RUN, "round": 0, "plans": [], "tasks": None, "board": None, "stop": "", "decision": "",
+                "plan_error": "", "planned": False}
+"""What a plan run starts from: a run's outcome, and the plan's own channels (`None` empties tasks and board)."""
 
 
 def leftovers(state: PlanState) -> dict:
@@ -47,7 +47,9 @@ async def start_plan(state: PlanState, runtime: Runtime[Context]) -> dict:
     ctx = context_of(runtime)
     stale = leftovers(state)
     state = {**state, **stale}
-    validate_plan_input({k: v for k, v in state.items() if v is not None or k != "plan"}, ctx)
+    if "plan" in stale:
+        del state["plan"]  # the last run's plan, not input (the channel is emptied below)
+    validate_plan_input(state, ctx)
     question = state.get("question", "")
     request, document = (question, state["task"]) if question.strip() else (state["task"], "")
     start = {**NEW_PLAN_RUN, **stale, "trace_id": uuid.uuid4().hex, "request": request, "document": document,

@@ -77,6 +77,13 @@ class RunOutput(TypedDict):
     """What the merge checked: `rules` (vote quorum) or `facts` (section findings whose quotes verify)."""
 
 
+NEW_RUN: dict[str, Any] = {"branches": None, "failed_branches": [], "objection": "", "answer": "", "reason": "",
+                           "verification": {}}
+"""The RunOutput keys a run starts from. A thread keeps its state between runs (a Studio
+conversation, an API thread), so without these a second run on it would count the first one's
+branches and report its answer, objection and checks (`None` empties the branches reducer)."""
+
+
 class SolveOutput(RunOutput):
     """What a caller gets back (see the CLI contract in the README)."""
 
