@@ -71,19 +71,11 @@ def migrate(url: str) -> float:
 def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> None:
     """Print `ready <url>` on stderr once /ready answers 200, then release the startup lock
     (from a thread beside the server; after `timeout_s` the lock is released all the same)."""
-    import httpx
+    from parallax.runtime.http_ready import wait_for_200
 
-    deadline = time.monotonic() + timeout_s
     try:
-        with httpx.Client(trust_env=False, timeout=2.0) as client:
-            while time.monotonic() < deadline:
-                try:
-                    if client.get(f"{url}/ready").status_code == 200:
-                        print(f"ready {url} (pid {os.getpid()})", file=sys.stderr, flush=True)
-                        return
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
+        if wait_for_200(f"{url}/ready", timeout_s, interval_s=0.2) == "ready":
+            print(f"ready {url} (pid {os.getpid()})", file=sys.stderr, flush=True)
     finally:
         starting.close()
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import httpx
 
+from parallax.runtime.http_ready import wait_for_200
 from parallax.runtime.settings import Settings, load
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -123,18 +124,11 @@ class LocalModelServer:
         return self
 
     def _wait_healthy(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        with httpx.Client(trust_env=False, timeout=2.0) as client:
-            while (code := self.process.poll()) is None:
-                try:
-                    if client.get(self.url.removesuffix("/v1") + "/health").status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise ModelServerError(f"model server not healthy after {timeout:.0f}s{self._tail()}")
-                time.sleep(0.25)
-        raise ModelServerError(f"model server exited with code {code}{self._tail()}")
+        outcome = wait_for_200(self.url.removesuffix("/v1") + "/health", timeout, alive=lambda: self.process.poll() is None)
+        if outcome == "timeout":
+            raise ModelServerError(f"model server not healthy after {timeout:.0f}s{self._tail()}")
+        if outcome == "died":
+            raise ModelServerError(f"model server exited with code {self.process.returncode}{self._tail()}")
 
     def _tail(self, chars: int = 2000) -> str:
         try:

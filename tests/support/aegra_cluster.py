@@ -19,13 +19,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from parallax.runtime.http_ready import wait_for_200
 
 ROOT = Path(__file__).resolve().parents[2]
 PARALLAX = Path(sys.executable).with_name("parallax")
@@ -163,21 +162,13 @@ class Cluster:
         return replica
 
     def wait_ready(self, replica: Replica, timeout_s: float = 90.0) -> Replica:
-        port, process = replica.port, replica.process
-        deadline = time.monotonic() + timeout_s
-        with httpx.Client(trust_env=False, timeout=2.0) as client:
-            while True:
-                if not replica.alive():
-                    raise ClusterError(f"replica on {port} exited with {process.returncode}:\n{replica.log()[-4000:]}")
-                try:
-                    if client.get(f"{replica.url}/ready").status_code == 200:
-                        return replica
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    replica.kill()
-                    raise ClusterError(f"replica on {port} not ready after {timeout_s:.0f}s:\n{replica.log()[-4000:]}")
-                time.sleep(0.25)
+        outcome = wait_for_200(f"{replica.url}/ready", timeout_s, alive=replica.alive)
+        if outcome == "died":
+            raise ClusterError(f"replica on {replica.port} exited with {replica.process.returncode}:\n{replica.log()[-4000:]}")
+        if outcome == "timeout":
+            replica.kill()
+            raise ClusterError(f"replica on {replica.port} not ready after {timeout_s:.0f}s:\n{replica.log()[-4000:]}")
+        return replica
 
     def executing_replica(self, run_id: str) -> Replica | None:
         """The replica whose worker holds `run_id` now (Aegra's runs.claimed_by is vm-<pid>-worker-<n>)."""

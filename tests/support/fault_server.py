@@ -60,13 +60,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from parallax.runtime.http_ready import wait_for_200
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "truncated")
@@ -481,20 +482,14 @@ class FaultServer:
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, args=(sock,), name=f"fault-server-{self.port}", daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._error is not None or not self._thread.is_alive():
-                raise RuntimeError(f"fault server failed to start: {self._error!r}")
-            if self._server.started:
-                try:
-                    if httpx.get(f"{self.url[:-3]}/_log", timeout=1.0).status_code == 200:  # not logged
-                        return self.url
-                except httpx.HTTPError:
-                    pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"fault server did not answer within {timeout_s:g} s")
-            time.sleep(0.02)
+        running = lambda: self._error is None and self._thread.is_alive()  # noqa: E731
+        outcome = wait_for_200(f"{self.url[:-3]}/_log", timeout_s, alive=running, interval_s=0.02)  # /_log is not logged
+        if outcome == "died":
+            raise RuntimeError(f"fault server failed to start: {self._error!r}")
+        if outcome == "timeout":
+            self.stop()
+            raise RuntimeError(f"fault server did not answer within {timeout_s:g} s")
+        return self.url
 
     def _run(self, sock: socket.socket) -> None:
         async def serve() -> None:
