@@ -3,36 +3,12 @@
 import-linter reads a package from its directory, and the repository keeps graphs/, nodes/,
 prompts/ and state/ beside parallax/ (pyproject's `package-dir` maps them in). So each test
 lays the code out as it is installed, in a temporary folder, and runs `lint-imports` on it in
-a fresh process.
+a fresh process (tests/support/import_floors.py, which is also the command to run by hand).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import tomllib
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "pyproject.toml"
-
-
-def installed_layout(target: Path) -> Path:
-    """Copy every package to where `pip install .` puts it (from pyproject's package-dir)."""
-    package_dir = tomllib.loads(CONFIG.read_text())["tool"]["setuptools"]["package-dir"]
-    for name, folder in sorted(package_dir.items()):  # "parallax" first, then its mapped subpackages
-        shutil.copytree(ROOT / folder, target / name.replace(".", "/"), dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    return target
-
-
-def lint(layout: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(layout)}
-    return subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
-                           "--config", str(CONFIG), "--no-cache"],
-                          cwd=layout, env=env, capture_output=True, text=True, timeout=120)
+from tests.support.import_floors import installed_layout, lint
 
 
 def test_every_contract_is_kept(tmp_path):
