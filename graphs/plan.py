@@ -7,7 +7,7 @@
 Every task of a plan is one `Send` in one superstep and starts when its dependencies
 finish (logic/dag_schedule.py); `solve`, `section` and `vote` tasks run the solve graph
 as a subgraph. `graph` is compiled without a checkpointer or store; the CLI compiles
-`builder` with SQLite ones.
+`builder` with SQLite ones. Nodes and edges are `async` (graphs/solve.py says why).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from parallax.state.plan import PlanInput, PlanOutput, PlanState
 solve = solve_builder.compile(name="solve")
 
 
-def after_join(state: PlanState) -> Literal["make_plan", "integrate", "record_trace"]:
+async def after_join(state: PlanState) -> Literal["make_plan", "integrate", "record_trace"]:
     if state.get("decision") == "replan":
         return "make_plan"
     return "integrate" if state.get("repo") else "record_trace"

@@ -3,7 +3,9 @@
     route -> [safety + work x G] -> merge -> judge? -> red_team? -> record_trace -> release_check -> END
 
 `graph` is compiled without a checkpointer or store: `langgraph dev` and LangGraph
-Server bring their own; the CLI compiles `builder` with SQLite ones.
+Server bring their own; the CLI compiles `builder` with SQLite ones. Every node and edge
+function is `async`, even one that awaits nothing: LangGraph runs a sync one in a worker
+thread, a hop per call that a plan pays on every task.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from parallax.state.context import Context
 from parallax.state.solve import SolveInput, SolveOutput, SolveState
 
 
-def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace"]:
+async def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace"]:
     if state["status"] == "failed":
         return "record_trace"
     if state["mode"] == "vote" and not state.get("consensus"):
@@ -33,7 +35,7 @@ def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace
     return "red_team" if state.get("red_team") else "record_trace"
 
 
-def after_judge(state: SolveState) -> Literal["red_team", "record_trace"]:
+async def after_judge(state: SolveState) -> Literal["red_team", "record_trace"]:
     return "red_team" if state.get("red_team") and state.get("answer") else "record_trace"
 
 

@@ -17,7 +17,7 @@ from parallax.state.plan import PlanState, TaskPayload
 CARRIED = ("tenant", "playbook", "votes", "min_votes", "repo", "repo_base", "test_command")
 
 
-def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_directly", "join"]:
+async def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_directly", "join"]:
     """Conditional edge after the planner."""
     if state.get("stop"):
         return "join"

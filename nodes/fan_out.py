@@ -14,7 +14,7 @@ from parallax.runtime.run_context import context_of
 from parallax.state.solve import SolveState
 
 
-def fan_out(state: SolveState) -> list[Send]:
+async def fan_out(state: SolveState) -> list[Send]:
     """Conditional edge after `route`: safety and business branches start together."""
     ctx = context_of(get_runtime())
     specs = branch_specs(state, ctx)

@@ -45,7 +45,7 @@ def _assemble_sections(facts: FactCheck) -> str:
     return "\n".join(lines)
 
 
-def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
+async def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
     records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
     business = [r for r in records if r.kind in BUSINESS]
     ok = [r for r in business if r.status == "ok"]

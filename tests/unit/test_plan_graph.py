@@ -369,3 +369,16 @@ async def test_a_plan_run_is_one_trace_holding_its_tasks_branches_and_their_dead
     alone = await app.ainvoke({"task": "What is 6 * 7?"}, {"configurable": {"thread_id": "two"}}, context=direct_ctx)
     stored = [item.value["trace_id"] for item in await store.asearch(("traces", "default"), limit=100)]
     assert alone["answer"] == "42" and sorted(stored) == sorted([out["trace_id"], alone["trace_id"]])
+
+
+def test_no_node_or_edge_of_a_task_runs_in_a_worker_thread():
+    """LangGraph runs a sync node or edge function in a thread pool: a thread hop (and a GIL
+    hand-off under load) on every solve run of every plan task. Error handlers may stay sync."""
+    from parallax.graphs.solve import builder as solve_builder
+
+    for graph_builder in (solve_builder, builder):
+        sync = [name for name, spec in graph_builder.nodes.items()
+                if not spec.is_error_handler and spec.runnable.func is not None]
+        sync += [name for edges in graph_builder.branches.values() for name, edge in edges.items()
+                 if edge.path.func is not None]
+        assert sync == []
