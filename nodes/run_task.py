@@ -23,6 +23,7 @@ from langgraph.runtime import Runtime
 from parallax.logic.dag_schedule import DagRun, blocked_by
 from parallax.logic.edit_agent import run_edit
 from parallax.logic.evaluate import Solver
+from parallax.logic.plan_check import fingerprint
 from parallax.logic.plan_tasks import board_write, dependency_results, reusable, task_input, task_record
 from parallax.logic.plan_tools import ToolError, run_tool
 from parallax.logic.routing import InvalidInput
@@ -89,8 +90,8 @@ async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun
     dependencies = await dag.results_of(task.deps)
     blocked = blocked_by(task, plan, dependencies)
     if blocked:
-        return task_record(task, payload["round"], plan, "SKIPPED", reason=blocked)
-    earlier = reusable(task, plan, payload["earlier"])
+        return task_record(task, payload["round"], dag.fingerprints[task.id], "SKIPPED", reason=blocked)
+    earlier = reusable(dag.fingerprints[task.id], payload["earlier"])
     if earlier is not None:
         return {**earlier, "round": payload["round"], "reused_from_round": earlier["round"]}
     goal, inputs = task_input(task, dependency_results(task, dependencies))
@@ -106,8 +107,8 @@ async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun
             outcome = await _edit(task, payload, goal, inputs, ctx)
         else:
             outcome = await _solve(task, payload, goal, inputs, ctx, solve)
-    return task_record(task, payload["round"], plan, outcome.pop("status"), started_at=round(started, 3),
-                       seconds=round(time.time() - started, 3), **outcome)
+    return task_record(task, payload["round"], dag.fingerprints[task.id], outcome.pop("status"),
+                       started_at=round(started, 3), seconds=round(time.time() - started, 3), **outcome)
 
 
 def _announce(runtime: Runtime, task: PlanTask, payload: TaskPayload, status: str, reason: str = "") -> None:
@@ -119,11 +120,13 @@ def _announce(runtime: Runtime, task: PlanTask, payload: TaskPayload, status: st
 async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: Solver) -> dict:
     """A `Send` target: one task of the plan (`solve` is the solve graph, handed in by graphs/plan.py)."""
     ctx = context_of(runtime)
-    plan = Plan.model_validate(payload["plan"])
-    task = plan.task(payload["task"]["id"])
-    # held until every task has a result: a task that starts after its dependencies finished must find them
-    dag, release = superstep_held(runtime, lambda: DagRun(plan, ctx.max_concurrency), "plan-dag", payload["round"])
+    # held until every task has a result: a task that starts after its dependencies finished must find them;
+    # every task of the dispatch carries the same plan, so the first to arrive validates it for all
+    dag, release = superstep_held(runtime, lambda: DagRun(Plan.model_validate(payload["plan"]), ctx.max_concurrency),
+                                  "plan-dag", payload["round"])
     dag.on_complete = release
+    plan, task = dag.plan, dag.plan.task(payload["task"]["id"])
+    print_ = dag.fingerprints[task.id]
     results = PlanResults(runtime.store, payload["tenant"], payload["trace_id"])
     record = None
     try:
@@ -133,11 +136,11 @@ async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: So
             try:
                 record = await _execute(task, plan, payload, dag, ctx, solve, runtime)
             except Exception as exc:  # noqa: BLE001 - the boundary: any error is this task's failure, not the plan's
-                record = task_record(task, payload["round"], plan, "FAILED", reason=f"{type(exc).__name__}: {exc}"[:500])
+                record = task_record(task, payload["round"], print_, "FAILED", reason=f"{type(exc).__name__}: {exc}"[:500])
             await results.save(record)
     finally:
         # whatever happened, dependants must hear of it; a cancelled task is re-run by LangGraph
-        dag.publish(task.id, record or task_record(task, payload["round"], plan, "FAILED",
+        dag.publish(task.id, record or task_record(task, payload["round"], print_, "FAILED",
                                                    reason="the task stopped before it finished"))
     _announce(runtime, task, payload, record["status"], record.get("reason", ""))
     where = [*results.namespace, f"{payload['round']}.{task.id}"]
@@ -148,5 +151,5 @@ def run_task_failed(payload: TaskPayload, error: NodeError) -> dict:
     """Error handler: a task that crashed outside its own guard is recorded as FAILED."""
     plan = Plan.model_validate(payload["plan"])
     task = plan.task(payload["task"]["id"])
-    return {"tasks": [task_record(task, payload["round"], plan, "FAILED",
+    return {"tasks": [task_record(task, payload["round"], fingerprint(task, plan), "FAILED",
                                   reason=f"{type(error.error).__name__}: {error.error}"[:500])]}

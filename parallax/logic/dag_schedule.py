@@ -29,7 +29,7 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from parallax.logic.plan_check import remaining_path, writes_overlap
+from parallax.logic.plan_check import fingerprints, remaining_path, writes_overlap
 from parallax.state.plan import FINISHED, Plan, PlanTask
 
 
@@ -99,6 +99,8 @@ class DagRun:
 
     def __init__(self, plan: Plan, cap: int) -> None:
         self.plan = plan
+        """The plan, validated once for all the tasks of the dispatch."""
+        self.fingerprints = fingerprints(plan)
         self.on_complete: Callable[[], object] | None = None
         """Called once every task has a result (the holder of this object may then let it go)."""
         self.priority = remaining_path(plan)

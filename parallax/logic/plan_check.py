@@ -183,6 +183,15 @@ def fingerprint(task: PlanTask, plan: Plan, cache: dict[int, str] | None = None)
     return cache[task.id]
 
 
+def fingerprints(plan: Plan) -> dict[int, str]:
+    """Every task's fingerprint, each task hashed once: a dispatch computes them once for all its
+    tasks (per task, each record and reuse check re-hashed every ancestor)."""
+    cache: dict[int, str] = {}
+    for task in plan.tasks:
+        fingerprint(task, plan, cache)
+    return cache
+
+
 def same_plan(a: Plan | dict, b: Plan | dict) -> bool:
     """Whether two plans are the same plan (field by field, defaults filled in)."""
     dump = [Plan.model_validate(p).model_dump(mode="json") for p in (a, b)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from parallax.logic.plan_check import fingerprint, placeholders, substitute, task_texts
+from parallax.logic.plan_check import placeholders, substitute, task_texts
 from parallax.state.plan import FINISHED, Plan, PlanTask
 
 BOARD_INLINE_CHARS = 4000
@@ -37,17 +37,17 @@ def task_input(task: PlanTask, results: dict[int, str]) -> tuple[str, str]:
     return goal, "\n".join(lines)
 
 
-def task_record(task: PlanTask, round_: int, plan: Plan, status: str, **fields) -> dict:
-    """The record of one task in one round (what `--json` shows under `tasks`)."""
+def task_record(task: PlanTask, round_: int, print_: str, status: str, **fields) -> dict:
+    """The record of one task in one round (what `--json` shows under `tasks`); `print_` is the task's
+    fingerprint (logic/plan_check.py)."""
     return {"id": task.id, "round": round_, "kind": task.kind, "goal": task.goal, "deps": list(task.deps),
-            "optional": task.optional, "key": task.board_key, "fingerprint": fingerprint(task, plan),
+            "optional": task.optional, "key": task.board_key, "fingerprint": print_,
             "status": status, "reason": "", "output": "", "branches": [], "finished_at": round(time.time(), 3),
             **fields}
 
 
-def reusable(task: PlanTask, plan: Plan, earlier: list[dict]) -> dict | None:
-    """A finished record of an earlier round that computed exactly this task (same fingerprint)."""
-    print_ = fingerprint(task, plan)
+def reusable(print_: str, earlier: list[dict]) -> dict | None:
+    """A finished record of an earlier round that computed exactly this task (fingerprint `print_`)."""
     return next((r for r in reversed(earlier) if r.get("fingerprint") == print_ and r["status"] == "DONE"), None)
 
 

@@ -13,6 +13,7 @@ from parallax.logic.plan_check import (
     check_plan,
     critical_path,
     fingerprint,
+    fingerprints,
     levels,
     placeholders,
     remaining_path,
@@ -95,6 +96,7 @@ def test_dag_arithmetic():
                         {"id": 4, "goal": "d", "deps": [3, 2]})
     assert fingerprint(p.task(4), p) != fingerprint(changed_root.task(4), changed_root)  # a change upstream shows
     assert fingerprint(p.task(2), p) == fingerprint(changed_root.task(2), changed_root)
+    assert fingerprints(p) == {t.id: fingerprint(t, p) for t in p.tasks}
     assert same_plan(p, p.model_dump()) and not same_plan(p, plan({"id": 1, "goal": "a"}))
     assert writes_overlap(["src/"], ["src/a.py"]) and writes_overlap(["a.py"], ["./a.py"])
     assert not writes_overlap(["src/a.py"], ["src/ab.py"])
