@@ -88,6 +88,13 @@ def _add_usage(tokens: dict[str, int], message: AIMessage) -> None:
 
 
 def _describe(exc: BaseException) -> str:
+    """One line for a branch's error. openai's length error would print the whole usage object;
+    what a reader needs is that the reply ran out of tokens, after how many, and which knob sets it."""
+    if isinstance(exc, openai.LengthFinishReasonError):
+        usage = getattr(exc.completion, "usage", None)
+        spent = f" after {usage.completion_tokens} tokens" if usage and usage.completion_tokens else ""
+        return (f"LengthFinishReasonError: the reply stopped at the token limit{spent}, before its JSON was "
+                "complete (PARALLAX_MAX_TOKENS)")
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

@@ -136,6 +136,27 @@ async def test_all_branches_failing_ends_failed_with_the_errors(monkeypatch):
     assert len(out["failed_branches"]) == 3
 
 
+def _cut_off(completion_tokens: int) -> openai.LengthFinishReasonError:
+    from openai.types import CompletionUsage
+    from openai.types.chat import ChatCompletion
+
+    completion = ChatCompletion(id="c", object="chat.completion", created=0, model="m", choices=[],
+                                usage=CompletionUsage(completion_tokens=completion_tokens, prompt_tokens=300,
+                                                      total_tokens=300 + completion_tokens))
+    return openai.LengthFinishReasonError(completion=completion)
+
+
+async def test_a_reply_cut_off_at_the_token_limit_is_reported_in_one_plain_line():
+    """openai's own message dumps the whole usage object (seen: a 600-character plan-mode reason)."""
+    model_ctx, _ = scripted(lambda prompt, t, i: _cut_off(384))
+    out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3}, context=model_ctx)
+    expected = ("LengthFinishReasonError: the reply stopped at the token limit after 384 tokens, before its JSON "
+                "was complete (PARALLAX_MAX_TOKENS)")
+    votes = [b for b in out["branches"] if b["kind"] == "vote"]
+    assert [b["error"] for b in votes] == [expected] * 3
+    assert out["status"] == "failed" and expected in out["reason"] and "CompletionUsage" not in out["reason"]
+
+
 async def test_a_crashing_group_is_recorded_by_the_error_handler(monkeypatch):
     import parallax.nodes.work
 
