@@ -41,8 +41,6 @@ async def read_playbook(store: BaseStore | None, tenant: str, name: str, thread_
     return version.version, [item.model_dump() for item in version.active], served
 
 
-
-
 async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
     started = time.time()
