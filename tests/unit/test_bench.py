@@ -20,14 +20,28 @@ QMSUM = Path(__file__).resolve().parents[3] / "shared" / "data" / "qmsum" / "val
 def test_fanout_small_run_prints_sane_json(capsys):
     result = fanout.main(["--branches", "50", "--latency-ms", "5", "--concurrency", "10", "--repeat", "1", "--json"])
     assert json.loads(capsys.readouterr().out) == result  # the one object on stdout
-    for key in ("raw_s", "graph_s", "plain_send_s", "ratio_vs_raw", "overhead_ms_per_branch",
-                "plain_send_overhead_ms_per_branch", "peak_rss_mb", "branches", "latency_ms", "concurrency"):
+    for key in ("raw_s", "graph_s", "plain_send_s", "grouped_send_s", "ratio_vs_raw", "ceiling_ratio_vs_raw",
+                "overhead_ms_per_branch", "plain_send_overhead_ms_per_branch", "peak_rss_mb", "branches", "latency_ms",
+                "concurrency"):
         assert key in result, key
     # 50 calls of 5 ms at 10 in flight cannot finish in under 25 ms
-    assert min(result["raw_s"], result["graph_s"], result["plain_send_s"]) >= 0.025
+    assert min(result["raw_s"], result["graph_s"], result["plain_send_s"], result["grouped_send_s"]) >= 0.025
+    # from the printed (rounded) figures, so within their rounding
+    assert result["ceiling_ratio_vs_raw"] == pytest.approx(result["grouped_send_s"] / result["raw_s"], abs=0.005)
+    budget_ms = 5 / 10  # a branch's share of the time at this concurrency
+    assert result["raw_cpu_share_of_budget"] == pytest.approx(result["cpu_s"]["raw"] / 50 * 1000 / budget_ms, abs=0.02)
     assert result["ratio_vs_raw"] > 0 and 0 < result["peak_rss_mb"] < 2000
     assert set(result["goals_met"]) == {"ratio_vs_raw_le_1.1", "overhead_le_half_plain_send", "peak_rss_le_300mb"}
     assert all(isinstance(v, bool) for v in result["goals_met"].values())
+
+
+async def test_fanout_grouped_send_makes_every_call_in_at_most_ten_send_groups(tmp_path):
+    """The ceiling graph is the solve graph's fan-out shape: 100 calls in 10 `Send` groups, one semaphore."""
+    graph = fanout.grouped_send_builder(100, 0.0, 4).compile()
+    updates = [u["work"] for u in [u async for u in graph.astream({"results": []}, stream_mode="updates")]]
+    assert [len(u["results"]) for u in updates] == [10] * 10
+    wall, cpu = await fanout.run_grouped_send(35, 0.001, 4, tmp_path / "c.sqlite")
+    assert wall >= 0.001 * 35 / 4 and cpu > 0
 
 
 async def test_fanout_graph_run_checks_votes_and_records(tmp_path):
@@ -103,6 +117,22 @@ def test_learn_speed_starts_both_modes_with_a_cold_embedding_cache(capsys, monke
     assert result["batch_1"]["batches"] == 4 and result["batch_2"]["batches"] == 2
     assert result["batch_1"]["items_total"] == result["batch_2"]["items_total"] > 0
     assert result["speedup"] == round(result["batch_1"]["seconds"] / result["batch_2"]["seconds"], 2)
+    # the floor: 4 tasks in 2 batches, each task three sleeps of 1 ms one after another
+    assert result["skeleton"]["seconds"] >= 2 * 3 * 0.001
+    assert result["speedup_ceiling"] == round(result["batch_1"]["seconds"] / result["skeleton"]["seconds"], 2)
+    assert result["goal_reachable_here"] == (result["batch_1"]["seconds"] / result["skeleton"]["seconds"] >= 50)
+
+
+async def test_learn_speed_skeleton_runs_the_solve_shape_once_per_task():
+    """The floor's graph passes through the direct-mode path of the solve graph, one work sleep per run."""
+    from bench import learn_speed
+
+    solve = learn_speed.skeleton_solve(0.0)
+    assert set(solve.get_graph().nodes) >= {"route", "safety", "work", "merge", "record_trace", "release_check"}
+    out = await solve.ainvoke({"task": "t"})
+    assert out["branches"] == [{"answer": "1.00"}]
+    epoch = await learn_speed.skeleton_epoch(5, 2, 0.002, 2)
+    assert epoch["seconds"] >= 3 * 3 * 0.002  # 3 batches (2, 2, 1), three sleeps each
 
 
 def test_canary_small_run_prints_sane_json(capsys):
