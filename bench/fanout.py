@@ -7,6 +7,14 @@ process show where the time goes:
   raw_s         asyncio.gather of N `ainvoke`s under a semaphore (the floor)
   graph_s       the real solve graph, durable AsyncSqliteSaver checkpointer, mode=vote
   plain_send_s  a minimal LangGraph graph with one `Send` per branch, same checkpointer
+  grouped_send_s the solve graph's fan-out with nothing of Parallax in it: the same calls in
+                at most MAX_TASKS `Send` groups under one semaphore, same checkpointer
+
+`ceiling_ratio_vs_raw` (grouped_send_s over raw_s) is what the solve graph's design costs
+before any of Parallax's own per-branch work (prompts, parsing, lifecycle, straggler watch);
+`raw_cpu_share_of_budget` is raw's CPU per branch over the time a branch may take at this
+concurrency (latency / concurrency): at 1 or more the bare baseline is itself bound by CPU on
+this machine, and every extra microsecond per branch shows up in the ratio in full.
 
 Prints one JSON object on stdout; progress goes to stderr.
 """
@@ -33,6 +41,7 @@ from langgraph.types import Send
 from typing_extensions import TypedDict
 
 from parallax.graphs.solve import builder as solve_builder
+from parallax.logic.branch_plans import group
 from parallax.prompts.solve import answer_messages
 from parallax.runtime.settings import freeze_startup_objects
 from parallax.state.context import Context
@@ -120,6 +129,40 @@ def plain_send_builder(branches: int, latency_s: float) -> StateGraph:
     return builder
 
 
+def grouped_send_builder(branches: int, latency_s: float, concurrency: int) -> StateGraph:
+    """START -> at most MAX_TASKS `Send("work")` groups; each makes its share of the calls under one semaphore."""
+    model = SleepingChatModel(latency_s=latency_s)
+    messages = vote_messages()
+    limit = asyncio.Semaphore(concurrency)
+
+    def fan(state: PlainState) -> list[Send]:
+        return [Send("work", {"size": len(g)}) for g in group(list(range(branches)))]
+
+    async def one():
+        async with limit:
+            return (await model.ainvoke(messages)).content
+
+    async def work(payload: dict) -> dict:
+        return {"results": list(await asyncio.gather(*(one() for _ in range(payload["size"]))))}
+
+    builder = StateGraph(PlainState)
+    builder.add_node("work", work)
+    builder.add_conditional_edges(START, fan, ["work"])
+    return builder
+
+
+async def run_grouped_send(branches: int, latency_s: float, concurrency: int, db: Path) -> tuple[float, float]:
+    async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
+        await saver.setup()
+        graph = grouped_send_builder(branches, latency_s, concurrency).compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        with Timer() as timer:
+            out = await graph.ainvoke({"results": []}, config)
+    if len(out["results"]) != branches:
+        raise RuntimeError(f"grouped Send graph returned {len(out['results'])} results, expected {branches}")
+    return timer.result
+
+
 async def run_plain_send(branches: int, latency_s: float, concurrency: int, db: Path) -> tuple[float, float]:
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         await saver.setup()
@@ -145,13 +188,15 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict:
     await run_raw(warm, latency_s, c)
     await run_graph(warm, latency_s, c, fresh_db())
     await run_plain_send(warm, latency_s, c, fresh_db())
+    await run_grouped_send(warm, latency_s, c, fresh_db())
 
-    runs: dict[str, list[float]] = {k: [] for k in ("raw_s", "graph_s", "plain_send_s")}
+    runs: dict[str, list[float]] = {k: [] for k in ("raw_s", "graph_s", "plain_send_s", "grouped_send_s")}
     cpu: dict[str, list[float]] = {k: [] for k in runs}
     for i in range(args.repeat):
         for key, measured in (("raw_s", await run_raw(n, latency_s, c)),
                               ("graph_s", await run_graph(n, latency_s, c, fresh_db())),
-                              ("plain_send_s", await run_plain_send(n, latency_s, c, fresh_db()))):
+                              ("plain_send_s", await run_plain_send(n, latency_s, c, fresh_db())),
+                              ("grouped_send_s", await run_grouped_send(n, latency_s, c, fresh_db()))):
             runs[key].append(measured[0])
             cpu[key].append(measured[1])
         log(f"repeat {i + 1}/{args.repeat}: " + ", ".join(f"{k}={v[-1]:.3f}" for k, v in runs.items()))
@@ -169,7 +214,8 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict:
 
 def report(args: argparse.Namespace, runs: dict[str, dict[str, list[float]]], extra: dict) -> dict:
     wall, cpu = runs["wall"], runs["cpu"]
-    raw, graph, plain = (statistics.median(wall[k]) for k in ("raw_s", "graph_s", "plain_send_s"))
+    raw, graph, plain, grouped = (statistics.median(wall[k]) for k in ("raw_s", "graph_s", "plain_send_s", "grouped_send_s"))
+    budget_ms = args.latency_ms / args.concurrency
     overhead = (graph - raw) / args.branches * 1000
     plain_overhead = (plain - raw) / args.branches * 1000
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -184,12 +230,16 @@ def report(args: argparse.Namespace, runs: dict[str, dict[str, list[float]]], ex
         "raw_s": round(raw, 4),
         "graph_s": round(graph, 4),
         "plain_send_s": round(plain, 4),
+        "grouped_send_s": round(grouped, 4),
         "runs_s": {k: [round(v, 4) for v in vs] for k, vs in wall.items()},
         "cpu_s": {k.removesuffix("_s"): round(statistics.median(vs), 4) for k, vs in cpu.items()},
         "cpu_ms_per_branch": {k.removesuffix("_s"): round(statistics.median(vs) / args.branches * 1000, 4)
                               for k, vs in cpu.items()},
         "ratio_vs_raw": round(ratio, 3),
         "plain_send_ratio_vs_raw": round(plain / raw, 3),
+        "ceiling_ratio_vs_raw": round(grouped / raw, 3),
+        "raw_cpu_share_of_budget": round(statistics.median(cpu["raw_s"]) / args.branches * 1000 / budget_ms, 2)
+        if budget_ms > 0 else None,
         "overhead_ms_per_branch": round(overhead, 4),
         "plain_send_overhead_ms_per_branch": round(plain_overhead, 4),
         "peak_rss_mb": round(peak_rss_mb, 1),
