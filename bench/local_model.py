@@ -11,6 +11,12 @@ Prints JSON: for each slot setting (the default, and `--compare-parallel`, 1 by 
 `single_s` and `vote_s` (medians), `ratio_vote_vs_single` (median of the per-repeat ratios),
 `tokens_per_s` (completion tokens over wall time, single and vote) and the server's peak RSS;
 `ratio_vote5_vs_single` is the headline for the default setting (goal <= 2.0).
+
+It splits into two factors, measured apart in the same run: `step_ratio_forced`, what one
+decode step for N slots costs against a step for one (`--forced-tokens` tokens forced with
+`ignore_eos` through llama.cpp's native `/completion`, so every reply has the same length: the
+machine's share), and `reply_length_factor`, the rest (a vote waits for its longest reply: the
+model's share). Batching that were free would make the first 1.0.
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ import statistics
 import sys
 import time
 
+import httpx
 import openai
 
 from parallax.logic.branch_plans import spread
 from parallax.prompts.solve import answer_messages
-from parallax.runtime.model_server import LocalModelServer, peak_rss_mb
+from parallax.runtime.model_server import LocalModelServer, default_threads, peak_rss_mb
 from parallax.runtime.settings import load
 from parallax.runtime.structured_call import response_format
 from parallax.state.payloads import Answer
@@ -53,7 +60,32 @@ async def timed(client: openai.AsyncOpenAI, model: str, bodies: list[dict]) -> t
     return time.perf_counter() - started, sum(r.usage.completion_tokens for r in replies)
 
 
-async def measure(parallel: int, votes: int, repeats: int, max_tokens: int, batch_threads: int | None = None) -> dict:
+async def forced_steps(base_url: str, votes: int, tokens: int, repeats: int = 3) -> dict:
+    """Milliseconds per decode step with one slot and with `votes` slots, every reply exactly `tokens` long."""
+    body = {"prompt": QUESTION, "n_predict": tokens, "ignore_eos": True, "temperature": 0.8, "seed": 7,
+            "cache_prompt": False}
+
+    async def timed_steps(client: httpx.AsyncClient, n: int) -> float:
+        started = time.perf_counter()
+        replies = await asyncio.gather(*(client.post(f"{base_url}/completion", json=body) for _ in range(n)))
+        for reply in replies:
+            reply.raise_for_status()
+            if reply.json()["tokens_predicted"] != tokens:
+                raise RuntimeError(f"forced decode gave {reply.json()['tokens_predicted']} tokens, expected {tokens}")
+        return (time.perf_counter() - started) / tokens * 1000
+
+    async with httpx.AsyncClient(trust_env=False, timeout=600) as client:
+        singles, batches = [], []
+        for _ in range(repeats):
+            singles.append(await timed_steps(client, 1))
+            batches.append(await timed_steps(client, votes))
+    single, batch = statistics.median(singles), statistics.median(batches)
+    return {"tokens": tokens, "single_ms": round(single, 1), f"slots_{votes}_ms": round(batch, 1),
+            "step_ratio": round(batch / single, 3)}
+
+
+async def measure(parallel: int, votes: int, repeats: int, max_tokens: int, batch_threads: int | None = None,
+                  forced_tokens: int = 48) -> dict:
     settings = load().model_copy(update={"base_url": None, "model_parallel": parallel, "model_batch_threads": batch_threads})
     temperatures = spread(0.3, 1.0, votes)
     with LocalModelServer(settings) as server:
@@ -69,10 +101,16 @@ async def measure(parallel: int, votes: int, repeats: int, max_tokens: int, batc
             ratios.append(vote[0] / single[0])
             log(f"parallel {parallel}, repeat {r + 1}/{repeats}: single {single[0]:.2f}s, vote of {votes} {vote[0]:.2f}s")
         await client.close()
+        forced = await forced_steps(server.url.removesuffix("/v1"), votes, forced_tokens) if forced_tokens else None
         rss = peak_rss_mb(server.process.pid)
-    return {"parallel": parallel, "single_s": round(statistics.median(s for s, _ in singles), 3),
+    ratio = statistics.median(ratios)
+    threads = settings.model_threads or default_threads()
+    return {"parallel": parallel, "threads": threads, "batch_threads": batch_threads or threads,
+            "single_s": round(statistics.median(s for s, _ in singles), 3),
             "vote_s": round(statistics.median(v for v, _ in batches), 3),
-            "ratio_vote_vs_single": round(statistics.median(ratios), 3),
+            "ratio_vote_vs_single": round(ratio, 3),
+            "forced": forced,
+            "reply_length_factor": round(ratio / forced["step_ratio"], 3) if forced else None,
             "tokens_per_s": {"single": round(sum(t for _, t in singles) / sum(s for s, _ in singles), 1),
                              "vote": round(sum(t for _, t in batches) / sum(v for v, _ in batches), 1)},
             "server_peak_rss_mb": rss}
@@ -86,15 +124,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--compare-parallel", type=int, default=1, help="second slot setting measured the same way (0: none)")
     parser.add_argument("--max-tokens", type=int, default=128, help="per reply (default 128)")
     parser.add_argument("--batch-threads", type=int, default=None, help="PARALLAX_MODEL_BATCH_THREADS for this run")
+    parser.add_argument("--forced-tokens", type=int, default=48,
+                        help="tokens per reply of the forced-length step probe (0: skip it; default 48)")
     parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")
     args = parser.parse_args(argv)
     parallel = args.parallel or load().model_parallel
     settings = [parallel] + ([args.compare_parallel] if args.compare_parallel else [])
-    runs = {f"parallel_{p}": asyncio.run(measure(p, args.votes, args.repeats, args.max_tokens, args.batch_threads))
+    runs = {f"parallel_{p}": asyncio.run(measure(p, args.votes, args.repeats, args.max_tokens, args.batch_threads,
+                                                 args.forced_tokens))
             for p in settings}
     main_run = runs[f"parallel_{parallel}"]
     out = {"benchmark": "local_model", "votes": args.votes, "repeats": args.repeats, "max_tokens": args.max_tokens,
-           f"ratio_vote{args.votes}_vs_single": main_run["ratio_vote_vs_single"], **runs,
+           f"ratio_vote{args.votes}_vs_single": main_run["ratio_vote_vs_single"],
+           "step_ratio_forced": (main_run["forced"] or {}).get("step_ratio"),
+           "reply_length_factor": main_run["reply_length_factor"], **runs,
            "goal_met": main_run["ratio_vote_vs_single"] <= 2.0}
     print(json.dumps(out, indent=1))
     return out

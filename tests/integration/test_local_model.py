@@ -159,6 +159,16 @@ def test_the_embedded_server_decodes_requests_side_by_side(settings):
         assert busy_at_once >= 3 and all(answers)
 
 
+async def test_forced_steps_decode_exactly_the_forced_length_on_one_and_on_several_slots(settings):
+    """bench.local_model's step probe: replies of one fixed length, alone and side by side."""
+    from bench.local_model import forced_steps
+
+    with LocalModelServer(settings) as server:
+        steps = await forced_steps(server.url.removesuffix("/v1"), 3, 8, repeats=1)
+    assert steps["tokens"] == 8 and steps["single_ms"] > 0 and steps["slots_3_ms"] > 0
+    assert steps["step_ratio"] == pytest.approx(steps["slots_3_ms"] / steps["single_ms"], rel=0.01)  # printed rounded
+
+
 def test_a_run_on_the_embedded_model_reports_both_processes_memory(tmp_path):
     """`parallax run --json` with nothing configured: it starts the embedded server and reports its RSS and ours."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "PARALLAX_RESPONSE_FORMAT")}
