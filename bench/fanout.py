@@ -151,28 +151,25 @@ def grouped_send_builder(branches: int, latency_s: float, concurrency: int) -> S
     return builder
 
 
-async def run_grouped_send(branches: int, latency_s: float, concurrency: int, db: Path) -> tuple[float, float]:
+async def run_send_graph(builder: StateGraph, name: str, branches: int, db: Path, **config) -> tuple[float, float]:
+    """Wall and CPU seconds of one run of a bare Send graph on a fresh SQLite checkpointer; every call must answer."""
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         await saver.setup()
-        graph = grouped_send_builder(branches, latency_s, concurrency).compile(checkpointer=saver)
-        config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        graph = builder.compile(checkpointer=saver)
         with Timer() as timer:
-            out = await graph.ainvoke({"results": []}, config)
+            out = await graph.ainvoke({"results": []}, {"configurable": {"thread_id": uuid.uuid4().hex}, **config})
     if len(out["results"]) != branches:
-        raise RuntimeError(f"grouped Send graph returned {len(out['results'])} results, expected {branches}")
+        raise RuntimeError(f"{name} graph returned {len(out['results'])} results, expected {branches}")
     return timer.result
+
+
+async def run_grouped_send(branches: int, latency_s: float, concurrency: int, db: Path) -> tuple[float, float]:
+    return await run_send_graph(grouped_send_builder(branches, latency_s, concurrency), "grouped Send", branches, db)
 
 
 async def run_plain_send(branches: int, latency_s: float, concurrency: int, db: Path) -> tuple[float, float]:
-    async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
-        await saver.setup()
-        graph = plain_send_builder(branches, latency_s).compile(checkpointer=saver)
-        config = {"configurable": {"thread_id": uuid.uuid4().hex}, "max_concurrency": concurrency}
-        with Timer() as timer:
-            out = await graph.ainvoke({"results": []}, config)
-    if len(out["results"]) != branches:
-        raise RuntimeError(f"plain Send graph returned {len(out['results'])} results, expected {branches}")
-    return timer.result
+    return await run_send_graph(plain_send_builder(branches, latency_s), "plain Send", branches, db,
+                                max_concurrency=concurrency)
 
 
 async def measure(args: argparse.Namespace, tmp: Path) -> dict:

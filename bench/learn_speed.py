@@ -113,9 +113,8 @@ def skeleton_solve(latency_s: float):
         return "record_trace"
 
     builder = StateGraph(SkeletonState)
-    for name in ("route", "judge", "red_team", "record_trace", "release_check"):
+    for name in ("route", "safety", "judge", "red_team", "record_trace", "release_check"):
         builder.add_node(name, passing)
-    builder.add_node("safety", passing)
     builder.add_node("work", branch)
     builder.add_node("merge", passing, defer=True)
     builder.add_edge(START, "route")

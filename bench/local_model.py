@@ -70,8 +70,9 @@ async def forced_steps(base_url: str, votes: int, tokens: int, repeats: int = 3)
         replies = await asyncio.gather(*(client.post(f"{base_url}/completion", json=body) for _ in range(n)))
         for reply in replies:
             reply.raise_for_status()
-            if reply.json()["tokens_predicted"] != tokens:
-                raise RuntimeError(f"forced decode gave {reply.json()['tokens_predicted']} tokens, expected {tokens}")
+            predicted = reply.json()["tokens_predicted"]
+            if predicted != tokens:
+                raise RuntimeError(f"forced decode gave {predicted} tokens, expected {tokens}")
         return (time.perf_counter() - started) / tokens * 1000
 
     async with httpx.AsyncClient(trust_env=False, timeout=600) as client:
