@@ -53,7 +53,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
     partial = f"{len(failed)} of {len(business)} branches failed" if failed else ""
     if not ok:
         errors = "; ".join(sorted({r.error or r.status for r in business}))[:500]
-        return {"status": "failed", "answer": "", "confidence": 0.0, "votes": {}, "failed_branches": failed,
+        return {"status": "failed", "answer": "", "confidence": 0.0, "vote_counts": {}, "failed_branches": failed,
                 "consensus": False, "reason": f"all {len(business)} branches failed: {errors}"}
 
     route = state["mode"]
@@ -89,6 +89,6 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
         confidence = 0.5  # one unchecked answer
         note = ""
     status, why = final_status(records, settled)
-    return {"answer": answer, "votes": votes, "confidence": round(confidence, 3), "failed_branches": failed,
+    return {"answer": answer, "vote_counts": votes, "confidence": round(confidence, 3), "failed_branches": failed,
             "consensus": settled, "status": status, "verification": verification,
             "reason": "; ".join(x for x in (why, note, partial) if x)}

@@ -53,7 +53,7 @@ def _solve_trace(state: SolveState) -> dict:
         "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
         "question": state.get("question", ""), "mode": state.get("mode"), "status": state.get("status"),
         "answer": state.get("answer", ""), "reason": state.get("reason", ""),
-        "votes": [{"answer": answer, "count": count} for answer, count in state.get("votes", {}).items()],
+        "votes": [{"answer": answer, "count": count} for answer, count in state.get("vote_counts", {}).items()],
         "confidence": state.get("confidence"), "failed_branches": state.get("failed_branches", []),
         "objection": state.get("objection", ""), "playbook": state.get("playbook", "default"),
         "playbook_version": state.get("playbook_version", 0),

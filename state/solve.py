@@ -68,7 +68,8 @@ class RunOutput(TypedDict):
     confidence: float
     reason: str
     branches: Annotated[list[dict], merge_branches]
-    votes: dict[str, int]
+    vote_counts: dict[str, int]
+    """A vote's tally: normalised answer -> votes (`votes` is the input: how many to ask)."""
     failed_branches: list[str]
     objection: str
     trace_id: str

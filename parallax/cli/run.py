@@ -264,8 +264,8 @@ def _print_result(result: dict) -> None:
                           f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}", highlight=False)
     else:
         console.print(branch_table(result.get("branches", [])))
-    if result.get("votes"):
-        shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["votes"].items())
+    if result.get("vote_counts"):
+        shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["vote_counts"].items())
         console.print("votes: " + ", ".join(shown), highlight=False)
     if result.get("objection"):
         console.print(f"red team: {result['objection']}")

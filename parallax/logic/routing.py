@@ -38,8 +38,8 @@ DEFAULT_VOTES = 5
 
 
 def requested_votes(state: dict) -> object:
-    """The vote branches this run asks for. `votes` is also the key of a run's tally (answer ->
-    count), so on a thread that ran before, a dict there is the last run's result, not a request."""
+    """The vote branches this run asks for. Before the tally was named `vote_counts`, `votes` was also
+    the key of a run's tally: on a thread checkpointed then, a dict there is that result, not a request."""
     votes = state.get("votes", DEFAULT_VOTES)
     return DEFAULT_VOTES if isinstance(votes, dict) else votes
 
