@@ -112,9 +112,10 @@ def _quiet() -> Iterator[None]:
 # --- format detection -------------------------------------------------------------------
 
 def _looks_binary(data: bytes) -> bool:
+    """More than 5% control bytes (NULs included) in the first 8 KiB: a stray NUL in text is not enough."""
     head = data[:8192]
     controls = sum(1 for b in head if b < 9 or 13 < b < 32 or b == 127)
-    return b"\x00" in head or controls > 0.05 * len(head)
+    return controls > 0.05 * len(head)
 
 
 def detect_kind(data: bytes, name: str, label: str) -> str:
@@ -140,8 +141,9 @@ def detect_kind(data: bytes, name: str, label: str) -> str:
         raise DocumentError(f"{label} is named .pdf but is not a PDF (no %PDF header): download or export it again")
     if suffix == ".docx":
         raise DocumentError(f"{label} is named .docx but is not a DOCX (not a ZIP archive): save it again from Word")
-    sniff = head.decode("latin-1").lstrip("\ufeff \t\r\n").lower()
-    if sniff.startswith(("<!doctype html", "<html")) or "<html" in sniff or (
+    sniff = head.decode("latin-1").lstrip("\ufeff\xef\xbb\xbf \t\r\n").lower()
+    if sniff.startswith(("<!doctype html", "<html", "<head", "<body")) or (
+            sniff.startswith(("<?xml", "<!--")) and "<html" in sniff) or (
             suffix in (".html", ".htm", ".xhtml") and not _looks_binary(data)):
         return "html"
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 text with its byte order mark
