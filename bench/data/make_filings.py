@@ -136,13 +136,13 @@ def evidence_pages(neighbours: int = 1) -> dict[str, list[int]]:
     return {doc: sorted(pages) for doc, pages in sorted(chosen.items())}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the PDFs (default: bench/data/filings)")
     parser.add_argument("--docs", type=int, default=4, help="how many documents (default 4; 0 for all 13)")
     parser.add_argument("--all-pages", nargs="*", default=[], metavar="DOC",
                         help="documents to draw whole (every page), besides the evidence subsets")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     started = time.perf_counter()
     plan: dict[str, list[int] | None] = dict(list(evidence_pages().items())[: args.docs or None])
     plan.update({doc: None for doc in args.all_pages})
@@ -152,10 +152,12 @@ def main() -> None:
         reports.append({**check_filing(path, doc, pages), "pdf": str(path), "bytes": path.stat().st_size})
     lines = sum(r["lines"] for r in reports)
     found = sum(round(r["lines_on_right_page"] * r["lines"]) for r in reports if r["lines"])
-    print(json.dumps({"documents": reports, "pages_with_text": sum(r["pages_with_text"] for r in reports),
-                      "pdf_pages": sum(r["pdf_pages"] for r in reports), "lines": lines,
-                      "lines_on_right_page": round(found / lines, 4) if lines else None,
-                      "seconds": round(time.perf_counter() - started, 2)}, indent=2))
+    report = {"documents": reports, "pages_with_text": sum(r["pages_with_text"] for r in reports),
+              "pdf_pages": sum(r["pdf_pages"] for r in reports), "lines": lines,
+              "lines_on_right_page": round(found / lines, 4) if lines else None,
+              "seconds": round(time.perf_counter() - started, 2)}
+    print(json.dumps(report, indent=2))
+    return report
 
 
 if __name__ == "__main__":
