@@ -250,7 +250,7 @@ class _HtmlText:
             name = child.name
             if name in _HEADINGS:
                 self.flush()
-                text = " ".join(child.get_text(" ").split())
+                text = _inline_text(child)
                 if text:
                     self.blocks.append(f"{'#' * _HEADINGS[name]} {text}")
             elif name == "br":
@@ -261,8 +261,7 @@ class _HtmlText:
                     self.blocks.append(child.get_text().strip("\n"))
             elif name == "table":
                 self.flush()
-                rows = [" | ".join(" ".join(c.get_text(" ").split()) for c in tr.find_all(["td", "th"]))
-                        for tr in child.find_all("tr")]
+                rows = [" | ".join(_inline_text(c) for c in tr.find_all(["td", "th"])) for tr in child.find_all("tr")]
                 if any(r.strip(" |") for r in rows):
                     self.blocks.append("\n".join(r for r in rows if r.strip(" |")))
             elif name in ("ul", "ol"):  # one block, an item a line
@@ -283,6 +282,15 @@ class _HtmlText:
                 self.flush()
             else:
                 self.walk(child)
+
+
+def _inline_text(tag) -> str:
+    """A heading's or table cell's text on one line, spaced as the page spaces it (no space added
+    between inline tags, so `is_<wbr>detected` stays one word)."""
+    collector = _HtmlText()
+    collector.walk(tag)
+    collector.flush()
+    return " ".join(" ".join(collector.blocks).split())
 
 
 def _read_html(data: bytes, label: str) -> list[str]:

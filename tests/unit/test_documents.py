@@ -149,6 +149,12 @@ def test_html_drops_scripts_styles_and_navigation_and_keeps_blocks_and_headings(
     assert "do-not-read" not in document.text and "About us" not in document.text and "color" not in document.text
 
 
+def test_html_headings_and_cells_keep_the_pages_own_spacing():
+    page = b"<html><body><h1>is_<wbr>feature_<span>detected</span><br>2023</h1>" \
+           b"<table><tr><td>net<br>sales</td><td><b>1,2</b>00</td></tr></table></body></html>"
+    assert read_document(page).text == "# is_feature_detected 2023\n\nnet sales | 1,200"
+
+
 def test_text_that_mentions_html_is_not_read_as_html():
     notes = b"# Notes\n\nThe page starts with <html> and a <script> tag.\n"
     document = read_document(notes, name="notes.md")
