@@ -12,7 +12,8 @@ The text is drawn with reportlab's Helvetica: runs of spaces from `pdftotext -la
 collapsed, long lines wrapped, and the few characters the standard fonts cannot draw are
 folded (bullets to "-", check boxes to "[ ]"/"[x]", others outside cp1252 to "?"). The check
 reads each PDF back with `parallax.runtime.documents.read_document` and counts the drawn
-lines found on the right page (whitespace and case forgiven, as `logic/quotes.py` does).
+lines found on the right page (whitespace and case forgiven, as `logic/quotes.py` does), and
+how many source lines came through without the fold (`source_lines_unchanged`).
 
     python -m bench.data.make_filings                 # the questions' evidence pages and neighbours
     python -m bench.data.make_filings --all-pages ADOBE_2015_10K --out /tmp/filings
@@ -112,15 +113,17 @@ def check_filing(path: Path, doc_name: str, pages: list[int] | None) -> dict:
     texts = source_pages(doc_name)
     document = read_document(path)
     wanted = sorted(texts) if pages is None else sorted(set(pages))
-    lines = found = 0
+    lines = found = found_unfolded = 0
     for page in wanted:
         extracted = normalise(document.pages[page]) if page < len(document.pages) else ""
-        for line in drawn_lines(texts[page]):
-            if normalise(line):
+        for source, drawn in zip(texts[page].splitlines(), drawn_lines(texts[page]), strict=True):
+            if normalise(drawn):
                 lines += 1
-                found += normalise(line) in extracted
+                found += normalise(drawn) in extracted
+                found_unfolded += normalise(source) in extracted
     return {"doc_name": doc_name, "pdf_pages": len(document.pages), "pages_with_text": len(wanted),
-            "lines": lines, "lines_on_right_page": round(found / lines, 4) if lines else None}
+            "lines": lines, "lines_on_right_page": round(found / lines, 4) if lines else None,
+            "source_lines_unchanged": round(found_unfolded / lines, 4) if lines else None}
 
 
 def evidence_pages(neighbours: int = 1) -> dict[str, list[int]]:
@@ -139,7 +142,7 @@ def evidence_pages(neighbours: int = 1) -> dict[str, list[int]]:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the PDFs (default: bench/data/filings)")
-    parser.add_argument("--docs", type=int, default=4, help="how many documents (default 4; 0 for all 13)")
+    parser.add_argument("--docs", type=int, default=0, help="how many documents (default 0: all 13)")
     parser.add_argument("--all-pages", nargs="*", default=[], metavar="DOC",
                         help="documents to draw whole (every page), besides the evidence subsets")
     args = parser.parse_args(argv)
@@ -152,9 +155,11 @@ def main(argv: list[str] | None = None) -> dict:
         reports.append({**check_filing(path, doc, pages), "pdf": str(path), "bytes": path.stat().st_size})
     lines = sum(r["lines"] for r in reports)
     found = sum(round(r["lines_on_right_page"] * r["lines"]) for r in reports if r["lines"])
+    unchanged = sum(round(r["source_lines_unchanged"] * r["lines"]) for r in reports if r["lines"])
     report = {"documents": reports, "pages_with_text": sum(r["pages_with_text"] for r in reports),
               "pdf_pages": sum(r["pdf_pages"] for r in reports), "lines": lines,
               "lines_on_right_page": round(found / lines, 4) if lines else None,
+              "source_lines_unchanged": round(unchanged / lines, 4) if lines else None,
               "seconds": round(time.perf_counter() - started, 2)}
     print(json.dumps(report, indent=2))
     return report
