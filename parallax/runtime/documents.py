@@ -45,8 +45,6 @@ from pathlib import Path
 KINDS = ("pdf", "docx", "html", "markdown", "text")
 SUPPORTED = "PDF, DOCX, HTML, Markdown or UTF-8 text"
 
-_SUFFIX_KIND = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".xhtml": "html",
-                ".md": "markdown", ".markdown": "markdown"}
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # the container of .doc, .xls and .ppt
 _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
                             "\ufb05": "st", "\ufb06": "st", "\u00ad": None})
@@ -122,7 +120,8 @@ def detect_kind(data: bytes, name: str, label: str) -> str:
     """The format from the content, then from the suffix; DocumentError when it is none we read."""
     suffix = Path(name).suffix.lower()
     head = data[:1024]
-    if b"%PDF-" in head:
+    # A PDF may have a little junk before its header; text that only mentions "%PDF-" does not end with %%EOF.
+    if data.startswith(b"%PDF-") or (b"%PDF-" in head and b"%%EOF" in data[-2048:]):
         return "pdf"
     if data.startswith(b"PK\x03\x04"):
         try:

@@ -155,6 +155,11 @@ def test_html_headings_and_cells_keep_the_pages_own_spacing():
     assert read_document(page).text == "# is_feature_detected 2023\n\nnet sales | 1,200"
 
 
+def test_a_pdf_behind_a_little_junk_is_a_pdf_and_text_that_mentions_pdf_is_text(report_pdf):
+    assert read_document(b"From: scanner@example.org\n\n" + report_pdf).pages == PAGE_TEXTS
+    assert read_document(b"Every file starts with %PDF-1.7 and a version.").kind == "text"
+
+
 def test_text_that_mentions_html_is_not_read_as_html():
     notes = b"# Notes\n\nThe page starts with <html> and a <script> tag.\n"
     document = read_document(notes, name="notes.md")
