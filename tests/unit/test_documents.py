@@ -302,6 +302,29 @@ def test_read_task_gives_a_pdfs_pages_and_none_for_other_formats(report_pdf, tmp
     assert read_task("plain task", None) == ("plain task", None)
 
 
+def test_run_puts_a_pdfs_pages_into_the_graph_input_and_nothing_for_other_files(report_pdf, tmp_path, monkeypatch):
+    import typer
+
+    import parallax.cli.run as run_module
+
+    sent = []
+
+    def finish(name, payload, thread_id, context, as_json):
+        sent.append((name, payload))
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(run_module, "_finish", finish)
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "home"))
+    pdf, html = tmp_path / "r.pdf", tmp_path / "q3.html"
+    pdf.write_bytes(report_pdf)
+    html.write_bytes(HTML)
+    for path in (pdf, html):
+        assert runner.invoke(app, ["run", "-f", str(path), "--mode", "section", "-q", "revenue?"]).exit_code == 0
+    (name, from_pdf), (_, from_html) = sent
+    assert name == "solve" and from_pdf["pages"] == list(PAGE_TEXTS) and from_pdf["task"] == "\n\n".join(PAGE_TEXTS)
+    assert "pages" not in from_html and from_html["task"] == HTML_TEXT
+
+
 BAD_FILES = {
     "scan.pdf": (make_scanned_pdf(), "has no text layer (scanned?): run OCR first, e.g. ocrmypdf in.pdf out.pdf"),
     "locked.pdf": (encrypt(make_pdf(REPORT), "secret"),
