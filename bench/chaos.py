@@ -80,7 +80,7 @@ def check(out: dict) -> tuple[int, int]:
     duplicates = len(business) - len({b["id"] for b in business})
     if out["mode"] == "vote":
         recount = Counter(normalize_answer(b["output"]["answer"]) for b in completed)
-        counted = Counter(out.get("votes", {}))
+        counted = Counter(out.get("vote_counts", {}))
         lost = sum((recount - counted).values())
         return lost, sum((counted - recount).values()) + duplicates
     if out["mode"] == "section":

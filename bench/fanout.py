@@ -98,7 +98,7 @@ async def run_graph(branches: int, latency_s: float, concurrency: int, db: Path)
     problems = []
     if out.get("status") != "ok":
         problems.append(f"status {out.get('status')!r} ({out.get('reason')})")
-    if out.get("votes") != {"42": branches}:
+    if out.get("vote_counts") != {"42": branches}:
         problems.append(f"votes {out.get('votes')!r}, expected {{'42': {branches}}}")
     if len(votes) != branches:
         problems.append(f"{len(votes)} vote records, expected {branches}")

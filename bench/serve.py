@@ -101,7 +101,7 @@ async def load(runs: int, clients: int, submit) -> tuple[list[float], list, floa
 
 
 def ok(out) -> bool:
-    return isinstance(out, dict) and out.get("status") == "ok" and out.get("votes") == {"42": VOTES}
+    return isinstance(out, dict) and out.get("status") == "ok" and out.get("vote_counts") == {"42": VOTES}
 
 
 async def in_process(runs: int, clients: int, url: str) -> dict:

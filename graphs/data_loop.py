@@ -15,6 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from parallax.nodes.move_labels import move_labels
 from parallax.nodes.report_stats import report_stats
 from parallax.nodes.store_feedback import store_feedback
+from parallax.runtime.sync_graph import both_ways
 from parallax.state.context import Context
 from parallax.state.data_loop import (
     FeedbackInput,
@@ -41,6 +42,6 @@ stats_builder = one_node(StatsState, StatsInput, StatsOutput, "report_stats", re
 feedback_builder = one_node(FeedbackState, FeedbackInput, FeedbackOutput, "store_feedback", store_feedback)
 release_builder = one_node(ReleaseState, ReleaseInput, ReleaseOutput, "move_labels", move_labels)
 
-stats = stats_builder.compile(name="stats")
-feedback = feedback_builder.compile(name="feedback")
-release = release_builder.compile(name="release")
+stats = both_ways(stats_builder.compile(name="stats"))
+feedback = both_ways(feedback_builder.compile(name="feedback"))
+release = both_ways(release_builder.compile(name="release"))

@@ -23,6 +23,7 @@ from parallax.nodes.consolidate import consolidate
 from parallax.nodes.gate import gate
 from parallax.nodes.learn_from_task import learn_from_task, learn_from_task_failed
 from parallax.nodes.schedule import dispatch, next_batch, start
+from parallax.runtime.sync_graph import both_ways
 from parallax.state.context import Context
 from parallax.state.learn import LearnInput, LearnOutput, LearnState
 
@@ -44,4 +45,4 @@ builder.add_edge("consolidate", "gate")
 builder.add_edge("gate", "commit")
 builder.add_edge("commit", "next_batch")
 
-graph = builder.compile(name="learn")
+graph = both_ways(builder.compile(name="learn"))

@@ -27,6 +27,7 @@ from parallax.nodes.record_trace import record_trace
 from parallax.nodes.run_task import run_task, run_task_failed
 from parallax.nodes.start_plan import start_plan
 from parallax.nodes.verify import verify
+from parallax.runtime.sync_graph import both_ways
 from parallax.state.context import Context
 from parallax.state.plan import PlanInput, PlanOutput, PlanState
 
@@ -61,4 +62,4 @@ builder.add_edge("integrate", "record_trace")
 builder.add_edge("answer_directly", "record_trace")
 builder.add_edge("record_trace", END)
 
-graph = builder.compile(name="plan")
+graph = both_ways(builder.compile(name="plan"))

@@ -23,6 +23,7 @@ from parallax.nodes.release_check import release_check
 from parallax.nodes.route import route
 from parallax.nodes.safety import check_safety
 from parallax.nodes.work import work, work_failed
+from parallax.runtime.sync_graph import both_ways
 from parallax.state.context import Context
 from parallax.state.solve import SolveInput, SolveOutput, SolveState
 
@@ -30,8 +31,8 @@ from parallax.state.solve import SolveInput, SolveOutput, SolveState
 async def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace"]:
     if state["status"] == "failed":
         return "record_trace"
-    if state["mode"] == "vote" and not state.get("consensus"):
-        return "judge"
+    if state["mode"] == "vote" and not state.get("consensus") and state.get("output_schema") is None:
+        return "judge"  # a typed vote names its unsettled fields instead (logic/field_vote.py)
     return "red_team" if state.get("red_team") else "record_trace"
 
 
@@ -59,4 +60,4 @@ builder.add_edge("red_team", "record_trace")
 builder.add_edge("record_trace", "release_check")
 builder.add_edge("release_check", END)
 
-graph = builder.compile(name="solve")
+graph = both_ways(builder.compile(name="solve"))

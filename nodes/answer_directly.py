@@ -15,7 +15,7 @@ from parallax.state.context import Context
 from parallax.state.plan import PlanState
 
 PASSED_ON = ("question", "votes", "min_votes", "red_team", "playbook", "tenant")
-TAKEN = ("answer", "mode", "status", "confidence", "votes", "failed_branches", "objection", "playbook_version",
+TAKEN = ("answer", "mode", "status", "confidence", "vote_counts", "failed_branches", "objection", "playbook_version",
          "verification")
 
 

@@ -21,5 +21,7 @@ async def fan_out(state: SolveState) -> list[Send]:
     full_text = f"{state.get('question', '')}\n{state['task']}"
     sends = [Send("safety", {"trace_id": state["trace_id"], "text": full_text})]
     shared = {"prompts": state.get("prompts") or {}, "meta": run_metadata(state)}
+    if state.get("output_schema") is not None:
+        shared["output_schema"] = state["output_schema"]
     return sends + [Send("work", {"branches": branches, **shared}) for branches in group(specs)]
 

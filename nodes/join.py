@@ -70,7 +70,7 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict:
     if state.get("stop"):
         reasons.append(state["stop"])
     return {"decision": "finish", "answer": synthesis.answer, "status": status, "confidence": confidence,
-            "votes": synthesis.votes, "reason": "; ".join(reasons)[:1000], "verification": verification,
+            "vote_counts": synthesis.votes, "reason": "; ".join(reasons)[:1000], "verification": verification,
             "branches": calls, "board": board_update,
             "failed_branches": [b["id"] for r in records.values() for b in r.get("branches", [])
                                 if b.get("kind") in ("direct", "slice", "vote", "edit") and b.get("status") != "ok"]}

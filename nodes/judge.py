@@ -28,7 +28,7 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
     ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state["branches"]]
     originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
-    candidates = [originals[v] for v in state["votes"]]
+    candidates = [originals[v] for v in state["vote_counts"]]
     votes = [r for r in records if r.kind == "vote"]
     unsettled = quorum_shortfall(sum(r.status == "ok" for r in votes), len(votes), state.get("min_votes"))
     if not unsettled and len(candidates) < 2:
@@ -46,10 +46,10 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
         return {"branches": [record.model_dump()], "status": "needs_review",
                 "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; ")}
     choice = normalize_answer(decision.choice)
-    if choice not in state["votes"]:
+    if choice not in state["vote_counts"]:
         return {"branches": [record.model_dump()], "status": "needs_review",
                 "reason": f"{state.get('reason', '')}; the judge did not pick a candidate".strip("; ")}
     status, why = final_status(records, settled=True)
     return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,
-            "confidence": round(state["votes"][choice] / max(1, len(votes)), 3),
+            "confidence": round(state["vote_counts"][choice] / max(1, len(votes)), 3),
             "reason": "; ".join(x for x in (why, f"judge chose {originals[choice]!r}: {decision.reason}"[:300]) if x)}

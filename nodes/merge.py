@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.quotes import FactCheck, check_findings
 from parallax.logic.run_status import final_status
+from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome
 from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
 from parallax.state.context import Context
 from parallax.state.payloads import BUSINESS, Answer, BranchRecord, SliceFinding
@@ -53,10 +54,14 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
     partial = f"{len(failed)} of {len(business)} branches failed" if failed else ""
     if not ok:
         errors = "; ".join(sorted({r.error or r.status for r in business}))[:500]
-        return {"status": "failed", "answer": "", "confidence": 0.0, "votes": {}, "failed_branches": failed,
+        return {"status": "failed", "answer": "", "data": None, "provenance": [], "confidence": 0.0, "vote_counts": {},
+                "failed_branches": failed,
                 "consensus": False, "reason": f"all {len(business)} branches failed: {errors}"}
 
     route = state["mode"]
+    schema = state.get("output_schema")
+    if schema is not None:
+        return _typed(state, schema, records, ok, business, failed, partial)
     votes: dict[str, int] = {}
     verification: dict = {}
     settled = True
@@ -89,6 +94,23 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
         confidence = 0.5  # one unchecked answer
         note = ""
     status, why = final_status(records, settled)
-    return {"answer": answer, "votes": votes, "confidence": round(confidence, 3), "failed_branches": failed,
+    return {"answer": answer, "vote_counts": votes, "confidence": round(confidence, 3), "failed_branches": failed,
             "consensus": settled, "status": status, "verification": verification,
             "reason": "; ".join(x for x in (why, note, partial) if x)}
+
+
+def _typed(state: SolveState, schema: dict, records: list[BranchRecord], ok: list[BranchRecord],
+           business: list[BranchRecord], failed: list[str], partial: str) -> dict:
+    """A run with an output schema: the object its route settles on (logic/typed_outcome.py)."""
+    route = state["mode"]
+    if route == "vote":
+        outcome = vote_outcome(schema, ok, len(business), state.get("min_votes"))
+    elif route == "section":
+        outcome = section_outcome(schema, ok, state.get("slices") or [], state.get("slice_pages") or [],
+                                  state.get("pages") or [])
+    else:
+        outcome = direct_outcome(schema, ok[0])
+    status, why = final_status(records, outcome.settled)
+    return {"answer": outcome.answer, "data": outcome.data, "provenance": outcome.provenance, "vote_counts": {},
+            "confidence": outcome.confidence, "failed_branches": failed, "consensus": outcome.settled, "status": status,
+            "verification": outcome.verification, "reason": "; ".join(x for x in (why, *outcome.notes, partial) if x)}

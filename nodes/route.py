@@ -21,9 +21,10 @@ from langgraph.store.base import BaseStore
 
 from parallax.logic.playbook_selection import select_items
 from parallax.logic.releases import serve_playbook, serve_prompts
-from parallax.logic.routing import InvalidInput, choose_route, validate
-from parallax.logic.slicing import split_into_slices
-from parallax.prompts.templates import SOLVE_PROMPTS
+from parallax.logic.routing import InvalidInput, choose_route, pages_of, validate
+from parallax.logic.slicing import split_into_slices, split_pages
+from parallax.logic.user_schema import checked_schema
+from parallax.prompts.templates import SOLVE_PROMPTS, TYPED_PROMPTS
 from parallax.runtime.run_context import context_of, tenant_of
 from parallax.state.context import Context
 from parallax.state.solve import NEW_RUN, SolveState
@@ -41,11 +42,29 @@ async def read_playbook(store: BaseStore | None, tenant: str, name: str, thread_
     return version.version, [item.model_dump() for item in version.active], served
 
 
+def read_input_document(state: SolveState) -> SolveState:
+    """The input with its `document` read into `task` (and `pages`, for a PDF); a file that cannot be
+    read is bad input, said in one line (runtime/documents.py)."""
+    if state.get("document") is None:
+        return state
+    from parallax.runtime.documents import DocumentError, document_from_input
+
+    try:
+        document = document_from_input(state["document"])
+    except DocumentError as exc:
+        raise InvalidInput(str(exc)) from None
+    return {**state, "task": document.text, "pages": list(document.pages) if document.paged else []}
+
+
 async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
     started = time.time()
     ctx = context_of(runtime)
+    state = read_input_document(state)
+    if not state.get("task") and state.get("pages"):
+        state = {**state, "task": "\n\n".join(state["pages"])}
     validate(state, ctx)
+    schema = checked_schema(state["output_schema"]) if state.get("output_schema") is not None else None
     question = state.get("question", "")
     mode = state.get("mode", "auto")
     chosen = choose_route(state["task"], question, ctx.slice_chars) if mode == "auto" else mode
@@ -61,17 +80,29 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
         if choice:
             served[f"playbook/{name}"] = choice
     overrides = state.get("prompt_overrides") or {}
-    served_here = tuple(n for n in SOLVE_PROMPTS if n not in overrides)  # a learn run pins them all
+    names = SOLVE_PROMPTS + (TYPED_PROMPTS if schema else ())
+    served_here = tuple(n for n in names if n not in overrides)  # a learn run pins them all
     prompts = await serve_prompts(runtime.store, tenant, served_here, thread_key, allow_canary=not pinned) if served_here else {}
     for prompt_name, override in overrides.items():
         prompts[prompt_name] = {"name": prompt_name, "arm": "pinned", "release_id": None, **override}
     served.update({f"prompt/{n}": {k: p[k] for k in ("version", "arm", "release_id")} for n, p in prompts.items()})
-    slices = split_into_slices(state["task"], ctx.slice_chars) if chosen == "section" else []
+    pages = pages_of(state)
+    slices, slice_pages = [], []
+    if chosen == "section":
+        slices, slice_pages = (split_pages(pages, ctx.slice_chars) if pages
+                               else (split_into_slices(state["task"], ctx.slice_chars), []))
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
         **NEW_RUN,
         "consensus": False,
         "trace_id": trace_id,
+        "task": state["task"],
+        "document": None,
+        "pages": pages,
+        "output_schema": schema,
+        "data": None,
+        "provenance": [],
+        "slice_pages": slice_pages,
         "tenant": tenant,
         "mode": chosen,
         "slices": slices,

@@ -64,7 +64,8 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
         return {"status": "FAILED", "reason": str(exc)}
     return {"status": STATUS_OF_RUN[run["status"]], "reason": run.get("reason", ""), "output": run.get("answer", ""),
             "branches": run.get("branches", []), "trace_id": run.get("trace_id", ""), "mode": run.get("mode"),
-            "confidence": run.get("confidence"), "votes": run.get("votes", {}), "verification": run.get("verification", {})}
+            "confidence": run.get("confidence"), "vote_counts": run.get("vote_counts", {}),
+            "verification": run.get("verification", {})}
 
 
 async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context) -> dict:

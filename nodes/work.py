@@ -13,9 +13,11 @@ import asyncio
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
+from pydantic import BaseModel
 
 from parallax.logic.branch_plans import branch_messages, prompt_name
 from parallax.logic.stragglers import StragglerWatch, run_watched
+from parallax.logic.user_schema import answer_schema, normal, reply_model, slice_schema
 from parallax.logic.vote import normalize_answer
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
@@ -24,19 +26,29 @@ from parallax.state.context import Context
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import Answer, BranchRecord, SliceFinding
 
-INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief", "prompt")
+INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief", "prompt",
+                "output_schema")
 
 
-def _identity(spec: dict, template: dict | None = None) -> dict:
+def _identity(spec: dict, template: dict | None = None, typed: bool = False) -> dict:
     return {"id": spec["id"], "parent_id": spec["parent_id"], "kind": spec["kind"],
             "slice_index": spec["index"] if spec["kind"] == "slice" else None,
             "playbook_item_ids": [item["id"] for item in spec["playbook"]],
-            "prompt": {"name": prompt_name(spec["kind"]), "version": (template or {}).get("version", 0)}}
+            "prompt": {"name": prompt_name(spec["kind"], typed), "version": (template or {}).get("version", 0)}}
 
 
-def _template(spec: dict, prompts: dict | None) -> dict | None:
+def _template(spec: dict, prompts: dict | None, typed: bool = False) -> dict | None:
     """The served prompt version of this branch (a dead letter carries its own)."""
-    return (prompts or {}).get(prompt_name(spec["kind"])) or spec.get("prompt")
+    return (prompts or {}).get(prompt_name(spec["kind"], typed)) or spec.get("prompt")
+
+
+def reply_schema(kind: str, output_schema: dict | None) -> type[BaseModel]:
+    """What a business branch must reply: our Answer or SliceFinding, or the user's object wrapped for its kind."""
+    if output_schema is None:
+        return SliceFinding if kind == "slice" else Answer
+    if kind == "slice":
+        return reply_model(slice_schema(output_schema), "SliceValues")
+    return reply_model(answer_schema(output_schema), "TypedAnswer")
 
 
 def input_of(spec: dict) -> dict:
@@ -52,15 +64,18 @@ def planned(spec: dict) -> Lifecycle:
 async def run_branch(spec: dict, ctx: Context, life: Lifecycle, shared: dict | None = None) -> dict:
     """One branch: its prompt holds only its own text, the question and its lessons, in the served template.
     `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data."""
-    template = _template(spec, (shared or {}).get("prompts"))
-    schema = SliceFinding if spec["kind"] == "slice" else Answer
-    record, reply = await call_branch(_identity(spec, template), branch_messages(spec, template), schema, ctx,
+    output_schema = (shared or {}).get("output_schema", spec.get("output_schema"))
+    typed = output_schema is not None
+    template = _template(spec, (shared or {}).get("prompts"), typed)
+    record, reply = await call_branch(_identity(spec, template, typed), branch_messages(spec, template, output_schema),
+                                      reply_schema(spec["kind"], output_schema), ctx,
                                       model=spec["model"], temperature=spec["temperature"], lifecycle=life,
                                       run_metadata=(shared or {}).get("meta"))
     if spec["kind"] == "vote" and reply is not None:
-        record.vote = normalize_answer(reply.answer)
+        record.vote = normal(reply.model_dump()["data"]) if typed else normalize_answer(reply.model_dump()["answer"])
     if reply is None:
-        record.input = input_of({**spec, "prompt": template} if template else spec)
+        asked = {**spec, "prompt": template} if template else dict(spec)
+        record.input = input_of({**asked, "output_schema": output_schema} if typed else asked)
     return record.model_dump()
 
 
@@ -88,8 +103,9 @@ def work_failed(task: dict, error: NodeError) -> dict:
     for spec in task["branches"]:
         life = planned(spec)
         life.finish("ESCALATED", message)
-        template = _template(spec, task.get("prompts"))
-        records.append(BranchRecord(**_identity(spec, template), model=spec["model"] or None, temperature=spec["temperature"],
-                                    status="failed", error=message, state=life.state, transitions=life.transitions,
-                                    input=input_of(spec)).model_dump())
+        typed = task.get("output_schema") is not None
+        template = _template(spec, task.get("prompts"), typed)
+        records.append(BranchRecord(**_identity(spec, template, typed), model=spec["model"] or None,
+                                    temperature=spec["temperature"], status="failed", error=message, state=life.state,
+                                    transitions=life.transitions, input=input_of(spec)).model_dump())
     return {"branches": records}

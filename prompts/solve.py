@@ -12,7 +12,8 @@ from langchain_core.messages import BaseMessage
 
 from parallax.prompts.templates import JSON_RULE, render
 
-__all__ = ["JSON_RULE", "answer_messages", "slice_messages", "judge_messages", "red_team_messages"]
+__all__ = ["JSON_RULE", "answer_messages", "slice_messages", "typed_messages", "typed_slice_messages", "judge_messages",
+           "red_team_messages"]
 
 
 def _lessons(items: list[dict]) -> str:
@@ -42,6 +43,19 @@ def slice_messages(brief: str, question: str, part: str, index: int, total: int,
     """For `slice` branches: one part of a document, read on its own."""
     return render("slice", version, number=index + 1, total=total, lessons=_lessons(items), brief=brief,
                   question=question, part=part)
+
+
+def typed_messages(task: str, question: str, items: list[dict], schema: str,
+                   version: dict | None = None) -> list[BaseMessage]:
+    """For `direct` and `vote` branches asked for the user's object (`schema`: its JSON Schema as text)."""
+    return render("typed", version, lessons=_lessons(items), ask=_ask(task, question), schema=schema)
+
+
+def typed_slice_messages(brief: str, question: str, part: str, index: int, total: int, items: list[dict], schema: str,
+                         version: dict | None = None) -> list[BaseMessage]:
+    """For `slice` branches asked for the part of the user's object their slice supports, with quotes."""
+    return render("typed_slice", version, number=index + 1, total=total, lessons=_lessons(items), brief=brief,
+                  question=question, part=part, schema=schema)
 
 
 def judge_messages(task: str, question: str, candidates: list[str], version: dict | None = None) -> list[BaseMessage]:

@@ -57,6 +57,24 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
         ("number", "total", "json_rule", "lessons", "brief", "question", "part"), ("lessons", "part"),
         "section branches, one per slice"),
     PromptTemplate(
+        "typed",
+        'You solve tasks carefully. Reply with a JSON object with two keys: "reasoning" (one or two sentences of '
+        'working) and "data" (the result: an object that follows this JSON Schema). $json_rule$lessons\n\n'
+        "JSON Schema of data: $schema",
+        "$ask",
+        ("json_rule", "lessons", "ask", "schema"), ("lessons", "ask", "schema"),
+        "direct and vote branches asked for the user's object (an output schema)"),
+    PromptTemplate(
+        "typed_slice",
+        "You read part $number of $total of a longer document and fill in only what this part says. Reply with a "
+        'JSON object with two keys: "relevant" (true or false) and "data": an object with the fields of the schema '
+        'below that this part gives, leaving out the others; each value is written as {"quote": a few words copied '
+        'exactly from the part that support it, "value": the value}. A value whose quote is not in the part is '
+        "discarded. $json_rule$lessons\n\nJSON Schema of the values: $schema",
+        "Brief: $brief\nQuestion: $question\n\nPart $number:\n$part",
+        ("number", "total", "json_rule", "lessons", "brief", "question", "part", "schema"), ("lessons", "part", "schema"),
+        "section branches asked for the user's object, one per slice"),
+    PromptTemplate(
         "judge",
         'Independent solvers disagreed. Reply with a JSON object with two keys: "choice" (the one candidate answer '
         'that is correct, copied exactly from the list) and "reason" (one sentence). $json_rule',
@@ -90,6 +108,8 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
         "the curator of the learn graph, one reflection at a time"),
 )}
 SOLVE_PROMPTS = ("answer", "slice", "judge", "red_team")
+TYPED_PROMPTS = ("typed", "typed_slice")
+"""Served only to runs with an output schema."""
 LEARN_PROMPTS = ("reflect", "curate")
 
 

@@ -33,9 +33,18 @@ def merge_branches(left: list[dict] | None, right: list[dict] | dict | None) -> 
 
 
 class SolveInput(TypedDict):
-    """What a caller sends: the task text and how to run it."""
+    """What a caller sends: the task text (or a document) and how to run it."""
 
-    task: str
+    task: NotRequired[str]
+    """The text to work on; may be left out when `document` or `pages` gives it."""
+    document: NotRequired[Any]
+    """A document to work on instead of `task`: a file path, raw bytes, or {"name", "base64"}; PDF, DOCX,
+    HTML, Markdown or text (runtime/documents.py). A PDF keeps its pages, so values are placed on them."""
+    pages: NotRequired[list[str]]
+    """The text of each page, page 1 first, when the caller has read the document already (the CLI does)."""
+    output_schema: NotRequired[dict[str, Any]]
+    """A JSON Schema of an object: what every branch is asked for, what the merge votes on or assembles
+    field by field, and what `data` holds (logic/user_schema.py)."""
     question: NotRequired[str]
     mode: NotRequired[Mode]
     votes: NotRequired[int]
@@ -68,7 +77,8 @@ class RunOutput(TypedDict):
     confidence: float
     reason: str
     branches: Annotated[list[dict], merge_branches]
-    votes: dict[str, int]
+    vote_counts: dict[str, int]
+    """A vote's tally: normalised answer -> votes (`votes` is the input: how many to ask)."""
     failed_branches: list[str]
     objection: str
     trace_id: str
@@ -88,12 +98,19 @@ class SolveOutput(RunOutput):
     """What a caller gets back (see the CLI contract in the README)."""
 
     mode: Route
+    data: dict[str, Any] | None
+    """With an `output_schema`: the object the run settled on (valid against the schema when `ok`), else None."""
+    provenance: list[dict[str, Any]]
+    """With an `output_schema`: one record per value: `path`, `value`, `branch_id`, `quote`, `page` (from 1,
+    when the input had pages) and `verified` (the quote occurs in its slice; for a vote, the field's quorum)."""
 
 
 class SolveState(SolveInput, SolveOutput, total=False):
     """Everything the nodes share while a run is under way."""
 
     slices: list[str]
+    slice_pages: list[list[int]]
+    """Per slice, the pages (from 1) its text comes from, when the input had pages."""
     playbook_selections: list[list[dict[str, Any]]]
     """Per branch text (one per slice, else one), the playbook items that branch sees."""
     leader: str

@@ -21,7 +21,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.namespaces import StoreError, check_tenant
 from parallax.state.context import Context
 
@@ -189,19 +188,11 @@ def with_store(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool = F
         fail(str(exc))
 
 
-@asynccontextmanager
-async def durable_graph(builder):
-    """`builder` compiled with SQLite checkpoints under PARALLAX_HOME and the CLI's store (SQLite there too,
-    or the deployment's PostgreSQL store with PARALLAX_DATABASE_URL)."""
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+def durable_graph(builder: Any) -> Any:
+    """The commands' one way to a durable graph (runtime/storage/stores.py), imported when a command runs one."""
+    from parallax.runtime.storage.stores import durable_graph as compiled
 
-    from parallax.runtime.storage.stores import open_cli_store
-
-    async with open_cli_store() as store, \
-            AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
-        graph = builder.compile(checkpointer=saver, store=store)
-        settings_mod.freeze_startup_objects()
-        yield graph
+    return compiled(builder)
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import uuid
 from contextlib import nullcontext
@@ -72,6 +73,40 @@ def read_task(text: str | None, input_file: Path | None) -> tuple[str, list[str]
     if not text.strip():
         fail("the task is empty: give some text to work on")
     return text, pages
+
+
+def load_schema(spec: str) -> dict:
+    """The JSON Schema `--schema` names: a JSON file, or `package.module:Model` (a pydantic model class,
+    imported with the working folder on the path, as uvicorn imports an app)."""
+    path = Path(spec)
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            fail(f"--schema {spec}: not UTF-8 text; give a JSON Schema file")
+        except json.JSONDecodeError as exc:
+            fail(f"--schema {spec}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
+        if not isinstance(loaded, dict):
+            fail(f"--schema {spec}: a JSON Schema is an object, this file holds {type(loaded).__name__}")
+        return loaded
+    module_name, _, attribute = spec.partition(":")
+    if not attribute or not module_name:
+        fail(f"--schema {spec}: no such file; give a JSON Schema file or package.module:Model")
+    import importlib
+
+    from pydantic import BaseModel
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        model = getattr(importlib.import_module(module_name), attribute)
+    except ImportError as exc:
+        fail(f"--schema {spec}: cannot import {module_name} ({exc}); run from the folder that holds it")
+    except AttributeError:
+        fail(f"--schema {spec}: {module_name} has no {attribute}")
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        fail(f"--schema {spec}: {attribute} is not a pydantic model class")
+    return model.model_json_schema()
 
 
 def branch_table(branches: list[dict]) -> Table:
@@ -196,6 +231,10 @@ def run(
     max_replans: Annotated[int, typer.Option(help="Plan mode: new plans the joiner may ask for.")] = 1,
     target: Annotated[str | None, typer.Option(help="The right answer, if you know it: the trace keeps whether the "
                                                      "run got it (accuracy in `parallax stats`).")] = None,
+    schema: Annotated[str | None, typer.Option(
+        "--schema", help="The shape of the answer: a JSON Schema file, or package.module:Model (a pydantic model). "
+                         "Branches are asked for that object, votes count field by field, section values need a "
+                         "quote from their slice; --json gives `data` and `provenance`.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
@@ -223,7 +262,12 @@ def run(
         payload["min_votes"] = min_votes
     if target is not None:
         payload["target"] = target
-    name = "plan" if mode == "plan" or repo is not None or (mode == "auto" and wants_plan(question or task)) else "solve"
+    if schema is not None:
+        if mode == "plan" or repo is not None:
+            fail("--schema works with --mode auto, direct, vote or section, not plan (nor --repo)")
+        payload["output_schema"] = load_schema(schema)
+    plan_shaped = mode == "auto" and schema is None and wants_plan(question or task)
+    name = "plan" if mode == "plan" or repo is not None or plan_shaped else "solve"
     if name == "plan":
         payload.update(mode="plan", max_replans=max_replans, test_command=test_command)
         payload.pop("red_team")
@@ -269,15 +313,22 @@ def _print_result(result: dict) -> None:
                           f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}", highlight=False)
     else:
         console.print(branch_table(result.get("branches", [])))
-    if result.get("votes"):
-        shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["votes"].items())
+    if result.get("vote_counts"):
+        shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["vote_counts"].items())
         console.print("votes: " + ", ".join(shown), highlight=False)
     if result.get("objection"):
         console.print(f"red team: {result['objection']}")
     console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
                   + (f" - {result['reason']}" if result.get("reason") else ""))
     console.print(f"trace {result.get('trace_id')}  thread {result['thread_id']}  playbook v{result.get('playbook_version')}")
-    console.print(result.get("answer") or "(no answer)", highlight=False)
+    if result.get("data") is not None:
+        console.print_json(data=result["data"])
+        provenance = result.get("provenance") or []
+        verified = sum(1 for p in provenance if p.get("verified"))
+        console.print(f"provenance: {verified} of {len(provenance)} values verified (--json lists each, with its quote "
+                      "and page)", highlight=False)
+    else:
+        console.print(result.get("answer") or "(no answer)", highlight=False)
 
 
 def _finish(name: str | None, payload: dict | None, thread_id: str, context: Context, as_json: bool) -> None:

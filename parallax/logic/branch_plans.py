@@ -9,13 +9,14 @@ fan-out near the speed of a bare `asyncio.gather` (see bench/fanout.py).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
 from langchain_core.messages import BaseMessage
 
 from parallax.logic.routing import requested_votes
-from parallax.prompts.solve import answer_messages, slice_messages
+from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
 from parallax.state.context import Context
 from parallax.state.solve import SolveState
 
@@ -54,14 +55,27 @@ def _brief(task: str, slices: list[str]) -> str:
     return f"A document of {len(task)} characters in {len(slices)} parts; each part is read separately."
 
 
-def prompt_name(kind: str) -> str:
-    """The prompt template (prompts/templates.py) a business branch of `kind` is built from."""
+def prompt_name(kind: str, typed: bool = False) -> str:
+    """The prompt template (prompts/templates.py) a business branch of `kind` is built from; `typed`: the
+    run has an output schema."""
+    if typed:
+        return "typed_slice" if kind == "slice" else "typed"
     return "slice" if kind == "slice" else "answer"
 
 
-def branch_messages(spec: dict, template: dict | None) -> list[BaseMessage]:
+def schema_text(schema: dict) -> str:
+    """The user's schema as a prompt shows it: compact JSON."""
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+
+
+def branch_messages(spec: dict, template: dict | None, schema: dict | None = None) -> list[BaseMessage]:
     """The messages a business branch is sent: its own text, the question, its lessons, in `template`
-    (a served prompt version; None = the default)."""
+    (a served prompt version; None = the default); with the user's `schema`, asked for that object."""
+    if schema is not None:
+        if spec["kind"] == "slice":
+            return typed_slice_messages(spec["brief"], spec["question"], spec["text"], spec["index"], spec["total"],
+                                        spec["playbook"], schema_text(schema), version=template)
+        return typed_messages(spec["text"], spec["question"], spec["playbook"], schema_text(schema), version=template)
     if spec["kind"] == "slice":
         return slice_messages(spec["brief"], spec["question"], spec["text"], spec["index"], spec["total"],
                               spec["playbook"], version=template)
@@ -75,14 +89,16 @@ def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]
     task, question, route = state["task"], state.get("question", ""), state["mode"]
     selections = state.get("playbook_selections") or [[]]
     prompts = state.get("prompts") or {}
+    schema = state.get("output_schema")
     if route == "section":
         slices = state.get("slices") or []
         return {("slice", i): branch_messages({"kind": "slice", "text": part, "question": question,
                                                "playbook": selections[i], "index": i, "total": len(slices),
-                                               "brief": _brief(task, slices)}, prompts.get("slice"))
+                                               "brief": _brief(task, slices)},
+                                              prompts.get(prompt_name("slice", schema is not None)), schema)
                 for i, part in enumerate(slices)}
     spec = {"kind": route, "text": task, "question": question, "playbook": selections[0]}
-    return {(route, 0): branch_messages(spec, prompts.get("answer"))}
+    return {(route, 0): branch_messages(spec, prompts.get(prompt_name(route, schema is not None)), schema)}
 
 
 def run_metadata(state: SolveState) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from parallax.logic.slicing import HEADING
+from parallax.logic.user_schema import SchemaProblem, checked_schema
 from parallax.runtime.storage.namespaces import NAME_RE
 from parallax.state.context import Context
 from parallax.state.solve import Route, SolveState
@@ -38,8 +39,8 @@ DEFAULT_VOTES = 5
 
 
 def requested_votes(state: dict) -> object:
-    """The vote branches this run asks for. `votes` is also the key of a run's tally (answer ->
-    count), so on a thread that ran before, a dict there is the last run's result, not a request."""
+    """The vote branches this run asks for. Before the tally was named `vote_counts`, `votes` was also
+    the key of a run's tally: on a thread checkpointed then, a dict there is that result, not a request."""
     votes = state.get("votes", DEFAULT_VOTES)
     return DEFAULT_VOTES if isinstance(votes, dict) else votes
 
@@ -72,9 +73,12 @@ def validate(state: SolveState, ctx: Context) -> None:
     """Raise InvalidInput (one line: what is wrong and how to fix it) for input that cannot run."""
     if not isinstance(state, dict):
         raise InvalidInput("the input must be an object with at least a task")
+    pages = state.get("pages")
+    if pages is not None and not (isinstance(pages, list) and all(isinstance(p, str) for p in pages)):
+        raise InvalidInput("pages must be a list of texts, one per page, page 1 first")
     task = state.get("task")
     if not isinstance(task, str) or not task.strip():
-        raise InvalidInput("task is empty: give the text to work on")
+        raise InvalidInput("task is empty: give the text to work on (or a document)")
     if len(task) > ctx.max_input_chars:
         raise InvalidInput(
             f"task has {len(task)} characters, above the limit of {ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)"
@@ -100,6 +104,17 @@ def validate(state: SolveState, ctx: Context) -> None:
     min_votes = state.get("min_votes")
     if min_votes is not None and not (_whole(min_votes) and 1 <= min_votes <= votes):
         raise InvalidInput(f"min_votes must be between 1 and votes ({votes}), got {min_votes!r}")
+    if state.get("output_schema") is not None:
+        try:
+            checked_schema(state["output_schema"])
+        except SchemaProblem as exc:
+            raise InvalidInput(str(exc)) from None
+
+
+def pages_of(state: dict) -> list[str]:
+    """The pages the task was read from, when it was (`pages` that make up the task); else []."""
+    pages = state.get("pages") or []
+    return pages if pages and state.get("task", "") in ("", "\n\n".join(pages)) else []
 
 
 def validate_plan_input(state: dict, ctx: Context) -> None:
@@ -108,6 +123,9 @@ def validate_plan_input(state: dict, ctx: Context) -> None:
         raise InvalidInput("the input must be an object with at least a task")
     if state.get("mode", "auto") not in ("auto", "plan"):
         raise InvalidInput(f"unknown mode {state.get('mode')!r} for the plan graph: use plan or auto")
+    if state.get("output_schema") is not None:
+        raise InvalidInput("an output schema works with the direct, vote and section modes, not plan: "
+                           "choose one of them, or leave the schema out")
     validate({**state, "mode": "auto"}, ctx)
     replans = state.get("max_replans", 1)
     if not _whole(replans) or not 0 <= replans <= MAX_REPLANS:

@@ -57,3 +57,20 @@ def split_into_slices(text: str, budget: int) -> list[str]:
         sections = text.split("\n\n")
         sections = [s + "\n\n" for s in sections[:-1]] + [sections[-1]]
     return [s.strip() for s in _pack(sections, budget) if s.strip()]
+
+
+def split_pages(pages: list[str], budget: int) -> tuple[list[str], list[list[int]]]:
+    """Slices of a paged document and, per slice, the pages (from 1) its text comes from. A page larger
+    than the budget is cut like any text; short pages (or the last piece of a cut one) are packed with
+    the next page up to the budget. A quote is later placed on the one of its slice's pages it occurs in."""
+    slices: list[str] = []
+    owners: list[list[int]] = []
+    for number, page in enumerate(pages, start=1):
+        for part in split_into_slices(page, budget) if page.strip() else []:
+            if slices and owners[-1][-1] != number and len(slices[-1]) + 2 + len(part) <= budget:
+                slices[-1] += "\n\n" + part
+                owners[-1].append(number)
+            else:
+                slices.append(part)
+                owners.append([number])
+    return slices, owners

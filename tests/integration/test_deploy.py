@@ -130,7 +130,7 @@ async def test_vote_and_section_runs_on_two_replicas_wait_and_stream(cluster):
     vote = await client(a).runs.wait(thread["thread_id"], "solve", input={"task": "What is 6 * 7?", "mode": "vote",
                                                                           "votes": 3})
     assert "__error__" not in vote, vote
-    assert (vote["mode"], vote["status"], vote["votes"], vote["answer"]) == ("vote", "ok", {"42": 3}, "42")
+    assert (vote["mode"], vote["status"], vote["vote_counts"], vote["answer"]) == ("vote", "ok", {"42": 3}, "42")
     assert sorted(x["kind"] for x in vote["branches"]) == ["safety", "vote", "vote", "vote"]
 
     thread2 = await client(b).threads.create()
@@ -350,7 +350,7 @@ async def test_a_replica_killed_mid_run_is_taken_over_without_repeating_finished
         values = (await client(survivor).threads.get_state(thread["thread_id"]))["values"]
     finally:
         set_latency(cluster, 20)
-    assert status == "success" and values["votes"] == {"42": 6} and values["status"] == "ok"
+    assert status == "success" and values["vote_counts"] == {"42": 6} and values["status"] == "ok"
     calls = Counter(e["temperature"] for e in cluster.model.log() if e.get("messages_hash") and e["status"] == 200)
     assert len(calls) == 6 and sum(calls.values()) == 6, calls  # every vote answered once
     assert all(calls[t] == 1 for t in finished), calls  # finished votes were not called again

@@ -46,12 +46,12 @@ def test_killed_run_resumes_without_repeating_finished_branches(tmp_path):
         resumed = subprocess.run([PARALLAX, "resume", "t-kill", "--json"], env=env, capture_output=True, text=True, timeout=120)
         assert resumed.returncode == 0, resumed.stderr
         out = json.loads(resumed.stdout)
-        assert out["status"] == "ok" and out["votes"] == {"42": 6} and out["thread_id"] == "t-kill"
+        assert out["status"] == "ok" and out["vote_counts"] == {"42": 6} and out["thread_id"] == "t-kill"
         calls = Counter(e["temperature"] for e in server.log() if e.get("messages_hash") and e["status"] == 200)
         assert len(calls) == 6  # every vote answered
         assert all(calls[t] == 1 for t in finished), calls  # finished votes were not called again
         assert sum(calls.values()) == 6
 
         again = subprocess.run([PARALLAX, "resume", "t-kill", "--json"], env=env, capture_output=True, text=True, timeout=60)
-        assert json.loads(again.stdout)["votes"] == {"42": 6}  # a finished run is reported, not re-run
+        assert json.loads(again.stdout)["vote_counts"] == {"42": 6}  # a finished run is reported, not re-run
         assert sum(e["status"] == 200 for e in server.log() if e.get("messages_hash")) == 6

@@ -119,10 +119,10 @@ async def test_vote_on_a_short_arithmetic_question(fast_model):
     assert len(votes) == 3
     ok = [r for r in votes if r.status == "ok"]
     assert ok, "status is not failed, so at least one vote must have landed"
-    assert sum(result["votes"].values()) == len(ok)
+    assert sum(result["vote_counts"].values()) == len(ok)
     for r in ok:
         assert r.vote == normalize_answer(r.output["answer"])
-        assert r.vote in result["votes"]
+        assert r.vote in result["vote_counts"]
     # Any other branch is the judge, called only when the votes did not settle.
     others = [r for r in recs if r.kind not in ("vote", "safety")]
     assert [r.kind for r in others] in ([], ["judge"])
@@ -147,7 +147,7 @@ async def test_section_on_a_qmsum_meeting(fast_model):
     assert len(slices) == len(expected_slices) > 1
     indices = [r.slice_index for r in slices]
     assert sorted(indices) == list(range(len(slices))), indices
-    assert result["votes"] == {}
+    assert result["vote_counts"] == {}
     for line in filter(None, result["answer"].splitlines()):
         assert line.startswith("- "), result["answer"]
     if result["status"] == "ok":

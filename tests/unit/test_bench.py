@@ -94,10 +94,10 @@ def test_chaos_check_catches_a_lost_and_a_double_counted_vote():
         return {"id": f"vote-{i}", "kind": "vote", "status": status, "output": {"reasoning": "", "answer": answer}}
 
     branches = [vote(0, "42"), vote(1, "42"), vote(2, "7")]
-    assert check({"mode": "vote", "branches": branches, "votes": {"42": 2, "7": 1}}) == (0, 0)
-    assert check({"mode": "vote", "branches": branches, "votes": {"42": 2}}) == (1, 0)  # the 7 went missing
-    assert check({"mode": "vote", "branches": branches, "votes": {"42": 3, "7": 1}}) == (0, 1)
-    assert check({"mode": "vote", "branches": branches + [vote(0, "42")], "votes": {"42": 2, "7": 1}})[1] == 1
+    assert check({"mode": "vote", "branches": branches, "vote_counts": {"42": 2, "7": 1}}) == (0, 0)
+    assert check({"mode": "vote", "branches": branches, "vote_counts": {"42": 2}}) == (1, 0)  # the 7 went missing
+    assert check({"mode": "vote", "branches": branches, "vote_counts": {"42": 3, "7": 1}}) == (0, 1)
+    assert check({"mode": "vote", "branches": branches + [vote(0, "42")], "vote_counts": {"42": 2, "7": 1}})[1] == 1
     finding = {"quote": "met on day 1", "point": "met on day 1"}
     section = [{"id": "slice-0", "kind": "slice", "status": "ok", "output": {"relevant": True, "points": [finding]}}]
     assert check({"mode": "section", "branches": section, "answer": "- Met on day 1."}) == (0, 0)

@@ -62,4 +62,4 @@ async def test_client_errors_do_not_trip_the_breaker(monkeypatch):
     model_ctx, _ = scripted(script)
     await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 4}, context=model_ctx)
     out = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 1}, context=model_ctx)
-    assert out["status"] == "ok" and out["votes"] == {"4": 1}
+    assert out["status"] == "ok" and out["vote_counts"] == {"4": 1}

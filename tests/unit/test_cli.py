@@ -49,9 +49,10 @@ def test_run_json_prints_the_contract_and_checkpoints_the_thread(tmp_path, monke
                            obj=model_ctx)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    for key in ("answer", "mode", "status", "confidence", "branches", "votes", "trace_id", "thread_id", "playbook_version"):
+    for key in ("answer", "mode", "status", "confidence", "branches", "vote_counts", "trace_id", "thread_id", "playbook_version"):
         assert key in out
-    assert (out["answer"], out["mode"], out["status"], out["votes"], out["thread_id"]) == ("22", "vote", "ok", {"22": 3}, "t-1")
+    assert (out["answer"], out["mode"], out["status"], out["vote_counts"], out["thread_id"]) == \
+        ("22", "vote", "ok", {"22": 3}, "t-1")
     assert {b["kind"] for b in out["branches"]} == {"vote", "safety"}
     assert all({"id", "kind", "status", "output", "latency_ms", "tokens"} <= set(b) for b in out["branches"])
     assert (home / "checkpoints.sqlite").stat().st_size > 0

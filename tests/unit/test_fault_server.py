@@ -241,7 +241,7 @@ async def test_product_call_path_survives_rate_limits(monkeypatch):
         log = httpx.get(f"{url[:-3]}/_log").json()
 
     assert out["status"] == "ok"
-    assert out["votes"] == {"42": 5}
+    assert out["vote_counts"] == {"42": 5}
     votes = [b for b in out["branches"] if b["kind"] == "vote"]
     assert len(votes) == 5 and all(b["status"] == "ok" for b in votes)
     assert any(b["attempts"] > 1 for b in votes)

@@ -86,7 +86,7 @@ async def test_a_branch_out_of_retries_is_escalated(monkeypatch):
                                                               "IN_PROGRESS", "FAILED", "ESCALATED"]
     assert "gave up after 2 attempts" in failed[0]["transitions"][-1]["reason"]
     assert failed[0]["input"]["text"] == "What is 4 + 5?" and failed[0]["input"]["temperature"] == 1.0
-    assert out["votes"] == {"9": 2}
+    assert out["vote_counts"] == {"9": 2}
 
 
 # --- stragglers ------------------------------------------------------------------------
@@ -105,7 +105,7 @@ async def test_a_straggler_gets_a_backup_copy_that_wins_and_the_vote_counts_once
     model_ctx, calls = scripted(slow_first_call_at(1.0, delay=5.0))
     ctx = replace(model_ctx, straggler_factor=3.0, straggler_min_s=0.2)
     out = await asyncio.wait_for(graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 5}, context=ctx), 4.0)
-    assert out["votes"] == {"9": 5} and out["status"] == "ok"
+    assert out["vote_counts"] == {"9": 5} and out["status"] == "ok"
     assert len(calls) == 6  # five branches plus one backup copy
     raced = [b for b in votes_of(out) if b.get("backup")]
     assert len(raced) == 1 and raced[0]["temperature"] == 1.0
@@ -122,7 +122,7 @@ async def test_without_stragglers_on_the_slow_branch_is_waited_for(monkeypatch):
     out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 5},
                               context=replace(model_ctx, straggler_factor=0.0))
     assert len(calls) == 5 and not any(b.get("backup") for b in votes_of(out))
-    assert out["votes"] == {"9": 5}
+    assert out["vote_counts"] == {"9": 5}
 
 
 async def test_the_original_wins_when_it_finishes_first(monkeypatch):
@@ -140,7 +140,7 @@ async def test_the_original_wins_when_it_finishes_first(monkeypatch):
                                                context=replace(model_ctx, straggler_factor=3.0, straggler_min_s=0.2)), 4.0)
     raced = [b for b in votes_of(out) if b.get("backup")]
     assert len(raced) == 1 and raced[0]["backup"]["winner"] == "original"
-    assert raced[0]["vote"] == "9" and out["votes"] == {"9": 5}  # the cancelled copy's "wrong" never counts
+    assert raced[0]["vote"] == "9" and out["vote_counts"] == {"9": 5}  # the cancelled copy's "wrong" never counts
     assert len(calls) == 6
 
 
@@ -159,7 +159,7 @@ async def test_a_failing_original_lets_the_backup_finish(monkeypatch):
     raced = [b for b in votes_of(out) if b.get("backup")]
     assert len(raced) == 1 and raced[0]["status"] == "ok" and raced[0]["backup"]["winner"] == "backup"
     assert raced[0]["backup"]["other_transitions"][-1]["state"] == "ESCALATED"
-    assert out["votes"] == {"9": 5} and out["failed_branches"] == []
+    assert out["vote_counts"] == {"9": 5} and out["failed_branches"] == []
 
 
 def test_the_threshold_needs_finished_siblings_and_respects_the_floor():

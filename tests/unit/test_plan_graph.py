@@ -226,7 +226,7 @@ async def test_vote_synthesis_below_quorum_needs_review():
     assert out["verification"]["rules"]["vote"] == {"quorum": 2, "valid_votes": 1, "asked": 3, "quorum_met": False}
     fine, _ = await run([dag], {"answer-1": answer("forty-two"), "answer-2": answer("42."), "answer-3": bad_request()},
                         max_replans=0)
-    assert fine["votes"] == {"42": 2} and fine["answer"] == "forty-two"
+    assert fine["vote_counts"] == {"42": 2} and fine["answer"] == "forty-two"
 
 
 async def test_reduce_folds_pairwise_one_combine_call_per_pair():

@@ -33,7 +33,7 @@ async def test_vote_majority_wins_and_counts_every_branch(monkeypatch):
     out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote"}, context=model_ctx)
     assert out["status"] == "ok"
     assert out["mode"] == "vote"
-    assert out["votes"] == {"42": 3, "41": 2}
+    assert out["vote_counts"] == {"42": 3, "41": 2}
     assert out["answer"] in {"42", "$42.00", "42 apples"}
     assert out["confidence"] == 0.6
     kinds = sorted(b["kind"] for b in out["branches"])
@@ -53,7 +53,7 @@ async def test_threshold_not_met_goes_to_judge_who_settles(monkeypatch):
 
     model_ctx, _ = scripted(script)
     out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote"}, context=model_ctx)
-    assert out["votes"] == {"42": 2, "41": 2, "40": 1}
+    assert out["vote_counts"] == {"42": 2, "41": 2, "40": 1}
     assert out["status"] == "ok"
     assert out["answer"] == "41"
     assert "judge" in [b["kind"] for b in out["branches"]]
@@ -83,7 +83,7 @@ async def test_parse_reasks_stay_inside_one_vote(monkeypatch):
 
     model_ctx, calls = scripted(script)
     out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote"}, context=model_ctx)
-    assert out["votes"] == {"42": 5}
+    assert out["vote_counts"] == {"42": 5}
     assert len(calls) == 10
     vote_records = [b for b in out["branches"] if b["kind"] == "vote"]
     assert [b["reasks"] for b in vote_records] == [1] * 5
@@ -99,7 +99,7 @@ async def test_a_branch_that_never_parses_fails_after_two_reasks(monkeypatch):
     failed = [b for b in out["branches"] if b["status"] == "failed"]
     assert len(failed) == 1 and failed[0]["reasks"] == 2 and failed[0]["attempts"] == 3
     assert out["failed_branches"] == [failed[0]["id"]]
-    assert out["votes"] == {"7": 4}
+    assert out["vote_counts"] == {"7": 4}
     assert out["status"] == "ok" and "1 of 5 branches failed" in out["reason"]
     assert len(calls) == 4 + 3
 
@@ -123,7 +123,7 @@ async def test_transient_errors_are_retried_and_counted_as_attempts(monkeypatch)
     model_ctx, _ = scripted(script)
     monkeypatch.setenv("PARALLAX_MAX_ATTEMPTS", "3")
     out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote"}, context=model_ctx)
-    assert out["status"] == "ok" and out["votes"] == {"9": 5}
+    assert out["status"] == "ok" and out["vote_counts"] == {"9": 5}
     assert [b["attempts"] for b in out["branches"] if b["kind"] == "vote"] == [2] * 5
 
 
@@ -252,7 +252,7 @@ async def test_the_judge_never_turns_a_lone_candidate_into_ok(monkeypatch):
     from parallax.runtime.run_context import resolved
 
     vote = {"kind": "vote", "status": "ok", "parent_id": "t", "output": {"reasoning": "r", "answer": "42"}, "vote": "42"}
-    state = {"trace_id": "t", "task": "What is 6 * 7?", "votes": {"42": 2}, "reason": "no answer reached 3 of 3 votes",
+    state = {"trace_id": "t", "task": "What is 6 * 7?", "vote_counts": {"42": 2}, "reason": "no answer reached 3 of 3 votes",
              "branches": [{**vote, "id": "v1"}, {**vote, "id": "v2"}, {**vote, "id": "v3", "status": "failed",
                                                                         "output": None, "vote": None}]}
     model_ctx, calls = scripted(lambda p, t, i: json.dumps({"choice": "42", "reason": "only one"}))
@@ -274,7 +274,7 @@ async def test_numbers_in_words_vote_with_their_digits(monkeypatch):
     votes = dict(zip(TEMPS, ["fifteen", "Fifteen.", "15", "14", "15 sheep"], strict=True))
     model_ctx, _ = scripted(by_temperature(votes))
     out = await graph.ainvoke({"task": "How many sheep?", "mode": "vote"}, context=model_ctx)
-    assert out["votes"] == {"15": 4, "14": 1} and out["status"] == "ok"
+    assert out["vote_counts"] == {"15": 4, "14": 1} and out["status"] == "ok"
 
 
 async def test_section_with_no_relevant_part_needs_review(monkeypatch):
@@ -304,7 +304,7 @@ async def test_red_team_objects_but_never_votes(monkeypatch):
     model_ctx, _ = scripted(script)
     out = await graph.ainvoke({"task": "How many eggs in a dozen?", "mode": "vote", "votes": 3, "red_team": True},
                               context=model_ctx)
-    assert out["votes"] == {"12": 3}
+    assert out["vote_counts"] == {"12": 3}
     assert out["objection"] == "[low] units are ambiguous"
     assert [b["kind"] for b in out["branches"]].count("red_team") == 1
 
@@ -369,7 +369,7 @@ async def test_a_blank_vote_is_re_asked_not_counted(monkeypatch):
 
     model_ctx, _ = scripted(script)
     out = await graph.ainvoke({"task": "What is 2 + 3?", "mode": "vote", "votes": 3}, context=model_ctx)
-    assert out["votes"] == {"5": 3}
+    assert out["vote_counts"] == {"5": 3}
     assert [b["reasks"] for b in out["branches"] if b["kind"] == "vote"] == [1, 1, 1]
 
 
@@ -394,19 +394,21 @@ async def test_model_calls_in_flight_never_exceed_max_concurrency(monkeypatch):
     model_ctx, _ = scripted(lambda prompt, t, i: (0.05, answer("4")))
     out = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 25},
                               context=replace(model_ctx, max_concurrency=3))
-    assert out["votes"] == {"4": 25}
+    assert out["vote_counts"] == {"4": 25}
     assert peak == 3  # 25 votes in 10 tasks, yet never more than 3 calls at once
 
 
-async def test_a_second_run_on_a_thread_does_not_take_the_last_tally_for_its_vote_count():
-    """`votes` is both the requested number of votes and the run's tally: the tally a thread keeps
-    from its last run must not be read as the next run's request."""
+async def test_a_second_run_on_a_thread_keeps_its_vote_request_apart_from_the_last_tally():
+    """`votes` is the request (how many to ask) and `vote_counts` the tally: on a thread, the second run's
+    options carry over like every input key (mode, votes), and its tally counts only its own votes."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     model_ctx, calls = scripted(lambda p, t, i: answer("4"))
     threaded = builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "conversation"}}
     first = await threaded.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 3}, config, context=model_ctx)
-    second = await threaded.ainvoke({"task": "What is 3 + 1?", "mode": "vote"}, config, context=model_ctx)
-    assert first["votes"] == {"4": 3} and second["status"] == "ok" and second["votes"] == {"4": 5}
-    assert len(calls) == 3 + 5
+    second = await threaded.ainvoke({"task": "What is 3 + 1?"}, config, context=model_ctx)
+    third = await threaded.ainvoke({"task": "What is 1 + 3?", "votes": 5}, config, context=model_ctx)
+    assert first["vote_counts"] == {"4": 3} and second["status"] == "ok" and second["vote_counts"] == {"4": 3}
+    assert third["vote_counts"] == {"4": 5} and "votes" not in third
+    assert len(calls) == 3 + 3 + 5

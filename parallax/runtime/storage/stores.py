@@ -19,6 +19,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -114,3 +115,17 @@ async def open_cli_store() -> AsyncIterator[BaseStore]:
     opened = open_postgres_store(url) if url else open_sqlite_store()
     async with opened as store:
         yield store
+
+
+@asynccontextmanager
+async def durable_graph(builder: Any) -> AsyncIterator[Any]:
+    """`builder` compiled with SQLite checkpoints under PARALLAX_HOME and the CLI's store (SQLite there too,
+    or the deployment's PostgreSQL store with PARALLAX_DATABASE_URL): what the CLI and the Python API run,
+    so a run from either is resumable and its trace is found by `parallax trace`."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with open_cli_store() as store, \
+            AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
+        graph = builder.compile(checkpointer=saver, store=store)
+        settings_mod.freeze_startup_objects()
+        yield graph

@@ -1,0 +1,150 @@
+"""The Python API: `parallax.solve(...)` and `await parallax.asolve(...)`.
+
+A call is the same run as `parallax run`: the solve graph compiled with the CLI's SQLite
+checkpoints and store under PARALLAX_HOME (runtime/storage/stores.py `durable_graph`), so it
+reads the tenant's playbooks, keeps its trace (`parallax trace ID` finds it) and can be
+resumed by its thread id. Input is checked before anything is written; bad input raises
+`InvalidInput` with one line that says what to change.
+
+`schema` may be a pydantic model class or a JSON Schema dict. With a class, `Result.data` is an
+instance of it when the run settled on a complete object (else None, and `raw_data` holds what
+was settled). `solve` works in plain scripts and in notebooks (whose event loop is already
+running: the run then goes on a loop of its own in a worker thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+
+from parallax.logic.routing import InvalidInput, validate
+from parallax.runtime.run_context import resolved
+from parallax.runtime.sync_graph import iterate
+from parallax.state.context import Context
+from parallax.state.payloads import BranchRecord
+
+M = TypeVar("M", bound=BaseModel)
+Mode = Literal["auto", "direct", "vote", "section"]
+
+__all__ = ["InvalidInput", "Provenance", "Result", "asolve", "solve"]
+
+
+class Provenance(BaseModel):
+    """Where one value of `data` comes from."""
+
+    path: str = Field(description="the value's place in the object: `revenue`, `segments[0]`, `a.b`")
+    value: Any
+    branch_id: str | None = None
+    quote: str | None = Field(None, description="the words of the source it rests on (section runs)")
+    page: int | None = Field(None, description="the page the quote is on, from 1 (paged documents)")
+    verified: bool = Field(description="section: the quote occurs in its slice; vote: the field met its quorum")
+    conflict: bool = False
+
+
+class Result(BaseModel, Generic[M]):
+    """What a run gives back (the fields of `parallax run --json`, typed)."""
+
+    status: Literal["ok", "needs_review", "failed"]
+    mode: str
+    answer: str = ""
+    data: M | dict[str, Any] | None = None
+    """The settled object: an instance of the schema class given, else a dict; None without a schema."""
+    raw_data: dict[str, Any] | None = None
+    confidence: float = 0.0
+    reason: str = ""
+    provenance: list[Provenance] = Field(default_factory=list)
+    vote_counts: dict[str, int] = Field(default_factory=dict)
+    verification: dict[str, Any] = Field(default_factory=dict)
+    branches: list[BranchRecord] = Field(default_factory=list)
+    trace_id: str = ""
+    thread_id: str = ""
+    playbook_version: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _payload(task: str | None, question: str, document: Any, mode: str, schema: Any, votes: int,
+             min_votes: int | None, red_team: bool, playbook: str, tenant: str, target: str | None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"question": question, "mode": mode, "votes": votes, "red_team": red_team,
+                               "playbook": playbook, "tenant": tenant}
+    if document is not None:
+        if task is not None:
+            raise InvalidInput("give the task as text or as a document, not both")
+        from parallax.runtime.documents import DocumentError, read_document
+
+        try:
+            read = read_document(document) if isinstance(document, str | bytes | os.PathLike) else None
+        except DocumentError as exc:
+            raise InvalidInput(str(exc)) from None
+        if read is None:
+            raise InvalidInput(f"document must be a path or bytes, got {type(document).__name__}")
+        payload["task"] = read.text
+        if read.paged:
+            payload["pages"] = list(read.pages)
+    else:
+        payload["task"] = task
+    if schema is not None:
+        payload["output_schema"] = _json_schema(schema)
+    if min_votes is not None:
+        payload["min_votes"] = min_votes
+    if target is not None:
+        payload["target"] = target
+    return payload
+
+
+def _json_schema(schema: Any) -> Any:
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema.model_json_schema()
+    if isinstance(schema, dict):
+        return schema
+    raise InvalidInput(f"schema must be a pydantic model class or a JSON Schema dict, got {type(schema).__name__}")
+
+
+async def asolve(task: str | None = None, *, question: str = "", document: str | os.PathLike | bytes | None = None,
+                 mode: Mode = "auto", schema: type[M] | dict[str, Any] | None = None, votes: int = 5,
+                 min_votes: int | None = None, red_team: bool = False, playbook: str = "default",
+                 tenant: str = "default", thread_id: str | None = None, target: str | None = None,
+                 context: Context | None = None) -> Result[M]:
+    """Run one task (or a document with a question) and return its typed result; see the module docstring."""
+    from parallax.graphs.solve import builder
+    from parallax.runtime.storage.stores import durable_graph
+
+    payload = _payload(task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target)
+    ctx = context or Context()
+    validate(payload, resolved(ctx))
+    thread = thread_id or uuid.uuid4().hex
+    config = {"configurable": {"thread_id": thread}, "metadata": {"parallax_graph": "solve"}}
+    async with durable_graph(builder) as graph:
+        out = await graph.ainvoke(payload, config, context=ctx, durability="sync")
+    return _result(out, thread, schema)
+
+
+def solve(task: str | None = None, **options: Any) -> Result[Any]:
+    """`asolve` for synchronous code (same arguments)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(asolve(task, **options))
+
+    async def once() -> Any:
+        yield await asolve(task, **options)
+    return next(iterate(once))
+
+
+def _result(out: dict[str, Any], thread_id: str, schema: Any) -> Result[Any]:
+    raw = out.get("data")
+    data: Any = raw
+    if raw is not None and isinstance(schema, type) and issubclass(schema, BaseModel):
+        try:
+            data = schema.model_validate(raw)
+        except ValidationError:
+            data = None
+    fields = {k: out[k] for k in ("status", "mode", "answer", "confidence", "reason", "vote_counts", "verification",
+                                  "branches", "trace_id", "playbook_version") if out.get(k) is not None}
+    return Result(**fields, data=data, raw_data=raw, provenance=out.get("provenance") or [], thread_id=thread_id)

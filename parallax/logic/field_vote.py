@@ -1,0 +1,102 @@
+"""A vote on objects, field by field.
+
+Five votes that agree on `revenue` and disagree on `currency` have settled one field, not
+none: counting whole objects would throw the agreement away, and counting the majority
+object would smuggle an unsettled field into an `ok`. So each field (a single value, or a
+whole list, at any depth of nested objects) is voted on its own, over its normalised value
+(logic/user_schema.py `normal`: numbers, case, whitespace, number words), with the same
+quorum as an answer vote (logic/vote.py: `min_votes`, else a strict majority of the votes
+asked). A field is settled when one value alone reaches the quorum. The run can be `ok`
+only when every required field is settled; an optional field without a quorum is left out
+and named. `confidence` is the support of the weakest required field (votes for its value
+over votes asked), so it says how settled the least settled part of the answer is.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from parallax.logic.user_schema import get_at, join, normal, properties, required, set_at, shape
+from parallax.logic.vote import quorum
+
+
+@dataclass
+class FieldTally:
+    path: str
+    required: bool
+    counts: dict[str, int]
+    """Normalised value -> votes."""
+    value: Any = None
+    support: int = 0
+    settled: bool = False
+    branch_ids: list[str] = field(default_factory=list)
+    """The votes that gave the settled value (or the leading one)."""
+
+    def report(self, asked: int) -> dict[str, Any]:
+        return {"path": self.path, "required": self.required, "settled": self.settled, "value": self.value,
+                "support": self.support, "asked": asked, "counts": self.counts}
+
+
+@dataclass
+class FieldVote:
+    data: dict[str, Any]
+    tallies: list[FieldTally]
+    asked: int
+    quorum: int
+
+    @property
+    def unsettled_required(self) -> list[str]:
+        return [t.path for t in self.tallies if t.required and not t.settled]
+
+    @property
+    def unsettled_optional(self) -> list[str]:
+        return [t.path for t in self.tallies if not t.required and not t.settled and t.counts]
+
+    @property
+    def confidence(self) -> float:
+        weighed = [t for t in self.tallies if t.required] or [t for t in self.tallies if t.counts]
+        return round(min(t.support for t in weighed) / self.asked, 3) if weighed and self.asked else 0.0
+
+    def provenance(self) -> list[dict[str, Any]]:
+        """One record per settled field: the first vote that gave it, `verified` = its quorum was met."""
+        return [{"path": t.path, "value": t.value, "branch_id": t.branch_ids[0] if t.branch_ids else None,
+                 "quote": None, "page": None, "verified": t.settled, "support": t.support, "asked": self.asked}
+                for t in self.tallies if t.settled]
+
+
+def vote_units(schema: dict, path: str = "", parent_required: bool = True) -> list[tuple[str, bool]]:
+    """(path, required) of each unit a vote counts: single values and whole lists, inside nested objects."""
+    units: list[tuple[str, bool]] = []
+    needed = required(schema)
+    for name, sub in properties(schema).items():
+        here, is_required = join(path, name), parent_required and name in needed
+        if shape(sub) == "object":
+            units += vote_units(sub, here, is_required)
+        else:
+            units.append((here, is_required))
+    return units
+
+
+def vote_fields(schema: dict, replies: list[tuple[str, dict[str, Any]]], asked: int,
+                min_votes: int | None = None) -> FieldVote:
+    """Tally `replies` ((branch id, object) of each valid vote) field by field; `asked` votes were asked."""
+    needed = quorum(asked, min_votes)
+    result = FieldVote({}, [], asked, needed)
+    for path, is_required in vote_units(schema):
+        given = [(branch, get_at(data, path)) for branch, data in replies]
+        given = [(branch, value) for branch, value in given if value is not None]
+        counts = Counter(normal(value) for _, value in given)
+        ranked = counts.most_common()
+        tally = FieldTally(path, is_required, dict(ranked))
+        if ranked:
+            top, top_count = ranked[0]
+            tally.support = top_count
+            tally.branch_ids = [branch for branch, value in given if normal(value) == top]
+            tally.value = next(value for _, value in given if normal(value) == top)
+            tally.settled = top_count >= needed and not (len(ranked) > 1 and ranked[1][1] == top_count)
+            if tally.settled:
+                set_at(result.data, path, tally.value)
+        result.tallies.append(tally)
+    return result

@@ -1,0 +1,101 @@
+"""What a run with an output schema settles on, per route: the object, its provenance, its checks.
+
+- `direct`: the one branch's object, checked against the schema (the reply was validated when it
+  came back, so it conforms); nothing vouches for its values, so none is `verified`.
+- `vote`: the objects of the valid votes, voted field by field (logic/field_vote.py); `ok` needs
+  every required field to reach its quorum, else `needs_review` naming the fields without one.
+- `section`: what each slice reported, kept only where its quotes occur in its slice and placed
+  on their page, merged field by field (logic/field_merge.py); a conflict, a required field with
+  no verified value or nothing verified at all is `needs_review`.
+
+`confidence` per route: `direct` 0.5 (one unchecked answer, as without a schema); `vote` the
+support of the weakest required field; `section` the share of reported values that verified
+(0 when nothing was checked, never 1.0 for nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from parallax.logic.field_merge import collect, merge_found, missing_required, verify
+from parallax.logic.field_vote import vote_fields
+from parallax.logic.user_schema import leaves, validation_errors
+from parallax.state.payloads import BranchRecord
+
+
+@dataclass
+class TypedOutcome:
+    data: dict[str, Any] | None
+    settled: bool
+    confidence: float
+    notes: list[str] = field(default_factory=list)
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+    verification: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def answer(self) -> str:
+        return json.dumps(self.data, ensure_ascii=False) if self.data is not None else ""
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
+
+
+def direct_outcome(schema: dict, record: BranchRecord) -> TypedOutcome:
+    data = (record.output or {}).get("data") or {}
+    problems = validation_errors(schema, data)
+    provenance = [{"path": path, "value": value, "branch_id": record.id, "quote": None, "page": None, "verified": False}
+                  for path, value in leaves(schema, data)]
+    return TypedOutcome(data, not problems, 0.5, [f"the object does not match the schema: {problems[0]}"] if problems
+                        else [], provenance, {"schema": {"valid": not problems, "errors": problems[:5]}})
+
+
+def vote_outcome(schema: dict, ok: list[BranchRecord], asked: int, min_votes: int | None) -> TypedOutcome:
+    tally = vote_fields(schema, [(r.id, (r.output or {}).get("data") or {}) for r in ok], asked, min_votes)
+    missing = tally.unsettled_required
+    notes = [f"no quorum ({tally.quorum} of {asked} votes) for required field(s): {_names(missing)}"] if missing else []
+    if tally.unsettled_optional:
+        notes.append(f"left out for lack of a quorum: {_names(tally.unsettled_optional)}")
+    problems = [] if missing else validation_errors(schema, tally.data)
+    if problems:
+        notes.append(f"the voted object does not match the schema: {problems[0]}")
+    verification = {"rules": {"quorum": tally.quorum, "valid_votes": len(ok), "asked": asked,
+                              "quorum_met": not missing,
+                              "fields": [t.report(asked) for t in tally.tallies]}}
+    return TypedOutcome(tally.data, not missing and not problems, tally.confidence, notes, tally.provenance(),
+                        verification)
+
+
+def section_outcome(schema: dict, ok: list[BranchRecord], slices: list[str], slice_pages: list[list[int]],
+                    pages: list[str]) -> TypedOutcome:
+    founds = []
+    for record in sorted(ok, key=lambda r: r.slice_index or 0):
+        output = record.output or {}
+        if output.get("relevant", True):
+            founds += list(collect(schema, output.get("data") or {}, record.slice_index or 0, record.id))
+    for found in founds:
+        verify(found, slices, slice_pages, pages)
+    merged = merge_found(founds)
+    notes = []
+    if merged.dropped:
+        notes.append(f"{merged.dropped} of {merged.checked} values dropped: quote not in its slice")
+    if merged.conflicts:
+        notes.append("conflicting values on " + "; ".join(
+            f"{c['path']}: " + " vs ".join(f"{v['value']!r}" + (f" (page {', '.join(map(str, v['pages']))})"
+                                                                 if v["pages"] else "") for v in c["values"])
+            for c in merged.conflicts))
+    missing = missing_required(schema, merged.data)
+    if missing:
+        notes.append(f"no verified value for required field(s): {_names(missing)}")
+    problems = [] if missing else validation_errors(schema, merged.data)
+    if problems:
+        notes.append(f"the merged object does not match the schema: {problems[0]}")
+    if not merged.verified:
+        notes.append(f"none of the {merged.checked} values verified" if merged.checked
+                     else "no part of the input gave a value")
+    settled = bool(merged.verified) and not merged.conflicts and not missing and not problems
+    confidence = round(merged.verified / merged.checked, 3) if merged.checked else 0.0
+    return TypedOutcome(merged.data if merged.verified else None, settled, confidence, notes, merged.provenance,
+                        {"facts": merged.report()})
