@@ -10,20 +10,27 @@ SQLite store, trace, ChatOpenAI) against a scripted OpenAI-compatible server wit
 
 The scripted model (tests/support/extraction_model.py) reports, for its part of the
 document, each fact whose evidence line it can see, copying the evidence as the quote, and
-makes stated mistakes (seeded): it invents a quote for some values (`--hallucinate`: those
-must be dropped) and misreads some numbers with the true quote (`--misread`: a misread value
-meets the true one from another page as a reported conflict, or goes unnoticed when no other
-page gives that field — the limit of quote checks, counted as `misreads_unnoticed`).
+makes stated mistakes (seeded): for fields its part does not give it invents a value and a
+quote (`--hallucinate`: the quote is not in the part, so the value must be dropped), and it
+misreads some figures while copying the true evidence (`--misread`: the quote verifies, but it
+does not print the number, so the value must be dropped too).
 
 The truth is mined from the page texts: for each field, the lines that start with its label
-and carry a number (`Total current liabilities ... 2,213,556`); a field whose lines give
-different numbers (several years or restated tables) is one the document itself answers two
-ways, so a conflict there is expected.
+and carry a number (`Total current liabilities ... 2,213,556`), each with its pages.
 
-Figures (one JSON object on stdout): `on_right_page_share` (verified values whose page is one
-where the truth has that value), `recall` (fields found with a true value), `dropped` against
-`hallucinations_injected`, `conflicts_reported` against `conflicts_expected` (the document's
-own plus those from misreads), wall time and model calls. `--embedded` adds one run of the same
+Each PDF also gets a planted appendix page that restates its total current liabilities 5% higher
+(`--no-restate` leaves it out): the document then says two things about one field, and the run
+must report that conflict (`restatements_reported_as_conflict` of `restatements_planted`) and go to
+review rather than pick one. A restatement that lands in the same slice as the figure it restates
+is up to that slice's model, which reports one value per field: no check after it can see two.
+
+Figures (one JSON object on stdout): `on_right_page_share` (verified values placed on a page
+whose text holds their evidence), `value_matches_quote_share` (verified values equal to the
+figure their evidence prints: a misread number must not pass), `recall` (fields whose settled
+value is one the document gives), `dropped` against `hallucinations_injected + misreads_injected`
+(every invented quote and every misread figure should be dropped), `conflicts_reported` (two
+slices verifying different values for a field; fields the document itself gives several values
+for are counted beside it), wall time and model calls. `--embedded` adds one run of the same
 extraction on one filing with the embedded model (SmolLM2-135M), reported as it comes.
 """
 
@@ -79,19 +86,21 @@ def log(message: str) -> None:
 class Truth:
     fact: Fact
     pages: set[int] = field(default_factory=set)
-    """Pages of the PDF (from 1) whose text holds the quote."""
+    """Pages of the PDF (from 1, as a viewer counts) whose text holds the quote."""
 
 
-def source_pages(doc: str, wanted: list[int]) -> list[str]:
+def source_pages(doc: str, wanted: list[int]) -> dict[int, str]:
+    """Source page (from 0, as in the data) -> its text; make_filings puts source page N on PDF page N + 1."""
     with gzip.open(DATA / "docs_text" / f"{doc}.jsonl.gz", "rt") as fh:
         pages = {row["page"]: row["text"] for row in map(json.loads, fh)}
-    return [pages[p] for p in wanted if p in pages]
+    return {p: pages[p] for p in wanted if p in pages}
 
 
-def mine(pages: list[str]) -> list[Truth]:
+def mine(pages: dict[int, str]) -> list[Truth]:
     """The facts the pages give: labelled figures and statement titles, each with its evidence and pages."""
     found: dict[tuple[str, str], Truth] = {}
-    for number, text in enumerate(pages, start=1):
+    for source, text in pages.items():
+        number = source + 1
         for line in text.splitlines():
             stripped = " ".join(line.split())
             for name, labels in FIELDS.items():
@@ -118,7 +127,6 @@ def scripted_model(truths: list[Truth], seed: int, hallucinate: float, misread: 
         fact = truth.fact
         if not fact.is_list and rng.random() < misread:
             injected["misreads"] += 1
-            injected.setdefault("misread_fields", []).append(fact.path)  # type: ignore[attr-defined]
             fact = Fact(fact.path, round(fact.value * 1.1), fact.quote)
         facts.append(fact)
     invented = {}
@@ -134,6 +142,17 @@ def scripted_model(truths: list[Truth], seed: int, hallucinate: float, misread: 
     return ExtractionModel(facts=facts, wrong=wrong)
 
 
+def restatement(truths: list[Truth], page: int) -> tuple[Truth, str] | None:
+    """A planted appendix page that restates one balance-sheet figure 5% higher: the document then gives
+    two values for that field on two pages, and the run must report the conflict, not pick one."""
+    figure = next((t for t in truths if t.fact.path == "total_current_liabilities"), None)
+    if figure is None:
+        return None
+    value = round(figure.fact.value * 1.05)
+    quote = f"Total current liabilities {value:,}"
+    return Truth(Fact(figure.fact.path, float(value), quote), {page}), f"RESTATEMENT (unaudited)\n\n{quote}"
+
+
 async def extract(pdf: Path, context: Any) -> dict[str, Any]:
     import parallax
 
@@ -143,22 +162,30 @@ async def extract(pdf: Path, context: Any) -> dict[str, Any]:
 
 
 def score(result: dict[str, Any], truths: list[Truth]) -> dict[str, Any]:
-    true_pages: dict[tuple[str, str], set[int]] = {}
-    true_values: dict[str, set[str]] = {}
+    from parallax.logic.quotes import normalise
     from parallax.logic.user_schema import normal
 
+    pages_of: dict[tuple[str, str], set[int]] = {}
+    value_of: dict[tuple[str, str], str] = {}
+    true_values: dict[str, set[str]] = {}
     for truth in truths:
-        true_pages.setdefault((truth.fact.path, normal(truth.fact.value)), set()).update(truth.pages)
+        key = (truth.fact.path, normalise(truth.fact.quote))
+        pages_of.setdefault(key, set()).update(truth.pages)
+        value_of[key] = normal(truth.fact.value)
         true_values.setdefault(truth.fact.path, set()).add(normal(truth.fact.value))
     verified = [p for p in result["provenance"] if p["verified"]]
-    right = [p for p in verified if p["page"] in true_pages.get((p["path"].split("[")[0], normal(p["value"])), set())]
+    keys = [(p["path"].split("[")[0], normalise(p["quote"] or "")) for p in verified]
+    right_page = [p for p, k in zip(verified, keys, strict=True) if p["page"] in pages_of.get(k, set())]
+    right_value = [p for p, k in zip(verified, keys, strict=True) if value_of.get(k) == normal(p["value"])]
     data = result.get("raw_data") or {}
     scalar_fields = [f for f in true_values if f != "statements"]
     found = [f for f in scalar_fields if data.get(f) is not None and normal(data[f]) in true_values[f]]
-    return {"verified": len(verified), "on_right_page": len(right), "fields": len(scalar_fields),
-            "fields_found": len(found), "dropped": result["verification"].get("facts", {}).get("dropped", 0),
-            "conflicts": [c["path"] for c in result["verification"].get("facts", {}).get("conflicts", [])],
-            "expected_conflicts": sorted(f for f in scalar_fields if len(true_values[f]) > 1),
+    facts = result["verification"].get("facts", {})
+    return {"verified": len(verified), "on_right_page": len(right_page), "value_matches_its_quote": len(right_value),
+            "fields": len(scalar_fields), "fields_found": len(found), "dropped": facts.get("dropped", 0),
+            "conflicts": [c["path"] for c in facts.get("conflicts", [])],
+            "fields_with_several_values_in_document": sorted(f for f in scalar_fields if len(true_values[f]) > 1),
+            "conflict_on_restated_field": "total_current_liabilities" in [c["path"] for c in facts.get("conflicts", [])],
             "status": result["status"], "statements": len(data.get("statements") or [])}
 
 
@@ -174,8 +201,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     calls = 0
     started = time.perf_counter()
     for i, doc in enumerate(docs):
-        pdf = make_filing_pdf(doc, DOCUMENTS[doc], out_dir)
         truths = mine(source_pages(doc, DOCUMENTS[doc]))
+        restated = restatement(truths, max(DOCUMENTS[doc]) + 2) if args.restate else None
+        pdf = make_filing_pdf(doc, DOCUMENTS[doc], out_dir, appendix=[restated[1]] if restated else None)
+        if restated:
+            truths.append(restated[0])
         model = scripted_model(truths, args.seed + i, args.hallucinate, args.misread, injected)
         with FaultServer(FaultConfig(reply=model, latency_ms=args.latency_ms)) as url:
             os.environ["OPENAI_BASE_URL"] = url
@@ -195,10 +225,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "latency_ms": args.latency_ms, "seed": args.seed, "hallucinate": args.hallucinate, "misread": args.misread,
         "values_verified": verified,
         "on_right_page_share": round(sum(r["on_right_page"] for r in rows) / verified, 3) if verified else None,
+        "value_matches_quote_share": round(sum(r["value_matches_its_quote"] for r in rows) / verified, 3) if verified
+        else None,
         "recall": round(sum(r["fields_found"] for r in rows) / max(1, sum(r["fields"] for r in rows)), 3),
         "dropped": sum(r["dropped"] for r in rows), "hallucinations_injected": injected["hallucinations"],
         "conflicts_reported": sum(len(r["conflicts"]) for r in rows),
-        "conflicts_expected_from_documents": sum(len(r["expected_conflicts"]) for r in rows),
+        "restatements_planted": sum("total_current_liabilities" in r["fields_with_several_values_in_document"]
+                                    for r in rows),
+        "restatements_reported_as_conflict": sum(r["conflict_on_restated_field"] for r in rows),
+        "fields_with_several_values_in_document": sum(len(r["fields_with_several_values_in_document"]) for r in rows),
         "misreads_injected": injected["misreads"],
         "statuses": {s: sum(r["status"] == s for r in rows) for s in ("ok", "needs_review", "failed")},
         "model_calls": calls, "wall_s": round(wall, 2), "per_document": rows}
@@ -221,6 +256,8 @@ def main() -> None:
     parser.add_argument("--hallucinate", type=float, default=0.1, help="share of (part, field) with an invented quote")
     parser.add_argument("--misread", type=float, default=0.1, help="share of true facts reported with a wrong number")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-restate", dest="restate", action="store_false",
+                        help="plant no restatement page (by default each filing gets one: a conflict to report)")
     parser.add_argument("--slice-chars", type=int, default=6000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--embedded", action="store_true", help="also one filing on the embedded model")

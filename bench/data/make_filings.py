@@ -84,9 +84,11 @@ def _draw_page(canvas, lines: list[str]) -> None:
     canvas.showPage()
 
 
-def make_filing_pdf(doc_name: str, pages: list[int] | None, out_dir: Path | str) -> Path:
+def make_filing_pdf(doc_name: str, pages: list[int] | None, out_dir: Path | str,
+                    appendix: list[str] | None = None) -> Path:
     """Write `out_dir/doc_name.pdf`: PDF page N+1 holds source page N; pages not in `pages` are blank.
-    `pages=None` takes every page. Returns the PDF's path."""
+    `pages=None` takes every page; `appendix` texts are drawn as further pages after them (a benchmark's
+    planted restatement). Returns the PDF's path."""
     from reportlab.pdfgen.canvas import Canvas
 
     texts = source_pages(doc_name)
@@ -102,6 +104,8 @@ def make_filing_pdf(doc_name: str, pages: list[int] | None, out_dir: Path | str)
     chosen = set(wanted)
     for page in range(max(wanted) + 1):
         _draw_page(canvas, drawn_lines(texts[page]) if page in chosen else [])
+    for text in appendix or []:
+        _draw_page(canvas, drawn_lines(text))
     canvas.save()
     return path
 
