@@ -90,6 +90,6 @@ def work_failed(task: dict, error: NodeError) -> dict:
         life.finish("ESCALATED", message)
         template = _template(spec, task.get("prompts"))
         records.append(BranchRecord(**_identity(spec, template), model=spec["model"] or None, temperature=spec["temperature"],
-                                    status="failed", error=message, state=life.state, transitions=life.transitions,
+                                    status="failed", error=message, cause="crash", state=life.state, transitions=life.transitions,
                                     input=input_of(spec)).model_dump())
     return {"branches": records}
