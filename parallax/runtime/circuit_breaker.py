@@ -110,16 +110,16 @@ class CircuitBreaker:
         failed = sum(1 for _, ok in self.calls if not ok)
         return calls >= self.min_calls and failed >= self.min_failures and failed >= self.failure_rate * calls
 
-    def try_enter(self) -> bool:
-        """True if a call may go out now: closed, or this call becomes the half-open probe."""
+    def try_enter(self) -> str | None:
+        """"call" if a call may go out now (closed), "probe" if it goes out as the half-open probe, else None."""
         with self._lock:
             state = self.state
             if state == "closed":
-                return True
+                return "call"
             if state == "half-open" and not self.probing:
                 self.probing = True
-                return True
-            return False
+                return "probe"
+            return None
 
     def record_success(self) -> None:
         with self._lock:
@@ -131,7 +131,9 @@ class CircuitBreaker:
             self.calls.append((now, True))
             self._trim(now)
 
-    def record_failure(self, error: str = "") -> None:
+    def record_failure(self, error: str = "", *, probe: bool = False) -> None:
+        """A transient failure; `probe` when it was the half-open probe's. A call that went out before
+        the circuit opened and fails while it is open counts in the window, and moves nothing else."""
         with self._lock:
             now = self.clock()
             self._trim(now)
@@ -141,23 +143,24 @@ class CircuitBreaker:
             if self._event_at is None or now - self._event_at >= self.coalesce_s:
                 self._event_at = now  # a new failure event; else part of the one under way
                 self.calls.append((now, False))
-            if self.probing or self._should_open():
-                self.probe_failed = self.probe_failed or self.probing
+            if probe:
+                self.probe_failed, self.probing, self.opened_at = True, False, now
+            elif self.opened_at is None and self._should_open():
                 self.opened_at = now
-            self.probing = False
 
     def release_probe(self) -> None:
         """The probe ended without a verdict on the endpoint (cancelled, or an error of ours): let another probe."""
         with self._lock:
             self.probing = False
 
-    async def admit(self, deadline: float) -> None:
-        """Return when a call may go out; wait for the half-open probe if it can come back before
-        `deadline` (a `clock()` time); else raise CircuitOpen naming the endpoint and since when it fails."""
+    async def admit(self, deadline: float) -> bool:
+        """Return when a call may go out (True if it is the half-open probe); wait for the probe if it can
+        come back before `deadline` (a `clock()` time); else raise CircuitOpen naming the endpoint and since when."""
         seen_open = None
         while True:
-            if self.try_enter():
-                return
+            entered = self.try_enter()
+            if entered:
+                return entered == "probe"
             now, opened = self.clock(), self.opened_at
             if opened is None:  # closed between the two looks
                 continue

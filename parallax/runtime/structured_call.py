@@ -169,7 +169,7 @@ async def ask(
     async def call_once() -> AIMessage:
         nonlocal attempts
         # an open circuit: wait for its probe if it comes back within this attempt's deadline
-        await breaker.admit(breaker.clock() + timeout_s)
+        probe = await breaker.admit(breaker.clock() + timeout_s)
         slots = endpoint_slot(base_url)
         async with slots:  # waiting for a slot is ours, not the endpoint's: outside the timeout
             attempts += 1
@@ -179,13 +179,14 @@ async def ask(
                 async with asyncio.timeout(timeout_s):
                     reply = await llm.ainvoke(conversation, config, **call_kwargs)
             except TRANSIENT_ERRORS as exc:
-                breaker.record_failure(_describe(exc))
+                breaker.record_failure(_describe(exc), probe=probe)
                 if cause_of(exc) == "connection":  # refused or reset: fewer connections at once
                     slots.overloaded()
                 life.move("TIMEOUT" if is_timeout(exc) else "FAILED", _describe(exc))
                 raise
             except BaseException:
-                breaker.release_probe()  # not the endpoint's fault: let the next call probe
+                if probe:  # not the endpoint's fault: let the next call probe
+                    breaker.release_probe()
                 raise
         slots.succeeded()
         breaker.record_success()

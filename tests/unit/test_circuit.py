@@ -78,11 +78,11 @@ def test_open_then_one_probe_whose_success_closes_with_a_fresh_window():
     clock = Clock()
     b = breaker(clock, min_calls=2)
     fail_at(b, clock, 0, 2)
-    assert b.state == "open" and not b.try_enter()
+    assert b.state == "open" and b.try_enter() is None
     clock.now += 30
     assert b.state == "half-open"
-    assert b.try_enter() is True  # this call is the probe
-    assert b.try_enter() is False  # no second probe while it is out
+    assert b.try_enter() == "probe"
+    assert b.try_enter() is None  # no second probe while it is out
     b.record_success()
     assert b.state == "closed" and b.counts() == (1, 0) and b.failing_since is None
 
@@ -92,9 +92,12 @@ def test_a_failed_probe_opens_the_circuit_again():
     b = breaker(clock, min_calls=2)
     fail_at(b, clock, 0, 2)
     clock.now += 30
-    assert b.try_enter()
-    fail_at(b, clock, 32.5)
-    assert b.state == "open" and b.opened_at == clock.now
+    fail_at(b, clock, 32.2)  # a call sent before the circuit opened fails late: it moves nothing
+    assert b.state == "half-open" and b.opened_at == 1002.0
+    assert b.try_enter() == "probe"
+    clock.now = 1032.5
+    b.record_failure("APIConnectionError: Connection error.", probe=True)
+    assert b.state == "open" and b.opened_at == clock.now and b.probe_failed
 
 
 async def test_a_call_that_meets_an_open_circuit_waits_for_the_probe_within_its_deadline():
@@ -116,7 +119,7 @@ async def test_waiting_calls_fail_with_the_endpoint_and_since_when_if_the_probe_
     prober, waiter = asyncio.create_task(b.admit(b.clock() + 5.0)), asyncio.create_task(b.admit(b.clock() + 5.0))
     await asyncio.sleep(0.2)
     assert prober.done() ^ waiter.done()
-    b.record_failure("APIConnectionError: Connection error.")  # the probe failed
+    b.record_failure("APIConnectionError: Connection error.", probe=True)  # the probe failed
     other = waiter if prober.done() else prober
     with pytest.raises(CircuitOpen, match=r"http://model.test/v1 failing since \d\d:\d\d:\d\d UTC.*probe failed"):
         await asyncio.wait_for(other, 2.0)
