@@ -1,9 +1,15 @@
-"""Commit an accepted candidate as the next playbook version, or keep it as rejected."""
+"""Commit an accepted candidate as the next playbook version, or keep it as rejected.
+
+Each batch's entry also says which of its training tasks failed and why (`failed_tasks`,
+`failures` by cause; logic/failures.py), and how the gate's validation runs failed
+(`val_failures`), so a learn run that met a broken endpoint says so instead of learning quietly.
+"""
 
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from parallax.logic.failures import failures_by_cause
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.learn import LearnState
 from parallax.state.playbook import Operation
@@ -20,7 +26,10 @@ async def commit(state: LearnState, runtime: Runtime) -> dict:
     batch = {"batch": state["batch_index"], "reflections": candidate["reflections"], "operations": len(operations),
              "items_added": int(report.get("items_added", 0)), "guard_triggered": candidate["guard_triggered"],
              "accepted": decision["accepted"], "reason": decision["reason"], "train_accuracy": candidate["train_accuracy"],
-             "val_accuracy": metrics.get("val_accuracy_after"), "quarantined": len(held)}
+             "val_accuracy": metrics.get("val_accuracy_after"), "quarantined": len(held),
+             "failures": failures_by_cause(state.get("runs", [])), "val_failures": metrics.get("val_failures", {}),
+             "failed_tasks": [{"task_id": r.get("task_id"), "cause": r["cause"], "error": r["error"]}
+                              for r in state.get("runs", []) if r.get("cause")]}
     if not operations:
         head = await store.head(name)
         return {"batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}

@@ -42,6 +42,7 @@ async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -
         changed = paired_changes(state.get("head_results") or {}, results)
         verdict, reason, band = gate_verdict(before, result["accuracy"], len(sample), state.get("margin", 0.0), changed)
         metrics.update(val_accuracy_before=before, val_accuracy_after=result["accuracy"], val_errors=result["errors"],
+                       val_failures=result["failures"],
                        val_noise=band, signal=verdict == "accept")
     else:
         verdict, reason = "accept", "no validation tasks: accepted without evaluation"

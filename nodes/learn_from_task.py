@@ -75,6 +75,7 @@ async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, 
     return {
         "task_id": task.get("id"), "trace_id": run.get("trace_id", ""), "status": run["status"],
         "answer": run.get("answer", ""), "correct": run["correct"], "scorer": run["scorer"],
+        **({"cause": run["cause"], "error": run["error"]} if run.get("cause") else {}),
         "used_item_ids": used_ids, "reflection_id": reflect_record.id,
         "reflection": reflection.model_dump() if reflection else None,
         "operations": [op.model_dump() for op in operations], "records": records, "quarantined": quarantined,
@@ -86,5 +87,5 @@ def learn_from_task_failed(payload: dict, error: NodeError) -> dict:
     return {"runs": [{
         "task_id": task.get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,
         "scorer": "execution", "used_item_ids": [], "reflection_id": "", "reflection": None, "operations": [],
-        "records": [], "error": f"{type(error.error).__name__}: {error.error}"[:500],
+        "records": [], "cause": "crash", "error": f"{type(error.error).__name__}: {error.error}"[:500],
     } for task in payload["tasks"]]}

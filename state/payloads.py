@@ -103,6 +103,8 @@ class BranchRecord(BaseModel):
     tokens: Tokens = Field(default_factory=Tokens)
     output: dict[str, Any] | None = None
     error: str | None = None
+    cause: str | None = Field(default=None, description="why it failed, in one word: connection, timeout, circuit_open, "
+                                                        "rate_limit, server_error, client_error, parse, length, crash")
     model: str | None = None
     temperature: float | None = None
     slice_index: int | None = None

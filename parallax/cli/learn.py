@@ -1,7 +1,10 @@
 """`parallax learn` and `parallax eval`: improve a playbook from tasks, and measure one.
 
 Both read JSONL tasks (logic/task_files.py), validate everything before any work starts,
-show progress bars in a terminal and print one JSON object with `--json`.
+show progress bars in a terminal and print one JSON object with `--json`. Both say how their
+failed tasks failed: `failures` counts them by cause (logic/failures.py), and each failed
+task's result line (eval) or batch entry (learn) carries its cause and error. Eval keeps no
+trace of its runs, so its result lines carry no trace id that `parallax trace` could not find.
 """
 
 from __future__ import annotations
@@ -135,14 +138,32 @@ def learn(
     interactive = sys.stdin.isatty() and err.is_terminal
     result = asyncio.run(run_learn(payload, thread or uuid.uuid4().hex, base_context(cli, max_concurrency=concurrency),
                                    interactive, show=not as_json))
-    result = {**result, "seconds": round(time.perf_counter() - started, 1)}
+    result = {**result, **failure_totals(result.get("batches", [])), "seconds": round(time.perf_counter() - started, 1)}
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
         return
     err.print(f"playbook {result.get('playbook')}: v{result.get('from_version')} -> v{result.get('to_version')} "
               f"({'accepted' if result.get('accepted') else 'nothing accepted'}); validation accuracy "
-              f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s",
+              f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s"
+              + _failed(result["failures"], "training tasks") + _failed(result["val_failures"], "validation runs"),
               highlight=False)
+
+
+def failure_totals(batches: list[dict]) -> dict:
+    """The learn run's failed training tasks and validation runs by cause, summed over its batches."""
+    from collections import Counter
+
+    totals = {"failures": Counter(), "val_failures": Counter()}
+    for batch in batches:
+        for key, counts in totals.items():
+            counts.update(batch.get(key) or {})
+    return {key: dict(counts.most_common()) for key, counts in totals.items()}
+
+
+def _failed(failures: dict[str, int], what: str) -> str:
+    if not failures:
+        return ""
+    return f"; failed {what}: " + ", ".join(f"{n} {cause}" for cause, n in failures.items())
 
 
 def evaluate_command(
@@ -178,8 +199,9 @@ def evaluate_command(
     if as_json:
         print(json.dumps(out))
     else:
-        err.print(f"accuracy {out['accuracy']} on {out['n']} tasks ({out['errors']} failed runs), "
-                  f"playbook {playbook} v{out['playbook_version']}; results in {target}", highlight=False)
+        err.print(f"accuracy {out['accuracy']} on {out['n']} tasks ({out['errors']} failed runs"
+                  + "".join(f", {n} {cause}" for cause, n in out["failures"].items())
+                  + f"), playbook {playbook} v{out['playbook_version']}; results in {target}", highlight=False)
 
 
 async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | None, mode: str, concurrency: int,
@@ -199,6 +221,6 @@ async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | Non
             bar = progress.add_task("evaluating", total=len(tasks))
             solve = builder.compile(checkpointer=False, name="solve")
             result = await evaluate(solve, tasks, [i.model_dump() for i in chosen.active], chosen.version, resolved(context),
-                                    tenant=tenant,
-                                    concurrency=concurrency, mode=mode, on_result=lambda _: progress.advance(bar))
+                                    tenant=tenant, concurrency=concurrency, mode=mode,
+                                    on_result=lambda _: progress.advance(bar), traced=False)
     return {"playbook": name, "tenant": tenant, "playbook_version": chosen.version, **result}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from parallax.logic.failures import failures_by_cause, run_failure
 from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.scoring import score
 from parallax.state.context import Context
@@ -33,15 +34,31 @@ async def solve_one(solve: Solver, task: dict, items: list[dict], version: int, 
     try:
         run = await solve.ainvoke(given, context=ctx)
     except ValueError as exc:  # input the solve graph refuses (e.g. too long)
-        run = {"status": "failed", "answer": "", "reason": str(exc), "branches": [], "trace_id": ""}
+        run = {"status": "failed", "answer": "", "reason": str(exc), "branches": [], "trace_id": "", "cause": "input"}
+    except Exception as exc:  # noqa: BLE001 - one task's crash is that task's failure, not the batch's
+        run = {"status": "failed", "answer": "", "reason": f"{type(exc).__name__}: {exc}", "branches": [], "trace_id": "",
+               "cause": "crash"}
     verdict = score(run, task.get("target"), task["input"], task.get("scorer", "auto"))
-    return {**run, **verdict, "task_id": task.get("id")}
+    return {**run, **verdict, "task_id": task.get("id"), **(run_failure(run) or {})}
+
+
+def result_line(run: dict, traced: bool = True) -> dict:
+    """One task's line of an evaluation: a failed task carries its `cause` and `error`; the trace id only
+    when the run kept a trace (`traced`), so that every printed id resolves with `parallax trace`."""
+    line = {"task_id": run["task_id"], "correct": run["correct"], "answer": run.get("answer", ""), "status": run["status"]}
+    if traced and run.get("trace_id"):
+        line["trace_id"] = run["trace_id"]
+    line["feedback"] = run["feedback"]
+    if run.get("cause"):
+        line.update(cause=run["cause"], error=run["error"])
+    return line
 
 
 async def evaluate(solve: Solver, tasks: list[dict], items: list[dict], version: int, ctx: Context, *,
                    concurrency: int = 8, mode: str = "auto", tenant: str = "default", on_result=None,
-                   prompts: dict | None = None) -> dict:
-    """Accuracy over `tasks`; `errors` counts runs that ended `failed`."""
+                   prompts: dict | None = None, traced: bool = True) -> dict:
+    """Accuracy over `tasks`; `errors` counts runs that ended `failed`, `failures` counts them by cause.
+    `traced=False` when `solve` keeps no trace (compiled without a store, outside a graph that has one)."""
     limit = asyncio.Semaphore(concurrency)
     selections = await select_items(items, [retrieval_text(t["input"]) for t in tasks], ctx.playbook_chars, ctx.embedder)
 
@@ -54,11 +71,10 @@ async def evaluate(solve: Solver, tasks: list[dict], items: list[dict], version:
 
     results = await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True)))
     correct = sum(r["correct"] for r in results)
+    lines = [result_line(r, traced) for r in results]
     return {"accuracy": round(correct / len(results), 4) if results else 0.0, "n": len(results),
-            "errors": sum(r["status"] == "failed" for r in results),
-            "results": [{"task_id": r["task_id"], "correct": r["correct"], "answer": r.get("answer", ""),
-                         "status": r["status"], "trace_id": r.get("trace_id", ""), "feedback": r["feedback"]}
-                        for r in results]}
+            "errors": sum(r["status"] == "failed" for r in results), "failures": failures_by_cause(lines),
+            "results": lines}
 
 
 def correct_by_task(result: dict) -> dict[str, bool]:

@@ -57,7 +57,7 @@ async def call_branch(
         # an open circuit fails before any attempt: the FAILED step then carries the error
         lifecycle.finish("ESCALATED", f"gave up after {_count(exc.attempts, 'attempt')} and {_count(exc.reasks, 're-ask')}",
                          failure=str(exc))
-        return BranchRecord(**fields, status="timeout" if exc.timeout else "failed", error=str(exc)[:500],
+        return BranchRecord(**fields, status="timeout" if exc.timeout else "failed", error=str(exc)[:500], cause=exc.cause,
                             attempts=exc.attempts, reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency,
                             state=lifecycle.state, transitions=lifecycle.transitions), None
     except asyncio.CancelledError:

@@ -18,6 +18,7 @@ from langchain_openai import ChatOpenAI
 
 from parallax.runtime import model_server
 from parallax.runtime import settings as settings_mod
+from parallax.runtime.endpoint_limits import connection_limits
 
 
 async def endpoint(current: settings_mod.Settings) -> str:
@@ -28,6 +29,18 @@ async def endpoint(current: settings_mod.Settings) -> str:
 
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, BaseChatModel]] = weakref.WeakKeyDictionary()
+_http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, openai.DefaultAsyncHttpxClient]] = \
+    weakref.WeakKeyDictionary()
+
+
+def http_client(base_url: str) -> openai.DefaultAsyncHttpxClient:
+    """The one HTTP client (and connection pool) of an endpoint on this loop, capped at
+    PARALLAX_ENDPOINT_MAX_CONNECTIONS (runtime/endpoint_limits.py); each call passes its own timeout."""
+    per_loop = _http.setdefault(asyncio.get_running_loop(), {})
+    client = per_loop.get(base_url)
+    if client is None:
+        client = per_loop[base_url] = openai.DefaultAsyncHttpxClient(limits=connection_limits())
+    return client
 
 
 async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseChatModel:
@@ -36,8 +49,9 @@ async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseCh
     Building a ChatOpenAI costs about half a millisecond, so one instance per model and
     event loop serves every branch. Each loop gets its own HTTP client: langchain-openai
     would otherwise share one process-wide pool, which breaks on the second event loop
-    (tests, benchmarks, servers with isolated loops). Retries are ours (runtime/retry.py),
-    not the client's.
+    (tests, benchmarks, servers with isolated loops); every chat model of one endpoint shares
+    that loop's client, so the endpoint's connection cap holds across models and timeouts.
+    Retries are ours (runtime/retry.py), not the client's.
     """
     current = settings_mod.load()
     base_url = await endpoint(current)
@@ -47,7 +61,7 @@ async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseCh
     if client is None:
         client = per_loop[key] = ChatOpenAI(
             model=key[0], base_url=base_url, api_key=current.api_key, timeout=timeout_s, max_retries=0,
-            max_tokens=max_tokens, http_async_client=openai.DefaultAsyncHttpxClient(timeout=timeout_s),
+            max_tokens=max_tokens, http_async_client=http_client(base_url),
         )
     return client
 
@@ -55,3 +69,4 @@ async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseCh
 def forget_clients() -> None:
     """Drop every cached client (tests that point the process at another endpoint)."""
     _clients.clear()
+    _http.clear()

@@ -73,8 +73,15 @@ class Settings(BaseSettings):
     playbook_chars: int = Field(1200, ge=0)
     dedupe_threshold: float | None = Field(None, ge=-1, le=1)
     guard_floor: float = Field(0.1, ge=0)
-    breaker_failures: int = Field(10, ge=1)
-    breaker_reset_s: float = Field(30.0, ge=0)
+    breaker_failure_rate: float = Field(0.5, gt=0, le=1, description="share of an endpoint's calls in the window that "
+                                                                       "must have failed for its circuit to open")
+    breaker_min_calls: int = Field(10, ge=1, description="calls in the window before the failure rate is judged")
+    breaker_failures: int = Field(5, ge=1, description="failed calls in the window the circuit needs to open, too")
+    breaker_window_s: float = Field(60.0, gt=0, description="the sliding window of the breaker, seconds")
+    breaker_coalesce_s: float = Field(1.0, ge=0, description="failures this close to an earlier one count as one failed call")
+    breaker_reset_s: float = Field(30.0, ge=0, description="seconds an open circuit waits before one probe call")
+    endpoint_max_connections: int = Field(16, ge=1, description="model calls in flight to one endpoint at once, "
+                                                                "for the whole process")
     tenant: str = "default"
     langsmith_tracing: bool = Field(False, validation_alias=AliasChoices("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"),
                                     description="send every run to LangSmith, with branch metadata on each model call")

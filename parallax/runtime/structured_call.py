@@ -4,8 +4,12 @@ Why this exists: a branch needs one validated pydantic object from a model, and 
 things get in the way. Transient endpoint errors are retried (runtime/retry.py). Replies
 that are not valid JSON for the schema are re-asked at most `max_reasks` times inside the
 same branch, so a re-ask never becomes a second vote. An endpoint that keeps failing trips
-its circuit breaker (runtime/circuit_breaker.py) and further calls fail fast. Token usage
-and attempts are counted for the branch trace.
+its circuit breaker (runtime/circuit_breaker.py): further calls wait for its probe within
+their deadline, or fail at once saying which endpoint fails and since when. Each request
+holds one of the endpoint's connection slots (runtime/endpoint_limits.py) while it is out;
+a refused or reset connection shrinks how many the endpoint gets at once.
+A branch that gives up says why in one word too (runtime/failure_cause.py). Token usage and
+attempts are counted for the branch trace.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from pydantic import BaseModel, ValidationError
 
 from parallax.runtime import chat_models
 from parallax.runtime import settings as settings_mod
-from parallax.runtime.circuit_breaker import CircuitOpen, breaker_for
+from parallax.runtime.circuit_breaker import CircuitOpen, breaker_for, clock_time
+from parallax.runtime.endpoint_limits import endpoint_slot
+from parallax.runtime.failure_cause import cause_of
 from parallax.runtime.retry import TRANSIENT_ERRORS, is_timeout, with_retries
 from parallax.state.context import ChatModelFactory
 from parallax.state.lifecycle import Lifecycle
@@ -108,9 +114,10 @@ def _checked(check: Callable, value: BaseModel) -> None:
 class BranchError(RuntimeError):
     """A branch gave up; carries what it spent so the trace stays honest."""
 
-    def __init__(self, message: str, *, attempts: int, reasks: int, tokens: dict[str, int], timeout: bool):
+    def __init__(self, message: str, *, attempts: int, reasks: int, tokens: dict[str, int], timeout: bool,
+                 cause: str = "crash"):
         super().__init__(message)
-        self.attempts, self.reasks, self.tokens, self.timeout = attempts, reasks, tokens, timeout
+        self.attempts, self.reasks, self.tokens, self.timeout, self.cause = attempts, reasks, tokens, timeout, cause
 
 
 async def ask(
@@ -155,24 +162,33 @@ async def ask(
     attempts = reasks = 0
     conversation = list(messages)
 
-    breaker = breaker_for(str(getattr(llm, "openai_api_base", None) or type(llm).__name__))
+    base_url = getattr(llm, "openai_api_base", None)
+    endpoint = str(base_url or type(llm).__name__)
+    breaker = breaker_for(endpoint)
 
     async def call_once() -> AIMessage:
         nonlocal attempts
-        breaker.before_call()
-        attempts += 1
-        again = f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "")
-        life.move("IN_PROGRESS", again if attempts > 1 else "")
-        try:
-            async with asyncio.timeout(timeout_s):
-                reply = await llm.ainvoke(conversation, config, **call_kwargs)
-        except TRANSIENT_ERRORS as exc:
-            breaker.record_failure()
-            life.move("TIMEOUT" if is_timeout(exc) else "FAILED", _describe(exc))
-            raise
-        except BaseException:
-            breaker.probing = False  # not the endpoint's fault: let the next call probe
-            raise
+        # an open circuit: wait for its probe if it comes back within this attempt's deadline
+        probe = await breaker.admit(breaker.clock() + timeout_s)
+        slots = endpoint_slot(base_url)
+        async with slots:  # waiting for a slot is ours, not the endpoint's: outside the timeout
+            attempts += 1
+            again = f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "")
+            life.move("IN_PROGRESS", again if attempts > 1 else "")
+            try:
+                async with asyncio.timeout(timeout_s):
+                    reply = await llm.ainvoke(conversation, config, **call_kwargs)
+            except TRANSIENT_ERRORS as exc:
+                breaker.record_failure(_describe(exc), probe=probe)
+                if cause_of(exc) == "connection":  # refused or reset: fewer connections at once
+                    slots.overloaded()
+                life.move("TIMEOUT" if is_timeout(exc) else "FAILED", _describe(exc))
+                raise
+            except BaseException:
+                if probe:  # not the endpoint's fault: let the next call probe
+                    breaker.release_probe()
+                raise
+        slots.succeeded()
         breaker.record_success()
         return reply
 
@@ -197,4 +213,8 @@ async def ask(
                 continue
             return CallResult(value, attempts, reasks, tokens)
     except (ParseFailure, CircuitOpen, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
-        raise BranchError(_describe(exc), attempts=attempts, reasks=reasks, tokens=tokens, timeout=is_timeout(exc)) from exc
+        message = _describe(exc)
+        if isinstance(exc, TRANSIENT_ERRORS) and breaker.failing_since is not None:  # which endpoint, since when
+            message += f" ({endpoint}, failing since {clock_time(breaker.failing_since)})"
+        raise BranchError(message, attempts=attempts, reasks=reasks, tokens=tokens, timeout=is_timeout(exc),
+                          cause=cause_of(exc)) from exc

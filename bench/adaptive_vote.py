@@ -1,0 +1,198 @@
+"""Adaptive votes against fixed votes: model calls, accuracy, wall time, and what `ok` promises.
+
+Why: a fixed vote of 8 pays for 8 answers even when the first 3 agree. Adaptive votes
+(logic/stopping.py) ask in parallel waves and stop once the leader is settled. This measures
+the trade on simulated questions whose answers are drawn from stated distributions, through
+the real vote path: the solve graph, ChatOpenAI and the scripted OpenAI-compatible server
+(tests/support/fault_server.py) answering each vote after `--latency-ms` (1 s by default).
+
+Question kinds (shares of `--questions`), the distribution each vote draws from:
+- easy (40%): the right answer 0.85, two distractors 0.10 and 0.05;
+- medium (30%): right 0.60, distractors 0.25 and 0.15;
+- hard (20%): right 0.45, distractors 0.35 and 0.20;
+- trap (10%): the model's most likely answer is wrong: wrong 0.50, right 0.35, other 0.15.
+Each answer comes in one of several spellings ("42", "42.0", "The answer is 42.", "21 + 21 = 42"),
+so counting by meaning (logic/final_value.py) is part of what is measured. The k-th vote of a
+question draws the k-th sample of that question's seeded stream, in every configuration.
+
+Configurations: fixed 8 votes (`early_stop` off), adaptive with at most 8, adaptive with at most 16.
+Figures per configuration: model calls per question, accuracy (answer = the right answer),
+mean wall seconds per question, the share of `ok` runs, and the share of `ok` runs whose answer
+is the distribution's most likely answer (what `ok` promises: a settled majority, right or wrong).
+Goals (issue 18): calls <= 0.5x fixed-8's, accuracy within 0.5 pp, mean wall <= 1.5x fixed-8's,
+`ok` answers the most likely one in >= 97% of `ok` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tests.support.fault_server import FaultConfig, FaultServer
+
+KINDS = {  # share of questions, (right, distractor 1, distractor 2) probabilities; trap: the top one is wrong
+    "easy": (0.40, [("right", 0.85), ("d1", 0.10), ("d2", 0.05)]),
+    "medium": (0.30, [("right", 0.60), ("d1", 0.25), ("d2", 0.15)]),
+    "hard": (0.20, [("right", 0.45), ("d1", 0.35), ("d2", 0.20)]),
+    "trap": (0.10, [("d1", 0.50), ("right", 0.35), ("d2", 0.15)]),
+}
+SPELLINGS = ("{n}", "{n}.0", "The answer is {n}.", "{h} + {rest} = {n}", "{n} apples")
+QUESTION = re.compile(r"Question #(\d+):")
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Question:
+    number: int
+    kind: str
+    values: dict[str, int]
+    """right / d1 / d2 -> the number each stands for."""
+    weights: list[tuple[str, float]]
+
+    @property
+    def right(self) -> str:
+        return str(self.values["right"])
+
+    @property
+    def most_likely(self) -> str:
+        return str(self.values[max(self.weights, key=lambda w: w[1])[0]])
+
+    def text(self) -> str:
+        return f"Question #{self.number}: how many apples are in basket {self.number}?"
+
+
+def make_questions(n: int, seed: int) -> list[Question]:
+    rng = random.Random(seed)
+    names = list(KINDS)
+    shares = [KINDS[k][0] for k in names]
+    questions = []
+    for i in range(n):
+        kind = rng.choices(names, shares)[0]
+        right = rng.randint(10, 999)
+        values = {"right": right, "d1": right + rng.choice((-10, -1, 1, 10)), "d2": right * 2}
+        questions.append(Question(i, kind, values, KINDS[kind][1]))
+    return questions
+
+
+class Voter:
+    """The scripted server's replies: the k-th call about question q gets sample k of q's stream."""
+
+    def __init__(self, questions: list[Question], seed: int) -> None:
+        self.questions, self.seed = questions, seed
+        self.asked: dict[int, int] = {}
+        self.lock = threading.Lock()
+
+    def reset(self) -> None:
+        self.asked.clear()
+
+    def __call__(self, body: dict) -> str:
+        text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+        number = int(QUESTION.search(text).group(1))  # type: ignore[union-attr]
+        with self.lock:
+            k = self.asked.get(number, 0)
+            self.asked[number] = k + 1
+        question = self.questions[number]
+        rng = random.Random(f"{self.seed}/{number}/{k}")
+        label = rng.choices([w[0] for w in question.weights], [w[1] for w in question.weights])[0]
+        value = question.values[label]
+        spelled = rng.choice(SPELLINGS).format(n=value, h=value // 2, rest=value - value // 2)
+        return json.dumps({"reasoning": "counted", "answer": spelled})
+
+
+async def run_config(name: str, questions: list[Question], voter: Voter, url: str, max_votes: int, early_stop: bool,
+                     parallel: int) -> dict[str, Any]:
+    import httpx
+
+    from parallax.graphs.solve import graph
+    from parallax.state.context import Context
+
+    voter.reset()
+    httpx.post(f"{url[:-3]}/_reset")
+    context = Context(early_stop=early_stop, max_concurrency=max_votes, straggler_factor=0.0)
+    gate = asyncio.Semaphore(parallel)
+    rows: list[dict[str, Any]] = []
+
+    async def one(question: Question) -> None:
+        async with gate:
+            began = time.perf_counter()
+            out = await graph.ainvoke({"task": question.text(), "mode": "vote", "votes": max_votes}, context=context)
+            rows.append({"kind": question.kind, "status": out["status"], "answer": out.get("answer", ""),
+                         "right": question.right, "most_likely": question.most_likely,
+                         "asked": out.get("votes_asked", max_votes), "stop": out.get("stop_reason", ""),
+                         "seconds": time.perf_counter() - began})
+
+    began = time.perf_counter()
+    await asyncio.gather(*(one(q) for q in questions))
+    wall = time.perf_counter() - began
+    calls = sum(1 for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions"))
+    from parallax.logic.final_value import final_value
+
+    ok = [r for r in rows if r["status"] == "ok"]
+    right = [r for r in rows if final_value(r["answer"]) == r["right"]]
+    report = {"config": name, "max_votes": max_votes, "early_stop": early_stop, "questions": len(rows),
+              "model_calls": calls, "calls_per_question": round(calls / len(rows), 3),
+              "accuracy": round(len(right) / len(rows), 4),
+              "mean_wall_s": round(statistics.mean(r["seconds"] for r in rows), 3),
+              "ok_share": round(len(ok) / len(rows), 4),
+              "ok_is_most_likely": round(sum(final_value(r["answer"]) == r["most_likely"] for r in ok) / len(ok), 4)
+              if ok else None,
+              "by_kind": {k: {"accuracy": round(sum(final_value(r["answer"]) == r["right"] for r in rs) / len(rs), 3),
+                              "calls": round(statistics.mean(r["asked"] for r in rs), 2)}
+                          for k in KINDS if (rs := [r for r in rows if r["kind"] == k])},
+              "elapsed_s": round(wall, 1)}
+    log(json.dumps(report))
+    return report
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    import os
+
+    from parallax.runtime.chat_models import forget_clients
+
+    questions = make_questions(args.questions, args.seed)
+    voter = Voter(questions, args.seed)
+    with FaultServer(FaultConfig(reply=voter, latency_ms=args.latency_ms)) as url:
+        os.environ["OPENAI_BASE_URL"] = url
+        os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_schema")
+        forget_clients()
+        fixed = await run_config("fixed_8", questions, voter, url, 8, False, args.parallel)
+        adaptive8 = await run_config("adaptive_8", questions, voter, url, 8, True, args.parallel)
+        adaptive16 = await run_config("adaptive_16", questions, voter, url, 16, True, args.parallel)
+    result: dict[str, Any] = {"benchmark": "adaptive_vote", "questions": args.questions, "latency_ms": args.latency_ms,
+                              "seed": args.seed, "fixed_8": fixed, "adaptive_8": adaptive8, "adaptive_16": adaptive16}
+    for name, run in (("adaptive_8", adaptive8), ("adaptive_16", adaptive16)):
+        result[f"{name}_vs_fixed_8"] = {
+            "calls_ratio": round(run["model_calls"] / fixed["model_calls"], 3),
+            "accuracy_delta_pp": round(100 * (run["accuracy"] - fixed["accuracy"]), 2),
+            "wall_ratio": round(run["mean_wall_s"] / fixed["mean_wall_s"], 3)}
+    a8 = result["adaptive_8_vs_fixed_8"]
+    result["goals_met"] = {"calls_le_0.5x": a8["calls_ratio"] <= 0.5, "accuracy_within_0.5pp": a8["accuracy_delta_pp"] >= -0.5,
+                           "wall_le_1.5x": a8["wall_ratio"] <= 1.5,
+                           "ok_is_most_likely_ge_0.97": (adaptive8["ok_is_most_likely"] or 0) >= 0.97}
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", type=int, default=1000)
+    parser.add_argument("--latency-ms", type=float, default=1000.0)
+    parser.add_argument("--parallel", type=int, default=100, help="questions in flight at once")
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(main_async(args))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""A cap on model calls in flight to one endpoint, that shrinks when the endpoint turns connections away.
+
+Why: the fan-out's own limit (PARALLAX_MAX_CONCURRENCY) is per run, and an eval or a learn
+batch runs many runs at once: forty vote tasks were ~45 new connections in the same
+millisecond, more than a small server holds (Python's http.server queues 5), and the overflow
+came back as reset connections (issue 24). So every model call to an endpoint holds one of its
+slots while its request is out:
+
+- **A fixed ceiling**, PARALLAX_ENDPOINT_MAX_CONNECTIONS (default 16): never more in flight
+  to one endpoint, whatever number of runs share the process. `connection_limits()` gives the
+  same ceiling as `httpx.Limits` to the HTTP client that runtime/chat_models.py shares between
+  every chat model of the endpoint, so its pool never opens more connections either.
+- **An adaptive limit below it** (additive increase, multiplicative decrease, as TCP and
+  Netflix's concurrency-limits do): when the endpoint refuses or resets a connection, the
+  limit becomes half of what was in flight then (once per moment: failures within a second
+  are one signal); each success adds
+  1/limit, so it climbs back by about one per round of calls. A server that holds 12
+  connections is soon sent about that many, instead of being sent 16 and resetting 4 of every
+  round until a branch has spent all its attempts.
+
+A call waits for a slot *before* its request timeout starts, so queueing behind our own cap is
+never counted as the endpoint being slow and never trips its circuit breaker. Slots are per
+event loop (asyncio primitives cannot cross loops); the CLI has one loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+
+import httpx
+
+from parallax.runtime import settings as settings_mod
+
+SIGNAL_S = 1.0
+"""Connection failures within this many seconds of a cut are the same overload: one cut, not many."""
+
+
+def max_connections() -> int:
+    return settings_mod.load().endpoint_max_connections
+
+
+def connection_limits() -> httpx.Limits:
+    """The HTTP pool limits of an endpoint's shared client."""
+    cap = max_connections()
+    return httpx.Limits(max_connections=cap, max_keepalive_connections=cap)
+
+
+class EndpointSlots:
+    """`async with slots:` holds one of an endpoint's slots; `overloaded()` and `succeeded()` move the limit."""
+
+    def __init__(self, ceiling: int, clock=time.monotonic):
+        self.ceiling, self.limit, self.in_flight = ceiling, float(ceiling), 0
+        self._clock, self._cut_at = clock, float("-inf")
+        self._free = asyncio.Condition()
+
+    async def __aenter__(self) -> EndpointSlots:
+        async with self._free:
+            await self._free.wait_for(lambda: self.in_flight < int(self.limit))
+            self.in_flight += 1
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        async with self._free:
+            self.in_flight -= 1
+            self._free.notify_all()
+
+    def overloaded(self) -> None:
+        """The endpoint refused or reset a connection: halve the limit, once per moment."""
+        now = self._clock()
+        if now - self._cut_at >= SIGNAL_S:
+            self._cut_at, self.limit = now, max(1.0, min(self.limit, self.in_flight) / 2)
+
+    def succeeded(self) -> None:
+        self.limit = min(float(self.ceiling), self.limit + 1 / self.limit)
+
+
+class NoLimit:
+    """The slots of a model that is no HTTP endpoint (a test's or a benchmark's own `Context.chat_model`)."""
+
+    async def __aenter__(self) -> NoLimit:
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        return None
+
+    def overloaded(self) -> None:
+        pass
+
+    def succeeded(self) -> None:
+        pass
+
+
+NO_LIMIT = NoLimit()
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, EndpointSlots]] = weakref.WeakKeyDictionary()
+
+
+def endpoint_slot(endpoint: str | None) -> EndpointSlots | NoLimit:
+    """The slots of `endpoint` on this loop (created with the ceiling of the moment); no limit without one."""
+    if not endpoint:
+        return NO_LIMIT
+    per_loop = _slots.setdefault(asyncio.get_running_loop(), {})
+    slots = per_loop.get(endpoint)
+    if slots is None:
+        slots = per_loop[endpoint] = EndpointSlots(max_connections())
+    return slots
+
+
+def forget_slots() -> None:
+    """Drop every endpoint's slots (tests that change the ceiling)."""
+    _slots.clear()

@@ -1,0 +1,43 @@
+"""Why a model call failed, as one word a batch can count.
+
+Why: an eval that says "12 runs failed" cannot be acted on; "12 connection" (the endpoint)
+and "12 parse" (the model or the prompt) call for different fixes. Every branch that gives up
+records one of these causes beside its error (runtime/structured_call.py), and `eval` and
+`learn` count their failed tasks by it (logic/failures.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import openai
+
+CAUSES = ("connection", "timeout", "circuit_open", "rate_limit", "server_error", "client_error", "parse", "length",
+          "input", "crash")
+"""connection: refused, reset or dropped; timeout: no answer within the request timeout; circuit_open: the call was
+not made (runtime/circuit_breaker.py); rate_limit: 429; server_error: 5xx; client_error: another 4xx; parse: replies
+that never matched the schema; length: a reply cut at the token limit; input: a task the solve graph refuses;
+crash: an unexpected error in Parallax itself."""
+
+
+def cause_of(exc: BaseException) -> str:
+    """The cause of an exception a model call gave up on (see CAUSES)."""
+    from parallax.runtime.circuit_breaker import CircuitOpen
+    from parallax.runtime.structured_call import ParseFailure
+
+    if isinstance(exc, CircuitOpen):
+        return "circuit_open"
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError, httpx.TimeoutException)):
+        return "timeout"
+    if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
+        return "connection"
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limit"
+    if isinstance(exc, openai.APIStatusError):
+        return "server_error" if exc.status_code >= 500 else "client_error"
+    if isinstance(exc, openai.LengthFinishReasonError):
+        return "length"
+    if isinstance(exc, ParseFailure):
+        return "parse"
+    return "crash"
