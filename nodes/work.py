@@ -106,6 +106,6 @@ def work_failed(task: dict, error: NodeError) -> dict:
         typed = task.get("output_schema") is not None
         template = _template(spec, task.get("prompts"), typed)
         records.append(BranchRecord(**_identity(spec, template, typed), model=spec["model"] or None,
-                                    temperature=spec["temperature"], status="failed", error=message, cause="crash", state=life.state,
-                                    transitions=life.transitions, input=input_of(spec)).model_dump())
+                                    temperature=spec["temperature"], status="failed", error=message, cause="crash",
+                                    state=life.state, transitions=life.transitions, input=input_of(spec)).model_dump())
     return {"branches": records}

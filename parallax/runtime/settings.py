@@ -80,7 +80,7 @@ class Settings(BaseSettings):
     breaker_window_s: float = Field(60.0, gt=0, description="the sliding window of the breaker, seconds")
     breaker_coalesce_s: float = Field(1.0, ge=0, description="failures this close to an earlier one count as one failed call")
     breaker_reset_s: float = Field(30.0, ge=0, description="seconds an open circuit waits before one probe call")
-    endpoint_max_connections: int = Field(16, ge=1, description="model calls in flight to one endpoint at once, "
+    endpoint_max_connections: int = Field(64, ge=1, description="model calls in flight to one endpoint at once, "
                                                                 "for the whole process")
     tenant: str = "default"
     langsmith_tracing: bool = Field(False, validation_alias=AliasChoices("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"),

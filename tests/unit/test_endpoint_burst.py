@@ -69,10 +69,13 @@ def test_a_burst_against_a_small_accept_queue_fails_no_task_and_scores_as_a_larg
         large, _, _ = run_eval(task_file, monkeypatch, url)
     assert large["errors"] == 0 and large["accuracy"] == 0.8
     runs = []
-    # the default connection cap, twice; then a cap far above the queue, so the burst reaches the server
-    # and only the breaker's rules (simultaneous failures are one, a rate over a window) keep it closed
-    for cap in ("16", "16", "200"):
-        monkeypatch.setenv("PARALLAX_ENDPOINT_MAX_CONNECTIONS", cap)
+    # the default connection cap (64: refusals halve it), twice; then a cap far above the queue, so the burst
+    # reaches the server and only the breaker's rules (simultaneous failures are one, a rate over a window) keep it closed
+    for cap in (None, None, "200"):
+        if cap is None:
+            monkeypatch.delenv("PARALLAX_ENDPOINT_MAX_CONNECTIONS", raising=False)
+        else:
+            monkeypatch.setenv("PARALLAX_ENDPOINT_MAX_CONNECTIONS", cap)
         server = SmallQueueServer(latency_s=LATENCY_S, backlog=5, max_connections=12, reply=reply)
         with server as url:
             out, lines, _ = run_eval(task_file, monkeypatch, url)
