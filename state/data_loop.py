@@ -19,7 +19,7 @@ class StatsInput(TypedDict):
     version: NotRequired[int]
 
 
-class StatsOutput(TypedDict):
+class StatsOutput(TypedDict, total=False):
     tenant: str
     filters: dict[str, Any]
     overall: dict[str, Any]
@@ -39,14 +39,16 @@ class FeedbackInput(TypedDict):
     tenant: NotRequired[str]
 
 
-class FeedbackOutput(TypedDict):
+class FeedbackOutput(TypedDict, total=False):
     trace_id: str
     tenant: str
     score: float
     feedback: list[dict[str, Any]]
 
 
-class FeedbackState(FeedbackInput, FeedbackOutput, total=False):
+# The input's `score` ("up", "down" or 0..1) and the output's (0..1) are one channel: TypedDict items are
+# invariant, so the two definitions cannot be reconciled for a type checker.
+class FeedbackState(FeedbackInput, FeedbackOutput, total=False):  # type: ignore[misc]
     pass
 
 
@@ -68,7 +70,7 @@ class ReleaseInput(TypedDict):
     tenant: NotRequired[str]
 
 
-class ReleaseOutput(TypedDict):
+class ReleaseOutput(TypedDict, total=False):
     view: dict[str, Any]
 
 
