@@ -50,7 +50,9 @@ builder.add_node("verify", verify, defer=True)
 builder.add_node("join", join)
 builder.add_node("integrate", integrate)
 builder.add_node("answer_directly", partial(answer_directly, solve=solve))
-builder.add_node("record_trace", record_trace, input_schema=PlanState)  # the solve node, given the plan keys too
+# the solve graph's node, given the plan keys too: it reads them through a Mapping (nodes/record_trace.py), which a
+# type checker cannot see from its SolveState signature
+builder.add_node("record_trace", record_trace, input_schema=PlanState)  # type: ignore[call-overload]
 
 builder.add_edge(START, "start_plan")
 builder.add_edge("start_plan", "make_plan")
