@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -27,6 +27,7 @@ from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.state.context import Context
 from parallax.state.payloads import BUSINESS
+from parallax.state.plan import PlanState
 from parallax.state.solve import SolveState
 
 PREVIEW_CHARS = 200
@@ -86,3 +87,9 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str
         if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):
             await traces.put_dead_letter(dead_letter(dict(record), trace))
     return {}
+
+
+async def record_plan_trace(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """`record_trace` in the plan graph: a plan run's state holds every key the trace reads (what only a solve
+    run has reads as absent), and its plan keys are read through a Mapping (`trace_of`)."""
+    return await record_trace(cast(SolveState, state), runtime)
