@@ -90,8 +90,7 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     limit = superstep_limit(runtime, filled(ctx.max_concurrency))
     watch = superstep_shared(runtime, lambda: StragglerWatch(filled(ctx.straggler_factor), filled(ctx.straggler_min_s),
-                                                                      model=filled(ctx.model)),
-                             "stragglers")
+                                                             model=filled(ctx.model)), "stragglers")
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)
