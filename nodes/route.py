@@ -26,7 +26,7 @@ from parallax.logic.routing import InvalidInput, choose_route, pages_of, validat
 from parallax.logic.slicing import split_into_slices, split_pages
 from parallax.logic.user_schema import checked_schema
 from parallax.prompts.templates import SOLVE_PROMPTS, TYPED_PROMPTS
-from parallax.runtime.run_context import context_of, tenant_of
+from parallax.runtime.run_context import authenticated_tenant, context_of, tenant_of
 from parallax.state.context import Context, filled
 from parallax.state.records import PlaybookItemData
 from parallax.state.solve import NEW_RUN, SolveState
@@ -47,9 +47,13 @@ async def read_playbook(store: BaseStore | None, tenant: str, name: str,
 
 def read_input_document(state: SolveState) -> SolveState:
     """The input with its `document` read into `task` (and `pages`, for a PDF); a file that cannot be
-    read is bad input, said in one line (runtime/documents.py)."""
+    read is bad input, said in one line (runtime/documents.py). A path is read only where the caller
+    owns the disk (the CLI, the Python API, `langgraph dev`): on the authenticated graph API it is refused."""
     if state.get("document") is None:
         return state
+    if not isinstance(state["document"], bytes | dict) and authenticated_tenant() is not None:
+        raise InvalidInput('on the graph API a document is sent as {"name": ..., "base64": ...}, not as a path: '
+                           "the server reads no file of its own disk for a caller")
     from parallax.runtime.documents import DocumentError, document_from_input
 
     try:

@@ -146,6 +146,7 @@ def _result(out: dict[str, Any], thread_id: str, schema: Any) -> Result[Any]:
             data = schema.model_validate(raw)
         except ValidationError:
             data = None
+    kind = Result[schema] if isinstance(schema, type) and issubclass(schema, BaseModel) else Result[Any]
     fields = {k: out[k] for k in ("status", "mode", "answer", "confidence", "reason", "vote_counts", "verification",
                                   "branches", "trace_id", "playbook_version") if out.get(k) is not None}
-    return Result(**fields, data=data, raw_data=raw, provenance=out.get("provenance") or [], thread_id=thread_id)
+    return kind(**fields, data=data, raw_data=raw, provenance=out.get("provenance") or [], thread_id=thread_id)

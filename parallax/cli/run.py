@@ -52,25 +52,27 @@ STATUS_STYLE = {"PENDING": "dim", "RUNNING": "yellow", "DONE": "green", "NEEDS_R
                 "SKIPPED": "red dim"}
 
 
-def read_task(text: str | None, input_file: Path | None) -> str:
+def read_task(text: str | None, input_file: Path | None) -> tuple[str, list[str] | None]:
+    """The task text, and a PDF's page texts (page 1 first) when --input-file is one, else None."""
+    from parallax.runtime.documents import DocumentError, read_document
+
     if text is not None and input_file is not None:
         fail("give the task as TEXT or --input-file, not both")
+    pages = None
     if input_file is not None:
-        if str(input_file) == "-":
-            data = sys.stdin.buffer.read()
-        elif not input_file.is_file():
+        stdin = str(input_file) == "-"
+        if not stdin and not input_file.is_file():
             fail(f"input file not found: {input_file}")
-        else:
-            data = input_file.read_bytes()
         try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            fail(f"{input_file} is not UTF-8 text (byte {exc.start}): convert it, e.g. with iconv -t utf-8")
+            document = read_document(sys.stdin.buffer.read()) if stdin else read_document(input_file)
+        except DocumentError as exc:
+            fail(str(exc))
+        text, pages = document.text, list(document.pages) if document.paged else None
     if text is None:
         fail("no task: give TEXT, or --input-file FILE (use - for stdin)")
     if not text.strip():
         fail("the task is empty: give some text to work on")
-    return text
+    return text, pages
 
 
 def load_schema(spec: str) -> dict:
@@ -211,7 +213,8 @@ def run(
     question: Annotated[str, typer.Option("--question", "-q",
                                           help="Question about the text (section mode asks it of every slice).")] = "",
     input_file: Annotated[Path | None, typer.Option("--input-file", "-f",
-                                                    help="Read the task from a UTF-8 file ('-' for stdin).")] = None,
+                                                    help="Read the task from a file: PDF (pages kept), DOCX, HTML, "
+                                                         "Markdown or UTF-8 text ('-' for stdin).")] = None,
     mode: Annotated[str, typer.Option(help="auto | direct | section | vote | plan. auto decides from the input's shape "
                                            "(several deliverables or steps: plan).")] = "auto",
     votes: Annotated[int, typer.Option(help="Vote branches in vote mode.")] = 5,
@@ -250,9 +253,11 @@ def run(
     if repo is not None and not repo.is_dir():
         fail(f"--repo {repo}: no such folder")
     checked_tenant(tenant)
-    task = read_task(text, input_file)
+    task, pages = read_task(text, input_file)
     payload = {"task": task, "question": question, "mode": mode, "votes": votes, "red_team": red_team,
                "playbook": playbook, "tenant": tenant}
+    if pages is not None:
+        payload["pages"] = pages
     if min_votes is not None:
         payload["min_votes"] = min_votes
     if target is not None:

@@ -3,7 +3,8 @@
 Each slice branch reports the part of the user's object its own text supports, every value
 with the words it rests on (logic/user_schema.py `quoted`). The merge trusts no value on the
 model's say-so: a value counts only if each of its quotes occurs in the slice it came from
-(logic/quotes.py, no model call), and is then placed on the page where the quote stands.
+(logic/quotes.py, no model call) and, for a number, the quote prints that number (in thousands,
+millions or billions, or as a percentage, allowed); it is then placed on the page where the quote stands.
 Values that fail the check are dropped and counted, as section findings are.
 
 Per field:
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from parallax.logic.quotes import quote_occurs
+from parallax.logic.quotes import number_shown, quote_occurs
 from parallax.logic.user_schema import items, join, normal, properties, required, set_at, shape
 from parallax.state.records import JsonSchema, Provenance
 
@@ -107,9 +108,15 @@ def verify(found: Found, slices: list[str], slice_pages: list[list[int]], pages:
     """Check each quote against the value's own slice, and find the page it stands on (counted from 1)."""
     source = slices[found.slice_index] if 0 <= found.slice_index < len(slices) else ""
     found.verified = bool(found.quotes) and all(quote_occurs(q, source) for q in found.quotes)
+    if found.verified and isinstance(found.value, int | float) and not isinstance(found.value, bool):
+        found.verified = number_shown(found.value, " ".join(found.quotes))
     if found.verified and pages and found.slice_index < len(slice_pages):
-        found.page = next((p for p in slice_pages[found.slice_index]
-                           if 0 < p <= len(pages) and quote_occurs(found.quotes[0], pages[p - 1])), None)
+        candidates = [p for p in slice_pages[found.slice_index]
+                      if 0 < p <= len(pages) and quote_occurs(found.quotes[0], pages[p - 1])]
+        exact = " ".join(found.quotes[0].split())
+        # a quote on several pages (a title also in the contents) is placed where it stands as copied
+        found.page = next((p for p in candidates if exact in " ".join(pages[p - 1].split())),
+                          candidates[0] if candidates else None)
 
 
 def merge_found(founds: list[Found]) -> Merged:

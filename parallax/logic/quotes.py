@@ -65,3 +65,22 @@ def check_findings(findings: list[tuple[int, str, str]], slices: list[str]) -> F
         entry = {"slice_index": index, "point": point.strip(), "quote": quote.strip()}
         (result.kept if quote_occurs(quote, source) else result.dropped).append(entry)
     return result
+
+
+_FIGURE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+SCALES = (1, 1_000, 1_000_000, 1_000_000_000, 0.01)
+"""A figure may be printed in thousands, millions or billions ("in millions"), or as a percentage."""
+
+
+def number_shown(value: float, quote: str) -> bool:
+    """Whether `quote` prints the number `value` (up to sign, rounding to the printed digits, and a scale
+    of thousands, millions, billions or per cent). A quote that occurs in the source but shows another
+    number does not support the value: a misread figure with a true quote is caught here."""
+    target = abs(value)
+    for match in _FIGURE.finditer(quote or ""):
+        printed = float(match.group().replace(",", ""))
+        decimals = len(match.group().partition(".")[2])
+        for scale in SCALES:
+            if abs(printed * scale - target) <= max(0.5 * 10 ** -decimals * scale, 1e-9 * target):
+                return True
+    return False

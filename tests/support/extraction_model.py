@@ -42,7 +42,8 @@ class Fact:
 @dataclass
 class ExtractionModel:
     """`facts`: what a slice can find; `answers(i)`: the object of the i-th direct/vote call;
-    `wrong(part)`: extra (path, value, quote) a slice reports wrongly (a made-up or misplaced quote)."""
+    `wrong(part)`: extra (path, value, quote) a slice reports wrongly (a made-up or misplaced quote) for fields
+    it found nothing for (a model filling a gap), never in place of what it found."""
 
     facts: list[Fact] = field(default_factory=list)
     answers: Callable[[int], dict] = lambda i: {}
@@ -62,7 +63,9 @@ class ExtractionModel:
     def slice_reply(self, part: str) -> dict:
         flat = " ".join(part.split())
         data: dict[str, Any] = {}
-        for fact in [f for f in self.facts if " ".join(f.quote.split()) in flat] + self.wrong(part):
+        seen = [f for f in self.facts if " ".join(f.quote.split()) in flat]
+        given = {f.path for f in seen}
+        for fact in seen + [f for f in self.wrong(part) if f.is_list or f.path not in given]:
             reported = {"quote": fact.quote, "value": fact.value}
             target = data
             *parents, last = fact.path.split(".")

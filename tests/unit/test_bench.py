@@ -174,3 +174,19 @@ def test_plan_bench_barriers_make_every_level_wait_for_the_one_before():
     first = [t["id"] for t in dag["tasks"] if not t["deps"]]
     assert all(t["deps"] == first for t in barred["tasks"] if t["deps"] and min(t["deps"]) in first)
     assert level_bound(barred) == level_bound(dag)
+
+
+def test_extract_bench_places_every_verified_value_on_its_page_and_reports_the_planted_restatement(monkeypatch, tmp_path):
+    import argparse
+    import asyncio
+
+    from bench.extract import main_async
+
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "home"))
+    args = argparse.Namespace(documents=1, latency_ms=0.0, hallucinate=0.3, misread=0.0, seed=3, slice_chars=6000,
+                              concurrency=4, restate=True, embedded=False)
+    report = asyncio.run(main_async(args))
+    assert report["on_right_page_share"] == 1.0 and report["value_matches_quote_share"] == 1.0
+    assert report["dropped"] == report["hallucinations_injected"] > 0  # every invented quote dropped, no true one
+    assert report["restatements_reported_as_conflict"] == report["restatements_planted"] == 1
+    assert report["statuses"] == {"ok": 0, "needs_review": 1, "failed": 0}

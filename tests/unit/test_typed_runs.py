@@ -288,3 +288,38 @@ def parallax_context(**fields):
     from parallax.state.context import Context
 
     return Context(**fields)
+
+
+async def test_the_graph_reads_a_document_given_as_base64_and_keeps_its_pages(tmp_path, endpoint):
+    import base64
+
+    from reportlab.pdfgen.canvas import Canvas
+
+    from parallax.graphs.solve import graph
+
+    pdf = tmp_path / "report.pdf"
+    canvas = Canvas(str(pdf))
+    for text in PAGES:
+        for i, line in enumerate(text.splitlines()):
+            canvas.drawString(72, 720 - 14 * i, line)
+        canvas.showPage()
+    canvas.save()
+    endpoint(ExtractionModel(facts=filing_facts()))
+    document = {"name": "report.pdf", "base64": base64.b64encode(pdf.read_bytes()).decode()}
+    out = await graph.ainvoke({"document": document, "question": "figures?", "mode": "section",
+                               "output_schema": FILING}, context={"slice_chars": 120})
+    assert out["status"] == "ok", out["reason"]
+    assert {(p["path"], p["page"]) for p in out["provenance"] if p["verified"]} == {
+        ("revenue", 1), ("segments[0]", 2), ("segments[1]", 2), ("currency", 2)}
+
+
+async def test_the_authenticated_graph_api_reads_no_path_on_its_own_disk():
+    from parallax.graphs.solve import graph
+    from parallax.logic.routing import InvalidInput
+    from parallax.runtime.run_context import AUTH_TENANT_FIELD
+
+    ctx, calls = scripted(lambda p, t, i: "{}")
+    config = {"configurable": {"langgraph_auth_user": {AUTH_TENANT_FIELD: "acme"}}}
+    with pytest.raises(InvalidInput, match="not as a path"):
+        await graph.ainvoke({"document": "/etc/passwd", "question": "users?"}, config, context=ctx)
+    assert calls == []

@@ -153,3 +153,32 @@ def test_a_quote_from_another_slice_does_not_verify():
     found = Found("revenue", 1, ["only on page two"], 0, "slice-0")
     verify(found, ["page one text here", "only on page two"], [[1], [2]], ["page one text here", "only on page two"])
     assert not found.verified and found.page is None
+
+
+@pytest.mark.parametrize(("value", "quote", "shown"), [
+    (4796, "Total net revenue was 4,796 million", True),
+    (4796000000, "revenue was 4,796 million", True),      # printed in millions
+    (0.66, "a margin of 66%", True),                       # printed as a percentage
+    (-2.3, "a loss of (2.3)", True),
+    (5275, "Total net revenue was 4,796 million", False),  # a misread figure with a true quote
+    (4796, "revenue grew strongly", False),
+])
+def test_a_number_counts_only_if_its_quote_prints_it(value, quote, shown):
+    from parallax.logic.quotes import number_shown
+
+    assert number_shown(value, quote) is shown
+
+
+def test_a_misread_figure_is_dropped_though_its_quote_is_in_the_slice():
+    page = "Total current liabilities 2,213,556 2,088,582"
+    found = Found("liabilities", 2434912, ["Total current liabilities 2,213,556"], 0, "slice-0")
+    verify(found, [page], [[1]], [page])
+    assert not found.verified
+
+
+def test_a_quote_on_two_pages_of_its_slice_is_placed_where_it_stands_as_copied():
+    pages = ["Contents: Consolidated Balance Sheets .... 53", "CONSOLIDATED BALANCE SHEETS\nAssets"]
+    slices, owners = split_pages(pages, 500)
+    found = Found("statements[]", "Balance sheets", ["CONSOLIDATED BALANCE SHEETS"], 0, "slice-0")
+    verify(found, slices, owners, pages)
+    assert found.verified and found.page == 2
