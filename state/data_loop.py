@@ -19,14 +19,16 @@ class StatsInput(TypedDict):
     version: NotRequired[int]
 
 
-class StatsOutput(TypedDict, total=False):
+class StatsOutput(TypedDict):
     tenant: str
     filters: dict[str, Any]
     overall: dict[str, Any]
     by_version: list[dict[str, Any]]
 
 
-class StatsState(StatsInput, StatsOutput, total=False):
+# `tenant`, which a caller may leave out, is always in the output: one channel, "optional in, required out",
+# which a TypedDict cannot say, so a type checker sees conflicting bases.
+class StatsState(StatsInput, StatsOutput, total=False):  # type: ignore[misc]
     pass
 
 
@@ -39,15 +41,15 @@ class FeedbackInput(TypedDict):
     tenant: NotRequired[str]
 
 
-class FeedbackOutput(TypedDict, total=False):
+class FeedbackOutput(TypedDict):
     trace_id: str
     tenant: str
     score: float
     feedback: list[dict[str, Any]]
 
 
-# The input's `score` ("up", "down" or 0..1) and the output's (0..1) are one channel: TypedDict items are
-# invariant, so the two definitions cannot be reconciled for a type checker.
+# One channel per key: the input's `score` ("up", "down" or 0..1) is the output's (0..1), and `tenant`, which a
+# caller may leave out, is always in the output; a TypedDict cannot say so, so a type checker sees conflicting bases.
 class FeedbackState(FeedbackInput, FeedbackOutput, total=False):  # type: ignore[misc]
     pass
 
@@ -70,7 +72,7 @@ class ReleaseInput(TypedDict):
     tenant: NotRequired[str]
 
 
-class ReleaseOutput(TypedDict, total=False):
+class ReleaseOutput(TypedDict):
     view: dict[str, Any]
 
 

@@ -40,7 +40,7 @@ class LearnInput(TypedDict):
     margin: NotRequired[float]
 
 
-class LearnOutput(TypedDict, total=False):
+class LearnOutput(TypedDict):
     playbook: str
     tenant: str
     learn_run_id: str
@@ -52,7 +52,9 @@ class LearnOutput(TypedDict, total=False):
     val_accuracy_after: float | None
 
 
-class LearnState(LearnInput, LearnOutput, total=False):
+# `playbook` and `tenant`, which a caller may leave out, are always in the output: one channel, "optional in,
+# required out", which a TypedDict cannot say, so a type checker sees conflicting bases.
+class LearnState(LearnInput, LearnOutput, total=False):  # type: ignore[misc]
     schedule: list[list[int]]
     batch_index: int
     runs: Annotated[list[dict[str, Any]], batch_runs]

@@ -162,7 +162,7 @@ class PlanInput(SolveInput, total=False):
     """Command an edit task may run in its worktree (its `test` tool), e.g. `python -m pytest -q`."""
 
 
-class PlanOutput(RunOutput, total=False):
+class PlanOutput(RunOutput):
     """What a caller gets back: the solve output's keys plus the plan, its tasks, board and checks."""
 
     mode: str
@@ -171,8 +171,9 @@ class PlanOutput(RunOutput, total=False):
     board: Annotated[dict[str, Any], merge_board]
 
 
-# The input's `mode` (a solve Mode) and the output's ("plan" or "auto") are one channel: TypedDict items
-# are invariant, so the two definitions cannot be reconciled for a type checker.
+# One channel per key, whatever the direction: the input's `mode` (a solve Mode) is the output's ("plan" or
+# "auto"), and `plan` and `playbook_version`, which a caller may leave out, are always in the output. A TypedDict
+# cannot say "optional in, required out" or "wider in, narrower out", so a type checker sees conflicting bases.
 class PlanState(PlanInput, PlanOutput, total=False):  # type: ignore[misc]
     """Everything the plan nodes share."""
 

@@ -72,9 +72,8 @@ class SolveInput(TypedDict):
     its dead letters name the parent trace."""
 
 
-class RunOutput(TypedDict, total=False):
-    """What every run gives back, whatever its graph (solve, plan); `mode` is each graph's own. Not total:
-    the state holds these keys beside the input's, whose `playbook_version` a caller may leave out."""
+class RunOutput(TypedDict):
+    """What every run gives back, whatever its graph (solve, plan); `mode` is each graph's own."""
 
     answer: str
     status: Status
@@ -98,7 +97,7 @@ conversation, an API thread), so without these a second run on it would count th
 branches and report its answer, objection and checks (`None` empties the branches reducer)."""
 
 
-class SolveOutput(RunOutput, total=False):
+class SolveOutput(RunOutput):
     """What a caller gets back (see the CLI contract in the README)."""
 
     mode: Route
@@ -109,8 +108,9 @@ class SolveOutput(RunOutput, total=False):
     when the input had pages) and `verified` (the quote occurs in its slice; for a vote, the field's quorum)."""
 
 
-# The input's `mode` (a Mode, "auto" included) and the output's (the Route taken) are one channel: TypedDict
-# items are invariant, so the two definitions cannot be reconciled for a type checker.
+# One channel per key, whatever the direction: the input's `mode` (a Mode, "auto" included) is the output's (the
+# Route taken), and `playbook_version`, which a caller may leave out, is always in the output. A TypedDict cannot
+# say "optional in, required out" or "wider in, narrower out", so a type checker sees conflicting bases.
 class SolveState(SolveInput, SolveOutput, total=False):  # type: ignore[misc]
     """Everything the nodes share while a run is under way."""
 
