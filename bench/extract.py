@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -129,15 +130,11 @@ def scripted_model(truths: list[Truth], seed: int, hallucinate: float, misread: 
             injected["misreads"] += 1
             fact = Fact(fact.path, round(fact.value * 1.1), fact.quote)
         facts.append(fact)
-    invented = {}
-
     def wrong(part: str) -> list[Fact]:
-        key = hash(part)
-        if key not in invented:
-            invented[key] = [Fact(name, 1234.0, f"{labels[0]} of 1,234 (not in this part)")
-                             for name, labels in FIELDS.items() if rng.random() < hallucinate]
-            injected["hallucinations"] += len(invented[key])
-        return invented[key]
+        """The same invented facts for the same part, whatever order the slices are asked in."""
+        draw = random.Random(f"{seed}/{hashlib.sha256(part.encode()).hexdigest()}")
+        return [Fact(name, 1234.0, f"{labels[0]} of 1,234 (not in this part)")
+                for name, labels in FIELDS.items() if draw.random() < hallucinate]
 
     return ExtractionModel(facts=facts, wrong=wrong)
 
@@ -215,6 +212,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             import httpx
 
             calls += sum(1 for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions"))
+        injected["hallucinations"] += model.invented
         row = {"document": doc, "pages": len(DOCUMENTS[doc]), **score(result, truths)}
         rows.append(row)
         log(json.dumps(row))

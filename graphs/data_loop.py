@@ -10,6 +10,9 @@ graph writes its traces there).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 
 from parallax.nodes.move_labels import move_labels
@@ -30,7 +33,8 @@ from parallax.state.data_loop import (
 )
 
 
-def one_node(state, input_schema, output_schema, name: str, node) -> StateGraph:
+def one_node(state: type[Any], input_schema: type[Any], output_schema: type[Any], name: str,
+             node: Callable[..., Awaitable[dict[str, Any]]]) -> StateGraph[Any, Context, Any, Any]:
     builder = StateGraph(state, context_schema=Context, input_schema=input_schema, output_schema=output_schema)
     builder.add_node(name, node)
     builder.add_edge(START, name)

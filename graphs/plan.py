@@ -23,7 +23,7 @@ from parallax.nodes.dispatch import dispatch_tasks
 from parallax.nodes.integrate import integrate
 from parallax.nodes.join import join
 from parallax.nodes.plan import make_plan
-from parallax.nodes.record_trace import record_trace
+from parallax.nodes.record_trace import record_plan_trace
 from parallax.nodes.run_task import run_task, run_task_failed
 from parallax.nodes.start_plan import start_plan
 from parallax.nodes.verify import verify
@@ -50,7 +50,7 @@ builder.add_node("verify", verify, defer=True)
 builder.add_node("join", join)
 builder.add_node("integrate", integrate)
 builder.add_node("answer_directly", partial(answer_directly, solve=solve))
-builder.add_node("record_trace", record_trace, input_schema=PlanState)  # the solve node, given the plan keys too
+builder.add_node("record_trace", record_plan_trace, input_schema=PlanState)  # the solve node, given the plan keys too
 
 builder.add_edge(START, "start_plan")
 builder.add_edge("start_plan", "make_plan")

@@ -7,6 +7,9 @@ the planner could not make a valid plan after its re-asks — then the request i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from langgraph.runtime import Runtime
 
 from parallax.logic.evaluate import Solver
@@ -19,11 +22,12 @@ TAKEN = ("answer", "mode", "status", "confidence", "vote_counts", "failed_branch
          "verification")
 
 
-async def answer_directly(state: PlanState, runtime: Runtime[Context], *, solve: Solver) -> dict:
+async def answer_directly(state: PlanState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """`solve` is the solve graph (graphs/plan.py hands it in)."""
     fallback = bool(state.get("plan_error"))
+    given: Mapping[str, Any] = state
     run_input = {"task": state["task"], "mode": "direct" if fallback else "auto", "parent_trace": state["trace_id"],
-                 **{k: state[k] for k in PASSED_ON if k in state}}
+                 **{k: given[k] for k in PASSED_ON if k in given}}
     run = await solve.ainvoke(run_input, context=context_of(runtime))
     why = f"no valid plan ({state['plan_error']}): answered directly" if fallback else ""
     return {**{k: run[k] for k in TAKEN if k in run}, "branches": run.get("branches", []),

@@ -7,15 +7,18 @@ Each batch's entry also says which of its training tasks failed and why (`failed
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.runtime import Runtime
 
 from parallax.logic.failures import failures_by_cause
 from parallax.runtime.storage.stores import playbooks_in
+from parallax.state.context import Context
 from parallax.state.learn import LearnState
 from parallax.state.playbook import Operation
 
 
-async def commit(state: LearnState, runtime: Runtime) -> dict:
+async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
     store = playbooks_in(runtime.store, state["tenant"])
     candidate, decision = state["candidate"], state["decision"]
     held = [entry for run in state.get("runs", []) for entry in run.get("quarantined", [])]

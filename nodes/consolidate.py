@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -18,7 +19,7 @@ from parallax.logic.merge_operations import merge_operations
 from parallax.runtime import embeddings
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.stores import playbooks_in
-from parallax.state.context import Context, Embedder
+from parallax.state.context import Context, Embedder, filled
 from parallax.state.learn import LearnState
 from parallax.state.playbook import Operation, PlaybookItem, apply_operations
 
@@ -26,15 +27,17 @@ log = logging.getLogger("parallax.learn")
 PIECES = 4
 
 
-def lessons_yielded(report: dict) -> int:
+def lessons_yielded(report: dict[str, Any]) -> int:
     return int(report.get("items_added", 0)) + int(report.get("items_reinforced", 0))
 
 
-def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookItem], version: int, threshold,
-                     embed: Embedder) -> tuple[list[Operation], dict]:
+def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookItem], version: int, threshold: float | None,
+                     embed: Embedder) -> tuple[list[Operation], dict[str, Any]]:
     """Merge piece by piece, each against the items the previous pieces produced."""
     size = max(1, -(-len(op_lists) // PIECES))
-    items, operations, report = existing, [], {}
+    items = existing
+    operations: list[Operation] = []
+    report: dict[str, Any] = {}
     for start in range(0, len(op_lists), size):
         result = merge_operations(op_lists[start : start + size], items, embed=embed, threshold=threshold)
         operations += result.operations
@@ -45,7 +48,7 @@ def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookIte
     return operations, report
 
 
-async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict:
+async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
     runs = state.get("runs", [])
@@ -54,7 +57,7 @@ async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict:
     embed = ctx.embedder or embeddings.embed
     result = await asyncio.to_thread(merge_operations, op_lists, head.items, embed=embed, threshold=ctx.dedupe_threshold)
     operations, report = result.operations, dict(result.report)
-    floor = ctx.guard_floor * with_lessons
+    floor = filled(ctx.guard_floor) * with_lessons
     guard = with_lessons > 0 and lessons_yielded(report) < floor
     if guard:
         log.warning("GUARD: batch %s yielded %s lessons from %s reflections (floor %.2f per reflection); "

@@ -7,14 +7,12 @@ Without a plan the run answers directly; after a stopped replan it goes straight
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.types import Send
 
-from parallax.logic.routing import requested_votes
+from parallax.logic.routing import votes_of
 from parallax.state.plan import PlanState, TaskPayload
-
-CARRIED = ("tenant", "playbook", "votes", "min_votes", "repo", "repo_base", "test_command")
 
 
 async def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_directly", "join"]:
@@ -25,8 +23,21 @@ async def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_direc
         return "answer_directly"
     current = state["round"]
     earlier = [r for r in state.get("tasks", []) if r["round"] < current and r["status"] == "DONE"]
-    base: dict = {"plan": state["plan"], "round": current, "trace_id": state["trace_id"], "request": state["request"],
-                  "document": state["document"], "earlier": earlier, "tenant": state.get("tenant", "default"),
-                  "playbook": state.get("playbook", "default"), "votes": requested_votes(state)}
-    base.update({k: state[k] for k in CARRIED if k in state and k not in base})
-    return [Send("run_task", TaskPayload(task=task, **base)) for task in state["plan"]["tasks"]]
+    votes = votes_of(state)  # the input passed validate_plan_input (start_plan)
+
+    def payload(task: dict[str, Any]) -> TaskPayload:
+        sent: TaskPayload = {"task": task, "plan": state["plan"], "round": current, "trace_id": state["trace_id"],
+                             "request": state["request"], "document": state["document"], "earlier": earlier,
+                             "tenant": state.get("tenant", "default"), "playbook": state.get("playbook", "default"),
+                             "votes": votes}
+        if "min_votes" in state:
+            sent["min_votes"] = state["min_votes"]
+        if "repo" in state:
+            sent["repo"] = state["repo"]
+        if "repo_base" in state:
+            sent["repo_base"] = state["repo_base"]
+        if "test_command" in state:
+            sent["test_command"] = state["test_command"]
+        return sent
+
+    return [Send("run_task", payload(task)) for task in state["plan"]["tasks"]]

@@ -11,6 +11,7 @@ from langgraph.types import Send
 
 from parallax.logic.branch_plans import branch_specs, group, run_metadata
 from parallax.runtime.run_context import context_of
+from parallax.state.records import SafetyTask, WorkShared, WorkTask
 from parallax.state.solve import SolveState
 
 
@@ -19,9 +20,11 @@ async def fan_out(state: SolveState) -> list[Send]:
     ctx = context_of(get_runtime())
     specs = branch_specs(state, ctx)
     full_text = f"{state.get('question', '')}\n{state['task']}"
-    sends = [Send("safety", {"trace_id": state["trace_id"], "text": full_text})]
-    shared = {"prompts": state.get("prompts") or {}, "meta": run_metadata(state)}
+    safety: SafetyTask = {"trace_id": state["trace_id"], "text": full_text}
+    sends = [Send("safety", safety)]
+    shared: WorkShared = {"prompts": state.get("prompts") or {}, "meta": run_metadata(state)}
     if state.get("output_schema") is not None:
         shared["output_schema"] = state["output_schema"]
-    return sends + [Send("work", {"branches": branches, **shared}) for branches in group(specs)]
+    tasks: list[WorkTask] = [{"branches": branches, **shared} for branches in group(specs)]
+    return sends + [Send("work", task) for task in tasks]
 

@@ -11,6 +11,8 @@ measure and lets the candidate through, saying so in its metrics.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
@@ -23,13 +25,13 @@ from parallax.state.learn import LearnState, validation_sample
 from parallax.state.playbook import PlaybookItem
 
 
-async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict:
+async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """`solve` is the solve graph the candidate is evaluated with (graphs/learn.py binds it)."""
     ctx = context_of(runtime)
     candidate = state["candidate"]
     active = [i for i in candidate["items"] if i["status"] == "active"]
     sample = validation_sample(state)
-    metrics: dict = {"evaluated": bool(sample), "val_size": len(sample), "margin": state.get("margin", 0.0),
+    metrics: dict[str, Any] = {"evaluated": bool(sample), "val_size": len(sample), "margin": state.get("margin", 0.0),
                      "train_accuracy": candidate["train_accuracy"], "guard_triggered": candidate["guard_triggered"]}
     if not candidate["operations"]:
         return {"decision": {"accepted": False, "reason": "no operations: nothing to learn from this batch",

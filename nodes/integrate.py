@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from langgraph.runtime import Runtime
 
 from parallax.logic.edit_agent import run_edit
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.run_context import context_of
-from parallax.runtime.worktrees import Integration, Worktree
+from parallax.runtime.worktrees import Integration, MergeCheck, Worktree
 from parallax.state.context import Context
 from parallax.state.plan import FINISHED, Plan, PlanState
 
@@ -28,7 +29,8 @@ RETRY_NOTE = ("Your earlier change to {files} conflicted with changes other task
               "changes are now in the files. Read the files and make your change again, keeping theirs.")
 
 
-async def _retry(state: PlanState, integration: Integration, record: dict, conflict: list[str], ctx: Context) -> dict:
+async def _retry(state: PlanState, integration: Integration, record: dict[str, Any], conflict: list[str],
+                 ctx: Context) -> dict[str, Any]:
     """Run an edit task once more on the integration branch's head; merge it if that is clean and keeps every line."""
     edit = record["edit"]
     branch = f"{edit['branch']}-retry"
@@ -52,7 +54,7 @@ async def _retry(state: PlanState, integration: Integration, record: dict, confl
     return {**retry, "merged": found.clean, "why": "" if found.clean else f"conflict again in {', '.join(found.conflicts)}"}
 
 
-async def integrate(state: PlanState, runtime: Runtime[Context]) -> dict:
+async def integrate(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     plan = Plan.model_validate(state["plan"])
     records = {r["id"]: r for r in state.get("tasks", []) if r["round"] == state["round"]}
@@ -63,12 +65,15 @@ async def integrate(state: PlanState, runtime: Runtime[Context]) -> dict:
     repo = Path(state["repo"])
     integration = await asyncio.to_thread(Integration, repo, f"parallax/{state['trace_id'][:8]}/integration",
                                           state["repo_base"])
-    merged, pending, conflicts, branches = [], [], [], []
+    clean: list[tuple[dict[str, Any], MergeCheck]] = []
+    pending: list[tuple[dict[str, Any], MergeCheck]] = []
+    conflicts: list[dict[str, Any]] = []
+    branches: list[dict[str, Any]] = []
     for record in edits:
         found = await asyncio.to_thread(integration.merge, record["edit"]["branch"],
                                         f"merge task {record['id']}: {record['goal']}"[:200])
-        (merged if found.clean else pending).append((record, found))
-    merged = [r["id"] for r, _ in merged]
+        (clean if found.clean else pending).append((record, found))
+    merged = [r["id"] for r, _ in clean]
     for record, found in pending:
         retry = await _retry(state, integration, record, found.conflicts, ctx)
         branches += retry.pop("records")
@@ -80,7 +85,7 @@ async def integrate(state: PlanState, runtime: Runtime[Context]) -> dict:
                           "messages": found.messages[:2000], "diff": diff, "retry": retry})
     report = {"integration_branch": integration.branch, "base": state["repo_base"],
               "head": await asyncio.to_thread(lambda: integration.head), "merged": merged, "conflicts": conflicts}
-    update: dict = {"verification": {**(state.get("verification") or {}), "merge": report}, "branches": branches}
+    update: dict[str, Any] = {"verification": {**(state.get("verification") or {}), "merge": report}, "branches": branches}
     if conflicts:
         why = "; ".join(f"task {c['task']} conflicts in {', '.join(c['files'])} ({c['retry']['why']})" for c in conflicts)
         update.update(status="needs_review" if state.get("status") != "failed" else "failed",

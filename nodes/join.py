@@ -11,6 +11,7 @@ pair), and logic/plan_outcome.py decides `ok` / `needs_review` / `failed` with r
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -26,16 +27,16 @@ from parallax.state.payloads import Answer, JudgeDecision
 from parallax.state.plan import FINISHED, Plan, PlanState
 
 
-async def join(state: PlanState, runtime: Runtime[Context]) -> dict:
+async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     plan = Plan.model_validate(state["plan"])
     records = {r["id"]: r for r in state.get("tasks", []) if r["round"] == state["round"]}
     replan = should_replan(plan, records, state.get("max_replans", 1) - state["round"], state.get("stop", ""))
     if replan:
         return {"decision": "replan", "reason": replan}
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
 
-    def identity(kind: str) -> dict:
+    def identity(kind: str) -> dict[str, Any]:
         return {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": kind}
 
     async def combine(first: str, second: str) -> str | None:
@@ -54,7 +55,7 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict:
                                              model=ctx.reviewer_model, temperature=0.0)
         calls.append(record.model_dump())
         chosen = [c for c in candidates if decision and normalize_answer(c) == normalize_answer(decision.choice)]
-        if chosen:
+        if chosen and decision is not None:
             board_update[key] = {"entries": [], "resolved": {"value": chosen[0], "by": record.id, "reason": decision.reason}}
         else:
             unresolved.append(key)

@@ -10,6 +10,7 @@ failed, the judge "chose" the only answer, and the run ended `ok` at confidence 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -24,7 +25,7 @@ from parallax.state.payloads import Answer, BranchRecord, JudgeDecision
 from parallax.state.solve import SolveState
 
 
-async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
+async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state["branches"]]
     originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
@@ -38,10 +39,10 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict:
         return {"status": "needs_review", "reason": reason if unsettled in reason else f"{reason}; {unsettled}".strip("; ")}
     template = (state.get("prompts") or {}).get("judge")
     identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge",
-                "prompt": {"name": "judge", "version": (template or {}).get("version", 0)}}
+                "prompt": {"name": "judge", "version": template.get("version", 0) if template else 0}}
     messages = judge_messages(state["task"], state.get("question", ""), candidates, version=template)
     record, decision = await call_branch(identity, messages, JudgeDecision, ctx,
-                                         model=ctx.reviewer_model, temperature=0.0, run_metadata=run_metadata(state))
+                                         model=ctx.reviewer_model, temperature=0.0, run_metadata=dict(run_metadata(state)))
     if decision is None:
         return {"branches": [record.model_dump()], "status": "needs_review",
                 "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; ")}

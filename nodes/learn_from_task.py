@@ -16,6 +16,7 @@ grounded in its task or run (logic/lesson_quality.py); the rest are kept with th
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
@@ -30,18 +31,22 @@ from parallax.runtime import embeddings
 from parallax.runtime.lesson_screening import screen_lessons, screen_operations
 from parallax.runtime.run_context import context_of
 from parallax.runtime.superstep import superstep_limit
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
+from parallax.state.payloads import BranchRecord
+from parallax.state.playbook import Operation
+from parallax.state.records import LearnTask, PlaybookItemData, PromptVersion
 
 
-async def learn_from_task(payload: dict, runtime: Runtime[Context], *, solve: Solver) -> dict:
+async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """A `Send` target: this group's tasks and the playbook head's items, under the batch's shared limit."""
     ctx = context_of(runtime)
-    limit = superstep_limit(runtime, ctx.max_concurrency)
+    limit = superstep_limit(runtime, filled(ctx.max_concurrency))
     tasks = payload["tasks"]
-    selections = await select_items(payload["items"], [retrieval_text(t["input"]) for t in tasks], ctx.playbook_chars,
+    selections = await select_items(payload["items"], [retrieval_text(t["input"]) for t in tasks],
+                                    filled(ctx.playbook_chars),
                                     ctx.embedder)
 
-    async def bounded(task: dict, items: list[dict]) -> dict:
+    async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
             return await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
                                    payload.get("tenant", "default"), payload.get("prompts"))
@@ -49,8 +54,8 @@ async def learn_from_task(payload: dict, runtime: Runtime[Context], *, solve: So
     return {"runs": list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))}
 
 
-async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, mode: str, ctx: Context, tenant: str,
-                    prompts: dict | None = None) -> dict:
+async def learn_one(solve: Solver, task: dict[str, Any], items: list[PlaybookItemData], version: int, mode: str, ctx: Context,
+                    tenant: str, prompts: dict[str, PromptVersion] | None = None) -> dict[str, Any]:
     prompts = prompts or {}
     run = await solve_one(solve, task, items, version, ctx, mode, tenant,
                           {n: p for n, p in prompts.items() if n in SOLVE_PROMPTS} or None)
@@ -58,7 +63,9 @@ async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, 
     used = [i for i in items if i["id"] in used_ids]
     reflect_record, reflection = await reflect(run, task, used, ctx, prompts.get("reflect"))
     provenance = [reflect_record.id, run.get("trace_id") or reflect_record.id]
-    operations, curate_record, quarantined = [], None, []
+    operations: list[Operation] = []
+    curate_record: BranchRecord | None = None
+    quarantined: list[dict[str, Any]] = []
     if reflection is not None:
         # untrusted text: screened before the curator reads it, and again before it is merged
         lessons, quarantined = screen_lessons(reflection.lessons, "reflection", provenance)
@@ -82,7 +89,7 @@ async def learn_one(solve: Solver, task: dict, items: list[dict], version: int, 
     }
 
 
-def learn_from_task_failed(payload: dict, error: NodeError) -> dict:
+def learn_from_task_failed(payload: dict[str, Any], error: NodeError) -> dict[str, Any]:
     """Error handler: every task of a group that crashed is a failed run with nothing to learn from."""
     return {"runs": [{
         "task_id": task.get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,

@@ -12,6 +12,8 @@ and a run whose findings all fail that check is `needs_review`, never `ok`; a sa
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.runtime import Runtime
 
 from parallax.logic.quotes import FactCheck, check_findings
@@ -20,6 +22,7 @@ from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_o
 from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
 from parallax.state.context import Context
 from parallax.state.payloads import BUSINESS, Answer, BranchRecord, SliceFinding
+from parallax.state.records import JsonSchema
 from parallax.state.solve import SolveState
 
 
@@ -46,7 +49,7 @@ def _assemble_sections(facts: FactCheck) -> str:
     return "\n".join(lines)
 
 
-async def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
+async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
     business = [r for r in records if r.kind in BUSINESS]
     ok = [r for r in business if r.status == "ok"]
@@ -63,7 +66,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
     if schema is not None:
         return _typed(state, schema, records, ok, business, failed, partial)
     votes: dict[str, int] = {}
-    verification: dict = {}
+    verification: dict[str, Any] = {}
     settled = True
     if route == "vote":
         min_votes = state.get("min_votes")
@@ -99,8 +102,8 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict:
             "reason": "; ".join(x for x in (why, note, partial) if x)}
 
 
-def _typed(state: SolveState, schema: dict, records: list[BranchRecord], ok: list[BranchRecord],
-           business: list[BranchRecord], failed: list[str], partial: str) -> dict:
+def _typed(state: SolveState, schema: JsonSchema, records: list[BranchRecord], ok: list[BranchRecord],
+           business: list[BranchRecord], failed: list[str], partial: str) -> dict[str, Any]:
     """A run with an output schema: the object its route settles on (logic/typed_outcome.py)."""
     route = state["mode"]
     if route == "vote":

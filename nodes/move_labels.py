@@ -6,6 +6,8 @@ label move records `by` and `reason`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.runtime import Runtime
 
 from parallax.logic.release_decision import check_rule, check_share
@@ -15,7 +17,10 @@ from parallax.state.context import Context
 from parallax.state.data_loop import ReleaseState
 
 
-async def move_labels(state: ReleaseState, runtime: Runtime[Context]) -> dict:
+async def move_labels(state: ReleaseState, runtime: Runtime[Context]) -> dict[str, Any]:
+    store = runtime.store
+    if store is None:
+        raise RuntimeError("the release graph needs a store: run it on the graph API (or compile it with one)")
     tenant, subject, action = tenant_of(state.get("tenant")), state["subject"], state["action"]
     by, reason = state.get("by", "api"), state.get("reason", "")
     if action == "release":
@@ -26,7 +31,7 @@ async def move_labels(state: ReleaseState, runtime: Runtime[Context]) -> dict:
             check_share(share)
         rule = check_rule(state.get("error_rate", 0.05), state.get("margin", 0.05), state.get("min_runs", 50),
                           state.get("max_runs", 1600))
-        await release(runtime.store, tenant, subject, state["version"], share, by, reason, rule, state.get("manual", False))
+        await release(store, tenant, subject, state["version"], share, by, reason, rule, state.get("manual", False))
     elif action in ("promote", "rollback"):
-        await end_release(labels_of(runtime.store, tenant, subject), action, by, reason or f"{action} by a person")
-    return {"view": await canary_view(runtime.store, tenant, subject)}
+        await end_release(labels_of(store, tenant, subject), action, by, reason or f"{action} by a person")
+    return {"view": await canary_view(store, tenant, subject)}

@@ -12,6 +12,7 @@ was checked, and the run's state started afresh, by nodes/start_plan.py.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
@@ -21,22 +22,22 @@ from parallax.logic.routing import InvalidInput, wants_plan
 from parallax.prompts.plan import planner_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
 from parallax.state.plan import Plan, PlanState
 
 
-async def make_plan(state: PlanState, runtime: Runtime[Context]) -> dict:
+async def make_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     first = not state.get("plans")
     update = {"mode": "plan"} if first else {}
-    limits = PlanLimits(ctx.plan_max_tasks, has_repo=bool(state.get("repo")), has_document=bool(state["document"]))
+    limits = PlanLimits(filled(ctx.plan_max_tasks), has_repo=bool(state.get("repo")), has_document=bool(state["document"]))
     if first and state.get("plan"):  # a caller's plan: checked like a planner's, refused as bad input
         try:
-            plan = check_plan(Plan.model_validate(state["plan"]), limits)
+            given = check_plan(Plan.model_validate(state["plan"]), limits)
         except (ValidationError, PlanError) as exc:
             raise InvalidInput(str(exc).splitlines()[0] if isinstance(exc, PlanError) else
                                f"invalid plan: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}") from None
-        return {**update, "plan": plan.model_dump(), "plans": [plan.model_dump()], "planned": True}
+        return {**update, "plan": given.model_dump(), "plans": [given.model_dump()], "planned": True}
     if first and state.get("mode", "auto") == "auto" and not wants_plan(state["request"]):
         return {"planned": False, "plan_error": ""}
     previous = None if first else state["plan"]

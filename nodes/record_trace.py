@@ -16,6 +16,8 @@ branches under its task, and one user request is one run in `parallax stats`.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -25,18 +27,20 @@ from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.state.context import Context
 from parallax.state.payloads import BUSINESS
+from parallax.state.plan import PlanState
 from parallax.state.solve import SolveState
 
 PREVIEW_CHARS = 200
 
 
-def trace_of(state: SolveState) -> dict:
+def trace_of(state: SolveState) -> dict[str, Any]:
     """What is kept of a run. Votes are a list of {answer, count}: redaction rewrites values, never
     dict keys, and an answer can hold personal data."""
     trace = _solve_trace(state)
-    if state.get("plan"):
-        tasks = state.get("tasks", [])
-        trace.update(plan=state["plan"], plans=state.get("plans", []), verification=state.get("verification", {}),
+    plan_run: Mapping[str, Any] = state  # the plan graph runs this node on its PlanState too
+    if plan_run.get("plan"):
+        tasks = plan_run.get("tasks", [])
+        trace.update(plan=plan_run["plan"], plans=plan_run.get("plans", []), verification=state.get("verification", {}),
                      tasks=[{k: v for k, v in t.items() if k != "branches"}
                             | {"branch_ids": [b["id"] for b in t.get("branches", [])]} for t in tasks])
         trace["branches"] += [{**{k: v for k, v in b.items() if k != "input"}, "task": t["id"], "round": t["round"]}
@@ -44,7 +48,7 @@ def trace_of(state: SolveState) -> dict:
     return trace
 
 
-def _solve_trace(state: SolveState) -> dict:
+def _solve_trace(state: SolveState) -> dict[str, Any]:
     prompts, keys, omitted = kept_prompts(state, settings_mod.load().trace_prompt_chars)
     started = state.get("started_at")
     return {
@@ -69,7 +73,7 @@ def _solve_trace(state: SolveState) -> dict:
     }
 
 
-async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict:
+async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     if runtime.store is None:
         return {}
     tenant, parent = state.get("tenant", "default"), state.get("parent_trace")
@@ -81,5 +85,11 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict:
         await traces.put_trace(trace)
     for record in state.get("branches", []):
         if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):
-            await traces.put_dead_letter(dead_letter(record, trace))
+            await traces.put_dead_letter(dead_letter(dict(record), trace))
     return {}
+
+
+async def record_plan_trace(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """`record_trace` in the plan graph: a plan run's state holds every key the trace reads (what only a solve
+    run has reads as absent), and its plan keys are read through a Mapping (`trace_of`)."""
+    return await record_trace(cast(SolveState, state), runtime)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -15,13 +16,13 @@ from parallax.state.payloads import Objection
 from parallax.state.solve import SolveState
 
 
-async def red_team(state: SolveState, runtime: Runtime[Context]) -> dict:
+async def red_team(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     template = (state.get("prompts") or {}).get("red_team")
     identity = {"id": f"red_team-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "red_team",
-                "prompt": {"name": "red_team", "version": (template or {}).get("version", 0)}}
+                "prompt": {"name": "red_team", "version": template.get("version", 0) if template else 0}}
     messages = red_team_messages(state["task"], state.get("question", ""), state["answer"], version=template)
     record, objection = await call_branch(identity, messages, Objection, ctx,
-                                          model=ctx.reviewer_model, temperature=0.7, run_metadata=run_metadata(state))
+                                          model=ctx.reviewer_model, temperature=0.7, run_metadata=dict(run_metadata(state)))
     text = f"[{objection.severity}] {objection.objection}" if objection else ""
     return {"branches": [record.model_dump()], "objection": text}

@@ -11,6 +11,7 @@ nothing here.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -22,7 +23,7 @@ from parallax.state.solve import SolveState
 log = logging.getLogger("parallax.release")
 
 
-async def release_check(state: SolveState, runtime: Runtime[Context]) -> dict:
+async def release_check(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     served = used_subjects(state)
     if runtime.store is None or not any(choice.get("release_id") for choice in served.values()):
         return {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.runtime import Runtime
 
 from parallax.logic.run_stats import parse_since, run_stats
@@ -11,7 +13,7 @@ from parallax.state.context import Context
 from parallax.state.data_loop import StatsState
 
 
-async def report_stats(state: StatsState, runtime: Runtime[Context]) -> dict:
+async def report_stats(state: StatsState, runtime: Runtime[Context]) -> dict[str, Any]:
     tenant = tenant_of(state.get("tenant"))
     traces = await traces_in(runtime.store, tenant).traces()
     return {"tenant": tenant, **run_stats(traces, parse_since(state.get("since")), state.get("playbook"),

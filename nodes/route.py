@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
@@ -26,11 +27,13 @@ from parallax.logic.slicing import split_into_slices, split_pages
 from parallax.logic.user_schema import checked_schema
 from parallax.prompts.templates import SOLVE_PROMPTS, TYPED_PROMPTS
 from parallax.runtime.run_context import authenticated_tenant, context_of, tenant_of
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
+from parallax.state.records import PlaybookItemData
 from parallax.state.solve import NEW_RUN, SolveState
 
 
-async def read_playbook(store: BaseStore | None, tenant: str, name: str, thread_key: str = "") -> tuple[int, list[dict], dict]:
+async def read_playbook(store: BaseStore | None, tenant: str, name: str,
+                        thread_key: str = "") -> tuple[int, list[PlaybookItemData], dict[str, Any]]:
     """(version, active items, how it was served) of the tenant's playbook for this thread;
     (0, [], {}) without a store. An unknown playbook other than 'default' is refused."""
     if store is None:
@@ -39,7 +42,7 @@ async def read_playbook(store: BaseStore | None, tenant: str, name: str, thread_
     if version.version == 0 and served["arm"] == "head" and name != "default":
         raise InvalidInput(f"unknown playbook {name!r} for tenant {tenant!r}: learn or import it first, "
                            f"or leave playbook out to use 'default'")
-    return version.version, [item.model_dump() for item in version.active], served
+    return version.version, [item.as_data() for item in version.active], served
 
 
 def read_input_document(state: SolveState) -> SolveState:
@@ -60,7 +63,7 @@ def read_input_document(state: SolveState) -> SolveState:
     return {**state, "task": document.text, "pages": list(document.pages) if document.paged else []}
 
 
-async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
+async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
     started = time.time()
     ctx = context_of(runtime)
@@ -71,12 +74,12 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
     schema = checked_schema(state["output_schema"]) if state.get("output_schema") is not None else None
     question = state.get("question", "")
     mode = state.get("mode", "auto")
-    chosen = choose_route(state["task"], question, ctx.slice_chars) if mode == "auto" else mode
+    chosen = choose_route(state["task"], question, filled(ctx.slice_chars)) if mode == "auto" else mode
     trace_id = uuid.uuid4().hex
     thread_key = str((get_config().get("configurable") or {}).get("thread_id") or trace_id)
     tenant, name = tenant_of(state.get("tenant")), state.get("playbook", "default")
     pinned = "playbook_items" in state
-    served: dict[str, dict] = {}
+    served: dict[str, dict[str, Any]] = {}
     if pinned:
         version, items = state.get("playbook_version", 0), state["playbook_items"]
     else:
@@ -91,10 +94,11 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
         prompts[prompt_name] = {"name": prompt_name, "arm": "pinned", "release_id": None, **override}
     served.update({f"prompt/{n}": {k: p[k] for k in ("version", "arm", "release_id")} for n, p in prompts.items()})
     pages = pages_of(state)
-    slices, slice_pages = [], []
+    slices: list[str] = []
+    slice_pages: list[list[int]] = []
     if chosen == "section":
-        slices, slice_pages = (split_pages(pages, ctx.slice_chars) if pages
-                               else (split_into_slices(state["task"], ctx.slice_chars), []))
+        slices, slice_pages = (split_pages(pages, filled(ctx.slice_chars)) if pages
+                               else (split_into_slices(state["task"], filled(ctx.slice_chars)), []))
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
         **NEW_RUN,
@@ -111,7 +115,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict:
         "mode": chosen,
         "slices": slices,
         "playbook_version": version,
-        "playbook_selections": await select_items(items, branch_texts, ctx.playbook_chars, ctx.embedder),
+        "playbook_selections": await select_items(items, branch_texts, filled(ctx.playbook_chars), ctx.embedder),
         "started_at": started,
         "thread_key": thread_key,
         "served": served,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
@@ -32,7 +33,7 @@ from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.plan_results import PlanResults
 from parallax.runtime.superstep import superstep_held
 from parallax.runtime.worktrees import Worktree
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
 from parallax.state.plan import Plan, PlanTask, TaskPayload
 
 SOLVE_MODES = {"solve": "direct", "section": "section", "vote": "vote"}
@@ -47,11 +48,11 @@ def worktree_dir(trace_id: str, name: str) -> Path:
     return (settings_mod.load().home / "worktrees" / trace_id / name).resolve()
 
 
-async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context, solve: Solver) -> dict:
+async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context, solve: Solver) -> dict[str, Any]:
     text = "\n\n".join(x for x in (goal, inputs) if x)
     if task.kind == "section":
         document = task.inputs.get("document") or payload["document"]
-        run_input = {"task": document, "question": text, "mode": "section"}
+        run_input: dict[str, Any] = {"task": document, "question": text, "mode": "section"}
     else:
         run_input = {"task": text, "mode": SOLVE_MODES[task.kind]}
     run_input.update(tenant=payload["tenant"], playbook=payload["playbook"], votes=payload["votes"],
@@ -68,7 +69,7 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
             "verification": run.get("verification", {})}
 
 
-async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context) -> dict:
+async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context) -> dict[str, Any]:
     name = f"task-{task.id}-r{payload['round']}"
     branch = edit_branch(payload["trace_id"], task.id, payload["round"])
     repo = Path(payload["repo"])
@@ -87,7 +88,7 @@ async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ct
 
 
 async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun, ctx: Context, solve: Solver,
-                   runtime: Runtime) -> dict:
+                   runtime: Runtime[Context]) -> dict[str, Any]:
     dependencies = await dag.results_of(task.deps)
     blocked = blocked_by(task, plan, dependencies)
     if blocked:
@@ -112,18 +113,18 @@ async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun
                        started_at=round(started, 3), seconds=round(time.time() - started, 3), **outcome)
 
 
-def _announce(runtime: Runtime, task: PlanTask, payload: TaskPayload, status: str, reason: str = "") -> None:
+def _announce(runtime: Runtime[Context], task: PlanTask, payload: TaskPayload, status: str, reason: str = "") -> None:
     """Live per-task status for the CLI (stream mode "custom")."""
     runtime.stream_writer({"plan_task": {"id": task.id, "round": payload["round"], "kind": task.kind, "goal": task.goal,
                                          "deps": task.deps, "status": status, "reason": reason[:200]}})
 
 
-async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: Solver) -> dict:
+async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """A `Send` target: one task of the plan (`solve` is the solve graph, handed in by graphs/plan.py)."""
     ctx = context_of(runtime)
     # held until every task has a result: a task that starts after its dependencies finished must find them;
     # every task of the dispatch carries the same plan, so the first to arrive validates it for all
-    dag, release = superstep_held(runtime, lambda: DagRun(Plan.model_validate(payload["plan"]), ctx.max_concurrency),
+    dag, release = superstep_held(runtime, lambda: DagRun(Plan.model_validate(payload["plan"]), filled(ctx.max_concurrency)),
                                   "plan-dag", payload["round"])
     dag.on_complete = release
     plan, task = dag.plan, dag.plan.task(payload["task"]["id"])
@@ -148,7 +149,7 @@ async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: So
     return {"tasks": [record], "board": board_write(task, plan, record, where)}
 
 
-def run_task_failed(payload: TaskPayload, error: NodeError) -> dict:
+def run_task_failed(payload: TaskPayload, error: NodeError) -> dict[str, Any]:
     """Error handler: a task that crashed outside its own guard is recorded as FAILED."""
     plan = Plan.model_validate(payload["plan"])
     task = plan.task(payload["task"]["id"])

@@ -8,7 +8,7 @@ accuracy; `next_batch` moves to the next batch and clears the previous batch's r
 from __future__ import annotations
 
 import uuid
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Send
@@ -22,13 +22,14 @@ from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
 from parallax.state.learn import LearnState, validation_sample
+from parallax.state.records import LearnTask
 
 
 class InvalidLearnInput(ValueError):
     """The learn input cannot be run; the message says what to change."""
 
 
-async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict:
+async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """Validate the input, plan the batches, and measure the head on the validation sample with `solve`."""
     ctx = context_of(runtime)
     tasks = state.get("tasks") or []
@@ -52,7 +53,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     sample = validation_sample(state)
     accuracy, results = None, {}
     if sample:
-        measured = await evaluate(solve, sample, [i.model_dump() for i in head.active], head.version, ctx,
+        measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
                                   mode=state.get("mode", "direct"), tenant=tenant)
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
@@ -65,7 +66,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
             "val_accuracy_before": accuracy, "val_accuracy_after": accuracy, "accepted": False, "prompts": prompts}
 
 
-def next_batch(state: LearnState) -> dict:
+def next_batch(state: LearnState) -> dict[str, Any]:
     return {"batch_index": state["batch_index"] + 1, "runs": None, "candidate": {}, "decision": {}}
 
 
@@ -76,8 +77,8 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
         return "__end__"
     head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
     batch = [state["tasks"][t] for t in state["schedule"][index]]
-    items = [i.model_dump() for i in head.active]
-    return [Send("learn_from_task", {"tasks": tasks, "items": items, "version": head.version,
-                                     "mode": state.get("mode", "direct"), "tenant": state["tenant"],
-                                     "prompts": state.get("prompts") or {}})
-            for tasks in group(batch)]
+    items = [i.as_data() for i in head.active]
+    payloads: list[LearnTask] = [{"tasks": tasks, "items": items, "version": head.version, "mode": state.get("mode", "direct"),
+                                  "tenant": state["tenant"], "prompts": state.get("prompts") or {}}
+                                 for tasks in group(batch)]
+    return [Send("learn_from_task", payload) for payload in payloads]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -30,11 +31,11 @@ NEW_PLAN_RUN = {**NEW_RUN, "round": 0, "plans": [], "tasks": None, "board": None
 """What a plan run starts from: a run's outcome, and the plan's own channels (`None` empties tasks and board)."""
 
 
-def leftovers(state: PlanState) -> dict:
+def leftovers(state: PlanState) -> dict[str, Any]:
     """The previous run's reported `plan` and `mode`, which a new run must not take for input."""
     if "trace_id" not in state:  # the thread's first run: everything in state is input
         return {}
-    stale: dict = {}
+    stale: dict[str, Any] = {}
     if state.get("plan") and state.get("plans") and state["plan"] == state["plans"][-1]:
         stale["plan"] = None
     if state.get("mode", "auto") not in ("auto", "plan"):
@@ -42,25 +43,25 @@ def leftovers(state: PlanState) -> dict:
     return stale
 
 
-async def start_plan(state: PlanState, runtime: Runtime[Context]) -> dict:
+async def start_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Checks, request and document, repository and its base commit; the run's outcome starts empty."""
     ctx = context_of(runtime)
     stale = leftovers(state)
-    state = {**state, **stale}
+    given: dict[str, Any] = {**state, **stale}  # the input, without what the last run left behind
     if "plan" in stale:
-        del state["plan"]  # the last run's plan, not input (the channel is emptied below)
-    validate_plan_input(state, ctx)
-    question = state.get("question", "")
-    request, document = (question, state["task"]) if question.strip() else (state["task"], "")
+        del given["plan"]  # the last run's plan, not input (the channel is emptied below)
+    validate_plan_input(given, ctx)
+    question = given.get("question", "")
+    request, document = (question, given["task"]) if question.strip() else (given["task"], "")
     start = {**NEW_PLAN_RUN, **stale, "trace_id": uuid.uuid4().hex, "request": request, "document": document,
-             "mode": "plan" if state.get("mode", "auto") == "plan" else "auto"}
-    if state.get("repo"):
+             "mode": "plan" if given.get("mode", "auto") == "plan" else "auto"}
+    if given.get("repo"):
         if authenticated_tenant() is not None:  # an API caller must not name paths on the server's disk
             raise InvalidInput("edit tasks on a repository are not served over the graph API: "
                                "run `parallax run --mode plan --repo PATH` on the machine that holds it")
         try:
-            root = await asyncio.to_thread(repository_root, state["repo"])
+            root = await asyncio.to_thread(repository_root, given["repo"])
             start.update(repo=str(root), repo_base=await asyncio.to_thread(head_commit, root))
         except GitError as exc:
-            raise InvalidInput(f"--repo {state['repo']}: {exc} (give a git repository with at least one commit)") from None
+            raise InvalidInput(f"--repo {given['repo']}: {exc} (give a git repository with at least one commit)") from None
     return start

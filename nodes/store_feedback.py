@@ -6,6 +6,8 @@ with that one-line message.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.runtime import Runtime
 
 from parallax.logic.feedback import give_feedback
@@ -15,8 +17,11 @@ from parallax.state.context import Context
 from parallax.state.data_loop import FeedbackState
 
 
-async def store_feedback(state: FeedbackState, runtime: Runtime[Context]) -> dict:
+async def store_feedback(state: FeedbackState, runtime: Runtime[Context]) -> dict[str, Any]:
+    store = runtime.store
+    if store is None:
+        raise RuntimeError("the feedback graph needs a store: run it on the graph API (or compile it with one)")
     tenant = tenant_of(state.get("tenant"))
-    trace = await give_feedback(runtime.store, tenant, state["trace_id"], state["score"], state.get("comment", ""),
+    trace = await give_feedback(store, tenant, state["trace_id"], state["score"], state.get("comment", ""),
                                 state.get("by", "api"))
     return {"trace_id": state["trace_id"], "tenant": tenant, "score": latest_score(trace), "feedback": trace["feedback"]}

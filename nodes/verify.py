@@ -12,6 +12,7 @@ The rules layer (quorum, required tasks) is the joiner's, who sees the synthesis
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -20,17 +21,17 @@ from parallax.prompts.plan import contradiction_messages
 from parallax.runtime import embeddings
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
 from parallax.state.payloads import Contradiction
 from parallax.state.plan import FINISHED, PlanState
 
 
-def _schema_layer(records: list[dict]) -> dict:
+def _schema_layer(records: list[dict[str, Any]]) -> dict[str, Any]:
     broken = [r["id"] for r in records if r["status"] in FINISHED and not isinstance(r.get("output"), str)]
     return {"checked": len(records), "invalid": broken, "passed": not broken}
 
 
-def _facts_layer(records: list[dict]) -> tuple[dict, list[dict]]:
+def _facts_layer(records: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     per_task, findings = {}, []
     for record in records:
         facts = (record.get("verification") or {}).get("facts")
@@ -45,11 +46,11 @@ def _facts_layer(records: list[dict]) -> tuple[dict, list[dict]]:
             "share_verified": round(verified / checked, 3) if checked else None, "tasks": per_task}, findings
 
 
-async def verify(state: PlanState, runtime: Runtime[Context]) -> dict:
+async def verify(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     records = [r for r in state.get("tasks", []) if r["round"] == state["round"]]
     facts, findings = _facts_layer(records)
-    judged: list[dict] = []
+    judged: list[dict[str, Any]] = []
 
     async def judge(first: str, second: str) -> bool | None:
         identity = {"id": f"contradiction-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "contradiction"}
@@ -58,6 +59,6 @@ async def verify(state: PlanState, runtime: Runtime[Context]) -> dict:
         judged.append(record.model_dump())
         return None if verdict is None else verdict.contradicts
 
-    semantics = await find_contradictions(findings, ctx.embedder or embeddings.embed, judge, ctx.plan_contradiction_pairs)
+    semantics = await find_contradictions(findings, ctx.embedder or embeddings.embed, judge, filled(ctx.plan_contradiction_pairs))
     return {"branches": judged,
             "verification": {"schema": _schema_layer(records), "facts": facts, "semantics": semantics}}

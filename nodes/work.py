@@ -10,6 +10,7 @@ carries its lifecycle (state/lifecycle.py); a straggler may race a backup copy
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
@@ -22,27 +23,28 @@ from parallax.logic.vote import normalize_answer
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
 from parallax.runtime.superstep import superstep_limit, superstep_shared
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import Answer, BranchRecord, SliceFinding
+from parallax.state.records import BranchInput, BranchSpec, JsonSchema, PromptVersion, WorkShared, WorkTask
 
 INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief", "prompt",
                 "output_schema")
 
 
-def _identity(spec: dict, template: dict | None = None, typed: bool = False) -> dict:
+def _identity(spec: BranchSpec, template: PromptVersion | None = None, typed: bool = False) -> dict[str, Any]:
     return {"id": spec["id"], "parent_id": spec["parent_id"], "kind": spec["kind"],
             "slice_index": spec["index"] if spec["kind"] == "slice" else None,
             "playbook_item_ids": [item["id"] for item in spec["playbook"]],
-            "prompt": {"name": prompt_name(spec["kind"], typed), "version": (template or {}).get("version", 0)}}
+            "prompt": {"name": prompt_name(spec["kind"], typed), "version": template.get("version", 0) if template else 0}}
 
 
-def _template(spec: dict, prompts: dict | None, typed: bool = False) -> dict | None:
+def _template(spec: BranchSpec, prompts: dict[str, PromptVersion] | None, typed: bool = False) -> PromptVersion | None:
     """The served prompt version of this branch (a dead letter carries its own)."""
     return (prompts or {}).get(prompt_name(spec["kind"], typed)) or spec.get("prompt")
 
 
-def reply_schema(kind: str, output_schema: dict | None) -> type[BaseModel]:
+def reply_schema(kind: str, output_schema: JsonSchema | None) -> type[BaseModel]:
     """What a business branch must reply: our Answer or SliceFinding, or the user's object wrapped for its kind."""
     if output_schema is None:
         return SliceFinding if kind == "slice" else Answer
@@ -51,61 +53,65 @@ def reply_schema(kind: str, output_schema: dict | None) -> type[BaseModel]:
     return reply_model(answer_schema(output_schema), "TypedAnswer")
 
 
-def input_of(spec: dict) -> dict:
+def input_of(spec: BranchSpec) -> BranchInput:
     """What an escalated branch was asked: enough for `dlq retry` to ask it again."""
-    return {k: spec[k] for k in INPUT_FIELDS if k in spec}
+    fields: dict[str, object] = dict(spec)
+    return cast(BranchInput, {k: fields[k] for k in INPUT_FIELDS if k in fields})  # INPUT_FIELDS are BranchInput's keys
 
 
-def planned(spec: dict) -> Lifecycle:
+def planned(spec: BranchSpec) -> Lifecycle:
     """A branch's lifecycle from the moment the fan-out planned it."""
     return Lifecycle([{"state": "PENDING", "at": spec.get("planned_at", 0.0), "reason": ""}])
 
 
-async def run_branch(spec: dict, ctx: Context, life: Lifecycle, shared: dict | None = None) -> dict:
+async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: WorkShared | None = None) -> dict[str, Any]:
     """One branch: its prompt holds only its own text, the question and its lessons, in the served template.
     `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data."""
-    output_schema = (shared or {}).get("output_schema", spec.get("output_schema"))
+    output_schema = shared.get("output_schema", spec.get("output_schema")) if shared else spec.get("output_schema")
     typed = output_schema is not None
-    template = _template(spec, (shared or {}).get("prompts"), typed)
+    template = _template(spec, shared.get("prompts") if shared else None, typed)
+    meta = shared.get("meta") if shared else None
     record, reply = await call_branch(_identity(spec, template, typed), branch_messages(spec, template, output_schema),
                                       reply_schema(spec["kind"], output_schema), ctx,
                                       model=spec["model"], temperature=spec["temperature"], lifecycle=life,
-                                      run_metadata=(shared or {}).get("meta"))
+                                      run_metadata=dict(meta) if meta is not None else None)
     if spec["kind"] == "vote" and reply is not None:
         record.vote = normal(reply.model_dump()["data"]) if typed else normalize_answer(reply.model_dump()["answer"])
     if reply is None:
-        asked = {**spec, "prompt": template} if template else dict(spec)
-        record.input = input_of({**asked, "output_schema": output_schema} if typed else asked)
+        asked: BranchSpec = {**spec, "prompt": template} if template else spec.copy()
+        if output_schema is not None:
+            asked["output_schema"] = output_schema
+        record.input = dict(input_of(asked))
     return record.model_dump()
 
 
-async def work(task: dict, runtime: Runtime[Context]) -> dict:
+async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """A `Send` target: run this group's branches under the fan-out's shared limit and straggler watch."""
     ctx = context_of(runtime)
-    limit = superstep_limit(runtime, ctx.max_concurrency)
-    watch = superstep_shared(runtime, lambda: StragglerWatch(ctx.straggler_factor, ctx.straggler_min_s, model=ctx.model),
-                             "stragglers")
+    limit = superstep_limit(runtime, filled(ctx.max_concurrency))
+    watch = superstep_shared(runtime, lambda: StragglerWatch(filled(ctx.straggler_factor), filled(ctx.straggler_min_s),
+                                                             model=filled(ctx.model)), "stragglers")
 
-    async def bounded(spec: dict) -> dict:
+    async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)
         life.move("DISPATCHED")
         async with limit:
-            return await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, task), life, watch,
+            return await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state), life, watch,
                                      limit)
 
-    return {"branches": list(await asyncio.gather(*(bounded(s) for s in task["branches"])))}
+    return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
 
 
-def work_failed(task: dict, error: NodeError) -> dict:
+def work_failed(state: WorkTask, error: NodeError) -> dict[str, Any]:
     """Error handler: every branch of a group that crashed is recorded as failed (and escalated)."""
     message = f"{type(error.error).__name__}: {error.error}"[:500]
     records = []
-    for spec in task["branches"]:
+    for spec in state["branches"]:
         life = planned(spec)
         life.finish("ESCALATED", message)
-        typed = task.get("output_schema") is not None
-        template = _template(spec, task.get("prompts"), typed)
+        typed = state.get("output_schema") is not None
+        template = _template(spec, state.get("prompts"), typed)
         records.append(BranchRecord(**_identity(spec, template, typed), model=spec["model"] or None,
                                     temperature=spec["temperature"], status="failed", error=message, cause="crash",
-                                    state=life.state, transitions=life.transitions, input=input_of(spec)).model_dump())
+                                    state=life.state, transitions=life.transitions, input=dict(input_of(spec))).model_dump())
     return {"branches": records}

@@ -26,6 +26,7 @@ from parallax.runtime.run_context import resolved
 from parallax.runtime.sync_graph import iterate
 from parallax.state.context import Context
 from parallax.state.payloads import BranchRecord
+from parallax.state.records import JsonSchema
 
 M = TypeVar("M", bound=BaseModel)
 Mode = Literal["auto", "direct", "vote", "section"]
@@ -98,7 +99,7 @@ def _payload(task: str | None, question: str, document: Any, mode: str, schema: 
     return payload
 
 
-def _json_schema(schema: Any) -> Any:
+def _json_schema(schema: Any) -> JsonSchema:
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return schema.model_json_schema()
     if isinstance(schema, dict):
@@ -106,8 +107,8 @@ def _json_schema(schema: Any) -> Any:
     raise InvalidInput(f"schema must be a pydantic model class or a JSON Schema dict, got {type(schema).__name__}")
 
 
-async def asolve(task: str | None = None, *, question: str = "", document: str | os.PathLike | bytes | None = None,
-                 mode: Mode = "auto", schema: type[M] | dict[str, Any] | None = None, votes: int = 5,
+async def asolve(task: str | None = None, *, question: str = "", document: str | os.PathLike[str] | bytes | None = None,
+                 mode: Mode = "auto", schema: type[M] | JsonSchema | None = None, votes: int = 5,
                  min_votes: int | None = None, red_team: bool = False, playbook: str = "default",
                  tenant: str = "default", thread_id: str | None = None, target: str | None = None,
                  context: Context | None = None) -> Result[M]:
@@ -145,7 +146,7 @@ def _result(out: dict[str, Any], thread_id: str, schema: Any) -> Result[Any]:
             data = schema.model_validate(raw)
         except ValidationError:
             data = None
-    kind = Result[schema] if isinstance(schema, type) and issubclass(schema, BaseModel) else Result[Any]  # type: ignore[valid-type]
+    kind = Result[schema] if isinstance(schema, type) and issubclass(schema, BaseModel) else Result[Any]
     fields = {k: out[k] for k in ("status", "mode", "answer", "confidence", "reason", "vote_counts", "verification",
                                   "branches", "trace_id", "playbook_version") if out.get(k) is not None}
     return kind(**fields, data=data, raw_data=raw, provenance=out.get("provenance") or [], thread_id=thread_id)

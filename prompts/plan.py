@@ -9,6 +9,7 @@ findings.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
@@ -28,7 +29,7 @@ PLAN_FORMAT = (
 
 
 def planner_messages(request: str, document_chars: int, max_tasks: int, repo: bool,
-                     previous: dict | None = None, outcome: list[dict] | None = None) -> list[BaseMessage]:
+                     previous: dict[str, Any] | None = None, outcome: list[dict[str, Any]] | None = None) -> list[BaseMessage]:
     """For the planner, or the replanner when `previous` (the last plan) and `outcome` (what its tasks did) are given."""
     context = [f"The request comes with a document of {document_chars} characters." if document_chars
                else "There is no document beyond the request.",

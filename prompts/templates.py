@@ -20,6 +20,8 @@ from string import Template
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from parallax.state.records import PromptText
+
 JSON_RULE = "Reply with one JSON object only, no other text."
 
 
@@ -34,7 +36,7 @@ class PromptTemplate:
     """Placeholders a version must keep."""
     about: str = ""
 
-    def text(self) -> dict:
+    def text(self) -> PromptText:
         return {"system": self.system, "user": self.user}
 
 
@@ -133,7 +135,7 @@ def problems(name: str, system: str, user: str) -> list[str]:
     return issues
 
 
-def render(name: str, version: dict | None, **values: object) -> list[BaseMessage]:
+def render(name: str, version: PromptText | None, **values: object) -> list[BaseMessage]:
     """The messages of prompt `name`: `version` is a stored version ({"system", "user"}) or None for the default."""
     text = version or DEFAULTS[name].text()
     filled = {"json_rule": JSON_RULE, **{k: str(v) for k, v in values.items()}}

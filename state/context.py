@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 ChatModelFactory = Callable[..., Awaitable[Any]]
 """`await factory(model=..., timeout_s=..., max_tokens=...)` -> a LangChain chat model."""
@@ -22,7 +24,7 @@ Embedder = Callable[[list[str]], Any]
 """texts -> an (n, d) numpy array of unit vectors, one row per text, in order."""
 
 
-def _describe(text: str) -> dict:
+def _describe(text: str) -> dict[str, str]:
     return {"description": text}
 
 
@@ -85,3 +87,14 @@ class Context:
     def models_for_votes(self, n: int) -> list[str]:
         pool = [m.strip() for m in (self.vote_models or "").split(",") if m.strip()] or [self.model or ""]
         return [pool[i % len(pool)] for i in range(n)]
+
+
+class UnresolvedContext(RuntimeError):
+    """A bug: code read a setting from a Context that was not resolved (runtime/run_context.py `resolved`)."""
+
+
+def filled(value: T | None) -> T:
+    """A field of a resolved Context, which has every setting filled in (None = unset, before resolution)."""
+    if value is None:
+        raise UnresolvedContext("a Context setting is unset: resolve the Context first (parallax.runtime.run_context)")
+    return value

@@ -26,7 +26,9 @@ class StatsOutput(TypedDict):
     by_version: list[dict[str, Any]]
 
 
-class StatsState(StatsInput, StatsOutput, total=False):
+# `tenant`, which a caller may leave out, is always in the output: one channel, "optional in, required out",
+# which a TypedDict cannot say, so a type checker sees conflicting bases.
+class StatsState(StatsInput, StatsOutput, total=False):  # type: ignore[misc]
     pass
 
 
@@ -46,7 +48,9 @@ class FeedbackOutput(TypedDict):
     feedback: list[dict[str, Any]]
 
 
-class FeedbackState(FeedbackInput, FeedbackOutput, total=False):
+# One channel per key: the input's `score` ("up", "down" or 0..1) is the output's (0..1), and `tenant`, which a
+# caller may leave out, is always in the output; a TypedDict cannot say so, so a type checker sees conflicting bases.
+class FeedbackState(FeedbackInput, FeedbackOutput, total=False):  # type: ignore[misc]
     pass
 
 

@@ -11,22 +11,23 @@ from typing import Annotated, Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from parallax.state.records import PromptVersion
 from parallax.state.solve import Mode
 
 
-def batch_runs(left: list[dict] | None, right: list[dict] | None) -> list[dict]:
+def batch_runs(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     return [] if right is None else (left or []) + right
 
 
-def validation_sample(state: LearnState) -> list[dict]:
+def validation_sample(state: LearnState) -> list[dict[str, Any]]:
     """The same first `val_size` validation tasks for every gate of the run."""
     return list(state.get("val_tasks") or [])[: state.get("val_size", 50)]
 
 
 class LearnInput(TypedDict):
-    tasks: list[dict]
+    tasks: list[dict[str, Any]]
     """Training tasks: {"id", "input", "target"} (see parallax/logic/task_files.py for the file format)."""
-    val_tasks: NotRequired[list[dict]]
+    val_tasks: NotRequired[list[dict[str, Any]]]
     batch: NotRequired[int]
     epochs: NotRequired[int]
     val_size: NotRequired[int]
@@ -46,20 +47,22 @@ class LearnOutput(TypedDict):
     from_version: int
     to_version: int
     accepted: bool
-    batches: Annotated[list[dict], operator.add]
+    batches: Annotated[list[dict[str, Any]], operator.add]
     val_accuracy_before: float | None
     val_accuracy_after: float | None
 
 
-class LearnState(LearnInput, LearnOutput, total=False):
+# `playbook` and `tenant`, which a caller may leave out, are always in the output: one channel, "optional in,
+# required out", which a TypedDict cannot say, so a type checker sees conflicting bases.
+class LearnState(LearnInput, LearnOutput, total=False):  # type: ignore[misc]
     schedule: list[list[int]]
     batch_index: int
-    runs: Annotated[list[dict], batch_runs]
+    runs: Annotated[list[dict[str, Any]], batch_runs]
     head_version: int
     head_accuracy: float | None
     head_results: dict[str, bool]
     """Per validation task id, whether the head got it right (the gate's paired comparison)."""
-    prompts: dict[str, dict[str, Any]]
+    prompts: dict[str, PromptVersion]
     """The reflect and curate prompt versions this learn run uses (production, else head)."""
     candidate: dict[str, Any]
     decision: dict[str, Any]

@@ -22,8 +22,8 @@ from typing_extensions import TypedDict
 
 BranchState = Literal["PENDING", "DISPATCHED", "IN_PROGRESS", "COMPLETED", "TIMEOUT", "FAILED", "RETRY",
                       "ESCALATED", "CANCELLED"]
-TERMINAL = frozenset({"COMPLETED", "ESCALATED", "CANCELLED"})
-ALLOWED: dict[str | None, frozenset[str]] = {
+TERMINAL: frozenset[BranchState] = frozenset({"COMPLETED", "ESCALATED", "CANCELLED"})
+ALLOWED: dict[BranchState | None, frozenset[BranchState]] = {
     None: frozenset({"PENDING"}),
     "PENDING": frozenset({"DISPATCHED", "FAILED", "CANCELLED"}),
     "DISPATCHED": frozenset({"IN_PROGRESS", "FAILED", "CANCELLED"}),
@@ -54,15 +54,15 @@ class Lifecycle:
         self.transitions: list[Transition] = list(transitions or [])
 
     @property
-    def state(self) -> str | None:
+    def state(self) -> BranchState | None:
         return self.transitions[-1]["state"] if self.transitions else None
 
-    def move(self, state: str, reason: str = "") -> None:
+    def move(self, state: BranchState, reason: str = "") -> None:
         if state not in ALLOWED.get(self.state, frozenset()):
             raise IllegalTransition(f"branch cannot go from {self.state} to {state} ({reason})")
         self.transitions.append({"state": state, "at": round(time.time(), 3), "reason": reason[:300]})
 
-    def finish(self, state: str, reason: str = "", failure: str | None = None) -> None:
+    def finish(self, state: BranchState, reason: str = "", failure: str | None = None) -> None:
         """Move to a terminal state through whatever the lifecycle requires on the way: ESCALATED
         from a state that did not just fail first records a FAILED step (`failure`, else `reason`)."""
         if self.state in TERMINAL:
@@ -74,7 +74,7 @@ class Lifecycle:
 
 def is_legal(transitions: list[Transition]) -> bool:
     """Whether a recorded path follows the lifecycle (used by tests and `parallax trace`)."""
-    previous = None
+    previous: BranchState | None = None
     for t in transitions:
         state = t["state"]
         if state not in ALLOWED.get(previous, frozenset()):

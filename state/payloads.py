@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from parallax.state.lifecycle import BranchState
+from parallax.state.lifecycle import BranchState, Transition
 
 BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate",
                      "plan", "tool", "edit", "combine", "contradiction"]
@@ -111,7 +111,7 @@ class BranchRecord(BaseModel):
     vote: str | None = Field(default=None, description="normalised answer, vote branches only")
     playbook_item_ids: list[str] = Field(default_factory=list)
     state: BranchState | None = Field(default=None, description="where the lifecycle ended (state/lifecycle.py)")
-    transitions: list[dict[str, Any]] = Field(default_factory=list, description="state/lifecycle.py Transition dicts")
+    transitions: list[Transition] = Field(default_factory=list, description="state/lifecycle.py Transition dicts")
     backup: dict[str, Any] | None = Field(default=None, description="the straggler race, when a backup copy ran")
     input: dict[str, Any] | None = Field(default=None, description="what an escalated branch was asked, for `dlq retry`")
     prompt: dict[str, Any] | None = Field(default=None, description="the prompt template it was built from: {name, version}")

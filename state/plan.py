@@ -82,7 +82,7 @@ class Plan(BaseModel):
 # --- reducers ----------------------------------------------------------------------------
 
 
-def merge_tasks(left: list[dict] | None, right: list[dict] | dict | None) -> list[dict]:
+def merge_tasks(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | dict[str, Any] | None) -> list[dict[str, Any]]:
     """Task records by (round, id): a re-run (after a resume) replaces its own record; order kept.
     `None` starts over (a new run on a thread that ran before)."""
     if right is None:
@@ -100,7 +100,7 @@ def merge_tasks(left: list[dict] | None, right: list[dict] | dict | None) -> lis
     return merged
 
 
-def board_value(policy: str, entries: list[dict]) -> Any:
+def board_value(policy: str, entries: list[dict[str, Any]]) -> Any:
     """What a key holds under its policy: one value, the joined values, every value, or None (a conflict)."""
     values = [e["value"] for e in entries]
     if len(values) == 1:
@@ -112,7 +112,7 @@ def board_value(policy: str, entries: list[dict]) -> Any:
     return None
 
 
-def merge_board(left: dict | None, right: dict | None) -> dict:
+def merge_board(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
     """Board keys written by tasks; order-independent, so two writers in one superstep give one result.
 
     A write is {key: {"policy": ..., "entries": [{"task", "round", "value"}]}}. Entries of one key
@@ -167,11 +167,14 @@ class PlanOutput(RunOutput):
 
     mode: str
     plan: dict[str, Any]
-    tasks: Annotated[list[dict], merge_tasks]
+    tasks: Annotated[list[dict[str, Any]], merge_tasks]
     board: Annotated[dict[str, Any], merge_board]
 
 
-class PlanState(PlanInput, PlanOutput, total=False):
+# One channel per key, whatever the direction: the input's `mode` (a solve Mode) is the output's ("plan" or
+# "auto"), and `plan` and `playbook_version`, which a caller may leave out, are always in the output. A TypedDict
+# cannot say "optional in, required out" or "wider in, narrower out", so a type checker sees conflicting bases.
+class PlanState(PlanInput, PlanOutput, total=False):  # type: ignore[misc]
     """Everything the plan nodes share."""
 
     request: str
@@ -180,7 +183,7 @@ class PlanState(PlanInput, PlanOutput, total=False):
     planned: bool
     """False when no valid plan could be made (the run then answers directly)."""
     plan_error: str
-    plans: list[dict]
+    plans: list[dict[str, Any]]
     """Every plan of the run, in order (the joiner compares a replan with the one before)."""
     decision: str
     """The joiner's last decision: "finish" or "replan"."""
@@ -206,7 +209,7 @@ class TaskPayload(TypedDict):
     repo: NotRequired[str]
     repo_base: NotRequired[str]
     test_command: NotRequired[str]
-    earlier: list[dict]
+    earlier: list[dict[str, Any]]
     """Finished task records of earlier rounds (a replanned task equal to one of them is not redone)."""
 
 

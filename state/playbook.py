@@ -10,9 +10,11 @@ always give the same playbook.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
+
+from parallax.state.records import PlaybookItemData
 
 OpKind = Literal["add", "update", "tag_helpful", "tag_harmful", "archive"]
 
@@ -28,6 +30,10 @@ class PlaybookItem(BaseModel):
     created_in: int = 0
     changed_in: int = 0
     status: Literal["active", "archived"] = "active"
+
+    def as_data(self) -> PlaybookItemData:
+        """The item as it travels in a run: a plain dict (`model_dump()`), checkpoint-serialisable."""
+        return cast(PlaybookItemData, self.model_dump())
 
 
 class Operation(BaseModel):
@@ -53,7 +59,7 @@ class PlaybookVersion(BaseModel):
     operations: list[Operation] = Field(default_factory=list)
     created_by: str = ""
     created_at: str = ""
-    gate: dict = Field(default_factory=dict)
+    gate: dict[str, Any] = Field(default_factory=dict[str, Any])
     accepted: bool = True
     note: str = ""
 
@@ -97,9 +103,10 @@ def apply_operations(items: list[PlaybookItem], operations: list[Operation], ver
                 )
                 order.append(item_id)
             continue
-        item = by_id.get(op.item_id or "")
-        if item is None:
+        target = by_id.get(op.item_id or "")
+        if target is None:
             continue
+        item = target
         if op.op == "update":
             item.text = op.text or item.text
             item.about = _union(item.about, op.about)

@@ -10,18 +10,21 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
+from parallax.state.records import BranchRecordData, JsonSchema, PlaybookItemData, PromptVersion, Provenance, ServedVersion
+
 Mode = Literal["auto", "direct", "section", "vote"]
 Route = Literal["direct", "section", "vote"]
 Status = Literal["ok", "needs_review", "failed"]
 
 
-def merge_branches(left: list[dict] | None, right: list[dict] | dict | None) -> list[dict]:
+def merge_branches(left: list[BranchRecordData] | None,
+                   right: list[BranchRecordData] | BranchRecordData | None) -> list[BranchRecordData]:
     """Append branch records, replacing any earlier record with the same id (order kept).
     `None` starts over: a new run on a thread that ran before does not count its predecessor's."""
     if right is None:
         return []
     merged = list(left or [])
-    new = [right] if isinstance(right, dict) else list(right or [])
+    new: list[BranchRecordData] = [right] if isinstance(right, dict) else list(right)
     index = {record["id"]: i for i, record in enumerate(merged)}
     for record in new:
         if record["id"] in index:
@@ -42,7 +45,7 @@ class SolveInput(TypedDict):
     HTML, Markdown or text (runtime/documents.py). A PDF keeps its pages, so values are placed on them."""
     pages: NotRequired[list[str]]
     """The text of each page, page 1 first, when the caller has read the document already (the CLI does)."""
-    output_schema: NotRequired[dict[str, Any]]
+    output_schema: NotRequired[JsonSchema]
     """A JSON Schema of an object: what every branch is asked for, what the merge votes on or assembles
     field by field, and what `data` holds (logic/user_schema.py)."""
     question: NotRequired[str]
@@ -53,7 +56,7 @@ class SolveInput(TypedDict):
     playbook: NotRequired[str]
     tenant: NotRequired[str]
     """Whose playbooks the run reads (default "default"); no other tenant's are reachable."""
-    playbook_items: NotRequired[list[dict[str, Any]]]
+    playbook_items: NotRequired[list[PlaybookItemData]]
     """Use these items instead of the stored head (gate evaluation of a candidate, `eval --version`)."""
     playbook_version: NotRequired[int]
     """The version those items are (reported back as is)."""
@@ -61,7 +64,7 @@ class SolveInput(TypedDict):
     """The right answer, when the caller knows it: the trace keeps whether the run got it (accuracy in `parallax stats`)."""
     scorer: NotRequired[str]
     """How `target` is compared: auto | numeric | exact | contains (parallax/logic/scoring.py)."""
-    prompt_overrides: NotRequired[dict[str, dict[str, Any]]]
+    prompt_overrides: NotRequired[dict[str, PromptVersion]]
     """Use these prompt versions ({name: {"version", "system", "user"}}) instead of the served ones (gate evaluations)."""
     parent_trace: NotRequired[str]
     """The trace of the run this one is part of (a plan's task, or its direct answer). That trace keeps
@@ -76,7 +79,7 @@ class RunOutput(TypedDict):
     status: Status
     confidence: float
     reason: str
-    branches: Annotated[list[dict], merge_branches]
+    branches: Annotated[list[BranchRecordData], merge_branches]
     vote_counts: dict[str, int]
     """A vote's tally: normalised answer -> votes (`votes` is the input: how many to ask)."""
     failed_branches: list[str]
@@ -100,18 +103,21 @@ class SolveOutput(RunOutput):
     mode: Route
     data: dict[str, Any] | None
     """With an `output_schema`: the object the run settled on (valid against the schema when `ok`), else None."""
-    provenance: list[dict[str, Any]]
+    provenance: list[Provenance]
     """With an `output_schema`: one record per value: `path`, `value`, `branch_id`, `quote`, `page` (from 1,
     when the input had pages) and `verified` (the quote occurs in its slice; for a vote, the field's quorum)."""
 
 
-class SolveState(SolveInput, SolveOutput, total=False):
+# One channel per key, whatever the direction: the input's `mode` (a Mode, "auto" included) is the output's (the
+# Route taken), and `playbook_version`, which a caller may leave out, is always in the output. A TypedDict cannot
+# say "optional in, required out" or "wider in, narrower out", so a type checker sees conflicting bases.
+class SolveState(SolveInput, SolveOutput, total=False):  # type: ignore[misc]
     """Everything the nodes share while a run is under way."""
 
     slices: list[str]
     slice_pages: list[list[int]]
     """Per slice, the pages (from 1) its text comes from, when the input had pages."""
-    playbook_selections: list[list[dict[str, Any]]]
+    playbook_selections: list[list[PlaybookItemData]]
     """Per branch text (one per slice, else one), the playbook items that branch sees."""
     leader: str
     consensus: bool
@@ -119,7 +125,7 @@ class SolveState(SolveInput, SolveOutput, total=False):
     """Unix time the run started (the trace's duration)."""
     thread_key: str
     """The thread id (or, without one, the trace id): what the gray release hashes to pick a version."""
-    served: dict[str, dict[str, Any]]
+    served: dict[str, ServedVersion]
     """Per versioned subject ("playbook/<name>", "prompt/<name>"): {"version", "arm", "release_id"}."""
-    prompts: dict[str, dict[str, Any]]
+    prompts: dict[str, PromptVersion]
     """The prompt version each branch kind is built from: name -> {"name", "version", "system", "user", ...}."""

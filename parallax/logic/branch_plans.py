@@ -12,43 +12,53 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
 
-from parallax.logic.routing import requested_votes
+from parallax.logic.routing import votes_of
 from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
+from parallax.state.records import BranchAsk, BranchSpec, BusinessKind, JsonSchema, PlaybookItemData, PromptVersion, RunMeta
 from parallax.state.solve import SolveState
 
 MAX_TASKS = 10
+T = TypeVar("T")
 
 
 def spread(low: float, high: float, n: int) -> list[float]:
     return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 3) for i in range(n)]
 
 
-def branch_specs(state: SolveState, ctx: Context) -> list[dict]:
+def branch_specs(state: SolveState, ctx: Context) -> list[BranchSpec]:
     """What each business branch gets: only its own text, plus brief, question and lessons."""
     task, question, route = state["task"], state.get("question", ""), state["mode"]
     selections = state.get("playbook_selections") or [[]]
     now = round(time.time(), 3)
 
-    def spec(kind: str, text: str, lessons: list[dict], **extra) -> dict:
-        return {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "kind": kind, "parent_id": state["trace_id"], "planned_at": now,
-                "text": text, "question": question, "playbook": lessons, **extra}
+    def spec(kind: BusinessKind, text: str, lessons: list[PlaybookItemData], model: str, temperature: float, index: int,
+             total: int | None = None, brief: str | None = None) -> BranchSpec:
+        planned: BranchSpec = {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "kind": kind, "parent_id": state["trace_id"],
+                               "planned_at": now, "text": text, "question": question, "playbook": lessons,
+                               "model": model, "temperature": temperature, "index": index}
+        if total is not None:
+            planned["total"] = total
+        if brief is not None:
+            planned["brief"] = brief
+        return planned
 
     if route == "vote":
-        n = requested_votes(state)
+        n = votes_of(state)
         temperatures = spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
         return [spec("vote", task, selections[0], model=m, temperature=t, index=i)
                 for i, (m, t) in enumerate(zip(ctx.models_for_votes(n), temperatures, strict=True))]
     if route == "section":
         slices = state["slices"]
         brief = _brief(task, slices)
-        return [spec("slice", part, selections[i], model=ctx.model, temperature=ctx.temperature, index=i,
+        return [spec("slice", part, selections[i], model=filled(ctx.model), temperature=filled(ctx.temperature), index=i,
                      total=len(slices), brief=brief)
                 for i, part in enumerate(slices)]
-    return [spec("direct", task, selections[0], model=ctx.model, temperature=ctx.temperature, index=0)]
+    return [spec("direct", task, selections[0], model=filled(ctx.model), temperature=filled(ctx.temperature), index=0)]
 
 
 def _brief(task: str, slices: list[str]) -> str:
@@ -63,12 +73,12 @@ def prompt_name(kind: str, typed: bool = False) -> str:
     return "slice" if kind == "slice" else "answer"
 
 
-def schema_text(schema: dict) -> str:
+def schema_text(schema: JsonSchema) -> str:
     """The user's schema as a prompt shows it: compact JSON."""
     return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
 
 
-def branch_messages(spec: dict, template: dict | None, schema: dict | None = None) -> list[BaseMessage]:
+def branch_messages(spec: BranchAsk, template: PromptVersion | None, schema: JsonSchema | None = None) -> list[BaseMessage]:
     """The messages a business branch is sent: its own text, the question, its lessons, in `template`
     (a served prompt version; None = the default); with the user's `schema`, asked for that object."""
     if schema is not None:
@@ -92,16 +102,16 @@ def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]
     schema = state.get("output_schema")
     if route == "section":
         slices = state.get("slices") or []
-        return {("slice", i): branch_messages({"kind": "slice", "text": part, "question": question,
-                                               "playbook": selections[i], "index": i, "total": len(slices),
-                                               "brief": _brief(task, slices)},
-                                              prompts.get(prompt_name("slice", schema is not None)), schema)
-                for i, part in enumerate(slices)}
-    spec = {"kind": route, "text": task, "question": question, "playbook": selections[0]}
+        asks: list[BranchAsk] = [{"kind": "slice", "text": part, "question": question, "playbook": selections[i], "index": i,
+                                  "total": len(slices), "brief": _brief(task, slices)} for i, part in enumerate(slices)]
+        return {("slice", i): branch_messages(ask, prompts.get(prompt_name("slice", schema is not None)), schema)
+                for i, ask in enumerate(asks)}
+    kind: BusinessKind = "vote" if route == "vote" else "direct"
+    spec: BranchAsk = {"kind": kind, "text": task, "question": question, "playbook": selections[0]}
     return {(route, 0): branch_messages(spec, prompts.get(prompt_name(route, schema is not None)), schema)}
 
 
-def run_metadata(state: SolveState) -> dict:
+def run_metadata(state: SolveState) -> RunMeta:
     """What every model call of the run tells the callbacks (LangSmith): the run's trace id and versions."""
     served = state.get("served") or {}
     return {"parallax_trace_id": state.get("trace_id"), "tenant": state.get("tenant", "default"),
@@ -110,7 +120,7 @@ def run_metadata(state: SolveState) -> dict:
             "prompt_versions": {n: p.get("version", 0) for n, p in (state.get("prompts") or {}).items()}}
 
 
-def group(specs: list[dict]) -> list[list[dict]]:
-    """Split branches into at most MAX_TASKS groups, in order."""
+def group(specs: list[T]) -> list[list[T]]:
+    """Split branches (or learn tasks) into at most MAX_TASKS groups, in order."""
     size = -(-len(specs) // min(len(specs), MAX_TASKS))
     return [specs[i : i + size] for i in range(0, len(specs), size)]

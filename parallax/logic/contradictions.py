@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ Judge = Callable[[str, str], Awaitable[bool | None]]
 """`await judge(a, b)` -> True if they contradict, False if not, None if the call failed."""
 
 
-def candidate_pairs(findings: list[dict], vectors: np.ndarray, cap: int,
+def candidate_pairs(findings: list[dict[str, Any]], vectors: np.ndarray, cap: int,
                     similar: float = SIMILAR) -> list[tuple[int, int, float]]:
     """(i, j, similarity) of findings from different sources, most similar first, at most `cap`.
     `vectors`: one unit vector per finding's point."""
@@ -40,7 +41,7 @@ def candidate_pairs(findings: list[dict], vectors: np.ndarray, cap: int,
     return sorted(pairs, key=lambda p: -p[2])[:cap]
 
 
-async def find_contradictions(findings: list[dict], embed: Embedder, judge: Judge, cap: int) -> dict:
+async def find_contradictions(findings: list[dict[str, Any]], embed: Embedder, judge: Judge, cap: int) -> dict[str, Any]:
     """The semantic layer's report: candidates judged, pairs flagged, judge calls that failed."""
     if len(findings) < 2 or cap < 1:
         return {"findings": len(findings), "candidates": 0, "judged": 0, "failed_calls": 0, "flagged": []}

@@ -28,6 +28,7 @@ import heapq
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from parallax.logic.plan_check import fingerprints, remaining_path, writes_overlap
 from parallax.state.plan import FINISHED, Plan, PlanTask
@@ -38,7 +39,7 @@ class PrioritySlots:
 
     def __init__(self, size: int) -> None:
         self.free = size
-        self._waiting: list[tuple[float, int, asyncio.Future]] = []
+        self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
 
     async def acquire(self, priority: float) -> None:
@@ -106,16 +107,16 @@ class DagRun:
         self.priority = remaining_path(plan)
         self.slots = PrioritySlots(cap)
         self.writes = WriteLocks()
-        self._results: dict[int, asyncio.Future] = {}
+        self._results: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._loaded = False
         self._loading = asyncio.Lock()
 
-    def _future(self, task_id: int) -> asyncio.Future:
+    def _future(self, task_id: int) -> asyncio.Future[dict[str, Any]]:
         if task_id not in self._results:
             self._results[task_id] = asyncio.get_running_loop().create_future()
         return self._results[task_id]
 
-    async def load_once(self, load: Callable[[], Awaitable[dict[int, dict]]]) -> None:
+    async def load_once(self, load: Callable[[], Awaitable[dict[int, dict[str, Any]]]]) -> None:
         """Publish the results an earlier process saved (once per dispatch, whichever task asks first)."""
         async with self._loading:
             if not self._loaded:
@@ -123,22 +124,22 @@ class DagRun:
                     self.publish(task_id, record)
                 self._loaded = True
 
-    def publish(self, task_id: int, record: dict) -> None:
+    def publish(self, task_id: int, record: dict[str, Any]) -> None:
         future = self._future(task_id)
         if not future.done():
             future.set_result(record)
         if self.on_complete is not None and all(self._future(t.id).done() for t in self.plan.tasks):
             self.on_complete()
 
-    def finished(self, task_id: int) -> dict | None:
+    def finished(self, task_id: int) -> dict[str, Any] | None:
         future = self._future(task_id)
         return future.result() if future.done() else None
 
-    async def results_of(self, deps: list[int]) -> dict[int, dict]:
+    async def results_of(self, deps: list[int]) -> dict[int, dict[str, Any]]:
         return {d: await self._future(d) for d in deps}
 
 
-def blocked_by(task: PlanTask, plan: Plan, dependencies: dict[int, dict]) -> str:
+def blocked_by(task: PlanTask, plan: Plan, dependencies: dict[int, dict[str, Any]]) -> str:
     """Why `task` cannot run ('' if it can): a required dependency that did not finish.
 
     An optional dependency that failed or was skipped does not block; the task runs on what exists."""

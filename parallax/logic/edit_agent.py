@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from parallax.prompts.plan import edit_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.worktrees import PathRefused, Worktree
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
 from parallax.state.plan import EditStep
 
 MAX_STEPS = 8
@@ -31,7 +32,7 @@ class EditOutcome:
     files: list[str] = field(default_factory=list)
     summary: str = ""
     refused: list[str] = field(default_factory=list)
-    records: list[dict] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
 
 
 def use_tool(tree: Worktree, step: EditStep, test_command: str, timeout_s: float) -> str:
@@ -48,7 +49,7 @@ def use_tool(tree: Worktree, step: EditStep, test_command: str, timeout_s: float
         return f"refused: {exc}"
 
 
-async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict, *, test_command: str = "",
+async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict[str, Any], *, test_command: str = "",
                    note: str = "", max_steps: int = MAX_STEPS) -> EditOutcome:
     """Let the model work on `goal` in `tree` and commit the result on the tree's branch."""
     outcome = EditOutcome(status="DONE")
@@ -57,7 +58,7 @@ async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict, *, t
     for number in range(1, max_steps + 1):
         messages = edit_messages(goal, tree.writes, listing, test_command, steps, note)
         record, step = await call_branch({**identity, "id": f"{identity['id']}-s{number}"}, messages, EditStep, ctx,
-                                         model=ctx.model, temperature=ctx.temperature)
+                                         model=filled(ctx.model), temperature=filled(ctx.temperature))
         outcome.records.append(record.model_dump())
         if step is None:
             outcome.status, outcome.reason = "FAILED", f"edit step {number} failed: {record.error}"
@@ -65,7 +66,7 @@ async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict, *, t
         if step.action == "done":
             outcome.summary = step.note
             break
-        observation = await asyncio.to_thread(use_tool, tree, step, test_command, ctx.tool_timeout_s)
+        observation = await asyncio.to_thread(use_tool, tree, step, test_command, filled(ctx.tool_timeout_s))
         if observation.startswith("refused:"):
             outcome.refused.append(observation)
         steps.append((json.dumps(step.model_dump(), ensure_ascii=False), observation))

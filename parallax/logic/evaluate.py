@@ -11,22 +11,26 @@ would only cost time. The playbook items each run sees are chosen for all tasks 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from parallax.logic.failures import failures_by_cause, run_failure
 from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.scoring import score
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
+from parallax.state.records import PlaybookItemData, PromptVersion
 
 Solver = Any
 """A compiled solve graph (`ainvoke(input, context=...)`), compiled without a checkpointer."""
 
 
-async def solve_one(solve: Solver, task: dict, items: list[dict], version: int, ctx: Context, mode: str = "auto",
-                    tenant: str = "default", prompts: dict | None = None) -> dict:
+async def solve_one(solve: Solver, task: dict[str, Any], items: list[PlaybookItemData], version: int, ctx: Context,
+                    mode: str = "auto", tenant: str = "default",
+                    prompts: dict[str, PromptVersion] | None = None) -> dict[str, Any]:
     """One task through the solve graph with exactly these playbook items (its trace filed under `tenant`);
     `prompts` pins prompt versions ({name: {"version", "system", "user"}}, a prompt edit's gate)."""
-    given = {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version, "tenant": tenant}
+    given: dict[str, Any] = {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version,
+                             "tenant": tenant}
     if task.get("target") is not None:  # the trace keeps whether the run was right (parallax stats, export)
         given.update(target=str(task["target"]), scorer=task.get("scorer") or "auto")
     if prompts:
@@ -42,7 +46,7 @@ async def solve_one(solve: Solver, task: dict, items: list[dict], version: int, 
     return {**run, **verdict, "task_id": task.get("id"), **(run_failure(run) or {})}
 
 
-def result_line(run: dict, traced: bool = True) -> dict:
+def result_line(run: dict[str, Any], traced: bool = True) -> dict[str, Any]:
     """One task's line of an evaluation: a failed task carries its `cause` and `error`; the trace id only
     when the run kept a trace (`traced`), so that every printed id resolves with `parallax trace`."""
     line = {"task_id": run["task_id"], "correct": run["correct"], "answer": run.get("answer", ""), "status": run["status"]}
@@ -54,15 +58,16 @@ def result_line(run: dict, traced: bool = True) -> dict:
     return line
 
 
-async def evaluate(solve: Solver, tasks: list[dict], items: list[dict], version: int, ctx: Context, *,
-                   concurrency: int = 8, mode: str = "auto", tenant: str = "default", on_result=None,
-                   prompts: dict | None = None, traced: bool = True) -> dict:
+async def evaluate(solve: Solver, tasks: list[dict[str, Any]], items: list[PlaybookItemData], version: int, ctx: Context, *,
+                   concurrency: int = 8, mode: str = "auto", tenant: str = "default",
+                   on_result: Callable[[dict[str, Any]], object] | None = None,
+                   prompts: dict[str, PromptVersion] | None = None, traced: bool = True) -> dict[str, Any]:
     """Accuracy over `tasks`; `errors` counts runs that ended `failed`, `failures` counts them by cause.
     `traced=False` when `solve` keeps no trace (compiled without a store, outside a graph that has one)."""
     limit = asyncio.Semaphore(concurrency)
-    selections = await select_items(items, [retrieval_text(t["input"]) for t in tasks], ctx.playbook_chars, ctx.embedder)
+    selections = await select_items(items, [retrieval_text(t["input"]) for t in tasks], filled(ctx.playbook_chars), ctx.embedder)
 
-    async def bounded(task: dict, chosen: list[dict]) -> dict:
+    async def bounded(task: dict[str, Any], chosen: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
             result = await solve_one(solve, task, chosen, version, ctx, mode, tenant, prompts)
         if on_result:
@@ -77,6 +82,6 @@ async def evaluate(solve: Solver, tasks: list[dict], items: list[dict], version:
             "results": lines}
 
 
-def correct_by_task(result: dict) -> dict[str, bool]:
+def correct_by_task(result: dict[str, Any]) -> dict[str, bool]:
     """Task id -> right or not, from an `evaluate` result (the gate's paired comparison)."""
     return {str(r["task_id"]): bool(r["correct"]) for r in result["results"]}

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -100,7 +100,7 @@ class KtoLine(BaseModel):
 class OpenAIInput(BaseModel):
     model_config = STRICT
     messages: Prompt
-    tools: list = Field(default_factory=list)
+    tools: list[Any] = Field(default_factory=list)
     parallel_tool_calls: bool = True
 
 
@@ -114,22 +114,22 @@ class OpenAIPreference(BaseModel):
 MODELS: dict[str, type[BaseModel]] = {"sft": SftLine, "trl": TrlPreference, "openai": OpenAIPreference, "kto": KtoLine}
 
 
-def validate_line(fmt: str, line: dict) -> None:
+def validate_line(fmt: str, line: dict[str, Any]) -> None:
     """ValidationError when `line` is not a valid line of `fmt`."""
     MODELS[fmt].model_validate(line)
 
 
 # --- picking examples --------------------------------------------------------------------
 
-def _reply(branch: dict) -> dict:
+def _reply(branch: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": json.dumps(branch["output"], ensure_ascii=False)}
 
 
-def _branch_answer(branch: dict) -> str:
+def _branch_answer(branch: dict[str, Any]) -> str:
     return str((branch.get("output") or {}).get("answer", ""))
 
 
-def is_right(trace: dict, min_score: float) -> bool | None:
+def is_right(trace: dict[str, Any], min_score: float) -> bool | None:
     """True/False when the run's verdict is known (target first, then feedback), None otherwise."""
     if trace.get("correct") is not None:
         return bool(trace["correct"])
@@ -137,17 +137,18 @@ def is_right(trace: dict, min_score: float) -> bool | None:
     return None if feedback is None else feedback >= min_score
 
 
-def answering_branch(trace: dict) -> dict | None:
+def answering_branch(trace: dict[str, Any]) -> dict[str, Any] | None:
     """The business branch whose reply is the run's final answer (none for section runs)."""
     final = normalize_answer(trace.get("answer") or "")
-    for b in trace.get("branches", []):
+    branches: list[dict[str, Any]] = trace.get("branches", [])
+    for b in branches:
         if b["kind"] in ("direct", "vote") and b.get("status") == "ok" and b.get("output") \
                 and normalize_answer(_branch_answer(b)) == final:
             return b
     return None
 
 
-def _prompt_of(trace: dict, branch: dict) -> list[dict] | None:
+def _prompt_of(trace: dict[str, Any], branch: dict[str, Any]) -> list[dict[str, Any]] | None:
     return (trace.get("prompts") or {}).get(branch.get("prompt_key") or "")
 
 
@@ -155,12 +156,15 @@ class Collector:
     """Lines of one format, redacted, validated, de-duplicated by prompt; what was left out, by reason."""
 
     def __init__(self, fmt: str) -> None:
-        self.fmt, self.lines, self.left_out, self.seen = fmt, [], Counter(), set()
+        self.fmt = fmt
+        self.lines: list[dict[str, Any]] = []
+        self.left_out: Counter[str] = Counter()
+        self.seen: set[str] = set()
 
     def skip(self, reason: str) -> None:
         self.left_out[reason] += 1
 
-    def add(self, prompt_key: str, line: dict) -> None:
+    def add(self, prompt_key: str, line: dict[str, Any]) -> None:
         if prompt_key in self.seen:
             return self.skip("duplicate prompt")
         line = redact_value(line)
@@ -171,11 +175,11 @@ class Collector:
         self.seen.add(prompt_key)
         self.lines.append(line)
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         return {"format": self.fmt, "written": len(self.lines), "left_out": dict(self.left_out.most_common())}
 
 
-def _final_branch_and_prompt(trace: dict, out: Collector) -> tuple[dict, list[dict]] | None:
+def _final_branch_and_prompt(trace: dict[str, Any], out: Collector) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
     if trace.get("mode") == "section":
         out.skip("section run (its answer comes from many prompts)")
         return None
@@ -190,7 +194,7 @@ def _final_branch_and_prompt(trace: dict, out: Collector) -> tuple[dict, list[di
     return branch, prompt
 
 
-def sft(traces: list[dict], min_score: float = 1.0) -> Collector:
+def sft(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
     out = Collector("sft")
     for trace in traces:
         if not is_right(trace, min_score):
@@ -202,7 +206,7 @@ def sft(traces: list[dict], min_score: float = 1.0) -> Collector:
     return out
 
 
-def kto(traces: list[dict], min_score: float = 1.0) -> Collector:
+def kto(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
     out = Collector("kto")
     for trace in traces:
         feedback = latest_score(trace)
@@ -216,7 +220,7 @@ def kto(traces: list[dict], min_score: float = 1.0) -> Collector:
     return out
 
 
-def _right_votes(trace: dict, votes: list[dict], min_score: float) -> list[bool] | None:
+def _right_votes(trace: dict[str, Any], votes: list[dict[str, Any]], min_score: float) -> list[bool] | None:
     """Whether each vote gave the right answer, or None when the right answer is not known."""
     if trace.get("target") is not None:
         question = next((m["content"] for m in _prompt_of(trace, votes[0]) or [] if m["role"] == "user"), "")
@@ -229,7 +233,7 @@ def _right_votes(trace: dict, votes: list[dict], min_score: float) -> list[bool]
     return None
 
 
-def preferences(traces: list[dict], fmt: str, min_score: float = 1.0) -> Collector:
+def preferences(traces: list[dict[str, Any]], fmt: str, min_score: float = 1.0) -> Collector:
     out = Collector(fmt)
     for trace in traces:
         if trace.get("mode") != "vote":
@@ -250,6 +254,7 @@ def preferences(traces: list[dict], fmt: str, min_score: float = 1.0) -> Collect
         if prompt is None:
             out.skip("prompt not kept in the trace")
             continue
+        line: dict[str, Any]
         if fmt == "trl":
             line = {"prompt": prompt, "chosen": [_reply(chosen)], "rejected": [_reply(rejected)]}
         else:
@@ -259,7 +264,7 @@ def preferences(traces: list[dict], fmt: str, min_score: float = 1.0) -> Collect
     return out
 
 
-def export(traces: list[dict], fmt: str, min_score: float = 1.0) -> Collector:
+def export(traces: list[dict[str, Any]], fmt: str, min_score: float = 1.0) -> Collector:
     """Examples of format `fmt` (sft | trl | openai | kto) from `traces`."""
     if fmt == "sft":
         return sft(traces, min_score)

@@ -11,13 +11,14 @@ each distinct branch error.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from parallax.state.payloads import BUSINESS
 
 ERROR_CHARS = 500
 
 
-def run_failure(run: dict) -> dict | None:
+def run_failure(run: dict[str, Any]) -> dict[str, str] | None:
     """{"cause", "error"} of a run that ended `failed`; None for any other run."""
     if run.get("status") != "failed":
         return None
@@ -31,6 +32,6 @@ def run_failure(run: dict) -> dict | None:
     return {"cause": cause, "error": str(error)[:ERROR_CHARS]}
 
 
-def failures_by_cause(rows: list[dict]) -> dict[str, int]:
+def failures_by_cause(rows: list[dict[str, Any]]) -> dict[str, int]:
     """How many of `rows` (result lines with a `cause` when they failed) failed for each cause, most first."""
     return dict(Counter(r["cause"] for r in rows if r.get("cause")).most_common())

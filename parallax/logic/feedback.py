@@ -9,6 +9,7 @@ Feedback also corrects the run's trial in any gray release still running that se
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from langgraph.store.base import BaseStore
 
@@ -38,7 +39,7 @@ def parse_score(raw: str | float | int) -> float:
 
 
 async def give_feedback(store: BaseStore, tenant: str, trace_id: str, score: str | float, comment: str = "",
-                        by: str = "") -> dict:
+                        by: str = "") -> dict[str, Any]:
     """Store a score with the trace and correct its release trial; the trace after. Bad input or an
     unknown trace raises (BadFeedback, StoreError) before anything is written."""
     value = parse_score(score)

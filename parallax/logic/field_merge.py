@@ -24,6 +24,7 @@ from typing import Any
 
 from parallax.logic.quotes import number_shown, quote_occurs
 from parallax.logic.user_schema import items, join, normal, properties, required, set_at, shape
+from parallax.state.records import JsonSchema, Provenance
 
 
 @dataclass
@@ -37,16 +38,19 @@ class Found:
     verified: bool = False
     page: int | None = None
 
-    def record(self, path: str | None = None, **extra: Any) -> dict[str, Any]:
-        return {"path": path or self.path, "value": self.value, "branch_id": self.branch_id,
-                "quote": " | ".join(q for q in self.quotes if q), "page": self.page, "verified": self.verified,
-                "slice_index": self.slice_index, **extra}
+    def record(self, path: str | None = None, conflict: bool | None = None) -> Provenance:
+        record: Provenance = {"path": path or self.path, "value": self.value, "branch_id": self.branch_id,
+                              "quote": " | ".join(q for q in self.quotes if q), "page": self.page,
+                              "verified": self.verified, "slice_index": self.slice_index}
+        if conflict is not None:
+            record["conflict"] = conflict
+        return record
 
 
 @dataclass
 class Merged:
     data: dict[str, Any] = field(default_factory=dict)
-    provenance: list[dict[str, Any]] = field(default_factory=list)
+    provenance: list[Provenance] = field(default_factory=list)
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     checked: int = 0
     verified: int = 0
@@ -61,7 +65,7 @@ class Merged:
                 "conflicts": self.conflicts}
 
 
-def plain(node: dict, reported: Any) -> tuple[Any, list[str]]:
+def plain(node: JsonSchema, reported: Any) -> tuple[Any, list[str]]:
     """A reported value without its quotes, and the quotes: {"quote", "value"} -> value, recursively."""
     kind = shape(node)
     if kind == "object" and isinstance(reported, dict):
@@ -82,7 +86,7 @@ def plain(node: dict, reported: Any) -> tuple[Any, list[str]]:
     return None, []
 
 
-def collect(schema: dict, data: Any, slice_index: int, branch_id: str, path: str = "") -> Iterator[Found]:
+def collect(schema: JsonSchema, data: Any, slice_index: int, branch_id: str, path: str = "") -> Iterator[Found]:
     """Every value one slice reported: single values by path, list items one by one."""
     kind = shape(schema)
     if kind == "object" and isinstance(data, dict):
@@ -156,7 +160,7 @@ def _single(path: str, group: list[Found], merged: Merged) -> None:
     merged.provenance += [same[0].record(conflict=True) for same in values.values()]
 
 
-def missing_required(schema: dict, data: dict[str, Any], path: str = "") -> list[str]:
+def missing_required(schema: JsonSchema, data: dict[str, Any], path: str = "") -> list[str]:
     """Required fields `data` has no value for (inside objects that are present)."""
     missing: list[str] = []
     for name, sub in properties(schema).items():

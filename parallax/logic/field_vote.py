@@ -20,6 +20,7 @@ from typing import Any
 
 from parallax.logic.user_schema import get_at, join, normal, properties, required, set_at, shape
 from parallax.logic.vote import quorum
+from parallax.state.records import JsonSchema, Provenance
 
 
 @dataclass
@@ -59,14 +60,14 @@ class FieldVote:
         weighed = [t for t in self.tallies if t.required] or [t for t in self.tallies if t.counts]
         return round(min(t.support for t in weighed) / self.asked, 3) if weighed and self.asked else 0.0
 
-    def provenance(self) -> list[dict[str, Any]]:
+    def provenance(self) -> list[Provenance]:
         """One record per settled field: the first vote that gave it, `verified` = its quorum was met."""
         return [{"path": t.path, "value": t.value, "branch_id": t.branch_ids[0] if t.branch_ids else None,
                  "quote": None, "page": None, "verified": t.settled, "support": t.support, "asked": self.asked}
                 for t in self.tallies if t.settled]
 
 
-def vote_units(schema: dict, path: str = "", parent_required: bool = True) -> list[tuple[str, bool]]:
+def vote_units(schema: JsonSchema, path: str = "", parent_required: bool = True) -> list[tuple[str, bool]]:
     """(path, required) of each unit a vote counts: single values and whole lists, inside nested objects."""
     units: list[tuple[str, bool]] = []
     needed = required(schema)
@@ -79,7 +80,7 @@ def vote_units(schema: dict, path: str = "", parent_required: bool = True) -> li
     return units
 
 
-def vote_fields(schema: dict, replies: list[tuple[str, dict[str, Any]]], asked: int,
+def vote_fields(schema: JsonSchema, replies: list[tuple[str, dict[str, Any]]], asked: int,
                 min_votes: int | None = None) -> FieldVote:
     """Tally `replies` ((branch id, object) of each valid vote) field by field; `asked` votes were asked."""
     needed = quorum(asked, min_votes)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -139,7 +140,7 @@ def check_lesson(lesson: str, grounds: str, embed: Embedder | None = None,
 
 
 def keep_grounded(lessons: list[str], grounds: str, embed: Embedder | None,
-                  provenance: list[str]) -> tuple[list[str], list[dict]]:
+                  provenance: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
     """(lessons worth keeping, entries for the rest, kept like quarantined lessons with their reasons)."""
     kept, rejected = [], []
     for lesson in lessons:

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import PurePosixPath
+from typing import Any
 
 from parallax.state.plan import Plan, PlanTask
 
@@ -192,7 +193,7 @@ def fingerprints(plan: Plan) -> dict[int, str]:
     return cache
 
 
-def same_plan(a: Plan | dict, b: Plan | dict) -> bool:
+def same_plan(a: Plan | dict[str, Any], b: Plan | dict[str, Any]) -> bool:
     """Whether two plans are the same plan (field by field, defaults filled in)."""
     dump = [Plan.model_validate(p).model_dump(mode="json") for p in (a, b)]
     return json.dumps(dump[0], sort_keys=True) == json.dumps(dump[1], sort_keys=True)

@@ -9,15 +9,17 @@ Optional tasks may fail without costing `ok` (they are named in the reason).
 
 from __future__ import annotations
 
+from typing import Any
+
 from parallax.logic.synthesis import Synthesis
 from parallax.state.plan import FINISHED, Plan
 
 
-def missing_required(plan: Plan, records: dict[int, dict]) -> list[int]:
+def missing_required(plan: Plan, records: dict[int, dict[str, Any]]) -> list[int]:
     return [t.id for t in plan.tasks if not t.optional and records.get(t.id, {}).get("status") not in FINISHED]
 
 
-def should_replan(plan: Plan, records: dict[int, dict], replans_left: int, stop: str) -> str:
+def should_replan(plan: Plan, records: dict[int, dict[str, Any]], replans_left: int, stop: str) -> str:
     """Why to replan ('' to finish): a required task is missing and a replan is still allowed."""
     missing = missing_required(plan, records)
     if not missing or replans_left <= 0 or stop:
@@ -25,7 +27,7 @@ def should_replan(plan: Plan, records: dict[int, dict], replans_left: int, stop:
     return f"required task{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not finish: replanning"
 
 
-def task_confidence(record: dict) -> float:
+def task_confidence(record: dict[str, Any]) -> float:
     """A finished task's own confidence (its solve run's; a tool's result is exact; an edit is unchecked: 0.5)."""
     if record.get("status") != "DONE":
         return 0.0
@@ -34,12 +36,12 @@ def task_confidence(record: dict) -> float:
     return 1.0 if record.get("kind") == "tool" else 0.5
 
 
-def _describe(task_id: int, record: dict) -> str:
+def _describe(task_id: int, record: dict[str, Any]) -> str:
     return f"task {task_id} {record.get('status', 'missing').lower()}" + (f" ({record['reason'][:160]})"
                                                                          if record.get("reason") else "")
 
 
-def plan_status(plan: Plan, records: dict[int, dict], synthesis: Synthesis, verification: dict,
+def plan_status(plan: Plan, records: dict[int, dict[str, Any]], synthesis: Synthesis, verification: dict[str, Any],
                 unresolved_keys: list[str]) -> tuple[str, float, list[str]]:
     """(status, confidence, reasons) of a finished plan run."""
     finished = [i for i, r in records.items() if r["status"] in FINISHED]

@@ -11,6 +11,7 @@ in the store (with the finished record) and the board holds a preview and where 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from parallax.logic.plan_check import placeholders, substitute, task_texts
 from parallax.state.plan import FINISHED, Plan, PlanTask
@@ -18,7 +19,7 @@ from parallax.state.plan import FINISHED, Plan, PlanTask
 BOARD_INLINE_CHARS = 4000
 
 
-def dependency_results(task: PlanTask, dependencies: dict[int, dict]) -> dict[int, str]:
+def dependency_results(task: PlanTask, dependencies: dict[int, dict[str, Any]]) -> dict[int, str]:
     """Task id -> the text a placeholder of that dependency becomes."""
     return {dep: (record.get("output") or "") if record["status"] in FINISHED
             else f"(no result: task {dep} {record['status'].lower()})"
@@ -37,7 +38,7 @@ def task_input(task: PlanTask, results: dict[int, str]) -> tuple[str, str]:
     return goal, "\n".join(lines)
 
 
-def task_record(task: PlanTask, round_: int, print_: str, status: str, **fields) -> dict:
+def task_record(task: PlanTask, round_: int, print_: str, status: str, **fields: Any) -> dict[str, Any]:
     """The record of one task in one round (what `--json` shows under `tasks`); `print_` is the task's
     fingerprint (logic/plan_check.py)."""
     return {"id": task.id, "round": round_, "kind": task.kind, "goal": task.goal, "deps": list(task.deps),
@@ -46,12 +47,12 @@ def task_record(task: PlanTask, round_: int, print_: str, status: str, **fields)
             **fields}
 
 
-def reusable(print_: str, earlier: list[dict]) -> dict | None:
+def reusable(print_: str, earlier: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A finished record of an earlier round that computed exactly this task (fingerprint `print_`)."""
     return next((r for r in reversed(earlier) if r.get("fingerprint") == print_ and r["status"] == "DONE"), None)
 
 
-def board_write(task: PlanTask, plan: Plan, record: dict, where: list[str]) -> dict:
+def board_write(task: PlanTask, plan: Plan, record: dict[str, Any], where: list[str]) -> dict[str, Any]:
     """The board update of a finished task ({} for one that did not finish). `where` names the stored record."""
     if record["status"] not in FINISHED:
         return {}

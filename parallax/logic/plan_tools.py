@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
+from collections.abc import Callable
 from decimal import Decimal, DivisionByZero, InvalidOperation
 
 from parallax.logic.plan_check import PLACEHOLDER
 from parallax.logic.vote import normalize_answer
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_BINARY: dict[type[ast.operator], Callable[[Decimal, Decimal], Decimal]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_UNARY: dict[type[ast.unaryop], Callable[[Decimal], Decimal]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 MAX_EXPONENT = 64
 
 
@@ -52,7 +55,7 @@ def _evaluate(node: ast.AST) -> Decimal:
 
 def calc(expression: str, results: dict[int, str]) -> str:
     """The value of `expression` after every `$N` / `${N}` became task N's result as a number."""
-    def number_for(match) -> str:
+    def number_for(match: re.Match[str]) -> str:
         ref = int(match.group(1) or match.group(2))
         if ref not in results:
             raise ToolError(f"${ref} has no result (task {ref} did not finish)")

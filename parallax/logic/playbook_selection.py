@@ -19,6 +19,7 @@ import re
 
 from parallax.runtime import embeddings
 from parallax.state.context import Embedder
+from parallax.state.records import PlaybookItemData
 
 RETRIEVAL_CHARS = 200
 SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
@@ -35,9 +36,10 @@ def retrieval_text(text: str, limit: int = RETRIEVAL_CHARS) -> str:
     return kept
 
 
-def within_budget(ranked: list[dict], budget_chars: int) -> list[dict]:
+def within_budget(ranked: list[PlaybookItemData], budget_chars: int) -> list[PlaybookItemData]:
     """The best-ranked items whose texts fit in `budget_chars`, in rank order."""
-    chosen, used = [], 0
+    chosen: list[PlaybookItemData] = []
+    used = 0
     for item in ranked:
         if used + len(item["text"]) <= budget_chars:
             chosen.append(item)
@@ -45,8 +47,8 @@ def within_budget(ranked: list[dict], budget_chars: int) -> list[dict]:
     return chosen
 
 
-async def select_items(items: list[dict], texts: list[str], budget_chars: int,
-                       embed: Embedder | None = None) -> list[list[dict]]:
+async def select_items(items: list[PlaybookItemData], texts: list[str], budget_chars: int,
+                       embed: Embedder | None = None) -> list[list[PlaybookItemData]]:
     """For each branch text, the most relevant items under the budget.
 
     Embedding runs in a thread so the event loop never blocks; `embed` defaults to the

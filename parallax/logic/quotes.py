@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 MIN_QUOTE_CHARS = 8
 """Fewest characters (after normalising) of a quote that can support a finding."""
@@ -43,14 +44,14 @@ def quote_occurs(quote: str, source: str) -> bool:
 class FactCheck:
     """Findings of a section run, split by whether their quotes verify."""
 
-    kept: list[dict] = field(default_factory=list)
-    dropped: list[dict] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def checked(self) -> int:
         return len(self.kept) + len(self.dropped)
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         return {"checked": self.checked, "verified": len(self.kept), "dropped": len(self.dropped),
                 "share_verified": round(len(self.kept) / self.checked, 3) if self.checked else None,
                 "findings": self.kept, "dropped_findings": self.dropped[:20]}

@@ -26,7 +26,7 @@ import hashlib
 import math
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal
 
 Arm = Literal["production", "canary"]
 Verdict = Literal["promote", "rollback", "undecided"]
@@ -53,7 +53,7 @@ class Rule:
     def z(self) -> float:
         return NormalDist().inv_cdf(1 - self.error_rate / len(self.looks()))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -81,7 +81,8 @@ def assigned_arm(subject: str, thread_key: str, share: float) -> Arm:
     return "canary" if bucket < round(share * 100) else "production"
 
 
-def served_version(labels: dict, head_version: int, subject: str, thread_key: str, allow_canary: bool = True) -> dict:
+def served_version(labels: dict[str, Any], head_version: int, subject: str, thread_key: str,
+                   allow_canary: bool = True) -> dict[str, Any]:
     """What a run on `thread_key` gets from a labels record (runtime/storage/labels.py):
     {"version", "arm" (production | canary | head), "release_id"}. Without labels: the head."""
     release = labels.get("release") if allow_canary else None
@@ -113,9 +114,9 @@ def wilson(successes: int, runs: int, z: float = WILSON_Z) -> tuple[float, float
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def difference(canary: dict, production: dict) -> tuple[float, float]:
+def difference(canary: dict[str, Any], production: dict[str, Any]) -> tuple[float, float]:
     """(canary rate - production rate, its Agresti-Caffo standard error)."""
-    def adjusted(arm: dict) -> tuple[float, int]:
+    def adjusted(arm: dict[str, Any]) -> tuple[float, int]:
         n = arm["runs"] + 2
         return (arm["successes"] + 1) / n, n
 
@@ -124,7 +125,7 @@ def difference(canary: dict, production: dict) -> tuple[float, float]:
     return pc - pp, math.sqrt(pc * (1 - pc) / nc + pp * (1 - pp) / np_)
 
 
-def decide(arms: dict[str, dict], rule: Rule, next_look: int) -> tuple[Verdict | None, int, dict]:
+def decide(arms: dict[str, dict[str, Any]], rule: Rule, next_look: int) -> tuple[Verdict | None, int, dict[str, Any]]:
     """(verdict or None while collecting, the next look index, the figures of the look).
 
     Called after every counted run; it acts only when the smaller arm reaches the next look."""
@@ -146,7 +147,7 @@ def decide(arms: dict[str, dict], rule: Rule, next_look: int) -> tuple[Verdict |
     return None, next_look + 1, figures
 
 
-def explain(verdict: Verdict, figures: dict, rule: Rule) -> str:
+def explain(verdict: Verdict, figures: dict[str, Any], rule: Rule) -> str:
     """The reason recorded with an automatic decision."""
     d, look = figures["difference"], f"look {figures['look']}/{figures['looks']} at {figures['runs_per_arm']} runs per arm"
     if verdict == "rollback":

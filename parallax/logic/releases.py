@@ -13,6 +13,8 @@ trial (`correct_trial`), and a person can always decide instead (`end_release`).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from langgraph.store.base import BaseStore
 
@@ -24,6 +26,7 @@ from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.stores import playbooks_in, prompts_in, traces_in
 from parallax.state.playbook import PlaybookVersion
+from parallax.state.records import ServedVersion
 
 AUTO = "auto"
 KEEP_RELEASES = 20
@@ -41,7 +44,7 @@ def labels_of(store: BaseStore, tenant: str, subject: str) -> LabelStore:
 
 # --- serving --------------------------------------------------------------------------
 
-async def serve_playbook(store: BaseStore, tenant: str, name: str, thread_key: str) -> tuple[PlaybookVersion, dict]:
+async def serve_playbook(store: BaseStore, tenant: str, name: str, thread_key: str) -> tuple[PlaybookVersion, dict[str, Any]]:
     """The playbook version a run on `thread_key` gets, and how it was chosen."""
     playbooks = playbooks_in(store, tenant)
     head = await playbooks.head(name)
@@ -51,7 +54,7 @@ async def serve_playbook(store: BaseStore, tenant: str, name: str, thread_key: s
 
 
 async def serve_prompts(store: BaseStore | None, tenant: str, names: tuple[str, ...], thread_key: str,
-                        allow_canary: bool = True) -> dict[str, dict]:
+                        allow_canary: bool = True) -> dict[str, dict[str, Any]]:
     """name -> {"name", "version", "system", "user", "arm", "release_id"} for each prompt a run may use.
     Without a store, the defaults (version 0). `allow_canary=False` (evaluations) never serves a canary."""
     if store is None:
@@ -68,7 +71,7 @@ async def serve_prompts(store: BaseStore | None, tenant: str, names: tuple[str, 
 
 # --- moving labels ---------------------------------------------------------------------
 
-def _finish(labels: dict, decision: str, by: str, why: str, figures: dict | None = None) -> dict:
+def _finish(labels: dict[str, Any], decision: str, by: str, why: str, figures: dict[str, Any] | None = None) -> dict[str, Any]:
     release = labels["release"]
     if decision == "promote":
         move_label(labels, "production", release["version"], by, why, release_id=release["id"])
@@ -81,10 +84,10 @@ def _finish(labels: dict, decision: str, by: str, why: str, figures: dict | None
 
 
 async def start_release(labels: LabelStore, version: int, share: float, by: str, why: str, rule: Rule, manual: bool,
-                        production: int) -> dict:
+                        production: int) -> dict[str, Any]:
     """Put `version` on canary for `share` percent of threads. `production` is pinned as the
     production version when none is set yet (the version runs were getting before)."""
-    def change(record: dict) -> dict:
+    def change(record: dict[str, Any]) -> dict[str, Any]:
         if record["release"]:
             raise StoreError(f"{labels.what} already has v{record['release']['version']} on canary: "
                              "promote or roll it back first (`canary --promote` or `--rollback`)")
@@ -99,33 +102,36 @@ async def start_release(labels: LabelStore, version: int, share: float, by: str,
         move_label(record, "canary", version, by, why, release_id=release["id"], share=share)
         record["release"] = release
         return release
-    return (await labels.change(change))[1]
+    started: dict[str, Any] = (await labels.change(change))[1]
+    return started
 
 
-async def set_production(labels: LabelStore, version: int, by: str, why: str) -> dict:
+async def set_production(labels: LabelStore, version: int, by: str, why: str) -> dict[str, Any]:
     """Serve `version` to every run; a running canary ends (promoted if it was `version`, else rolled back)."""
-    def change(record: dict) -> None:
+    def change(record: dict[str, Any]) -> None:
         if record["release"]:
             _finish(record, "promote" if record["release"]["version"] == version else "rollback", by, why)
         if record["production"] != version:
             move_label(record, "production", version, by, why)
-    return (await labels.change(change))[0]
+    labels_now: dict[str, Any] = (await labels.change(change))[0]
+    return labels_now
 
 
-async def end_release(labels: LabelStore, decision: str, by: str, why: str) -> dict:
+async def end_release(labels: LabelStore, decision: str, by: str, why: str) -> dict[str, Any]:
     """A person's decision on the running canary: "promote" or "rollback"."""
-    def change(record: dict) -> dict:
+    def change(record: dict[str, Any]) -> dict[str, Any]:
         if not record["release"]:
             raise StoreError(f"{labels.what} has no canary running: start one with `release V --canary PERCENT`")
         return _finish(record, decision, by, why)
-    return (await labels.change(change))[1]
+    ended: dict[str, Any] = (await labels.change(change))[1]
+    return ended
 
 
-async def count_trial(labels: LabelStore, release_id: str, arm: str, runs: int, successes: int) -> dict | None:
+async def count_trial(labels: LabelStore, release_id: str, arm: str, runs: int, successes: int) -> dict[str, Any] | None:
     """Add one run's trial (runs=1) or correct one after feedback (runs=0, successes=+-1), then apply
     the rule unless the release is manual. Returns the finished release when this call decided it.
     A trial for a release that has ended is ignored."""
-    def change(record: dict):
+    def change(record: dict[str, Any]) -> object:
         release = record["release"]
         if not release or release["id"] != release_id:
             return UNCHANGED
@@ -143,22 +149,22 @@ async def count_trial(labels: LabelStore, release_id: str, arm: str, runs: int, 
         if verdict == "undecided":
             release.update(status="undecided", undecided_reason=explain(verdict, figures, rule))
         return None
-    return (await labels.change(change))[1]
+    decided: dict[str, Any] | None = (await labels.change(change))[1]
+    return decided
 
 
-async def count_run(store: BaseStore, tenant: str, served: dict[str, dict], success: bool) -> list[dict]:
+async def count_run(store: BaseStore, tenant: str, served: Mapping[str, ServedVersion], success: bool) -> list[dict[str, Any]]:
     """Count a finished run in every release that served it; the releases this run decided."""
     decided = []
     for subject, choice in sorted(served.items()):
-        if choice.get("release_id"):
-            done = await count_trial(labels_of(store, tenant, subject), choice["release_id"], choice["arm"], 1,
-                                     int(success))
+        if release_id := choice.get("release_id"):
+            done = await count_trial(labels_of(store, tenant, subject), release_id, choice["arm"], 1, int(success))
             if done:
                 decided.append({"subject": subject, **{k: done[k] for k in ("id", "version", "decision", "why")}})
     return decided
 
 
-async def correct_trial(store: BaseStore, tenant: str, trace: dict, before: float | None, after: float | None) -> None:
+async def correct_trial(store: BaseStore, tenant: str, trace: dict[str, Any], before: float | None, after: float | None) -> None:
     """Feedback changed a run's verdict (from `before` to `after`): correct its trial in the releases that served it."""
     old = run_success(trace.get("status"), trace.get("correct"), before)
     new = run_success(trace.get("status"), trace.get("correct"), after)
@@ -171,8 +177,8 @@ async def correct_trial(store: BaseStore, tenant: str, trace: dict, before: floa
 
 # --- starting and looking ------------------------------------------------------------------
 
-async def release(store, tenant: str, subject: str, version: int, share: float | None, by: str, why: str, rule: Rule,
-                  manual: bool) -> dict:
+async def release(store: BaseStore, tenant: str, subject: str, version: int, share: float | None, by: str, why: str, rule: Rule,
+                  manual: bool) -> dict[str, Any]:
     """Check the version exists, then start the canary (or set production)."""
     kind, _, name = subject.partition("/")
     if kind == "playbook":
@@ -191,7 +197,7 @@ async def release(store, tenant: str, subject: str, version: int, share: float |
                                production=before)
 
 
-def arm_view(counts: dict, traces: list[dict]) -> dict:
+def arm_view(counts: dict[str, Any], traces: list[dict[str, Any]]) -> dict[str, Any]:
     low, high = wilson(counts["successes"], counts["runs"])
     rate = round(counts["successes"] / counts["runs"], 4) if counts["runs"] else None
     stats = summarize(traces)
@@ -200,7 +206,7 @@ def arm_view(counts: dict, traces: list[dict]) -> dict:
                                      "latency_ms_p50", "latency_ms_p95", "mean_model_calls")}}
 
 
-async def canary_view(store, tenant: str, subject: str) -> dict:
+async def canary_view(store: BaseStore, tenant: str, subject: str) -> dict[str, Any]:
     """The labels, the running (or last) release with both arms' metrics and intervals."""
     labels = await labels_of(store, tenant, subject).get()
     release = labels["release"] or (labels["releases"][-1] if labels["releases"] else None)

@@ -10,12 +10,14 @@ explanations) is answered once.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from parallax.logic.slicing import HEADING
 from parallax.logic.user_schema import SchemaProblem, checked_schema
 from parallax.runtime.storage.namespaces import NAME_RE
-from parallax.state.context import Context
-from parallax.state.solve import Route, SolveState
+from parallax.state.context import Context, filled
+from parallax.state.solve import Route
 
 OPEN_ENDED = re.compile(
     r"^\s*(write|draft|compose|summari[sz]e|explain|describe|translate|rewrite|list|brainstorm|create)\b", re.I
@@ -38,11 +40,19 @@ PLAN_MAX_REQUEST_CHARS = 4000
 DEFAULT_VOTES = 5
 
 
-def requested_votes(state: dict) -> object:
+def requested_votes(state: Mapping[str, Any]) -> object:
     """The vote branches this run asks for. Before the tally was named `vote_counts`, `votes` was also
     the key of a run's tally: on a thread checkpointed then, a dict there is that result, not a request."""
     votes = state.get("votes", DEFAULT_VOTES)
     return DEFAULT_VOTES if isinstance(votes, dict) else votes
+
+
+def votes_of(state: Mapping[str, Any]) -> int:
+    """`requested_votes` of an input that passed `validate` (InvalidInput for one that would not)."""
+    votes = requested_votes(state)
+    if not isinstance(votes, int) or isinstance(votes, bool):
+        raise InvalidInput(f"votes must be a whole number of at least 1, got {votes!r}")
+    return votes
 
 
 class InvalidInput(ValueError):
@@ -69,7 +79,7 @@ def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def validate(state: SolveState, ctx: Context) -> None:
+def validate(state: Mapping[str, Any], ctx: Context) -> None:
     """Raise InvalidInput (one line: what is wrong and how to fix it) for input that cannot run."""
     if not isinstance(state, dict):
         raise InvalidInput("the input must be an object with at least a task")
@@ -79,7 +89,8 @@ def validate(state: SolveState, ctx: Context) -> None:
     task = state.get("task")
     if not isinstance(task, str) or not task.strip():
         raise InvalidInput("task is empty: give the text to work on (or a document)")
-    if len(task) > ctx.max_input_chars:
+    max_chars = filled(ctx.max_input_chars)
+    if len(task) > max_chars:
         raise InvalidInput(
             f"task has {len(task)} characters, above the limit of {ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)"
         )
@@ -88,11 +99,11 @@ def validate(state: SolveState, ctx: Context) -> None:
     question = state.get("question", "")
     if not isinstance(question, str):
         raise InvalidInput(f"question must be text, got {type(question).__name__}")
-    if len(task) + len(question) > ctx.max_input_chars:
+    if len(task) + len(question) > max_chars:
         raise InvalidInput(f"task and question have {len(task) + len(question)} characters, above the limit of "
                            f"{ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)")
     votes = requested_votes(state)
-    if not _whole(votes) or votes < 1:
+    if not isinstance(votes, int) or isinstance(votes, bool) or votes < 1:
         raise InvalidInput(f"votes must be a whole number of at least 1, got {votes!r}")
     if votes > MAX_VOTES:
         raise InvalidInput(f"votes must be at most {MAX_VOTES}, got {votes}")
@@ -111,13 +122,13 @@ def validate(state: SolveState, ctx: Context) -> None:
             raise InvalidInput(str(exc)) from None
 
 
-def pages_of(state: dict) -> list[str]:
+def pages_of(state: Mapping[str, Any]) -> list[str]:
     """The pages the task was read from, when it was (`pages` that make up the task); else []."""
     pages = state.get("pages") or []
     return pages if pages and state.get("task", "") in ("", "\n\n".join(pages)) else []
 
 
-def validate_plan_input(state: dict, ctx: Context) -> None:
+def validate_plan_input(state: Mapping[str, Any], ctx: Context) -> None:
     """The solve checks, plus what only a plan run takes (mode plan, max_replans, repo, plan)."""
     if not isinstance(state, dict):
         raise InvalidInput("the input must be an object with at least a task")

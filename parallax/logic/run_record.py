@@ -16,17 +16,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
 
 from parallax.logic.branch_plans import branch_prompts
 from parallax.logic.release_decision import run_success
 from parallax.logic.scoring import score
 from parallax.state.payloads import BUSINESS
+from parallax.state.records import ServedVersion
 from parallax.state.solve import SolveState
 
 ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 
 
-def outcome(state: SolveState) -> dict:
+def outcome(state: SolveState) -> dict[str, Any]:
     """{"target", "correct", "scorer"} when the run had a target; {} otherwise."""
     target = state.get("target")
     if target is None:
@@ -41,21 +46,21 @@ def succeeded(state: SolveState) -> bool:
     return run_success(state.get("status"), outcome(state).get("correct"), None)
 
 
-def used_subjects(state: SolveState) -> dict[str, dict]:
+def used_subjects(state: SolveState) -> dict[str, ServedVersion]:
     """subject -> {"version", "arm", "release_id"} for the playbook and the prompts the branches used."""
-    used = {f"prompt/{b['prompt']['name']}" for b in state.get("branches", []) if b.get("prompt")}
+    used = {f"prompt/{prompt['name']}" for b in state.get("branches", []) if (prompt := b.get("prompt"))}
     return {s: c for s, c in (state.get("served") or {}).items() if s.startswith("playbook/") or s in used}
 
 
-def as_dicts(messages) -> list[dict]:
+def as_dicts(messages: Iterable[BaseMessage]) -> list[dict[str, Any]]:
     return [{"role": ROLES.get(m.type, m.type), "content": str(m.content)} for m in messages]
 
 
-def prompt_key(messages: list[dict]) -> str:
+def prompt_key(messages: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def kept_prompts(state: SolveState, limit_chars: int) -> tuple[dict[str, list[dict]], dict[tuple[str, int], str], str]:
+def kept_prompts(state: SolveState, limit_chars: int) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], str], str]:
     """(prompt key -> messages, (kind, slice index) -> key, why none were kept or "")."""
     if not any(b["kind"] in BUSINESS for b in state.get("branches", [])):
         return {}, {}, ""
@@ -67,11 +72,11 @@ def kept_prompts(state: SolveState, limit_chars: int) -> tuple[dict[str, list[di
     return {keys[where]: messages for where, messages in built.items()}, keys, ""
 
 
-def latest_score(trace: dict) -> float | None:
+def latest_score(trace: dict[str, Any]) -> float | None:
     """A run's feedback: its latest score (logic/feedback.py), None without any."""
     entries = trace.get("feedback") or []
     return float(entries[-1]["score"]) if entries else None
 
 
-def branch_place(record: dict) -> tuple[str, int]:
+def branch_place(record: Mapping[str, Any]) -> tuple[str, int]:
     return record["kind"], record.get("slice_index") or 0

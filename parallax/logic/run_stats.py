@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from parallax.logic.run_record import latest_score
 from parallax.state.payloads import BUSINESS
@@ -53,11 +54,11 @@ def percentile(values: list[float], p: float) -> float | None:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def model_calls(trace: dict) -> int:
+def model_calls(trace: dict[str, Any]) -> int:
     return sum(b.get("attempts", 0) for b in trace.get("branches", []) if b["kind"] != "safety")
 
 
-def met_fault(trace: dict) -> bool:
+def met_fault(trace: dict[str, Any]) -> bool:
     """A fault, retry, re-ask or straggler backup anywhere in the run."""
     for b in trace.get("branches", []):
         if b["kind"] == "safety":
@@ -76,7 +77,7 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
-def summarize(traces: list[dict]) -> dict:
+def summarize(traces: list[dict[str, Any]]) -> dict[str, Any]:
     """The metrics of one group of runs (see the module docstring)."""
     scored = [t for t in traces if t.get("correct") is not None]
     faulty = [t for t in traces if met_fault(t)]
@@ -97,9 +98,9 @@ def summarize(traces: list[dict]) -> dict:
     }
 
 
-def select(traces: list[dict], since: datetime | None = None, playbook: str | None = None,
-           version: int | None = None) -> list[dict]:
-    def keep(t: dict) -> bool:
+def select(traces: list[dict[str, Any]], since: datetime | None = None, playbook: str | None = None,
+           version: int | None = None) -> list[dict[str, Any]]:
+    def keep(t: dict[str, Any]) -> bool:
         if since is not None and datetime.fromisoformat(t.get("created_at") or "1970-01-01T00:00:00+00:00") < since:
             return False
         if playbook is not None and t.get("playbook", "default") != playbook:
@@ -108,11 +109,11 @@ def select(traces: list[dict], since: datetime | None = None, playbook: str | No
     return [t for t in traces if keep(t)]
 
 
-def run_stats(traces: list[dict], since: datetime | None = None, playbook: str | None = None,
-              version: int | None = None) -> dict:
+def run_stats(traces: list[dict[str, Any]], since: datetime | None = None, playbook: str | None = None,
+              version: int | None = None) -> dict[str, Any]:
     """{"overall": metrics, "by_version": [{"playbook", "version", **metrics}, ...]} of the selected runs."""
     chosen = select(traces, since, playbook, version)
-    groups: dict[tuple[str, int], list[dict]] = {}
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for t in chosen:
         groups.setdefault((t.get("playbook", "default"), t.get("playbook_version", 0)), []).append(t)
     return {"filters": {"since": since.isoformat() if since else None, "playbook": playbook, "version": version},

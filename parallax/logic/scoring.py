@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from parallax.logic.vote import normalize_answer
 
@@ -52,7 +53,7 @@ def contains(answer: str, target: str) -> bool:
 SCORERS = {"exact": exact, "contains": contains}
 
 
-def score(run: dict, target: str | None, question: str, scorer: str = "auto") -> dict:
+def score(run: dict[str, Any], target: str | None, question: str, scorer: str = "auto") -> dict[str, Any]:
     """{"correct": bool, "scorer": name, "feedback": str} for one solve run."""
     answer = run.get("answer", "")
     if target is None:

@@ -29,7 +29,7 @@ DEFAULT_FIRST_WAVE = 3
 def leader_posterior(leader: int, runner_up: int) -> float:
     """P(the leader's share of the two leading answers > 1/2 | the counts), uniform prior."""
     n = leader + runner_up + 1
-    return sum(comb(n, j) for j in range(leader + 1)) / 2**n
+    return sum(comb(n, j) for j in range(leader + 1)) / (1 << n)  # 2**n, as an int (int ** int is Any to mypy)
 
 
 @dataclass(frozen=True)

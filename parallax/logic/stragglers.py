@@ -16,11 +16,12 @@ import asyncio
 import statistics
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from parallax.state.lifecycle import Lifecycle
 
-RunCopy = Callable[[Lifecycle], Awaitable[dict]]
+RunCopy = Callable[[Lifecycle], Coroutine[Any, Any, dict[str, Any]]]
 RECENT = 200
 """Durations kept per model for branches without enough siblings."""
 MIN_RECENT = 20
@@ -66,7 +67,7 @@ class StragglerWatch:
         return max(self.min_s, self.factor * statistics.median(baseline[0]))
 
 
-async def _finished_within(task: asyncio.Task, seconds: float) -> bool:
+async def _finished_within(task: asyncio.Task[Any], seconds: float) -> bool:
     """Wait up to `seconds` for `task` (a cheaper `asyncio.wait` for one task); cancelling
     the caller cancels the task."""
     loop = asyncio.get_running_loop()
@@ -89,11 +90,11 @@ async def _finished_within(task: asyncio.Task, seconds: float) -> bool:
     return task.done()
 
 
-def _usable(task: asyncio.Task) -> bool:
+def _usable(task: asyncio.Task[dict[str, Any]]) -> bool:
     return not task.cancelled() and task.exception() is None and task.result().get("status") == "ok"
 
 
-async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch, limit: asyncio.Semaphore) -> dict:
+async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch, limit: asyncio.Semaphore) -> dict[str, Any]:
     """Run a branch (its slot already held) and, if it straggles, race it against a backup copy.
 
     The backup takes its own slot under `limit`. Returns the winner's record; with a
@@ -108,11 +109,11 @@ async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch,
         if record.get("status") == "ok":
             watch.finished(time.monotonic() - started)
         return record
-    backup: asyncio.Task | None = None
+    backup: asyncio.Task[dict[str, Any]] | None = None
     backup_life = Lifecycle()
     why = ""
 
-    async def run_backup() -> dict:
+    async def run_backup() -> dict[str, Any]:
         async with limit:
             backup_life.move("DISPATCHED", "slot acquired")
             return await run_copy(backup_life)
@@ -129,7 +130,9 @@ async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch,
                 threshold = watch.threshold() if elapsed >= watch.min_s else None
                 wait_s = max(0.0, (threshold if threshold is not None else watch.min_s) - elapsed)
                 if threshold is not None and wait_s == 0.0:
-                    durations, what = watch.baseline()
+                    baseline = watch.baseline()
+                    assert baseline is not None  # a threshold is only worked out from a baseline
+                    durations, what = baseline
                     why = (f"ran {elapsed:.2f}s, over {watch.factor:g}x the median "
                            f"{statistics.median(durations):.2f}s of {len(durations)} {what}")
                     backup_life.move("PENDING", f"backup copy: {why}")

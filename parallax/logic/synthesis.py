@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from parallax.logic.plan_check import PLACEHOLDER
 from parallax.logic.vote import quorum, quorum_shortfall, tally
@@ -32,7 +33,7 @@ class Synthesis:
     settled: bool
     note: str = ""
     votes: dict[str, int] = field(default_factory=dict)
-    quorum: dict | None = None
+    quorum: dict[str, Any] | None = None
 
 
 def _missing_note(missing: list[int]) -> str:
@@ -58,7 +59,7 @@ async def synthesise(plan: Plan, results: dict[int, str | None], combine: Combin
     """`results`: task id -> its result, or None when it has none (the output tasks, or, for an
     assembly, the tasks its template names, are the ones used)."""
     order = plan.output_ids()
-    present = [(i, results[i]) for i in order if results.get(i) is not None]
+    present = [(i, text) for i in order if (text := results.get(i)) is not None]
     missing = [i for i in order if results.get(i) is None]
     note = _missing_note(missing)
     if plan.synthesis == "assembly":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 INPUT_KEYS = ("context", "question", "input")
 TARGET_KEYS = ("target", "answer")
@@ -19,7 +20,7 @@ class TaskFileError(ValueError):
     """A task file cannot be used as it is; the message names the file and line."""
 
 
-def parse_task(obj: object) -> dict:
+def parse_task(obj: object) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     text = next((obj[k] for k in INPUT_KEYS if isinstance(obj.get(k), str) and obj[k].strip()), None)
@@ -34,7 +35,7 @@ def parse_task(obj: object) -> dict:
     return {"input": text, "target": target, "scorer": scorer}
 
 
-def load_tasks(path: Path, *, skip_bad: bool = False) -> tuple[list[dict], list[str]]:
+def load_tasks(path: Path, *, skip_bad: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """(tasks, problems). Without `skip_bad` the first problem raises TaskFileError."""
     if not path.is_file():
         raise TaskFileError(f"task file not found: {path}")

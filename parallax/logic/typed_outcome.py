@@ -23,6 +23,7 @@ from parallax.logic.field_merge import collect, merge_found, missing_required, v
 from parallax.logic.field_vote import vote_fields
 from parallax.logic.user_schema import leaves, validation_errors
 from parallax.state.payloads import BranchRecord
+from parallax.state.records import JsonSchema, Provenance
 
 
 @dataclass
@@ -31,7 +32,7 @@ class TypedOutcome:
     settled: bool
     confidence: float
     notes: list[str] = field(default_factory=list)
-    provenance: list[dict[str, Any]] = field(default_factory=list)
+    provenance: list[Provenance] = field(default_factory=list)
     verification: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -43,16 +44,16 @@ def _names(paths: list[str]) -> str:
     return ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
 
 
-def direct_outcome(schema: dict, record: BranchRecord) -> TypedOutcome:
+def direct_outcome(schema: JsonSchema, record: BranchRecord) -> TypedOutcome:
     data = (record.output or {}).get("data") or {}
     problems = validation_errors(schema, data)
-    provenance = [{"path": path, "value": value, "branch_id": record.id, "quote": None, "page": None, "verified": False}
-                  for path, value in leaves(schema, data)]
+    provenance: list[Provenance] = [{"path": path, "value": value, "branch_id": record.id, "quote": None, "page": None,
+                                     "verified": False} for path, value in leaves(schema, data)]
     return TypedOutcome(data, not problems, 0.5, [f"the object does not match the schema: {problems[0]}"] if problems
                         else [], provenance, {"schema": {"valid": not problems, "errors": problems[:5]}})
 
 
-def vote_outcome(schema: dict, ok: list[BranchRecord], asked: int, min_votes: int | None) -> TypedOutcome:
+def vote_outcome(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> TypedOutcome:
     tally = vote_fields(schema, [(r.id, (r.output or {}).get("data") or {}) for r in ok], asked, min_votes)
     missing = tally.unsettled_required
     notes = [f"no quorum ({tally.quorum} of {asked} votes) for required field(s): {_names(missing)}"] if missing else []
@@ -68,7 +69,7 @@ def vote_outcome(schema: dict, ok: list[BranchRecord], asked: int, min_votes: in
                         verification)
 
 
-def section_outcome(schema: dict, ok: list[BranchRecord], slices: list[str], slice_pages: list[list[int]],
+def section_outcome(schema: JsonSchema, ok: list[BranchRecord], slices: list[str], slice_pages: list[list[int]],
                     pages: list[str]) -> TypedOutcome:
     founds = []
     for record in sorted(ok, key=lambda r: r.slice_index or 0):

@@ -33,6 +33,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from parallax.logic.vote import normalize_answer
+from parallax.state.records import JsonSchema
 
 Shape = Literal["object", "array", "scalar"]
 SCALARS = {"string", "number", "integer", "boolean", "null"}
@@ -45,7 +46,7 @@ class SchemaProblem(ValueError):
     """The schema cannot be used; the message says which field and what to change (one line)."""
 
 
-def checked_schema(schema: object) -> dict[str, Any]:
+def checked_schema(schema: object) -> JsonSchema:
     """`schema` with its local `$ref`s inlined, or SchemaProblem when it is no valid JSON Schema
     or one that branches cannot be asked for."""
     if not isinstance(schema, dict):
@@ -63,7 +64,7 @@ def checked_schema(schema: object) -> dict[str, Any]:
     return cast(dict[str, Any], inlined)
 
 
-def _inline(node: Any, root: dict, seen: tuple[str, ...]) -> Any:
+def _inline(node: Any, root: JsonSchema, seen: tuple[str, ...]) -> Any:
     """`node` with `{"$ref": "#/$defs/X"}` replaced by X (sibling keys such as a description kept)."""
     if isinstance(node, list):
         return [_inline(item, root, seen) for item in node]
@@ -92,7 +93,7 @@ def _inline(node: Any, root: dict, seen: tuple[str, ...]) -> Any:
     return out
 
 
-def _unwrap(node: dict) -> dict:
+def _unwrap(node: JsonSchema) -> JsonSchema:
     """A field that may be null (pydantic's `X | None` is `anyOf: [X, {"type": "null"}]`) as X."""
     options = node.get("anyOf") or node.get("oneOf")
     if isinstance(options, list):
@@ -103,7 +104,7 @@ def _unwrap(node: dict) -> dict:
     return node
 
 
-def shape(node: dict) -> Shape | None:
+def shape(node: JsonSchema) -> Shape | None:
     """Whether a (sub)schema describes an object, a list or a single value; None when it says nothing."""
     node = _unwrap(node) if ("anyOf" in node or "oneOf" in node) else node
     kind = node.get("type")
@@ -122,7 +123,7 @@ def shape(node: dict) -> Shape | None:
     return None
 
 
-def _check_askable(node: dict, path: str, depth: int) -> None:
+def _check_askable(node: JsonSchema, path: str, depth: int) -> None:
     where = f"field {path!r}" if path else "output_schema"
     if depth > MAX_DEPTH:
         raise SchemaProblem(f"{where} is nested deeper than {MAX_DEPTH} levels: flatten it")
@@ -153,35 +154,35 @@ def join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def properties(node: dict) -> dict[str, dict]:
-    return cast(dict[str, dict], _unwrap(node).get("properties") or {})
+def properties(node: JsonSchema) -> dict[str, JsonSchema]:
+    return cast(dict[str, JsonSchema], _unwrap(node).get("properties") or {})
 
 
-def required(node: dict) -> set[str]:
+def required(node: JsonSchema) -> set[str]:
     return set(_unwrap(node).get("required") or ())
 
 
-def items(node: dict) -> dict:
-    return cast(dict, _unwrap(node)["items"])
+def items(node: JsonSchema) -> JsonSchema:
+    return cast(JsonSchema, _unwrap(node)["items"])
 
 
 # What branches are asked for ---------------------------------------------------------------
 
-def answer_schema(schema: dict) -> dict:
+def answer_schema(schema: JsonSchema) -> JsonSchema:
     """A `direct` or `vote` branch's reply: its working, then the object."""
     return {"type": "object", "properties": {
         "reasoning": {"type": "string", "description": "one or two sentences of working"},
         "data": schema}, "required": ["reasoning", "data"]}
 
 
-def slice_schema(schema: dict) -> dict:
+def slice_schema(schema: JsonSchema) -> JsonSchema:
     """A `slice` branch's reply: whether its part helps, and what it supports, each value with its quote."""
     return {"type": "object", "properties": {
         "relevant": {"type": "boolean", "description": "does this part of the document give any of the values"},
         "data": quoted(schema)}, "required": ["relevant", "data"]}
 
 
-def quoted(node: dict) -> dict:
+def quoted(node: JsonSchema) -> JsonSchema:
     """The schema of what a slice reports: the same fields, none required, each scalar as {quote, value}."""
     kind = shape(node)
     if kind == "object":
@@ -219,13 +220,13 @@ def _reply_model(schema_json: str, name: str) -> type[BaseModel]:
     return Reply
 
 
-def reply_model(schema: dict, name: str) -> type[BaseModel]:
+def reply_model(schema: JsonSchema, name: str) -> type[BaseModel]:
     """A pydantic model that validates a reply against `schema` and reports `schema` as its JSON Schema
     (so runtime/structured_call.py sends it as the `response_format` and re-asks on a mismatch)."""
     return _reply_model(json.dumps(schema, sort_keys=True), name)
 
 
-def validation_errors(schema: dict, value: Any) -> list[str]:
+def validation_errors(schema: JsonSchema, value: Any) -> list[str]:
     """Each way `value` fails `schema`, as `path: message` (empty when it conforms)."""
     errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
     return [f"{'.'.join(str(p) for p in e.absolute_path) or 'object'}: {e.message[:160]}" for e in errors]
@@ -258,7 +259,7 @@ def _normal(value: Any) -> Any:
     return str(value)
 
 
-def leaves(schema: dict, value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+def leaves(schema: JsonSchema, value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """(path, value) of every single value in `value`, lists indexed: `segments[0].name`."""
     kind = shape(schema)
     if kind == "object" and isinstance(value, dict):
@@ -272,7 +273,7 @@ def leaves(schema: dict, value: Any, path: str = "") -> Iterator[tuple[str, Any]
         yield path, value
 
 
-def get_at(data: dict, path: str) -> Any:
+def get_at(data: dict[str, Any], path: str) -> Any:
     current: Any = data
     for part in path.split("."):
         if not isinstance(current, dict) or part not in current:
@@ -281,7 +282,7 @@ def get_at(data: dict, path: str) -> Any:
     return current
 
 
-def set_at(data: dict, path: str, value: Any) -> None:
+def set_at(data: dict[str, Any], path: str, value: Any) -> None:
     parts = path.split(".")
     current = data
     for part in parts[:-1]:

@@ -39,7 +39,7 @@ def resolved(ctx: Context | dict | None = None) -> Context:
     return dataclasses.replace(ctx, **values) if values else ctx
 
 
-def context_of(runtime: Runtime) -> Context:
+def context_of(runtime: Runtime[Context]) -> Context:
     """The run's resolved Context, whether the caller passed one, a dict, or nothing."""
     return resolved(runtime.context)
 

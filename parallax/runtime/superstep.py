@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
 
@@ -20,7 +20,7 @@ _shared: weakref.WeakValueDictionary[tuple, object] = weakref.WeakValueDictionar
 T = TypeVar("T")
 
 
-def _where(runtime: Runtime, key: tuple) -> tuple:
+def _where(runtime: Runtime[Any], key: tuple) -> tuple:
     info = runtime.execution_info
     # the namespace without the task id names the node (and its parents); the checkpoint
     # id names the superstep; so every task of this fan-out finds the same object
@@ -31,7 +31,7 @@ def _where(runtime: Runtime, key: tuple) -> tuple:
 _held: dict[tuple, object] = {}
 
 
-def superstep_held(runtime: Runtime, make: Callable[[], T], *key: object) -> tuple[T, Callable[[], None]]:
+def superstep_held(runtime: Runtime[Any], make: Callable[[], T], *key: object) -> tuple[T, Callable[[], None]]:
     """Like `superstep_shared`, but kept until `release()` is called, not just while a task holds it:
     for coordination where a task that starts late must still find what finished tasks left."""
     full = _where(runtime, key)
@@ -40,7 +40,7 @@ def superstep_held(runtime: Runtime, make: Callable[[], T], *key: object) -> tup
     return _held[full], lambda: _held.pop(full, None)  # type: ignore[return-value]
 
 
-def superstep_shared(runtime: Runtime, make: Callable[[], T], *key: object) -> T:
+def superstep_shared(runtime: Runtime[Any], make: Callable[[], T], *key: object) -> T:
     """One object per (run, superstep, `key`), shared by every task of a fan-out; it lives
     as long as some task holds it."""
     full = _where(runtime, key)
@@ -50,6 +50,6 @@ def superstep_shared(runtime: Runtime, make: Callable[[], T], *key: object) -> T
     return found  # type: ignore[return-value]
 
 
-def superstep_limit(runtime: Runtime, size: int) -> asyncio.Semaphore:
+def superstep_limit(runtime: Runtime[Any], size: int) -> asyncio.Semaphore:
     """The semaphore of this run's current superstep (same checkpoint, same namespace)."""
     return superstep_shared(runtime, lambda: asyncio.Semaphore(size), "limit", size)

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from langgraph.graph.state import CompiledStateGraph
 
 T = TypeVar("T")
+Compiled = TypeVar("Compiled", bound=CompiledStateGraph[Any, Any, Any, Any])
 _END = object()
 
 
@@ -67,7 +68,7 @@ class SyncAndAsyncGraph(CompiledStateGraph):
         return iterate(lambda: self.astream(input, config, **kwargs))
 
 
-def both_ways(graph: CompiledStateGraph) -> CompiledStateGraph:
+def both_ways(graph: Compiled) -> Compiled:
     """`graph` (compiled by LangGraph) made usable with `invoke`/`stream` too; returns the same object."""
     graph.__class__ = SyncAndAsyncGraph
     return graph

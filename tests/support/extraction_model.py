@@ -48,6 +48,8 @@ class ExtractionModel:
     facts: list[Fact] = field(default_factory=list)
     answers: Callable[[int], dict] = lambda i: {}
     wrong: Callable[[str], list[Fact]] = lambda part: []
+    invented: int = 0
+    """Wrong facts actually reported (a `wrong` fact for a field the part gave is not reported)."""
     _counter: Any = field(default_factory=itertools.count)
     _lock: Any = field(default_factory=threading.Lock)
 
@@ -65,7 +67,10 @@ class ExtractionModel:
         data: dict[str, Any] = {}
         seen = [f for f in self.facts if " ".join(f.quote.split()) in flat]
         given = {f.path for f in seen}
-        for fact in seen + [f for f in self.wrong(part) if f.is_list or f.path not in given]:
+        invented = [f for f in self.wrong(part) if f.is_list or f.path not in given]
+        with self._lock:
+            self.invented += len(invented)
+        for fact in seen + invented:
             reported = {"quote": fact.quote, "value": fact.value}
             target = data
             *parents, last = fact.path.split(".")

@@ -91,7 +91,7 @@ def merge_operations(
     (operations_out.py).
     """
     ops = [op for ops in op_lists for op in ops]
-    report: Counter = Counter(reflections=len(op_lists), operations_in=len(ops))
+    report: Counter[str] = Counter(reflections=len(op_lists), operations_in=len(ops))
     items = {i.id: i for i in existing}
     wordings = collect_wordings(ops, items, report)
     sim = Similarities(list(wordings), {normalise(i.text) for i in existing}, embed)

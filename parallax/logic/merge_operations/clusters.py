@@ -24,11 +24,11 @@ from parallax.state.playbook import Operation, PlaybookItem
 class Rep:
     """A representative wording: an existing item's text, or a new wording."""
 
-    key: tuple
+    key: tuple[bool, int, int, str, str, str]
     norm: str
     text: str
     section: str
-    about: frozenset
+    about: frozenset[str]
     item: PlaybookItem | None = None
 
     @classmethod
@@ -43,11 +43,11 @@ class Cluster:
     """Existing items and new wordings that are one lesson; `rep` is their canonical minimum."""
 
     rep: Rep
-    items: list = field(default_factory=list)
-    wordings: list = field(default_factory=list)
+    items: list[PlaybookItem] = field(default_factory=list)
+    wordings: list[Wording] = field(default_factory=list)
     helpful: int = 0
     harmful: int = 0
-    provenance: set = field(default_factory=set)
+    provenance: set[str] = field(default_factory=set)
     alive: bool = True
 
     @property
@@ -79,7 +79,7 @@ class Clusters:
         for item in self.active:
             self.cluster_of(item)
 
-    def matches(self, norm: str, about: frozenset, rep: Rep) -> bool:
+    def matches(self, norm: str, about: frozenset[str], rep: Rep) -> bool:
         return self.matcher.matches(norm, about, rep.norm, rep.about)
 
     def cluster_of(self, item: PlaybookItem) -> Cluster:
@@ -89,6 +89,11 @@ class Clusters:
             self.owner[item.id] = Cluster(Rep.of(item), [item])
             self.all.append(self.owner[item.id])
         return self.owner[item.id]
+
+    def known_target(self, item: PlaybookItem) -> PlaybookItem:
+        """`target` of an item of this playbook (which always has one)."""
+        found = self.target(item.id)
+        return found if found is not None else item
 
     def target(self, item_id: str | None) -> PlaybookItem | None:
         """The item an op means; an archived item superseded by a matching smaller wording redirects to it."""
@@ -101,7 +106,7 @@ class Clusters:
                           if a.id != item.id and Rep.of(a).key < below and self.matches(norm, about, Rep.of(a))]
         return min(heirs, key=lambda a: (-self.matcher.sim(norm, normalise(a.text)), a.id)) if heirs else item
 
-    def apply(self, op: Operation, wordings: dict[str, Wording], archive_votes: int, report: Counter) -> None:
+    def apply(self, op: Operation, wordings: dict[str, Wording], archive_votes: int, report: Counter[str]) -> None:
         """A tag, archive request or update lands on its item's cluster; an unknown target is dropped."""
         item = self.target(op.item_id)
         if item is None:
@@ -125,13 +130,13 @@ class Clusters:
 
     def place(self, w: Wording) -> None:
         """Join `w` to every cluster it matches (bridging them), or start a cluster of its own."""
-        group = [self.cluster_of(self.target(p.id) if p.status != "active" else p)
+        group = [self.cluster_of(self.known_target(p) if p.status != "active" else p)
                  for p in [self.by_text.get(w.norm)] + [self.items[i] for i in sorted(w.pinned)] if p is not None]
         group += [c for c in self.all if c.alive and c.matchable and c not in group
                   and any(self.matches(w.norm, w.about, r) for r in [c.rep] + [Rep.of(v) for v in c.wordings])]
         if not group:  # a lesson already archived (say, as harmful) is not added again
             fallback = next((a for a in self.archived if self.matches(w.norm, w.about, Rep.of(a))), None)
-            group = [self.cluster_of(self.target(fallback.id))] if fallback else []
+            group = [self.cluster_of(self.known_target(fallback))] if fallback else []
         if not group:
             self.all.append(Cluster(Rep.of(w), wordings=[w]))
             return

@@ -52,7 +52,7 @@ class Bars:
     same_about: float = SAME_ABOUT_THRESHOLD
     conflict: float = CONFLICT_THRESHOLD
 
-    def bar(self, a: frozenset, b: frozenset) -> float:
+    def bar(self, a: frozenset[str], b: frozenset[str]) -> float:
         """The similarity two texts about names `a` and `b` need to be one lesson."""
         if a == b:  # the same names, or both general (no names)
             return self.same_about
@@ -70,7 +70,7 @@ class Matcher:
     judge: Callable[[str, str], bool] | None = None
     verdicts: dict[tuple[str, str], bool] = field(default_factory=dict)
 
-    def matches(self, norm: str, about: frozenset, rep_norm: str, rep_about: frozenset) -> bool:
+    def matches(self, norm: str, about: frozenset[str], rep_norm: str, rep_about: frozenset[str]) -> bool:
         if norm == rep_norm:
             return True
         score = self.sim(norm, rep_norm)

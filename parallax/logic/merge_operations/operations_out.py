@@ -33,7 +33,7 @@ class ArchiveRule:
         return f"harmful {harmful} >= {self.min_harmful} and > {self.ratio:g} x helpful {helpful}"
 
 
-def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter) -> tuple[str, list[Operation]] | None:
+def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter[str]) -> tuple[str, list[Operation]] | None:
     """(item id, its operations) for one live cluster; None when the batch did not touch it."""
     proposals = sum(w.count for w in c.wordings)
     provenance = c.provenance.union(*(w.provenance for w in c.wordings))
@@ -77,7 +77,7 @@ def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter) -> tuple[
     if archive and was_active:
         report["archived"] += 1
         block.append(Operation(op="archive", item_id=new_id, reason=rule.why(helpful, harmful)))
-    elif not archive and not was_active and gained:
+    elif not archive and not was_active and gained and keep is not None:
         report["reactivated"] += 1
         block.append(Operation(op="add", item_id=new_id, section=keep.section, text=keep.text, about=keep.about,
                                count=1, reason="reactivated: counts no longer meet the archive rule"))
@@ -85,7 +85,7 @@ def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter) -> tuple[
 
 
 def archive_untouched(active: list[PlaybookItem], touched: set[str], alive: dict[str, bool], rule: ArchiveRule,
-                      report: Counter) -> list[tuple[str, list[Operation]]]:
+                      report: Counter[str]) -> list[tuple[str, list[Operation]]]:
     """Archive operations for active items the batch did not touch whose counts now meet the rule
     (e.g. after the rule was tightened)."""
     blocks = []

@@ -10,6 +10,7 @@ batch brought which wording.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from parallax.state.playbook import Operation, PlaybookItem
@@ -19,12 +20,15 @@ def normalise(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def about_names(names) -> frozenset[str]:
+def about_names(names: Iterable[str]) -> frozenset[str]:
     """The named things a lesson is about, normalised; empty names dropped."""
     return frozenset(n for n in (normalise(a) for a in names) if n)
 
 
-def canonical_key(text: str, section: str, about) -> tuple:
+WordingKey = tuple[bool, int, int, str, str]
+
+
+def canonical_key(text: str, section: str, about: Iterable[str]) -> WordingKey:
     """Total order on wordings; the representative of an item is the minimum."""
     names = about_names(about)
     return (len(names) == 0, len(names), len(normalise(text)), normalise(text), section)
@@ -37,18 +41,18 @@ class Wording:
     norm: str
     text: str
     section: str
-    about: frozenset
+    about: frozenset[str]
     count: int = 0
-    provenance: set = field(default_factory=set)
-    pinned: set = field(default_factory=set)
+    provenance: set[str] = field(default_factory=set)
+    pinned: set[str] = field(default_factory=set)
     """Ids of the items an `update` proposed this text for."""
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> WordingKey:
         return canonical_key(self.text, self.section, self.about)
 
 
-def collect_wordings(ops: list[Operation], items: dict[str, PlaybookItem], report: Counter) -> dict[str, Wording]:
+def collect_wordings(ops: list[Operation], items: dict[str, PlaybookItem], report: Counter[str]) -> dict[str, Wording]:
     """Normalised text -> Wording, for every add and every update of a known item.
 
     The same text from several reflections keeps its smallest spelling and section and
@@ -57,7 +61,7 @@ def collect_wordings(ops: list[Operation], items: dict[str, PlaybookItem], repor
     """
     wordings: dict[str, Wording] = {}
 
-    def wording(text: str, section: str, about) -> Wording:
+    def wording(text: str, section: str, about: Iterable[str]) -> Wording:
         norm = normalise(text)
         w = wordings.get(norm)
         if w is None:

@@ -1,0 +1,214 @@
+"""What travels between nodes, typed: branch specs, `Send` payloads, playbook items, prompt versions,
+provenance records and branch records as the state keeps them.
+
+These are TypedDicts, not pydantic models, because they live in the checkpoint and cross `Send`:
+at run time they are plain dicts (serialisable as they are), while a type checker sees their keys.
+What a model replies is untrusted and parsed into pydantic models instead (state/payloads.py);
+`BranchRecordData` is the plain-dict form of `payloads.BranchRecord` that the state's `branches`
+channel holds, and a merge validates it back into a `BranchRecord` before it uses it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, Required
+
+from typing_extensions import TypedDict
+
+from parallax.state.lifecycle import BranchState, Transition
+from parallax.state.payloads import BranchKind, BranchStatus
+
+JsonSchema = dict[str, Any]
+"""A JSON Schema object: the user's output schema, what every branch is asked for, what the merge
+votes on or assembles field by field and what `data` is checked against (logic/user_schema.py)."""
+
+BusinessKind = Literal["direct", "slice", "vote"]
+"""Kinds of branch that do the task itself (state/payloads.py BUSINESS)."""
+
+
+class PlaybookItemData(TypedDict, total=False):
+    """A playbook item as it travels (`PlaybookItem.model_dump()`, state/playbook.py): into a run's
+    `playbook_items`, its per-branch selections and each branch's prompt."""
+
+    id: Required[str]
+    text: Required[str]
+    section: str
+    helpful: int
+    harmful: int
+    provenance: list[str]
+    about: list[str]
+    created_in: int
+    changed_in: int
+    status: Literal["active", "archived"]
+
+
+class PromptText(TypedDict):
+    """The two texts of a prompt template, with `$placeholders` (prompts/templates.py)."""
+
+    system: str
+    user: str
+
+
+class PromptVersion(PromptText, total=False):
+    """A stored (served) prompt version (runtime/storage/prompt_store.py); version 0 is the template's default.
+    A gate evaluation may hand a run just {"version", "system", "user"}."""
+
+    name: str
+    version: int
+    parent: int | None
+    created_by: str
+    created_at: str
+    gate: dict[str, Any]
+    note: str
+
+
+class ServedVersion(TypedDict, total=False):
+    """Which version of a versioned subject ("playbook/<name>", "prompt/<name>") a run was served."""
+
+    version: int
+    arm: str
+    release_id: str | None
+
+
+class BranchAsk(TypedDict):
+    """What a business branch's prompt is built from: its own text, the question and its lessons
+    (plus, for a slice, its place in the document and the shared brief)."""
+
+    kind: BusinessKind
+    text: str
+    question: str
+    playbook: list[PlaybookItemData]
+    index: NotRequired[int]
+    total: NotRequired[int]
+    brief: NotRequired[str]
+
+
+class BranchSpec(BranchAsk):
+    """One business branch as the fan-out plans it (logic/branch_plans.py `branch_specs`) and `work` runs it."""
+
+    id: str
+    parent_id: str
+    """The run's trace id."""
+    planned_at: float
+    model: str
+    temperature: float
+    prompt: NotRequired[PromptVersion | None]
+    """A dead letter's own prompt version (`dlq retry`); a planned branch uses the run's served one."""
+    output_schema: NotRequired[JsonSchema]
+    """A dead letter's output schema (`dlq retry`); a planned branch gets the run's in its `WorkTask`."""
+
+
+class BranchInput(TypedDict, total=False):
+    """What an escalated branch was asked (`BranchRecord.input`): enough for `dlq retry` to ask it again."""
+
+    kind: BusinessKind
+    text: str
+    question: str
+    playbook: list[PlaybookItemData]
+    model: str
+    temperature: float
+    index: int
+    total: int
+    brief: str
+    prompt: PromptVersion | None
+    output_schema: JsonSchema
+
+
+class RunMeta(TypedDict):
+    """What every model call of a run tells the callbacks (LangSmith): its trace id and versions."""
+
+    parallax_trace_id: str | None
+    tenant: str
+    playbook: str
+    playbook_version: int
+    playbook_arm: str
+    prompt_versions: dict[str, int]
+
+
+class WorkShared(TypedDict):
+    """What the fan-out gives every group of branches alike."""
+
+    prompts: dict[str, PromptVersion]
+    """The served prompt version of each branch kind: prompt name -> version."""
+    meta: RunMeta
+    output_schema: NotRequired[JsonSchema]
+    """The user's schema, when the run has one: every branch of the group is asked for that object."""
+
+
+class WorkTask(WorkShared):
+    """The payload of one `Send("work", ...)`: a group of business branches and what they share."""
+
+    branches: list[BranchSpec]
+
+
+class SafetyTask(TypedDict):
+    """The payload of `Send("safety", ...)`: the full input, screened beside the business branches."""
+
+    trace_id: str
+    text: str
+
+
+class Provenance(TypedDict):
+    """Where one leaf value of a typed run's `data` comes from (the output key `provenance`)."""
+
+    path: str
+    """`revenue`, `address.city`, or `segments[0]` for an item of a list."""
+    value: Any
+    branch_id: str | None
+    quote: str | None
+    """The words of the source the value rests on (section runs); None for direct and vote runs."""
+    page: int | None
+    """The page the quote is on, from 1, when the input had pages."""
+    verified: bool
+    """Section: the quote occurs in its slice; vote: the field reached its quorum; direct: False."""
+    slice_index: NotRequired[int]
+    conflict: NotRequired[bool]
+    """Section: one of two verified values two slices gave for one scalar (the run needs review)."""
+    support: NotRequired[int]
+    """Vote: how many votes gave this value."""
+    asked: NotRequired[int]
+    """Vote: how many votes were asked for."""
+
+
+class TokensData(TypedDict):
+    prompt: int
+    completion: int
+    total: int
+
+
+class BranchRecordData(TypedDict):
+    """`payloads.BranchRecord.model_dump()`: one branch's trace as the state's `branches` channel keeps it."""
+
+    id: str
+    parent_id: str
+    kind: BranchKind
+    status: BranchStatus
+    attempts: int
+    reasks: int
+    latency_ms: float
+    tokens: TokensData
+    output: dict[str, Any] | None
+    error: str | None
+    model: str | None
+    temperature: float | None
+    slice_index: int | None
+    vote: str | None
+    playbook_item_ids: list[str]
+    state: BranchState | None
+    transitions: list[Transition]
+    backup: dict[str, Any] | None
+    input: dict[str, Any] | None
+    prompt: dict[str, Any] | None
+
+
+class LearnTask(TypedDict):
+    """The payload of one `Send("learn_from_task", ...)`: a group of training tasks and the playbook head
+    they learn from (nodes/schedule.py `dispatch`)."""
+
+    tasks: list[dict[str, Any]]
+    """Training tasks: {"id", "input", "target"} (logic/task_files.py)."""
+    items: list[PlaybookItemData]
+    version: int
+    mode: str
+    tenant: str
+    prompts: dict[str, PromptVersion]
+    """The reflect, curate and solve prompt versions this learn run uses."""
