@@ -12,7 +12,7 @@ Question kinds (shares of `--questions`), the distribution each vote draws from:
 - hard (20%): right 0.45, distractors 0.35 and 0.20;
 - trap (10%): the model's most likely answer is wrong: wrong 0.50, right 0.35, other 0.15.
 Each answer comes in one of several spellings ("42", "42.0", "The answer is 42.", "21 + 21 = 42"),
-so counting by meaning (logic/final_value.py) is part of what is measured. The k-th vote of a
+so counting by meaning (logic/vote.py `final_value`) is part of what is measured. The k-th vote of a
 question draws the k-th sample of that question's seeded stream, in every configuration.
 
 Configurations: fixed 8 votes (`early_stop` off), adaptive with at most 8, adaptive with at most 16.
@@ -137,7 +137,7 @@ async def run_config(name: str, questions: list[Question], voter: Voter, url: st
     await asyncio.gather(*(one(q) for q in questions))
     wall = time.perf_counter() - began
     calls = sum(1 for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions"))
-    from parallax.logic.final_value import final_value
+    from parallax.logic.vote import final_value
 
     ok = [r for r in rows if r["status"] == "ok"]
     right = [r for r in rows if final_value(r["answer"]) == r["right"]]

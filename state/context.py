@@ -57,6 +57,16 @@ class Context:
         "Re-asks after a reply that does not parse; a re-ask belongs to the same branch, never a new vote."))
     max_tokens: int | None = field(default=None, metadata=_describe(
         "Most tokens per model reply (PARALLAX_MAX_TOKENS, default 384)."))
+    early_stop: bool | None = field(default=None, metadata=_describe(
+        "Ask a vote's branches in waves and stop once the leading answer is settled; votes is then the most "
+        "asked (PARALLAX_EARLY_STOP, default true; logic/stopping.py)."))
+    vote_stop_threshold: float | None = field(default=None, metadata=_describe(
+        "How sure the stopping rule must be that the leader is ahead, P(p > 1/2) under a Beta posterior "
+        "(PARALLAX_VOTE_STOP_THRESHOLD, default 0.95)."))
+    vote_first_wave: int | None = field(default=None, metadata=_describe(
+        "Votes the first wave asks at once (PARALLAX_VOTE_FIRST_WAVE, default 3)."))
+    ok_confidence: float | None = field(default=None, metadata=_describe(
+        "The confidence a run needs to end ok; below it, needs_review (PARALLAX_OK_CONFIDENCE, default 0.5)."))
     slice_chars: int | None = field(default=None, metadata=_describe(
         "Largest slice a section branch receives, in characters (PARALLAX_SLICE_CHARS, default 6000)."))
     max_input_chars: int | None = field(default=None, metadata=_describe(

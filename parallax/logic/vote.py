@@ -1,9 +1,15 @@
-"""Normalise vote answers and decide by threshold.
+"""Reduce vote answers to one form per meaning, and decide by threshold.
 
 Small models say the same thing many ways ("$1,200", "1200.00 dollars", "1200", "fifteen"),
-so answers are compared in a canonical form: numbers without separators, units or trailing
-zeros, numbers written in words as digits (text2num); yes/no synonyms folded; case and
-surrounding punctuation ignored.
+so answers are compared in a canonical form (`normalize_answer`): numbers without separators,
+units or trailing zeros, numbers written in words as digits (text2num); yes/no synonyms
+folded; case and surrounding punctuation ignored.
+
+They also answer "144", "12 * 12 = 144" and "The answer is 144." to one question, so a vote
+counts each answer's final value (`final_value`): yes or no when it starts with one ("No,
+221 = 13 x 17"); the option of a multiple choice ("(B)", "B) 42", "Option b"); the number it
+ends with, perhaps followed by a unit or two words ("12 * 12 = 144", "He has 22 sheep now.");
+else its canonical form. The rules read the answer alone, never the question.
 
 A vote also has a quorum: the valid votes needed before any answer may count as settled
 (`min_votes`, else a strict majority of the votes asked). Fewer valid votes than that is
@@ -25,6 +31,13 @@ NUMBER_WITH_UNIT = re.compile(
     r"^(?:the answer is\s+)?(?:[$€£¥]\s*)?(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)"
     r"\s*(?P<pct>%|percent\b)?\s*(?P<unit>[a-z$€£¥][a-z.$€£¥ ]{0,20})?$"
 )
+NOT_A_UNIT = {"is", "are", "was", "were", "be", "not", "no", "and", "or", "but", "because", "than", "if", "so"}
+"""Words after a number that make an answer a statement about it, not a quantity ("221 is not prime")."""
+OPTION = re.compile(r"^\s*(?:(?:the\s+)?answer\s*(?:is)?\s*:?\s*)?(?:option|choice)?\s*\(?([A-Ea-e])(?:\)|[.:](?=\s|$)|$)",
+                    re.I)
+LEADING_WORD = re.compile(r"^\s*([A-Za-z]+)\b[\s,.;:!-]")
+ENDS_WITH_NUMBER = re.compile(r"(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?)\s*"
+                              r"(?P<tail>(?:[A-Za-z$€£%.'\-/]+\s*){0,2})[\s.!?)\]\"'*]*$")
 
 
 def _canonical_number(raw: str) -> str | None:
@@ -48,7 +61,7 @@ def normalize_answer(answer: str) -> str:
         return "no"
     for candidate in (text, _digits_for_words(text)):
         match = NUMBER_WITH_UNIT.match(candidate) if candidate else None
-        if match:
+        if match and not NOT_A_UNIT & set((match.group("unit") or "").split()):
             number = _canonical_number(match.group("num"))
             if number is not None:
                 return number + ("%" if match.group("pct") else "")
@@ -63,9 +76,34 @@ def _digits_for_words(text: str) -> str | None:
     return converted if converted != text else None
 
 
+def final_value(answer: str) -> str:
+    """The canonical final value of a vote's answer (see the module docstring); idempotent."""
+    text = normalize_answer(answer)
+    if _is_number(text) or text in ("yes", "no"):
+        return text
+    raw = " ".join(str(answer).split())
+    first = LEADING_WORD.match(raw)
+    if first and first.group(1).lower() in (YES | NO) - {"y", "n"}:
+        return "yes" if first.group(1).lower() in YES else "no"
+    option = OPTION.match(raw)
+    if option:
+        return option.group(1).upper()
+    worded = normalize_answer(_digits_for_words(raw.lower()) or raw)
+    match = ENDS_WITH_NUMBER.search(worded) or ENDS_WITH_NUMBER.search(raw)
+    if match and not NOT_A_UNIT & set(match.group("tail").lower().split()):
+        number = normalize_answer(match.group("num"))
+        if _is_number(number):
+            return number
+    return text
+
+
+def _is_number(text: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+(?:\.\d+)?%?", text))
+
+
 def tally(answers: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:
-    """Counts per normalised answer, and the winner if it alone reaches `min_votes`."""
-    counts = Counter(normalize_answer(a) for a in answers)
+    """Counts per final value, and the winner if it alone reaches `min_votes`."""
+    counts = Counter(final_value(a) for a in answers)
     ranked = counts.most_common()
     if not ranked:
         return None, {}

@@ -23,7 +23,7 @@ from parallax.state.context import Context
 FROM_SETTINGS = ("model", "judge_model", "vote_models", "temperature", "request_timeout_s", "max_attempts",
                  "max_concurrency", "straggler_min_s", "max_tokens", "slice_chars", "max_input_chars",
                  "playbook_chars", "dedupe_threshold", "guard_floor", "plan_max_tasks", "plan_contradiction_pairs",
-                 "tool_timeout_s")
+                 "tool_timeout_s", "early_stop", "vote_stop_threshold", "vote_first_wave", "ok_confidence")
 
 
 def resolved(ctx: Context | dict | None = None) -> Context:
