@@ -30,6 +30,7 @@ from parallax.cli.common import (
     require_known,
     write_atomically,
 )
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
@@ -116,9 +117,12 @@ def learn(
     limit: Annotated[int | None, typer.Option(help="Use only the first N training tasks.")] = None,
     concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 16,
     thread: Annotated[str | None, typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Learn a playbook: run tasks in parallel batches, reflect, curate, merge, gate, commit."""
+    use_endpoint(cli, model, base_url)
     if mode not in MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
     for name, value in (("--batch", batch), ("--epochs", epochs), ("--val-size", val_size), ("--concurrency", concurrency)):
@@ -158,9 +162,12 @@ def evaluate_command(
                                                    "(default: each line's, else auto).")] = None,
     results: Annotated[Path | None, typer.Option(help="Per-item results file (default: under PARALLAX_HOME/evals).")] = None,
     concurrency: Annotated[int, typer.Option(help="Tasks solved at once.")] = 8,
+    model: Model = None,
+    base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure accuracy on tasks with a playbook version; per-item results go to a file."""
+    use_endpoint(cli, model, base_url)
     if mode not in MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
     if limit is not None and limit < 1:

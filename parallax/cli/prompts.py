@@ -36,6 +36,7 @@ from parallax.cli.common import (
     who,
     with_store,
 )
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.release import add_release_commands
 from parallax.runtime.storage.namespaces import StoreError
 
@@ -207,8 +208,10 @@ def set_(cli: typer.Context, name: NameArg,
          playbook: Annotated[str, typer.Option(help="Playbook whose lessons the validation runs see.")] = "default",
          approve: Annotated[bool, typer.Option("--approve", help="A person accepts the edit on a tie without signal "
                                                                  "(or without --val).")] = False,
-         tenant: Tenant = "default", by: By = None, as_json: AsJson = False) -> None:
+         tenant: Tenant = "default", by: By = None, model: Model = None, base_url: BaseUrl = None,
+         as_json: AsJson = False) -> None:
     """Add a version of prompt NAME from text files, through the gate; it reaches runs through `release`."""
+    use_endpoint(cli, model, base_url)
     from parallax.logic.task_files import TaskFileError, load_tasks
     from parallax.runtime.storage.prompt_store import PromptStore
     from parallax.runtime.storage.stores import prompts_in

@@ -39,6 +39,7 @@ from parallax.cli.common import (
     require_known,
     with_playbooks,
 )
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 from parallax.state.plan import PlanOutput
@@ -235,10 +236,14 @@ def run(
         "--schema", help="The shape of the answer: a JSON Schema file, or package.module:Model (a pydantic model). "
                          "Branches are asked for that object, votes count field by field, section values need a "
                          "quote from their slice; --json gives `data` and `provenance`.")] = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
     from parallax.logic.routing import wants_plan
+
+    use_endpoint(cli, model, base_url)
 
     if mode not in RUN_MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(RUN_MODES)}")
@@ -354,9 +359,12 @@ def resume(
     cli: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="Thread id of a run that was interrupted or killed.")],
     concurrency: Annotated[int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")] = 8,
+    model: Model = None,
+    base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Continue a run from its SQLite checkpoint; branches and plan tasks that had finished are not run again."""
+    use_endpoint(cli, model, base_url)
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
     settings = settings_mod.load()

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, new_table
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.state.context import Context
@@ -145,9 +146,11 @@ async def retry_letter(traces, branch_id: str, context: Context) -> dict:
 
 @dlq_app.command("retry")
 def dlq_retry(cli: typer.Context, branch_id: Annotated[str, typer.Argument(help="Branch id from `parallax dlq list`.")],
-              tenant: Tenant = "default", as_json: AsJson = False) -> None:
+              tenant: Tenant = "default", model: Model = None, base_url: BaseUrl = None, as_json: AsJson = False) -> None:
     """Run an escalated branch again from its stored input; exit 0 if it now succeeds, 1 if it fails again."""
     from parallax.runtime.model_server import ModelServerError
+
+    use_endpoint(cli, model, base_url)
 
     try:
         letter = with_traces(lambda traces: retry_letter(traces, branch_id, base_context(cli)), tenant)
