@@ -28,7 +28,7 @@ from typing import Annotated
 import typer
 
 from parallax.cli import export, feedback, learn, model, plan, playbook, prompts, release, run, serve, stats, trace
-from parallax.cli.common import fail
+from parallax.cli.common import err, fail
 from parallax.cli.examples import epilog
 from parallax.cli.version import print_version
 from parallax.runtime import settings as settings_mod
@@ -48,11 +48,19 @@ def check_settings(
     _version: Annotated[bool, typer.Option("--version", is_eager=True, callback=print_version,
                                            help="Print the installed version and exit.")] = False,
 ) -> None:
-    """Refuse a bad PARALLAX_* or OPENAI_* variable with one line before any command starts."""
+    """Refuse a bad PARALLAX_* or OPENAI_* variable with one line before any command starts; say once when the
+    data lives in a ./.parallax of the working folder rather than the user data directory."""
+    import os
+
+    from parallax.runtime.home import legacy_notice
+
     try:
-        settings_mod.load()
+        settings = settings_mod.load()
     except settings_mod.SettingsError as exc:
         fail(f"{exc} (fix or unset the variable)")
+    notice = legacy_notice(settings.home, home_is_set=bool(os.environ.get("PARALLAX_HOME")))
+    if notice:
+        err.print(notice, style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
 app.command("run", epilog=epilog("run"))(run.run)

@@ -26,6 +26,7 @@ from parallax.cli.common import (
     err,
     fail,
     graph_failures,
+    located,
     open_playbooks,
     require_known,
     write_atomically,
@@ -201,7 +202,7 @@ async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | Non
             await require_known(playbooks, name)
             chosen = await (playbooks.head(name) if version is None else playbooks.get(name, version))
         except StoreError as exc:
-            fail(str(exc))
+            fail(located(exc))
         with _progress(show) as progress:
             bar = progress.add_task("evaluating", total=len(tasks))
             solve = builder.compile(checkpointer=False, name="solve")

@@ -189,7 +189,8 @@ async def run_graph(name: str, payload: dict | None, thread_id: str, context: Co
             if payload is None:
                 snapshot = await graph.aget_state(config)
                 if not snapshot.values:
-                    fail(f"no run with thread id {thread_id!r} under {settings_mod.load().home} (check PARALLAX_HOME)")
+                    fail(f"no run with thread id {thread_id!r}: searched {settings_mod.load().checkpoint_path} "
+                         "(set PARALLAX_HOME to the home of the original run)")
                 result = {k: v for k, v in snapshot.values.items() if k in keys}
                 if not snapshot.next:  # finished already: report it, run nothing
                     return result
@@ -369,5 +370,6 @@ def resume(
         fail(f"--concurrency must be at least 1, got {concurrency}")
     settings = settings_mod.load()
     if not settings.checkpoint_path.is_file():
-        fail(f"no checkpoints under {settings.home}: run from the folder of the original run, or set PARALLAX_HOME")
+        fail(f"no run with thread id {thread_id!r}: searched {settings.checkpoint_path}, which does not exist "
+             "(set PARALLAX_HOME to the home of the original run)")
     _finish(None, None, thread_id, base_context(cli, max_concurrency=concurrency), as_json)

@@ -16,9 +16,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, new_table
+from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, located, new_table, no_store_yet
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
-from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.state.context import Context
 
@@ -32,8 +31,7 @@ async def open_traces(tenant: str):
 
     checked_tenant(tenant)
     if not has_cli_store():
-        fail(f"no runs recorded under {settings_mod.load().home}: run `parallax run` first, or set PARALLAX_HOME "
-             "(or PARALLAX_DATABASE_URL for a deployment's runs)")
+        no_store_yet()
     async with open_cli_store() as store:
         yield traces_in(store, tenant)
 
@@ -45,7 +43,7 @@ def with_traces(work, tenant: str):
     try:
         return asyncio.run(main())
     except StoreError as exc:
-        fail(str(exc))
+        fail(located(exc))
 
 
 def path_of(transitions: list[dict]) -> str:

@@ -25,6 +25,8 @@ from dotenv import load_dotenv
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from parallax.runtime.home import default_home
+
 load_dotenv(override=False)
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
@@ -40,7 +42,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PARALLAX_", env_ignore_empty=True, extra="ignore", frozen=True)
 
-    home: Path = Field(Path(".parallax"), description="checkpoints, store, model server log and address")
+    home: Path = Field(default_factory=default_home,
+                       description="checkpoints, store, model server log and address (default: the user data "
+                                   "directory, or an existing ./.parallax: runtime/home.py)")
     base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"),
                                  description="any OpenAI-compatible endpoint (…/v1); unset = the embedded model server")
     api_key: str = Field("not-needed-for-local", validation_alias=AliasChoices("OPENAI_API_KEY"))

@@ -16,7 +16,7 @@ from langgraph.store.base import BaseStore
 
 from parallax.runtime.redaction import redact_value
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
-from parallax.runtime.storage.namespaces import StoreError, check_tenant, dead_letters_namespace, traces_namespace
+from parallax.runtime.storage.namespaces import NotFound, check_tenant, dead_letters_namespace, traces_namespace
 from parallax.runtime.storage.store_calls import call_store, now_iso, scan
 
 
@@ -37,7 +37,7 @@ class TraceStore:
     async def get_trace(self, trace_id: str) -> dict:
         item = await self._call("get", traces_namespace(self.tenant), trace_id)
         if item is None:
-            raise StoreError(f"no trace {trace_id!r} for tenant {self.tenant!r}: "
+            raise NotFound(f"no trace {trace_id!r} for tenant {self.tenant!r}: "
                                 f"use the trace id `parallax run` printed (and the same --tenant)")
         return dict(item.value)
 
@@ -63,7 +63,7 @@ class TraceStore:
     async def get_dead_letter(self, branch_id: str) -> dict:
         item = await self._call("get", dead_letters_namespace(self.tenant), branch_id)
         if item is None:
-            raise StoreError(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
+            raise NotFound(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
         return dict(item.value)
 
     async def dead_letters(self) -> list[dict]:
