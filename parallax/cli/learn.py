@@ -32,6 +32,7 @@ from parallax.cli.common import (
     write_atomically,
 )
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
+from parallax.cli.model_notice import print_model_notice
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
@@ -138,16 +139,17 @@ def learn(
                "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin}
     started = time.perf_counter()
     interactive = sys.stdin.isatty() and err.is_terminal
-    result = asyncio.run(run_learn(payload, thread or uuid.uuid4().hex, base_context(cli, max_concurrency=concurrency),
-                                   interactive, show=not as_json))
+    context = base_context(cli, max_concurrency=concurrency)
+    result = asyncio.run(run_learn(payload, thread or uuid.uuid4().hex, context, interactive, show=not as_json))
     result = {**result, "seconds": round(time.perf_counter() - started, 1)}
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
-        return
-    err.print(f"playbook {result.get('playbook')}: v{result.get('from_version')} -> v{result.get('to_version')} "
-              f"({'accepted' if result.get('accepted') else 'nothing accepted'}); validation accuracy "
-              f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s",
-              highlight=False)
+    else:
+        err.print(f"playbook {result.get('playbook')}: v{result.get('from_version')} -> v{result.get('to_version')} "
+                  f"({'accepted' if result.get('accepted') else 'nothing accepted'}); validation accuracy "
+                  f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s",
+                  highlight=False)
+    print_model_notice(context)
 
 
 def evaluate_command(
@@ -178,7 +180,8 @@ def evaluate_command(
     checked_tenant(tenant)
     tasks = _tasks(data, skip_bad, "evaluation data", scorer)[:limit]
     home = settings_mod.load().home
-    out = asyncio.run(run_eval(tasks, playbook, tenant, version, mode, concurrency, base_context(cli), show=not as_json))
+    context = base_context(cli)
+    out = asyncio.run(run_eval(tasks, playbook, tenant, version, mode, concurrency, context, show=not as_json))
     target = results or home / "evals" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(target, "".join(json.dumps(r) + "\n" for r in out.pop("results")).encode("utf-8"))
@@ -188,6 +191,7 @@ def evaluate_command(
     else:
         err.print(f"accuracy {out['accuracy']} on {out['n']} tasks ({out['errors']} failed runs), "
                   f"playbook {playbook} v{out['playbook_version']}; results in {target}", highlight=False)
+    print_model_notice(context)
 
 
 async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | None, mode: str, concurrency: int,

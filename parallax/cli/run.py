@@ -40,6 +40,7 @@ from parallax.cli.common import (
     with_playbooks,
 )
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
+from parallax.cli.model_notice import print_model_notice
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 from parallax.state.plan import PlanOutput
@@ -353,6 +354,7 @@ def _finish(name: str | None, payload: dict | None, thread_id: str, context: Con
         print(json.dumps(result, ensure_ascii=False))
     else:
         _print_result(result)
+    print_model_notice(context)
     raise typer.Exit(1 if result.get("status") == "failed" else 0)
 
 

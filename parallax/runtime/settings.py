@@ -92,6 +92,8 @@ class Settings(BaseSettings):
     plan_max_tasks: int = Field(20, ge=1, description="most tasks a plan may have; a longer plan is re-asked")
     plan_contradiction_pairs: int = Field(5, ge=0, description="most finding pairs a plan run sends to the contradiction check")
     tool_timeout_s: float = Field(120.0, gt=0, description="seconds an edit task's test command may run")
+    quiet_model_notice: bool = Field(False, description="hide the line a CLI run prints when the tiny embedded "
+                                                        "model answered")
 
     @property
     def chat_model_name(self) -> str:
