@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from parallax.cli import app
-from parallax.runtime import model_server, settings as settings_mod
+from parallax.runtime import model_server
+from parallax.runtime import settings as settings_mod
 from parallax.runtime.chat_models import forget_clients
 from tests.support.fault_server import FaultConfig, FaultServer
 
