@@ -1,7 +1,7 @@
 """What every `parallax` command shares: errors, output, options, stores. Imports no command.
 
 Errors are one line on stderr and an exit code (2 for bad input, nothing written); `--json`
-prints one object on stdout; tables wrap instead of cutting values off. A command's base
+prints one object on stdout; tables are built in cli/tables.py. A command's base
 `Context` comes from the Typer context object when a caller (a test, an embedding program)
 passes one with `app(obj=Context(...))`, else it is the process settings' default.
 """
@@ -19,7 +19,6 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from parallax.runtime.storage.namespaces import NotFound, StoreError, check_tenant
 from parallax.state.context import Context
@@ -61,14 +60,6 @@ def no_store_yet(what: str = "runs") -> NoReturn:
 
 def emit(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False))
-
-
-def new_table(title: str | None, columns: tuple[str, ...]) -> Table:
-    """A rich table whose columns wrap instead of cutting values off."""
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
 
 
 def cell(value: float | None, kind: str) -> str:

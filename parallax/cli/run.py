@@ -35,12 +35,12 @@ from parallax.cli.common import (
     err,
     fail,
     graph_failures,
-    new_table,
     require_known,
     with_playbooks,
 )
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.model_notice import print_model_notice
+from parallax.cli.tables import elide, new_table
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 from parallax.state.plan import PlanOutput
@@ -112,16 +112,19 @@ def load_schema(spec: str) -> dict:
 
 
 def branch_table(branches: list[dict]) -> Table:
-    table = new_table("branches", ("id", "kind", "status", "latency", "tokens", "attempts", "vote / output"))
+    """One row per branch; `tries` counts attempts and re-asks; the vote, error or output elided to 80 characters."""
+    table = new_table("branches", ("id", "status", "ms", "tokens", "tries", "vote / output"), text=("vote / output",))
     for b in branches:
-        shown = (b.get("vote") or b.get("error") or json.dumps(b.get("output")))[:60]
-        table.add_row(b["id"], b["kind"], b["status"], f"{b['latency_ms']:.0f} ms", str(b["tokens"]["total"]),
-                      str(b["attempts"] + b["reasks"]), shown)
+        shown = b.get("vote") or b.get("error") or json.dumps(b.get("output"), ensure_ascii=False)
+        table.add_row(b["id"], b["status"], f"{b['latency_ms']:.0f}", str(b["tokens"]["total"]),
+                      str(b["attempts"] + b["reasks"]), elide(shown, 80))
     return table
 
 
 def plan_tree(plan: dict, statuses: dict[int, dict], title: str = "plan") -> Tree:
     """The plan as a tree: each task under the last of its dependencies, with its status (and why)."""
+    from rich.markup import escape
+
     tree = Tree(f"[bold]{title}[/] ({plan.get('synthesis', 'concat')})")
     nodes: dict[int, Tree] = {}
     for task in plan["tasks"]:
@@ -129,8 +132,9 @@ def plan_tree(plan: dict, statuses: dict[int, dict], title: str = "plan") -> Tre
         status = seen.get("status", "PENDING")
         deps = task.get("deps", [])
         label = (f"[{STATUS_STYLE.get(status, '')}]{status}[/] {task['id']} {task.get('kind', 'solve')}: "
-                 f"{task['goal'][:70]}" + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
-                 + (f" [dim]- {seen['reason'][:80]}[/]" if seen.get("reason") and status in ("FAILED", "SKIPPED") else ""))
+                 f"{escape(elide(task['goal'], 70))}" + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
+                 + (f" [dim]- {escape(elide(seen['reason'], 80))}[/]" if seen.get("reason") and status in ("FAILED", "SKIPPED")
+                    else ""))
         parent = nodes.get(max((d for d in deps if d in nodes), default=None), tree) if deps else tree
         nodes[task["id"]] = parent.add(label)
     return tree
@@ -321,13 +325,14 @@ def _print_result(result: dict) -> None:
     else:
         console.print(branch_table(result.get("branches", [])))
     if result.get("vote_counts"):
-        shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["vote_counts"].items())
+        shown = (f"{elide(k, 40) if len(k) > 40 else repr(k)}: {v}" for k, v in result["vote_counts"].items())
         console.print("votes: " + ", ".join(shown), highlight=False)
     if result.get("objection"):
         console.print(f"red team: {result['objection']}")
     console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
                   + (f" - {result['reason']}" if result.get("reason") else ""))
-    console.print(f"trace {result.get('trace_id')}  thread {result['thread_id']}  playbook v{result.get('playbook_version')}")
+    console.print(f"trace {result.get('trace_id')}", highlight=False)
+    console.print(f"thread {result['thread_id']}  playbook v{result.get('playbook_version')}", highlight=False)
     if result.get("data") is not None:
         console.print_json(data=result["data"])
         provenance = result.get("provenance") or []
