@@ -3,7 +3,7 @@
 Why here and not in each command's docstring: click re-wraps help text, and an example
 must print exactly as it is typed. Each block starts with click's no-rewrap marker
 (`\\b`), so the lines come out as written. tests/unit/test_docs.py parses every example
-as it parses the README's commands, so an example cannot name an option that is gone.
+as it parses the commands of the README and docs/, so an example cannot name an option that is gone.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The one line a run prints when its answer came from the embedded model.
 
 Why: with no endpoint configured, Parallax answers with SmolLM2-135M, a 135M-parameter model that
-follows the format and is usually wrong. The README says so, but a first user reads the terminal,
-not the README, and takes "14 sheep" for Parallax's answer. So every run, learn and eval on the
+follows the format and is usually wrong. The docs say so, but a first user reads the terminal,
+not the docs, and takes "14 sheep" for Parallax's answer. So every run, learn and eval on the
 embedded default ends with one dim line on stderr (stdout, and so --json, stays clean) that says
 what answered and how to point Parallax at a real endpoint. PARALLAX_QUIET_MODEL_NOTICE=1 hides it;
 it is not printed when an endpoint is configured, when PARALLAX_GGUF names another model, or when

@@ -16,7 +16,7 @@ What it does, in order:
    runs; only then is the lock released.
 
 A second replica is the same command with another --port (or on another host).
-Needs the `server` extra on Python >= 3.12 (README, Deploy).
+Needs the `server` extra on Python >= 3.12 (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from parallax.cli.common import err, fail
 from parallax.runtime import settings as settings_mod
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "aegra.json"
-INSTALL_HINT = "install the server extra in a Python 3.12 venv: pip install -e '.[server]' (README, Deploy)"
+INSTALL_HINT = "install the server extra in a Python 3.12 venv: pip install -e '.[server]' (docs/deploy.md)"
 
 
 def default_config() -> Path:
