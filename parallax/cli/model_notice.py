@@ -3,10 +3,11 @@
 Why: with no endpoint configured, Parallax answers with SmolLM2-135M, a 135M-parameter model that
 follows the format and is usually wrong. The docs say so, but a first user reads the terminal,
 not the docs, and takes "14 sheep" for Parallax's answer. So every run, learn and eval on the
-embedded default ends with one dim line on stderr (stdout, and so --json, stays clean) that says
-what answered and how to point Parallax at a real endpoint. PARALLAX_QUIET_MODEL_NOTICE=1 hides it;
-it is not printed when an endpoint is configured, when PARALLAX_GGUF names another model, or when
-the caller handed in its own chat model (`Context.chat_model`).
+embedded default ends with one dim line on stderr (stdout, and so --json, stays clean; the line fits
+80 columns) that says what answered and how to point Parallax at a real endpoint.
+PARALLAX_QUIET_MODEL_NOTICE=1 hides it; it is not printed when an endpoint is configured, when
+PARALLAX_GGUF names another model, or when the caller handed in its own chat model
+(`Context.chat_model`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from parallax.cli.common import err
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
-NOTICE = ("note: answered by SmolLM2-135M, a tiny local model that is usually wrong; for real answers point "
-          "Parallax at a model with --base-url URL --model NAME (or OPENAI_BASE_URL, OPENAI_API_KEY, PARALLAX_MODEL). "
-          "PARALLAX_QUIET_MODEL_NOTICE=1 hides this line.")
+NOTICE = "note: tiny local model SmolLM2-135M answered, usually wrong; use --base-url URL"
+"""One line that fits 80 columns; `--base-url`'s help and docs/cli.md name the variables (OPENAI_BASE_URL,
+OPENAI_API_KEY, PARALLAX_MODEL) and PARALLAX_QUIET_MODEL_NOTICE."""
 
 
 def on_embedded_model(context: Context | None) -> bool:
