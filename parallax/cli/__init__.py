@@ -60,7 +60,7 @@ def check_settings(
         fail(f"{exc} (fix or unset the variable)")
     notice = legacy_notice(settings.home, home_is_set=bool(os.environ.get("PARALLAX_HOME")))
     if notice:
-        err.print(notice, style="dim", highlight=False, markup=False, soft_wrap=True)
+        err.print(notice, style="dim", highlight=False, markup=False)  # wrapped at words, never mid-path
 
 
 app.command("run", epilog=epilog("run"))(run.run)

@@ -39,5 +39,5 @@ def legacy_notice(home: Path, home_is_set: bool) -> str | None:
     """One line for a home found in the working folder: where data now lives and how to move it; else None."""
     if home_is_set or home != LEGACY:
         return None
-    return (f"note: using ./.parallax in this folder; Parallax now keeps data in {user_home()} - move it with "
-            f"`mkdir -p {user_home()} && mv .parallax/* {user_home()}/`, or keep it with PARALLAX_HOME=.parallax")
+    return (f"note: using ./.parallax; Parallax now keeps data in {user_home()}: move it with "
+            f"mkdir -p {user_home()} && mv .parallax/* {user_home()}/ (or keep it: PARALLAX_HOME=.parallax)")

@@ -38,7 +38,7 @@ def test_default_home_is_the_user_data_directory(no_home, tmp_path):
 def test_an_existing_dot_parallax_keeps_working_with_one_notice(no_home, tmp_path):
     (no_home / ".parallax").mkdir()
     assert settings_mod.load().home.resolve() == (no_home / ".parallax").resolve()
-    result = runner.invoke(app, ["stats", "--json"])
+    result = runner.invoke(app, ["stats", "--json"], env={"COLUMNS": "400"})  # one line where it fits
     assert result.exit_code == 0, result.output
     assert result.stderr.count("note: using ./.parallax") == 1
     assert str(tmp_path / "xdg" / "parallax") in result.stderr and "PARALLAX_HOME" in result.stderr

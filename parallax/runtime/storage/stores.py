@@ -108,7 +108,7 @@ def cli_store_location() -> str:
     if settings.database_url:
         return f"the PostgreSQL store at {settings.database_url.split('@')[-1]} (PARALLAX_DATABASE_URL)"
     how = "PARALLAX_HOME" if os.environ.get("PARALLAX_HOME") else "set PARALLAX_HOME to use another"
-    return f"{settings.store_path} ({how})"
+    return f"{settings.store_path.absolute()} ({how})"
 
 
 def has_cli_store() -> bool:
