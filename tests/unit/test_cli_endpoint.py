@@ -14,8 +14,8 @@ from parallax.runtime.chat_models import forget_clients
 from tests.support.fault_server import FaultConfig, FaultServer
 
 runner = CliRunner()
-MODEL_COMMANDS = (["run"], ["resume"], ["learn"], ["eval"], ["dlq", "retry"], ["prompts", "set"])
-"""Every command that calls a model."""
+MODEL_COMMANDS = (["run"], ["resume"], ["learn"], ["eval"], ["dlq", "retry"], ["prompts", "set"], ["serve"])
+"""Every command that calls a model (serve: the replica's runs do)."""
 
 
 @pytest.fixture
