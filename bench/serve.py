@@ -3,9 +3,9 @@
 Why: the graph API adds HTTP, PostgreSQL checkpoints, a Redis queue and a worker hand-off to
 every run; this measures what that costs and shows that under load no accepted run is lost
 or executed twice. Each phase starts its own throwaway database and replicas exactly as the
-README's Deploy section does (`parallax serve`, one after the other; tests/support/aegra_cluster.py),
+docs/deploy.md does (`parallax serve`, one after the other; tests/support/aegra_cluster.py),
 then `--clients` concurrent langgraph-sdk clients submit `--runs` vote runs between them
-(a new thread and `runs.stream` each, retried on 429 as the README shows; `runs.wait` would add
+(a new thread and `runs.stream` each, retried on 429 as docs/deploy.md shows; `runs.wait` would add
 up to 2 s per run, because Aegra's Redis executor polls for a finished run every 2 s), and
 measures:
 

@@ -1,6 +1,6 @@
 """Parallax: run LLM agent work in parallel and learn from it.
 
-One installed name, seven floors (README, "Architecture"): `parallax.state` (data),
+One installed name, seven floors (docs/architecture.md): `parallax.state` (data),
 `parallax.prompts` (templates), `parallax.runtime` (model calls, retries, the model server,
 settings, storage, screening, embeddings), `parallax.logic` (decisions and steps that are not
 nodes), `parallax.nodes`, `parallax.graphs` (wiring) and `parallax.cli`, `parallax.server` and `parallax.api` (the

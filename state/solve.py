@@ -98,7 +98,7 @@ branches and report its answer, objection and checks (`None` empties the branche
 
 
 class SolveOutput(RunOutput):
-    """What a caller gets back (see the CLI contract in the README)."""
+    """What a caller gets back (see the CLI contract in docs/cli.md)."""
 
     mode: Route
     data: dict[str, Any] | None

@@ -1,6 +1,14 @@
 import os
+import tempfile
 
 import pytest
+
+# No test writes into the user's real data: the default home (the user data directory, runtime/home.py)
+# resolves inside a scratch folder, and PARALLAX_HOME is set before anything (a session fixture, a
+# subprocess) can read it; each test then gets its own home (`_isolated_home`).
+_SCRATCH = tempfile.mkdtemp(prefix="parallax-tests-")
+os.environ["XDG_DATA_HOME"] = os.path.join(_SCRATCH, "xdg-data")
+os.environ["PARALLAX_HOME"] = os.path.join(_SCRATCH, "home")
 
 # In CI a skipped test is a failure: a test that skips because a service or tool is
 # missing would otherwise hide the missing feature.

@@ -12,15 +12,25 @@
     prompts ...        cli/prompts.py   versioned node prompts (gated, gray-released)
     playbook release|canary  cli/release.py  gray release (shared with prompts)
     plan show          cli/plan.py      a plan run's DAG as Mermaid or PNG
-Shared helpers are in cli/common.py, which imports no command.
+    --version          cli/version.py   the installed version
+Shared helpers are in cli/common.py, which imports no command; the examples that end `--help`
+are in cli/examples.py.
+
+Help is click's plain layout (`rich_markup_mode=None`): Typer's rich panels print a type
+placeholder after every option, flags too (`--json <bool>`), which reads as if a flag took a
+value; the plain layout prints none for flags, and reads the same in a pipe.
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from parallax.cli import export, feedback, learn, model, plan, playbook, prompts, release, run, serve, stats, trace
-from parallax.cli.common import fail
+from parallax.cli.common import err, fail
+from parallax.cli.examples import epilog
+from parallax.cli.version import print_version
 from parallax.runtime import settings as settings_mod
 
 app = typer.Typer(
@@ -29,27 +39,39 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
 
 @app.callback()
-def check_settings() -> None:
-    """Refuse a bad PARALLAX_* or OPENAI_* variable with one line before any command starts."""
+def check_settings(
+    _version: Annotated[bool, typer.Option("--version", is_eager=True, callback=print_version,
+                                           help="Print the installed version and exit.")] = False,
+) -> None:
+    """Refuse a bad PARALLAX_* or OPENAI_* variable with one line before any command starts; say once when the
+    data lives in a ./.parallax of the working folder rather than the user data directory."""
+    import os
+
+    from parallax.runtime.home import legacy_notice
+
     try:
-        settings_mod.load()
+        settings = settings_mod.load()
     except settings_mod.SettingsError as exc:
         fail(f"{exc} (fix or unset the variable)")
+    notice = legacy_notice(settings.home, home_is_set=bool(os.environ.get("PARALLAX_HOME")))
+    if notice:
+        err.print(notice, style="dim", highlight=False, markup=False)  # wrapped at words, never mid-path
 
 
-app.command("run")(run.run)
+app.command("run", epilog=epilog("run"))(run.run)
 app.command("resume")(run.resume)
-app.command("learn")(learn.learn)
+app.command("learn", epilog=epilog("learn"))(learn.learn)
 app.command("eval")(learn.evaluate_command)
 app.command("trace")(trace.trace)
 app.add_typer(playbook.playbook_app, name="playbook")
 app.add_typer(trace.dlq_app, name="dlq")
 app.add_typer(model.model_app, name="model")
-app.command("serve")(serve.serve)
+app.command("serve", epilog=epilog("serve"))(serve.serve)
 app.command("stats")(stats.stats)
 app.command("feedback")(feedback.feedback)
 app.add_typer(export.export_app, name="export")

@@ -1,7 +1,7 @@
 """What every `parallax` command shares: errors, output, options, stores. Imports no command.
 
 Errors are one line on stderr and an exit code (2 for bad input, nothing written); `--json`
-prints one object on stdout; tables wrap instead of cutting values off. A command's base
+prints one object on stdout; tables are built in cli/tables.py. A command's base
 `Context` comes from the Typer context object when a caller (a test, an embedding program)
 passes one with `app(obj=Context(...))`, else it is the process settings' default.
 """
@@ -19,9 +19,8 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from parallax.runtime.storage.namespaces import StoreError, check_tenant
+from parallax.runtime.storage.namespaces import NotFound, StoreError, check_tenant
 from parallax.state.context import Context
 
 T = TypeVar("T")
@@ -44,16 +43,23 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def located(exc: StoreError) -> str:
+    """A store error as one line; a "not found" also names the store it searched."""
+    from parallax.runtime.storage.stores import cli_store_location
+
+    return f"{exc} (searched {cli_store_location()})" if isinstance(exc, NotFound) else str(exc)
+
+
+def no_store_yet(what: str = "runs") -> NoReturn:
+    """Exit 2 for a command that reads a store nothing has written yet, naming where it looked."""
+    from parallax.runtime.storage.stores import cli_store_location
+
+    fail(f"no {what} recorded yet: searched {cli_store_location()}; run `parallax run` first "
+         "(or set PARALLAX_DATABASE_URL for a deployment's runs)")
+
+
 def emit(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False))
-
-
-def new_table(title: str | None, columns: tuple[str, ...]) -> Table:
-    """A rich table whose columns wrap instead of cutting values off."""
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
 
 
 def cell(value: float | None, kind: str) -> str:
@@ -135,16 +141,16 @@ def with_playbooks(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool
     try:
         return asyncio.run(main())
     except StoreError as exc:
-        fail(str(exc))
+        fail(located(exc))
 
 
 async def require_known(playbooks, name: str) -> None:
     """A typo'd --playbook should not quietly show an empty playbook; 'default' may be empty."""
-    from parallax.runtime.storage.playbook_store import PlaybookError
+    from parallax.runtime.storage.playbook_store import PlaybookNotFound
 
     if name != "default" and name not in await playbooks.names():
         known = ", ".join(await playbooks.names()) or "none yet"
-        raise PlaybookError(f"unknown playbook {name!r} (known: {known}): check --playbook")
+        raise PlaybookNotFound(f"unknown playbook {name!r} (known: {known}): check --playbook")
 
 
 def who() -> str:
@@ -184,7 +190,9 @@ def with_store(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool = F
             return await work(store)
     try:
         return asyncio.run(main())
-    except (StoreError, ValueError) as exc:
+    except StoreError as exc:
+        fail(located(exc))
+    except ValueError as exc:
         fail(str(exc))
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from parallax.cli.common import AsJson, By, Tenant, emit, fail, who, with_store
+from parallax.cli.common import AsJson, By, Tenant, emit, fail, no_store_yet, who, with_store
 
 
 def feedback(
@@ -27,7 +27,6 @@ def feedback(
     """Score a run (0..1 or up/down), with an optional comment; stored with its trace."""
     from parallax.logic.feedback import BadFeedback, give_feedback, parse_score
     from parallax.logic.run_record import latest_score
-    from parallax.runtime import settings as settings_mod
 
     try:
         parse_score(score)
@@ -36,7 +35,7 @@ def feedback(
     from parallax.runtime.storage.stores import has_cli_store
 
     if not has_cli_store():
-        fail(f"no runs recorded under {settings_mod.load().home}: run `parallax run` first, or set PARALLAX_HOME")
+        no_store_yet()
     trace = with_store(lambda store: give_feedback(store, tenant, trace_id, score, comment, by or who()), tenant,
                        write=True)
     if as_json:

@@ -29,10 +29,13 @@ from parallax.cli.common import (
     err,
     fail,
     graph_failures,
+    located,
     open_playbooks,
     require_known,
     write_atomically,
 )
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
+from parallax.cli.model_notice import print_model_notice
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
@@ -119,9 +122,12 @@ def learn(
     limit: Annotated[int | None, typer.Option(help="Use only the first N training tasks.")] = None,
     concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 16,
     thread: Annotated[str | None, typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Learn a playbook: run tasks in parallel batches, reflect, curate, merge, gate, commit."""
+    use_endpoint(cli, model, base_url)
     if mode not in MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
     for name, value in (("--batch", batch), ("--epochs", epochs), ("--val-size", val_size), ("--concurrency", concurrency)):
@@ -136,17 +142,18 @@ def learn(
                "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin}
     started = time.perf_counter()
     interactive = sys.stdin.isatty() and err.is_terminal
-    result = asyncio.run(run_learn(payload, thread or uuid.uuid4().hex, base_context(cli, max_concurrency=concurrency),
-                                   interactive, show=not as_json))
+    context = base_context(cli, max_concurrency=concurrency)
+    result = asyncio.run(run_learn(payload, thread or uuid.uuid4().hex, context, interactive, show=not as_json))
     result = {**result, **failure_totals(result.get("batches", [])), "seconds": round(time.perf_counter() - started, 1)}
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
-        return
-    err.print(f"playbook {result.get('playbook')}: v{result.get('from_version')} -> v{result.get('to_version')} "
-              f"({'accepted' if result.get('accepted') else 'nothing accepted'}); validation accuracy "
-              f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s"
-              + _failed(result["failures"], "training tasks") + _failed(result["val_failures"], "validation runs"),
-              highlight=False)
+    else:
+        err.print(f"playbook {result.get('playbook')}: v{result.get('from_version')} -> v{result.get('to_version')} "
+                  f"({'accepted' if result.get('accepted') else 'nothing accepted'}); validation accuracy "
+                  f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s"
+                  + _failed(result["failures"], "training tasks") + _failed(result["val_failures"], "validation runs"),
+                  highlight=False)
+    print_model_notice(context)
 
 
 def failure_totals(batches: list[dict]) -> dict:
@@ -179,9 +186,12 @@ def evaluate_command(
                                                    "(default: each line's, else auto).")] = None,
     results: Annotated[Path | None, typer.Option(help="Per-item results file (default: under PARALLAX_HOME/evals).")] = None,
     concurrency: Annotated[int, typer.Option(help="Tasks solved at once.")] = 8,
+    model: Model = None,
+    base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Measure accuracy on tasks with a playbook version; per-item results go to a file."""
+    use_endpoint(cli, model, base_url)
     if mode not in MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
     if limit is not None and limit < 1:
@@ -191,7 +201,8 @@ def evaluate_command(
     checked_tenant(tenant)
     tasks = _tasks(data, skip_bad, "evaluation data", scorer)[:limit]
     home = settings_mod.load().home
-    out = asyncio.run(run_eval(tasks, playbook, tenant, version, mode, concurrency, base_context(cli), show=not as_json))
+    context = base_context(cli)
+    out = asyncio.run(run_eval(tasks, playbook, tenant, version, mode, concurrency, context, show=not as_json))
     target = results or home / "evals" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(target, "".join(json.dumps(r) + "\n" for r in out.pop("results")).encode("utf-8"))
@@ -202,6 +213,7 @@ def evaluate_command(
         err.print(f"accuracy {out['accuracy']} on {out['n']} tasks ({out['errors']} failed runs"
                   + "".join(f", {n} {cause}" for cause, n in out["failures"].items())
                   + f"), playbook {playbook} v{out['playbook_version']}; results in {target}", highlight=False)
+    print_model_notice(context)
 
 
 async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | None, mode: str, concurrency: int,
@@ -216,7 +228,7 @@ async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | Non
             await require_known(playbooks, name)
             chosen = await (playbooks.head(name) if version is None else playbooks.get(name, version))
         except StoreError as exc:
-            fail(str(exc))
+            fail(located(exc))
         with _progress(show) as progress:
             bar = progress.add_task("evaluating", total=len(tasks))
             solve = builder.compile(checkpointer=False, name="solve")

@@ -9,12 +9,12 @@ an empty in-memory one, so they write nothing. Errors: one line, exit 2, nothing
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from parallax.cli.common import (
     CREATED_BY,
@@ -26,13 +26,13 @@ from parallax.cli.common import (
     check_output_dir,
     emit,
     fail,
-    new_table,
     read_utf8,
     require_known,
     who,
     with_playbooks,
     write_atomically,
 )
+from parallax.cli.tables import elide, gate_summary, new_table, when
 from parallax.runtime.storage.namespaces import StoreError
 
 playbook_app = typer.Typer(
@@ -59,11 +59,16 @@ def show(playbook: Name = "default", tenant: Tenant = "default",
     pv = with_playbooks(work, tenant)
     if as_json:
         return emit(pv.model_dump(mode="json"))
+    Console().print(items_table(playbook, pv, all_items))
+
+
+def items_table(playbook: str, pv, all_items: bool = False) -> Table:
+    """A version's items, the lesson text wrapped at words (never cut: it is what the prompts get)."""
     table = new_table(f"playbook {playbook} v{pv.version} ({len(pv.active)} active items)",
-                      ("id", "section", "text", "+", "-", "status"))
+                      ("id", "section", "text", "+", "-") + (("status",) if all_items else ()), text=("section", "text"))
     for i in pv.items if all_items else pv.active:
-        table.add_row(i.id, i.section, i.text, str(i.helpful), str(i.harmful), i.status)
-    Console().print(table)
+        table.add_row(i.id, i.section, i.text, str(i.helpful), str(i.harmful), *((i.status,) if all_items else ()))
+    return table
 
 
 @playbook_app.command()
@@ -82,16 +87,22 @@ def history(playbook: Name = "default", tenant: Tenant = "default",
     rows, events = with_playbooks(work, tenant)
     if as_json:
         return emit(rows + ([{**e, "created_at": e["at"]} for e in events] if with_labels else []))
-    table = new_table(f"playbook {playbook}",
-                      ("version", "parent", "created_at", "items", "accepted", "created_by", "gate", "note"))
-    for r in rows:
-        table.add_row(str(r["version"]), str(r["parent"]), r["created_at"][:19].replace("T", " "), str(r["items"]),
-                      str(r["accepted"]), r["created_by"], json.dumps(r["gate"]),
-                      r["note"] + (f" [{r['candidate']}]" if r.get("candidate") else ""))
     console = Console(highlight=False)
-    console.print(table)
+    console.print(history_table(playbook, rows))
     for e in events:
         console.print(f"{e['at'][:19].replace('T', ' ')} label {e['label']}: {e['from']} -> {e['to']} by {e['by']}: {e['why']}")
+
+
+def history_table(playbook: str, rows: list[dict]) -> Table:
+    """Versions (and rejected candidates): the gate in a few words; `--json` has the whole record."""
+    table = new_table(f"playbook {playbook}", ("v", "from", "created", "items", "by", "gate", "note"),
+                      text=("created", "by", "gate", "note"))
+    for r in rows:
+        version = f"v{r['version']}" if r.get("candidate") is None else f"({r['version']})"
+        table.add_row(version, str(r["parent"]), when(r["created_at"]), str(r["items"]), r["created_by"],
+                      gate_summary(r["gate"]) if r["accepted"] or r.get("candidate") else "not accepted",
+                      r["note"] + (f" (rejected candidate {r['candidate']})" if r.get("candidate") else ""))
+    return table
 
 
 @playbook_app.command()
@@ -201,11 +212,16 @@ def candidates(playbook: Name = "default", tenant: Tenant = "default", as_json: 
     if as_json:
         return emit([{**summary(c), "candidate": c.candidate_id, "reason": c.reason,
                       "operations": len(c.operations)} for c in found])
-    table = new_table(f"rejected candidates of {playbook}",
-                      ("candidate", "on version", "created_at", "items", "operations", "reason"))
+    Console().print(candidates_table(playbook, found))
+
+
+def candidates_table(playbook: str, found: list) -> Table:
+    table = new_table(f"rejected candidates of {playbook}", ("candidate", "on", "created", "items", "ops", "reason"),
+                      text=("created", "reason"))
     for c in found:
-        table.add_row(c.candidate_id, str(c.parent), c.created_at, str(len(c.active)), str(len(c.operations)), c.reason)
-    Console().print(table)
+        table.add_row(c.candidate_id, f"v{c.parent}", when(c.created_at), str(len(c.active)), str(len(c.operations)),
+                      c.reason)
+    return table
 
 
 @playbook_app.command()
@@ -217,10 +233,15 @@ def quarantine(playbook: Name = "default", tenant: Tenant = "default", as_json: 
     held = with_playbooks(work, tenant)
     if as_json:
         return emit(held)
-    table = new_table(f"quarantined lessons of {playbook} ({len(held)})", ("id", "created_at", "source", "reason", "text"))
+    Console().print(quarantine_table(playbook, held))
+
+
+def quarantine_table(playbook: str, held: list[dict]) -> Table:
+    table = new_table(f"quarantined lessons of {playbook} ({len(held)})", ("id", "created", "source", "reason", "text"),
+                      text=("created", "source", "reason", "text"))
     for q in held:
-        table.add_row(q["id"], q["created_at"][:19].replace("T", " "), q["source"], q["reason"], q["text"][:200])
-    Console().print(table)
+        table.add_row(q["id"], when(q["created_at"]), q["source"], q["reason"], elide(q["text"], 200))
+    return table
 
 
 def accuracy(gate: dict) -> float | None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from parallax.cli.common import (
     AsJson,
@@ -30,13 +30,14 @@ from parallax.cli.common import (
     emit,
     err,
     fail,
-    new_table,
     open_store,
     read_utf8,
     who,
     with_store,
 )
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.release import add_release_commands
+from parallax.cli.tables import gate_summary, new_table, when
 from parallax.runtime.storage.namespaces import StoreError
 
 prompts_app = typer.Typer(help="Versioned node prompts: show, history, diff, set (gated), rollback, release, canary.",
@@ -75,10 +76,7 @@ def show(name: Annotated[str | None, typer.Argument(help="Prompt name (leave out
         rows = with_store(lambda store: _overview(store, tenant), tenant)
         if as_json:
             return emit(rows)
-        table = new_table(f"prompts of {tenant}", ("name", "head", "production", "canary", "used by"))
-        for r in rows:
-            table.add_row(r["name"], f"v{r['head']}", str(r["production"]), str(r["canary"]), r["used_by"])
-        return Console().print(table)
+        return Console().print(overview_table(tenant, rows))
     _name(name)
 
     async def work(store):
@@ -110,18 +108,30 @@ def history(name: NameArg, tenant: Tenant = "default", as_json: AsJson = False) 
     found = with_store(work, tenant)
     if as_json:
         return emit(found)
-    table = new_table(f"prompt {name} (production {found['production']}, canary {found['canary']})",
-                      ("version", "parent", "created_at", "created_by", "gate", "note"))
-    for r in found["versions"]:
-        table.add_row(f"v{r['version']}", str(r["parent"]), r["created_at"][:19].replace("T", " "), r["created_by"],
-                      json.dumps(r["gate"]), r["note"])
-    for c in found["candidates"]:
-        table.add_row(f"rejected {c['candidate_id']}", str(c["parent"]), c["created_at"][:19].replace("T", " "),
-                      c["created_by"], json.dumps(c["gate"]), c["reason"])
     console = Console(highlight=False)
-    console.print(table)
+    console.print(prompt_history_table(name, found))
     for e in found["events"]:
         console.print(f"{e['at'][:19].replace('T', ' ')} {e['label']}: {e['from']} -> {e['to']} by {e['by']}: {e['why']}")
+
+
+def overview_table(tenant: str, rows: list[dict]) -> Table:
+    table = new_table(f"prompts of {tenant}", ("name", "head", "production", "canary", "used by"), text=("used by",))
+    for r in rows:
+        table.add_row(r["name"], f"v{r['head']}", str(r["production"]), str(r["canary"]), r["used_by"])
+    return table
+
+
+def prompt_history_table(name: str, found: dict) -> Table:
+    """Versions, then rejected edits (their candidate id in the note); the gate in a few words."""
+    table = new_table(f"prompt {name} (production {found['production']}, canary {found['canary']})",
+                      ("v", "from", "created", "by", "gate", "note"), text=("created", "by", "gate", "note"))
+    for r in found["versions"]:
+        table.add_row(f"v{r['version']}", str(r["parent"]), when(r["created_at"]), r["created_by"],
+                      gate_summary(r["gate"]), r["note"])
+    for c in found["candidates"]:
+        table.add_row("-", str(c["parent"]), when(c["created_at"]), c["created_by"], gate_summary(c["gate"]),
+                      f"rejected candidate {c['candidate_id']}: {c['reason']}")
+    return table
 
 
 @prompts_app.command()
@@ -207,8 +217,10 @@ def set_(cli: typer.Context, name: NameArg,
          playbook: Annotated[str, typer.Option(help="Playbook whose lessons the validation runs see.")] = "default",
          approve: Annotated[bool, typer.Option("--approve", help="A person accepts the edit on a tie without signal "
                                                                  "(or without --val).")] = False,
-         tenant: Tenant = "default", by: By = None, as_json: AsJson = False) -> None:
+         tenant: Tenant = "default", by: By = None, model: Model = None, base_url: BaseUrl = None,
+         as_json: AsJson = False) -> None:
     """Add a version of prompt NAME from text files, through the gate; it reaches runs through `release`."""
+    use_endpoint(cli, model, base_url)
     from parallax.logic.task_files import TaskFileError, load_tasks
     from parallax.runtime.storage.prompt_store import PromptStore
     from parallax.runtime.storage.stores import prompts_in

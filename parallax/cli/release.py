@@ -18,8 +18,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
-from parallax.cli.common import AsJson, By, Name, Reason, Tenant, cell, emit, fail, new_table, who, with_store
+from parallax.cli.common import AsJson, By, Name, Reason, Tenant, cell, emit, fail, who, with_store
+from parallax.cli.tables import new_table
 from parallax.logic.release_decision import Rule, check_rule, check_share
 from parallax.logic.releases import canary_view, release
 
@@ -46,6 +48,22 @@ def rule_from(error_rate: float, margin: float, min_runs: int, max_runs: int) ->
         fail(str(exc))
 
 
+def arms_table(release: dict) -> Table:
+    """Both arms of a release, one row per figure (so it reads on 80 columns)."""
+    arms = [(f"{arm} v{version}", release["arms"][arm]) for arm, version in (("production", release["base"]),
+                                                                          ("canary", release["version"]))]
+    table = new_table(None, ("", *(name for name, _ in arms)), text=("",))
+    table.add_row("runs", *(str(a["runs"]) for _, a in arms))
+    table.add_row("success", *(cell(a["success_rate"], "share") for _, a in arms))
+    table.add_row("95% CI", *(f"{cell(a['ci95'][0], 'share')} to {cell(a['ci95'][1], 'share')}" for _, a in arms))
+    table.add_row("ok", *(cell(a["ok_rate"], "share") for _, a in arms))
+    table.add_row("accuracy (runs)", *(f"{cell(a['accuracy'], 'share')} ({a['accuracy_runs']})" for _, a in arms))
+    table.add_row("feedback (runs)", *(f"{cell(a['feedback_mean'], 'mean')} ({a['feedback_runs']})" for _, a in arms))
+    table.add_row("p50 latency ms", *(cell(a["latency_ms_p50"], "ms") for _, a in arms))
+    table.add_row("p95 latency ms", *(cell(a["latency_ms_p95"], "ms") for _, a in arms))
+    return table
+
+
 def print_canary(view: dict) -> None:
     console = Console(highlight=False)
     console.print(f"{view['subject']}: production v{view['production']}, canary "
@@ -58,18 +76,7 @@ def print_canary(view: dict) -> None:
     console.print(f"release {release['id']}: v{release['version']} vs v{release['base']} on {release['share']:g}% "
                   f"({'manual' if release['manual'] else 'automatic'}), {state}"
                   + (f" - {release['why']}" if not view["running"] and release.get("why") else ""))
-    arms = [(f"{arm} v{version}", release["arms"][arm]) for arm, version in (("production", release["base"]),
-                                                                          ("canary", release["version"]))]
-    table = new_table(None, ("", *(name for name, _ in arms)))  # one row per figure: it reads on 80 columns
-    table.add_row("runs", *(str(a["runs"]) for _, a in arms))
-    table.add_row("success", *(cell(a["success_rate"], "share") for _, a in arms))
-    table.add_row("95% CI", *(f"{cell(a['ci95'][0], 'share')} to {cell(a['ci95'][1], 'share')}" for _, a in arms))
-    table.add_row("ok", *(cell(a["ok_rate"], "share") for _, a in arms))
-    table.add_row("accuracy (runs)", *(f"{cell(a['accuracy'], 'share')} ({a['accuracy_runs']})" for _, a in arms))
-    table.add_row("feedback (runs)", *(f"{cell(a['feedback_mean'], 'mean')} ({a['feedback_runs']})" for _, a in arms))
-    table.add_row("p50 latency ms", *(cell(a["latency_ms_p50"], "ms") for _, a in arms))
-    table.add_row("p95 latency ms", *(cell(a["latency_ms_p95"], "ms") for _, a in arms))
-    console.print(table)
+    console.print(arms_table(release))
     rule = release["rule"]
     console.print(f"difference {release['difference']:+.3f} (95% CI {release['difference_ci95'][0]:+.3f} to "
                   f"{release['difference_ci95'][1]:+.3f}); rule: error rate {rule['error_rate']:g}, margin "

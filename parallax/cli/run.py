@@ -35,10 +35,12 @@ from parallax.cli.common import (
     err,
     fail,
     graph_failures,
-    new_table,
     require_known,
     with_playbooks,
 )
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
+from parallax.cli.model_notice import print_model_notice
+from parallax.cli.tables import elide, new_table
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 from parallax.state.plan import PlanOutput
@@ -110,16 +112,19 @@ def load_schema(spec: str) -> dict:
 
 
 def branch_table(branches: list[dict]) -> Table:
-    table = new_table("branches", ("id", "kind", "status", "latency", "tokens", "attempts", "vote / output"))
+    """One row per branch; `tries` counts attempts and re-asks; the vote, error or output elided to 80 characters."""
+    table = new_table("branches", ("id", "status", "ms", "tokens", "tries", "vote / output"), text=("vote / output",))
     for b in branches:
-        shown = (b.get("vote") or b.get("error") or json.dumps(b.get("output")))[:60]
-        table.add_row(b["id"], b["kind"], b["status"], f"{b['latency_ms']:.0f} ms", str(b["tokens"]["total"]),
-                      str(b["attempts"] + b["reasks"]), shown)
+        shown = b.get("vote") or b.get("error") or json.dumps(b.get("output"), ensure_ascii=False)
+        table.add_row(b["id"], b["status"], f"{b['latency_ms']:.0f}", str(b["tokens"]["total"]),
+                      str(b["attempts"] + b["reasks"]), elide(shown, 80))
     return table
 
 
 def plan_tree(plan: dict, statuses: dict[int, dict], title: str = "plan") -> Tree:
     """The plan as a tree: each task under the last of its dependencies, with its status (and why)."""
+    from rich.markup import escape
+
     tree = Tree(f"[bold]{title}[/] ({plan.get('synthesis', 'concat')})")
     nodes: dict[int, Tree] = {}
     for task in plan["tasks"]:
@@ -127,8 +132,9 @@ def plan_tree(plan: dict, statuses: dict[int, dict], title: str = "plan") -> Tre
         status = seen.get("status", "PENDING")
         deps = task.get("deps", [])
         label = (f"[{STATUS_STYLE.get(status, '')}]{status}[/] {task['id']} {task.get('kind', 'solve')}: "
-                 f"{task['goal'][:70]}" + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
-                 + (f" [dim]- {seen['reason'][:80]}[/]" if seen.get("reason") and status in ("FAILED", "SKIPPED") else ""))
+                 f"{escape(elide(task['goal'], 70))}" + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
+                 + (f" [dim]- {escape(elide(seen['reason'], 80))}[/]" if seen.get("reason") and status in ("FAILED", "SKIPPED")
+                    else ""))
         parent = nodes.get(max((d for d in deps if d in nodes), default=None), tree) if deps else tree
         nodes[task["id"]] = parent.add(label)
     return tree
@@ -149,7 +155,7 @@ class Progress:
         if node == "make_plan" and update.get("plan"):
             self.plan, self.tasks, self.round = update["plan"], {}, update.get("round", self.round)
             self._redraw()
-        for record in update.get("branches", []):
+        for record in update.get("branches") or []:  # route starts a run with None (it empties the reducer)
             self.done += 1
             self.status.update(f"{self.done} branches done (last: {record['kind']} {record['status']})")
 
@@ -188,7 +194,8 @@ async def run_graph(name: str, payload: dict | None, thread_id: str, context: Co
             if payload is None:
                 snapshot = await graph.aget_state(config)
                 if not snapshot.values:
-                    fail(f"no run with thread id {thread_id!r} under {settings_mod.load().home} (check PARALLAX_HOME)")
+                    fail(f"no run with thread id {thread_id!r}: searched {settings_mod.load().checkpoint_path} "
+                         "(set PARALLAX_HOME to the home of the original run)")
                 result = {k: v for k, v in snapshot.values.items() if k in keys}
                 if not snapshot.next:  # finished already: report it, run nothing
                     return result
@@ -235,10 +242,14 @@ def run(
         "--schema", help="The shape of the answer: a JSON Schema file, or package.module:Model (a pydantic model). "
                          "Branches are asked for that object, votes count field by field, section values need a "
                          "quote from their slice; --json gives `data` and `provenance`.")] = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
     from parallax.logic.routing import wants_plan
+
+    use_endpoint(cli, model, base_url)
 
     if mode not in RUN_MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(RUN_MODES)}")
@@ -314,13 +325,14 @@ def _print_result(result: dict) -> None:
     else:
         console.print(branch_table(result.get("branches", [])))
     if result.get("vote_counts"):
-        shown = (f"{k[:40] + '…' if len(k) > 40 else k!r}: {v}" for k, v in result["vote_counts"].items())
+        shown = (f"{elide(k, 40) if len(k) > 40 else repr(k)}: {v}" for k, v in result["vote_counts"].items())
         console.print("votes: " + ", ".join(shown), highlight=False)
     if result.get("objection"):
         console.print(f"red team: {result['objection']}")
     console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
                   + (f" - {result['reason']}" if result.get("reason") else ""))
-    console.print(f"trace {result.get('trace_id')}  thread {result['thread_id']}  playbook v{result.get('playbook_version')}")
+    console.print(f"trace {result.get('trace_id')}", highlight=False)
+    console.print(f"thread {result['thread_id']}  playbook v{result.get('playbook_version')}", highlight=False)
     if result.get("data") is not None:
         console.print_json(data=result["data"])
         provenance = result.get("provenance") or []
@@ -347,6 +359,7 @@ def _finish(name: str | None, payload: dict | None, thread_id: str, context: Con
         print(json.dumps(result, ensure_ascii=False))
     else:
         _print_result(result)
+    print_model_notice(context)
     raise typer.Exit(1 if result.get("status") == "failed" else 0)
 
 
@@ -354,12 +367,16 @@ def resume(
     cli: typer.Context,
     thread_id: Annotated[str, typer.Argument(help="Thread id of a run that was interrupted or killed.")],
     concurrency: Annotated[int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")] = 8,
+    model: Model = None,
+    base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Continue a run from its SQLite checkpoint; branches and plan tasks that had finished are not run again."""
+    use_endpoint(cli, model, base_url)
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
     settings = settings_mod.load()
     if not settings.checkpoint_path.is_file():
-        fail(f"no checkpoints under {settings.home}: run from the folder of the original run, or set PARALLAX_HOME")
+        fail(f"no run with thread id {thread_id!r}: searched {settings.checkpoint_path}, which does not exist "
+             "(set PARALLAX_HOME to the home of the original run)")
     _finish(None, None, thread_id, base_context(cli, max_concurrency=concurrency), as_json)

@@ -16,7 +16,7 @@ What it does, in order:
    runs; only then is the lock released.
 
 A second replica is the same command with another --port (or on another host).
-Needs the `server` extra on Python >= 3.12 (README, Deploy).
+Needs the `server` extra on Python >= 3.12 (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ from typing import Annotated
 import typer
 
 from parallax.cli.common import err, fail
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.runtime import settings as settings_mod
 
 REPO_CONFIG = Path(__file__).resolve().parents[2] / "aegra.json"
-INSTALL_HINT = "install the server extra in a Python 3.12 venv: pip install -e '.[server]' (README, Deploy)"
+INSTALL_HINT = "install the server extra in a Python 3.12 venv: pip install -e '.[server]' (docs/deploy.md)"
 
 
 def default_config() -> Path:
@@ -85,8 +86,11 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 2026,
     config: Annotated[Path | None, typer.Option(help="Aegra config (default: ./aegra.json, else the repository's).")]
     = None,
+    model: Model = None,
+    base_url: BaseUrl = None,
 ) -> None:
     """Serve the graphs over HTTP with Aegra on PostgreSQL (DATABASE_URL) and Redis (REDIS_URL): migrate, then serve."""
+    use_endpoint(None, model, base_url)  # for the life of this replica: its runs call that endpoint and model
     settings = settings_mod.load()
     url = os.environ.get("DATABASE_URL") or settings.database_url
     if not url:

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from parallax.cli.common import (
     AsJson,
@@ -20,10 +21,10 @@ from parallax.cli.common import (
     check_output_dir,
     emit,
     fail,
-    new_table,
     with_store,
     write_atomically,
 )
+from parallax.cli.tables import new_table
 
 METRICS = (("runs", "runs", "count"), ("ok", "ok_rate", "share"), ("accuracy (runs with a target)", "accuracy", "share"),
            ("branches per run", "mean_branches", "mean"), ("model calls per run", "mean_model_calls", "mean"),
@@ -69,6 +70,15 @@ def plot(result: dict, output: Path) -> None:
     write_atomically(output, buf.getvalue())
 
 
+def stats_table(tenant: str, result: dict) -> Table:
+    """One row per metric, one column per playbook version and one for all runs."""
+    groups = [(f"{row['playbook']} v{row['version']}", row) for row in result["by_version"]] + [("all", result["overall"])]
+    table = new_table(f"runs of tenant {tenant}", ("", *(name for name, _ in groups)), text=("",))
+    for label, key, kind in METRICS:
+        table.add_row(label, *(cell(row[key], kind) for _, row in groups))
+    return table
+
+
 def stats(
     since: Annotated[str | None, typer.Option(help="Only runs from this far back (7d, 12h, 30m, 2w) or since a date.")] = None,
     playbook: Annotated[str | None, typer.Option(help="Only runs of this playbook.")] = None,
@@ -87,10 +97,6 @@ def stats(
         plot(result, plot_file)
     if as_json:
         return emit(result)
-    groups = [(f"{row['playbook']} v{row['version']}", row) for row in result["by_version"]] + [("all", result["overall"])]
-    table = new_table(f"runs of tenant {tenant}", ("", *(name for name, _ in groups)))
-    for label, key, kind in METRICS:
-        table.add_row(label, *(cell(row[key], kind) for _, row in groups))
-    Console().print(table)
+    Console().print(stats_table(tenant, result))
     if plot_file is not None:
         Console(stderr=True).print(f"wrote {plot_file}")

@@ -15,9 +15,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
-from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, new_table
-from parallax.runtime import settings as settings_mod
+from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, located, no_store_yet
+from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
+from parallax.cli.tables import elide, new_table, short_id, when
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.state.context import Context
 
@@ -31,8 +34,7 @@ async def open_traces(tenant: str):
 
     checked_tenant(tenant)
     if not has_cli_store():
-        fail(f"no runs recorded under {settings_mod.load().home}: run `parallax run` first, or set PARALLAX_HOME "
-             "(or PARALLAX_DATABASE_URL for a deployment's runs)")
+        no_store_yet()
     async with open_cli_store() as store:
         yield traces_in(store, tenant)
 
@@ -44,7 +46,7 @@ def with_traces(work, tenant: str):
     try:
         return asyncio.run(main())
     except StoreError as exc:
-        fail(str(exc))
+        fail(located(exc))
 
 
 def path_of(transitions: list[dict]) -> str:
@@ -63,18 +65,23 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
         return emit(found)
     console = Console(highlight=False)
     console.print(f"trace {found['trace_id']} ({found['tenant']}): [bold]{found['status']}[/] {found['mode']}, "
-                  f"confidence {found['confidence']}" + (f" - {found['reason']}" if found["reason"] else ""))
-    table = new_table(None, ("branch", "kind", "state", "seconds", "attempts", "path", "why"))
+                  f"confidence {found['confidence']}" + (f" - {escape(found['reason'])}" if found["reason"] else ""))
+    console.print(trace_table(found))
+    console.print(f"answer: {found['answer'] or '(none)'}", markup=False)
+
+
+def trace_table(found: dict) -> Table:
+    """A trace's branches: lifecycle path and the reasons of its failures (elided to 300 characters)."""
+    table = new_table(None, ("branch", "state", "s", "tries", "path", "why"), text=("path", "why"))
     for b in found["branches"]:
         steps = b.get("transitions") or []
-        reasons = "; ".join(dict.fromkeys(t["reason"][:160] for t in steps
+        reasons = "; ".join(dict.fromkeys(elide(t["reason"], 160) for t in steps
                                           if t["state"] in ("TIMEOUT", "FAILED", "ESCALATED") and t["reason"]))
         if b.get("backup"):
             reasons = f"backup copy ({b['backup']['reason']}), {b['backup']['winner']} won; " + reasons
-        table.add_row(b["id"], b["kind"], b.get("state") or b["status"], f"{seconds_between(steps):.2f}",
-                      str(b.get("attempts", 1)), path_of(steps), reasons[:300])
-    console.print(table)
-    console.print(f"answer: {found['answer'] or '(none)'}")
+        table.add_row(b["id"], b.get("state") or b["status"], f"{seconds_between(steps):.2f}",
+                      str(b.get("attempts", 1)), path_of(steps), elide(reasons, 300))
+    return table
 
 
 def _letter_row(d: dict) -> dict:
@@ -90,12 +97,18 @@ def dlq_list(tenant: Tenant = "default",
     letters = [d for d in with_traces(lambda traces: traces.dead_letters(), tenant) if show_all or d["status"] == "open"]
     if as_json:
         return emit([_letter_row(d) for d in letters])
+    Console().print(letters_table(tenant, letters))
+
+
+def letters_table(tenant: str, letters: list[dict]) -> Table:
+    """Dead letters: the trace id short (`parallax trace` takes it), the last error elided to 120 characters."""
     table = new_table(f"dead letters of {tenant} ({len(letters)})",
-                      ("branch", "kind", "trace", "status", "escalated", "retries", "last error"))
+                      ("branch", "trace", "status", "escalated", "retries", "last error"),
+                      text=("escalated", "last error"))
     for d in letters:
-        table.add_row(d["id"], d["kind"], d["trace_id"], d["status"], d["escalated_at"][:19], str(len(d["retries"])),
-                      d["error"][:120])
-    Console().print(table)
+        table.add_row(d["id"], short_id(d["trace_id"]), d["status"], when(d["escalated_at"]),
+                      str(len(d["retries"])), elide(d["error"], 120))
+    return table
 
 
 @dlq_app.command("show")
@@ -145,9 +158,11 @@ async def retry_letter(traces, branch_id: str, context: Context) -> dict:
 
 @dlq_app.command("retry")
 def dlq_retry(cli: typer.Context, branch_id: Annotated[str, typer.Argument(help="Branch id from `parallax dlq list`.")],
-              tenant: Tenant = "default", as_json: AsJson = False) -> None:
+              tenant: Tenant = "default", model: Model = None, base_url: BaseUrl = None, as_json: AsJson = False) -> None:
     """Run an escalated branch again from its stored input; exit 0 if it now succeeds, 1 if it fails again."""
     from parallax.runtime.model_server import ModelServerError
+
+    use_endpoint(cli, model, base_url)
 
     try:
         letter = with_traces(lambda traces: retry_letter(traces, branch_id, base_context(cli)), tenant)

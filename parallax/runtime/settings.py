@@ -25,6 +25,8 @@ from dotenv import load_dotenv
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from parallax.runtime.home import default_home
+
 load_dotenv(override=False)
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
@@ -40,7 +42,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="PARALLAX_", env_ignore_empty=True, extra="ignore", frozen=True)
 
-    home: Path = Field(Path(".parallax"), description="checkpoints, store, model server log and address")
+    home: Path = Field(default_factory=default_home,
+                       description="checkpoints, store, model server log and address (default: the user data "
+                                   "directory, or an existing ./.parallax: runtime/home.py)")
     base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"),
                                  description="any OpenAI-compatible endpoint (…/v1); unset = the embedded model server")
     api_key: str = Field("not-needed-for-local", validation_alias=AliasChoices("OPENAI_API_KEY"))
@@ -99,6 +103,8 @@ class Settings(BaseSettings):
     plan_max_tasks: int = Field(20, ge=1, description="most tasks a plan may have; a longer plan is re-asked")
     plan_contradiction_pairs: int = Field(5, ge=0, description="most finding pairs a plan run sends to the contradiction check")
     tool_timeout_s: float = Field(120.0, gt=0, description="seconds an edit task's test command may run")
+    quiet_model_notice: bool = Field(False, description="hide the line a CLI run prints when the tiny embedded "
+                                                        "model answered")
 
     @property
     def chat_model_name(self) -> str:

@@ -15,6 +15,7 @@ and the deployed server run exactly as before. Closing the stream early cancels 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import queue
 import threading
@@ -46,18 +47,21 @@ def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
     thread = threading.Thread(target=contextvars.copy_context().run, args=(asyncio.run, pump()),
                               name="parallax-sync-graph", daemon=True)
     thread.start()
+    finished = False
     try:
         while True:
             is_item, value = handoff.get()
             if is_item:
                 yield value
-            elif value is _END:
+                continue
+            finished = True
+            if value is _END:
                 return
-            else:
-                raise value
+            raise value
     finally:
-        if thread.is_alive() and "loop" in running:
-            running["loop"].call_soon_threadsafe(running["task"].cancel)
+        if not finished and "loop" in running:  # the caller stopped early: cancel the run
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing left to cancel
+                running["loop"].call_soon_threadsafe(running["task"].cancel)
         thread.join()
 
 

@@ -1,6 +1,6 @@
 """Replicas of the deployed graph API for tests and benchmarks: a throwaway database, `parallax serve` x N.
 
-Why this exists: the deploy tests and `bench.serve` need what an operator runs (README,
+Why this exists: the deploy tests and `bench.serve` need what an operator runs (docs/deploy.md,
 Deploy): a fresh PostgreSQL database, Redis, and replicas started one after the other with
 `parallax serve`, each answering /ready before the next starts. Everything here is loopback
 and private to one `Cluster`: its own database (created, then dropped with FORCE), its own
@@ -209,11 +209,11 @@ class Cluster:
 
 
 def readme_retry_helper():
-    """`retry_on_429` from the README's client snippet (Deploy > Clients), run as written."""
+    """`retry_on_429` from the client snippet of docs/deploy.md (Clients), run as written."""
     import re
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "deploy.md").read_text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def retry_on_429" in b)
     namespace: dict = {}
-    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(block, "docs/deploy.md", "exec"), namespace)  # noqa: S102 - our own docs
     return namespace["retry_on_429"]

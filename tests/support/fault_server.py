@@ -25,6 +25,9 @@ numbers 1; booleans true; arrays of one element; enums their first value). With
 text ``42``. ``FaultConfig.reply`` may instead be a fixed string or a callable taking the
 request body and returning the content.
 
+``GET /health`` answers 200 as llama.cpp's server does, so a test can advertise this server in
+``model-server.json`` where `parallax model serve` would advertise the embedded one.
+
 Every request is logged in memory (``GET /_log``, cleared with ``POST /_reset``, which also
 restarts the fault sequence) and, when ``log_path`` is set, appended as one JSON line per
 finished request. An entry holds ``id`` (monotonic, assigned on arrival), ``time``,
@@ -381,6 +384,9 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
         name = state.config.model_name
         return JSONResponse({"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "parallax"}]})
 
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
     async def get_log(request: Request) -> JSONResponse:
         return JSONResponse(state.log())
 
@@ -400,6 +406,7 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
         Route("/_log", get_log, methods=["GET"]),
         Route("/_reset", reset, methods=["POST"]),
         Route("/_config", set_config, methods=["POST"]),

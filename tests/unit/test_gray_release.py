@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
@@ -157,8 +158,8 @@ def test_cli_release_run_and_canary(tmp_path):
     assert arms["production"]["accuracy"] == 1.0 and arms["canary"]["accuracy"] == 0.0
     table = runner.invoke(app, ["playbook", "canary", "--playbook", "fin"], env={"COLUMNS": "80"})
     assert "rollback by auto" in table.output
-    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-            for line in table.output.splitlines() if line.count("│") == 4}
+    cells = [re.split(r"\s{2,}", line.strip()) for line in table.output.splitlines()]  # columns: 2+ spaces apart
+    rows = {c[0]: c[1:] for c in cells if len(c) == 3}
     assert rows["success"] == ["100.0%", "0.0%"] and rows["accuracy (runs)"][1] == f"0.0% ({arms['canary']['runs']})"
     assert rows["runs"] == [str(arms["production"]["runs"]), str(arms["canary"]["runs"])]
     history = json.loads(cli("playbook", "history", "--playbook", "fin", "--labels", "--json").output)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -95,8 +96,8 @@ def test_cli_stats_json_table_and_plot(tmp_path):
     assert result["overall"] == OVERALL and [r["version"] for r in result["by_version"]] == [1, 2]
     assert json.loads(runner.invoke(app, ["stats", "--since", "7d", "--version", "1", "--json"]).output)["overall"] == V1
     table = runner.invoke(app, ["stats"], env={"COLUMNS": "80"})
-    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-            for line in table.output.splitlines() if line.count("│") == 5}
+    cells = [re.split(r"\s{2,}", line.strip()) for line in table.output.splitlines()]  # columns: 2+ spaces apart
+    rows = {c[0]: c[1:] for c in cells if len(c) == 4}
     assert rows["accuracy (runs with a target)"] == ["50.0%", "100.0%", "66.7%"]  # v1, v2, all
     assert rows["branches per run"][0] == "1.67" and rows["p95 latency ms"][2] == "900" and rows["runs"] == ["3", "2", "5"]
     png = tmp_path / "stats.png"

@@ -323,3 +323,18 @@ async def test_the_authenticated_graph_api_reads_no_path_on_its_own_disk():
     with pytest.raises(InvalidInput, match="not as a path"):
         await graph.ainvoke({"document": "/etc/passwd", "question": "users?"}, config, context=ctx)
     assert calls == []
+
+
+def test_a_sync_stream_closed_early_cancels_the_run_and_a_finished_one_leaves_nothing_running():
+    import threading
+
+    from parallax.graphs.solve import graph
+
+    ctx, calls = scripted(lambda p, t, i: (0.5, json.dumps({"reasoning": "r", "answer": "4"})))
+    stream = graph.stream({"task": "What is 2 + 2?", "mode": "vote", "votes": 3}, context=ctx, stream_mode="updates")
+    assert next(iter(next(stream))) == "route"
+    stream.close()  # stop while the votes are in flight: the run is cancelled, the worker thread ends
+    assert not [t for t in threading.enumerate() if t.name == "parallax-sync-graph"]
+    for _ in range(20):  # finishing runs never race the closing of their private loop
+        assert graph.invoke({"task": "Say hi.", "mode": "direct"}, context=scripted(
+            lambda p, t, i: json.dumps({"reasoning": "r", "answer": "hi"}))[0])["status"] == "ok"

@@ -16,6 +16,10 @@ class StoreError(ValueError):
     """A one-line, user-facing problem with stored records (unknown name or version, bad file, lock timeout)."""
 
 
+class NotFound(StoreError):
+    """A record the caller named is not in the store; the CLI adds which store it searched."""
+
+
 def check_tenant(tenant: str) -> str:
     """The tenant name, or StoreError for one that could reach outside its namespaces."""
     if not isinstance(tenant, str) or not NAME_RE.match(tenant):

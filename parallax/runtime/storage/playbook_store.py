@@ -35,7 +35,7 @@ from langgraph.store.base import BaseStore
 from parallax.runtime.lesson_screening import screen_items, screen_operations
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.labels import LabelStore
-from parallax.runtime.storage.namespaces import StoreError, check_playbook_name, check_tenant, playbook_namespace
+from parallax.runtime.storage.namespaces import NotFound, StoreError, check_playbook_name, check_tenant, playbook_namespace
 from parallax.runtime.storage.playbook_files import diff_items, parse_playbook, to_markdown
 from parallax.runtime.storage.store_calls import call_store, now_iso, scan
 from parallax.state.playbook import Operation, PlaybookVersion, apply_operations
@@ -43,6 +43,10 @@ from parallax.state.playbook import Operation, PlaybookVersion, apply_operations
 
 class PlaybookError(StoreError):
     """A one-line, user-facing problem with a playbook (unknown playbook or version, bad import file)."""
+
+
+class PlaybookNotFound(PlaybookError, NotFound):
+    """No such playbook, or no such version of it."""
 
 
 class Candidate(PlaybookVersion):
@@ -117,11 +121,11 @@ class PlaybookStore:
             return head
         if head.version == 0 and version > 0:
             known = ", ".join(await self.names()) or "none"
-            raise PlaybookError(f"playbook {name!r} has no versions yet (playbooks with data: {known}): "
+            raise PlaybookNotFound(f"playbook {name!r} has no versions yet (playbooks with data: {known}): "
                                 f"learn or import one, or pick another with --playbook")
         if not 0 < version <= head.version:
-            raise PlaybookError(f"playbook {name!r} has no version {version} (latest is {head.version}): "
-                                f"see `parallax playbook history --playbook {name}`")
+            raise PlaybookNotFound(f"playbook {name!r} has no version {version} (latest is {head.version}): "
+                                   f"see `parallax playbook history --playbook {name}`")
         value = await self._get(name, version_key(version))
         if value is None:
             raise PlaybookError(f"playbook {name!r} is missing the record of version {version} (latest is {head.version}): "

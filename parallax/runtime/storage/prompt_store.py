@@ -20,7 +20,7 @@ from parallax.prompts.templates import DEFAULTS, problems
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.labels import KEY as LABELS_KEY
 from parallax.runtime.storage.labels import LabelStore, empty_labels
-from parallax.runtime.storage.namespaces import StoreError, check_tenant
+from parallax.runtime.storage.namespaces import NotFound, StoreError, check_tenant
 from parallax.runtime.storage.store_calls import call_store, now_iso, scan
 
 
@@ -66,7 +66,7 @@ class PromptStore:
         item = await call_store(self.store, "get", self._ns(name), _key(version))
         if item is None:
             latest = (await self.head(name))["version"]
-            raise StoreError(f"prompt {name!r} has no version {version} (latest is {latest}): "
+            raise NotFound(f"prompt {name!r} has no version {version} (latest is {latest}): "
                              f"see `parallax prompts history {name}`")
         return dict(item.value)
 

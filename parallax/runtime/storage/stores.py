@@ -101,6 +101,16 @@ async def open_sqlite_store(path: Path | None = None) -> AsyncIterator[BaseStore
         yield store
 
 
+def cli_store_location() -> str:
+    """Which store the CLI reads, for messages: the PostgreSQL database (host and name, no credentials)
+    or the SQLite file, and how to pick another."""
+    settings = settings_mod.load()
+    if settings.database_url:
+        return f"the PostgreSQL store at {settings.database_url.split('@')[-1]} (PARALLAX_DATABASE_URL)"
+    how = "PARALLAX_HOME" if os.environ.get("PARALLAX_HOME") else "set PARALLAX_HOME to use another"
+    return f"{settings.store_path.absolute()} ({how})"
+
+
 def has_cli_store() -> bool:
     """Whether the CLI has a store to read: a database URL, or the SQLite file exists."""
     settings = settings_mod.load()

@@ -16,8 +16,11 @@ from langgraph.store.base import BaseStore
 
 from parallax.runtime.redaction import redact_value
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
-from parallax.runtime.storage.namespaces import StoreError, check_tenant, dead_letters_namespace, traces_namespace
+from parallax.runtime.storage.namespaces import NotFound, check_tenant, dead_letters_namespace, traces_namespace
 from parallax.runtime.storage.store_calls import call_store, now_iso, scan
+
+SHORT_PREFIX = 6
+"""Fewest characters of a trace id that `get_trace` looks up as a prefix (tables show 8)."""
 
 
 class TraceStore:
@@ -35,11 +38,21 @@ class TraceStore:
         await self._call("put", traces_namespace(self.tenant), trace["trace_id"], redact_value(trace), index=False)
 
     async def get_trace(self, trace_id: str) -> dict:
+        """The trace with this id, or with this id's start (the short id tables show: at least SHORT_PREFIX
+        characters, and only one trace of the tenant may start with it)."""
         item = await self._call("get", traces_namespace(self.tenant), trace_id)
-        if item is None:
-            raise StoreError(f"no trace {trace_id!r} for tenant {self.tenant!r}: "
-                                f"use the trace id `parallax run` printed (and the same --tenant)")
-        return dict(item.value)
+        if item is not None:
+            return dict(item.value)
+        if len(trace_id) >= SHORT_PREFIX:
+            found = [t for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()
+                     if key.startswith(trace_id)]
+            if len(found) == 1:
+                return dict(found[0])
+            if found:
+                raise NotFound(f"{len(found)} traces of tenant {self.tenant!r} start with {trace_id!r}: "
+                               f"give more of the id (--json shows it whole)")
+        raise NotFound(f"no trace {trace_id!r} for tenant {self.tenant!r}: "
+                       f"use the trace id `parallax run` printed (and the same --tenant)")
 
     async def traces(self) -> list[dict]:
         """Every trace of the tenant, oldest first."""
@@ -49,6 +62,7 @@ class TraceStore:
     async def add_feedback(self, trace_id: str, entry: dict) -> tuple[dict, dict]:
         """Append a (redacted) feedback entry to a trace; (the trace before, the trace after).
         An unknown trace raises StoreError and writes nothing."""
+        trace_id = (await self.get_trace(trace_id))["trace_id"]  # a short id names its whole one
         async with self.lock.hold(f"feedback/{self.tenant}/{trace_id}"):
             before = await self.get_trace(trace_id)
             after = {**before, "feedback": [*before.get("feedback", []), redact_value({**entry, "at": now_iso()})]}
@@ -63,7 +77,7 @@ class TraceStore:
     async def get_dead_letter(self, branch_id: str) -> dict:
         item = await self._call("get", dead_letters_namespace(self.tenant), branch_id)
         if item is None:
-            raise StoreError(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
+            raise NotFound(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
         return dict(item.value)
 
     async def dead_letters(self) -> list[dict]:

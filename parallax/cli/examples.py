@@ -1,0 +1,34 @@
+"""The examples that end `--help` of the commands people start with (run, learn, serve).
+
+Why here and not in each command's docstring: click re-wraps help text, and an example
+must print exactly as it is typed. Each block starts with click's no-rewrap marker
+(`\\b`), so the lines come out as written. tests/unit/test_docs.py parses every example
+as it parses the commands of the README and docs/, so an example cannot name an option that is gone.
+"""
+
+from __future__ import annotations
+
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "run": (
+        'parallax run "Is 221 a prime number?" --mode vote --votes 5',
+        'parallax run --input-file meeting.md -q "What was decided?" --mode section',
+        'parallax run "What is 12 * 12?" --base-url http://localhost:8000/v1 --json',
+    ),
+    "learn": (
+        "parallax learn train.jsonl --val val.jsonl --batch 20 --playbook formula",
+        "parallax learn train.jsonl --approve --playbook formula",
+        "parallax learn train.jsonl --limit 20 --model gpt-4o-mini --json",
+    ),
+    "serve": (
+        "export DATABASE_URL=postgresql://postgres@127.0.0.1:5432/parallax",
+        "export PARALLAX_API_KEYS=key-acme:acme REDIS_URL=redis://127.0.0.1:6379/0",
+        "parallax serve --port 2026",
+        "parallax serve --host 0.0.0.0 --port 2027    # a second replica",
+    ),
+}
+
+
+def epilog(command: str) -> str:
+    """`Examples:` and the command's examples, one per line, kept as written by click."""
+    lines = "\n".join(f"  {example}" for example in EXAMPLES[command])
+    return f"Examples:\n\n\b\n{lines}\n"

@@ -1,0 +1,43 @@
+"""Where Parallax keeps its data when PARALLAX_HOME does not say: the user's data directory.
+
+Why: a home in the working folder (`./.parallax`, the old default) made a trace recorded in one
+folder "not found" from another, and left a `.parallax` in every folder a command ran in. Tools
+people already use (`gh`, `uv`, `httpie`) keep their data in the platform's user data directory
+(XDG_DATA_HOME on Linux, ~/Library/Application Support on macOS, %LOCALAPPDATA% on Windows),
+found here with platformdirs.
+
+In order: PARALLAX_HOME when set; else an existing `./.parallax` in the working folder, so homes
+made before this change keep working (the CLI says once per command where data now lives and how
+to move it: `legacy_notice`); else the user data directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from platformdirs import user_data_path
+
+LEGACY = Path(".parallax")
+
+
+def user_home() -> Path:
+    """The platform's per-user data directory for Parallax (not created here)."""
+    return user_data_path("parallax", appauthor=False)
+
+
+def legacy_home() -> Path | None:
+    """`./.parallax` when the working folder has one (a home made before the per-user default)."""
+    return LEGACY if LEGACY.is_dir() else None
+
+
+def default_home() -> Path:
+    """The home when PARALLAX_HOME is unset: an existing ./.parallax, else the user data directory."""
+    return legacy_home() or user_home()
+
+
+def legacy_notice(home: Path, home_is_set: bool) -> str | None:
+    """One line for a home found in the working folder: where data now lives and how to move it; else None."""
+    if home_is_set or home != LEGACY:
+        return None
+    return (f"note: using ./.parallax; Parallax now keeps data in {user_home()}: move it with "
+            f"mkdir -p {user_home()} && mv .parallax/* {user_home()}/ (or keep it: PARALLAX_HOME=.parallax)")

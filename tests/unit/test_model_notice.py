@@ -1,0 +1,61 @@
+"""On the embedded default model a run ends with one dim line on stderr saying so; a setting hides it, and it is
+never printed when an endpoint answered."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from parallax.cli import app
+from parallax.runtime import model_server
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.chat_models import forget_clients
+from tests.support.fault_server import FaultConfig, FaultServer
+
+runner = CliRunner()
+ARGS = ["run", "Write a haiku about caching.", "--mode", "direct", "--json"]
+
+
+@pytest.fixture
+def advertised(monkeypatch):
+    """No endpoint configured; a stand-in for the embedded server advertised where `parallax model serve` would
+    advertise it (PARALLAX_HOME/model-server.json), so the run takes the embedded path without loading a model."""
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.delenv("PARALLAX_GGUF", raising=False)
+    server = FaultServer(FaultConfig())
+    server.start()
+    path = settings_mod.load().model_server_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"url": server.url, "pid": os.getpid(), "parallel": 5}))
+    model_server.shutdown()
+    forget_clients()
+    try:
+        yield server
+    finally:
+        model_server.shutdown()  # forget the URL this process settled on
+        forget_clients()
+        server.stop()
+
+
+def test_a_run_on_the_embedded_model_says_so_once(advertised):
+    result = runner.invoke(app, ARGS)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["status"] == "ok"  # stdout stays one JSON object
+    assert result.stderr.count("SmolLM2-135M") == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "usually wrong" in result.stderr and "--base-url" in result.stderr
+    assert len(result.stderr.rstrip("\n")) <= 80  # one line on an 80-column terminal
+    assert any(entry["path"].endswith("/chat/completions") for entry in advertised.log())  # it answered
+
+
+def test_the_setting_hides_it(advertised, monkeypatch):
+    monkeypatch.setenv("PARALLAX_QUIET_MODEL_NOTICE", "1")
+    result = runner.invoke(app, ARGS)
+    assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_an_endpoint_gets_no_notice(advertised):
+    result = runner.invoke(app, [*ARGS, "--base-url", advertised.url])
+    assert result.exit_code == 0 and result.stderr == ""
