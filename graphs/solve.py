@@ -1,6 +1,7 @@
 """The `solve` graph: route, fan out to branches beside a safety check, merge, arbitrate.
 
     route -> [safety + work x G] -> merge -> judge? -> red_team? -> record_trace -> release_check -> END
+                                       ^-- work x G (an adaptive vote's next wave) <-'
 
 `graph` is compiled without a checkpointer or store: `langgraph dev` and LangGraph
 Server bring their own; the CLI compiles `builder` with SQLite ones. Every node and edge
@@ -13,8 +14,9 @@ from __future__ import annotations
 from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
 
-from parallax.nodes.fan_out import fan_out
+from parallax.nodes.fan_out import fan_out, next_wave
 from parallax.nodes.judge import judge
 from parallax.nodes.merge import merge
 from parallax.nodes.record_trace import record_trace
@@ -28,7 +30,9 @@ from parallax.state.context import Context
 from parallax.state.solve import SolveInput, SolveOutput, SolveState
 
 
-async def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace"]:
+async def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace"] | list[Send]:
+    if state.get("next_wave"):
+        return await next_wave(state)  # an adaptive vote that has not settled: its next wave, then merge again
     if state["status"] == "failed":
         return "record_trace"
     if state["mode"] == "vote" and not state.get("consensus") and state.get("output_schema") is None:
@@ -54,7 +58,7 @@ builder.add_edge(START, "route")
 builder.add_conditional_edges("route", fan_out, ["safety", "work"])
 builder.add_edge("safety", "merge")
 builder.add_edge("work", "merge")
-builder.add_conditional_edges("merge", after_merge)
+builder.add_conditional_edges("merge", after_merge, ["judge", "red_team", "record_trace", "work"])
 builder.add_conditional_edges("judge", after_judge)
 builder.add_edge("red_team", "record_trace")
 builder.add_edge("record_trace", "release_check")

@@ -1,7 +1,9 @@
 """Turn the route into `Send`s: business branches plus the safety check, all in one superstep.
 
 The branches and their grouping come from logic/branch_plans.py. All tasks start at once;
-their model calls share one limit (runtime/superstep.py).
+their model calls share one limit (runtime/superstep.py). An adaptive vote starts with its
+first wave; `next_wave` sends each further wave the merge asks for (logic/stopping.py), with
+the final values of the votes so far, so a vote in flight can be cancelled once they settle.
 """
 
 from __future__ import annotations
@@ -9,22 +11,39 @@ from __future__ import annotations
 from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
-from parallax.logic.branch_plans import branch_specs, group, run_metadata
+from parallax.logic.branch_plans import adaptive, branch_specs, first_wave, group, run_metadata
 from parallax.runtime.run_context import context_of
-from parallax.state.records import SafetyTask, WorkShared, WorkTask
+from parallax.state.context import Context, filled
+from parallax.state.records import BranchSpec, SafetyTask, WorkShared, WorkTask
 from parallax.state.solve import SolveState
 
 
 async def fan_out(state: SolveState) -> list[Send]:
-    """Conditional edge after `route`: safety and business branches start together."""
+    """Conditional edge after `route`: safety and business branches (a vote: its first wave) start together."""
     ctx = context_of(get_runtime())
-    specs = branch_specs(state, ctx)
+    specs = branch_specs(state, ctx, first_wave(state, ctx) if state["mode"] == "vote" else None)
     full_text = f"{state.get('question', '')}\n{state['task']}"
     safety: SafetyTask = {"trace_id": state["trace_id"], "text": full_text}
-    sends = [Send("safety", safety)]
+    return [Send("safety", safety), *_work(state, ctx, specs, earlier=[] if adaptive(state, ctx) else None)]
+
+
+async def next_wave(state: SolveState) -> list[Send]:
+    """The next wave of an adaptive vote: `state["next_wave"]` more votes, after the ones asked so far."""
+    ctx = context_of(get_runtime())
+    asked = state.get("votes_asked", 0)
+    specs = branch_specs(state, ctx, range(asked, asked + state.get("next_wave", 0)))
+    earlier = [vote for b in state.get("branches", [])
+               if b["kind"] == "vote" and b["status"] == "ok" and (vote := b.get("vote"))]
+    return _work(state, ctx, specs, earlier)
+
+
+def _work(state: SolveState, ctx: Context, specs: list[BranchSpec], earlier: list[str] | None) -> list[Send]:
     shared: WorkShared = {"prompts": state.get("prompts") or {}, "meta": run_metadata(state)}
     if state.get("output_schema") is not None:
         shared["output_schema"] = state["output_schema"]
-    tasks: list[WorkTask] = [{"branches": branches, **shared} for branches in group(specs)]
-    return sends + [Send("work", task) for task in tasks]
+    if earlier is not None:
+        shared["vote_watch"] = {"earlier": earlier, "threshold": filled(ctx.vote_stop_threshold),
+                                "min_leader": state.get("min_votes") or 0}
+    tasks: list[WorkTask] = [{"branches": branches, **shared} for branches in group(specs)] if specs else []
+    return [Send("work", task) for task in tasks]
 

@@ -1,7 +1,10 @@
 """One arbitration call when the votes do not reach the threshold.
 
 The judge must pick one of the candidates; anything else (a new answer, a failed call)
-does not settle the run, which then ends as `needs_review`. The judge arbitrates between
+does not settle the run, which then ends as `needs_review`. It may break a tie between the
+leading answers, nothing more: a pick that fewer votes gave than the leader (a minority) is
+`needs_review` with the leader as the answer, and a tie it breaks is `ok` only if the pick's
+support among the valid votes reaches the ok threshold (logic/run_status.py). The judge arbitrates between
 answers, it does not vote: it is not called when fewer valid votes came back than the
 quorum, nor when there is only one candidate (seen on the embedded model: 5 of 6 votes
 failed, the judge "chose" the only answer, and the run ended `ok` at confidence 0.17).
@@ -16,11 +19,11 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import run_metadata
 from parallax.logic.run_status import final_status
-from parallax.logic.vote import normalize_answer, quorum_shortfall
+from parallax.logic.vote import final_value, quorum_shortfall
 from parallax.prompts.solve import judge_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
 from parallax.state.payloads import Answer, BranchRecord, JudgeDecision
 from parallax.state.solve import SolveState
 
@@ -30,7 +33,7 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     records = [BranchRecord.model_validate(r) for r in state["branches"]]
     originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
     candidates = [originals[v] for v in state["vote_counts"]]
-    votes = [r for r in records if r.kind == "vote"]
+    votes = [r for r in records if r.kind == "vote" and r.status != "cancelled"]
     unsettled = quorum_shortfall(sum(r.status == "ok" for r in votes), len(votes), state.get("min_votes"))
     if not unsettled and len(candidates) < 2:
         unsettled = "a lone candidate cannot be judged into a result"
@@ -46,11 +49,20 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     if decision is None:
         return {"branches": [record.model_dump()], "status": "needs_review",
                 "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; ")}
-    choice = normalize_answer(decision.choice)
-    if choice not in state["vote_counts"]:
+    counts = state["vote_counts"]
+    choice = final_value(decision.choice)
+    if choice not in counts:
         return {"branches": [record.model_dump()], "status": "needs_review",
                 "reason": f"{state.get('reason', '')}; the judge did not pick a candidate".strip("; ")}
-    status, why = final_status(records, settled=True)
+    leader = max(counts, key=lambda v: counts[v])
+    if counts[choice] < counts[leader]:
+        return {"branches": [record.model_dump()], "status": "needs_review", "answer": originals[leader],
+                "reason": f"{state.get('reason', '')}; the judge chose {originals[choice]!r}, which {counts[choice]} "
+                          f"vote(s) gave against {counts[leader]} for {originals[leader]!r}: a minority pick is no "
+                          f"result".strip("; ")}
+    confidence = round(counts[choice] / max(1, sum(r.status == "ok" for r in votes)), 3)
+    status, why = final_status(records, True, confidence, filled(ctx.ok_confidence))
     return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,
-            "confidence": round(state["vote_counts"][choice] / max(1, len(votes)), 3),
-            "reason": "; ".join(x for x in (why, f"judge chose {originals[choice]!r}: {decision.reason}"[:300]) if x)}
+            "confidence": confidence,
+            "reason": "; ".join(x for x in (why, f"judge broke the tie for {originals[choice]!r}: {decision.reason}"[:300])
+                                if x)}

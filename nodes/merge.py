@@ -12,15 +12,20 @@ and a run whose findings all fail that check is `needs_review`, never `ok`; a sa
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from langgraph.runtime import Runtime
 
+from parallax.logic.branch_plans import adaptive
 from parallax.logic.quotes import FactCheck, check_findings
+from parallax.logic.routing import votes_of
 from parallax.logic.run_status import final_status
+from parallax.logic.stopping import decide
 from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome
-from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
-from parallax.state.context import Context
+from parallax.logic.vote import final_value, normalize_answer, quorum, quorum_shortfall, tally
+from parallax.runtime.run_context import context_of
+from parallax.state.context import Context, filled
 from parallax.state.payloads import BUSINESS, Answer, BranchRecord, SliceFinding
 from parallax.state.records import JsonSchema
 from parallax.state.solve import SolveState
@@ -50,41 +55,58 @@ def _assemble_sections(facts: FactCheck) -> str:
 
 
 async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
-    business = [r for r in records if r.kind in BUSINESS]
+    business = [r for r in records if r.kind in BUSINESS and r.status != "cancelled"]
     ok = [r for r in business if r.status == "ok"]
     failed = [r.id for r in business if r.status != "ok"]
     partial = f"{len(failed)} of {len(business)} branches failed" if failed else ""
+    asked = {"votes_asked": len(business), "next_wave": 0} if state["mode"] == "vote" else {}
     if not ok:
         errors = "; ".join(sorted({r.error or r.status for r in business}))[:500]
         return {"status": "failed", "answer": "", "data": None, "provenance": [], "confidence": 0.0, "vote_counts": {},
-                "failed_branches": failed,
+                "failed_branches": failed, **asked, "stop_reason": "every vote asked failed" if asked else "",
                 "consensus": False, "reason": f"all {len(business)} branches failed: {errors}"}
 
     route = state["mode"]
     schema = state.get("output_schema")
     if schema is not None:
-        return _typed(state, schema, records, ok, business, failed, partial)
+        return {**_typed(state, schema, records, ok, business, failed, partial, filled(ctx.ok_confidence)), **asked,
+                **({"stop_reason": f"asked all {len(business)} votes (a vote on an object asks them at once)"}
+                   if asked else {})}
     votes: dict[str, int] = {}
     verification: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
     settled = True
     if route == "vote":
         min_votes = state.get("min_votes")
+        answers = [Answer.model_validate(r.output).answer for r in ok]
+        most = votes_of(state)
+        if adaptive(state, ctx):
+            decision = decide(list(Counter(final_value(a) for a in answers).values()), len(business), most,
+                              threshold=filled(ctx.vote_stop_threshold), first_wave=filled(ctx.vote_first_wave),
+                              min_leader=min_votes or 0)
+            if not decision.stop:  # another wave (graphs/solve.py sends it), then this merge again
+                return {"votes_asked": len(business), "next_wave": decision.next_wave}
+            stop = decision.reason
+        else:
+            stop = f"asked all {most} votes (early stopping off)" if state.get("output_schema") is None else ""
         shortfall = quorum_shortfall(len(ok), len(business), min_votes)
-        winner, votes = tally([Answer.model_validate(r.output).answer for r in ok], quorum(len(business), min_votes))
+        winner, votes = tally(answers, quorum(len(business), min_votes))
         winner = None if shortfall else winner
-        settled = winner is not None
         leader = winner or next(iter(votes))
         answer = next(Answer.model_validate(r.output).answer.strip() for r in ok if r.vote == leader)
-        confidence = votes[leader] / len(business)
+        confidence = votes[leader] / len(ok)  # the answer's support among the valid votes
+        settled = winner is not None
         note = shortfall or ("" if settled else f"no answer reached {quorum(len(business), min_votes)} of {len(business)} votes")
         verification["rules"] = {"quorum": quorum(len(business), min_votes), "valid_votes": len(ok),
                                  "asked": len(business), "quorum_met": not shortfall}
+        extra = {"votes_asked": len(business), "next_wave": 0, "stop_reason": stop}
     elif route == "section":
         facts, relevant = _check_sections(ok, state.get("slices") or [])
         answer = _assemble_sections(facts)
         settled = bool(answer)
-        confidence = len(ok) / len(business)
+        confidence = len(facts.kept) / facts.checked if facts.checked else 0.0  # never 1.0 for nothing checked
         verification["facts"] = facts.report()
         if facts.checked and not facts.kept:
             note = f"none of the {facts.checked} findings quoted its slice: nothing verified"
@@ -96,14 +118,14 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         answer = Answer.model_validate(ok[0].output).answer.strip()
         confidence = 0.5  # one unchecked answer
         note = ""
-    status, why = final_status(records, settled)
+    status, why = final_status(records, settled, confidence, filled(ctx.ok_confidence))
     return {"answer": answer, "vote_counts": votes, "confidence": round(confidence, 3), "failed_branches": failed,
-            "consensus": settled, "status": status, "verification": verification,
+            "consensus": settled, "status": status, "verification": verification, **extra,
             "reason": "; ".join(x for x in (why, note, partial) if x)}
 
 
 def _typed(state: SolveState, schema: JsonSchema, records: list[BranchRecord], ok: list[BranchRecord],
-           business: list[BranchRecord], failed: list[str], partial: str) -> dict[str, Any]:
+           business: list[BranchRecord], failed: list[str], partial: str, ok_confidence: float) -> dict[str, Any]:
     """A run with an output schema: the object its route settles on (logic/typed_outcome.py)."""
     route = state["mode"]
     if route == "vote":
@@ -113,7 +135,7 @@ def _typed(state: SolveState, schema: JsonSchema, records: list[BranchRecord], o
                                   state.get("pages") or [])
     else:
         outcome = direct_outcome(schema, ok[0])
-    status, why = final_status(records, outcome.settled)
+    status, why = final_status(records, outcome.settled, outcome.confidence, ok_confidence)
     return {"answer": outcome.answer, "data": outcome.data, "provenance": outcome.provenance, "vote_counts": {},
             "confidence": outcome.confidence, "failed_branches": failed, "consensus": outcome.settled, "status": status,
             "verification": outcome.verification, "reason": "; ".join(x for x in (why, *outcome.notes, partial) if x)}

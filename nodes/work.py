@@ -19,13 +19,14 @@ from pydantic import BaseModel
 from parallax.logic.branch_plans import branch_messages, prompt_name
 from parallax.logic.stragglers import StragglerWatch, run_watched
 from parallax.logic.user_schema import answer_schema, normal, reply_model, slice_schema
-from parallax.logic.vote import normalize_answer
+from parallax.logic.vote import final_value
+from parallax.logic.vote_watch import VoteWatch
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
 from parallax.runtime.superstep import superstep_limit, superstep_shared
 from parallax.state.context import Context, filled
 from parallax.state.lifecycle import Lifecycle
-from parallax.state.payloads import Answer, BranchRecord, SliceFinding
+from parallax.state.payloads import Answer, BranchRecord, SliceFinding, VoteAnswer
 from parallax.state.records import BranchInput, BranchSpec, JsonSchema, PromptVersion, WorkShared, WorkTask
 
 INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief", "prompt",
@@ -47,7 +48,7 @@ def _template(spec: BranchSpec, prompts: dict[str, PromptVersion] | None, typed:
 def reply_schema(kind: str, output_schema: JsonSchema | None) -> type[BaseModel]:
     """What a business branch must reply: our Answer or SliceFinding, or the user's object wrapped for its kind."""
     if output_schema is None:
-        return SliceFinding if kind == "slice" else Answer
+        return SliceFinding if kind == "slice" else VoteAnswer if kind == "vote" else Answer
     if kind == "slice":
         return reply_model(slice_schema(output_schema), "SliceValues")
     return reply_model(answer_schema(output_schema), "TypedAnswer")
@@ -76,7 +77,7 @@ async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: Wo
                                       model=spec["model"], temperature=spec["temperature"], lifecycle=life,
                                       run_metadata=dict(meta) if meta is not None else None)
     if spec["kind"] == "vote" and reply is not None:
-        record.vote = normal(reply.model_dump()["data"]) if typed else normalize_answer(reply.model_dump()["answer"])
+        record.vote = normal(reply.model_dump()["data"]) if typed else final_value(reply.model_dump()["answer"])
     if reply is None:
         asked: BranchSpec = {**spec, "prompt": template} if template else spec.copy()
         if output_schema is not None:
@@ -86,20 +87,44 @@ async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: Wo
 
 
 async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """A `Send` target: run this group's branches under the fan-out's shared limit and straggler watch."""
+    """A `Send` target: run this group's branches under the fan-out's shared limit and straggler watch; the
+    votes of an adaptive wave also under its vote watch, which cancels them once the vote has settled."""
     ctx = context_of(runtime)
     limit = superstep_limit(runtime, filled(ctx.max_concurrency))
     watch = superstep_shared(runtime, lambda: StragglerWatch(filled(ctx.straggler_factor), filled(ctx.straggler_min_s),
                                                              model=filled(ctx.model)), "stragglers")
+    wave = state.get("vote_watch")
+    votes = superstep_shared(runtime, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
+                             "votes") if wave is not None else None
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)
         life.move("DISPATCHED")
-        async with limit:
-            return await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state), life, watch,
-                                     limit)
+        if votes is not None:
+            votes.started(spec["id"], asyncio.current_task())  # type: ignore[arg-type]  # gather wraps each in a task
+        try:
+            async with limit:
+                record = await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state), life, watch,
+                                           limit)
+        except asyncio.CancelledError:
+            if votes is None or spec["id"] not in votes.cancelled:
+                raise
+            return cancelled(spec, state, votes.reason)
+        if votes is not None:
+            votes.finished(spec["id"], record.get("vote") if record["status"] == "ok" else None)
+        return record
 
     return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
+
+
+def cancelled(spec: BranchSpec, state: WorkShared, why: str) -> dict[str, Any]:
+    """The record of a vote cancelled in flight: not counted, not asked again, no dead letter."""
+    life = planned(spec)
+    life.move("DISPATCHED")
+    life.finish("CANCELLED", why)
+    template = _template(spec, state.get("prompts"))
+    return BranchRecord(**_identity(spec, template), model=spec["model"] or None, temperature=spec["temperature"],
+                        status="cancelled", state=life.state, transitions=life.transitions).model_dump()
 
 
 def work_failed(state: WorkTask, error: NodeError) -> dict[str, Any]:

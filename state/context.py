@@ -62,7 +62,7 @@ class Context:
         "asked (PARALLAX_EARLY_STOP, default true; logic/stopping.py)."))
     vote_stop_threshold: float | None = field(default=None, metadata=_describe(
         "How sure the stopping rule must be that the leader is ahead, P(p > 1/2) under a Beta posterior "
-        "(PARALLAX_VOTE_STOP_THRESHOLD, default 0.95)."))
+        "(PARALLAX_VOTE_STOP_THRESHOLD, default 0.93)."))
     vote_first_wave: int | None = field(default=None, metadata=_describe(
         "Votes the first wave asks at once (PARALLAX_VOTE_FIRST_WAVE, default 3)."))
     ok_confidence: float | None = field(default=None, metadata=_describe(

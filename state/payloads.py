@@ -14,8 +14,13 @@ from parallax.state.lifecycle import BranchState, Transition
 
 BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate",
                      "plan", "tool", "edit", "combine", "contradiction"]
-BranchStatus = Literal["ok", "failed", "timeout"]
+BranchStatus = Literal["ok", "failed", "timeout", "cancelled"]
+"""`cancelled`: a vote still in flight when the vote settled without it (never counted, never asked again)."""
 BUSINESS = ("direct", "slice", "vote")
+VOTE_REASONING_CHARS = 300
+VOTE_ANSWER_CHARS = 60
+"""A vote's working and final value, in characters (about 75 and 15 tokens): measured on the embedded
+model, replies then end well inside the 384-token cap, where unbounded ones hit it one time in four."""
 """Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
 
 
@@ -24,7 +29,7 @@ class Answer(BaseModel):
 
     Both fields are required so that schema-to-grammar converters (llama.cpp orders
     required keys first) keep `reasoning` before `answer`: a small model then works
-    before it answers. No `maxLength`: llama.cpp turns it into a grammar too large to parse.
+    before it answers. A direct answer's length is bounded only by the token cap.
     """
 
     reasoning: str = Field(description="one or two sentences of working")
@@ -37,6 +42,19 @@ class Answer(BaseModel):
         if not value.strip():
             raise ValueError("the answer is empty")
         return value.strip()
+
+
+# Why a vote's reply is bounded in its schema: an endpoint that turns a JSON Schema into a grammar
+# (llama.cpp, the embedded server) then cannot let a small model ramble past the token cap, and the final
+# value stands in its own short field (logic/vote.py reduces it further before counting). The bounds are in
+# the schema only: a longer reply from an endpoint that ignores them is still read, not re-asked.
+class VoteAnswer(Answer):
+    """Reply of a `vote` branch: its working and its final value, each of bounded length."""
+
+    reasoning: str = Field(json_schema_extra={"maxLength": VOTE_REASONING_CHARS},
+                           description="one or two short sentences of working")
+    answer: str = Field(json_schema_extra={"minLength": 1, "maxLength": VOTE_ANSWER_CHARS},
+                        description="only the final value: a number, a word, yes or no, or an option letter")
 
 
 class QuotedPoint(BaseModel):

@@ -132,6 +132,15 @@ class WorkShared(TypedDict):
     meta: RunMeta
     output_schema: NotRequired[JsonSchema]
     """The user's schema, when the run has one: every branch of the group is asked for that object."""
+    vote_watch: NotRequired[VoteWatchSpec]
+    """An adaptive vote's wave: what its votes in flight are cancelled by once it settles (logic/vote_watch.py)."""
+
+
+class VoteWatchSpec(TypedDict):
+    earlier: list[str]
+    """Final values of the valid votes of earlier waves."""
+    threshold: float
+    min_leader: int
 
 
 class WorkTask(WorkShared):

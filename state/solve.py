@@ -101,6 +101,10 @@ class SolveOutput(RunOutput):
     """What a caller gets back (see the CLI contract in docs/cli.md)."""
 
     mode: Route
+    votes_asked: int
+    """A vote: how many votes were asked (an adaptive vote stops early; cancelled ones are not counted)."""
+    stop_reason: str
+    """A vote: why it asked no more (settled, the most votes, or it could not settle)."""
     data: dict[str, Any] | None
     """With an `output_schema`: the object the run settled on (valid against the schema when `ok`), else None."""
     provenance: list[Provenance]
@@ -121,6 +125,8 @@ class SolveState(SolveInput, SolveOutput, total=False):  # type: ignore[misc]
     """Per branch text (one per slice, else one), the playbook items that branch sees."""
     leader: str
     consensus: bool
+    next_wave: int
+    """An adaptive vote between waves: how many more votes the merge asks for (0: none)."""
     started_at: float
     """Unix time the run started (the trace's duration)."""
     thread_key: str

@@ -17,6 +17,7 @@ from typing import TypeVar
 from langchain_core.messages import BaseMessage
 
 from parallax.logic.routing import votes_of
+from parallax.logic.stopping import decide
 from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
 from parallax.state.context import Context, filled
 from parallax.state.records import BranchAsk, BranchSpec, BusinessKind, JsonSchema, PlaybookItemData, PromptVersion, RunMeta
@@ -30,8 +31,24 @@ def spread(low: float, high: float, n: int) -> list[float]:
     return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 3) for i in range(n)]
 
 
-def branch_specs(state: SolveState, ctx: Context) -> list[BranchSpec]:
-    """What each business branch gets: only its own text, plus brief, question and lessons."""
+def adaptive(state: SolveState, ctx: Context) -> bool:
+    """Whether this run's vote asks in waves (logic/stopping.py): a plain vote with early stopping on.
+    A vote on the user's object asks all its votes at once (its fields settle one by one)."""
+    return state["mode"] == "vote" and bool(filled(ctx.early_stop)) and state.get("output_schema") is None
+
+
+def first_wave(state: SolveState, ctx: Context) -> range:
+    """The vote indices of the first wave (all of them without early stopping)."""
+    n = votes_of(state)
+    if not adaptive(state, ctx):
+        return range(n)
+    return range(decide([], 0, n, threshold=filled(ctx.vote_stop_threshold), first_wave=filled(ctx.vote_first_wave),
+                        min_leader=state.get("min_votes") or 0).next_wave)
+
+
+def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) -> list[BranchSpec]:
+    """What each business branch gets: only its own text, plus brief, question and lessons. `votes`: which
+    of a vote's branches to plan (a wave), by index; each keeps the model and temperature of its index."""
     task, question, route = state["task"], state.get("question", ""), state["mode"]
     selections = state.get("playbook_selections") or [[]]
     now = round(time.time(), 3)
@@ -50,8 +67,9 @@ def branch_specs(state: SolveState, ctx: Context) -> list[BranchSpec]:
     if route == "vote":
         n = votes_of(state)
         temperatures = spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
-        return [spec("vote", task, selections[0], model=m, temperature=t, index=i)
-                for i, (m, t) in enumerate(zip(ctx.models_for_votes(n), temperatures, strict=True))]
+        models = ctx.models_for_votes(n)
+        return [spec("vote", task, selections[0], model=models[i], temperature=temperatures[i], index=i)
+                for i in (votes if votes is not None else range(n))]
     if route == "section":
         slices = state["slices"]
         brief = _brief(task, slices)

@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     straggler_min_s: float = Field(1.0, ge=0)
     max_tokens: int = Field(384, ge=1)
     early_stop: bool = Field(True, description="votes ask in waves and stop once the leader is settled")
-    vote_stop_threshold: float = Field(0.95, gt=0.5, lt=1, description="P(the leader is ahead) that settles a vote")
+    vote_stop_threshold: float = Field(0.93, gt=0.5, lt=1, description="P(the leader is ahead) that settles a vote")
     vote_first_wave: int = Field(3, ge=1, description="votes the first wave of an adaptive vote asks at once")
     ok_confidence: float = Field(0.5, ge=0, le=1, description="the confidence a run needs to end ok")
     slice_chars: int = Field(6000, ge=1)

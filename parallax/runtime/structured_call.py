@@ -213,6 +213,11 @@ async def ask(
                 continue
             return CallResult(value, attempts, reasks, tokens)
     except (ParseFailure, CircuitOpen, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
+        if isinstance(exc, openai.LengthFinishReasonError):  # a reply cut at the cap still cost its tokens
+            usage = getattr(exc.completion, "usage", None)
+            tokens["prompt"] += getattr(usage, "prompt_tokens", 0) or 0
+            tokens["completion"] += getattr(usage, "completion_tokens", 0) or 0
+            tokens["total"] += getattr(usage, "total_tokens", 0) or 0
         message = _describe(exc)
         if isinstance(exc, TRANSIENT_ERRORS) and breaker.failing_since is not None:  # which endpoint, since when
             message += f" ({endpoint}, failing since {clock_time(breaker.failing_since)})"

@@ -54,7 +54,9 @@ class ScriptedChatModel(BaseChatModel):
 def scripted(script: Callable[[str, float, int], Reply], **context_fields: Any) -> tuple[Context, list]:
     """A run Context whose every model call goes to `script`, and the shared call log.
 
-    `context_fields` set other Context fields (e.g. `straggler_factor=3.0`, `embedder=...`).
+    `context_fields` set other Context fields (e.g. `straggler_factor=3.0`, `embedder=...`). Votes are asked
+    all at once (`early_stop=False`) unless a test passes `early_stop=True`: most tests script the n-th call's
+    reply and count calls, which an adaptive vote would change; tests of adaptive votes ask for them.
     Pass the Context to a graph (`context=`) or to the CLI (`runner.invoke(app, args, obj=ctx)`).
     """
     calls: list = []
@@ -62,4 +64,4 @@ def scripted(script: Callable[[str, float, int], Reply], **context_fields: Any) 
     async def factory(*, model: str, timeout_s: float, max_tokens: int):
         return ScriptedChatModel(script=script, calls=calls)
 
-    return Context(chat_model=factory, **context_fields), calls
+    return Context(chat_model=factory, **{"early_stop": False, **context_fields}), calls

@@ -236,6 +236,7 @@ async def test_product_call_path_survives_rate_limits(monkeypatch):
     with FaultServer(config) as url:
         monkeypatch.setenv("OPENAI_BASE_URL", url)
         monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
+        monkeypatch.setenv("PARALLAX_EARLY_STOP", "false")  # all 5 votes, so the planned faults meet them
         monkeypatch.setattr(models, "_clients", weakref.WeakKeyDictionary())
         out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 5})
         log = httpx.get(f"{url[:-3]}/_log").json()

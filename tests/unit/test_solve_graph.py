@@ -11,6 +11,7 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from parallax.graphs.solve import builder, graph
+from parallax.logic.branch_plans import spread
 from parallax.state.playbook import PlaybookItem, PlaybookVersion
 from tests.support.scripted_model import scripted
 
@@ -43,7 +44,7 @@ async def test_vote_majority_wins_and_counts_every_branch(monkeypatch):
     assert {b["parent_id"] for b in out["branches"]} == {out["trace_id"]}
 
 
-async def test_threshold_not_met_goes_to_judge_who_settles(monkeypatch):
+async def test_a_tie_goes_to_the_judge_whose_pick_is_ok_only_with_enough_support(monkeypatch):
     votes = dict(zip(TEMPS, ["42", "42", "41", "41", "40"], strict=True))
 
     def script(prompt, t, i):
@@ -54,9 +55,23 @@ async def test_threshold_not_met_goes_to_judge_who_settles(monkeypatch):
     model_ctx, _ = scripted(script)
     out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote"}, context=model_ctx)
     assert out["vote_counts"] == {"42": 2, "41": 2, "40": 1}
-    assert out["status"] == "ok"
-    assert out["answer"] == "41"
-    assert "judge" in [b["kind"] for b in out["branches"]]
+    assert out["answer"] == "41" and "judge" in [b["kind"] for b in out["branches"]]  # the tie is broken...
+    assert out["status"] == "needs_review" and out["confidence"] == 0.4  # ...but 2 of 5 votes is no promise
+    assert "confidence 0.40 is below the 0.5 an ok needs" in out["reason"]
+    six = dict(zip(spread(0.3, 1.0, 6), ["42", "42", "42", "41", "41", "41"], strict=True))
+    out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 6},
+                              context=scripted(lambda p, t, i: json.dumps({"choice": "41", "reason": "r"})
+                                               if "Candidate answers" in p else by_temperature(six)(p, t, i))[0])
+    assert (out["status"], out["answer"], out["confidence"]) == ("ok", "41", 0.5)  # a 3-3 tie broken at half support
+
+
+async def test_a_judge_that_picks_a_minority_answer_leaves_the_run_for_review(monkeypatch):
+    votes = dict(zip(TEMPS, ["42", "42", "41", "41", "40"], strict=True))
+    model_ctx, _ = scripted(lambda p, t, i: json.dumps({"choice": "40", "reason": "I like it"})
+                            if "Candidate answers" in p else by_temperature(votes)(p, t, i))
+    out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote"}, context=model_ctx)
+    assert out["status"] == "needs_review" and out["answer"] in ("42", "41")  # a leader, never the judge's 40
+    assert "the judge chose '40', which 1 vote(s) gave against 2" in out["reason"]
 
 
 async def test_min_votes_above_the_majority_and_an_unsure_judge_means_needs_review(monkeypatch):
@@ -218,7 +233,9 @@ async def test_findings_whose_quotes_are_not_in_their_slice_are_dropped_and_coun
     assert out["answer"].splitlines() == ["- seen ALPHA-0", "- seen BETA-1", "- seen GAMMA-2", "- seen DELTA-3"]
     facts = out["verification"]["facts"]
     assert (facts["checked"], facts["verified"], facts["dropped"]) == (12, 4, 8)
-    assert out["status"] == "ok" and "8 of 12 findings dropped: quote not in its slice" in out["reason"]
+    # a third of the findings verified: kept and said, but no promise (confidence is the verified share)
+    assert out["status"] == "needs_review" and "8 of 12 findings dropped: quote not in its slice" in out["reason"]
+    assert out["confidence"] == 0.333
 
 
 async def test_a_section_run_whose_findings_all_fail_the_quote_check_is_never_ok(monkeypatch):

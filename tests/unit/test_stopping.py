@@ -16,18 +16,24 @@ def test_the_posterior_matches_a_monte_carlo_estimate_of_the_beta_rule():
         assert abs(leader_posterior(leader, runner_up) - sum(draws) / len(draws)) < 0.01
 
 
-@pytest.mark.parametrize(("counts", "asked", "stop", "next_wave"), [
-    ([], 0, False, 3),            # the first wave
-    ([4], 4, True, 0),            # unanimous 4: P = 0.969
-    ([3], 3, False, 1),           # unanimous 3: P = 0.9375, one more agreeing vote would settle it
-    ([2, 1], 3, False, 4),        # 2-1: four more agreeing votes (6-1, P = 0.965) are the fewest that settle
-    ([2, 1], 6, True, 0),         # ...but only 2 remain of 8: it cannot settle, stop
-    ([4, 4], 8, True, 0),         # the most votes
-    ([], 3, False, 4),            # every vote of the first wave failed: ask the fewest that could settle
+@pytest.mark.parametrize(("counts", "asked", "threshold", "stop", "next_wave"), [
+    ([], 0, 0.93, False, 3),            # the first wave
+    ([3], 3, 0.93, True, 0),            # three agreeing votes: P = 0.9375 settles at 0.93
+    ([3], 3, 0.95, False, 3),           # ...not at 0.95: one more would do, but a wave asks at least 3
+    ([2, 1], 3, 0.93, False, 3),        # 2-1: three more agreeing votes (5-1, P = 0.9375) settle it
+    ([3, 2], 5, 0.93, False, 3),        # 3-2: no 3 more can settle it (6-2, P = 0.91): ask all that are left
+    ([2, 1], 3, 0.99, False, 5),        # a strict threshold: even 5 more cannot settle it, ask the rest
+    ([4, 4], 8, 0.93, True, 0),         # the most votes
+    ([], 3, 0.93, False, 3),            # every vote of the first wave failed: ask the fewest that could settle
 ])
-def test_waves_ask_only_what_could_still_settle_the_vote(counts, asked, stop, next_wave):
-    decision = decide(counts, asked, 8)
+def test_waves_ask_what_could_still_settle_the_vote(counts, asked, threshold, stop, next_wave):
+    decision = decide(counts, asked, 8, threshold=threshold)
     assert (decision.stop, decision.next_wave) == (stop, next_wave), decision.reason
+
+
+def test_min_votes_keeps_a_vote_going_until_an_answer_has_them():
+    assert decide([3], 3, 8, min_leader=5).next_wave == 3
+    assert decide([5], 6, 8, min_leader=5).stop
 
 
 def test_a_single_vote_asked_is_never_more_than_one():
