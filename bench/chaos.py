@@ -112,7 +112,8 @@ async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
     reset_breakers()
     forget_recent()
     graph = builder.compile(store=InMemoryStore())
-    ctx = Context(early_stop=False, request_timeout_s=args.timeout_s, max_attempts=args.max_attempts, max_concurrency=args.concurrency,
+    ctx = Context(early_stop=False,  # all 5 votes of a run, recounted from their records
+                  request_timeout_s=args.timeout_s, max_attempts=args.max_attempts, max_concurrency=args.concurrency,
                   straggler_factor=3.0 if stragglers else 0.0, straggler_min_s=args.straggler_min_s,
                   slice_chars=SLICE_CHARS)
     limit = asyncio.Semaphore(args.parallel)

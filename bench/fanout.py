@@ -91,7 +91,8 @@ async def run_graph(branches: int, latency_s: float, concurrency: int, db: Path)
         await saver.setup()
         graph = solve_builder.compile(checkpointer=saver)
         config = {"configurable": {"thread_id": uuid.uuid4().hex}}
-        ctx = Context(max_concurrency=concurrency, straggler_factor=3.0, early_stop=False, chat_model=sleeping(latency_s=latency_s))
+        ctx = Context(max_concurrency=concurrency, straggler_factor=3.0, early_stop=False,  # every vote: a fan-out's width
+                      chat_model=sleeping(latency_s=latency_s))
         with Timer() as timer:
             out = await graph.ainvoke({"task": TASK, "mode": "vote", "votes": branches}, config, context=ctx)
     votes = [b for b in out["branches"] if b["kind"] == "vote"]

@@ -39,7 +39,7 @@ async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -
     results: dict[str, bool] = {}
     if sample:
         result = await evaluate(solve, sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "direct"),
-                                tenant=state["tenant"])
+                                tenant=state["tenant"], votes=state.get("votes"))
         before, results = state.get("head_accuracy") or 0.0, correct_by_task(result)
         changed = paired_changes(state.get("head_results") or {}, results)
         verdict, reason, band = gate_verdict(before, result["accuracy"], len(sample), state.get("margin", 0.0), changed)

@@ -49,16 +49,16 @@ async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solv
     async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
             return await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
-                                   payload.get("tenant", "default"), payload.get("prompts"))
+                                   payload.get("tenant", "default"), payload.get("prompts"), payload.get("votes"))
 
     return {"runs": list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))}
 
 
 async def learn_one(solve: Solver, task: dict[str, Any], items: list[PlaybookItemData], version: int, mode: str, ctx: Context,
-                    tenant: str, prompts: dict[str, PromptVersion] | None = None) -> dict[str, Any]:
+                    tenant: str, prompts: dict[str, PromptVersion] | None = None, votes: int | None = None) -> dict[str, Any]:
     prompts = prompts or {}
     run = await solve_one(solve, task, items, version, ctx, mode, tenant,
-                          {n: p for n, p in prompts.items() if n in SOLVE_PROMPTS} or None)
+                          {n: p for n, p in prompts.items() if n in SOLVE_PROMPTS} or None, votes)
     used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
     used = [i for i in items if i["id"] in used_ids]
     reflect_record, reflection = await reflect(run, task, used, ctx, prompts.get("reflect"))

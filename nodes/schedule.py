@@ -16,6 +16,7 @@ from langgraph.types import Send
 from parallax.logic.branch_plans import group
 from parallax.logic.evaluate import Solver, correct_by_task, evaluate
 from parallax.logic.releases import serve_prompts
+from parallax.logic.routing import MAX_VOTES
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
 from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.storage.namespaces import StoreError
@@ -42,6 +43,9 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
         raise InvalidLearnInput(f"epochs must be at least 1, got {epochs!r}")
     if state.get("val_size", 50) < 1:
         raise InvalidLearnInput(f"val_size must be at least 1, got {state.get('val_size')!r}")
+    votes = state.get("votes")
+    if votes is not None and (not isinstance(votes, int) or isinstance(votes, bool) or not 1 <= votes <= MAX_VOTES):
+        raise InvalidLearnInput(f"votes must be a whole number from 1 to {MAX_VOTES}, got {votes!r}")
     order = [i for _ in range(epochs) for i in range(len(tasks))]
     schedule = [order[i : i + batch] for i in range(0, len(order), batch)]
     name = state.get("playbook", "default")
@@ -54,7 +58,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     accuracy, results = None, {}
     if sample:
         measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
-                                  mode=state.get("mode", "direct"), tenant=tenant)
+                                  mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
     run_id = f"learn-{uuid.uuid4().hex[:12]}"
@@ -81,4 +85,7 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     payloads: list[LearnTask] = [{"tasks": tasks, "items": items, "version": head.version, "mode": state.get("mode", "direct"),
                                   "tenant": state["tenant"], "prompts": state.get("prompts") or {}}
                                  for tasks in group(batch)]
+    if state.get("votes") is not None:
+        for payload in payloads:
+            payload["votes"] = state["votes"]
     return [Send("learn_from_task", payload) for payload in payloads]

@@ -37,6 +37,8 @@ class LearnInput(TypedDict):
     approve: NotRequired[bool]
     mode: NotRequired[Mode]
     """Solve mode of the runs; default `direct` (one call per task)."""
+    votes: NotRequired[int]
+    """The most votes a vote of these runs asks (default: the solve graph's, 5)."""
     margin: NotRequired[float]
 
 

@@ -221,3 +221,5 @@ class LearnTask(TypedDict):
     tenant: str
     prompts: dict[str, PromptVersion]
     """The reflect, curate and solve prompt versions this learn run uses."""
+    votes: NotRequired[int]
+    """The most votes a vote of these runs asks."""

@@ -75,11 +75,19 @@ def cell(value: float | None, kind: str) -> str:
 
 
 def base_context(cli: typer.Context | None, **overrides: Any) -> Context:
-    """The run Context of a command: the caller's (`app(obj=Context(...))`) or a default, plus overrides."""
+    """The run Context of a command: the caller's (`app(obj=Context(...))`) or a default, plus overrides
+    (an override of None, a flag the user did not give, leaves the field as it was)."""
     import dataclasses
 
     given = cli.find_object(Context) if cli is not None else None
-    return dataclasses.replace(given or Context(), **overrides)
+    return dataclasses.replace(given or Context(), **{k: v for k, v in overrides.items() if v is not None})
+
+
+EarlyStop = Annotated[bool | None, typer.Option(
+    "--early-stop/--no-early-stop",
+    help="Ask a vote's branches in waves and stop once the leading answer is settled, so --votes is the most "
+         "asked (default: on, PARALLAX_EARLY_STOP).")]
+Votes = Annotated[int | None, typer.Option(help="Most vote branches of a vote-mode run (default 5).")]
 
 
 def checked_tenant(tenant: str) -> str:

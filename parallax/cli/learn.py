@@ -22,7 +22,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from parallax.cli.common import (
     MODES,
+    EarlyStop,
     Tenant,
+    Votes,
     base_context,
     checked_tenant,
     durable_graph,
@@ -38,6 +40,13 @@ from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.model_notice import print_model_notice
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
+
+
+def checked_votes(votes: int | None) -> None:
+    from parallax.logic.routing import MAX_VOTES
+
+    if votes is not None and not 1 <= votes <= MAX_VOTES:
+        fail(f"--votes must be from 1 to {MAX_VOTES}, got {votes}")
 
 
 def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[dict]:
@@ -122,6 +131,8 @@ def learn(
     limit: Annotated[int | None, typer.Option(help="Use only the first N training tasks.")] = None,
     concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 16,
     thread: Annotated[str | None, typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
+    votes: Votes = None,
+    early_stop: EarlyStop = None,
     model: Model = None,
     base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -135,14 +146,16 @@ def learn(
             fail(f"{name} must be at least 1, got {value}")
     if limit is not None and limit < 1:
         fail(f"--limit must be at least 1, got {limit}")
+    checked_votes(votes)
     checked_tenant(tenant)
     tasks = _tasks(train, skip_bad, "training data", scorer)[:limit]
     val_tasks = _tasks(val, skip_bad, "validation data", scorer) if val else []
     payload = {"tasks": tasks, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
-               "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin}
+               "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin,
+               **({"votes": votes} if votes is not None else {})}
     started = time.perf_counter()
     interactive = sys.stdin.isatty() and err.is_terminal
-    context = base_context(cli, max_concurrency=concurrency)
+    context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
     result = asyncio.run(run_learn(payload, thread or uuid.uuid4().hex, context, interactive, show=not as_json))
     result = {**result, **failure_totals(result.get("batches", [])), "seconds": round(time.perf_counter() - started, 1)}
     if as_json:
@@ -186,6 +199,8 @@ def evaluate_command(
                                                    "(default: each line's, else auto).")] = None,
     results: Annotated[Path | None, typer.Option(help="Per-item results file (default: under PARALLAX_HOME/evals).")] = None,
     concurrency: Annotated[int, typer.Option(help="Tasks solved at once.")] = 8,
+    votes: Votes = None,
+    early_stop: EarlyStop = None,
     model: Model = None,
     base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -198,11 +213,13 @@ def evaluate_command(
         fail(f"--limit must be at least 1, got {limit}")
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
+    checked_votes(votes)
     checked_tenant(tenant)
     tasks = _tasks(data, skip_bad, "evaluation data", scorer)[:limit]
     home = settings_mod.load().home
-    context = base_context(cli)
-    out = asyncio.run(run_eval(tasks, playbook, tenant, version, mode, concurrency, context, show=not as_json))
+    context = base_context(cli, early_stop=early_stop)
+    out = asyncio.run(run_eval(tasks, playbook, tenant, version, mode, concurrency, context, show=not as_json,
+                               votes=votes))
     target = results or home / "evals" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(target, "".join(json.dumps(r) + "\n" for r in out.pop("results")).encode("utf-8"))
@@ -217,7 +234,7 @@ def evaluate_command(
 
 
 async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | None, mode: str, concurrency: int,
-                   context: Context, show: bool) -> dict:
+                   context: Context, show: bool, votes: int | None = None) -> dict:
     from parallax.graphs.solve import builder
     from parallax.logic.evaluate import evaluate
     from parallax.runtime.run_context import resolved
@@ -234,5 +251,5 @@ async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | Non
             solve = builder.compile(checkpointer=False, name="solve")
             result = await evaluate(solve, tasks, [i.model_dump() for i in chosen.active], chosen.version, resolved(context),
                                     tenant=tenant, concurrency=concurrency, mode=mode,
-                                    on_result=lambda _: progress.advance(bar), traced=False)
+                                    on_result=lambda _: progress.advance(bar), traced=False, votes=votes)
     return {"playbook": name, "tenant": tenant, "playbook_version": chosen.version, **result}

@@ -28,6 +28,7 @@ from rich.tree import Tree
 
 from parallax.cli.common import (
     MODES,
+    EarlyStop,
     Tenant,
     base_context,
     checked_tenant,
@@ -224,7 +225,9 @@ def run(
                                                          "Markdown or UTF-8 text ('-' for stdin).")] = None,
     mode: Annotated[str, typer.Option(help="auto | direct | section | vote | plan. auto decides from the input's shape "
                                            "(several deliverables or steps: plan).")] = "auto",
-    votes: Annotated[int, typer.Option(help="Vote branches in vote mode.")] = 5,
+    votes: Annotated[int, typer.Option(help="Most vote branches in vote mode (with early stopping, fewer once the "
+                                            "answer is settled).")] = 5,
+    early_stop: EarlyStop = None,
     min_votes: Annotated[int | None, typer.Option(help="Votes an answer needs (default: a strict majority).")] = None,
     red_team: Annotated[bool, typer.Option("--red-team",
                                            help="Add a branch that argues against the leading answer (never votes).")] = False,
@@ -286,7 +289,7 @@ def run(
             payload["repo"] = str(repo.resolve())
     _check_input(payload, name)
     thread_id = thread or uuid.uuid4().hex
-    _finish(name, payload, thread_id, base_context(cli, max_concurrency=concurrency), as_json)
+    _finish(name, payload, thread_id, base_context(cli, max_concurrency=concurrency, early_stop=early_stop), as_json)
 
 
 def _check_input(payload: dict, name: str) -> None:
@@ -324,6 +327,9 @@ def _print_result(result: dict) -> None:
                           f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}", highlight=False)
     else:
         console.print(branch_table(result.get("branches", [])))
+    if result.get("votes_asked"):
+        stop = f" ({result['stop_reason']})" if result.get("stop_reason") else ""
+        console.print(f"votes asked: {result['votes_asked']}{stop}", highlight=False)
     if result.get("vote_counts"):
         shown = (f"{elide(k, 40) if len(k) > 40 else repr(k)}: {v}" for k, v in result["vote_counts"].items())
         console.print("votes: " + ", ".join(shown), highlight=False)

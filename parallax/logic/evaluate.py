@@ -26,15 +26,18 @@ Solver = Any
 
 async def solve_one(solve: Solver, task: dict[str, Any], items: list[PlaybookItemData], version: int, ctx: Context,
                     mode: str = "auto", tenant: str = "default",
-                    prompts: dict[str, PromptVersion] | None = None) -> dict[str, Any]:
+                    prompts: dict[str, PromptVersion] | None = None, votes: int | None = None) -> dict[str, Any]:
     """One task through the solve graph with exactly these playbook items (its trace filed under `tenant`);
-    `prompts` pins prompt versions ({name: {"version", "system", "user"}}, a prompt edit's gate)."""
+    `prompts` pins prompt versions ({name: {"version", "system", "user"}}, a prompt edit's gate); `votes`:
+    the most votes a vote asks (None: the graph's default)."""
     given: dict[str, Any] = {"task": task["input"], "mode": mode, "playbook_items": items, "playbook_version": version,
                              "tenant": tenant}
     if task.get("target") is not None:  # the trace keeps whether the run was right (parallax stats, export)
         given.update(target=str(task["target"]), scorer=task.get("scorer") or "auto")
     if prompts:
         given["prompt_overrides"] = prompts
+    if votes is not None:
+        given["votes"] = votes
     try:
         run = await solve.ainvoke(given, context=ctx)
     except ValueError as exc:  # input the solve graph refuses (e.g. too long)
@@ -61,7 +64,8 @@ def result_line(run: dict[str, Any], traced: bool = True) -> dict[str, Any]:
 async def evaluate(solve: Solver, tasks: list[dict[str, Any]], items: list[PlaybookItemData], version: int, ctx: Context, *,
                    concurrency: int = 8, mode: str = "auto", tenant: str = "default",
                    on_result: Callable[[dict[str, Any]], object] | None = None,
-                   prompts: dict[str, PromptVersion] | None = None, traced: bool = True) -> dict[str, Any]:
+                   prompts: dict[str, PromptVersion] | None = None, traced: bool = True,
+                   votes: int | None = None) -> dict[str, Any]:
     """Accuracy over `tasks`; `errors` counts runs that ended `failed`, `failures` counts them by cause.
     `traced=False` when `solve` keeps no trace (compiled without a store, outside a graph that has one)."""
     limit = asyncio.Semaphore(concurrency)
@@ -69,7 +73,7 @@ async def evaluate(solve: Solver, tasks: list[dict[str, Any]], items: list[Playb
 
     async def bounded(task: dict[str, Any], chosen: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
-            result = await solve_one(solve, task, chosen, version, ctx, mode, tenant, prompts)
+            result = await solve_one(solve, task, chosen, version, ctx, mode, tenant, prompts, votes)
         if on_result:
             on_result(result)
         return result
