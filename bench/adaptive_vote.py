@@ -6,11 +6,10 @@ the trade on simulated questions whose answers are drawn from stated distributio
 the real vote path: the solve graph, ChatOpenAI and the scripted OpenAI-compatible server
 (tests/support/fault_server.py) answering each vote after `--latency-ms` (1 s by default).
 
-Question kinds (shares of `--questions`), the distribution each vote draws from:
-- easy (40%): the right answer 0.85, two distractors 0.10 and 0.05;
-- medium (30%): right 0.60, distractors 0.25 and 0.15;
-- hard (20%): right 0.45, distractors 0.35 and 0.20;
-- trap (10%): the model's most likely answer is wrong: wrong 0.50, right 0.35, other 0.15.
+Question kinds (shares of `--questions`) and the distribution each vote draws from, in two stated
+mixes (`MIXES`, `--mix`): `mostly-easy` (default; half the questions easy: right 0.95) and
+`harder` (easy questions right only 0.85, a fifth hard); both have 10% traps, where the model's
+most likely answer is wrong.
 Each answer comes in one of several spellings ("42", "42.0", "The answer is 42.", "21 + 21 = 42"),
 so counting by meaning (logic/vote.py `final_value`) is part of what is measured. The k-th vote of a
 question draws the k-th sample of that question's seeded stream, in every configuration.
@@ -39,11 +38,19 @@ from typing import Any
 
 from tests.support.fault_server import FaultConfig, FaultServer
 
-KINDS = {  # share of questions, (right, distractor 1, distractor 2) probabilities; trap: the top one is wrong
-    "easy": (0.40, [("right", 0.85), ("d1", 0.10), ("d2", 0.05)]),
-    "medium": (0.30, [("right", 0.60), ("d1", 0.25), ("d2", 0.15)]),
-    "hard": (0.20, [("right", 0.45), ("d1", 0.35), ("d2", 0.20)]),
-    "trap": (0.10, [("d1", 0.50), ("right", 0.35), ("d2", 0.15)]),
+MIXES = {  # kind -> (share of questions, the answers a vote draws from); "trap": the most likely answer is wrong
+    "mostly-easy": {
+        "easy": (0.50, [("right", 0.95), ("d1", 0.03), ("d2", 0.02)]),
+        "medium": (0.25, [("right", 0.75), ("d1", 0.15), ("d2", 0.10)]),
+        "hard": (0.15, [("right", 0.50), ("d1", 0.30), ("d2", 0.20)]),
+        "trap": (0.10, [("d1", 0.50), ("right", 0.30), ("d2", 0.20)]),
+    },
+    "harder": {
+        "easy": (0.40, [("right", 0.85), ("d1", 0.10), ("d2", 0.05)]),
+        "medium": (0.30, [("right", 0.60), ("d1", 0.25), ("d2", 0.15)]),
+        "hard": (0.20, [("right", 0.45), ("d1", 0.35), ("d2", 0.20)]),
+        "trap": (0.10, [("d1", 0.50), ("right", 0.35), ("d2", 0.15)]),
+    },
 }
 SPELLINGS = ("{n}", "{n}.0", "The answer is {n}.", "{h} + {rest} = {n}", "{n} apples")
 QUESTION = re.compile(r"Question #(\d+):")
@@ -73,16 +80,17 @@ class Question:
         return f"Question #{self.number}: how many apples are in basket {self.number}?"
 
 
-def make_questions(n: int, seed: int) -> list[Question]:
+def make_questions(n: int, seed: int, mix: str) -> list[Question]:
     rng = random.Random(seed)
-    names = list(KINDS)
-    shares = [KINDS[k][0] for k in names]
+    kinds = MIXES[mix]
+    names = list(kinds)
+    shares = [kinds[k][0] for k in names]
     questions = []
     for i in range(n):
         kind = rng.choices(names, shares)[0]
         right = rng.randint(10, 999)
         values = {"right": right, "d1": right + rng.choice((-10, -1, 1, 10)), "d2": right * 2}
-        questions.append(Question(i, kind, values, KINDS[kind][1]))
+        questions.append(Question(i, kind, values, kinds[kind][1]))
     return questions
 
 
@@ -150,7 +158,7 @@ async def run_config(name: str, questions: list[Question], voter: Voter, url: st
               if ok else None,
               "by_kind": {k: {"accuracy": round(sum(final_value(r["answer"]) == r["right"] for r in rs) / len(rs), 3),
                               "calls": round(statistics.mean(r["asked"] for r in rs), 2)}
-                          for k in KINDS if (rs := [r for r in rows if r["kind"] == k])},
+                          for k in ("easy", "medium", "hard", "trap") if (rs := [r for r in rows if r["kind"] == k])},
               "elapsed_s": round(wall, 1)}
     log(json.dumps(report))
     return report
@@ -161,17 +169,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     from parallax.runtime.chat_models import forget_clients
 
-    questions = make_questions(args.questions, args.seed)
+    questions = make_questions(args.questions, args.seed, args.mix)
     voter = Voter(questions, args.seed)
     with FaultServer(FaultConfig(reply=voter, latency_ms=args.latency_ms)) as url:
         os.environ["OPENAI_BASE_URL"] = url
         os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_schema")
+        # no queueing at our own connection cap: every configuration's votes reach the server at once
+        os.environ["PARALLAX_ENDPOINT_MAX_CONNECTIONS"] = str(args.parallel * 16 + 16)
         forget_clients()
         fixed = await run_config("fixed_8", questions, voter, url, 8, False, args.parallel)
         adaptive8 = await run_config("adaptive_8", questions, voter, url, 8, True, args.parallel)
         adaptive16 = await run_config("adaptive_16", questions, voter, url, 16, True, args.parallel)
     result: dict[str, Any] = {"benchmark": "adaptive_vote", "questions": args.questions, "latency_ms": args.latency_ms,
-                              "seed": args.seed, "fixed_8": fixed, "adaptive_8": adaptive8, "adaptive_16": adaptive16}
+                              "seed": args.seed, "mix": args.mix, "fixed_8": fixed, "adaptive_8": adaptive8,
+                              "adaptive_16": adaptive16}
     for name, run in (("adaptive_8", adaptive8), ("adaptive_16", adaptive16)):
         result[f"{name}_vs_fixed_8"] = {
             "calls_ratio": round(run["model_calls"] / fixed["model_calls"], 3),
@@ -190,6 +201,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=1000.0)
     parser.add_argument("--parallel", type=int, default=100, help="questions in flight at once")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--mix", choices=sorted(MIXES), default="mostly-easy", help="which stated distributions")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(main_async(args))))
 

@@ -54,6 +54,7 @@ def _canonical_number(raw: str) -> str | None:
 def normalize_answer(answer: str) -> str:
     """Canonical form of an answer for vote counting (idempotent)."""
     text = " ".join(str(answer).strip().lower().split())
+    text = re.sub(r"^([-+]?)\.(?=\d)", r"\g<1>0.", text)  # ".2" is 0.2, not 2 once the dot is stripped
     text = text.strip(" \t\"'`*.,;:!?()[]{}")
     if text in YES:
         return "yes"
