@@ -35,6 +35,7 @@ created (server/openai_request.py), and the graph API's refusals come back with 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import weakref
@@ -92,6 +93,8 @@ def error_response(refusal: Refusal) -> JSONResponse:
 
 def from_graph_api(exc: httpx.HTTPStatusError) -> Refusal:
     """A refusal of the graph API (its error JSON) in OpenAI's terms, keeping status and Retry-After."""
+    if getattr(exc, "response", None) is None:  # langgraph-sdk's connection errors are HTTPStatusErrors too
+        return unexpected(exc)
     status = exc.response.status_code
     try:
         body = exc.response.json()
@@ -160,9 +163,19 @@ class RunReply(Response):
                                                             "model": self.asked.model}, headers=self.caller)
         self.thread_id = thread["thread_id"]
         modes = ["updates", "values"] if self.asked.stream else ["values"]
-        async for part in self.client.runs.stream(self.thread_id, self.asked.graph, input=self.asked.input,
-                                                  context=self.asked.context or None, stream_mode=modes,
-                                                  on_disconnect="continue", headers=self.caller):
+        parts = self.client.runs.stream(self.thread_id, self.asked.graph, input=self.asked.input,
+                                        context=self.asked.context or None, stream_mode=modes,
+                                        on_disconnect="continue", headers=self.caller)
+        try:
+            first = await anext(parts, None)
+        except httpx.HTTPStatusError:  # the run was refused (429): leave no empty thread behind
+            with contextlib.suppress(httpx.HTTPError, OSError):
+                await self.client.threads.delete(self.thread_id, headers=self.caller)
+            raise
+        if first is None:
+            return
+        yield first
+        async for part in parts:
             yield part
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
