@@ -180,18 +180,16 @@ class RunReply(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.created = int(time.time())
+        self.thread_id = self.run_id = ""
         events = self.events()
         try:
             try:
-                first = await anext(events)
-                while first.event != "metadata":  # the run's id comes first; nothing else precedes it
-                    first = await anext(events)
+                self.run_id = await self.started(events)
             except httpx.HTTPStatusError as exc:
                 refused = from_graph_api(exc)
                 return await send_json(send, refused.body(), refused.status, refused.headers)
-            except (StopAsyncIteration, httpx.HTTPError, OSError) as exc:
+            except (httpx.HTTPError, OSError, LookupError) as exc:
                 return await send_json(send, unexpected(exc).body(), 502)
-            self.run_id = str((first.data or {}).get("run_id", ""))
             if self.asked.stream:
                 await self.stream(events, send)
             else:
@@ -199,9 +197,29 @@ class RunReply(Response):
         finally:
             await events.aclose()
 
+    async def started(self, events: AsyncIterator[Any]) -> str:
+        """The run's id: from its first event (`metadata`), else, when the stream ended before naming it, from
+        the thread's runs (the thread is new: its one run is this one)."""
+        async for part in events:
+            if part.event == "metadata" and isinstance(part.data, dict) and part.data.get("run_id"):
+                return str(part.data["run_id"])
+        if not self.thread_id:
+            raise LookupError("no thread was created")
+        runs = await self.client.runs.list(self.thread_id, limit=1, headers=self.caller)
+        if not runs:
+            raise LookupError(f"thread {self.thread_id} has no run")
+        return str(runs[0]["run_id"])
+
     async def follow(self, events: AsyncIterator[Any], on_update=None) -> dict:
-        """The run's last state, or RuntimeError with the run's own error message."""
+        """The run's last state, or RuntimeError with the run's own error message.
+
+        A stream that ends with Aegra's `end` event carried the run's final state. One that closes
+        without it is not trusted to have: langgraph dev sends no `end`, and Aegra's stream of a run
+        executed by another replica has closed, under load, without the run's events (2 of 200 runs
+        in bench.serve). Then the run is joined and its final state read from the thread, as any
+        langgraph-sdk client would."""
         state: dict = {}
+        ended = False
         async for part in events:
             if part.event == "values" and isinstance(part.data, dict):
                 state = part.data
@@ -210,7 +228,15 @@ class RunReply(Response):
             elif part.event == "error":
                 data = part.data if isinstance(part.data, dict) else {"message": str(part.data)}
                 raise RuntimeError(f"{data.get('error') or 'error'}: {data.get('message') or data}")
-        return state
+            elif part.event == "end":
+                ended = True
+        if state and ended:
+            return state
+        await self.client.runs.join(self.thread_id, self.run_id, headers=self.caller)
+        run = await self.client.runs.get(self.thread_id, self.run_id, headers=self.caller)
+        if run.get("status") != "success":
+            raise RuntimeError(f"the run ended with status {run.get('status')!r}")
+        return (await self.client.threads.get_state(self.thread_id, headers=self.caller)).get("values") or {}
 
     def failure(self, exc: BaseException) -> str:
         return f"the run failed (thread {self.thread_id}, run {self.run_id}): {exc}"
