@@ -101,8 +101,8 @@ def from_graph_api(exc: httpx.HTTPStatusError) -> Refusal:
     except ValueError:
         body = {}
     message = (body.get("message") or body.get("detail") if isinstance(body, dict) else None) or exc.response.text
-    if status == 401:
-        message = f"{message or 'missing or unknown API key'} (send it as Authorization: Bearer <key>)"
+    if status == 401:  # the graph API's own hint names x-api-key; an OpenAI client sends the key as a bearer token
+        message = "missing or unknown API key: send it as Authorization: Bearer <key> (the key names your tenant)"
     headers = {"Retry-After": exc.response.headers["retry-after"]} if "retry-after" in exc.response.headers else {}
     return Refusal(str(message), status=status, kind=OPENAI_KIND.get(status, "server_error"), code=OPENAI_CODE.get(status),
                    headers=headers)

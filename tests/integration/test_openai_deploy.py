@@ -106,6 +106,7 @@ async def test_the_key_names_the_tenant_and_a_bad_key_is_401_in_openai_error_jso
                 model="parallax-direct", messages=[{"role": "user", "content": "What is 6 * 7?"}])
         assert refused.value.status_code == 401
         assert (refused.value.body["type"], refused.value.body["code"]) == ("invalid_request_error", "invalid_api_key")
+        assert "Authorization: Bearer" in refused.value.body["message"]
         with pytest.raises(openai.AuthenticationError):
             openai_client(replica, "not-a-key").models.list()
     async with httpx.AsyncClient(trust_env=False) as h:  # no key at all
