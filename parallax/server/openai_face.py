@@ -15,7 +15,8 @@ process:
   the runs table (`admit_run`), the thread and its checkpoints in PostgreSQL, the run queued
   through Redis to whichever replica's worker takes it, taken over by another replica when
   that one dies, the trace in the tenant's store and the `parallax_*` metrics of the graph.
-  A side path would have to re-implement each of them and would drift;
+  A side path would have to re-implement each of them and would drift. (Aegra's
+  `http_requests_total` counts a completion's request and its two loopback requests.)
 - it is the same code on both servers: Aegra and langgraph-api serve the same Agent Protocol,
   while their internals (services, queues, auth hooks) have nothing in common;
 - the cost is two loopback HTTP requests per completion (create the thread, stream the run),
