@@ -80,5 +80,5 @@ async def test_vote_run_through_the_api(dev_server):
     assert all(b["transitions"][0]["state"] == "PENDING" and b["state"] in ("COMPLETED", "ESCALATED")
                for b in stored["branches"])
     assert (await client.store.search_items(["traces", "default"], limit=10))["items"] == []
-    print(f"API vote run: {elapsed:.1f}s, status={result['status']}, votes={result['votes']}, "
+    print(f"API vote run: {elapsed:.1f}s, status={result['status']}, vote_counts={result['vote_counts']}, "
           f"answer={result['answer']!r}, branches={kinds}, errors={errors}")
