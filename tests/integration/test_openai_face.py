@@ -123,3 +123,28 @@ def test_the_readme_example_runs_as_written(dev):
     lines = printed.getvalue().splitlines()
     assert lines[0] == "42 ok {'42': 5}", lines
     assert lines[1] == "vendor='ACME Tools' total=1250.5 paid=False", lines
+
+
+SECTIONS = "\n\n".join(f"# {title}\n\n" + f"The team discussed {title.lower()} at length and agreed on a plan. " * 3
+                       for title in ("Budget", "Hiring", "Remote work"))
+
+
+def test_section_mode_slices_the_earlier_turns_and_answers_the_last(client, dev):
+    reply = client.chat.completions.create(model="parallax-section", messages=[
+        {"role": "user", "content": SECTIONS}, {"role": "assistant", "content": "Got the notes."},
+        {"role": "user", "content": "What was agreed?"}], extra_body={"parallax": {"context": {"slice_chars": 250}}})
+    assert reply.parallax["mode"] == "section" and reply.parallax["status"] in ("ok", "needs_review"), reply.parallax
+    state = httpx.get(f"{dev.url}/threads/{reply.parallax['thread_id']}/state", timeout=10).json()["values"]
+    assert sum(b["kind"] == "slice" for b in state["branches"]) == 3  # one branch per section of the pasted notes
+    assert state["question"] == "What was agreed?"
+
+
+def test_plan_mode_streams_its_plan_and_tasks_as_thinking(client, dev):
+    chunks = list(client.chat.completions.create(model="parallax-plan", stream=True, messages=[
+        {"role": "user", "content": "Compute the total of 17 and 25, then write a one-line note about it."}]))
+    thinking = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
+    assert "plan: " in thinking and "task 1 " in thinking, thinking
+    final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").parallax
+    assert final["mode"] == "plan" and final["status"] in ("ok", "needs_review", "failed"), final
+    state = httpx.get(f"{dev.url}/threads/{final['thread_id']}/state", timeout=10).json()["values"]
+    assert state["plan"]["tasks"] and state["trace_id"] == final["trace_id"]
