@@ -109,6 +109,8 @@ async def test_the_key_names_the_tenant_and_a_bad_key_is_401_in_openai_error_jso
         assert "Authorization: Bearer" in refused.value.body["message"]
         with pytest.raises(openai.AuthenticationError):
             openai_client(replica, "not-a-key").models.list()
+        with pytest.raises(openai.AuthenticationError):
+            openai_client(replica, "not-a-key").models.retrieve("parallax-vote")
     async with httpx.AsyncClient(trust_env=False) as h:  # no key at all
         r = await h.post(f"{a.url}/v1/chat/completions", json={
             "model": "parallax-direct", "messages": [{"role": "user", "content": "What is 6 * 7?"}]})
