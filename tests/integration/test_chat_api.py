@@ -83,3 +83,17 @@ def test_the_readmes_chat_example_runs_both_ways(chat_server):
     assert sure[0].startswith("4 {") and "'status': 'ok'" in sure[0] and len(sure) == 1
     unsure = run_block(block.replace("What is 12 * 12?", "What is 12 * 12? I am unsure.")).splitlines()
     assert "'status': 'needs_review'" in unsure[0] and unsure[-1] == "after review: 144"
+
+
+async def test_streamed_as_agent_chat_ui_streams_it_the_ui_sees_the_reply_not_the_branches_json(chat_server):
+    """Agent Chat UI streams "messages-tuple": the branches' model calls neither stream (the run would change how it
+    calls the endpoint) nor show up as messages; the reply does."""
+    client = get_client(url=chat_server.url)
+    thread = await client.threads.create()
+    parts = [p async for p in client.runs.stream(thread["thread_id"], "chat", input=human("What is 2 + 2?"),
+                                                 stream_mode=["values", "messages-tuple"])]
+    shown = [p.data[0] for p in parts if p.event == "messages"]
+    assert shown and all(m["type"] == "ai" for m in shown)
+    assert {m["content"] for m in shown} == {"4"}, shown  # no '{"reasoning": ...}' of a branch
+    final = [p.data for p in parts if p.event == "values"][-1]
+    assert final["last_run"]["status"] == "ok" and final["messages"][-1]["content"] == "4"
