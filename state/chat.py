@@ -6,6 +6,8 @@ the solve graph takes a task. The chat graph keeps the conversation in `messages
 rewrite the answer it reviewed) and runs each human turn through the solve graph. `last_run`
 is the outcome of that turn's run (status, confidence, trace id, ...), `review` what a person
 decided when the run ended `needs_review`. Both are replaced on every turn, never merged.
+Run options (`mode`, `votes`, ...) are the caller's only: like any input key they stay on the
+thread until the caller sends another value, and no node writes them.
 """
 
 from __future__ import annotations
