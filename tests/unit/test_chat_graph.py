@@ -121,3 +121,22 @@ def test_decisions_are_read_from_every_client_shape_and_nonsense_is_refused():
         decision_of({"decisions": [{"type": "maybe"}]})
     with pytest.raises(BadDecision, match="must carry the new answer"):
         decision_of({"decisions": [{"type": "edit", "edited_action": {"name": "answer", "args": {}}}]})
+
+
+async def test_with_an_output_schema_the_reply_is_the_settled_object_as_json():
+    graph, _ = chat_graph()
+    ctx, _ = scripted(lambda prompt, t, i: json.dumps({"reasoning": "read it", "data": {"total": 41.5}}))
+    schema = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
+    out = await graph.ainvoke({"messages": [{"role": "user", "content": "Invoice 7: total due 41.50 EUR."}],
+                               "mode": "direct", "output_schema": schema}, config("t6"), context=ctx)
+    assert out["last_run"]["data"] == {"total": 41.5} and out["last_run"]["status"] == "ok"
+    assert json.loads(out["messages"][-1].content) == {"total": 41.5}
+
+
+async def test_a_failed_run_replies_with_why_and_asks_no_review():
+    graph, _ = chat_graph()
+    ctx, _ = scripted(lambda prompt, t, i: ValueError("the endpoint is down"), max_attempts=1)
+    out = await graph.ainvoke({"messages": [{"role": "user", "content": "What is 2 + 2?"}], "mode": "direct"},
+                              config("t7"), context=ctx)
+    assert out["messages"][-1].content.startswith("The run failed: ") and "__interrupt__" not in out
+    assert out["messages"][-1].response_metadata["parallax"]["status"] == "failed"
