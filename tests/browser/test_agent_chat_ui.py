@@ -23,7 +23,14 @@ import pytest
 
 from parallax.runtime.http_ready import wait_for_200
 from tests.support.fault_server import FaultConfig, FaultServer
-from tests.support.langgraph_dev import LANGGRAPH, ROOT, DevServer, free_port, start_dev_server
+from tests.support.langgraph_dev import (
+    LANGGRAPH,
+    ROOT,
+    DevServer,
+    fault_model_env,
+    free_port,
+    start_dev_server,
+)
 from tests.support.review_model import SURE, review_reply
 
 pytestmark = pytest.mark.integration
@@ -55,7 +62,7 @@ def chat_server(tmp_path_factory) -> Iterator[DevServer]:
     if lacking := missing():
         pytest.skip("the browser test needs: " + "; ".join(lacking))
     with FaultServer(FaultConfig(reply=review_reply)) as model_url:
-        server = start_dev_server(tmp_path_factory.mktemp("browser-dev"), model_url)
+        server = start_dev_server(tmp_path_factory.mktemp("browser-dev"), fault_model_env(model_url))
         try:
             yield server
         finally:
