@@ -100,6 +100,9 @@ async def test_a_review_asked_on_one_replica_is_edited_on_the_other_and_lands_on
     request = asked["__interrupt__"][0]["value"]
     assert request["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
     trace_id = asked["last_run"]["trace_id"]
+    async with httpx.AsyncClient(trust_env=False) as h:  # counted like any run, on the replica that ran it
+        metrics = "".join([(await h.get(f"{r.url}/metrics")).text for r in (a, b)])
+    assert 'parallax_runs_total{graph="chat",status="interrupted"} 1.0' in metrics
     assert (await client(b).threads.get_state(thread["thread_id"]))["next"] == ["review_answer"]
     edit = {"decisions": [{"type": "edit", "edited_action": {"name": "answer", "args": {"answer": "95"}}}]}
     done = await client(b).runs.wait(thread["thread_id"], "chat", command={"resume": edit})
@@ -121,11 +124,14 @@ async def test_mcp_over_streamable_http_runs_on_the_server_as_the_keys_tenant(cl
         assert sorted(t.name for t in (await mcp.list_tools()).tools) == ["feedback", "plan", "solve"]
         voted = await mcp.call_tool("solve", {"task": "What is 2 + 2?", "mode": "vote", "votes": 3})
         typed = await mcp.call_tool("solve", {"task": "Invoice: total 41.50", "mode": "direct", "output_schema": SCHEMA})
+        planned = await mcp.call_tool("plan", {"task": "Compute 2 + 2, then write a one-line note about it."})
         scored = await mcp.call_tool("feedback", {"trace_id": voted.structured_content["trace_id"], "score": "up"})
         unknown = await mcp.call_tool("feedback", {"trace_id": "nope", "score": 1})
     run = voted.structured_content
     assert (run["status"], run["answer"], run["vote_counts"], run["confidence"]) == ("ok", "4", {"4": 3}, 1.0)
     assert typed.structured_content["data"] == {"total": 1}
+    assert planned.structured_content["mode"] == "plan", planned.structured_content
+    assert planned.structured_content["status"] in ("ok", "needs_review"), planned.structured_content["reason"]
     assert scored.structured_content == {"trace_id": run["trace_id"], "score": 1.0, "feedback_entries": 1}
     assert unknown.is_error and "no trace 'nope'" in unknown.content[0].text
     # a real run of the server: its thread and checkpoint are the tenant's, on every replica; its trace too
@@ -135,6 +141,7 @@ async def test_mcp_over_streamable_http_runs_on_the_server_as_the_keys_tenant(cl
         other = await h.get(f"{b.url}/threads/{run['thread_id']}", headers={"x-api-key": KEYS["beta"]})
         assert other.status_code == 404
     assert cli(cluster, "trace", run["trace_id"], "--tenant", "acme")["feedback"][-1]["by"] == "mcp"
+    assert cli(cluster, "trace", planned.structured_content["trace_id"], "--tenant", "acme")["tenant"] == "acme"
     async with mcp_client(b, KEYS["beta"]) as mcp:  # beta cannot score acme's run
         foreign = await mcp.call_tool("feedback", {"trace_id": run["trace_id"], "score": 0})
     assert foreign.is_error and "no trace" in foreign.content[0].text
