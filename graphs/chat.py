@@ -27,7 +27,7 @@ solve = solve_builder.compile(name="solve")
 
 
 async def after_answer(state: ChatState) -> Literal["review_answer", "__end__"]:
-    return "review_answer" if state["last_run"].get("status") == "needs_review" else END
+    return "review_answer" if state["last_run"].get("status") == "needs_review" else "__end__"
 
 
 builder = StateGraph(ChatState, context_schema=Context, input_schema=ChatInput, output_schema=ChatOutput)

@@ -11,6 +11,8 @@ streams messages shows the reply, not the branches' JSON.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.runtime import Runtime
 
 from parallax.logic.chat_reply import reply_message, text_of
@@ -26,14 +28,15 @@ NO_STREAM = ["nostream"]
 """LangGraph's tag for model calls whose tokens stream mode "messages" leaves out."""
 
 
-async def answer_turn(state: ChatState, runtime: Runtime[Context], *, solve: Solver) -> dict:
+async def answer_turn(state: ChatState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """`solve` is the solve graph (graphs/chat.py hands it in)."""
     human = next((m for m in reversed(state.get("messages") or []) if m.type == "human"), None)
     task = text_of(human) if human is not None else ""
     if not task:
         raise InvalidInput("send a human message with some text: it is the task")
     tenant = tenant_of(state.get("tenant"))
-    run_input = {"task": task, "tenant": tenant, **{k: state[k] for k in PASSED_ON if state.get(k) is not None}}
+    given: dict[str, Any] = dict(state)
+    run_input = {"task": task, "tenant": tenant, **{k: given[k] for k in PASSED_ON if given.get(k) is not None}}
     run = await solve.ainvoke(run_input, {"tags": NO_STREAM}, context=context_of(runtime))
     last_run = {**{k: run.get(k) for k in KEPT}, "tenant": tenant}
     return {"messages": [reply_message(last_run)], "last_run": last_run, "review": {}}

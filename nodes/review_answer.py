@@ -16,6 +16,8 @@ Nothing is written before the interrupt, so the node's re-run on resume writes o
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
@@ -29,10 +31,10 @@ from parallax.state.context import Context
 BY = "chat review"
 
 
-async def review_answer(state: ChatState, runtime: Runtime[Context]) -> dict:
+async def review_answer(state: ChatState, runtime: Runtime[Context]) -> dict[str, Any]:
     run = state["last_run"]
     decision = decision_of(interrupt(review_request(run)))
-    store, trace_id = runtime.store, run.get("trace_id")
+    store, trace_id = runtime.store, str(run.get("trace_id") or "")
     tenant = tenant_of(run.get("tenant"))
     if decision["kind"] == "accept":
         if store is not None:

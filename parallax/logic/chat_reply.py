@@ -31,7 +31,7 @@ def reply_text(run: dict[str, Any]) -> str:
         return f"The run failed: {run.get('reason') or 'no branch gave an answer'}"
     if run.get("data") is not None:
         return json.dumps(run["data"], ensure_ascii=False)
-    return run.get("answer", "")
+    return str(run.get("answer") or "")
 
 
 def reply_message(run: dict[str, Any], content: str | None = None, *, suffix: str = "", **review: Any) -> AIMessage:

@@ -56,7 +56,7 @@ async def give_feedback(store: BaseStore, tenant: str, trace_id: str, score: str
     return after
 
 
-async def correct_answer(store: BaseStore, tenant: str, trace_id: str, answer: str, by: str = "") -> dict:
+async def correct_answer(store: BaseStore, tenant: str, trace_id: str, answer: str, by: str = "") -> dict[str, Any]:
     """Store a person's answer as the run's target (with whether the run's answer matched it) and as
     feedback (1 when it matched, else 0, the answer in the comment); the trace after. An empty answer
     raises BadFeedback, an unknown trace StoreError, before anything is written."""
