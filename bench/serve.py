@@ -27,7 +27,14 @@ CPU is what limits runs/s, so a second replica adds little here; on separate hos
 The model is tests/support/fault_server.py with no faults and `--latency-ms` per call, an
 OpenAI-compatible HTTP endpoint both the replicas and the in-process runs call: the sleeping
 model of bench/fanout.py can only be handed to a graph in code (Context.chat_model), which an
-API caller cannot do. Top-level `lost_runs` and `duplicated_runs` sum both phases (goal: 0 and 0).
+API caller cannot do. Top-level `lost_runs` and `duplicated_runs` sum both phases and both faces (goal: 0 and 0).
+
+Each phase then sends the same number of vote runs, with the same clients and replicas, through the
+OpenAI-compatible face (`openai`: the official SDK's `chat.completions.create` on `/v1`, retried on
+429 after Retry-After like the langgraph-sdk clients), which makes each of them a graph API run
+through the server's own endpoints (server/openai_face.py): `runs_per_s`, `p50_s`, `p95_s`,
+`lost_runs`, `duplicated_runs`, `extra_model_calls`, `replica_cpu_s_per_run`, and what the face adds, `p50_over_sdk_s`
+(its p50 minus the langgraph-sdk p50) and `runs_per_s_over_sdk` (the ratio of runs/s).
 
     python -m bench.serve --runs 200 --clients 20 --latency-ms 50 --json
 
@@ -146,6 +153,7 @@ def replica_cpu(cluster: Cluster) -> float:
 
 async def served(replicas: int, runs: int, clients: int, server: FaultServer, work: Path) -> dict:
     from langgraph_sdk import get_client
+    from openai import AsyncOpenAI, RateLimitError
 
     retry_on_429 = readme_retry_helper()
     cluster = Cluster(work, {**ENV, "OPENAI_BASE_URL": server.url, "PARALLAX_API_KEYS": f"{KEY}:{TENANT}",
@@ -170,7 +178,26 @@ async def served(replicas: int, runs: int, clients: int, server: FaultServer, wo
 
             return await retry_on_429(stream)
 
+        openai_clients = [AsyncOpenAI(base_url=f"{r.url}/v1", api_key=KEY, max_retries=0, timeout=600)
+                          for r in cluster.replicas]
+
+        async def submit_openai(n: int) -> dict:
+            """The same run through the OpenAI face; a reply counts as the run's output when its answer is "42"."""
+            client = openai_clients[n % len(openai_clients)]
+            for attempt in range(30):
+                try:
+                    reply = await client.chat.completions.create(
+                        model="parallax-vote", messages=[{"role": "user", "content": f"What is 6 * 7? (openai request {n})"}],
+                        extra_body={"parallax": {"votes": VOTES}})
+                    break
+                except RateLimitError as exc:
+                    if attempt == 29:
+                        raise
+                    await asyncio.sleep(float(exc.response.headers.get("retry-after", "1")))
+            return {**reply.parallax, "answer": reply.choices[0].message.content}
+
         await submit(-1)
+        await submit_openai(-1)
         server.reset()
         peaks: dict[int, int] = {}
         stop = threading.Event()
@@ -182,18 +209,32 @@ async def served(replicas: int, runs: int, clients: int, server: FaultServer, wo
         stop.set()
         sampler.join()
         calls = sum(1 for e in server.log() if e.get("messages_hash") and e["status"] == 200)
+        server.reset()
+        openai_cpu = replica_cpu(cluster)
+        openai_latencies, openai_outcomes, openai_wall = await load(runs, clients, submit_openai)
+        openai_cpu = replica_cpu(cluster) - openai_cpu
+        openai_calls = sum(1 for e in server.log() if e.get("messages_hash") and e["status"] == 200)
         import psycopg
 
         with psycopg.connect(cluster.database_url) as conn:
             rows = conn.execute("SELECT value->>'task_preview', count(*) FROM store WHERE prefix = %s "
                                 "GROUP BY 1", (f"traces.{TENANT}",)).fetchall()
-        per_run = {preview: count for preview, count in rows if "(request -1)" not in preview}
+        per_run = {preview: count for preview, count in rows if "request -1)" not in preview and "(openai " not in preview}
+        per_openai_run = {p: count for p, count in rows if "(openai request" in p and "request -1)" not in p}
+        openai = {**figures(openai_latencies, openai_wall),
+                  "lost_runs": sum(not (ok(o) and o.get("answer") == "42") for _, o in openai_outcomes),
+                  "duplicated_runs": sum(count > 1 for count in per_openai_run.values()),
+                  "runs_with_a_trace": len(per_openai_run), "extra_model_calls": openai_calls - VOTES * runs,
+                  "replica_cpu_s_per_run": round(openai_cpu / runs, 4),
+                  "failures": [o for _, o in openai_outcomes if not ok(o)][:3]}
+        openai["p50_over_sdk_s"] = round(openai["p50_s"] - nearest_rank(latencies, 0.5), 3)
+        openai["runs_per_s_over_sdk"] = round(openai["runs_per_s"] / (len(latencies) / wall), 2)
         return {**figures(latencies, wall), "lost_runs": sum(not ok(o) for _, o in outcomes),
                 "duplicated_runs": sum(count > 1 for count in per_run.values()),
                 "runs_with_a_trace": len(per_run), "extra_model_calls": calls - VOTES * runs,
                 "replica_cpu_s_per_run": round(cpu / runs, 4),
                 "peak_rss_mb": {str(port): round(rss / 2**20, 1) for port, rss in sorted(peaks.items())},
-                "failures": [o for _, o in outcomes if not ok(o)][:3]}
+                "failures": [o for _, o in outcomes if not ok(o)][:3], "openai": openai}
     finally:
         cluster.close()
 
@@ -220,8 +261,10 @@ async def main(args: argparse.Namespace) -> dict:
         server.stop()
     for name in ("one_replica", "two_replicas"):
         result[name]["server_overhead_s"] = round(result[name]["p50_s"] - local["p50_s"], 3)
-    result["lost_runs"] = result["one_replica"]["lost_runs"] + result["two_replicas"]["lost_runs"]
-    result["duplicated_runs"] = result["one_replica"]["duplicated_runs"] + result["two_replicas"]["duplicated_runs"]
+    result["lost_runs"] = sum(result[name]["lost_runs"] + result[name]["openai"]["lost_runs"]
+                              for name in ("one_replica", "two_replicas"))
+    result["duplicated_runs"] = sum(result[name]["duplicated_runs"] + result[name]["openai"]["duplicated_runs"]
+                                    for name in ("one_replica", "two_replicas"))
     result["two_over_one_runs_per_s"] = round(result["two_replicas"]["runs_per_s"] / result["one_replica"]["runs_per_s"], 2)
     return result
 

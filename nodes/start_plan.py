@@ -9,6 +9,8 @@ keys are also outputs, so what the last run reported looks like input to the nex
   and the planner is asked (a caller who sends the very same plan again gets a new plan too);
 - `mode`: a solve route the last run answered with (direct, section, vote) is a leftover;
   the new run starts from `auto`.
+It also settles the run's tenant (runtime/run_context.py `tenant_of`): on the graph API the
+caller's key names it, and the tasks' solve runs, the playbook and the trace are that tenant's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.routing import InvalidInput, validate_plan_input
-from parallax.runtime.run_context import authenticated_tenant, context_of
+from parallax.runtime.run_context import authenticated_tenant, context_of, tenant_of
 from parallax.runtime.worktrees import GitError, head_commit, repository_root
 from parallax.state.context import Context
 from parallax.state.plan import PlanState
@@ -54,7 +56,9 @@ async def start_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, A
     question = given.get("question", "")
     request, document = (question, given["task"]) if question.strip() else (given["task"], "")
     start = {**NEW_PLAN_RUN, **stale, "trace_id": uuid.uuid4().hex, "request": request, "document": document,
-             "mode": "plan" if given.get("mode", "auto") == "plan" else "auto"}
+             "mode": "plan" if given.get("mode", "auto") == "plan" else "auto",
+             # on the graph API the key's tenant (its tasks, playbook and trace are that tenant's), else the input's
+             "tenant": tenant_of(given.get("tenant"))}
     if given.get("repo"):
         if authenticated_tenant() is not None:  # an API caller must not name paths on the server's disk
             raise InvalidInput("edit tasks on a repository are not served over the graph API: "

@@ -6,6 +6,7 @@
     trace, dlq ...     cli/trace.py     what each branch did; branches that gave up
     model serve        cli/model.py     keep the embedded model server up
     serve              cli/serve.py     one replica of the deployed graph API (Aegra)
+    mcp                cli/mcp.py       the MCP tools over stdio, for a desktop agent
     stats              cli/stats.py     run metrics from the stored traces
     feedback           cli/feedback.py  a person's score on a run
     export ...         cli/export.py    fine-tuning data (sft, preferences) from the traces
@@ -27,7 +28,7 @@ from typing import Annotated
 
 import typer
 
-from parallax.cli import export, feedback, learn, model, plan, playbook, prompts, release, run, serve, stats, trace
+from parallax.cli import export, feedback, learn, mcp, model, plan, playbook, prompts, release, run, serve, stats, trace
 from parallax.cli.common import err, fail
 from parallax.cli.examples import epilog
 from parallax.cli.version import print_version
@@ -72,6 +73,7 @@ app.add_typer(playbook.playbook_app, name="playbook")
 app.add_typer(trace.dlq_app, name="dlq")
 app.add_typer(model.model_app, name="model")
 app.command("serve", epilog=epilog("serve"))(serve.serve)
+app.command("mcp")(mcp.mcp)
 app.command("stats")(stats.stats)
 app.command("feedback")(feedback.feedback)
 app.add_typer(export.export_app, name="export")

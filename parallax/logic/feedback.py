@@ -4,6 +4,11 @@ A score is a number from 0 (wrong, useless) to 1 (right), or `up` (1) / `down` (
 stored with the trace, redacted, newest last; a run's feedback is its latest score.
 Feedback also corrects the run's trial in any gray release still running that served it
 (logic/releases.py), so a canary whose answers people mark down is judged on that.
+
+`correct_answer` is a person's own answer to a run (editing a reviewed answer in the chat
+graph): it becomes the trace's target, as if the run had been given it (`parallax run
+--target`), so accuracy in `parallax stats` and the exports' "right answer" learn from it, and
+a feedback entry whose score says whether the run's answer matched it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from langgraph.store.base import BaseStore
 
 from parallax.logic.releases import correct_trial
 from parallax.logic.run_record import latest_score
+from parallax.logic.scoring import score as score_answer
 from parallax.runtime.storage.stores import traces_in
 
 WORDS = {"up": 1.0, "down": 0.0}
@@ -48,3 +54,21 @@ async def give_feedback(store: BaseStore, tenant: str, trace_id: str, score: str
     before, after = await traces_in(store, tenant).add_feedback(trace_id, {"score": value, "comment": comment, "by": by})
     await correct_trial(store, tenant, before, latest_score(before), latest_score(after))
     return after
+
+
+async def correct_answer(store: BaseStore, tenant: str, trace_id: str, answer: str, by: str = "") -> dict[str, Any]:
+    """Store a person's answer as the run's target (with whether the run's answer matched it) and as
+    feedback (1 when it matched, else 0, the answer in the comment); the trace after. An empty answer
+    raises BadFeedback, an unknown trace StoreError, before anything is written."""
+    answer = answer.strip()
+    if not answer:
+        raise BadFeedback("an edited answer cannot be empty: give the right answer, or reject the run's")
+    if len(answer) > MAX_COMMENT:
+        raise BadFeedback(f"edited answer of {len(answer)} characters: keep it under {MAX_COMMENT}")
+    traces = traces_in(store, tenant)
+    trace = await traces.get_trace(trace_id)
+    verdict = score_answer({"answer": trace.get("answer", ""), "status": trace.get("status")}, answer,
+                           trace.get("task_preview", ""), trace.get("scorer") or "auto")
+    await traces.set_outcome(trace_id, {"target": answer, "correct": verdict["correct"], "scorer": verdict["scorer"]})
+    return await give_feedback(store, tenant, trace_id, 1.0 if verdict["correct"] else 0.0,
+                               f"answer edited in review: {answer}", by)

@@ -5,6 +5,11 @@ OpenAI-compatible endpoint works. With no endpoint configured, the embedded llam
 server is found or started by `model_server.endpoint` (blocking work, so it runs in a
 thread, once per process). A run can hand in its own factory through
 `Context.chat_model` (tests and benchmarks do); `chat_model` here is the default.
+
+Calls never stream (`disable_streaming`): a branch needs its whole JSON reply before it can
+parse it, and LangChain would otherwise switch every call to a token stream whenever a caller
+streams the graph in LangGraph's "messages" mode (Studio's chat, Agent Chat UI), so the same run
+would talk to the endpoint differently depending on who watches it.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseCh
         client = per_loop[key] = ChatOpenAI(
             model=key[0], base_url=base_url, api_key=current.api_key, timeout=timeout_s, max_retries=0,
             max_tokens=max_tokens, http_async_client=http_client(base_url),
+            disable_streaming=True,
         )
     return client
 

@@ -1,9 +1,12 @@
 """Parallax's part of the graph API's FastAPI app (aegra.json `http.app`): error headers and metrics.
 
-Aegra adds its routes, lifespan and middleware to this app. Two things are ours:
+Aegra adds its routes, lifespan and middleware to this app. Ours: the faces on it (/v1, the
+OpenAI-compatible one: server/openai_face.py; /mcp, the MCP tools: server/mcp_face.py; langgraph dev
+mounts the same in server/dev_app.py), and:
 - HTTP errors keep their headers. Aegra's own handler writes the Agent Protocol error body but
   drops headers, and a 429 without `Retry-After` would leave clients guessing when to come back
   (parallax/server/auth.py raises it). The body stays Aegra's: {"error", "message", "details"}.
+- /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py).
 - /metrics first refreshes `parallax_pending_runs` from the runs table (one count per scrape),
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
 """
@@ -14,10 +17,12 @@ from aegra_api.models.errors import AgentProtocolError, get_error_type
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
-from parallax.server import metrics
+from parallax.server import mcp_face, metrics, openai_face
 from parallax.server.auth import pending_runs
 
 app = FastAPI()
+app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
+app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])
 
 
 @app.exception_handler(HTTPException)

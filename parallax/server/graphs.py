@@ -5,6 +5,7 @@ PostgreSQL checkpointer and store to every run; the graphs are those of langgrap
 unchanged, with a metrics callback in their config (server/metrics.py).
 """
 
+from parallax.graphs.chat import graph as chat_graph
 from parallax.graphs.data_loop import feedback as feedback_graph
 from parallax.graphs.data_loop import release as release_graph
 from parallax.graphs.data_loop import stats as stats_graph
@@ -19,3 +20,4 @@ plan = with_metrics(plan_graph, "plan")
 stats = with_metrics(stats_graph, "stats")
 feedback = with_metrics(feedback_graph, "feedback")
 release = with_metrics(release_graph, "release")
+chat = with_metrics(chat_graph, "chat")

@@ -83,6 +83,20 @@ async def test_a_run_takes_its_tenant_from_authentication_not_from_the_input():
     assert await traces_in(store, "beta").traces() == []
 
 
+async def test_a_plan_run_and_its_tasks_take_the_tenant_from_authentication():
+    """A plan's tasks are solve runs: they must get the key's tenant too (they were sent "default" and refused)."""
+    from parallax.graphs.plan import builder as plan_builder
+
+    plan = {"tasks": [{"id": 1, "goal": "What is 6 * 7?", "kind": "solve"}]}
+    store = InMemoryStore()
+    ctx, _ = scripted(answer_42)
+    out = await plan_builder.compile(store=store).ainvoke({"task": "Compute 6 * 7, then note it.", "mode": "plan",
+                                                           "plan": plan}, authenticated("acme"), context=ctx)
+    assert out["status"] == "ok" and [t["status"] for t in out["tasks"]] == ["DONE"], out["reason"]
+    assert [t["trace_id"] for t in await traces_in(store, "acme").traces()] == [out["trace_id"]]
+    assert await traces_in(store, "default").traces() == []
+
+
 async def test_without_parallax_authentication_the_input_names_the_tenant():
     """`langgraph dev` and other servers hand nodes their own user (no Parallax tenant field): it is not trusted."""
     store = InMemoryStore()

@@ -7,7 +7,9 @@ before they are stored. A dead letter keeps its input as given, because `dlq ret
 must ask the same question; the checkpoint holds that input anyway.
 
 Feedback is stored with its trace (`feedback`, a list, newest last, redacted), added
-under a per-trace lock so two people scoring one run at once keep both scores.
+under a per-trace lock so two people scoring one run at once keep both scores. A person's
+corrected answer (a review in the chat graph) becomes the trace's `target` with whether the
+run's answer matched it, under the same lock.
 """
 
 from __future__ import annotations
@@ -66,6 +68,15 @@ class TraceStore:
         async with self.lock.hold(f"feedback/{self.tenant}/{trace_id}"):
             before = await self.get_trace(trace_id)
             after = {**before, "feedback": [*before.get("feedback", []), redact_value({**entry, "at": now_iso()})]}
+            await self._call("put", traces_namespace(self.tenant), trace_id, after, index=False)
+            return before, after
+
+    async def set_outcome(self, trace_id: str, outcome: dict) -> tuple[dict, dict]:
+        """Set a trace's `target`, `correct` and `scorer` (redacted); (the trace before, the trace after).
+        An unknown trace raises StoreError and writes nothing."""
+        async with self.lock.hold(f"feedback/{self.tenant}/{trace_id}"):
+            before = await self.get_trace(trace_id)
+            after = {**before, **redact_value({k: outcome[k] for k in ("target", "correct", "scorer")})}
             await self._call("put", traces_namespace(self.tenant), trace_id, after, index=False)
             return before, after
 

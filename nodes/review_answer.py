@@ -1,0 +1,53 @@
+"""Put a `needs_review` answer to a person and apply their decision (accept, edit, reject).
+
+Why an interrupt: the run could not settle its answer, and the person at the chat is the best
+judge there is. The interrupt's value is the human-in-the-loop request Agent Chat UI renders
+(logic/review_request.py); the run waits in its checkpoint, on any replica, until it is
+resumed. Then:
+
+- accept: the answer stays; feedback 1 ("accepted in review") goes on the run's trace;
+- edit: the person's answer replaces the reply (same message id) and becomes the run's target
+  and feedback (logic/feedback.py `correct_answer`), so stats, exports and the learning loop
+  know the right answer;
+- reject: a reply says the answer was rejected (and why, when the person said); feedback 0.
+
+Nothing is written before the interrupt, so the node's re-run on resume writes once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+
+from parallax.logic.chat_reply import reply_message
+from parallax.logic.feedback import correct_answer, give_feedback
+from parallax.logic.review_request import decision_of, review_request
+from parallax.runtime.run_context import tenant_of
+from parallax.state.chat import ChatState
+from parallax.state.context import Context
+
+BY = "chat review"
+
+
+async def review_answer(state: ChatState, runtime: Runtime[Context]) -> dict[str, Any]:
+    run = state["last_run"]
+    decision = decision_of(interrupt(review_request(run)))
+    store, trace_id = runtime.store, str(run.get("trace_id") or "")
+    tenant = tenant_of(run.get("tenant"))
+    if decision["kind"] == "accept":
+        if store is not None:
+            await give_feedback(store, tenant, trace_id, 1.0, "accepted in review", BY)
+        messages = [reply_message(run, review="accepted")]
+    elif decision["kind"] == "edit":
+        if store is not None:
+            await correct_answer(store, tenant, trace_id, decision["answer"], BY)
+        messages = [reply_message(run, decision["answer"], review="edited", original_answer=run.get("answer", ""))]
+    else:
+        why = decision.get("message") or ""
+        if store is not None:
+            await give_feedback(store, tenant, trace_id, 0.0, f"rejected in review{': ' + why if why else ''}", BY)
+        rejected = f"Rejected in review: the answer {run.get('answer', '')!r} was not kept" + (f" ({why})." if why else ".")
+        messages = [reply_message(run, rejected, suffix="-rejected", review="rejected")]
+    return {"messages": messages, "review": decision}

@@ -1,0 +1,124 @@
+"""/mcp on the served API: Parallax's MCP tools over Streamable HTTP, each call a real run of this server.
+
+Why through the server's own endpoints: a tool call must be the same run as one made with
+langgraph-sdk — a thread, a checkpoint in PostgreSQL, a trace under the caller's tenant, the
+429 backpressure, metrics, and a replica kill that loses nothing — not a side path that calls
+the graph in this process. So each call opens a langgraph-sdk client on this replica's own
+address with the caller's API key (`Authorization: Bearer` or `x-api-key`, parallax/server/auth.py)
+and streams a run of `solve`, `plan` or `feedback` on a new thread; the key decides the tenant.
+A request without a known key is refused with 401 before any MCP handling.
+
+The tools are runtime/mcp_tools.py's (the same as `parallax mcp` over stdio). Transport:
+stateless Streamable HTTP with JSON responses, so any replica answers any call and nothing
+is kept between requests. The SDK's session manager needs a running task group; a route added
+to Aegra's app gets no lifespan of its own, so it is started by the first request and lives
+as long as the process. DNS-rebinding protection (a Host check meant for unauthenticated local
+servers) is off: every call carries an API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import RateLimitError
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import Receive, Scope, Send
+
+from parallax.runtime.mcp_tools import FeedbackResult, RunResult, build_server, run_result
+from parallax.server.auth import key_from, tenant_for_key
+
+
+class ToolFailed(ToolError):
+    """A run on the server failed or was refused; the message says why (the MCP client sees it)."""
+
+
+def _caller(ctx: Context) -> tuple[str, str]:
+    """(this replica's base URL, the caller's API key) of the MCP request."""
+    request = ctx.request_context.request
+    host, port = request.scope["server"]
+    key = key_from({k.lower(): v for k, v in (ctx.headers or {}).items()})
+    if key is None:
+        raise ToolFailed("no API key on the request")
+    return f"http://{host}:{port}", key
+
+
+class ServerBackend:
+    """Runs the tools' graphs on this server, as the caller."""
+
+    async def _run(self, graph: str, run_input: dict, ctx: Context) -> tuple[dict, str]:
+        url, key = _caller(ctx)
+        client = get_client(url=url, api_key=key)
+        try:
+            thread = await client.threads.create(metadata={"graph_id": graph, "via": "mcp"})
+            out, run_id, failed = {}, None, False
+            async for part in client.runs.stream(thread["thread_id"], graph, input=run_input, stream_mode="values"):
+                if part.event == "metadata" and isinstance(part.data, dict):
+                    run_id = part.data.get("run_id", run_id)
+                elif part.event == "values" and isinstance(part.data, dict):
+                    out = part.data
+                elif part.event == "error":
+                    failed = True
+        except RateLimitError as exc:
+            retry = exc.response.headers.get("retry-after", "a few")
+            raise ToolFailed(f"the server is busy with this tenant's runs: retry after {retry} s") from None
+        if failed:  # the stream says only "<Error>: execution failed"; the run keeps the message
+            run = await client.runs.get(thread["thread_id"], run_id) if run_id else {}
+            raise ToolFailed(run.get("error_message") or f"the {graph} run failed")
+        return out, thread["thread_id"]
+
+    async def solve(self, run_input: dict, ctx: Context) -> RunResult:
+        out, thread_id = await self._run("solve", run_input, ctx)
+        return run_result(out, thread_id)
+
+    async def plan(self, run_input: dict, ctx: Context) -> RunResult:
+        out, thread_id = await self._run("plan", run_input, ctx)
+        return run_result(out, thread_id)
+
+    async def feedback(self, trace_id: str, score: str | float, comment: str, ctx: Context) -> FeedbackResult:
+        out, _ = await self._run("feedback", {"trace_id": trace_id, "score": score, "comment": comment, "by": "mcp"},
+                                 ctx)
+        return FeedbackResult(trace_id=trace_id, score=out["score"], feedback_entries=len(out["feedback"]))
+
+
+class McpEndpoint:
+    """The ASGI endpoint of /mcp: 401 without a known key, else the SDK's Streamable HTTP handler."""
+
+    def __init__(self) -> None:
+        self.server = build_server(ServerBackend())
+        self.server.streamable_http_app(
+            stateless_http=True, json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        self.manager = self.server.session_manager
+        self._ready: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+
+    async def _started(self) -> None:
+        if self._ready is None:
+            self._ready = asyncio.Event()
+
+            async def keep_running() -> None:
+                async with self.manager.run():
+                    self._ready.set()
+                    await asyncio.Event().wait()
+
+            self._task = asyncio.create_task(keep_running())
+        await self._ready.wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        if tenant_for_key(key_from(headers)) is None:
+            body = json.dumps({"error": "unauthorized", "message": "missing or unknown API key: send it as "
+                                                                   "Authorization: Bearer <key>"}).encode()
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self._started()
+        await self.manager.handle_request(scope, receive, send)
+
+
+endpoint = McpEndpoint()

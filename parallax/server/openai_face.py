@@ -1,0 +1,296 @@
+"""The OpenAI-compatible face: `GET /v1/models` and `POST /v1/chat/completions`, each request a run of this server.
+
+One Starlette app (`app`), mounted at /v1 by both servers' custom HTTP apps: `parallax serve`
+(aegra.json `http.app`, server/app.py) and `langgraph dev` (langgraph.json `http.app`,
+server/dev_app.py). Starlette, not FastAPI: langgraph dev's environment has no FastAPI.
+
+How a request becomes a run. The face does not run a graph itself: it creates a thread and a
+run through the server's own Agent Protocol endpoints (langgraph-sdk against the address this
+request came in on, with the caller's `Authorization`/`x-api-key` passed on), then follows the
+run's event stream. Why this way and not by calling the graph, or Aegra's services, in
+process:
+
+- every property of a run comes with it unchanged, because the run *is* a graph API run: the
+  tenant from the key (auth.py's `authenticate`), 429 + Retry-After backpressure counted in
+  the runs table (`admit_run`), the thread and its checkpoints in PostgreSQL, the run queued
+  through Redis to whichever replica's worker takes it, taken over by another replica when
+  that one dies, the trace in the tenant's store and the `parallax_*` metrics of the graph.
+  A side path would have to re-implement each of them and would drift. (Aegra's
+  `http_requests_total` counts a completion's request and its two loopback requests.)
+- it is the same code on both servers: Aegra and langgraph-api serve the same Agent Protocol,
+  while their internals (services, queues, auth hooks) have nothing in common;
+- the cost is two loopback HTTP requests per completion (create the thread, stream the run),
+  measured by `bench.serve` (its `openai` column against the same runs through langgraph-sdk).
+
+The run is streamed (`runs.stream`), not waited for: Aegra's `runs.wait` polls every 2 s,
+while a stream ends the moment the run does; for `stream: true` its updates become progress.
+`on_disconnect="continue"`: a caller that goes away does not cancel the run, which ends on
+its thread (the first streamed chunk names `thread_id` and `run_id`). A replica killed while
+it holds the caller's connection loses that connection, not the run.
+
+Errors never leave as tracebacks: what Parallax cannot do is refused before anything is
+created (server/openai_request.py), and the graph API's refusals come back with their status
+(401 unknown key, 429 with Retry-After, ...) in OpenAI's error JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from parallax.server.openai_replies import ChunkWriter, completion, progress
+from parallax.server.openai_request import MODELS, Refusal, RunRequest, parse
+
+CREATED = 1767225600  # 2026-01-01: when these model names were first served
+LOOPBACK_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
+"""No read timeout: a run takes as long as its branches do; the caller's own client decides how long to wait."""
+OPENAI_KIND = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_error",
+               404: "invalid_request_error", 409: "invalid_request_error", 422: "invalid_request_error",
+               429: "requests"}
+OPENAI_CODE = {401: "invalid_api_key", 403: "permission_denied", 404: "not_found", 429: "rate_limit_exceeded"}
+
+_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""event loop -> {base url: langgraph-sdk client}: one connection pool per loop, no credentials in it."""
+
+
+def self_url(request: Request) -> str:
+    """This server, at the address and port the request came in on (never a URL a client named)."""
+    host, port = request.scope.get("server") or ("127.0.0.1", 80)
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def loopback(request: Request):
+    from langgraph_sdk import get_client
+
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    url = self_url(request)
+    if url not in per_loop:
+        # api_key=None: never the server's own LANGSMITH_API_KEY & co. from the environment
+        per_loop[url] = get_client(url=url, api_key=None, timeout=LOOPBACK_TIMEOUT)
+    return per_loop[url]
+
+
+def credentials(request: Request) -> dict[str, str]:
+    """The caller's key, passed on as it came: the graph API's auth decides what it means."""
+    return {name: request.headers[name] for name in ("authorization", "x-api-key") if name in request.headers}
+
+
+def error_response(refusal: Refusal) -> JSONResponse:
+    return JSONResponse(refusal.body(), status_code=refusal.status, headers=refusal.headers)
+
+
+def from_graph_api(exc: httpx.HTTPStatusError) -> Refusal:
+    """A refusal of the graph API (its error JSON) in OpenAI's terms, keeping status and Retry-After."""
+    if getattr(exc, "response", None) is None:  # langgraph-sdk's connection errors are HTTPStatusErrors too
+        return unexpected(exc)
+    status = exc.response.status_code
+    try:
+        body = exc.response.json()
+    except ValueError:
+        body = {}
+    message = (body.get("message") or body.get("detail") if isinstance(body, dict) else None) or exc.response.text
+    if status == 401:  # the graph API's own hint names x-api-key; an OpenAI client sends the key as a bearer token
+        message = "missing or unknown API key: send it as Authorization: Bearer <key> (the key names your tenant)"
+    headers = {"Retry-After": exc.response.headers["retry-after"]} if "retry-after" in exc.response.headers else {}
+    return Refusal(str(message), status=status, kind=OPENAI_KIND.get(status, "server_error"), code=OPENAI_CODE.get(status),
+                   headers=headers)
+
+
+def unexpected(exc: BaseException) -> Refusal:
+    return Refusal(f"the run could not be started or followed: {type(exc).__name__}: {exc}", status=502,
+                   kind="server_error")
+
+
+async def key_refused(request: Request) -> JSONResponse | None:
+    """The graph API's own key check (a cheap authenticated call), so the models are listed to no unknown key."""
+    try:
+        await loopback(request).assistants.search(limit=1, headers=credentials(request))
+    except httpx.HTTPStatusError as exc:
+        return error_response(from_graph_api(exc))
+    except (httpx.HTTPError, OSError) as exc:
+        return error_response(unexpected(exc))
+    return None
+
+
+async def list_models(request: Request) -> JSONResponse:
+    if refused := await key_refused(request):
+        return refused
+    return JSONResponse({"object": "list", "data": [model_card(name) for name in MODELS]})
+
+
+async def get_model(request: Request) -> JSONResponse:
+    if refused := await key_refused(request):
+        return refused
+    model = request.path_params["model"]
+    if model not in MODELS:
+        return error_response(Refusal(f"The model `{model}` does not exist: use one of {', '.join(MODELS)}",
+                                      status=404, param="model", code="model_not_found"))
+    return JSONResponse(model_card(model))
+
+
+def model_card(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": CREATED, "owned_by": "parallax"}
+
+
+async def chat_completions(request: Request) -> Response:
+    try:
+        body = json.loads(await request.body() or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        return error_response(Refusal(f"the request body is not valid JSON: {exc}"))
+    try:
+        asked = parse(body)
+    except Refusal as refusal:
+        return error_response(refusal)
+    return RunReply(asked, loopback(request), credentials(request))
+
+
+class RunReply(Response):
+    """Starts the run, then answers with one JSON reply or an event stream.
+
+    One ASGI call does both, so the status line is sent only once the run was accepted (a 401
+    or 429 of the graph API is still the reply's status), and the loopback stream is opened
+    and read in one task."""
+
+    def __init__(self, asked: RunRequest, client: Any, headers: dict[str, str]) -> None:
+        super().__init__()
+        self.asked, self.client, self.caller = asked, client, headers
+
+    async def events(self) -> AsyncIterator[Any]:
+        thread = await self.client.threads.create(metadata={"graph_id": self.asked.graph, "face": "openai",
+                                                            "model": self.asked.model}, headers=self.caller)
+        self.thread_id = thread["thread_id"]
+        modes = ["updates", "values"] if self.asked.stream else ["values"]
+        parts = self.client.runs.stream(self.thread_id, self.asked.graph, input=self.asked.input,
+                                        context=self.asked.context or None, stream_mode=modes,
+                                        on_disconnect="continue", headers=self.caller)
+        try:
+            first = await anext(parts, None)
+        except httpx.HTTPStatusError:  # the run was refused (429): leave no empty thread behind
+            with contextlib.suppress(httpx.HTTPError, OSError):
+                await self.client.threads.delete(self.thread_id, headers=self.caller)
+            raise
+        if first is None:
+            return
+        yield first
+        async for part in parts:
+            yield part
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.created = int(time.time())
+        self.thread_id = self.run_id = ""
+        events = self.events()
+        try:
+            try:
+                self.run_id = await self.started(events)
+            except httpx.HTTPStatusError as exc:
+                refused = from_graph_api(exc)
+                return await send_json(send, refused.body(), refused.status, refused.headers)
+            except (httpx.HTTPError, OSError, LookupError) as exc:
+                return await send_json(send, unexpected(exc).body(), 502)
+            if self.asked.stream:
+                await self.stream(events, send)
+            else:
+                await self.reply(events, send)
+        finally:
+            await events.aclose()
+
+    async def started(self, events: AsyncIterator[Any]) -> str:
+        """The run's id: from its first event (`metadata`), else, when the stream ended before naming it, from
+        the thread's runs (the thread is new: its one run is this one)."""
+        async for part in events:
+            if part.event == "metadata" and isinstance(part.data, dict) and part.data.get("run_id"):
+                return str(part.data["run_id"])
+        if not self.thread_id:
+            raise LookupError("no thread was created")
+        runs = await self.client.runs.list(self.thread_id, limit=1, headers=self.caller)
+        if not runs:
+            raise LookupError(f"thread {self.thread_id} has no run")
+        return str(runs[0]["run_id"])
+
+    async def follow(self, events: AsyncIterator[Any], on_update=None) -> dict:
+        """The run's last state, or RuntimeError with the run's own error message.
+
+        A stream that ends with Aegra's `end` event carried the run's final state. One that closes
+        without it is not trusted to have: langgraph dev sends no `end`, and Aegra's stream of a run
+        executed by another replica has closed, under load, without the run's events (2 of 200 runs
+        in bench.serve). Then the run is joined and its final state read from the thread, as any
+        langgraph-sdk client would."""
+        state: dict = {}
+        ended = False
+        async for part in events:
+            if part.event == "values" and isinstance(part.data, dict):
+                state = part.data
+            elif part.event == "updates" and on_update is not None:
+                await on_update(part.data)
+            elif part.event == "error":
+                data = part.data if isinstance(part.data, dict) else {"message": str(part.data)}
+                raise RuntimeError(f"{data.get('error') or 'error'}: {data.get('message') or data}")
+            elif part.event == "end":
+                ended = True
+        if state and ended:
+            return state
+        await self.client.runs.join(self.thread_id, self.run_id, headers=self.caller)
+        run = await self.client.runs.get(self.thread_id, self.run_id, headers=self.caller)
+        if run.get("status") != "success":
+            raise RuntimeError(f"the run ended with status {run.get('status')!r}")
+        return (await self.client.threads.get_state(self.thread_id, headers=self.caller)).get("values") or {}
+
+    def failure(self, exc: BaseException) -> str:
+        return f"the run failed (thread {self.thread_id}, run {self.run_id}): {exc}"
+
+    async def reply(self, events: AsyncIterator[Any], send: Send) -> None:
+        try:
+            state = await self.follow(events)
+        except (RuntimeError, httpx.HTTPError, OSError) as exc:
+            return await send_json(send, Refusal(self.failure(exc), status=500, kind="server_error").body(), 500)
+        await send_json(send, completion(state, model=self.asked.model, run_id=self.run_id, thread_id=self.thread_id,
+                                         created=self.created, typed=self.asked.typed), 200)
+
+    async def stream(self, events: AsyncIterator[Any], send: Send) -> None:
+        writer = ChunkWriter(model=self.asked.model, run_id=self.run_id, thread_id=self.thread_id, created=self.created,
+                             include_usage=self.asked.include_usage)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+                                (b"x-accel-buffering", b"no")]})
+
+        async def write(text: str) -> None:
+            await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
+
+        async def thinking(update: Any) -> None:
+            for line in progress(update):
+                await write(writer.delta(reasoning_content=line + "\n"))
+
+        await write(writer.start())
+        try:
+            state = await self.follow(events, thinking)
+            for text in writer.finish(state, self.asked.typed):
+                await write(text)
+        except (RuntimeError, httpx.HTTPError, OSError) as exc:
+            await write(writer.error(self.failure(exc)))
+        await send({"type": "http.response.body", "body": writer.done().encode(), "more_body": False})
+
+
+app = Starlette(routes=[Route("/models", list_models, methods=["GET"]), Route("/models/{model}", get_model, methods=["GET"]),
+                        Route("/chat/completions", chat_completions, methods=["POST"])])
+"""Mounted at /v1 by both servers' apps."""
+
+
+async def send_json(send: Send, body: dict, status: int, headers: dict[str, str] | None = None) -> None:
+    raw = json.dumps(body, ensure_ascii=False).encode()
+    extra = [(k.lower().encode(), str(v).encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()), *extra]})
+    await send({"type": "http.response.body", "body": raw})

@@ -1,0 +1,227 @@
+"""What an OpenAI chat completions request asks of Parallax: which graph, which input, or why it cannot run.
+
+Why a module of its own: the OpenAI face (server/openai_face.py) must refuse what Parallax cannot
+do *before* anything is created (no thread, no run, nothing queued), with the status and
+`param` an OpenAI client expects, and it must build exactly the input the graph API would take
+from a langgraph-sdk caller. Both are pure functions of the request body, tested offline here.
+
+The mapping:
+
+- `model` picks the graph and mode: parallax-direct, -vote and -section run `solve` in that
+  mode; parallax-plan runs `plan`; parallax-auto does what `parallax run` does: `plan` for a
+  request with several steps (and no schema), else `solve` with mode auto.
+- `messages`: the last user message is what to do; the turns before it (system prompt,
+  earlier questions and answers, a pasted document) are what it is about. The solve graph's
+  input has exactly that shape, `task` (the text to work on) and `question` (what to do with
+  it; prompts render "{task}\\n\\nQuestion: {question}"), so earlier turns become `task`, as a
+  transcript, and the last user message `question`; alone, the last user message is `task`.
+  Only text content is accepted; a message after the last user message is refused (a
+  completion continues the user's turn, Parallax answers it).
+- `response_format` `{"type": "json_schema", "json_schema": {"schema": ...}}` is the run's
+  `output_schema`, checked here as the graph checks it (logic/user_schema.py); plan mode
+  has none.
+- Parallax's own options, which have no OpenAI field, come under `parallax` in the body
+  (the openai SDK's `extra_body={"parallax": {...}}`): votes, min_votes, red_team, playbook,
+  max_replans (plan) and `context` (run configuration, as the graph API's `context`).
+- Refused: `n` > 1, `tools`/`functions`, a `tool_choice` other than "none", non-text content,
+  `json_object` without a schema, an unknown model (404) or option. OpenAI's sampling knobs
+  (temperature, top_p, max_tokens, seed, stop, ...) are accepted and not used: each branch
+  has its own temperature (a vote spreads them), and the merge, not one sample, is the answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from parallax.logic.routing import InvalidInput, validate, validate_plan_input, wants_plan
+from parallax.logic.user_schema import SchemaProblem, checked_schema
+from parallax.runtime.run_context import resolved
+from parallax.state.context import Context
+
+MODELS = {"parallax-auto": "auto", "parallax-direct": "direct", "parallax-vote": "vote", "parallax-section": "section",
+          "parallax-plan": "plan"}
+"""Model name -> mode."""
+OPTIONS = ("votes", "min_votes", "red_team", "playbook", "max_replans", "context")
+"""What the body's `parallax` object may hold."""
+ROLES = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool",
+         "function": "Tool"}
+CODE_CONTEXT = ("chat_model", "embedder")
+"""Context fields for code only (state/context.py), never from an HTTP caller."""
+
+
+class Refusal(Exception):
+    """A request Parallax will not run: OpenAI's error fields and the HTTP status."""
+
+    def __init__(self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error", headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message, self.status, self.param, self.code, self.kind = message, status, param, code, kind
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+@dataclass
+class RunRequest:
+    """One chat completion request as a run of the graph API."""
+
+    model: str
+    graph: str
+    """"solve" or "plan"."""
+    input: dict[str, Any]
+    context: dict[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    include_usage: bool = False
+    typed: bool = False
+    """With a JSON schema: the answer is the object's JSON text."""
+
+
+def _text(message: dict, where: str) -> str:
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for n, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") not in ("text", "input_text") \
+                    or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise Refusal(f"{where}.content[{n}] is {kind!r}: Parallax runs text only", param=f"{where}.content",
+                              code="unsupported_content")
+            parts.append(part["text"])
+        return "\n".join(parts)
+    raise Refusal(f"{where}.content must be text or a list of text parts", param=f"{where}.content")
+
+
+def conversation(messages: Any) -> tuple[str, str]:
+    """(task, question) of the run: the turns before the last user message and that message
+    (task alone when there are no earlier turns)."""
+    if not isinstance(messages, list) or not messages:
+        raise Refusal("messages must be a non-empty list of {role, content} objects", param="messages")
+    turns = []
+    for n, message in enumerate(messages):
+        where = f"messages[{n}]"
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            role = message.get("role") if isinstance(message, dict) else None
+            raise Refusal(f"{where} has role {role!r}: use one of {', '.join(ROLES)}", param=f"{where}.role")
+        turns.append((message["role"], _text(message, where)))
+    last = max((n for n, (role, _) in enumerate(turns) if role == "user"), default=None)
+    if last is None:
+        raise Refusal("messages have no user message: the last user message is the task", param="messages")
+    if last != len(turns) - 1:
+        raise Refusal(f"messages[{last + 1}] comes after the last user message: Parallax answers the user's "
+                      "last message, so it must be the last one", param="messages")
+    if not turns[last][1].strip():
+        raise Refusal("the last user message is empty: it is the task", param=f"messages[{last}].content")
+    earlier = "\n\n".join(f"{ROLES[role]}: {text}" for role, text in turns[:last] if text.strip())
+    return (earlier, turns[last][1]) if earlier else (turns[last][1], "")
+
+
+def output_schema(response_format: Any) -> dict[str, Any] | None:
+    """The run's output schema from `response_format` (None for plain text)."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        raise Refusal('response_format json_object has no schema to vote on: send {"type": "json_schema", '
+                      '"json_schema": {"name": ..., "schema": {...}}} (or leave it out for text)',
+                      param="response_format", code="unsupported_value")
+    if kind != "json_schema":
+        raise Refusal(f"response_format type {kind!r} is not supported: use text or json_schema", param="response_format",
+                      code="unsupported_value")
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if not isinstance(schema, dict):
+        raise Refusal("response_format.json_schema.schema must be a JSON Schema object", param="response_format")
+    try:
+        checked_schema(schema)
+    except SchemaProblem as exc:
+        raise Refusal(str(exc), param="response_format", code="invalid_json_schema") from None
+    return schema
+
+
+def refuse_what_cannot_run(body: dict) -> None:
+    """OpenAI fields Parallax cannot honour."""
+    if body.get("n") not in (None, 1):
+        raise Refusal(f"n must be 1, got {body['n']!r}: a run merges its branches into one answer (ask parallax-vote "
+                      "with parallax.votes to have several answers voted on)", param="n", code="unsupported_value")
+    for name in ("tools", "functions"):
+        if body.get(name):
+            raise Refusal(f"{name} are not supported: Parallax answers with text or a JSON schema's object, it does "
+                          "not call your tools", param=name, code="unsupported_parameter")
+    choice = body.get("tool_choice", body.get("function_call"))
+    if choice not in (None, "none"):
+        raise Refusal("tool_choice must be none: Parallax does not call tools", param="tool_choice",
+                      code="unsupported_value")
+    if body.get("stream_options") is not None and not body.get("stream"):
+        raise Refusal("stream_options is only allowed when stream is true", param="stream_options")
+
+
+def options(body: dict) -> dict[str, Any]:
+    extra = body.get("parallax") or {}
+    if not isinstance(extra, dict):
+        raise Refusal("parallax must be an object of options: " + ", ".join(OPTIONS), param="parallax")
+    unknown = sorted(set(extra) - set(OPTIONS))
+    if unknown:
+        raise Refusal(f"unknown parallax option(s) {', '.join(unknown)}: use {', '.join(OPTIONS)}",
+                      param="parallax", code="unknown_parameter")
+    return dict(extra)
+
+
+def run_context(extra: dict) -> tuple[dict[str, Any], Context]:
+    """(the context sent with the run, the resolved Context its input is checked with)."""
+    ctx = extra.pop("context", None) or {}
+    names = {f.name for f in dataclasses.fields(Context)} - set(CODE_CONTEXT)
+    if not isinstance(ctx, dict) or set(ctx) - names:
+        bad = sorted(set(ctx) - names) if isinstance(ctx, dict) else [type(ctx).__name__]
+        raise Refusal(f"parallax.context has unknown field(s) {', '.join(map(str, bad))}: see the Context fields "
+                      "in the README's configuration table", param="parallax.context")
+    try:
+        return ctx, resolved(Context(**ctx))
+    except (TypeError, ValueError) as exc:
+        raise Refusal(f"parallax.context: {exc}", param="parallax.context") from None
+
+
+def parse(body: Any) -> RunRequest:
+    """The run a chat completions body asks for, or Refusal."""
+    if not isinstance(body, dict):
+        raise Refusal("the request body must be a JSON object")
+    model = body.get("model")
+    if model not in MODELS:
+        raise Refusal(f"The model `{model}` does not exist: use one of {', '.join(MODELS)}", status=404, param="model",
+                      code="model_not_found")
+    refuse_what_cannot_run(body)
+    mode = MODELS[model]
+    task, question = conversation(body.get("messages"))
+    schema = output_schema(body.get("response_format"))
+    if schema is not None and mode == "plan":
+        raise Refusal("parallax-plan has no output schema: use parallax-auto, -direct, -vote or -section with "
+                      "response_format, or leave response_format out", param="response_format",
+                      code="unsupported_value")
+    extra = options(body)
+    context, ctx = run_context(extra)
+    graph = "plan" if mode == "plan" or (mode == "auto" and schema is None and wants_plan(question or task)) else "solve"
+    payload: dict[str, Any] = {"task": task, **({"question": question} if question else {}), **extra,
+                               "mode": "plan" if graph == "plan" else mode}
+    if schema is not None:
+        payload["output_schema"] = schema
+    if graph == "solve":
+        payload.pop("max_replans", None)
+    else:
+        payload.pop("red_team", None)
+    try:
+        (validate_plan_input if graph == "plan" else validate)(payload, ctx)
+    except InvalidInput as exc:
+        param = "parallax" if any(name in str(exc) for name in OPTIONS) else "messages"
+        raise Refusal(str(exc), param=param) from None
+    stream = bool(body.get("stream"))
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage")) if stream else False
+    return RunRequest(model=model, graph=graph, input=payload, context=context, stream=stream,
+                      include_usage=include_usage, typed=schema is not None)

@@ -1,0 +1,173 @@
+"""The chat graph and the MCP endpoint on the deployed graph API: two `parallax serve` replicas on PostgreSQL
+and Redis, driven with langgraph-sdk and with the MCP SDK's Streamable HTTP client.
+
+The model is the fault server with a scripted reply (tests/support/review_model.py): sure answers
+"4", and a split vote for a task that says "unsure", so the chat graph meets a review every time.
+Needs the server venv; `.ci/run` runs it with `-m deploy` and fails when it is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.aegra_cluster import PARALLAX, Cluster, missing_services
+from tests.support.fault_server import FaultConfig, FaultServer
+from tests.support.readme_examples import python_block, run_block
+from tests.support.review_model import review_reply
+
+pytestmark = [pytest.mark.integration, pytest.mark.deploy]
+KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}
+MAX_PENDING = 2
+SCHEMA = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if missing := missing_services():
+        try:
+            import aegra_api  # noqa: F401
+        except ImportError:
+            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
+        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
+    server = FaultServer(FaultConfig(latency_ms=20, reply=review_reply))
+    url = server.start()
+    env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
+           "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in KEYS.items()), "PARALLAX_STRAGGLER_FACTOR": "0",
+           "PARALLAX_MAX_PENDING": str(MAX_PENDING), "PARALLAX_RETRY_AFTER_S": "1"}
+    c = Cluster(tmp_path_factory.mktemp("deploy-faces"), env).create()
+    try:
+        c.model = server
+        c.start_replica()
+        c.start_replica()
+        yield c
+    finally:
+        c.close()
+        server.stop()
+
+
+def client(replica, tenant: str = "acme"):
+    from langgraph_sdk import get_client
+
+    return get_client(url=replica.url, api_key=KEYS[tenant])
+
+
+def human(text: str) -> dict:
+    return {"messages": [{"type": "human", "content": text}]}
+
+
+def cli(cluster: Cluster, *args: str) -> dict:
+    env = {**os.environ, **cluster.env, "PARALLAX_DATABASE_URL": cluster.database_url,
+           "PARALLAX_HOME": str(cluster.work / "cli-home")}
+    done = subprocess.run([str(PARALLAX), *args, "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def mcp_client(replica, key: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
+    return Client(streamable_http_client(f"{replica.url}/mcp", http_client=http))
+
+
+async def test_chat_two_turns_on_one_thread_listed_by_graph_id_for_its_tenant_only(cluster):
+    a, b = cluster.replicas[:2]
+    thread = await client(a).threads.create()
+    await client(a).runs.wait(thread["thread_id"], "chat", input=human("What is 2 + 2?"))
+    second = await client(b).runs.wait(thread["thread_id"], "chat", input=human("And what is 3 + 1?"))
+    assert [m["type"] for m in second["messages"]] == ["human", "ai", "human", "ai"]
+    replies = [m for m in second["messages"] if m["type"] == "ai"]
+    assert [m["content"] for m in replies] == ["4", "4"]
+    assert [m["response_metadata"]["parallax"]["status"] for m in replies] == ["ok", "ok"]
+    traces = (await client(a).store.search_items(["traces"], limit=20))["items"]
+    assert {m["response_metadata"]["parallax"]["trace_id"] for m in replies} <= {i["key"] for i in traces}
+    listed = await client(b).threads.search(metadata={"graph_id": "chat"}, limit=100)
+    assert thread["thread_id"] in {t["thread_id"] for t in listed}  # Aegra stamps graph_id when a run starts
+    assert thread["thread_id"] not in {t["thread_id"] for t in await client(b, "beta").threads.search(
+        metadata={"graph_id": "chat"}, limit=100)}
+
+
+async def test_a_review_asked_on_one_replica_is_edited_on_the_other_and_lands_on_the_trace(cluster):
+    a, b = cluster.replicas[:2]
+    thread = await client(a).threads.create()
+    asked = await client(a).runs.wait(thread["thread_id"], "chat", input=human("How many moons? I am unsure."))
+    request = asked["__interrupt__"][0]["value"]
+    assert request["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
+    trace_id = asked["last_run"]["trace_id"]
+    async with httpx.AsyncClient(trust_env=False) as h:  # counted like any run, on the replica that ran it
+        metrics = "".join([(await h.get(f"{r.url}/metrics")).text for r in (a, b)])
+    assert 'parallax_runs_total{graph="chat",status="interrupted"} 1.0' in metrics
+    assert (await client(b).threads.get_state(thread["thread_id"]))["next"] == ["review_answer"]
+    edit = {"decisions": [{"type": "edit", "edited_action": {"name": "answer", "args": {"answer": "95"}}}]}
+    done = await client(b).runs.wait(thread["thread_id"], "chat", command={"resume": edit})
+    assert done["messages"][-1]["content"] == "95" and len(done["messages"]) == 2
+    trace = cli(cluster, "trace", trace_id, "--tenant", "acme")  # the CLI on the deployment's database
+    assert (trace["target"], trace["correct"]) == ("95", False)
+    assert trace["feedback"][-1]["score"] == 0.0 and trace["feedback"][-1]["by"] == "chat review"
+    stats = cli(cluster, "stats", "--tenant", "acme")
+    assert stats["overall"]["accuracy_runs"] >= 1
+
+
+async def test_mcp_over_streamable_http_runs_on_the_server_as_the_keys_tenant(cluster):
+    a, b = cluster.replicas[:2]
+    async with httpx.AsyncClient(trust_env=False) as h:
+        refused = await h.post(f"{a.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                               headers={"Authorization": "Bearer nope"})
+        assert refused.status_code == 401 and "API key" in refused.json()["message"]
+    async with mcp_client(a, KEYS["acme"]) as mcp:
+        assert sorted(t.name for t in (await mcp.list_tools()).tools) == ["feedback", "plan", "solve"]
+        voted = await mcp.call_tool("solve", {"task": "What is 2 + 2?", "mode": "vote", "votes": 3})
+        typed = await mcp.call_tool("solve", {"task": "Invoice: total 41.50", "mode": "direct", "output_schema": SCHEMA})
+        planned = await mcp.call_tool("plan", {"task": "Compute 2 + 2, then write a one-line note about it."})
+        scored = await mcp.call_tool("feedback", {"trace_id": voted.structured_content["trace_id"], "score": "up"})
+        unknown = await mcp.call_tool("feedback", {"trace_id": "nope", "score": 1})
+    run = voted.structured_content
+    assert (run["status"], run["answer"], run["vote_counts"], run["confidence"]) == ("ok", "4", {"4": 3}, 1.0)
+    assert typed.structured_content["data"] == {"total": 1}
+    assert planned.structured_content["mode"] == "plan", planned.structured_content
+    assert planned.structured_content["status"] in ("ok", "needs_review"), planned.structured_content["reason"]
+    assert scored.structured_content == {"trace_id": run["trace_id"], "score": 1.0, "feedback_entries": 1}
+    assert unknown.is_error and "no trace 'nope'" in unknown.content[0].text
+    # a real run of the server: its thread and checkpoint are the tenant's, on every replica; its trace too
+    state = await client(b).threads.get_state(run["thread_id"])
+    assert state["values"]["trace_id"] == run["trace_id"]
+    async with httpx.AsyncClient(trust_env=False) as h:
+        other = await h.get(f"{b.url}/threads/{run['thread_id']}", headers={"x-api-key": KEYS["beta"]})
+        assert other.status_code == 404
+    assert cli(cluster, "trace", run["trace_id"], "--tenant", "acme")["feedback"][-1]["by"] == "mcp"
+    assert cli(cluster, "trace", planned.structured_content["trace_id"], "--tenant", "acme")["tenant"] == "acme"
+    async with mcp_client(b, KEYS["beta"]) as mcp:  # beta cannot score acme's run
+        foreign = await mcp.call_tool("feedback", {"trace_id": run["trace_id"], "score": 0})
+    assert foreign.is_error and "no trace" in foreign.content[0].text
+
+
+async def test_an_mcp_call_over_the_tenants_limit_is_refused_with_when_to_retry(cluster):
+    a, _ = cluster.replicas[:2]
+    busy = client(a, "busy")
+    cluster.model.config = cluster.model.config.model_copy(update={"latency_ms": 1500})
+    try:
+        running = []
+        for _ in range(MAX_PENDING):
+            thread = await busy.threads.create()
+            running.append((thread["thread_id"], (await busy.runs.create(thread["thread_id"], "solve", input={
+                "task": "What is 1 + 1?", "mode": "direct"}))["run_id"]))
+        async with mcp_client(a, KEYS["busy"]) as mcp:
+            refused = await mcp.call_tool("solve", {"task": "What is 1 + 1?", "mode": "direct"})
+        for thread_id, run_id in running:
+            await busy.runs.join(thread_id, run_id)
+    finally:
+        cluster.model.config = cluster.model.config.model_copy(update={"latency_ms": 20})
+    assert refused.is_error and "retry after 1 s" in refused.content[0].text
+
+
+def test_the_readmes_streamable_http_example_runs(cluster):
+    block = python_block("streamable_http_client(\"http://127.0.0.1:2026/mcp\"").replace(
+        "http://127.0.0.1:2026", cluster.replicas[0].url)
+    out = run_block(block).strip()
+    assert out.startswith("ok {'total': 1} ") and len(out.rsplit(" ", 1)[1]) == 32

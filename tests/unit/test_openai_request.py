@@ -1,0 +1,95 @@
+"""A chat completions body as a graph API run (server/openai_request.py): the graph, the input, the refusals."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from parallax.server.openai_request import Refusal, parse
+
+ASK = [{"role": "user", "content": "What is 6 * 7?"}]
+
+
+class Invoice(BaseModel):
+    vendor: str
+    total: float
+
+
+def refused(body: dict) -> Refusal:
+    with pytest.raises(Refusal) as caught:
+        parse(body)
+    return caught.value
+
+
+@pytest.mark.parametrize(("model", "graph", "mode"), [
+    ("parallax-direct", "solve", "direct"), ("parallax-vote", "solve", "vote"), ("parallax-section", "solve", "section"),
+    ("parallax-auto", "solve", "auto"), ("parallax-plan", "plan", "plan")])
+def test_the_model_name_picks_graph_and_mode(model, graph, mode):
+    asked = parse({"model": model, "messages": ASK})
+    assert (asked.graph, asked.input["mode"], asked.input["task"]) == (graph, mode, "What is 6 * 7?")
+    assert "question" not in asked.input and not asked.stream and not asked.typed
+
+
+def test_auto_plans_a_request_with_several_steps_as_parallax_run_does():
+    steps = "Compute the total of 17 and 25, then write a one-line note about it."
+    assert parse({"model": "parallax-auto", "messages": [{"role": "user", "content": steps}]}).graph == "plan"
+    typed = parse({"model": "parallax-auto", "messages": [{"role": "user", "content": steps}], "response_format": {
+        "type": "json_schema", "json_schema": {"name": "Invoice", "schema": Invoice.model_json_schema()}}})
+    assert typed.graph == "solve"  # a schema is answered by solve, never planned
+
+
+def test_earlier_turns_are_what_the_last_user_message_is_about():
+    asked = parse({"model": "parallax-direct", "messages": [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": [{"type": "text", "text": "Revenue was 200."}]},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "And the margin if costs were 150?"}]})
+    assert asked.input["task"] == "System: You are terse.\n\nUser: Revenue was 200.\n\nAssistant: Noted."
+    assert asked.input["question"] == "And the margin if costs were 150?"
+
+
+def test_options_ride_in_the_parallax_object_and_schema_becomes_output_schema():
+    asked = parse({"model": "parallax-vote", "messages": ASK, "stream": True, "stream_options": {"include_usage": True},
+                   "parallax": {"votes": 5, "min_votes": 4, "red_team": True, "context": {"max_concurrency": 2}},
+                   "response_format": {"type": "json_schema", "json_schema": {
+                       "name": "Invoice", "strict": True, "schema": Invoice.model_json_schema()}},
+                   "temperature": 0.9, "max_tokens": 50})
+    assert {k: asked.input[k] for k in ("votes", "min_votes", "red_team")} == {"votes": 5, "min_votes": 4, "red_team": True}
+    assert asked.input["output_schema"]["properties"].keys() == {"vendor", "total"}
+    assert asked.context == {"max_concurrency": 2} and asked.stream and asked.include_usage and asked.typed
+    assert "tenant" not in asked.input  # the tenant comes from the key, never the body
+
+
+@pytest.mark.parametrize(("body", "status", "param"), [
+    ({"model": "parallax-vote", "messages": ASK, "n": 3}, 400, "n"),
+    ({"model": "parallax-vote", "messages": ASK, "tools": [{"type": "function", "function": {"name": "f"}}]}, 400, "tools"),
+    ({"model": "parallax-vote", "messages": ASK, "functions": [{"name": "f"}]}, 400, "functions"),
+    ({"model": "parallax-vote", "messages": ASK, "tool_choice": "auto"}, 400, "tool_choice"),
+    ({"model": "gpt-4o", "messages": ASK}, 404, "model"),
+    ({"messages": ASK}, 404, "model"),
+    ({"model": "parallax-vote", "messages": []}, 400, "messages"),
+    ({"model": "parallax-vote", "messages": [{"role": "assistant", "content": "hi"}]}, 400, "messages"),
+    ({"model": "parallax-vote", "messages": [*ASK, {"role": "assistant", "content": "4"}]}, 400, "messages"),
+    ({"model": "parallax-vote", "messages": [{"role": "wizard", "content": "x"}]}, 400, "messages[0].role"),
+    ({"model": "parallax-vote", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:,"}}]}]}, 400, "messages[0].content"),
+    ({"model": "parallax-vote", "messages": ASK, "response_format": {"type": "json_object"}}, 400, "response_format"),
+    ({"model": "parallax-vote", "messages": ASK, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "array", "items": {"type": "string"}}}}}, 400, "response_format"),
+    ({"model": "parallax-plan", "messages": ASK, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "x", "schema": Invoice.model_json_schema()}}}, 400, "response_format"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"tenant": "beta"}}, 400, "parallax"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"votes": 0}}, 400, "parallax"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"context": {"chat_model": "x"}}}, 400, "parallax.context"),
+    ({"model": "parallax-vote", "messages": ASK, "stream_options": {"include_usage": True}}, 400, "stream_options"),
+])
+def test_what_cannot_run_is_refused_with_status_and_param(body, status, param):
+    refusal = refused(body)
+    assert (refusal.status, refusal.param) == (status, param), refusal.message
+    error = refusal.body()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+
+
+def test_a_body_that_is_not_an_object_is_refused():
+    assert refused([1, 2]).status == 400
+    assert refused({"model": "gpt-4o", "messages": ASK}).code == "model_not_found"
