@@ -330,7 +330,8 @@ async def test_a_replica_killed_mid_run_is_taken_over_without_repeating_finished
     try:
         thread = await client(a).threads.create()
         run = await client(a).runs.create(thread["thread_id"], "solve", input={
-            "task": "What is 6 * 7?", "mode": "vote", "votes": 6}, context={"max_concurrency": 2, "max_attempts": 1})
+            "task": "What is 6 * 7?", "mode": "vote", "votes": 6},
+            context={"max_concurrency": 2, "max_attempts": 1, "early_stop": False})
         deadline = time.monotonic() + 60
         victim = None
         while victim is None or sum(e["status"] == 200 for e in cluster.model.log() if e.get("messages_hash")) < 2:

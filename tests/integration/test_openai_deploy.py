@@ -178,7 +178,8 @@ async def test_a_replica_killed_mid_run_loses_nothing_of_an_openai_run(cluster):
     try:
         stream = await client.chat.completions.create(
             model="parallax-vote", messages=[{"role": "user", "content": "What is 6 * 7?"}], stream=True,
-            extra_body={"parallax": {"votes": 6, "context": {"max_concurrency": 2, "max_attempts": 1}}})
+            extra_body={"parallax": {"votes": 6,
+                                     "context": {"max_concurrency": 2, "max_attempts": 1, "early_stop": False}}})
         reading = asyncio.create_task(consume(stream))
         deadline = time.monotonic() + 60
         while not seen:

@@ -30,7 +30,8 @@ def test_killed_run_resumes_without_repeating_finished_branches(tmp_path):
     with server as url:
         env = {**os.environ, "OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_object_schema",
                "PARALLAX_HOME": str(tmp_path / "home"), "PARALLAX_MAX_ATTEMPTS": "1"}
-        args = ["run", "What is 6 * 7?", "--mode", "vote", "--votes", "6", "--concurrency", "2", "--thread", "t-kill", "--json"]
+        args = ["run", "What is 6 * 7?", "--mode", "vote", "--votes", "6", "--no-early-stop", "--concurrency", "2",
+                "--thread", "t-kill", "--json"]
         run = subprocess.Popen([PARALLAX, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while sum(e["status"] == 200 for e in server.log() if e.get("messages_hash")) < 2:
