@@ -195,6 +195,39 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+async def embedded(args: argparse.Namespace) -> dict[str, Any]:
+    """Fixed 8 against adaptive at most 8 on the embedded model (SmolLM2-135M) over GSM8K's first test
+    questions: calls, accuracy, wall time, and the share of vote branches cut at the token cap."""
+    import os
+    from pathlib import Path
+
+    from parallax.graphs.solve import graph
+    from parallax.logic.vote import final_value
+    from parallax.state.context import Context
+
+    os.environ.pop("OPENAI_BASE_URL", None)
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
+    rows = [json.loads(line) for line in data.open()][: args.embedded]
+    out: dict[str, Any] = {"questions": len(rows), "source": "gsm8k test, first questions"}
+    for name, early in (("fixed_8", False), ("adaptive_8", True)):
+        calls = capped = right = 0
+        seconds = []
+        for row in rows:
+            began = time.perf_counter()
+            result = await graph.ainvoke({"task": row["question"], "mode": "vote", "votes": 8},
+                                         context=Context(early_stop=early))
+            seconds.append(time.perf_counter() - began)
+            votes = [b for b in result["branches"] if b["kind"] == "vote" and b["status"] != "cancelled"]
+            calls += len(votes)
+            capped += sum("token limit" in (b.get("error") or "") for b in votes)
+            right += final_value(result.get("answer", "")) == final_value(row["answer"].split("####")[-1])
+        out[name] = {"vote_branches": calls, "accuracy": round(right / len(rows), 3),
+                     "mean_wall_s": round(statistics.mean(seconds), 2), "token_cap_share": round(capped / calls, 3)}
+        log(json.dumps({name: out[name]}))
+    out["calls_ratio"] = round(out["adaptive_8"]["vote_branches"] / out["fixed_8"]["vote_branches"], 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=1000)
@@ -202,8 +235,10 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=100, help="questions in flight at once")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--mix", choices=sorted(MIXES), default="mostly-easy", help="which stated distributions")
+    parser.add_argument("--embedded", type=int, default=0, metavar="N",
+                        help="instead: fixed 8 against adaptive on the embedded model over N GSM8K questions")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(main_async(args))))
+    print(json.dumps(asyncio.run(embedded(args) if args.embedded else main_async(args))))
 
 
 if __name__ == "__main__":
