@@ -18,8 +18,8 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import PARALLAX, Cluster, missing_services, readme_retry_helper
-from tests.support.fault_server import FaultConfig, FaultServer, default_reply
+from tests.support.aegra_cluster import PARALLAX, Cluster, readme_retry_helper, two_replicas
+from tests.support.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}
@@ -54,26 +54,8 @@ def reply(body: dict) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if missing := missing_services():
-        try:
-            import aegra_api  # noqa: F401
-        except ImportError:
-            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
-        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
-    server = FaultServer(FaultConfig(latency_ms=20, reply=reply))
-    url = server.start()
-    env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
-           "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in KEYS.items()), "PARALLAX_MAX_PENDING": str(MAX_PENDING),
-           "PARALLAX_RETRY_AFTER_S": "1", "PARALLAX_MAX_TOKENS": "128", "PARALLAX_STRAGGLER_FACTOR": "0"}
-    c = Cluster(tmp_path_factory.mktemp("deploy"), env).create()
-    c.model = server
-    try:
-        c.start_replica()
-        c.start_replica()  # the second only after the first answered /ready
-        yield c
-    finally:
-        c.close()
-        server.stop()
+    with two_replicas(tmp_path_factory.mktemp("deploy"), reply, KEYS, MAX_PENDING, {"PARALLAX_MAX_TOKENS": "128"}) as running:
+        yield running
 
 
 def live(cluster: Cluster):

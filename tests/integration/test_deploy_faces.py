@@ -18,8 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.aegra_cluster import PARALLAX, Cluster, missing_services
-from tests.support.fault_server import FaultConfig, FaultServer
+from tests.support.aegra_cluster import PARALLAX, Cluster, two_replicas
 from tests.support.readme_examples import python_block, run_block
 from tests.support.review_model import review_reply
 
@@ -31,26 +30,8 @@ SCHEMA = {"type": "object", "properties": {"total": {"type": "number"}}, "requir
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if missing := missing_services():
-        try:
-            import aegra_api  # noqa: F401
-        except ImportError:
-            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
-        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
-    server = FaultServer(FaultConfig(latency_ms=20, reply=review_reply))
-    url = server.start()
-    env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
-           "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in KEYS.items()), "PARALLAX_STRAGGLER_FACTOR": "0",
-           "PARALLAX_MAX_PENDING": str(MAX_PENDING), "PARALLAX_RETRY_AFTER_S": "1"}
-    c = Cluster(tmp_path_factory.mktemp("deploy-faces"), env).create()
-    try:
-        c.model = server
-        c.start_replica()
-        c.start_replica()
-        yield c
-    finally:
-        c.close()
-        server.stop()
+    with two_replicas(tmp_path_factory.mktemp("deploy-faces"), review_reply, KEYS, MAX_PENDING) as running:
+        yield running
 
 
 def client(replica, tenant: str = "acme"):

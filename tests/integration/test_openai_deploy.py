@@ -18,8 +18,7 @@ import pytest
 
 from tests.integration.test_deploy import scrape, total
 from tests.support import openai_checks
-from tests.support.aegra_cluster import Cluster, missing_services
-from tests.support.fault_server import FaultConfig, FaultServer
+from tests.support.aegra_cluster import Cluster, two_replicas
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}
@@ -28,26 +27,9 @@ MAX_PENDING = 4
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if missing := missing_services():
-        try:
-            import aegra_api  # noqa: F401
-        except ImportError:
-            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
-        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
-    server = FaultServer(FaultConfig(latency_ms=20, reply=openai_checks.reply))
-    url = server.start()
-    env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
-           "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in KEYS.items()), "PARALLAX_MAX_PENDING": str(MAX_PENDING),
-           "PARALLAX_RETRY_AFTER_S": "1", "PARALLAX_MAX_TOKENS": "128", "PARALLAX_STRAGGLER_FACTOR": "0"}
-    c = Cluster(tmp_path_factory.mktemp("openai-deploy"), env).create()
-    c.model = server
-    try:
-        c.start_replica()
-        c.start_replica()
-        yield c
-    finally:
-        c.close()
-        server.stop()
+    with two_replicas(tmp_path_factory.mktemp("openai-deploy"), openai_checks.reply, KEYS, MAX_PENDING,
+                      {"PARALLAX_MAX_TOKENS": "128"}) as running:
+        yield running
 
 
 def live(cluster: Cluster):

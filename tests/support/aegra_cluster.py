@@ -20,6 +20,8 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,3 +219,35 @@ def readme_retry_helper():
     namespace: dict = {}
     exec(compile(block, "docs/deploy.md", "exec"), namespace)  # noqa: S102 - our own docs
     return namespace["retry_on_429"]
+
+
+@contextmanager
+def two_replicas(work: Path, reply: Any, keys: dict[str, str], max_pending: int,
+                 extra_env: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """A database, two replicas (the second started once the first answered /ready) and the scripted model
+    (tests/support/fault_server.py answering with `reply`), for a deploy test module; removed after.
+    Without the server venv's services this skips outside CI and fails in it (tests/conftest.py)."""
+    import pytest
+
+    from tests.support.fault_server import FaultConfig, FaultServer
+
+    if missing := missing_services():
+        try:
+            import aegra_api  # noqa: F401
+        except ImportError:
+            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
+        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
+    server = FaultServer(FaultConfig(latency_ms=20, reply=reply))
+    url = server.start()
+    env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
+           "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in keys.items()), "PARALLAX_MAX_PENDING": str(max_pending),
+           "PARALLAX_RETRY_AFTER_S": "1", "PARALLAX_STRAGGLER_FACTOR": "0", **(extra_env or {})}
+    cluster = Cluster(work, env).create()
+    cluster.model = server
+    try:
+        cluster.start_replica()
+        cluster.start_replica()
+        yield cluster
+    finally:
+        cluster.close()
+        server.stop()
