@@ -73,13 +73,13 @@ def payload_for(index: int) -> dict:
 
 def check(out: dict) -> tuple[int, int]:
     """(lost branch results, double-counted votes) of one run, recounted from its branch records."""
-    from parallax.logic.vote import normalize_answer
+    from parallax.logic.vote import final_value, normalize_answer
 
     business = [b for b in out.get("branches", []) if b["kind"] in ("direct", "slice", "vote")]
     completed = [b for b in business if b["status"] == "ok"]
     duplicates = len(business) - len({b["id"] for b in business})
     if out["mode"] == "vote":
-        recount = Counter(normalize_answer(b["output"]["answer"]) for b in completed)
+        recount = Counter(final_value(b["output"]["answer"]) for b in completed)  # votes count final values
         counted = Counter(out.get("vote_counts", {}))
         lost = sum((recount - counted).values())
         return lost, sum((counted - recount).values()) + duplicates
