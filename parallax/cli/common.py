@@ -12,16 +12,21 @@ import asyncio
 import json
 import os
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
 from parallax.runtime.storage.namespaces import NotFound, StoreError, check_tenant
 from parallax.state.context import Context
+
+if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
+    from parallax.runtime.storage.playbook_store import PlaybookStore
 
 T = TypeVar("T")
 
@@ -124,7 +129,7 @@ def read_utf8(path: Path) -> str:
 
 
 @asynccontextmanager
-async def open_playbooks(write: bool, tenant: str = "default"):
+async def open_playbooks(write: bool, tenant: str = "default") -> AsyncIterator[PlaybookStore]:
     """The tenant's playbooks in the CLI's store (an empty in-memory one when reading a home without a store;
     the deployment's PostgreSQL store with PARALLAX_DATABASE_URL)."""
     from langgraph.store.memory import InMemoryStore
@@ -139,7 +144,7 @@ async def open_playbooks(write: bool, tenant: str = "default"):
         yield playbooks_in(store, tenant)
 
 
-def with_playbooks(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool = False) -> T:
+def with_playbooks(work: Callable[[PlaybookStore], Awaitable[T]], tenant: str, write: bool = False) -> T:
     """Run `work(playbooks)` on the tenant's playbooks; a StoreError becomes a one-line exit 2."""
     checked_tenant(tenant)
 
@@ -152,7 +157,7 @@ def with_playbooks(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool
         fail(located(exc))
 
 
-async def require_known(playbooks, name: str) -> None:
+async def require_known(playbooks: PlaybookStore, name: str) -> None:
     """A typo'd --playbook should not quietly show an empty playbook; 'default' may be empty."""
     from parallax.runtime.storage.playbook_store import PlaybookNotFound
 
@@ -176,7 +181,7 @@ Reason = Annotated[str, typer.Option("--reason", help="Why, for the history.")]
 
 
 @asynccontextmanager
-async def open_store(write: bool):
+async def open_store(write: bool) -> AsyncIterator[BaseStore]:
     """The CLI's store (an empty in-memory one when reading a home without a store: nothing is created)."""
     from langgraph.store.memory import InMemoryStore
 
@@ -189,7 +194,7 @@ async def open_store(write: bool):
         yield store
 
 
-def with_store(work: Callable[[Any], Awaitable[T]], tenant: str, write: bool = False) -> T:
+def with_store(work: Callable[[BaseStore], Awaitable[T]], tenant: str, write: bool = False) -> T:
     """Run `work(store)` on the CLI's store; a StoreError or a bad value becomes a one-line exit 2."""
     checked_tenant(tenant)
 
@@ -212,7 +217,7 @@ def durable_graph(builder: Any) -> Any:
 
 
 @contextmanager
-def graph_failures(*bad_input: type[BaseException]):
+def graph_failures(*bad_input: type[BaseException]) -> Iterator[None]:
     """How a command reports a graph run that could not go on: its input (`bad_input`) as one line
     and exit 2, the embedded model server as one line and exit 1."""
     from parallax.runtime.model_server import ModelServerError

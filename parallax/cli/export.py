@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from parallax.cli.common import AsJson, Tenant, check_output_dir, emit, fail, with_store, write_atomically
+
+if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
 
 export_app = typer.Typer(help="Fine-tuning data from stored runs: sft (OpenAI chat), preferences (TRL, OpenAI DPO, KTO).",
                          no_args_is_help=True, pretty_exceptions_enable=False)
@@ -37,7 +40,7 @@ def _export(fmt: str, out: Path, min_score: float, tenant: str, since: str | Non
         fail(f"--out must be a .jsonl file, got {out.name}")
     check_output_dir(out)
 
-    async def work(store):
+    async def work(store: BaseStore) -> list[dict[str, Any]]:
         return select(await traces_in(store, tenant).traces(), parse_since(since))
     traces = with_store(work, tenant)
     result = export(traces, fmt, min_score)

@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -49,7 +49,7 @@ def checked_votes(votes: int | None) -> None:
         fail(f"--votes must be from 1 to {MAX_VOTES}, got {votes}")
 
 
-def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[dict]:
+def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[dict[str, Any]]:
     """Tasks from a JSONL file; `scorer` (when given) overrides each line's own."""
     from parallax.logic.task_files import SCORER_NAMES, TaskFileError, load_tasks
 
@@ -69,7 +69,7 @@ def _progress(enabled: bool) -> Progress:
                     console=err, disable=not enabled, transient=False)
 
 
-async def run_learn(payload: dict, thread_id: str, context: Context, interactive: bool, show: bool) -> dict:
+async def run_learn(payload: dict[str, Any], thread_id: str, context: Context, interactive: bool, show: bool) -> dict[str, Any]:
     from langgraph.types import Command
 
     from parallax.graphs.learn import builder
@@ -78,12 +78,12 @@ async def run_learn(payload: dict, thread_id: str, context: Context, interactive
 
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
     total = len(payload["tasks"]) * payload["epochs"]
-    result: dict = {}
+    result: dict[str, Any] = {}
     with graph_failures(InvalidLearnInput, ValueError):
         async with durable_graph(builder) as graph:
             with _progress(show) as progress:
                 runs = progress.add_task("tasks learned from", total=total)
-                next_input = payload
+                next_input: dict[str, Any] | Command[str] = payload
                 while True:
                     async for mode, chunk in graph.astream(next_input, config, context=context,
                                                            stream_mode=["updates", "values"]):
@@ -169,11 +169,11 @@ def learn(
     print_model_notice(context)
 
 
-def failure_totals(batches: list[dict]) -> dict:
+def failure_totals(batches: list[dict[str, Any]]) -> dict[str, Any]:
     """The learn run's failed training tasks and validation runs by cause, summed over its batches."""
     from collections import Counter
 
-    totals = {"failures": Counter(), "val_failures": Counter()}
+    totals: dict[str, Counter[str]] = {"failures": Counter(), "val_failures": Counter()}
     for batch in batches:
         for key, counts in totals.items():
             counts.update(batch.get(key) or {})
@@ -233,8 +233,8 @@ def evaluate_command(
     print_model_notice(context)
 
 
-async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | None, mode: str, concurrency: int,
-                   context: Context, show: bool, votes: int | None = None) -> dict:
+async def run_eval(tasks: list[dict[str, Any]], name: str, tenant: str, version: int | None, mode: str, concurrency: int,
+                   context: Context, show: bool, votes: int | None = None) -> dict[str, Any]:
     from parallax.graphs.solve import builder
     from parallax.logic.evaluate import evaluate
     from parallax.runtime.run_context import resolved
@@ -249,7 +249,7 @@ async def run_eval(tasks: list[dict], name: str, tenant: str, version: int | Non
         with _progress(show) as progress:
             bar = progress.add_task("evaluating", total=len(tasks))
             solve = builder.compile(checkpointer=False, name="solve")
-            result = await evaluate(solve, tasks, [i.model_dump() for i in chosen.active], chosen.version, resolved(context),
+            result = await evaluate(solve, tasks, [i.as_data() for i in chosen.active], chosen.version, resolved(context),
                                     tenant=tenant, concurrency=concurrency, mode=mode,
                                     on_result=lambda _: progress.advance(bar), traced=False, votes=votes)
     return {"playbook": name, "tenant": tenant, "playbook_version": chosen.version, **result}

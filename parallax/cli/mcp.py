@@ -11,12 +11,18 @@ printed there. The deployed API serves the same tools at /mcp (Streamable HTTP).
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from parallax.cli.common import Tenant, checked_tenant, durable_graph, open_store
 from parallax.state.context import Context
+
+if TYPE_CHECKING:
+    from langgraph.graph import StateGraph
+    from mcp.server.mcpserver import Context as McpContext
+
+    from parallax.runtime.mcp_tools import FeedbackResult, RunResult
 
 GRAPH_KEY = "parallax_graph"
 
@@ -27,15 +33,20 @@ class LocalBackend:
     def __init__(self, tenant: str, context: Context | None = None) -> None:
         self.tenant, self.context = tenant, context or Context()
 
-    async def _run(self, name: str, run_input: dict[str, Any]):
+    async def _run(self, name: str, run_input: dict[str, Any]) -> RunResult:
         from parallax.logic.routing import validate, validate_plan_input
         from parallax.runtime.mcp_tools import run_result
         from parallax.runtime.run_context import resolved
 
+        builder: StateGraph[Any, Any, Any, Any]
         if name == "plan":
-            from parallax.graphs.plan import builder
+            from parallax.graphs.plan import builder as plan_builder
+
+            builder = plan_builder
         else:
-            from parallax.graphs.solve import builder
+            from parallax.graphs.solve import builder as solve_builder
+
+            builder = solve_builder
         payload = {**run_input, "tenant": self.tenant}
         (validate_plan_input if name == "plan" else validate)(payload, resolved(self.context))
         thread_id = uuid.uuid4().hex
@@ -44,13 +55,13 @@ class LocalBackend:
             out = await graph.ainvoke(payload, config, context=self.context, durability="sync")
         return run_result(out, thread_id)
 
-    async def solve(self, run_input, ctx):
+    async def solve(self, run_input: dict[str, Any], ctx: McpContext) -> RunResult:
         return await self._run("solve", run_input)
 
-    async def plan(self, run_input, ctx):
+    async def plan(self, run_input: dict[str, Any], ctx: McpContext) -> RunResult:
         return await self._run("plan", run_input)
 
-    async def feedback(self, trace_id, score, comment, ctx):
+    async def feedback(self, trace_id: str, score: str | float, comment: str, ctx: McpContext) -> FeedbackResult:
         from parallax.logic.feedback import give_feedback
         from parallax.logic.run_record import latest_score
         from parallax.runtime.mcp_tools import FeedbackResult

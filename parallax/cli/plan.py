@@ -8,7 +8,7 @@ The PNG is drawn with matplotlib (no network): one column per depth, tasks colou
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,19 +21,19 @@ COLOURS = {"DONE": "#b7e4c7", "NEEDS_REVIEW": "#e0c3fc", "FAILED": "#f4a3a3", "S
            "RUNNING": "#ffe8a3"}
 
 
-def _final_tasks(trace: dict) -> dict[int, dict]:
+def _final_tasks(trace: dict[str, Any]) -> dict[int, dict[str, Any]]:
     tasks = trace.get("tasks") or []
     last = max((t["round"] for t in tasks), default=0)
     return {t["id"]: t for t in tasks if t["round"] == last}
 
 
-def _label(task: dict, record: dict) -> str:
+def _label(task: dict[str, Any], record: dict[str, Any]) -> str:
     goal = task["goal"].replace('"', "'").replace("\n", " ")
     goal = goal[:60] + ("…" if len(goal) > 60 else "")
     return f"{task['id']} · {task.get('kind', 'solve')} · {record.get('status', 'PENDING')}<br/>{goal}"
 
 
-def mermaid(trace: dict) -> str:
+def mermaid(trace: dict[str, Any]) -> str:
     """The plan of `trace` as a Mermaid flowchart (statuses of the last round as classes)."""
     plan, records = trace["plan"], _final_tasks(trace)
     lines = ["graph TD"]
@@ -48,7 +48,7 @@ def mermaid(trace: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def png(trace: dict) -> bytes:
+def png(trace: dict[str, Any]) -> bytes:
     """The plan drawn as a PNG: depth from left to right, arrows for dependencies."""
     import io
 

@@ -10,7 +10,7 @@ an empty in-memory one, so they write nothing. Errors: one line, exit 2, nothing
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -35,6 +35,10 @@ from parallax.cli.common import (
 from parallax.cli.tables import elide, gate_summary, new_table, when
 from parallax.runtime.storage.namespaces import StoreError
 
+if TYPE_CHECKING:
+    from parallax.runtime.storage.playbook_store import Candidate, PlaybookStore
+    from parallax.state.playbook import PlaybookVersion
+
 playbook_app = typer.Typer(
     help="Versioned playbooks: show, history, diff, rollback, export, import, candidates, quarantine, plot, "
          "release, canary.",
@@ -42,7 +46,7 @@ playbook_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-def summary(v) -> dict:
+def summary(v: PlaybookVersion) -> dict[str, Any]:
     return {"version": v.version, "parent": v.parent, "created_at": v.created_at, "items": len(v.active),
             "accepted": v.accepted, "created_by": v.created_by, "gate": v.gate, "note": v.note}
 
@@ -53,7 +57,7 @@ def show(playbook: Name = "default", tenant: Tenant = "default",
          all_items: Annotated[bool, typer.Option("--all", help="Include archived items.")] = False,
          as_json: AsJson = False) -> None:
     """Show the items of the head (or --version)."""
-    async def work(store):
+    async def work(store: PlaybookStore) -> PlaybookVersion:
         await require_known(store, playbook)
         return await (store.head(playbook) if version is None else store.get(playbook, version))
     pv = with_playbooks(work, tenant)
@@ -62,7 +66,7 @@ def show(playbook: Name = "default", tenant: Tenant = "default",
     Console().print(items_table(playbook, pv, all_items))
 
 
-def items_table(playbook: str, pv, all_items: bool = False) -> Table:
+def items_table(playbook: str, pv: PlaybookVersion, all_items: bool = False) -> Table:
     """A version's items, the lesson text wrapped at words (never cut: it is what the prompts get)."""
     table = new_table(f"playbook {playbook} v{pv.version} ({len(pv.active)} active items)",
                       ("id", "section", "text", "+", "-") + (("status",) if all_items else ()), text=("section", "text"))
@@ -78,7 +82,7 @@ def history(playbook: Name = "default", tenant: Tenant = "default",
             = False,
             as_json: AsJson = False) -> None:
     """List the versions, oldest first: parent, time, active items, who made it, gate metrics; and label moves."""
-    async def work(store):
+    async def work(store: PlaybookStore) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         await require_known(store, playbook)
         rows = [summary(v) for v in await store.history(playbook)]
         if with_candidates:
@@ -93,7 +97,7 @@ def history(playbook: Name = "default", tenant: Tenant = "default",
         console.print(f"{e['at'][:19].replace('T', ' ')} label {e['label']}: {e['from']} -> {e['to']} by {e['by']}: {e['why']}")
 
 
-def history_table(playbook: str, rows: list[dict]) -> Table:
+def history_table(playbook: str, rows: list[dict[str, Any]]) -> Table:
     """Versions (and rejected candidates): the gate in a few words; `--json` has the whole record."""
     table = new_table(f"playbook {playbook}", ("v", "from", "created", "items", "by", "gate", "note"),
                       text=("created", "by", "gate", "note"))
@@ -109,7 +113,7 @@ def history_table(playbook: str, rows: list[dict]) -> Table:
 def diff(a: Annotated[int, typer.Argument(help="From version.")], b: Annotated[int, typer.Argument(help="To version.")],
          playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
     """Items added, changed and archived from version A to version B."""
-    async def work(store):
+    async def work(store: PlaybookStore) -> dict[str, Any]:
         await require_known(store, playbook)
         return await store.diff(playbook, a, b)
     d = with_playbooks(work, tenant)
@@ -134,12 +138,12 @@ def rollback(version: Annotated[int, typer.Argument(help="Version whose items be
     """Make a new head version equal to VERSION (history keeps everything); a production label moves with it."""
     from parallax.logic.releases import set_production
 
-    async def check(store):
+    async def check(store: PlaybookStore) -> None:
         await require_known(store, playbook)
         await store.get(playbook, version)
     with_playbooks(check, tenant)  # refuse a bad version before opening the store for writing
 
-    async def roll(store):
+    async def roll(store: PlaybookStore) -> PlaybookVersion:
         new = await store.rollback(playbook, version, by or CREATED_BY)
         if (await store.labels(playbook).get())["production"] is not None:
             await set_production(store.labels(playbook), new.version, by or who(), reason or f"rollback to v{version}")
@@ -162,7 +166,7 @@ def export(playbook: Name = "default", tenant: Tenant = "default",
     if output is not None:
         check_output_dir(output)
 
-    async def work(store):
+    async def work(store: PlaybookStore) -> str:
         await require_known(store, playbook)
         return await store.export(playbook, version, fmt)
     text = with_playbooks(work, tenant)
@@ -205,7 +209,7 @@ def import_(file: Annotated[Path, typer.Argument(help="A JSON or Markdown export
 @playbook_app.command()
 def candidates(playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
     """List updates the gate rejected, with their reasons."""
-    async def work(store):
+    async def work(store: PlaybookStore) -> list[Candidate]:
         await require_known(store, playbook)
         return await store.candidates(playbook)
     found = with_playbooks(work, tenant)
@@ -215,7 +219,7 @@ def candidates(playbook: Name = "default", tenant: Tenant = "default", as_json: 
     Console().print(candidates_table(playbook, found))
 
 
-def candidates_table(playbook: str, found: list) -> Table:
+def candidates_table(playbook: str, found: list[Candidate]) -> Table:
     table = new_table(f"rejected candidates of {playbook}", ("candidate", "on", "created", "items", "ops", "reason"),
                       text=("created", "reason"))
     for c in found:
@@ -227,7 +231,7 @@ def candidates_table(playbook: str, found: list) -> Table:
 @playbook_app.command()
 def quarantine(playbook: Name = "default", tenant: Tenant = "default", as_json: AsJson = False) -> None:
     """List lessons that failed the prompt-injection screen: never applied, kept with the reason."""
-    async def work(store):
+    async def work(store: PlaybookStore) -> list[dict[str, Any]]:
         await require_known(store, playbook)
         return await store.quarantined(playbook)
     held = with_playbooks(work, tenant)
@@ -236,7 +240,7 @@ def quarantine(playbook: Name = "default", tenant: Tenant = "default", as_json: 
     Console().print(quarantine_table(playbook, held))
 
 
-def quarantine_table(playbook: str, held: list[dict]) -> Table:
+def quarantine_table(playbook: str, held: list[dict[str, Any]]) -> Table:
     table = new_table(f"quarantined lessons of {playbook} ({len(held)})", ("id", "created", "source", "reason", "text"),
                       text=("created", "source", "reason", "text"))
     for q in held:
@@ -244,7 +248,7 @@ def quarantine_table(playbook: str, held: list[dict]) -> Table:
     return table
 
 
-def accuracy(gate: dict) -> float | None:
+def accuracy(gate: dict[str, Any]) -> float | None:
     for key in ("val_accuracy_after", "val_accuracy"):
         if isinstance(gate.get(key), (int, float)):
             return float(gate[key])
@@ -259,7 +263,7 @@ def plot(output: Annotated[Path, typer.Option("--output", "-o", help="PNG file t
         fail(f"--output must end in .png, got {output.name}")
     check_output_dir(output)
 
-    async def work(store):
+    async def work(store: PlaybookStore) -> list[PlaybookVersion]:
         await require_known(store, playbook)
         return await store.history(playbook)
     versions = with_playbooks(work, tenant)

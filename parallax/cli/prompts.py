@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -40,6 +40,11 @@ from parallax.cli.release import add_release_commands
 from parallax.cli.tables import gate_summary, new_table, when
 from parallax.runtime.storage.namespaces import StoreError
 
+if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
+    from parallax.state.context import Context
+
 prompts_app = typer.Typer(help="Versioned node prompts: show, history, diff, set (gated), rollback, release, canary.",
                           no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -55,7 +60,7 @@ def _name(name: str) -> str:
         fail(str(exc))
 
 
-async def _overview(store, tenant: str) -> list[dict]:
+async def _overview(store: BaseStore, tenant: str) -> list[dict[str, Any]]:
     from parallax.prompts.templates import DEFAULTS
     from parallax.runtime.storage.stores import prompts_in
 
@@ -79,7 +84,7 @@ def show(name: Annotated[str | None, typer.Argument(help="Prompt name (leave out
         return Console().print(overview_table(tenant, rows))
     _name(name)
 
-    async def work(store):
+    async def work(store: BaseStore) -> dict[str, Any]:
         prompts = prompts_in(store, tenant)
         return await (prompts.head(name) if version is None else prompts.get(name, version))
     record = with_store(work, tenant)
@@ -98,7 +103,7 @@ def history(name: NameArg, tenant: Tenant = "default", as_json: AsJson = False) 
 
     _name(name)
 
-    async def work(store):
+    async def work(store: BaseStore) -> dict[str, Any]:
         prompts = prompts_in(store, tenant)
         labels = await labels_of(store, tenant, f"prompt/{name}").get()
         return {"versions": [{k: v for k, v in r.items() if k not in ("system", "user")} for r in await prompts.history(name)],
@@ -114,14 +119,14 @@ def history(name: NameArg, tenant: Tenant = "default", as_json: AsJson = False) 
         console.print(f"{e['at'][:19].replace('T', ' ')} {e['label']}: {e['from']} -> {e['to']} by {e['by']}: {e['why']}")
 
 
-def overview_table(tenant: str, rows: list[dict]) -> Table:
+def overview_table(tenant: str, rows: list[dict[str, Any]]) -> Table:
     table = new_table(f"prompts of {tenant}", ("name", "head", "production", "canary", "used by"), text=("used by",))
     for r in rows:
         table.add_row(r["name"], f"v{r['head']}", str(r["production"]), str(r["canary"]), r["used_by"])
     return table
 
 
-def prompt_history_table(name: str, found: dict) -> Table:
+def prompt_history_table(name: str, found: dict[str, Any]) -> Table:
     """Versions, then rejected edits (their candidate id in the note); the gate in a few words."""
     table = new_table(f"prompt {name} (production {found['production']}, canary {found['canary']})",
                       ("v", "from", "created", "by", "gate", "note"), text=("created", "by", "gate", "note"))
@@ -142,7 +147,7 @@ def diff(name: NameArg, a: Annotated[int, typer.Argument(help="From version.")],
 
     _name(name)
 
-    async def work(store):
+    async def work(store: BaseStore) -> tuple[dict[str, Any], dict[str, Any]]:
         prompts = prompts_in(store, tenant)
         return await prompts.get(name, a), await prompts.get(name, b)
     va, vb = with_store(work, tenant)
@@ -154,8 +159,8 @@ def diff(name: NameArg, a: Annotated[int, typer.Argument(help="From version.")],
         print("\n".join(lines) if lines else f"({part}: no change)")
 
 
-async def gate_edit(name: str, system: str, user: str, tenant: str, val_tasks: list[dict], mode: str, playbook: str,
-                    approve: bool, by: str, context) -> dict:
+async def gate_edit(name: str, system: str, user: str, tenant: str, val_tasks: list[dict[str, Any]], mode: str, playbook: str,
+                    approve: bool, by: str, context: Context) -> dict[str, Any]:
     """Evaluate the served version and the edit on the validation tasks; commit or reject the edit."""
     from parallax.graphs.solve import builder
     from parallax.logic.evaluate import correct_by_task, evaluate
@@ -165,22 +170,24 @@ async def gate_edit(name: str, system: str, user: str, tenant: str, val_tasks: l
     from parallax.runtime.run_context import resolved
     from parallax.runtime.storage.labels import move_label
     from parallax.runtime.storage.stores import prompts_in
+    from parallax.state.records import PromptVersion
 
     async with open_store(write=True) as store:
         prompts = prompts_in(store, tenant)
         head = await prompts.head(name)
         current = (await serve_prompts(store, tenant, (name,), "gate", allow_canary=False))[name]
-        gate: dict = {"evaluated": bool(val_tasks), "val_size": len(val_tasks), "against": current["version"]}
+        gate: dict[str, Any] = {"evaluated": bool(val_tasks), "val_size": len(val_tasks), "against": current["version"]}
         if name in LEARN_PROMPTS:
             verdict, reason = "ask", f"the gate's solve runs do not use the {name} prompt: nothing measured"
         elif val_tasks:
             # pinned runs without a store: the served versions of every solve prompt, the edit in place of one
             served = await serve_prompts(store, tenant, SOLVE_PROMPTS, "gate", allow_canary=False)
-            pinned = {n: {k: p[k] for k in ("version", "system", "user")} for n, p in served.items()}
+            pinned = {n: PromptVersion(version=p["version"], system=p["system"], user=p["user"]) for n, p in served.items()}
             version, _ = await serve_playbook(store, tenant, playbook, "gate")
-            items, solve, runs = [i.model_dump() for i in version.active], builder.compile(checkpointer=False), {}
+            items, solve = [i.as_data() for i in version.active], builder.compile(checkpointer=False)
+            runs: dict[str, dict[str, Any]] = {}
             for label, text in (("before", pinned[name]),
-                                ("after", {"version": head["version"] + 1, "system": system, "user": user})):
+                                ("after", PromptVersion(version=head["version"] + 1, system=system, user=user))):
                 runs[label] = await evaluate(solve, val_tasks, items, version.version, resolved(context), mode=mode,
                                              tenant=tenant, prompts={**pinned, name: text})
             before, after = runs["before"]["accuracy"], runs["after"]["accuracy"]
@@ -198,7 +205,7 @@ async def gate_edit(name: str, system: str, user: str, tenant: str, val_tasks: l
             candidate = await prompts.reject(name, system, user, by, gate, reason)
             return {"accepted": False, "reason": reason, "gate": gate, "candidate": candidate["candidate_id"]}
 
-        def pin(labels: dict) -> None:
+        def pin(labels: dict[str, Any]) -> None:
             if labels["production"] is None:
                 move_label(labels, "production", current["version"], by,
                            f"pinned before v{head['version'] + 1} was set: edits reach runs through `prompts release`")
@@ -242,7 +249,7 @@ def set_(cli: typer.Context, name: NameArg,
         PromptStore.check_text(name, system, user)
     except StoreError as exc:
         fail(str(exc))
-    tasks: list[dict] = []
+    tasks: list[dict[str, Any]] = []
     if val is not None:
         try:
             tasks = load_tasks(val)[0][:val_size]
@@ -276,7 +283,7 @@ def rollback(name: NameArg, version: Annotated[int, typer.Argument(help="Version
     _name(name)
     with_store(lambda store: prompts_in(store, tenant).get(name, version), tenant)  # refuse a bad version first
 
-    async def work(store):
+    async def work(store: BaseStore) -> dict[str, Any]:
         prompts = prompts_in(store, tenant)
         record = await prompts.rollback(name, version, by or who())
         if (await prompts.labels(name).get())["production"] is not None:

@@ -14,7 +14,7 @@ The rule and its parameters: parallax/logic/release_decision.py.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -48,7 +48,7 @@ def rule_from(error_rate: float, margin: float, min_runs: int, max_runs: int) ->
         fail(str(exc))
 
 
-def arms_table(release: dict) -> Table:
+def arms_table(release: dict[str, Any]) -> Table:
     """Both arms of a release, one row per figure (so it reads on 80 columns)."""
     arms = [(f"{arm} v{version}", release["arms"][arm]) for arm, version in (("production", release["base"]),
                                                                           ("canary", release["version"]))]
@@ -64,7 +64,7 @@ def arms_table(release: dict) -> Table:
     return table
 
 
-def print_canary(view: dict) -> None:
+def print_canary(view: dict[str, Any]) -> None:
     console = Console(highlight=False)
     console.print(f"{view['subject']}: production v{view['production']}, canary "
                   + (f"v{view['canary']}" if view["canary"] is not None else "none"))
@@ -140,8 +140,11 @@ def add_release_commands(app: typer.Typer, kind: str) -> None:
                        rollback: Rollback = False, by: By = None, reason: Reason = "", as_json: AsJson = False) -> None:
             """Show the running (or last) canary: both versions' metrics with 95% intervals; or decide it."""
             canary_command(kind, playbook, tenant, promote, rollback, by, reason, as_json)
+
+        app.command("release")(release_cmd)
+        app.command("canary")(canary_cmd)
     else:
-        def release_cmd(name: PromptName,
+        def prompt_release_cmd(name: PromptName,
                         version: Annotated[int, typer.Argument(help="Version to release.")],
                         canary: Canary = None, tenant: Tenant = "default", by: By = None, reason: Reason = "",
                         manual: Manual = False, error_rate: ErrorRate = 0.05, margin: Margin = 0.05,
@@ -150,11 +153,11 @@ def add_release_commands(app: typer.Typer, kind: str) -> None:
             release_command(kind, name, version, canary, tenant, by, reason, manual,
                             rule_from(error_rate, margin, min_runs, max_runs), as_json)
 
-        def canary_cmd(name: PromptName, tenant: Tenant = "default",
+        def prompt_canary_cmd(name: PromptName, tenant: Tenant = "default",
                        promote: Promote = False, rollback: Rollback = False, by: By = None, reason: Reason = "",
                        as_json: AsJson = False) -> None:
             """Show the running (or last) canary of prompt NAME with 95% intervals; or decide it."""
             canary_command(kind, name, tenant, promote, rollback, by, reason, as_json)
 
-    app.command("release")(release_cmd)
-    app.command("canary")(canary_cmd)
+        app.command("release")(prompt_release_cmd)
+        app.command("canary")(prompt_canary_cmd)

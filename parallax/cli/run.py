@@ -18,7 +18,7 @@ import sys
 import uuid
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -44,6 +44,10 @@ from parallax.cli.model_notice import print_model_notice
 from parallax.cli.tables import elide, new_table
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
+
+if TYPE_CHECKING:
+    from langgraph.graph import StateGraph
+    from rich.status import Status
 from parallax.state.plan import PlanOutput
 from parallax.state.solve import SolveOutput
 
@@ -78,7 +82,7 @@ def read_task(text: str | None, input_file: Path | None) -> tuple[str, list[str]
     return text, pages
 
 
-def load_schema(spec: str) -> dict:
+def load_schema(spec: str) -> dict[str, Any]:
     """The JSON Schema `--schema` names: a JSON file, or `package.module:Model` (a pydantic model class,
     imported with the working folder on the path, as uvicorn imports an app)."""
     path = Path(spec)
@@ -112,7 +116,7 @@ def load_schema(spec: str) -> dict:
     return model.model_json_schema()
 
 
-def branch_table(branches: list[dict]) -> Table:
+def branch_table(branches: list[dict[str, Any]]) -> Table:
     """One row per branch; `tries` counts attempts and re-asks; the vote, error or output elided to 80 characters."""
     table = new_table("branches", ("id", "status", "ms", "tokens", "tries", "vote / output"), text=("vote / output",))
     for b in branches:
@@ -122,7 +126,7 @@ def branch_table(branches: list[dict]) -> Table:
     return table
 
 
-def plan_tree(plan: dict, statuses: dict[int, dict], title: str = "plan") -> Tree:
+def plan_tree(plan: dict[str, Any], statuses: dict[int, dict[str, Any]], title: str = "plan") -> Tree:
     """The plan as a tree: each task under the last of its dependencies, with its status (and why)."""
     from rich.markup import escape
 
@@ -136,7 +140,8 @@ def plan_tree(plan: dict, statuses: dict[int, dict], title: str = "plan") -> Tre
                  f"{escape(elide(task['goal'], 70))}" + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
                  + (f" [dim]- {escape(elide(seen['reason'], 80))}[/]" if seen.get("reason") and status in ("FAILED", "SKIPPED")
                     else ""))
-        parent = nodes.get(max((d for d in deps if d in nodes), default=None), tree) if deps else tree
+        known = [d for d in deps if d in nodes]
+        parent = nodes[max(known)] if known else tree
         nodes[task["id"]] = parent.add(label)
     return tree
 
@@ -144,13 +149,13 @@ def plan_tree(plan: dict, statuses: dict[int, dict], title: str = "plan") -> Tre
 class Progress:
     """What a run shows on stderr while it works: branch counts, or the plan's live tree."""
 
-    def __init__(self, status, live: Live | None) -> None:
+    def __init__(self, status: Status, live: Live | None) -> None:
         self.status, self.live, self.done = status, live, 0
-        self.plan: dict | None = None
-        self.tasks: dict[int, dict] = {}
+        self.plan: dict[str, Any] | None = None
+        self.tasks: dict[int, dict[str, Any]] = {}
         self.round = 0
 
-    def update(self, node: str, update: dict) -> None:
+    def update(self, node: str, update: dict[str, Any]) -> None:
         if node == "route":
             err.print(f"route: [bold]{update['mode']}[/]" + (f" ({len(update['slices'])} slices)" if update["slices"] else ""))
         if node == "make_plan" and update.get("plan"):
@@ -160,7 +165,7 @@ class Progress:
             self.done += 1
             self.status.update(f"{self.done} branches done (last: {record['kind']} {record['status']})")
 
-    def task(self, event: dict) -> None:
+    def task(self, event: dict[str, Any]) -> None:
         if event.get("round", 0) == self.round:
             self.tasks[event["id"]] = event
             self._redraw()
@@ -176,20 +181,27 @@ async def graph_of_thread(thread_id: str) -> str:
 
     async with AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
         found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
-    return (found.metadata or {}).get(GRAPH_KEY, "solve") if found else "solve"
+    return str((found.metadata or {}).get(GRAPH_KEY, "solve")) if found else "solve"
 
 
-async def run_graph(name: str, payload: dict | None, thread_id: str, context: Context, show_progress: bool) -> dict:
+async def run_graph(
+    name: str, payload: dict[str, Any] | None, thread_id: str, context: Context, show_progress: bool
+) -> dict[str, Any]:
     """Run (or, with `payload=None`, resume) the `name` graph ("solve" or "plan") on a checkpointed thread."""
     from parallax.logic.routing import InvalidInput
 
+    builder: StateGraph[Any, Any, Any, Any]
     if name == "plan":
-        from parallax.graphs.plan import builder
+        from parallax.graphs.plan import builder as plan_builder
+
+        builder = plan_builder
     else:
-        from parallax.graphs.solve import builder
+        from parallax.graphs.solve import builder as solve_builder
+
+        builder = solve_builder
     keys = OUTPUT_KEYS[name]
     config = {"configurable": {"thread_id": thread_id}, "metadata": {GRAPH_KEY: name}}
-    result: dict = {}
+    result: dict[str, Any] = {}
     with graph_failures(InvalidInput):
         async with durable_graph(builder) as graph:
             if payload is None:
@@ -292,7 +304,7 @@ def run(
     _finish(name, payload, thread_id, base_context(cli, max_concurrency=concurrency, early_stop=early_stop), as_json)
 
 
-def _check_input(payload: dict, name: str) -> None:
+def _check_input(payload: dict[str, Any], name: str) -> None:
     """The graph's own input checks, run before the checkpoint file is touched (nothing written)."""
     from parallax.logic.routing import InvalidInput, validate, validate_plan_input
     from parallax.runtime.run_context import resolved
@@ -310,7 +322,7 @@ def _check_input(payload: dict, name: str) -> None:
         with_playbooks(lambda playbooks: require_known(playbooks, payload["playbook"]), payload["tenant"])
 
 
-def _print_result(result: dict) -> None:
+def _print_result(result: dict[str, Any]) -> None:
     console = Console()
     if result.get("plan"):
         statuses = {t["id"]: t for t in result.get("tasks", []) if t["round"] == max(r["round"] for r in result["tasks"])}
@@ -349,7 +361,7 @@ def _print_result(result: dict) -> None:
         console.print(result.get("answer") or "(no answer)", highlight=False)
 
 
-def _finish(name: str | None, payload: dict | None, thread_id: str, context: Context, as_json: bool) -> None:
+def _finish(name: str | None, payload: dict[str, Any] | None, thread_id: str, context: Context, as_json: bool) -> None:
     """Run or resume, then print the result as JSON or as a table; exit 1 if the run failed."""
     try:
         if name is None:

@@ -8,7 +8,7 @@ the graph API. `--plot` draws success, accuracy and p95 latency per version.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,6 +26,9 @@ from parallax.cli.common import (
 )
 from parallax.cli.tables import new_table
 
+if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
 METRICS = (("runs", "runs", "count"), ("ok", "ok_rate", "share"), ("accuracy (runs with a target)", "accuracy", "share"),
            ("branches per run", "mean_branches", "mean"), ("model calls per run", "mean_model_calls", "mean"),
            ("runs that met a fault", "runs_with_faults", "count"), ("of those, ended ok", "recovery_rate", "share"),
@@ -34,7 +37,8 @@ METRICS = (("runs", "runs", "count"), ("ok", "ok_rate", "share"), ("accuracy (ru
 """The table's rows: one per metric (its columns are the versions), so it reads on an 80-column terminal."""
 
 
-async def read_stats(store, tenant: str, since: str | None, playbook: str | None, version: int | None) -> dict:
+async def read_stats(store: BaseStore, tenant: str, since: str | None, playbook: str | None,
+                     version: int | None) -> dict[str, Any]:
     from parallax.logic.run_stats import parse_since, run_stats
     from parallax.runtime.storage.stores import traces_in
 
@@ -42,7 +46,7 @@ async def read_stats(store, tenant: str, since: str | None, playbook: str | None
     return {"tenant": tenant, **run_stats(await traces_in(store, tenant).traces(), when, playbook, version)}
 
 
-def plot(result: dict, output: Path) -> None:
+def plot(result: dict[str, Any], output: Path) -> None:
     import io
 
     import matplotlib
@@ -70,7 +74,7 @@ def plot(result: dict, output: Path) -> None:
     write_atomically(output, buf.getvalue())
 
 
-def stats_table(tenant: str, result: dict) -> Table:
+def stats_table(tenant: str, result: dict[str, Any]) -> Table:
     """One row per metric, one column per playbook version and one for all runs."""
     groups = [(f"{row['playbook']} v{row['version']}", row) for row in result["by_version"]] + [("all", result["overall"])]
     table = new_table(f"runs of tenant {tenant}", ("", *(name for name, _ in groups)), text=("",))

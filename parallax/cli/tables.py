@@ -17,6 +17,8 @@ that no id is split and no word is cut.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.table import Table
 
@@ -59,7 +61,7 @@ def when(iso: str | None) -> str:
     return (iso or "")[:16].replace("T", " ") or "-"
 
 
-def gate_summary(gate: dict | None) -> str:
+def gate_summary(gate: dict[str, Any] | None) -> str:
     """What a version's gate decided, in a few words (the whole record is in --json)."""
     gate = gate or {}
     if isinstance(gate.get("val_accuracy_before"), (int, float)) and isinstance(gate.get("val_accuracy_after"), (int, float)):

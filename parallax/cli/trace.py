@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -24,12 +25,18 @@ from parallax.cli.tables import elide, new_table, short_id, when
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.state.context import Context
 
+if TYPE_CHECKING:
+    from parallax.runtime.storage.trace_store import TraceStore
+    from parallax.state.records import BranchSpec
+
+T = TypeVar("T")
+
 dlq_app = typer.Typer(help="Dead letters: branches that escalated after their last retry, with input and last error.",
                       no_args_is_help=True, pretty_exceptions_enable=False)
 
 
 @asynccontextmanager
-async def open_traces(tenant: str):
+async def open_traces(tenant: str) -> AsyncIterator[TraceStore]:
     from parallax.runtime.storage.stores import has_cli_store, open_cli_store, traces_in
 
     checked_tenant(tenant)
@@ -39,8 +46,8 @@ async def open_traces(tenant: str):
         yield traces_in(store, tenant)
 
 
-def with_traces(work, tenant: str):
-    async def main():
+def with_traces(work: Callable[[TraceStore], Awaitable[T]], tenant: str) -> T:
+    async def main() -> T:
         async with open_traces(tenant) as traces:
             return await work(traces)
     try:
@@ -49,11 +56,11 @@ def with_traces(work, tenant: str):
         fail(located(exc))
 
 
-def path_of(transitions: list[dict]) -> str:
+def path_of(transitions: list[dict[str, Any]]) -> str:
     return " > ".join(t["state"] for t in transitions)
 
 
-def seconds_between(transitions: list[dict]) -> float:
+def seconds_between(transitions: list[dict[str, Any]]) -> float:
     return round(transitions[-1]["at"] - transitions[0]["at"], 3) if len(transitions) > 1 else 0.0
 
 
@@ -70,7 +77,7 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     console.print(f"answer: {found['answer'] or '(none)'}", markup=False)
 
 
-def trace_table(found: dict) -> Table:
+def trace_table(found: dict[str, Any]) -> Table:
     """A trace's branches: lifecycle path and the reasons of its failures (elided to 300 characters)."""
     table = new_table(None, ("branch", "state", "s", "tries", "path", "why"), text=("path", "why"))
     for b in found["branches"]:
@@ -84,7 +91,7 @@ def trace_table(found: dict) -> Table:
     return table
 
 
-def _letter_row(d: dict) -> dict:
+def _letter_row(d: dict[str, Any]) -> dict[str, Any]:
     return {k: d[k] for k in ("id", "kind", "trace_id", "status", "attempts", "escalated_at", "error")} | {
         "retries": len(d.get("retries", []))}
 
@@ -100,7 +107,7 @@ def dlq_list(tenant: Tenant = "default",
     Console().print(letters_table(tenant, letters))
 
 
-def letters_table(tenant: str, letters: list[dict]) -> Table:
+def letters_table(tenant: str, letters: list[dict[str, Any]]) -> Table:
     """Dead letters: the trace id short (`parallax trace` takes it), the last error elided to 120 characters."""
     table = new_table(f"dead letters of {tenant} ({len(letters)})",
                       ("branch", "trace", "status", "escalated", "retries", "last error"),
@@ -127,7 +134,7 @@ def dlq_show(branch_id: Annotated[str, typer.Argument(help="Branch id from `para
         console.print("result: " + json.dumps(letter["result"], ensure_ascii=False))
 
 
-async def retry_letter(traces, branch_id: str, context: Context) -> dict:
+async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> dict[str, Any]:
     """Run the branch again from its stored input, under the letter's lock; record the outcome."""
     from parallax.nodes.work import run_branch
     from parallax.runtime.redaction import redact_value
@@ -139,7 +146,8 @@ async def retry_letter(traces, branch_id: str, context: Context) -> dict:
         letter = await traces.get_dead_letter(branch_id)
         if letter["status"] != "open":
             raise StoreError(f"dead letter {branch_id!r} was already resolved by a retry; nothing to do")
-        spec = {**letter["input"], "id": letter["id"], "parent_id": letter["trace_id"]}
+        # the stored input of the branch (a BranchSpec when it was dispatched), under its own ids
+        spec = cast("BranchSpec", {**letter["input"], "id": letter["id"], "parent_id": letter["trace_id"]})
         life = Lifecycle()
         life.move("PENDING", "dlq retry")
         life.move("DISPATCHED")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
@@ -27,8 +27,8 @@ def _count(n: int, what: str) -> str:
 
 
 async def call_branch(
-    record: dict, messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
-    lifecycle: Lifecycle | None = None, run_metadata: dict | None = None,
+    record: dict[str, Any], messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
+    lifecycle: Lifecycle | None = None, run_metadata: dict[str, Any] | None = None,
     check: Callable[[T], object] | None = None,
 ) -> tuple[BranchRecord, T | None]:
     """(record, parsed reply); the reply is None when the branch failed or timed out.
@@ -48,9 +48,12 @@ async def call_branch(
     prompt = record.get("prompt") or {}
     metadata = {**(run_metadata or {}), "parallax_branch_id": record["id"], "kind": record["kind"],
                 "parent_id": record["parent_id"], "prompt": prompt.get("name"), "prompt_version": prompt.get("version")}
+    timeout_s, max_attempts, max_tokens = ctx.request_timeout_s, ctx.max_attempts, ctx.max_tokens
+    if timeout_s is None or max_attempts is None or max_tokens is None:
+        raise TypeError("call_branch needs a resolved Context (runtime/run_context.py)")
     try:
-        result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=ctx.request_timeout_s,
-                           max_attempts=ctx.max_attempts, max_reasks=ctx.max_reasks, max_tokens=ctx.max_tokens,
+        result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=timeout_s,
+                           max_attempts=max_attempts, max_reasks=ctx.max_reasks, max_tokens=max_tokens,
                            lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata, check=check)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)

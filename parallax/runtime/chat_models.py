@@ -30,10 +30,14 @@ async def endpoint(current: settings_mod.Settings) -> str:
     """OPENAI_BASE_URL if set, else the embedded server's URL (found or started once per process)."""
     if current.base_url:
         return current.base_url
-    return model_server.known_endpoint() or await asyncio.to_thread(model_server.endpoint, current)
+    known = model_server.known_endpoint()
+    if known:
+        return known
+    return await asyncio.to_thread(model_server.endpoint, current)
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, BaseChatModel]] = weakref.WeakKeyDictionary()
+_ModelKey = tuple[str, str, str, float, int]  # (model, base_url, api_key, timeout_s, max_tokens)
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_ModelKey, BaseChatModel]] = weakref.WeakKeyDictionary()
 _http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, openai.DefaultAsyncHttpxClient]] = \
     weakref.WeakKeyDictionary()
 
@@ -44,7 +48,9 @@ def http_client(base_url: str) -> openai.DefaultAsyncHttpxClient:
     per_loop = _http.setdefault(asyncio.get_running_loop(), {})
     client = per_loop.get(base_url)
     if client is None:
-        client = per_loop[base_url] = openai.DefaultAsyncHttpxClient(limits=connection_limits())
+        # openai's client is typed against httpx2's Limits; its pool takes httpx's Limits as they are
+        client = per_loop[base_url] = openai.DefaultAsyncHttpxClient(
+            limits=connection_limits())  # type: ignore[arg-type]
     return client
 
 

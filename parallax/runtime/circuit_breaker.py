@@ -62,7 +62,7 @@ class CircuitBreaker:
     coalesce_s: float = 1.0
     reset_s: float = 30.0
     clock: Callable[[], float] = time.monotonic
-    calls: deque = field(default_factory=deque)
+    calls: deque[tuple[float, bool]] = field(default_factory=deque)
     """(time, ok) per counted call of the window; a failure's time is its event's first failure."""
     opened_at: float | None = None
     probing: bool = False

@@ -41,6 +41,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bs4 import Tag
+    from docx.document import Document as DocxDocument
 
 KINDS = ("pdf", "docx", "html", "markdown", "text")
 SUPPORTED = "PDF, DOCX, HTML, Markdown or UTF-8 text"
@@ -181,7 +186,7 @@ def _read_pdf(data: bytes, label: str) -> list[str]:
         raise DocumentError(f"{label} is a damaged PDF ({_reason(exc)}): download or export it again") from None
 
 
-def _docx_blocks(document) -> Iterator[str]:
+def _docx_blocks(document: DocxDocument) -> Iterator[str]:
     """Paragraphs and tables in document order; headings as `#` lines, a table row as `a | b`."""
     from docx.table import Table
 
@@ -234,9 +239,9 @@ class _HtmlText:
             self.blocks.append(text)
         self.inline = []
 
-    def walk(self, node) -> None:
-        from bs4 import NavigableString, Tag
-        from bs4.element import PreformattedString
+    def walk(self, node: Tag) -> None:
+        from bs4 import Tag
+        from bs4.element import NavigableString, PreformattedString
 
         for child in node.children:
             if isinstance(child, PreformattedString):  # comments, doctype, CDATA, processing instructions
@@ -283,7 +288,7 @@ class _HtmlText:
                 self.walk(child)
 
 
-def _inline_text(tag) -> str:
+def _inline_text(tag: Tag) -> str:
     """A heading's or table cell's text on one line, spaced as the page spaces it (no space added
     between inline tags, so `is_<wbr>detected` stays one word)."""
     collector = _HtmlText()
@@ -327,7 +332,7 @@ _READERS: dict[str, Callable[[bytes, str], list[str]]] = {
 
 # --- the interface -----------------------------------------------------------------------
 
-def read_document(source: str | os.PathLike | bytes, name: str = "") -> Document:
+def read_document(source: str | os.PathLike[str] | bytes, name: str = "") -> Document:
     """A file (path) or its bytes as a Document; DocumentError (one line) when it cannot be read.
 
     `name` names bytes (its suffix helps when the content does not decide); for a path it

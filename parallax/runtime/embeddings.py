@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+from pydantic import SecretStr
 
 from parallax.runtime import settings as settings_mod
 
@@ -48,8 +49,10 @@ def embedder() -> Embeddings:
                 if settings.embeddings_url:
                     from langchain_openai import OpenAIEmbeddings
 
-                    _model = OpenAIEmbeddings(base_url=settings.embeddings_url, model=settings.embeddings_model,
-                                              api_key=settings.api_key, check_embedding_ctx_length=False)
+                    # the fields' own names (populate_by_name): pydantic's mypy plugin knows no aliases there
+                    _model = OpenAIEmbeddings(openai_api_base=settings.embeddings_url, model=settings.embeddings_model,
+                                              openai_api_key=SecretStr(settings.api_key),
+                                              check_embedding_ctx_length=False)
                 else:
                     from parallax.runtime.minilm import MiniLM
 
@@ -59,9 +62,11 @@ def embedder() -> Embeddings:
 
 def _vectors(model: Embeddings, texts: list[str]) -> np.ndarray:
     if hasattr(model, "encode"):  # the local MiniLM gives numpy directly
-        return model.encode(texts)
+        encoded: np.ndarray = model.encode(texts)
+        return encoded
     rows = np.asarray(model.embed_documents(texts), dtype=np.float32)
-    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    unit: np.ndarray = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return unit
 
 
 def embed(texts: list[str]) -> np.ndarray:
@@ -72,10 +77,10 @@ def embed(texts: list[str]) -> np.ndarray:
     if missing:
         with _encoding:
             with _lock:  # what another caller encoded while this one waited
-                missing = sorted(t for t in missing if t not in _cache)
-            vectors = _vectors(embedder(), missing) if missing else []
+                todo = sorted(t for t in missing if t not in _cache)
+            vectors: np.ndarray | list[np.ndarray] = _vectors(embedder(), todo) if todo else []
             with _lock:
-                for text, vector in zip(missing, vectors, strict=True):
+                for text, vector in zip(todo, vectors, strict=True):
                     _cache[text] = vector.astype(np.float32)
                     if len(_cache) > CACHE_SIZE:
                         _cache.popitem(last=False)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
+from collections.abc import Callable
 
 import httpx
 
@@ -50,7 +51,7 @@ def connection_limits() -> httpx.Limits:
 class EndpointSlots:
     """`async with slots:` holds one of an endpoint's slots; `overloaded()` and `succeeded()` move the limit."""
 
-    def __init__(self, ceiling: int, clock=time.monotonic):
+    def __init__(self, ceiling: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.ceiling, self.limit, self.in_flight = ceiling, float(ceiling), 0
         self._clock, self._cut_at = clock, float("-inf")
         self._free = asyncio.Condition()
@@ -61,7 +62,7 @@ class EndpointSlots:
             self.in_flight += 1
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         async with self._free:
             self.in_flight -= 1
             self._free.notify_all()
@@ -82,7 +83,7 @@ class NoLimit:
     async def __aenter__(self) -> NoLimit:
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         return None
 
     def overloaded(self) -> None:

@@ -25,6 +25,7 @@ import hashlib
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -91,7 +92,7 @@ def build_graph(model_dir: Path) -> bytes:
     initializers, nodes, seen = [], [], set()
     counter = iter(range(1_000_000))
 
-    def node(op: str, inputs: list[str], **attrs) -> str:
+    def node(op: str, inputs: list[str], **attrs: Any) -> str:
         out = f"{op.lower()}_{next(counter)}"
         nodes.append(helper.make_node(op, inputs, [out], **attrs))
         return out
@@ -169,7 +170,8 @@ def build_graph(model_dir: Path) -> bytes:
         initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="parallax")
     model.ir_version = 8
-    return model.SerializeToString()
+    serialized: bytes = model.SerializeToString()
+    return serialized
 
 
 class MiniLM(Embeddings):
@@ -218,7 +220,9 @@ class MiniLM(Embeddings):
         return out
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.encode(texts).tolist()
+        vectors: list[list[float]] = self.encode(texts).tolist()
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
-        return self.encode([text])[0].tolist()
+        vector: list[float] = self.encode([text])[0].tolist()
+        return vector

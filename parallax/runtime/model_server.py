@@ -30,6 +30,7 @@ import time
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -76,7 +77,8 @@ def default_threads() -> int:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class LocalModelServer:
@@ -87,7 +89,7 @@ class LocalModelServer:
         self.gguf = default_gguf_path(self.settings)
         self.port = port or _free_port()
         self.log_path = self.settings.home / "logs" / "model-server.log"
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self._log_start = 0
 
     @property
@@ -124,11 +126,13 @@ class LocalModelServer:
         return self
 
     def _wait_healthy(self, timeout: float) -> None:
-        outcome = wait_for_200(self.url.removesuffix("/v1") + "/health", timeout, alive=lambda: self.process.poll() is None)
+        proc = self.process
+        assert proc is not None, "called by start() once the child is started"
+        outcome = wait_for_200(self.url.removesuffix("/v1") + "/health", timeout, alive=lambda: proc.poll() is None)
         if outcome == "timeout":
             raise ModelServerError(f"model server not healthy after {timeout:.0f}s{self._tail()}")
         if outcome == "died":
-            raise ModelServerError(f"model server exited with code {self.process.returncode}{self._tail()}")
+            raise ModelServerError(f"model server exited with code {proc.returncode}{self._tail()}")
 
     def _tail(self, chars: int = 2000) -> str:
         try:
@@ -154,7 +158,7 @@ class LocalModelServer:
     def __enter__(self) -> LocalModelServer:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -168,7 +172,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _read_server_file(path: Path) -> dict | None:
+def _read_server_file(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
         return data if isinstance(data, dict) else None
@@ -189,6 +193,7 @@ def serve_forever(settings: Settings, port: int | None = None) -> None:
     try:
         server.start()
         proc = server.process
+        assert proc is not None, "start() leaves a started child"
         pid = proc.pid
         info = {"url": server.url, "pid": pid, "model": settings.chat_model_name, "gguf": str(server.gguf),
                 "parallel": settings.model_parallel, "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
@@ -274,11 +279,13 @@ def shutdown() -> None:
         server.stop()
 
 
-def server_process() -> dict | None:
+def server_process() -> dict[str, Any] | None:
     """The embedded server this process uses (started or advertised): pid, parallel slots and
     peak RSS; None when the endpoint is not the embedded server."""
     if _resolved is None:
         return None
+    pid: int
+    parallel: int | None
     if _server is not None and _server.process is not None:
         pid, parallel = _server.process.pid, _server.settings.model_parallel
     else:

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import httpx
 import openai
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from parallax.state.lifecycle import Lifecycle
 
@@ -47,13 +47,13 @@ def retry_after(exc: BaseException | None) -> float | None:
         return None
 
 
-def delay_after(exc: BaseException, failures: int) -> float:
+def delay_after(exc: BaseException | None, failures: int) -> float:
     """Exponential backoff with jitter, or the server's Retry-After when it gives one."""
     after = retry_after(exc)
     return after if after is not None else min(20.0, 0.5 * 2 ** (failures - 1)) * random.uniform(0.5, 1.5)
 
 
-def _wait(retry_state) -> float:
+def _wait(retry_state: RetryCallState) -> float:
     exc = retry_state.outcome.exception() if retry_state.outcome else None
     return delay_after(exc, retry_state.attempt_number + 1)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
@@ -26,7 +27,7 @@ FROM_SETTINGS = ("model", "judge_model", "vote_models", "temperature", "request_
                  "tool_timeout_s", "early_stop", "vote_stop_threshold", "vote_first_wave", "ok_confidence")
 
 
-def resolved(ctx: Context | dict | None = None) -> Context:
+def resolved(ctx: Context | dict[str, Any] | None = None) -> Context:
     """`ctx` (a Context, the dict an API caller sent, or nothing) with every unset field filled in."""
     if isinstance(ctx, dict):
         ctx = Context(**ctx)

@@ -164,18 +164,21 @@ def _parse_keys(spec: str | None) -> dict[str, str]:
 
 
 def _variables() -> tuple[str, ...]:
-    names = []
+    names: list[str] = []
     for name, field in Settings.model_fields.items():
         alias = field.validation_alias
-        names += list(alias.choices) if isinstance(alias, AliasChoices) else [f"PARALLAX_{name.upper()}"]
+        names += ([c for c in alias.choices if isinstance(c, str)] if isinstance(alias, AliasChoices)
+                  else [f"PARALLAX_{name.upper()}"])
     return tuple(names)
 
 
 VARIABLES = _variables()
 
 
-_ENVIRON = os.environ._data  # CPython's bytes-keyed dict behind os.environ (what setenv and putenv change)
-_KEYS = tuple(map(os.environ.encodekey, VARIABLES))
+# CPython's bytes-keyed dict behind os.environ (what setenv and putenv change); private, so not in typeshed
+_ENVIRON: dict[bytes, bytes] = os.environ._data  # type: ignore[attr-defined]
+# typeshed gives os.environ's encodekey as str -> str; CPython's encodes to the bytes keys of _ENVIRON
+_KEYS: tuple[bytes, ...] = tuple(map(os.environ.encodekey, VARIABLES))  # type: ignore[arg-type]
 
 
 def load() -> Settings:
@@ -185,7 +188,7 @@ def load() -> Settings:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(_values: tuple) -> Settings:
+def _load(_values: tuple[bytes | None, ...]) -> Settings:
     try:
         return Settings()
     except ValidationError as exc:

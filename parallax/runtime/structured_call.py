@@ -20,10 +20,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
 
 from parallax.runtime import chat_models
@@ -42,7 +43,7 @@ class ParseFailure(ValueError):
     """The model never produced JSON matching the schema."""
 
 
-def extract_json(text: str) -> dict:
+def extract_json(text: str) -> dict[str, Any]:
     """The first JSON object in a reply: code fences stripped, prose around it ignored."""
     cleaned = re.sub(r"```(?:json)?", "", text or "")
     decoder = json.JSONDecoder()
@@ -66,7 +67,7 @@ def parse_reply(text: str, schema: type[T]) -> T:
 
 
 @functools.lru_cache(maxsize=64)
-def response_format(schema: type[BaseModel], kind: str) -> dict | None:
+def response_format(schema: type[BaseModel], kind: str) -> dict[str, Any] | None:
     """The `response_format` an endpoint of this `kind` understands (PARALLAX_RESPONSE_FORMAT)."""
     json_schema = schema.model_json_schema()
     if kind == "json_object_schema":  # llama.cpp server
@@ -104,7 +105,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _checked(check: Callable, value: BaseModel) -> None:
+def _checked(check: Callable[[T], object], value: T) -> None:
     try:
         check(value)
     except ValueError as exc:
@@ -132,7 +133,7 @@ async def ask(
     max_tokens: int,
     lifecycle: Lifecycle | None = None,
     chat_model: ChatModelFactory | None = None,
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     check: Callable[[T], object] | None = None,
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
@@ -146,7 +147,7 @@ async def ask(
     re-asked like bad JSON, with the check's message, inside the same branch."""
     life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
-    call_kwargs: dict = {"temperature": temperature}
+    call_kwargs: dict[str, Any] = {"temperature": temperature}
     current = settings_mod.load()
     kind = current.structured_output
     fmt = response_format(schema, kind)
@@ -156,8 +157,9 @@ async def ask(
         call_kwargs["extra_body"] = {"max_tokens": max_tokens}
     # branch metadata for LangSmith; without tracing nobody reads it, and building a callback
     # configuration per call costs more than the rest of a fan-out branch
-    config = ({"metadata": dict(metadata or {}), "tags": ["parallax", str((metadata or {}).get("kind", "call"))],
-               "run_name": f"parallax {(metadata or {}).get('kind', 'call')}"} if current.langsmith_tracing else None)
+    config: RunnableConfig | None = (
+        {"metadata": dict(metadata or {}), "tags": ["parallax", str((metadata or {}).get("kind", "call"))],
+         "run_name": f"parallax {(metadata or {}).get('kind', 'call')}"} if current.langsmith_tracing else None)
     tokens = {"prompt": 0, "completion": 0, "total": 0}
     attempts = reasks = 0
     conversation = list(messages)

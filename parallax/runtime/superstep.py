@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
 
-_shared: weakref.WeakValueDictionary[tuple, object] = weakref.WeakValueDictionary()
+_shared: weakref.WeakValueDictionary[tuple[object, ...], object] = weakref.WeakValueDictionary()
 T = TypeVar("T")
 
 
-def _where(runtime: Runtime[Any], key: tuple) -> tuple:
+def _where(runtime: Runtime[Any], key: tuple[object, ...]) -> tuple[object, ...]:
     info = runtime.execution_info
     # the namespace without the task id names the node (and its parents); the checkpoint
     # id names the superstep; so every task of this fan-out finds the same object
@@ -28,7 +28,7 @@ def _where(runtime: Runtime[Any], key: tuple) -> tuple:
     return (id(asyncio.get_running_loop()), *where, *key)
 
 
-_held: dict[tuple, object] = {}
+_held: dict[tuple[object, ...], object] = {}
 
 
 def superstep_held(runtime: Runtime[Any], make: Callable[[], T], *key: object) -> tuple[T, Callable[[], None]]:

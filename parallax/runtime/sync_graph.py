@@ -65,14 +65,14 @@ def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
         thread.join()
 
 
-class SyncAndAsyncGraph(CompiledStateGraph):
+class SyncAndAsyncGraph(CompiledStateGraph[Any, Any, Any, Any]):
     """A compiled state graph whose synchronous `stream` and `invoke` run its async nodes (see the module)."""
 
-    def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
+    def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:
         return iterate(lambda: self.astream(input, config, **kwargs))
 
 
 def both_ways(graph: Compiled) -> Compiled:
     """`graph` (compiled by LangGraph) made usable with `invoke`/`stream` too; returns the same object."""
-    graph.__class__ = SyncAndAsyncGraph
+    graph.__class__ = SyncAndAsyncGraph  # type: ignore[assignment]  # a subclass swapped in at runtime
     return graph

@@ -15,6 +15,7 @@ Everything is plain `git` through subprocess (git 2.38+ for `merge-tree --write-
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import os
 import shlex
@@ -37,7 +38,7 @@ class PathRefused(ValueError):
     """A tool was asked for a path outside its worktree, or to write a file the task did not declare."""
 
 
-def git(repo: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def git(repo: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True,
                           timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if check and done.returncode != 0:
@@ -136,7 +137,7 @@ class Worktree:
         git(self.root, "commit", "-q", "--no-verify", "-m", message)
         return head_commit(self.root)
 
-    def changed_files(self) -> list[str]:
+    def changed_files(self) -> builtins.list[str]:  # `list` is a method of this class
         return git(self.repo, "diff", "--name-only", self.base, self.branch).stdout.split()
 
     def remove(self) -> None:

@@ -13,8 +13,10 @@ mounts the same in server/dev_app.py), and:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aegra_api.models.errors import AgentProtocolError, get_error_type
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from parallax.server import mcp_face, metrics, openai_face
@@ -25,15 +27,16 @@ app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])
 
 
-@app.exception_handler(HTTPException)
+# fastapi is installed only in the server venv, not where mypy runs (.venv): its decorators are untyped here
+@app.exception_handler(HTTPException)  # type: ignore[untyped-decorator]
 async def error_with_headers(_request: Request, exc: HTTPException) -> JSONResponse:
     body = AgentProtocolError(error=get_error_type(exc.status_code), message=exc.detail,
                               details=getattr(exc, "details", None))
     return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=exc.headers)
 
 
-@app.middleware("http")
-async def refresh_pending_runs(request: Request, call_next):
+@app.middleware("http")  # type: ignore[untyped-decorator]
+async def refresh_pending_runs(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
     if request.url.path == "/metrics":
         metrics.PENDING_RUNS.set(await pending_runs())
     return await call_next(request)

@@ -26,6 +26,7 @@ arriving at the same moment on several replicas can pass the limit by a few runs
 from __future__ import annotations
 
 import hmac
+from typing import Any
 
 from langgraph_sdk import Auth
 
@@ -48,15 +49,16 @@ def tenant_for_key(key: str | None) -> str | None:
     return found
 
 
-def key_from(headers: dict) -> str | None:
-    if headers.get("x-api-key"):
-        return headers["x-api-key"]
+def key_from(headers: dict[str, Any]) -> str | None:
+    key: str | None = headers.get("x-api-key")
+    if key:
+        return key
     scheme, _, token = (headers.get("authorization") or "").partition(" ")
     return (token.strip() or None) if scheme.lower() == "bearer" else None
 
 
 @auth.authenticate
-async def authenticate(headers: dict) -> Auth.types.MinimalUserDict:
+async def authenticate(headers: dict[str, Any]) -> dict[str, Any]:  # a MinimalUserDict plus our tenant field
     headers = {(k.decode() if isinstance(k, bytes) else k).lower(): v.decode() if isinstance(v, bytes) else v
                for k, v in headers.items()}
     tenant = tenant_for_key(key_from(headers))
@@ -66,7 +68,7 @@ async def authenticate(headers: dict) -> Auth.types.MinimalUserDict:
 
 
 @auth.on.threads
-async def own_threads(ctx: Auth.types.AuthContext, value: dict) -> dict:
+async def own_threads(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, Any]:
     """Threads carry their tenant as `owner` metadata; every read and search filters on it."""
     owner = {"owner": ctx.user.identity}
     if ctx.action == "create" and isinstance(value, dict):
@@ -82,12 +84,14 @@ async def pending_runs(tenant: str | None = None) -> int:
     query = "SELECT count(*) FROM runs WHERE status IN ('pending', 'running')"
     async with db_manager.get_engine().connect() as conn:
         if tenant is None:
-            return (await conn.execute(text(query))).scalar_one()
-        return (await conn.execute(text(query + " AND user_id = :tenant"), {"tenant": tenant})).scalar_one()
+            count: int = (await conn.execute(text(query))).scalar_one()
+        else:
+            count = (await conn.execute(text(query + " AND user_id = :tenant"), {"tenant": tenant})).scalar_one()
+        return count
 
 
 @auth.on.threads.create_run
-async def admit_run(ctx: Auth.types.AuthContext, value: dict) -> None:
+async def admit_run(ctx: Auth.types.AuthContext, value: Auth.types.RunsCreate) -> None:
     """429 with Retry-After while the tenant has PARALLAX_MAX_PENDING runs pending or running."""
     settings = settings_mod.load()
     waiting = await pending_runs(ctx.user.identity)
@@ -98,7 +102,7 @@ async def admit_run(ctx: Auth.types.AuthContext, value: dict) -> None:
                    f"retry after {settings.retry_after_s} s")
 
 
-def _namespace(value: dict) -> tuple[str | None, list[str]]:
+def _namespace(value: dict[str, Any]) -> tuple[str | None, list[str]]:
     """(the field that holds the namespace, the namespace) of a store request."""
     for field in ("namespace", "namespace_prefix", "prefix"):
         if value.get(field):
@@ -107,11 +111,11 @@ def _namespace(value: dict) -> tuple[str | None, list[str]]:
 
 
 @auth.on.store
-async def own_namespaces(ctx: Auth.types.AuthContext, value: dict) -> dict | None:
+async def own_namespaces(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, Any] | None:
     """Tenant namespaces are [prefix, tenant, ...]: a bare [prefix] means the caller's own, one naming
     another tenant is refused (403) instead of quietly coming back empty."""
     field, namespace = _namespace(value if isinstance(value, dict) else {})
-    if not namespace or namespace[0] not in TENANT_PREFIXES:
+    if field is None or not namespace or namespace[0] not in TENANT_PREFIXES:
         return None
     if len(namespace) == 1:
         return {field: [namespace[0], ctx.user.identity]}

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import RateLimitError
@@ -39,6 +41,8 @@ class ToolFailed(ToolError):
 def _caller(ctx: Context) -> tuple[str, str]:
     """(this replica's base URL, the caller's API key) of the MCP request."""
     request = ctx.request_context.request
+    if request is None:  # only over stdio, which this backend never serves
+        raise ToolFailed("not an HTTP request")
     host, port = request.scope["server"]
     key = key_from({k.lower(): v for k, v in (ctx.headers or {}).items()})
     if key is None:
@@ -49,7 +53,7 @@ def _caller(ctx: Context) -> tuple[str, str]:
 class ServerBackend:
     """Runs the tools' graphs on this server, as the caller."""
 
-    async def _run(self, graph: str, run_input: dict, ctx: Context) -> tuple[dict, str]:
+    async def _run(self, graph: str, run_input: dict[str, Any], ctx: Context) -> tuple[dict[str, Any], str]:
         url, key = _caller(ctx)
         client = get_client(url=url, api_key=key)
         try:
@@ -66,15 +70,15 @@ class ServerBackend:
             retry = exc.response.headers.get("retry-after", "a few")
             raise ToolFailed(f"the server is busy with this tenant's runs: retry after {retry} s") from None
         if failed:  # the stream says only "<Error>: execution failed"; the run keeps the message
-            run = await client.runs.get(thread["thread_id"], run_id) if run_id else {}
+            run: Mapping[str, object] = await client.runs.get(thread["thread_id"], run_id) if run_id else {}
             raise ToolFailed(run.get("error_message") or f"the {graph} run failed")
         return out, thread["thread_id"]
 
-    async def solve(self, run_input: dict, ctx: Context) -> RunResult:
+    async def solve(self, run_input: dict[str, Any], ctx: Context) -> RunResult:
         out, thread_id = await self._run("solve", run_input, ctx)
         return run_result(out, thread_id)
 
-    async def plan(self, run_input: dict, ctx: Context) -> RunResult:
+    async def plan(self, run_input: dict[str, Any], ctx: Context) -> RunResult:
         out, thread_id = await self._run("plan", run_input, ctx)
         return run_result(out, thread_id)
 
@@ -94,15 +98,15 @@ class McpEndpoint:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
         self.manager = self.server.session_manager
         self._ready: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def _started(self) -> None:
         if self._ready is None:
-            self._ready = asyncio.Event()
+            ready = self._ready = asyncio.Event()
 
             async def keep_running() -> None:
                 async with self.manager.run():
-                    self._ready.set()
+                    ready.set()
                     await asyncio.Event().wait()
 
             self._task = asyncio.create_task(keep_running())

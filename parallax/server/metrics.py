@@ -67,7 +67,7 @@ def _raise_version(playbook: str | None, version: Any) -> None:
         PLAYBOOK_VERSION.labels(playbook=playbook).set(version)
 
 
-def count_solve(inputs: dict, outputs: dict) -> str:
+def count_solve(inputs: dict[str, Any], outputs: dict[str, Any]) -> str:
     """Count a finished solve run's branches and dead letters; its status."""
     for branch in outputs.get("branches") or []:
         kind, status = branch.get("kind", "unknown"), branch.get("status", "unknown")
@@ -89,7 +89,7 @@ class RunMetrics(BaseCallbackHandler):
 
     def __init__(self, graph: str) -> None:
         self.graph = graph
-        self.inputs: dict[UUID, dict] = {}
+        self.inputs: dict[UUID, dict[str, Any]] = {}
         self.root_of: dict[UUID, UUID] = {}
         self.children: dict[UUID, list[UUID]] = {}
         self.interrupted: set[UUID] = set()
@@ -105,7 +105,7 @@ class RunMetrics(BaseCallbackHandler):
             self.root_of[run_id] = root
             self.children[root].append(run_id)
 
-    def _finish(self, run_id: UUID) -> tuple[dict, bool]:
+    def _finish(self, run_id: UUID) -> tuple[dict[str, Any], bool]:
         for child in self.children.pop(run_id, []):
             self.root_of.pop(child, None)
         interrupted = run_id in self.interrupted

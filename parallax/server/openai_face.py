@@ -40,8 +40,8 @@ import contextlib
 import json
 import time
 import weakref
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from starlette.applications import Starlette
@@ -53,6 +53,9 @@ from starlette.types import Receive, Scope, Send
 from parallax.server.openai_replies import ChunkWriter, completion, progress
 from parallax.server.openai_request import MODELS, Refusal, RunRequest, parse
 
+if TYPE_CHECKING:
+    from langgraph_sdk.client import LangGraphClient
+
 CREATED = 1767225600  # 2026-01-01: when these model names were first served
 LOOPBACK_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
 """No read timeout: a run takes as long as its branches do; the caller's own client decides how long to wait."""
@@ -61,7 +64,7 @@ OPENAI_KIND = {400: "invalid_request_error", 401: "invalid_request_error", 403: 
                429: "requests"}
 OPENAI_CODE = {401: "invalid_api_key", 403: "permission_denied", 404: "not_found", 429: "rate_limit_exceeded"}
 
-_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, LangGraphClient]] = weakref.WeakKeyDictionary()
 """event loop -> {base url: langgraph-sdk client}: one connection pool per loop, no credentials in it."""
 
 
@@ -72,14 +75,15 @@ def self_url(request: Request) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def loopback(request: Request):
+def loopback(request: Request) -> LangGraphClient:
     from langgraph_sdk import get_client
 
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
     url = self_url(request)
     if url not in per_loop:
         # api_key=None: never the server's own LANGSMITH_API_KEY & co. from the environment
-        per_loop[url] = get_client(url=url, api_key=None, timeout=LOOPBACK_TIMEOUT)
+        # langgraph-sdk annotates `timeout` as numbers only; it hands it to httpx, which takes a Timeout
+        per_loop[url] = get_client(url=url, api_key=None, timeout=LOOPBACK_TIMEOUT)  # type: ignore[arg-type]
     return per_loop[url]
 
 
@@ -168,7 +172,7 @@ class RunReply(Response):
         super().__init__()
         self.asked, self.client, self.caller = asked, client, headers
 
-    async def events(self) -> AsyncIterator[Any]:
+    async def events(self) -> AsyncGenerator[Any, None]:
         thread = await self.client.threads.create(metadata={"graph_id": self.asked.graph, "face": "openai",
                                                             "model": self.asked.model}, headers=self.caller)
         self.thread_id = thread["thread_id"]
@@ -220,7 +224,8 @@ class RunReply(Response):
             raise LookupError(f"thread {self.thread_id} has no run")
         return str(runs[0]["run_id"])
 
-    async def follow(self, events: AsyncIterator[Any], on_update=None) -> dict:
+    async def follow(self, events: AsyncIterator[Any],
+                     on_update: Callable[[Any], Awaitable[None]] | None = None) -> dict[str, Any]:
         """The run's last state, or RuntimeError with the run's own error message.
 
         A stream that ends with Aegra's `end` event carried the run's final state. One that closes
@@ -228,7 +233,7 @@ class RunReply(Response):
         executed by another replica has closed, under load, without the run's events (2 of 200 runs
         in bench.serve). Then the run is joined and its final state read from the thread, as any
         langgraph-sdk client would."""
-        state: dict = {}
+        state: dict[str, Any] = {}
         ended = False
         async for part in events:
             if part.event == "values" and isinstance(part.data, dict):
@@ -288,7 +293,7 @@ app = Starlette(routes=[Route("/models", list_models, methods=["GET"]), Route("/
 """Mounted at /v1 by both servers' apps."""
 
 
-async def send_json(send: Send, body: dict, status: int, headers: dict[str, str] | None = None) -> None:
+async def send_json(send: Send, body: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> None:
     raw = json.dumps(body, ensure_ascii=False).encode()
     extra = [(k.lower().encode(), str(v).encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status,

@@ -27,7 +27,7 @@ from typing import Any
 REPORTED = ("status", "confidence", "vote_counts", "reason", "mode", "trace_id")
 
 
-def usage(state: dict) -> dict[str, int]:
+def usage(state: dict[str, Any]) -> dict[str, int]:
     """Tokens of every branch of the run, summed."""
     totals = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     for branch in state.get("branches") or []:
@@ -38,12 +38,12 @@ def usage(state: dict) -> dict[str, int]:
     return totals
 
 
-def report(state: dict, thread_id: str, run_id: str) -> dict[str, Any]:
+def report(state: dict[str, Any], thread_id: str, run_id: str) -> dict[str, Any]:
     """The reply's `parallax` field."""
     return {**{key: state.get(key) for key in REPORTED}, "thread_id": thread_id, "run_id": run_id}
 
 
-def answer(state: dict, typed: bool) -> tuple[str | None, str | None]:
+def answer(state: dict[str, Any], typed: bool) -> tuple[str | None, str | None]:
     """(content, refusal) of the reply."""
     text = state.get("answer") or ""
     if typed:
@@ -55,7 +55,7 @@ def answer(state: dict, typed: bool) -> tuple[str | None, str | None]:
     return None, f"Parallax run {state.get('status') or 'failed'}: {why}"
 
 
-def completion(state: dict, *, model: str, run_id: str, thread_id: str, created: int, typed: bool) -> dict[str, Any]:
+def completion(state: dict[str, Any], *, model: str, run_id: str, thread_id: str, created: int, typed: bool) -> dict[str, Any]:
     content, refusal = answer(state, typed)
     return {"id": f"chatcmpl-{run_id}", "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": refusal},
@@ -70,7 +70,7 @@ class ChunkWriter:
         self.model, self.run_id, self.thread_id, self.created = model, run_id, thread_id, created
         self.include_usage = include_usage
 
-    def _chunk(self, choices: list[dict], **extra: Any) -> str:
+    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> str:
         body = {"id": f"chatcmpl-{self.run_id}", "object": "chat.completion.chunk", "created": self.created,
                 "model": self.model, "choices": choices, **extra}
         if self.include_usage and "usage" not in body:
@@ -85,7 +85,7 @@ class ChunkWriter:
         return self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                              "finish_reason": None}], parallax={"thread_id": self.thread_id, "run_id": self.run_id})
 
-    def finish(self, state: dict, typed: bool) -> list[str]:
+    def finish(self, state: dict[str, Any], typed: bool) -> list[str]:
         content, refusal = answer(state, typed)
         out = [self.delta(content=content)] if content else [self.delta(refusal=refusal)]
         out.append(self._chunk([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}],
@@ -128,7 +128,7 @@ def progress(update: Any) -> list[str]:
     return lines
 
 
-def branch_line(branch: dict) -> str:
+def branch_line(branch: dict[str, Any]) -> str:
     said = branch.get("vote")
     if said is None and isinstance(branch.get("output"), dict):
         said = branch["output"].get("answer")

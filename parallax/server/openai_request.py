@@ -79,7 +79,7 @@ class RunRequest:
     """With a JSON schema: the answer is the object's JSON text."""
 
 
-def _text(message: dict, where: str) -> str:
+def _text(message: dict[str, Any], where: str) -> str:
     content = message.get("content")
     if content is None:
         return ""
@@ -147,7 +147,7 @@ def output_schema(response_format: Any) -> dict[str, Any] | None:
     return schema
 
 
-def refuse_what_cannot_run(body: dict) -> None:
+def refuse_what_cannot_run(body: dict[str, Any]) -> None:
     """OpenAI fields Parallax cannot honour."""
     if body.get("n") not in (None, 1):
         raise Refusal(f"n must be 1, got {body['n']!r}: a run merges its branches into one answer (ask parallax-vote "
@@ -164,7 +164,7 @@ def refuse_what_cannot_run(body: dict) -> None:
         raise Refusal("stream_options is only allowed when stream is true", param="stream_options")
 
 
-def options(body: dict) -> dict[str, Any]:
+def options(body: dict[str, Any]) -> dict[str, Any]:
     extra = body.get("parallax") or {}
     if not isinstance(extra, dict):
         raise Refusal("parallax must be an object of options: " + ", ".join(OPTIONS), param="parallax")
@@ -175,7 +175,7 @@ def options(body: dict) -> dict[str, Any]:
     return dict(extra)
 
 
-def run_context(extra: dict) -> tuple[dict[str, Any], Context]:
+def run_context(extra: dict[str, Any]) -> tuple[dict[str, Any], Context]:
     """(the context sent with the run, the resolved Context its input is checked with)."""
     ctx = extra.pop("context", None) or {}
     names = {f.name for f in dataclasses.fields(Context)} - set(CODE_CONTEXT)

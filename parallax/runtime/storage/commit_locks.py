@@ -19,9 +19,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from parallax.runtime.storage.namespaces import StoreError
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 
 class CommitLock(Protocol):
@@ -30,11 +33,11 @@ class CommitLock(Protocol):
 
 
 _REGISTRY_GUARD = threading.Lock()
-_THREAD_LOCKS: dict[tuple, threading.Lock] = {}
-_FILE_LOCKS: dict[str, Any] = {}
+_THREAD_LOCKS: dict[tuple[str, str], threading.Lock] = {}
+_FILE_LOCKS: dict[str, FileLock] = {}
 
 
-def _thread_lock(key: tuple) -> threading.Lock:
+def _thread_lock(key: tuple[str, str]) -> threading.Lock:
     """One lock per key for the whole process, shared by every thread and event loop."""
     with _REGISTRY_GUARD:
         return _THREAD_LOCKS.setdefault(key, threading.Lock())
@@ -73,7 +76,7 @@ class FileCommitLock:
         self.path = str(Path(path).resolve())
         self.timeout = timeout
 
-    def _file_lock(self):
+    def _file_lock(self) -> FileLock:
         from filelock import FileLock
 
         with _REGISTRY_GUARD:

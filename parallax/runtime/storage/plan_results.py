@@ -10,6 +10,8 @@ a dependant must see the same result after a resume as before, and the checkpoin
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.store.base import BaseStore
 
 from parallax.runtime.storage.namespaces import check_tenant, plan_results_namespace
@@ -22,12 +24,12 @@ class PlanResults:
     def __init__(self, store: BaseStore | None, tenant: str, trace_id: str) -> None:
         self.store, self.namespace = store, plan_results_namespace(check_tenant(tenant), trace_id)
 
-    async def save(self, record: dict) -> None:
+    async def save(self, record: dict[str, Any]) -> None:
         if self.store is not None:
             await call_store(self.store, "put", self.namespace, f"{record['round']}.{record['id']}", record,
                              index=False)
 
-    async def load(self, round_: int) -> dict[int, dict]:
+    async def load(self, round_: int) -> dict[int, dict[str, Any]]:
         """Task id -> record of the tasks of `round_` that finished (in any process)."""
         if self.store is None:
             return {}

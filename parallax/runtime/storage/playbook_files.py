@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -19,7 +20,7 @@ MD_META = re.compile(r"^  <!-- pb: (\{.*\}) -->$")
 MD_HEAD = re.compile(r"^<!-- parallax-playbook: (\{.*\}) -->$")
 
 
-def diff_items(before: list[PlaybookItem], after: list[PlaybookItem]) -> dict:
+def diff_items(before: list[PlaybookItem], after: list[PlaybookItem]) -> dict[str, Any]:
     """Added items, changed ones (before/after of the fields that differ) and archived ones
     (active before, archived or gone after). Used for version diffs and the approval prompt."""
     old, new = {i.id: i for i in before}, {i.id: i for i in after}
@@ -71,7 +72,7 @@ def to_markdown(pv: PlaybookVersion) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _from_markdown(text: str) -> list[dict]:
+def _from_markdown(text: str) -> list[dict[str, Any]]:
     items, section, lines, n = [], "general", text.split("\n"), 0
     while n < len(lines):
         line = lines[n]

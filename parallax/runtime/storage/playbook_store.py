@@ -29,6 +29,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from langgraph.store.base import BaseStore
 
@@ -70,17 +71,17 @@ class PlaybookStore:
         self.lock = lock or LocalLock()
         self.page_size = page_size
 
-    async def _call(self, method: str, *args, **kwargs):
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return await call_store(self.store, method, *args, **kwargs)
 
-    async def _get(self, name: str, key: str) -> dict | None:
+    async def _get(self, name: str, key: str) -> dict[str, Any] | None:
         item = await self._call("get", playbook_namespace(self.tenant, name), key)
         return None if item is None else dict(item.value)
 
-    async def _put(self, name: str, key: str, value: dict) -> None:
+    async def _put(self, name: str, key: str, value: dict[str, Any]) -> None:
         await self._call("put", playbook_namespace(self.tenant, name), key, value, index=False)
 
-    async def _scan(self, name: str) -> dict[str, dict]:
+    async def _scan(self, name: str) -> dict[str, dict[str, Any]]:
         """Every record of a playbook (paged: see runtime/storage/store_calls.py)."""
         return await scan(self.store, playbook_namespace(self.tenant, name), self.page_size)
 
@@ -102,7 +103,8 @@ class PlaybookStore:
         return PlaybookVersion.model_validate(value) if value else PlaybookVersion(name=name, version=0, parent=None, items=[])
 
     async def names(self) -> list[str]:
-        found, offset = set(), 0
+        found: set[str] = set()
+        offset = 0
         while True:
             page = await self._call("list_namespaces", prefix=("playbooks", self.tenant), max_depth=3,
                                     limit=self.page_size, offset=offset)
@@ -144,13 +146,13 @@ class PlaybookStore:
                 versions[missing] = PlaybookVersion.model_validate(value)
         return [versions[v] for v in sorted(versions)]
 
-    async def quarantined(self, name: str) -> list[dict]:
+    async def quarantined(self, name: str) -> list[dict[str, Any]]:
         """Lessons held back by screening, oldest first."""
         self._check_name(name)
         records = await self._scan(name)
         return sorted((v for k, v in records.items() if k.startswith("quarantine-")), key=lambda q: (q["created_at"], q["id"]))
 
-    async def quarantine(self, name: str, entries: list[dict]) -> None:
+    async def quarantine(self, name: str, entries: list[dict[str, Any]]) -> None:
         """Keep screened-out lessons for inspection (they never reach a version)."""
         self._check_name(name)
         for entry in entries:
@@ -164,7 +166,7 @@ class PlaybookStore:
 
     # --- writing ---------------------------------------------------------------------
 
-    async def _append(self, name: str, build: Callable[[PlaybookVersion], dict]) -> PlaybookVersion:
+    async def _append(self, name: str, build: Callable[[PlaybookVersion], dict[str, Any]]) -> PlaybookVersion:
         """The critical section: read the real head, build the next version from it, write
         the immutable version record, then move the head. A version record found beyond the
         head (a writer died between the two writes) is adopted as the head first, so an
@@ -182,7 +184,7 @@ class PlaybookStore:
             return new
 
     async def commit(self, name: str, base_version: int, operations: list[Operation], created_by: str,
-                     gate: dict | None = None, note: str = "") -> PlaybookVersion:
+                     gate: dict[str, Any] | None = None, note: str = "") -> PlaybookVersion:
         """Apply `operations` to version `base_version` and make the result the new head.
         If the head has moved past `base_version`, the operations are re-applied to the new head."""
         if base_version < 0:
@@ -190,7 +192,7 @@ class PlaybookStore:
         operations, held = screen_operations([Operation.model_validate(op) for op in operations], f"commit by {created_by}")
         await self.quarantine(name, held)
 
-        def build(head: PlaybookVersion) -> dict:
+        def build(head: PlaybookVersion) -> dict[str, Any]:
             if base_version > head.version:
                 raise PlaybookError(f"playbook {name!r} has no version {base_version} (latest is {head.version}): "
                                     f"commit against a version you read from the store")
@@ -205,7 +207,7 @@ class PlaybookStore:
         return await self._append(name, build)
 
     async def reject(self, name: str, base_version: int, operations: list[Operation], created_by: str,
-                     gate: dict | None, reason: str) -> str:
+                     gate: dict[str, Any] | None, reason: str) -> str:
         """Keep a candidate the gate turned down, for inspection; the head does not move."""
         base = await self.get(name, base_version)
         operations, held = screen_operations([Operation.model_validate(op) for op in operations], f"candidate by {created_by}")
@@ -228,7 +230,7 @@ class PlaybookStore:
 
     # --- comparing, export, import ---------------------------------------------------
 
-    async def diff(self, name: str, a: int, b: int) -> dict:
+    async def diff(self, name: str, a: int, b: int) -> dict[str, Any]:
         """Items added in b, changed between a and b, and archived (see `diff_items`)."""
         va, vb = await self.get(name, a), await self.get(name, b)
         return {"playbook": name, "from": a, "to": b, **diff_items(va.items, vb.items)}

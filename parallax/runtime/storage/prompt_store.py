@@ -13,6 +13,7 @@ rollback is a new version equal to an old one.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp
 
@@ -34,7 +35,7 @@ def check_prompt_name(name: str) -> str:
     return name
 
 
-def default_version(name: str) -> dict:
+def default_version(name: str) -> dict[str, Any]:
     """Version 0: the template in prompts/templates.py."""
     return {"name": name, "version": 0, "parent": None, **DEFAULTS[name].text(), "created_by": "code",
             "created_at": "", "gate": {}, "note": "default template (prompts/templates.py)"}
@@ -56,11 +57,11 @@ class PromptStore:
     def labels(self, name: str) -> LabelStore:
         return LabelStore(self.store, self._ns(name), self.lock, f"prompt {name!r}")
 
-    async def head(self, name: str) -> dict:
+    async def head(self, name: str) -> dict[str, Any]:
         item = await call_store(self.store, "get", self._ns(name), "head")
         return dict(item.value) if item is not None else default_version(name)
 
-    async def get(self, name: str, version: int) -> dict:
+    async def get(self, name: str, version: int) -> dict[str, Any]:
         if version == 0:
             return default_version(name)
         item = await call_store(self.store, "get", self._ns(name), _key(version))
@@ -70,7 +71,7 @@ class PromptStore:
                              f"see `parallax prompts history {name}`")
         return dict(item.value)
 
-    async def heads_and_labels(self, names: tuple[str, ...]) -> dict[str, tuple[dict, dict]]:
+    async def heads_and_labels(self, names: tuple[str, ...]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         """For each name, (head, labels) in one batched read (a solve run reads four prompts per run)."""
         ops = [GetOp(self._ns(n), key) for n in names for key in ("head", LABELS_KEY)]
         found = await call_store(self.store, "batch", ops)
@@ -81,13 +82,13 @@ class PromptStore:
                          {**empty_labels(), **dict(labels.value)} if labels else empty_labels())
         return out
 
-    async def history(self, name: str) -> list[dict]:
+    async def history(self, name: str) -> list[dict[str, Any]]:
         """Every version, oldest first, version 0 (the default) included."""
         records = await scan(self.store, self._ns(name))
         versions = [v for k, v in records.items() if k.startswith("v") and k[1:].isdigit()]
         return [default_version(name), *sorted(versions, key=lambda v: v["version"])]
 
-    async def candidates(self, name: str) -> list[dict]:
+    async def candidates(self, name: str) -> list[dict[str, Any]]:
         records = await scan(self.store, self._ns(name))
         return sorted((v for k, v in records.items() if k.startswith("candidate-")), key=lambda c: c["created_at"])
 
@@ -97,8 +98,8 @@ class PromptStore:
         if found:
             raise StoreError(f"prompt {name!r}: " + "; ".join(found))
 
-    async def commit(self, name: str, system: str, user: str, created_by: str, gate: dict | None = None,
-                     note: str = "") -> dict:
+    async def commit(self, name: str, system: str, user: str, created_by: str, gate: dict[str, Any] | None = None,
+                     note: str = "") -> dict[str, Any]:
         """A new head version with these texts (checked first: a bad template is refused, nothing written)."""
         self.check_text(name, system, user)
         async with self.lock.hold(f"prompt/{self.tenant}/{name}"):
@@ -110,7 +111,9 @@ class PromptStore:
             await call_store(self.store, "put", self._ns(name), "head", record, index=False)
             return record
 
-    async def reject(self, name: str, system: str, user: str, created_by: str, gate: dict, reason: str) -> dict:
+    async def reject(
+        self, name: str, system: str, user: str, created_by: str, gate: dict[str, Any], reason: str
+    ) -> dict[str, Any]:
         """Keep an edit the gate turned down, for inspection; the head does not move."""
         head = await self.head(name)
         record = {"name": name, "candidate_id": uuid.uuid4().hex[:12], "parent": head["version"], "system": system,
@@ -118,7 +121,7 @@ class PromptStore:
         await call_store(self.store, "put", self._ns(name), f"candidate-{record['candidate_id']}", record, index=False)
         return record
 
-    async def rollback(self, name: str, version: int, created_by: str) -> dict:
+    async def rollback(self, name: str, version: int, created_by: str) -> dict[str, Any]:
         """A new head whose texts equal version `version`'s; nothing is deleted."""
         target = await self.get(name, version)
         return await self.commit(name, target["system"], target["user"], created_by, {"rollback_to": version},

@@ -42,10 +42,15 @@ def _file_lock(home: Path) -> FileCommitLock:
     return FileCommitLock(home / "playbooks.lock")
 
 
-def lock_for(store: BaseStore | None) -> CommitLock:
-    """The commit lock writers of `store` share."""
+def _present(store: BaseStore | None) -> BaseStore:
     if store is None:
         raise RuntimeError("this graph needs a store: compile it with one (the CLI and langgraph dev do)")
+    return store
+
+
+def lock_for(store: BaseStore | None) -> CommitLock:
+    """The commit lock writers of `store` share."""
+    store = _present(store)
     if in_memory(store):  # one process: no file to lock (and no blocking I/O in async nodes)
         return LocalLock()
     settings = settings_mod.load()
@@ -57,25 +62,29 @@ def lock_for(store: BaseStore | None) -> CommitLock:
 def in_memory(store: BaseStore) -> bool:
     """An in-memory store, also when wrapped (`langgraph dev` hands nodes its in-memory store inside a
     batching store that keeps it as `_store`)."""
+    current: object = store
     for _ in range(4):
-        if isinstance(store, InMemoryStore):
+        if isinstance(current, InMemoryStore):
             return True
-        store = getattr(store, "_store", None)
+        current = getattr(current, "_store", None)
     return False
 
 
 def playbooks_in(store: BaseStore | None, tenant: str = "default") -> PlaybookStore:
     """The playbooks of one tenant in `store`; a bad tenant name raises StoreError."""
+    store = _present(store)
     return PlaybookStore(store, lock=lock_for(store), tenant=tenant)
 
 
 def prompts_in(store: BaseStore | None, tenant: str = "default") -> PromptStore:
     """The prompt versions of one tenant in `store` (runtime/storage/prompt_store.py)."""
+    store = _present(store)
     return PromptStore(store, lock=lock_for(store), tenant=tenant)
 
 
 def traces_in(store: BaseStore | None, tenant: str = "default") -> TraceStore:
     """The traces and dead letters of one tenant, with the lock feedback writes take."""
+    store = _present(store)
     return TraceStore(store, tenant, lock=lock_for(store))
 
 

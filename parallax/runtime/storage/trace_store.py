@@ -14,6 +14,8 @@ run's answer matched it, under the same lock.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.store.base import BaseStore
 
 from parallax.runtime.redaction import redact_value
@@ -31,15 +33,15 @@ class TraceStore:
     def __init__(self, store: BaseStore, tenant: str = "default", lock: CommitLock | None = None) -> None:
         self.store, self.tenant, self.lock = store, check_tenant(tenant), lock or LocalLock()
 
-    async def _call(self, method: str, *args, **kwargs):
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return await call_store(self.store, method, *args, **kwargs)
 
     # --- traces ----------------------------------------------------------------------
 
-    async def put_trace(self, trace: dict) -> None:
+    async def put_trace(self, trace: dict[str, Any]) -> None:
         await self._call("put", traces_namespace(self.tenant), trace["trace_id"], redact_value(trace), index=False)
 
-    async def get_trace(self, trace_id: str) -> dict:
+    async def get_trace(self, trace_id: str) -> dict[str, Any]:
         """The trace with this id, or with this id's start (the short id tables show: at least SHORT_PREFIX
         characters, and only one trace of the tenant may start with it)."""
         item = await self._call("get", traces_namespace(self.tenant), trace_id)
@@ -56,12 +58,12 @@ class TraceStore:
         raise NotFound(f"no trace {trace_id!r} for tenant {self.tenant!r}: "
                        f"use the trace id `parallax run` printed (and the same --tenant)")
 
-    async def traces(self) -> list[dict]:
+    async def traces(self) -> list[dict[str, Any]]:
         """Every trace of the tenant, oldest first."""
         found = await scan(self.store, traces_namespace(self.tenant))
         return sorted(found.values(), key=lambda t: (t.get("created_at", ""), t["trace_id"]))
 
-    async def add_feedback(self, trace_id: str, entry: dict) -> tuple[dict, dict]:
+    async def add_feedback(self, trace_id: str, entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Append a (redacted) feedback entry to a trace; (the trace before, the trace after).
         An unknown trace raises StoreError and writes nothing."""
         trace_id = (await self.get_trace(trace_id))["trace_id"]  # a short id names its whole one
@@ -71,7 +73,7 @@ class TraceStore:
             await self._call("put", traces_namespace(self.tenant), trace_id, after, index=False)
             return before, after
 
-    async def set_outcome(self, trace_id: str, outcome: dict) -> tuple[dict, dict]:
+    async def set_outcome(self, trace_id: str, outcome: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Set a trace's `target`, `correct` and `scorer` (redacted); (the trace before, the trace after).
         An unknown trace raises StoreError and writes nothing."""
         async with self.lock.hold(f"feedback/{self.tenant}/{trace_id}"):
@@ -82,22 +84,22 @@ class TraceStore:
 
     # --- dead letters ------------------------------------------------------------------
 
-    async def put_dead_letter(self, letter: dict) -> None:
+    async def put_dead_letter(self, letter: dict[str, Any]) -> None:
         await self._call("put", dead_letters_namespace(self.tenant), letter["id"], letter, index=False)
 
-    async def get_dead_letter(self, branch_id: str) -> dict:
+    async def get_dead_letter(self, branch_id: str) -> dict[str, Any]:
         item = await self._call("get", dead_letters_namespace(self.tenant), branch_id)
         if item is None:
             raise NotFound(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
         return dict(item.value)
 
-    async def dead_letters(self) -> list[dict]:
+    async def dead_letters(self) -> list[dict[str, Any]]:
         """Every dead letter of the tenant, oldest first."""
         found = await scan(self.store, dead_letters_namespace(self.tenant))
         return sorted(found.values(), key=lambda d: (d["escalated_at"], d["id"]))
 
 
-def dead_letter(record: dict, trace: dict) -> dict:
+def dead_letter(record: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
     """The dead-letter entry of one escalated branch record."""
     return {"id": record["id"], "trace_id": trace["trace_id"], "tenant": trace["tenant"], "kind": record["kind"],
             "input": record.get("input"), "error": redact_value(record.get("error") or record["status"]),
