@@ -54,13 +54,12 @@ def read_input_document(state: SolveState) -> SolveState:
     if not isinstance(state["document"], bytes | dict) and authenticated_tenant() is not None:
         raise InvalidInput('on the graph API a document is sent as {"name": ..., "base64": ...}, not as a path: '
                            "the server reads no file of its own disk for a caller")
-    from parallax.runtime.documents import DocumentError, document_from_input
+    from parallax.runtime.documents import DocumentError, document_from_input, run_input
 
     try:
-        document = document_from_input(state["document"])
+        return {**state, **run_input(document_from_input(state["document"]))}
     except DocumentError as exc:
         raise InvalidInput(str(exc)) from None
-    return {**state, "task": document.text, "pages": list(document.pages) if document.paged else []}
 
 
 async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:

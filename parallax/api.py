@@ -77,17 +77,12 @@ def _payload(task: str | None, question: str, document: Any, mode: str, schema: 
     if document is not None:
         if task is not None:
             raise InvalidInput("give the task as text or as a document, not both")
-        from parallax.runtime.documents import DocumentError, read_document
+        from parallax.runtime.documents import DocumentError, document_from_input, run_input
 
         try:
-            read = read_document(document) if isinstance(document, str | bytes | os.PathLike) else None
+            payload.update(run_input(document_from_input(document)))
         except DocumentError as exc:
             raise InvalidInput(str(exc)) from None
-        if read is None:
-            raise InvalidInput(f"document must be a path or bytes, got {type(document).__name__}")
-        payload["task"] = read.text
-        if read.paged:
-            payload["pages"] = list(read.pages)
     else:
         payload["task"] = task
     if schema is not None:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from bs4 import Tag
@@ -368,7 +368,10 @@ def read_document(source: str | os.PathLike[str] | bytes, name: str = "") -> Doc
 
 
 def document_from_input(value: object) -> Document:
-    """A graph input's `document`: a path (str), raw bytes, or {"name": str, "base64": str}; anything else -> DocumentError."""
+    """A graph input's `document`: a path (str or path-like), raw bytes, or {"name": str, "base64": str}; anything
+    else -> DocumentError."""
+    if isinstance(value, os.PathLike):
+        return read_document(value)
     if isinstance(value, str):
         if not value.strip():
             raise DocumentError("document is an empty path: give a file path, bytes or {\"name\", \"base64\"}")
@@ -386,3 +389,15 @@ def document_from_input(value: object) -> Document:
             raise DocumentError(f"{label} is not valid base64: send the file's bytes base64-encoded") from None
         return read_document(data, name=Path(name).name)
     raise DocumentError(f"document must be a path, bytes or {{\"name\": ..., \"base64\": ...}}, got {type(value).__name__}")
+
+
+class RunInput(TypedDict):
+    """The graph input keys a document stands for."""
+
+    task: str
+    pages: list[str]
+
+
+def run_input(document: Document) -> RunInput:
+    """The graph input a document stands for: its text as `task`, and its pages when it has real ones (a PDF)."""
+    return {"task": document.text, "pages": list(document.pages) if document.paged else []}
