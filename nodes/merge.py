@@ -23,7 +23,7 @@ from parallax.logic.routing import votes_of
 from parallax.logic.run_status import final_status
 from parallax.logic.stopping import decide
 from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome
-from parallax.logic.vote import final_value, normalize_answer, quorum, quorum_shortfall, tally
+from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
 from parallax.runtime.run_context import context_of
 from parallax.state.context import Context, filled
 from parallax.state.payloads import BUSINESS, Answer, BranchRecord, SliceFinding
@@ -83,14 +83,14 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         answers = [Answer.model_validate(r.output).answer for r in ok]
         most = votes_of(state)
         if adaptive(state, ctx):
-            decision = decide(list(Counter(final_value(a) for a in answers).values()), len(business), most,
+            decision = decide(list(Counter(r.vote for r in ok).values()), len(business), most,
                               threshold=filled(ctx.vote_stop_threshold), first_wave=filled(ctx.vote_first_wave),
                               min_leader=min_votes or 0)
             if not decision.stop:  # another wave (graphs/solve.py sends it), then this merge again
-                return {"votes_asked": len(business), "next_wave": decision.next_wave}
+                return {**asked, "next_wave": decision.next_wave}
             stop = decision.reason
         else:
-            stop = f"asked all {most} votes (early stopping off)" if state.get("output_schema") is None else ""
+            stop = f"asked all {most} votes (early stopping off)"
         shortfall = quorum_shortfall(len(ok), len(business), min_votes)
         winner, votes = tally(answers, quorum(len(business), min_votes))
         winner = None if shortfall else winner
@@ -101,7 +101,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         note = shortfall or ("" if settled else f"no answer reached {quorum(len(business), min_votes)} of {len(business)} votes")
         verification["rules"] = {"quorum": quorum(len(business), min_votes), "valid_votes": len(ok),
                                  "asked": len(business), "quorum_met": not shortfall}
-        extra = {"votes_asked": len(business), "next_wave": 0, "stop_reason": stop}
+        extra = {**asked, "stop_reason": stop}
     elif route == "section":
         facts, relevant = _check_sections(ok, state.get("slices") or [])
         answer = _assemble_sections(facts)
