@@ -18,7 +18,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import PARALLAX, Cluster, readme_retry_helper, two_replicas
+from tests.support.aegra_cluster import PARALLAX, Cluster, fill_pending, readme_retry_helper, two_replicas
 from tests.support.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
@@ -58,10 +58,6 @@ def cluster(tmp_path_factory):
         yield running
 
 
-def live(cluster: Cluster):
-    a, b = [r for r in cluster.replicas if r.alive()][:2]
-    return a, b
-
 
 def client(replica, tenant: str = "acme"):
     from langgraph_sdk import get_client
@@ -78,12 +74,6 @@ def cli(cluster: Cluster, *args: str) -> dict | list:
     return json.loads(done.stdout)
 
 
-def set_latency(cluster: Cluster, ms: float) -> None:
-    set_model(cluster, latency_ms=ms)
-
-
-def set_model(cluster: Cluster, **fields) -> None:
-    cluster.model.config = cluster.model.config.model_copy(update=fields)
 
 
 async def scrape(replica) -> dict[str, float]:
@@ -107,7 +97,7 @@ SECTIONS = "\n\n".join(f"# {title}\n\n" + f"The team discussed {title.lower()} a
 
 
 async def test_vote_and_section_runs_on_two_replicas_wait_and_stream(cluster):
-    a, b = live(cluster)
+    a, b = cluster.live()
     thread = await client(a).threads.create()
     vote = await client(a).runs.wait(thread["thread_id"], "solve", input={"task": "What is 6 * 7?", "mode": "vote",
                                                                           "votes": 3})
@@ -138,7 +128,7 @@ async def test_vote_and_section_runs_on_two_replicas_wait_and_stream(cluster):
 
 
 async def test_keys_name_tenants_and_tenants_never_see_each_other(cluster):
-    a, b = live(cluster)
+    a, b = cluster.live()
     thread = await client(a).threads.create()
     done = await client(a).runs.wait(thread["thread_id"], "solve", input={"task": "What is 2 + 2?", "mode": "direct"})
     async with httpx.AsyncClient(trust_env=False) as h:
@@ -168,15 +158,11 @@ async def test_keys_name_tenants_and_tenants_never_see_each_other(cluster):
 async def test_overload_gets_429_with_retry_after_and_the_documented_client_gets_through(cluster):
     from langgraph_sdk.errors import RateLimitError
 
-    a, b = live(cluster)
+    a, b = cluster.live()
     busy = client(a, "busy")
-    set_latency(cluster, 1500)
+    cluster.set_model(latency_ms=1500)
     try:
-        accepted = []
-        for _ in range(MAX_PENDING):
-            thread = await busy.threads.create()
-            run = await busy.runs.create(thread["thread_id"], "solve", input={"task": "What is 1 + 1?", "mode": "direct"})
-            accepted.append((thread["thread_id"], run["run_id"]))
+        accepted = await fill_pending(busy, MAX_PENDING)
         thread = await client(b, "busy").threads.create()
         with pytest.raises(RateLimitError) as refused:
             await client(b, "busy").runs.create(thread["thread_id"], "solve", input={"task": "What is 1 + 1?"})
@@ -204,7 +190,7 @@ async def test_overload_gets_429_with_retry_after_and_the_documented_client_gets
             await busy.runs.join(thread_id, run_id)
             assert (await busy.runs.get(thread_id, run_id))["status"] == "success"
     finally:
-        set_latency(cluster, 20)
+        cluster.set_model(latency_ms=20)
     import psycopg
 
     with psycopg.connect(cluster.database_url) as conn:
@@ -213,7 +199,7 @@ async def test_overload_gets_429_with_retry_after_and_the_documented_client_gets
 
 
 async def test_metrics_move_with_runs_and_carry_no_tenant(cluster):
-    a, b = live(cluster)
+    a, b = cluster.live()
     before = [await scrape(r) for r in (a, b)]
     for replica, mode in ((a, "vote"), (b, "direct")):
         thread = await client(replica).threads.create()
@@ -228,13 +214,13 @@ async def test_metrics_move_with_runs_and_carry_no_tenant(cluster):
     direct_seconds = 'parallax_branch_duration_seconds_count{kind="direct"}'
     assert total(after, direct_seconds) - total(before, direct_seconds) == 1
     # a branch that gives up is a dead letter: counted here, listed and retried by the CLI on the same database
-    set_model(cluster, rate_500=1.0)
+    cluster.set_model(rate_500=1.0)
     try:
         thread = await client(a).threads.create()
         failed = await client(a).runs.wait(thread["thread_id"], "solve", input={"task": "What is 6 * 7?", "mode": "direct"},
                                            context={"max_attempts": 1})
     finally:
-        set_model(cluster, rate_500=0.0)
+        cluster.set_model(rate_500=0.0)
     assert failed["status"] == "failed"
     final = [await scrape(r) for r in (a, b)]
     runs_failed = 'parallax_runs_total{graph="solve",status="failed"}'
@@ -253,7 +239,7 @@ async def test_metrics_move_with_runs_and_carry_no_tenant(cluster):
 
 
 async def test_learn_with_approve_interrupts_on_a_and_is_resumed_on_b(cluster):
-    a, b = live(cluster)
+    a, b = cluster.live()
     thread = await client(a).threads.create()
     first = await client(a).runs.wait(thread["thread_id"], "learn", input={
         "tasks": [{"id": "t1", "input": TASKS["current"], "target": "2.5"}], "batch": 1, "mode": "direct",
@@ -278,8 +264,8 @@ async def test_learn_with_approve_interrupts_on_a_and_is_resumed_on_b(cluster):
 
 
 async def test_concurrent_learn_runs_on_both_replicas_commit_a_linear_history(cluster):
-    a, b = live(cluster)
-    set_latency(cluster, 300)  # the runs overlap: all four reach their commit at about the same time
+    a, b = cluster.live()
+    cluster.set_model(latency_ms=300)  # the runs overlap: all four reach their commit at about the same time
     try:
         started = []
         for n, topic in enumerate(TOPICS):
@@ -291,7 +277,7 @@ async def test_concurrent_learn_runs_on_both_replicas_commit_a_linear_history(cl
             started.append((replica, thread["thread_id"], run["run_id"]))
         outs = await asyncio.gather(*(client(r).runs.join(t, run_id) for r, t, run_id in started))
     finally:
-        set_latency(cluster, 20)
+        cluster.set_model(latency_ms=20)
     assert all(o["accepted"] and o["to_version"] >= 1 for o in outs), outs
     assert sorted(o["to_version"] for o in outs) == [1, 2, 3, 4]  # each run made its own version
     history = cli(cluster, "playbook", "history", "--playbook", "shared", "--tenant", "acme")
@@ -306,9 +292,9 @@ async def test_concurrent_learn_runs_on_both_replicas_commit_a_linear_history(cl
 
 
 async def test_a_replica_killed_mid_run_is_taken_over_without_repeating_finished_branches(cluster):
-    a, b = live(cluster)
+    a, b = cluster.live()
     cluster.model.reset()
-    set_latency(cluster, 1500)
+    cluster.set_model(latency_ms=1500)
     try:
         thread = await client(a).threads.create()
         run = await client(a).runs.create(thread["thread_id"], "solve", input={
@@ -332,7 +318,7 @@ async def test_a_replica_killed_mid_run_is_taken_over_without_repeating_finished
         status = (await client(survivor).runs.get(thread["thread_id"], run["run_id"]))["status"]
         values = (await client(survivor).threads.get_state(thread["thread_id"]))["values"]
     finally:
-        set_latency(cluster, 20)
+        cluster.set_model(latency_ms=20)
     assert status == "success" and values["vote_counts"] == {"42": 6} and values["status"] == "ok"
     calls = Counter(e["temperature"] for e in cluster.model.log() if e.get("messages_hash") and e["status"] == 200)
     assert len(calls) == 6 and sum(calls.values()) == 6, calls  # every vote answered once

@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.aegra_cluster import PARALLAX, Cluster, two_replicas
+from tests.support.aegra_cluster import PARALLAX, Cluster, fill_pending, two_replicas
 from tests.support.readme_examples import python_block, run_block
 from tests.support.review_model import review_reply
 
@@ -131,19 +131,15 @@ async def test_mcp_over_streamable_http_runs_on_the_server_as_the_keys_tenant(cl
 async def test_an_mcp_call_over_the_tenants_limit_is_refused_with_when_to_retry(cluster):
     a, _ = cluster.replicas[:2]
     busy = client(a, "busy")
-    cluster.model.config = cluster.model.config.model_copy(update={"latency_ms": 1500})
+    cluster.set_model(latency_ms=1500)
     try:
-        running = []
-        for _ in range(MAX_PENDING):
-            thread = await busy.threads.create()
-            running.append((thread["thread_id"], (await busy.runs.create(thread["thread_id"], "solve", input={
-                "task": "What is 1 + 1?", "mode": "direct"}))["run_id"]))
+        running = await fill_pending(busy, MAX_PENDING)
         async with mcp_client(a, KEYS["busy"]) as mcp:
             refused = await mcp.call_tool("solve", {"task": "What is 1 + 1?", "mode": "direct"})
         for thread_id, run_id in running:
             await busy.runs.join(thread_id, run_id)
     finally:
-        cluster.model.config = cluster.model.config.model_copy(update={"latency_ms": 20})
+        cluster.set_model(latency_ms=20)
     assert refused.is_error and "retry after 1 s" in refused.content[0].text
 
 

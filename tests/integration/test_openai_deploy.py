@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.test_deploy import scrape, total
 from tests.support import openai_checks
-from tests.support.aegra_cluster import Cluster, two_replicas
+from tests.support.aegra_cluster import fill_pending, two_replicas
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}
@@ -31,10 +31,6 @@ def cluster(tmp_path_factory):
                       {"PARALLAX_MAX_TOKENS": "128"}) as running:
         yield running
 
-
-def live(cluster: Cluster):
-    a, b = [r for r in cluster.replicas if r.alive()][:2]
-    return a, b
 
 
 def openai_client(replica, tenant: str = "acme", **kwargs):
@@ -49,12 +45,9 @@ def sdk(replica, tenant: str = "acme"):
     return get_client(url=replica.url, api_key=KEYS[tenant])
 
 
-def set_model(cluster: Cluster, **fields) -> None:
-    cluster.model.config = cluster.model.config.model_copy(update=fields)
-
 
 async def test_openai_sdk_and_langchain_on_both_replicas_make_runs_of_the_deployment(cluster):
-    a, b = live(cluster)
+    a, b = cluster.live()
     openai_checks.check_models(openai_client(a))
     plain = openai_checks.check_plain(openai_client(a))
     streamed = openai_checks.check_stream(openai_client(b))
@@ -81,7 +74,7 @@ async def test_openai_sdk_and_langchain_on_both_replicas_make_runs_of_the_deploy
 async def test_the_key_names_the_tenant_and_a_bad_key_is_401_in_openai_error_json(cluster):
     import openai
 
-    a, b = live(cluster)
+    a, b = cluster.live()
     for replica in (a, b):
         with pytest.raises(openai.AuthenticationError) as refused:
             openai_client(replica, "not-a-key").chat.completions.create(
@@ -106,7 +99,7 @@ async def test_the_key_names_the_tenant_and_a_bad_key_is_401_in_openai_error_jso
 async def test_backpressure_is_429_with_retry_after_and_the_metrics_count_openai_runs(cluster):
     import openai
 
-    a, b = live(cluster)
+    a, b = cluster.live()
     before = [await scrape(r) for r in (a, b)]
     openai_checks.check_plain(openai_client(b))
     after = [await scrape(r) for r in (a, b)]
@@ -115,13 +108,9 @@ async def test_backpressure_is_429_with_retry_after_and_the_metrics_count_openai
     assert total(after, votes_ok) - total(before, votes_ok) == openai_checks.VOTES
 
     busy = sdk(a, "busy")
-    set_model(cluster, latency_ms=1500)
+    cluster.set_model(latency_ms=1500)
     try:
-        accepted = []
-        for _ in range(MAX_PENDING):
-            thread = await busy.threads.create()
-            run = await busy.runs.create(thread["thread_id"], "solve", input={"task": "What is 1 + 1?", "mode": "direct"})
-            accepted.append((thread["thread_id"], run["run_id"]))
+        accepted = await fill_pending(busy, MAX_PENDING)
         threads_before = len(await busy.threads.search(limit=100))
         ask = {"model": "parallax-direct", "messages": [{"role": "user", "content": "What is 1 + 1?"}]}
         for replica, stream in ((b, False), (a, True)):
@@ -138,7 +127,7 @@ async def test_backpressure_is_429_with_retry_after_and_the_metrics_count_openai
             await busy.runs.join(thread_id, run_id)
             assert (await busy.runs.get(thread_id, run_id))["status"] == "success"
     finally:
-        set_model(cluster, latency_ms=20)
+        cluster.set_model(latency_ms=20)
 
 
 async def test_a_replica_killed_mid_run_loses_nothing_of_an_openai_run(cluster):
@@ -146,9 +135,9 @@ async def test_a_replica_killed_mid_run_loses_nothing_of_an_openai_run(cluster):
     Whichever replica that was, the run ends on the survivor with every vote answered exactly once."""
     from openai import AsyncOpenAI
 
-    a, b = live(cluster)
+    a, b = cluster.live()
     cluster.model.reset()
-    set_model(cluster, latency_ms=1500)
+    cluster.set_model(latency_ms=1500)
     client = AsyncOpenAI(base_url=f"{a.url}/v1", api_key=KEYS["acme"], max_retries=0)
     seen: list = []
 
@@ -182,7 +171,7 @@ async def test_a_replica_killed_mid_run_loses_nothing_of_an_openai_run(cluster):
         values = (await sdk(survivor).threads.get_state(thread_id))["values"]
         streamed = await asyncio.gather(reading, return_exceptions=True)
     finally:
-        set_model(cluster, latency_ms=20)
+        cluster.set_model(latency_ms=20)
     assert status == "success" and values["vote_counts"] == {"42": 6} and values["status"] == "ok"
     calls = Counter(e["temperature"] for e in cluster.model.log() if e.get("messages_hash") and e["status"] == 200)
     assert len(calls) == 6 and sum(calls.values()) == 6, calls  # every vote answered once

@@ -147,6 +147,15 @@ class Cluster:
             env.pop(name, None)
         return env
 
+    def live(self) -> tuple[Replica, Replica]:
+        """Two replicas that are running (a test may have killed others)."""
+        a, b = [r for r in self.replicas if r.alive()][:2]
+        return a, b
+
+    def set_model(self, **fields: Any) -> None:
+        """Change the scripted model's FaultConfig (latency, faults) while the replicas run."""
+        self.model.config = self.model.config.model_copy(update=fields)
+
     def start_replica(self, port: int | None = None, timeout_s: float = 90.0) -> Replica:
         """Start one replica and return once its /ready answers 200."""
         return self.wait_ready(self.launch(port), timeout_s)
@@ -251,3 +260,14 @@ def two_replicas(work: Path, reply: Any, keys: dict[str, str], max_pending: int,
     finally:
         cluster.close()
         server.stop()
+
+
+async def fill_pending(client: Any, runs: int) -> list[tuple[str, str]]:
+    """Start `runs` direct runs of the client's tenant, each on a new thread (to meet its pending-runs limit);
+    (thread id, run id) of each, for joining them afterwards."""
+    started = []
+    for _ in range(runs):
+        thread = await client.threads.create()
+        run = await client.runs.create(thread["thread_id"], "solve", input={"task": "What is 1 + 1?", "mode": "direct"})
+        started.append((thread["thread_id"], run["run_id"]))
+    return started
