@@ -22,14 +22,12 @@ import httpx
 import pytest
 
 from parallax.runtime.http_ready import wait_for_200
-from tests.support.fault_server import FaultConfig, FaultServer
 from tests.support.langgraph_dev import (
     LANGGRAPH,
     ROOT,
     DevServer,
-    fault_model_env,
     free_port,
-    start_dev_server,
+    scripted_dev_server,
 )
 from tests.support.review_model import SURE, review_reply
 
@@ -61,12 +59,8 @@ def missing() -> list[str]:
 def chat_server(tmp_path_factory) -> Iterator[DevServer]:
     if lacking := missing():
         pytest.skip("the browser test needs: " + "; ".join(lacking))
-    with FaultServer(FaultConfig(reply=review_reply)) as model_url:
-        server = start_dev_server(tmp_path_factory.mktemp("browser-dev"), fault_model_env(model_url))
-        try:
-            yield server
-        finally:
-            server.stop()
+    with scripted_dev_server(tmp_path_factory.mktemp("browser-dev"), review_reply) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

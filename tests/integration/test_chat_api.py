@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import pytest
 from langgraph_sdk import get_client
 
-from tests.support.fault_server import FaultConfig, FaultServer
-from tests.support.langgraph_dev import LANGGRAPH, DevServer, fault_model_env, start_dev_server
+from tests.support.langgraph_dev import LANGGRAPH, DevServer, scripted_dev_server
 from tests.support.readme_examples import python_block, run_block
 from tests.support.review_model import review_reply
 
@@ -23,12 +22,8 @@ pytestmark = pytest.mark.integration
 def chat_server(tmp_path_factory) -> Iterator[DevServer]:
     if not LANGGRAPH.is_file():
         pytest.skip(f"langgraph CLI not found at {LANGGRAPH}")
-    with FaultServer(FaultConfig(reply=review_reply)) as model_url:
-        server = start_dev_server(tmp_path_factory.mktemp("chat-dev"), fault_model_env(model_url))
-        try:
-            yield server
-        finally:
-            server.stop()
+    with scripted_dev_server(tmp_path_factory.mktemp("chat-dev"), review_reply) as server:
+        yield server
 
 
 def human(text: str) -> dict:

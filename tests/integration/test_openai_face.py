@@ -18,8 +18,7 @@ import httpx
 import pytest
 
 from tests.support import openai_checks
-from tests.support.fault_server import FaultConfig, FaultServer
-from tests.support.langgraph_dev import LANGGRAPH, ROOT, DevServerError, langgraph_dev
+from tests.support.langgraph_dev import LANGGRAPH, ROOT, DevServerError, scripted_dev_server
 
 pytestmark = pytest.mark.integration
 README_URL = "http://127.0.0.1:2026/v1"
@@ -29,18 +28,12 @@ README_URL = "http://127.0.0.1:2026/v1"
 def dev(tmp_path_factory):
     if not LANGGRAPH.is_file():
         pytest.skip(f"langgraph CLI not found at {LANGGRAPH}")
-    server = FaultServer(FaultConfig(latency_ms=10, reply=openai_checks.reply))
-    url = server.start()
-    env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
-           "PARALLAX_MAX_TOKENS": "128", "PARALLAX_STRAGGLER_FACTOR": "0"}
     try:
-        with langgraph_dev(tmp_path_factory.mktemp("openai-dev"), env) as running:
-            running.model = server
+        with scripted_dev_server(tmp_path_factory.mktemp("openai-dev"), openai_checks.reply, latency_ms=10,
+                                 PARALLAX_MAX_TOKENS="128") as running:
             yield running
     except DevServerError as exc:
         pytest.fail(str(exc))
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from parallax.runtime.http_ready import wait_for_200
 
@@ -39,6 +40,8 @@ class DevServer:
     url: str
     log_path: Path
     process: subprocess.Popen
+    model: Any = None
+    """The scripted model server behind it, when a test started one (`scripted_dev_server`)."""
 
     def log(self) -> str:
         try:
@@ -117,3 +120,15 @@ def langgraph_dev(work: Path, env: dict[str, str]) -> Iterator[DevServer]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def scripted_dev_server(work: Path, reply: Any, latency_ms: float = 0.0, **env: str) -> Iterator[DevServer]:
+    """`langgraph dev` whose model is the fault server answering with `reply` (tests/support/fault_server.py),
+    `env` added to `fault_model_env`'s settings; `server.model` is the fault server. Both stopped on exit."""
+    from tests.support.fault_server import FaultConfig, FaultServer
+
+    model = FaultServer(FaultConfig(latency_ms=latency_ms, reply=reply))
+    with model as model_url, langgraph_dev(work, {**fault_model_env(model_url), **env}) as server:
+        server.model = model
+        yield server
