@@ -37,3 +37,27 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "parallax-home"))
     reset_breakers()
     forget_recent()
+
+
+@pytest.fixture
+def scripted_endpoint(monkeypatch):
+    """`start(FaultConfig)` starts the scripted OpenAI-compatible server (tests/support/fault_server.py) and
+    points every model call of the test at it, in OpenAI's json_schema form; returns its …/v1 URL. Stopped after."""
+    from parallax.runtime.chat_models import forget_clients
+    from tests.support.fault_server import FaultServer
+
+    running = []
+
+    def start(config) -> str:
+        server = FaultServer(config)
+        url = server.start()
+        running.append(server)
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+        monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")
+        forget_clients()
+        return url
+
+    yield start
+    for server in running:
+        server.stop()
+    forget_clients()

@@ -434,6 +434,13 @@ def check_loopback(host: str) -> str:
     return "127.0.0.1" if host == "localhost" else host
 
 
+def chat_log(base_url: str) -> list[dict[str, Any]]:
+    """The chat completion requests a running fault server at `base_url` (…/v1) has logged, oldest first."""
+    import httpx
+
+    return [e for e in httpx.get(f"{base_url[:-3]}/_log").json() if e["path"].endswith("/chat/completions")]
+
+
 class FaultServer:
     """Runs the fault server with uvicorn in a background thread on a free loopback port.
 

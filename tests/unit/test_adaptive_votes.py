@@ -14,7 +14,7 @@ from parallax.graphs.solve import builder
 from parallax.logic.branch_plans import spread
 from parallax.logic.vote import final_value
 from parallax.state.context import Context
-from tests.support.fault_server import FaultConfig, FaultServer
+from tests.support.fault_server import FaultConfig, chat_log
 
 
 def vote(answer: str) -> str:
@@ -34,60 +34,35 @@ def by_index(answers: list[str], judge: str | None = None, votes: int = 8):
     return reply
 
 
-@pytest.fixture
-def server(monkeypatch):
-    from parallax.runtime.chat_models import forget_clients
-
-    running = []
-
-    def start(config: FaultConfig) -> str:
-        srv = FaultServer(config)
-        url = srv.start()
-        running.append(srv)
-        monkeypatch.setenv("OPENAI_BASE_URL", url)
-        monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")
-        forget_clients()
-        return url
-
-    yield start
-    for srv in running:
-        srv.stop()
-    forget_clients()
-
-
-def chat_requests(url: str) -> list[dict]:
-    return [e for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions")]
-
-
-async def test_spellings_of_one_number_are_one_answer_and_a_settled_first_wave_asks_no_more(server):
-    url = server(FaultConfig(reply=by_index(["144", "12 * 12 = 144", "The answer is 144.", "144.0"])))
+async def test_spellings_of_one_number_are_one_answer_and_a_settled_first_wave_asks_no_more(scripted_endpoint):
+    url = scripted_endpoint(FaultConfig(reply=by_index(["144", "12 * 12 = 144", "The answer is 144.", "144.0"])))
     out = await builder.compile().ainvoke({"task": "What is 12 * 12?", "mode": "vote", "votes": 8})
     assert (out["status"], out["answer"], out["vote_counts"]) == ("ok", "144", {"144": 3})
     assert out["votes_asked"] == 3 and out["stop_reason"].startswith("settled: P(leader ahead) 0.938")
-    assert len(chat_requests(url)) == 3  # 3 of at most 8: the other 5 were never asked
+    assert len(chat_log(url)) == 3  # 3 of at most 8: the other 5 were never asked
 
 
-async def test_a_split_first_wave_asks_a_second_wave_and_stops_when_settled(server):
-    url = server(FaultConfig(reply=by_index(["42", "41", "42", "42", "42", "42", "7", "7"])))
+async def test_a_split_first_wave_asks_a_second_wave_and_stops_when_settled(scripted_endpoint):
+    url = scripted_endpoint(FaultConfig(reply=by_index(["42", "41", "42", "42", "42", "42", "7", "7"])))
     out = await builder.compile().ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 8})
     # wave 1: 42 42 41 (2-1, P = 0.69); wave 2: three more 42s make 5-1 (P = 0.9375): settled at 6 votes
     assert (out["status"], out["vote_counts"], out["votes_asked"]) == ("ok", {"42": 5, "41": 1}, 6)
-    assert len(chat_requests(url)) == 6 and out["confidence"] == 0.833
+    assert len(chat_log(url)) == 6 and out["confidence"] == 0.833
 
 
-async def test_a_judge_choosing_a_one_vote_minority_ends_needs_review(server, monkeypatch):
+async def test_a_judge_choosing_a_one_vote_minority_ends_needs_review(scripted_endpoint, monkeypatch):
     monkeypatch.setenv("PARALLAX_EARLY_STOP", "false")
-    server(FaultConfig(reply=by_index(["42", "41", "42", "41", "40"], judge="40", votes=5)))
+    scripted_endpoint(FaultConfig(reply=by_index(["42", "41", "42", "41", "40"], judge="40", votes=5)))
     out = await builder.compile().ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 5})
     assert out["vote_counts"] == {"42": 2, "41": 2, "40": 1} and out["stop_reason"] == "asked all 5 votes (early stopping off)"
     assert out["status"] == "needs_review" and final_value(out["answer"]) in ("42", "41")
     assert "the judge chose '40', which 1 vote(s) gave against 2" in out["reason"]
 
 
-async def test_votes_still_in_flight_when_the_vote_settles_are_cancelled_not_counted_and_not_asked_again(server):
+async def test_votes_still_in_flight_when_the_vote_settles_are_cancelled_not_counted_and_not_asked_again(scripted_endpoint):
     # a seed whose first 4 requests have exactly one that hangs: the first wave asks 4 at once, 3 agree at once
     seed = next(s for s in range(1000) if [FaultConfig(rate_hang=0.25, seed=s).fault_for(i) for i in range(4)].count("hang") == 1)
-    url = server(FaultConfig(reply=by_index(["42"]), rate_hang=0.25, seed=seed, hang_s=60))
+    url = scripted_endpoint(FaultConfig(reply=by_index(["42"]), rate_hang=0.25, seed=seed, hang_s=60))
     graph = builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "cancel"}}
     ctx = Context(vote_first_wave=4, straggler_factor=0.0)
@@ -98,13 +73,13 @@ async def test_votes_still_in_flight_when_the_vote_settles_are_cancelled_not_cou
     assert len(records) == 4 and len(cancelled) == 1 and cancelled[0]["state"] == "CANCELLED"
     assert (out["status"], out["vote_counts"], out["votes_asked"]) == ("ok", {"42": 3}, 3)
     assert cancelled[0]["id"] not in out["failed_branches"] and "settled in flight" in cancelled[0]["transitions"][-1]["reason"]
-    asked = len(chat_requests(url))
+    asked = len(chat_log(url))
     again = await graph.ainvoke(None, config, context=ctx)  # resuming a finished run asks nobody again
-    assert again["vote_counts"] == {"42": 3} and len(chat_requests(url)) == asked == 4
+    assert again["vote_counts"] == {"42": 3} and len(chat_log(url)) == asked == 4
 
 
-async def test_a_run_killed_mid_wave_resumes_without_asking_finished_votes_again(server):
-    url = server(FaultConfig(reply=by_index(["42", "41", "40", "42", "42", "42", "42", "42"]), latency_ms=300))
+async def test_a_run_killed_mid_wave_resumes_without_asking_finished_votes_again(scripted_endpoint):
+    url = scripted_endpoint(FaultConfig(reply=by_index(["42", "41", "40", "42", "42", "42", "42", "42"]), latency_ms=300))
     graph = builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "killed"}}
     run = asyncio.create_task(graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 8}, config,
@@ -116,18 +91,18 @@ async def test_a_run_killed_mid_wave_resumes_without_asking_finished_votes_again
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
-    first_wave = [e for e in chat_requests(url)][:3]
+    first_wave = [e for e in chat_log(url)][:3]
     assert all(e["status"] == 200 for e in first_wave)
     out = await graph.ainvoke(None, config)
-    requests = chat_requests(url)
+    requests = chat_log(url)
     # wave 1 (3 votes, finished) was not asked again; wave 2 (4 votes, cut off) was asked once more
     assert len(requests) == 3 + 4 + 4
     assert out["votes_asked"] == 7 and out["vote_counts"] == {"42": 5, "41": 1, "40": 1} and out["status"] == "ok"
 
 
-async def test_a_vote_cut_at_the_token_cap_reports_the_tokens_it_spent(server, monkeypatch):
+async def test_a_vote_cut_at_the_token_cap_reports_the_tokens_it_spent(scripted_endpoint, monkeypatch):
     monkeypatch.setenv("PARALLAX_EARLY_STOP", "false")
-    server(FaultConfig(reply=by_index(["42"]), rate_truncated=1.0))
+    scripted_endpoint(FaultConfig(reply=by_index(["42"]), rate_truncated=1.0))
     out = await builder.compile().ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 2})
     votes = [b for b in out["branches"] if b["kind"] == "vote"]
     assert out["status"] == "failed" and all("token limit" in b["error"] for b in votes)

@@ -12,7 +12,6 @@ import json
 import sys
 from typing import TypedDict
 
-import httpx
 import pytest
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
@@ -21,7 +20,7 @@ from typer.testing import CliRunner
 from parallax.cli import app
 from parallax.runtime import settings as settings_mod
 from tests.support.extraction_model import ExtractionModel, Fact
-from tests.support.fault_server import FaultConfig, FaultServer
+from tests.support.fault_server import FaultConfig, chat_log
 from tests.support.scripted_model import scripted
 
 runner = CliRunner()
@@ -44,32 +43,6 @@ class Report(BaseModel):
     segments: list[str] = []
 
 
-@pytest.fixture
-def endpoint(monkeypatch):
-    """Start the scripted server with `model` as its replies; every model call of the run goes there."""
-    from parallax.runtime.chat_models import forget_clients
-
-    servers = []
-
-    def start(model: ExtractionModel) -> str:
-        server = FaultServer(FaultConfig(reply=model))
-        url = server.start()
-        servers.append(server)
-        monkeypatch.setenv("OPENAI_BASE_URL", url)
-        monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")  # OpenAI's form of the schema
-        forget_clients()
-        return url
-
-    yield start
-    for server in servers:
-        server.stop()
-    forget_clients()
-
-
-def requests(url: str) -> list[dict]:
-    return [e for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions")]
-
-
 def filing_facts() -> list[Fact]:
     return [Fact("revenue", 4796, "Total net revenue was 4,796 million"),
             Fact("segments", "Digital Media", "segments are Digital Media", is_list=True),
@@ -77,26 +50,26 @@ def filing_facts() -> list[Fact]:
             Fact("currency", "USD", "All amounts are in US dollars")]
 
 
-async def test_direct_returns_one_object_of_the_users_schema(endpoint):
+async def test_direct_returns_one_object_of_the_users_schema(scripted_endpoint):
     from parallax.graphs.solve import graph
 
-    url = endpoint(ExtractionModel(answers=lambda i: {"revenue": 4796, "currency": "USD"}))
+    url = scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: {"revenue": 4796, "currency": "USD"})))
     out = await graph.ainvoke({"task": "ACME's revenue was 4,796 million US dollars.", "mode": "direct",
                                "output_schema": FILING})
     assert (out["status"], out["data"], json.loads(out["answer"])) == ("ok", {"revenue": 4796, "currency": "USD"},
                                                                         {"revenue": 4796, "currency": "USD"})
     assert {p["path"]: p["verified"] for p in out["provenance"]} == {"revenue": False, "currency": False}
-    sent = [e for e in requests(url)]
+    sent = [e for e in chat_log(url)]
     assert len(sent) == 1
 
 
-async def test_a_vote_counts_one_number_in_several_spellings_once_and_names_the_field_without_a_quorum(endpoint):
+async def test_a_vote_counts_one_number_in_several_spellings_once_and_names_the_field_without_a_quorum(scripted_endpoint):
     from parallax.graphs.solve import graph
 
     spellings = [{"revenue": 4796, "currency": "USD"}, {"revenue": "4,796", "currency": "EUR"},
                  {"revenue": 4796.0, "currency": "GBP"}, {"revenue": 4796, "currency": "usd"},
                  {"revenue": 12, "currency": "JPY"}]
-    endpoint(ExtractionModel(answers=lambda i: spellings[i % 5]))
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: spellings[i % 5])))
     schema = {**FILING, "properties": {**FILING["properties"], "revenue": {"type": ["number", "string"]}}}
     out = await graph.ainvoke({"task": "What are ACME's revenue and currency?", "mode": "vote", "votes": 5,
                                "output_schema": schema})
@@ -109,11 +82,11 @@ async def test_a_vote_counts_one_number_in_several_spellings_once_and_names_the_
     assert not any(b["kind"] == "judge" for b in out["branches"])  # no judge may pick a field's value
 
 
-async def test_a_vote_whose_required_fields_all_reach_their_quorum_is_ok(endpoint):
+async def test_a_vote_whose_required_fields_all_reach_their_quorum_is_ok(scripted_endpoint):
     from parallax.graphs.solve import graph
 
-    endpoint(ExtractionModel(answers=lambda i: {"revenue": [4796, "4796.0", 4796][i % 3], "currency": "USD",
-                                                "segments": ["Print"] if i == 0 else []}))
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: {
+        "revenue": [4796, "4796.0", 4796][i % 3], "currency": "USD", "segments": ["Print"] if i == 0 else []})))
     schema = {**FILING, "properties": {**FILING["properties"], "revenue": {"type": ["number", "string"]}}}
     out = await graph.ainvoke({"task": "What are ACME's revenue and currency?", "mode": "vote", "votes": 3,
                                "output_schema": schema})
@@ -122,13 +95,13 @@ async def test_a_vote_whose_required_fields_all_reach_their_quorum_is_ok(endpoin
     assert out["confidence"] == 1.0
 
 
-async def test_section_values_are_placed_on_their_page_and_unquoted_ones_dropped(endpoint):
+async def test_section_values_are_placed_on_their_page_and_unquoted_ones_dropped(scripted_endpoint):
     from parallax.graphs.solve import graph
 
     def made_up(part: str) -> list[Fact]:
         return [Fact("segments", "Cloud", "a quote that is nowhere", is_list=True)] if "Outlook" in part else []
 
-    endpoint(ExtractionModel(facts=filing_facts(), wrong=made_up))
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(facts=filing_facts(), wrong=made_up)))
     out = await graph.ainvoke({"pages": PAGES, "question": "revenue, currency, segments?", "mode": "section",
                                "output_schema": FILING}, context={"slice_chars": 120})
     assert out["status"] == "ok", out["reason"]
@@ -139,12 +112,12 @@ async def test_section_values_are_placed_on_their_page_and_unquoted_ones_dropped
     assert [p["value"] for p in out["provenance"] if not p["verified"]] == ["Cloud"]
 
 
-async def test_two_slices_with_different_verified_values_for_one_field_are_a_reported_conflict(endpoint):
+async def test_two_slices_with_different_verified_values_for_one_field_are_a_reported_conflict(scripted_endpoint):
     from parallax.graphs.solve import graph
 
     pages = [*PAGES, "Restatement\nTotal net revenue was 4,800 million after the restatement."]
     facts = [*filing_facts(), Fact("revenue", 4800, "Total net revenue was 4,800 million")]
-    endpoint(ExtractionModel(facts=facts))
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(facts=facts)))
     out = await graph.ainvoke({"pages": pages, "question": "revenue?", "mode": "section", "output_schema": FILING},
                               context={"slice_chars": 120})
     assert out["status"] == "needs_review"
@@ -154,10 +127,10 @@ async def test_two_slices_with_different_verified_values_for_one_field_are_a_rep
     assert {p["value"] for p in out["provenance"] if p.get("conflict")} == {4796, 4800}
 
 
-async def test_a_section_run_missing_a_required_field_is_not_ok(endpoint):
+async def test_a_section_run_missing_a_required_field_is_not_ok(scripted_endpoint):
     from parallax.graphs.solve import graph
 
-    endpoint(ExtractionModel(facts=[f for f in filing_facts() if f.path != "currency"]))
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(facts=[f for f in filing_facts() if f.path != "currency"])))
     out = await graph.ainvoke({"pages": PAGES, "question": "revenue?", "mode": "section", "output_schema": FILING},
                               context={"slice_chars": 120})
     assert out["status"] == "needs_review" and "no verified value for required field(s): currency" in out["reason"]
@@ -178,8 +151,8 @@ async def test_a_bad_schema_is_refused_before_any_model_call(schema, says):
     assert calls == []
 
 
-def test_cli_schema_file_and_pydantic_model_give_data_and_provenance(endpoint, tmp_path, monkeypatch):
-    endpoint(ExtractionModel(answers=lambda i: {"revenue": 4796, "currency": "USD"}))
+def test_cli_schema_file_and_pydantic_model_give_data_and_provenance(scripted_endpoint, tmp_path, monkeypatch):
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: {"revenue": 4796, "currency": "USD"})))
     schema_file = tmp_path / "filing.json"
     schema_file.write_text(json.dumps(FILING))
     result = runner.invoke(app, ["run", "ACME's revenue?", "--mode", "direct", "--schema", str(schema_file), "--json"])
@@ -258,10 +231,10 @@ def test_the_solve_graph_is_a_subgraph_of_a_users_sync_state_graph():
     assert out["note"] == "parallax said 4 (ok)" and out["vote_counts"] == {"4": 3} and out["votes"] == 3
 
 
-def test_the_python_api_returns_the_users_model_and_its_trace_is_found_by_the_cli(endpoint):
+def test_the_python_api_returns_the_users_model_and_its_trace_is_found_by_the_cli(scripted_endpoint):
     import parallax
 
-    endpoint(ExtractionModel(facts=filing_facts()))
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(facts=filing_facts())))
     result = parallax.solve(question="revenue, currency, segments?", document=None, task="\n\n".join(PAGES),
                             mode="section", schema=Report, context=parallax_context(slice_chars=120))
     assert result.ok and isinstance(result.data, Report)
@@ -290,7 +263,7 @@ def parallax_context(**fields):
     return Context(**fields)
 
 
-async def test_the_graph_reads_a_document_given_as_base64_and_keeps_its_pages(tmp_path, endpoint):
+async def test_the_graph_reads_a_document_given_as_base64_and_keeps_its_pages(tmp_path, scripted_endpoint):
     import base64
 
     from reportlab.pdfgen.canvas import Canvas
@@ -304,7 +277,7 @@ async def test_the_graph_reads_a_document_given_as_base64_and_keeps_its_pages(tm
             canvas.drawString(72, 720 - 14 * i, line)
         canvas.showPage()
     canvas.save()
-    endpoint(ExtractionModel(facts=filing_facts()))
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(facts=filing_facts())))
     document = {"name": "report.pdf", "base64": base64.b64encode(pdf.read_bytes()).decode()}
     out = await graph.ainvoke({"document": document, "question": "figures?", "mode": "section",
                                "output_schema": FILING}, context={"slice_chars": 120})
