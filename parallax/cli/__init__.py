@@ -6,6 +6,7 @@
     trace, dlq ...     cli/trace.py     what each branch did; branches that gave up
     model serve        cli/model.py     keep the embedded model server up
     serve              cli/serve.py     one replica of the deployed graph API (Aegra)
+    sweep              cli/sweep.py     one retention sweep of the deployment's database
     mcp                cli/mcp.py       the MCP tools over stdio, for a desktop agent
     stats              cli/stats.py     run metrics from the stored traces
     feedback           cli/feedback.py  a person's score on a run
@@ -28,7 +29,22 @@ from typing import Annotated
 
 import typer
 
-from parallax.cli import export, feedback, learn, mcp, model, plan, playbook, prompts, release, run, serve, stats, trace
+from parallax.cli import (
+    export,
+    feedback,
+    learn,
+    mcp,
+    model,
+    plan,
+    playbook,
+    prompts,
+    release,
+    run,
+    serve,
+    stats,
+    sweep,
+    trace,
+)
 from parallax.cli.common import err, fail
 from parallax.cli.examples import epilog
 from parallax.cli.version import print_version
@@ -73,6 +89,7 @@ app.add_typer(playbook.playbook_app, name="playbook")
 app.add_typer(trace.dlq_app, name="dlq")
 app.add_typer(model.model_app, name="model")
 app.command("serve", epilog=epilog("serve"))(serve.serve)
+app.command("sweep")(sweep.sweep)
 app.command("mcp")(mcp.mcp)
 app.command("stats")(stats.stats)
 app.command("feedback")(feedback.feedback)

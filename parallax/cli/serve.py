@@ -10,7 +10,8 @@ What it does, in order:
    UniqueViolation) and Aegra's start-up, which inserts a default assistant per graph (two
    inserts of the same `assistant_id`). The lock dies with the process, so a replica that
    fails to start never blocks the next one;
-3. migrates (the second replica finds nothing left to do), then serves aegra.json's graphs with
+3. migrates (the second replica finds nothing left to do; Parallax's own tables and triggers too:
+   runtime/storage/platform_schema.py), then serves aegra.json's graphs with
    uvicorn in this process (one process per replica, so stopping or killing its PID stops the
    replica), and prints `ready <url>` on stderr once `/ready` answers, i.e. once it can take
    runs; only then is the lock released.
@@ -66,7 +67,19 @@ def migrate(url: str) -> float:
     with held_sync(url, "migrate"):
         run_migrations()
         asyncio.run(setup_langgraph())
+        migrate_platform(url)
     return time.perf_counter() - started
+
+
+def migrate_platform(url: str) -> None:
+    """Parallax's own tables and triggers beside Aegra's (webhook outbox, run order per thread)."""
+    import psycopg
+
+    from parallax.runtime.storage import platform_schema
+    from parallax.runtime.storage.postgres import conninfo
+
+    with psycopg.connect(conninfo(url)) as conn:
+        platform_schema.migrate(conn)
 
 
 def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> None:

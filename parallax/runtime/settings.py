@@ -31,6 +31,7 @@ load_dotenv(override=False)
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 ResponseFormat = Literal["json_object_schema", "json_schema", "json_object", "none"]
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
 
 
 class SettingsError(ValueError):
@@ -99,6 +100,29 @@ class Settings(BaseSettings):
     max_pending: int = Field(20, ge=1, description="pending or running runs a tenant may have on the graph API "
                                                    "before new ones get 429")
     retry_after_s: int = Field(2, ge=1, description="Retry-After of a 429 from the graph API")
+    multitask_strategy: MultitaskStrategy = Field(
+        "enqueue", description="double-texting strategy of a run created without one, on a thread that has a run in flight")
+    double_text_wait_s: float = Field(30.0, gt=0, description="how long an interrupt or rollback waits for the run in "
+                                                              "flight to stop before the new run is created")
+    webhook_secrets: str | None = Field(None, description="per-tenant webhook signing secrets: comma list of tenant:secret")
+    webhook_allow_networks: str | None = Field(
+        None, description="comma list of CIDR networks webhooks may reach although not public (e.g. 127.0.0.0/8)")
+    webhook_timeout_s: float = Field(10.0, gt=0, description="seconds one webhook delivery attempt may take")
+    webhook_max_attempts: int = Field(10, ge=1, description="delivery attempts of a webhook before it is marked failed")
+    webhook_backoff_s: float = Field(2.0, gt=0, description="wait before the first retry of a webhook; doubles per attempt")
+    webhook_backoff_max_s: float = Field(600.0, gt=0, description="longest wait between two attempts of a webhook")
+    retain_threads_days: float | None = Field(None, gt=0, description="threads idle longer are deleted with their runs "
+                                                                      "and checkpoints (unset: kept)")
+    retain_checkpoints_days: float | None = Field(None, gt=0, description="checkpoints older are deleted, but each thread "
+                                                                          "keeps its latest (unset: kept)")
+    retain_traces_days: float | None = Field(None, gt=0, description="traces (and plan results) written longer ago are "
+                                                                     "deleted (unset: kept)")
+    retain_dead_letters_days: float | None = Field(None, gt=0, description="dead letters written longer ago are deleted "
+                                                                           "(unset: kept)")
+    retain_webhooks_days: float = Field(7.0, gt=0, description="delivered or failed webhooks are kept this long")
+    sweep_interval_s: float = Field(3600.0, ge=0, description="seconds between two retention sweeps of a replica "
+                                                              "(0: none; `parallax sweep` sweeps once)")
+    sweep_batch: int = Field(200, ge=1, description="rows (threads, checkpoints, records) one sweep transaction deletes")
     trace_prompt_chars: int = Field(100_000, ge=0, description="largest prompts (all of a run's) a trace keeps for export")
     plan_max_tasks: int = Field(20, ge=1, description="most tasks a plan may have; a longer plan is re-asked")
     plan_contradiction_pairs: int = Field(5, ge=0, description="most finding pairs a plan run sends to the contradiction check")
@@ -134,6 +158,11 @@ class Settings(BaseSettings):
         return _parse_keys(self.api_keys)
 
     @property
+    def webhook_tenant_secrets(self) -> dict[str, str]:
+        """tenant -> secret from PARALLAX_WEBHOOK_SECRETS ("tenant:secret,..."); SettingsError for a bad entry."""
+        return _parse_secrets(self.webhook_secrets)
+
+    @property
     def checkpoint_path(self) -> Path:
         return self.home / "checkpoints.sqlite"
 
@@ -161,6 +190,20 @@ def _parse_keys(spec: str | None) -> dict[str, str]:
             raise SettingsError(f"PARALLAX_API_KEYS entry {n} is not key:tenant (tenant: 1-64 letters, digits, '-' or '_')")
         keys[key] = tenant
     return keys
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_secrets(spec: str | None) -> dict[str, str]:
+    secrets: dict[str, str] = {}
+    for n, part in enumerate((spec or "").split(","), start=1):
+        tenant, sep, secret = part.strip().partition(":")
+        if not part.strip():
+            continue
+        if not sep or not TENANT_RE.match(tenant) or len(secret) < 16:
+            raise SettingsError(f"PARALLAX_WEBHOOK_SECRETS entry {n} is not tenant:secret (tenant: 1-64 letters, digits, "
+                                "'-' or '_'; secret: at least 16 characters)")
+        secrets[tenant] = secret
+    return secrets
 
 
 def _variables() -> tuple[str, ...]:

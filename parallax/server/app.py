@@ -9,6 +9,11 @@ mounts the same in server/dev_app.py), and:
 - /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py).
 - /metrics first refreshes `parallax_pending_runs` from the runs table (one count per scrape),
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
+- What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
+  webhooks, by the middleware of server/run_requests.py and the background loops of
+  server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
+  of runtime/storage/platform_schema.py; the retention sweep runs in the same lifespan.
+  Why here and not as a patch to Aegra: docs/deploy.md, "Double-texting, webhooks, retention".
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from aegra_api.models.errors import AgentProtocolError, get_error_type
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from parallax.server import mcp_face, metrics, openai_face
+from parallax.server import mcp_face, metrics, openai_face, platform
 from parallax.server.auth import pending_runs
+from parallax.server.run_requests import RunRequests
 
-app = FastAPI()
+app = FastAPI(lifespan=platform.lifespan)
+app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])
 

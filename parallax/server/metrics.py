@@ -22,6 +22,11 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
     parallax_open_circuits                     model endpoints whose circuit breaker is open now
     parallax_pending_runs                      runs pending or running on the deployment (all
                                                replicas: read from the runs table at each scrape)
+    parallax_double_texts_total{strategy}      runs created while their thread had one in flight,
+                                               by the strategy applied (server/run_requests.py)
+    parallax_webhooks_total{outcome}           webhook attempts: delivered, retry, failed
+    parallax_swept_total{kind}                 rows deleted by retention sweeps (threads,
+                                               checkpoints, traces, dead_letters, webhooks)
 
 Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
 Each replica is its own process: scrape every replica. Only the server imports this module
@@ -52,6 +57,11 @@ PLAYBOOK_VERSION = Gauge("parallax_playbook_version", "Highest version of the pl
 OPEN_CIRCUITS = Gauge("parallax_open_circuits", "Model endpoints whose circuit breaker is open.")
 OPEN_CIRCUITS.set_function(lambda: float(open_circuits()))
 PENDING_RUNS = Gauge("parallax_pending_runs", "Runs pending or running on the deployment (every replica).")
+DOUBLE_TEXTS = Counter("parallax_double_texts_total", "Runs created on a thread with a run in flight, by the strategy "
+                       "that met them (reject, interrupt, rollback; enqueue is not counted).", ["strategy"])
+WEBHOOKS = Counter("parallax_webhooks_total", "Webhook delivery attempts of this replica, by outcome "
+                   "(delivered, retry, failed).", ["outcome"])
+SWEPT = Counter("parallax_swept_total", "Rows the retention sweeps of this replica deleted, by kind.", ["kind"])
 
 
 def _interrupted(outputs: Any) -> bool:

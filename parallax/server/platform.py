@@ -1,0 +1,153 @@
+"""The replica's background work for double-texting, webhooks and retention (the app's lifespan, server/app.py).
+
+Aegra runs this lifespan inside its own (database, Redis and workers are up first, and still up
+while this one stops). Three loops, each on every replica, each safe with any number of replicas:
+
+- dispatcher (every second): a run held back by the one-run-per-thread trigger (a worker dequeued
+  it while another run of its thread was running, and dropped it) is handed to a worker again
+  once it is the oldest pending run of a thread with nothing running. With Redis: pushed on
+  Aegra's job queue unless it is already there (and at most once per 10 s, whichever replica
+  looks); without Redis (one replica): submitted to the local executor unless it runs here.
+  Aegra's own lease reaper would also re-enqueue such a run, but only after
+  STUCK_PENDING_THRESHOLD_SECONDS (120 s by default).
+- webhooks (every half second): claim due outbox rows and attempt them (runtime/webhooks.py).
+- sweep (every PARALLAX_SWEEP_INTERVAL_S; 0 turns it off): one retention sweep
+  (runtime/storage/retention.py) at a time across the deployment, under the advisory lock "sweep"
+  (a replica that finds it held skips its turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from types import SimpleNamespace
+from typing import Any
+
+from parallax.runtime import settings as settings_mod
+from parallax.runtime import webhooks
+from parallax.runtime.storage import retention
+from parallax.runtime.storage.postgres import conninfo, lock_key
+from parallax.server import metrics
+
+log = logging.getLogger("parallax.platform")
+_pool: Any = None
+
+HELD_RUNS = """
+SELECT r.run_id, r.thread_id, r.execution_params FROM runs r
+WHERE r.status = 'pending' AND r.claimed_by IS NULL AND r.created_at < now() - interval '2 seconds'
+  AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread_id = r.thread_id AND o.run_id <> r.run_id
+                  AND (o.status = 'running'
+                       OR (o.status = 'pending' AND (o.created_at, o.run_id) < (r.created_at, r.run_id))))
+ORDER BY r.created_at LIMIT 100
+"""
+"""Pending runs that are next on a free thread (the trigger would let a worker claim them now)."""
+
+
+@asynccontextmanager
+async def connection() -> AsyncIterator[Any]:
+    """An autocommit connection of this replica's small pool (opened by the lifespan, or on first use)."""
+    global _pool
+    if _pool is None:
+        from psycopg_pool import AsyncConnectionPool
+
+        _pool = AsyncConnectionPool(conninfo(os.environ["DATABASE_URL"]), min_size=1, max_size=4,
+                                    kwargs={"autocommit": True}, open=False)
+        await _pool.open()
+    async with _pool.connection() as conn:
+        yield conn
+
+
+async def dispatch_held_runs() -> int:
+    """Hand the runs that are next on a free thread to a worker; how many were handed over."""
+    from aegra_api.services.executor import executor
+
+    async with connection() as conn:
+        rows = await (await conn.execute(HELD_RUNS)).fetchall()
+    if not rows:
+        return 0
+    if type(executor).__name__ == "WorkerExecutor":
+        from aegra_api.core.redis_manager import redis_manager
+        from aegra_api.settings import settings as aegra
+
+        client, queue, handed = redis_manager.get_client(), aegra.worker.WORKER_QUEUE_KEY, 0
+        for run_id, _thread_id, _params in rows:
+            if await client.lpos(queue, run_id) is not None:
+                continue  # waiting for a worker already
+            if await client.set(f"{aegra.redis.REDIS_CHANNEL_PREFIX}parallax-dispatched:{run_id}", "1", nx=True, ex=10):
+                await client.rpush(queue, run_id)
+                handed += 1
+        return handed
+    from aegra_api.core.active_runs import active_runs
+    from aegra_api.models.run_job import RunJob
+
+    handed = 0
+    for run_id, thread_id, params in rows:
+        if run_id not in active_runs and params:
+            await executor.submit(RunJob.from_run_orm(SimpleNamespace(run_id=run_id, thread_id=thread_id,
+                                                                      execution_params=params)))
+            handed += 1
+    return handed
+
+
+async def deliver_webhooks() -> int:
+    settings = settings_mod.load()
+    outcomes = await webhooks.deliver_due(connection, webhooks.policy_from(settings), webhooks.replica_name())
+    for outcome in outcomes:
+        metrics.WEBHOOKS.labels(outcome=outcome).inc()
+    return len(outcomes)
+
+
+async def sweep_once() -> retention.Swept | None:
+    """One retention sweep unless another replica is sweeping (None then)."""
+    settings = settings_mod.load()
+    async with connection() as conn:
+        key = lock_key("sweep")
+        if not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone())[0]:
+            return None
+        try:
+            swept = await retention.sweep(conn, retention.from_settings(settings))
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    for kind in ("threads", "checkpoints", "traces", "dead_letters", "webhooks"):
+        metrics.SWEPT.labels(kind=kind).inc(getattr(swept, kind))
+    if any(getattr(swept, kind) for kind in ("threads", "checkpoints", "traces", "dead_letters", "webhooks")):
+        log.warning("retention sweep: %s", swept.as_dict())
+    return swept
+
+
+async def every(seconds: Callable[[], float], work: Callable[[], Awaitable[Any]], name: str) -> None:
+    """Run `work` every `seconds()` until cancelled; an error is logged and the loop goes on."""
+    while True:
+        await asyncio.sleep(seconds())
+        try:
+            await work()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a database or Redis hiccup must not end the loop
+            log.exception("%s failed; trying again later", name)
+
+
+@asynccontextmanager
+async def lifespan(_app: Any) -> AsyncIterator[None]:
+    global _pool
+    if not os.environ.get("DATABASE_URL"):
+        yield
+        return
+    settings = settings_mod.load()
+    webhooks.policy_from(settings)  # a bad secret list or network fails the start, not every delivery
+    loops = [asyncio.create_task(every(lambda: 1.0, dispatch_held_runs, "dispatcher")),
+             asyncio.create_task(every(lambda: 0.5, deliver_webhooks, "webhook delivery"))]
+    if settings.sweep_interval_s > 0:
+        loops.append(asyncio.create_task(every(lambda: settings_mod.load().sweep_interval_s, sweep_once, "sweep")))
+    try:
+        yield
+    finally:
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        if _pool is not None:
+            pool, _pool = _pool, None
+            await pool.close()

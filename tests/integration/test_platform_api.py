@@ -1,0 +1,356 @@
+"""Double-texting, webhooks and retention on the deployed graph API: two Aegra replicas (`parallax serve`) on one
+PostgreSQL database and Redis, driven with langgraph-sdk, the scripted fault server as the model (docs/deploy.md).
+
+The double-text requests go to both replicas at once on the same thread. The chat graph makes the outcome
+visible in the thread's state: each run adds its human message, then the model's reply (one model call,
+slowed down here so that a run is still in flight when the next request comes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import psycopg
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
+
+from parallax.runtime import webhooks
+from tests.support.aegra_cluster import PARALLAX, Cluster, two_replicas
+from tests.support.fault_server import default_reply
+from tests.support.webhook_receiver import WebhookReceiver
+
+pytestmark = [pytest.mark.integration, pytest.mark.deploy]
+KEYS = {"acme": "key-acme", "beta": "key-beta"}
+SECRET = "acme-webhook-secret-0123456789"
+ENV = {"PARALLAX_WEBHOOK_SECRETS": f"acme:{SECRET}", "PARALLAX_WEBHOOK_ALLOW_NETWORKS": "127.0.0.0/8",
+       "PARALLAX_WEBHOOK_TIMEOUT_S": "3", "PARALLAX_WEBHOOK_BACKOFF_S": "0.5", "PARALLAX_WEBHOOK_BACKOFF_MAX_S": "1",
+       "PARALLAX_RETAIN_THREADS_DAYS": "30", "PARALLAX_RETAIN_CHECKPOINTS_DAYS": "30",
+       "PARALLAX_RETAIN_TRACES_DAYS": "30", "PARALLAX_RETAIN_DEAD_LETTERS_DAYS": "30", "PARALLAX_SWEEP_INTERVAL_S": "1",
+       "PARALLAX_MAX_TOKENS": "64"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with two_replicas(tmp_path_factory.mktemp("platform"), default_reply, KEYS, 20, ENV) as running:
+        yield running
+
+
+def client(replica, tenant: str = "acme"):
+    return get_client(url=replica.url, api_key=KEYS[tenant])
+
+
+def human(text: str) -> dict:
+    return {"messages": [{"type": "human", "content": text}]}
+
+
+@contextmanager
+def slow_model(cluster: Cluster, latency_ms: float) -> Iterator[None]:
+    """Every model call takes `latency_ms` meanwhile, so a chat run stays in flight that long."""
+    cluster.set_model(latency_ms=latency_ms)
+    try:
+        yield
+    finally:
+        cluster.set_model(latency_ms=20)
+
+
+def sql(cluster: Cluster, query: str, *params) -> list[tuple]:
+    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+        cursor = conn.execute(query, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+async def messages(sdk, thread_id: str) -> list[tuple[str, str]]:
+    state = await sdk.threads.get_state(thread_id)
+    return [(m["type"], m["content"]) for m in state["values"].get("messages", [])]
+
+
+async def until_running(sdk, thread_id: str, run_id: str, timeout_s: float = 20.0) -> None:
+    """Once the run runs and has stored its input (its first checkpoint), so an interrupt finds work to keep."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = await sdk.runs.get(thread_id, run_id)
+        assert run["status"] in ("pending", "running"), run
+        if run["status"] == "running" and (await sdk.threads.get_state(thread_id))["values"].get("messages"):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not start within {timeout_s}s")
+
+
+def replica_of(cluster: Cluster, holder: str):
+    """The live replica whose process is `holder` (host-pid, as the webhook outbox records it)."""
+    pid = int(holder.rsplit("-", 1)[-1])
+    return next(r for r in cluster.replicas if r.pid == pid and r.alive())
+
+
+# --- double-texting ------------------------------------------------------------------------------
+
+
+async def test_reject_two_requests_at_once_on_two_replicas_one_runs_the_other_gets_409(cluster):
+    a, b = cluster.live()
+    with slow_model(cluster, 2000):
+        thread_id = (await client(a).threads.create())["thread_id"]
+        outcomes = await asyncio.gather(
+            client(a).runs.create(thread_id, "chat", input=human("from a"), multitask_strategy="reject"),
+            client(b).runs.create(thread_id, "chat", input=human("from b"), multitask_strategy="reject"),
+            return_exceptions=True)
+        refused = [o for o in outcomes if isinstance(o, ConflictError)]
+        created = [o for o in outcomes if isinstance(o, dict)]
+        assert len(refused) == 1 and len(created) == 1, outcomes
+        assert refused[0].response.status_code == 409 and "in flight" in refused[0].response.json()["message"]
+        await client(b).runs.join(thread_id, created[0]["run_id"])
+    assert [r["status"] for r in await client(a).runs.list(thread_id)] == ["success"]
+    assert len(await messages(client(a), thread_id)) == 2  # the refused run left nothing behind
+    later = await client(b).runs.wait(thread_id, "chat", input=human("later"), multitask_strategy="reject")
+    assert [m["type"] for m in later["messages"]] == ["human", "ai", "human", "ai"]  # a free thread takes a run
+
+
+async def test_enqueue_two_requests_at_once_on_two_replicas_run_one_after_the_other(cluster):
+    a, b = cluster.live()
+    with slow_model(cluster, 1500):
+        thread_id = (await client(a).threads.create())["thread_id"]
+        first, second = await asyncio.gather(
+            client(a).runs.create(thread_id, "chat", input=human("one"), multitask_strategy="enqueue"),
+            client(b).runs.create(thread_id, "chat", input=human("two")))  # no strategy: enqueue, the default
+        for run in (first, second):
+            await client(a).runs.join(thread_id, run["run_id"])
+    runs = {r["run_id"]: r["status"] for r in await client(b).runs.list(thread_id)}
+    assert runs == {first["run_id"]: "success", second["run_id"]: "success"}
+    said = await messages(client(a), thread_id)
+    assert [kind for kind, _ in said] == ["human", "ai", "human", "ai"]  # one turn after the other, none lost
+    assert {said[0][1], said[2][1]} == {"one", "two"}
+    # the checkpoints of one run all come before those of the other: they never ran side by side
+    spans = sql(cluster, "SELECT metadata->>'run_id', min(checkpoint->>'ts'), max(checkpoint->>'ts') FROM checkpoints "
+                         "WHERE thread_id = %s AND checkpoint_ns = '' GROUP BY 1 ORDER BY 2", thread_id)
+    assert len(spans) == 2 and spans[0][2] < spans[1][1], spans
+    strategies = sql(cluster, "SELECT execution_params->'behavior'->>'multitask_strategy' FROM runs WHERE thread_id = %s",
+                     thread_id)
+    assert strategies == [("enqueue",), ("enqueue",)]
+
+
+async def test_interrupt_stops_the_run_in_flight_keeps_its_state_and_takes_concurrent_requests_in_turn(cluster):
+    a, b = cluster.live()
+    with slow_model(cluster, 3000):
+        thread_id = (await client(a).threads.create())["thread_id"]
+        first = await client(a).runs.create(thread_id, "chat", input=human("first"), multitask_strategy="interrupt")
+        await until_running(client(a), thread_id, first["run_id"])
+        second, third = await asyncio.gather(
+            client(b).runs.create(thread_id, "chat", input=human("second"), multitask_strategy="interrupt"),
+            client(a).runs.create(thread_id, "chat", input=human("third"), multitask_strategy="interrupt"))
+        statuses = {r["run_id"]: r["status"] for r in await client(b).runs.list(thread_id)}
+        assert statuses[first["run_id"]] == "interrupted"  # stopped before the later runs were created
+        for run in (second, third):
+            await client(a).runs.join(thread_id, run["run_id"])
+    statuses = {r["run_id"]: r["status"] for r in await client(b).runs.list(thread_id)}
+    assert sorted(statuses.values()) == ["interrupted", "interrupted", "success"], statuses
+    winner = {second["run_id"]: "second", third["run_id"]: "third"}[next(k for k, v in statuses.items() if v == "success")]
+    said = await messages(client(b), thread_id)
+    assert said[0] == ("human", "first")  # the interrupted run's work is kept
+    assert ("human", winner) in said and said[-1][0] == "ai" and [k for k, _ in said].count("ai") == 1
+    run_first = await client(b).runs.get(thread_id, first["run_id"])  # and so is the run itself
+    assert run_first["status"] == "interrupted"
+
+
+async def test_rollback_deletes_the_run_in_flight_and_its_checkpoints(cluster):
+    a, b = cluster.live()
+    with slow_model(cluster, 3000):
+        thread_id = (await client(a).threads.create())["thread_id"]
+        done = await client(a).runs.wait(thread_id, "chat", input=human("kept"))  # an earlier turn stays
+        assert [m["type"] for m in done["messages"]] == ["human", "ai"]
+        first = await client(a).runs.create(thread_id, "chat", input=human("first"), multitask_strategy="rollback")
+        await until_running(client(a), thread_id, first["run_id"])
+        second, third = await asyncio.gather(
+            client(b).runs.create(thread_id, "chat", input=human("second"), multitask_strategy="rollback"),
+            client(a).runs.create(thread_id, "chat", input=human("third"), multitask_strategy="rollback"))
+        with pytest.raises(NotFoundError):
+            await client(b).runs.get(thread_id, first["run_id"])
+        for run in (second, third):
+            try:
+                await client(a).runs.join(thread_id, run["run_id"])
+            except (NotFoundError, httpx.HTTPStatusError) as exc:  # the one the other rolled back
+                assert exc.response.status_code == 404
+    left = await client(b).runs.list(thread_id)
+    assert len(left) == 2 and {r["status"] for r in left} == {"success"}, left  # the earlier turn and the winner
+    kept = {r["run_id"] for r in left}
+    assert (second["run_id"] in kept) != (third["run_id"] in kept)
+    said = await messages(client(b), thread_id)
+    assert [kind for kind, _ in said] == ["human", "ai", "human", "ai"]
+    assert said[0] == ("human", "kept") and said[2] == ("human", "second" if second["run_id"] in kept else "third")
+    gone = [first["run_id"], *(r["run_id"] for r in (second, third) if r["run_id"] not in kept)]
+    assert sql(cluster, "SELECT count(*) FROM checkpoints WHERE metadata->>'run_id' = ANY(%s)", gone) == [(0,)]
+    assert sql(cluster, "SELECT count(*) FROM runs WHERE run_id = ANY(%s)", gone) == [(0,)]
+
+
+# --- webhooks ------------------------------------------------------------------------------------
+
+
+def outbox(cluster: Cluster, webhook_id: str) -> dict:
+    with psycopg.connect(cluster.database_url) as conn:
+        cursor = conn.execute("SELECT * FROM parallax_webhooks WHERE id = %s", (webhook_id,))
+        names = [c.name for c in cursor.description]
+        return dict(zip(names, cursor.fetchone(), strict=True))
+
+
+def until_delivered(cluster: Cluster, webhook_id: str, timeout_s: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while (row := outbox(cluster, webhook_id))["status"] != "delivered":
+        assert time.monotonic() < deadline, row
+        time.sleep(0.1)
+    return row
+
+
+async def test_a_run_that_ends_posts_its_signed_webhook_from_every_kind_of_run_creation(cluster):
+    a, b = cluster.live()
+    with WebhookReceiver() as receiver:
+        thread_id = (await client(a).threads.create())["thread_id"]
+        run = await client(a).runs.create(thread_id, "chat", input=human("hook me"), webhook=receiver.url)
+        (got,) = receiver.wait_for(1)
+        body = json.loads(got.body)
+        assert webhooks.verify(SECRET, got.body, got.headers["x-parallax-signature"])
+        assert got.headers["x-parallax-signature"].startswith("sha256=")
+        assert (body["run_id"], body["thread_id"], body["status"]) == (run["run_id"], thread_id, "success")
+        assert body["webhook_id"] == got.headers["x-parallax-delivery"]
+        assert [m["type"] for m in body["values"]["messages"]] == ["human", "ai"]
+        assert until_delivered(cluster, body["webhook_id"])["attempts"] == 1
+        # the wait endpoint and a stateless run (whose thread is gone once it ends) post theirs too
+        await client(b).runs.wait(thread_id, "chat", input=human("again"), webhook=receiver.url)
+        await client(b).runs.wait(None, "solve", input={"task": "What is 2 + 2?", "mode": "direct"}, webhook=receiver.url)
+        later = [json.loads(r.body) for r in receiver.wait_for(3)[1:]]
+        assert [x["status"] for x in later] == ["success", "success"] and later[0]["thread_id"] == thread_id
+        assert later[1]["values"]["answer"] == "42"
+
+
+async def test_webhooks_to_refused_addresses_or_without_a_secret_are_422_and_create_no_run(cluster):
+    a, _ = cluster.live()
+    thread_id = (await client(a).threads.create())["thread_id"]
+    for url, says in [("http://169.254.169.254/latest/meta-data", "link-local"), ("http://10.1.2.3/hook", "private"),
+                      ("http://[::1]:8080/hook", "loopback"), ("http://[::ffff:192.168.0.1]/hook", "private"),
+                      ("ftp://127.0.0.1/hook", "http or https"), ("http://0.0.0.0:9/hook", "unspecified")]:
+        with pytest.raises(UnprocessableEntityError) as refused:
+            await client(a).runs.create(thread_id, "chat", input=human("no"), webhook=url)
+        assert says in refused.value.response.json()["message"], (url, refused.value.response.json())
+    with pytest.raises(UnprocessableEntityError, match="no webhook secret"):
+        beta_thread = (await client(a, "beta").threads.create())["thread_id"]
+        await client(a, "beta").runs.create(beta_thread, "chat", input=human("no"), webhook="http://127.0.0.1:9/hook")
+    assert await client(a).runs.list(thread_id) == []
+    assert sql(cluster, "SELECT count(*) FROM parallax_webhooks WHERE url LIKE '%%10.1.2.3%%' OR tenant = 'beta'") == [(0,)]
+
+
+async def test_a_webhook_the_receiver_refuses_is_retried_with_backoff_until_it_is_taken(cluster):
+    a, _ = cluster.live()
+    with WebhookReceiver(answers=[503, 500]) as receiver:
+        thread_id = (await client(a).threads.create())["thread_id"]
+        await client(a).runs.create(thread_id, "chat", input=human("retry me"), webhook=receiver.url)
+        tries = receiver.wait_for(3)
+        assert [t.answered for t in tries] == [503, 500, 200]
+        assert [t.headers["x-parallax-attempt"] for t in tries] == ["1", "2", "3"]
+        assert len({t.headers["x-parallax-delivery"] for t in tries}) == 1  # one delivery, tried three times
+        gaps = [later.time - earlier.time for earlier, later in zip(tries, tries[1:], strict=False)]
+        assert gaps[0] >= 0.45 and gaps[1] >= 0.95, gaps  # 0.5 s, then 1 s (PARALLAX_WEBHOOK_BACKOFF_S=0.5, max 1)
+        row = until_delivered(cluster, tries[0].headers["x-parallax-delivery"])
+        assert (row["attempts"], row["last_status"]) == (3, 200)
+
+
+# --- retention -----------------------------------------------------------------------------------
+
+OLD = "now() - interval '40 days'"
+
+
+async def test_the_replicas_sweep_removes_what_is_old_and_keeps_young_rows_and_running_threads(cluster):
+    a, b = cluster.live()
+    sdk = client(a)
+    old, young, history, busy = [(await sdk.threads.create())["thread_id"] for _ in range(4)]
+    for thread_id in (old, young, history):
+        await sdk.runs.wait(thread_id, "chat", input=human("turn one"))
+    await sdk.runs.wait(history, "chat", input=human("turn two"))
+    sql(cluster, "INSERT INTO store (prefix, key, value, created_at, updated_at) VALUES "
+                 f"('traces.acme', 'old-trace', '{{}}', {OLD}, {OLD}), ('traces.acme', 'young-trace', '{{}}', now(), now()),"
+                 f"('dlq.acme', 'old-letter', '{{}}', {OLD}, {OLD}), ('dlq.acme', 'young-letter', '{{}}', now(), now()),"
+                 f"('plan_results.acme.t1', 'old-result', '{{}}', {OLD}, {OLD}),"
+                 f"('playbooks.acme.fin', 'old-playbook', '{{}}', {OLD}, {OLD})")
+    first_turn = sql(cluster, "SELECT min(checkpoint_id) FROM checkpoints WHERE thread_id = %s", history)[0][0]
+    latest = sql(cluster, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", history)[0][0]
+    with slow_model(cluster, 6000):
+        running = await client(b).runs.create(busy, "chat", input=human("still going"))
+        await until_running(client(b), busy, running["run_id"])
+        sql(cluster, f"UPDATE thread SET updated_at = {OLD} WHERE thread_id = ANY(%s)", [old, busy])
+        sql(cluster, f"UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{{ts}}', to_jsonb(({OLD})::text)) "
+                     "WHERE thread_id = ANY(%s)", [history, busy])
+        deadline = time.monotonic() + 10
+        while sql(cluster, "SELECT count(*) FROM thread WHERE thread_id = %s", old) != [(0,)]:
+            assert time.monotonic() < deadline, "the periodic sweep did not remove the old thread"
+            await asyncio.sleep(0.2)
+        time.sleep(1.5)  # a sweep more, with the run still in flight
+        assert (await client(b).runs.get(busy, running["run_id"]))["status"] == "running"
+        await client(b).runs.join(busy, running["run_id"])
+    with pytest.raises(NotFoundError):
+        await sdk.threads.get(old)
+    assert sql(cluster, "SELECT count(*) FROM checkpoints WHERE thread_id = %s", old) == [(0,)]
+    assert sql(cluster, "SELECT count(*) FROM runs WHERE thread_id = %s", old) == [(0,)]
+    assert (await sdk.threads.get(young))["thread_id"] == young and len(await messages(sdk, young)) == 2
+    # the running thread is whole, and its run ended well
+    assert (await sdk.runs.get(busy, running["run_id"]))["status"] == "success"
+    assert [k for k, _ in await messages(sdk, busy)] == ["human", "ai"]
+    # checkpoint history: only the latest checkpoint is left of the old ones, and the state is the same
+    left = sql(cluster, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''", history)
+    assert left == [(latest,)] and first_turn != latest
+    assert [k for k, _ in await messages(sdk, history)] == ["human", "ai", "human", "ai"]
+    records = {key for (key,) in sql(cluster, "SELECT key FROM store WHERE key LIKE 'old-%%' OR key LIKE 'young-%%'")}
+    assert records == {"young-trace", "young-letter", "old-playbook"}  # playbooks are not swept
+    assert sum(await asyncio.gather(*(swept_threads(r) for r in (a, b)))) >= 1  # /metrics counts what was swept
+
+
+async def swept_threads(replica) -> float:
+    async with httpx.AsyncClient(trust_env=False) as h:
+        text = (await h.get(f"{replica.url}/metrics")).text
+    return sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
+               if line.startswith('parallax_swept_total{kind="threads"}'))
+
+
+def test_parallax_sweep_sweeps_once_with_its_own_limits(cluster):
+    a, _ = cluster.live()
+    created = asyncio.run(client(a).threads.create())["thread_id"]
+    sql(cluster, "UPDATE thread SET updated_at = now() - interval '20 days' WHERE thread_id = %s", created)
+    sql(cluster, "INSERT INTO store (prefix, key, value, created_at, updated_at) VALUES "
+                 "('traces.acme', 'cli-trace', '{}', now() - interval '20 days', now() - interval '20 days')")
+    env = {**os.environ, "DATABASE_URL": cluster.database_url, "PARALLAX_HOME": str(cluster.work / "cli-home")}
+    for name in [k for k in env if k.startswith("PARALLAX_RETAIN_")]:
+        env.pop(name)
+    done = subprocess.run([str(PARALLAX), "sweep", "--threads-days", "10", "--traces-days", "10", "--json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["threads"] >= 1 and out["traces"] >= 1 and out["limits_days"]["threads_days"] == 10, out
+    assert sql(cluster, "SELECT count(*) FROM thread WHERE thread_id = %s", created) == [(0,)]
+    assert sql(cluster, "SELECT count(*) FROM store WHERE key = 'cli-trace'") == [(0,)]
+
+
+# --- a replica killed while it delivers (last: it leaves one replica) ----------------------------
+
+
+async def test_a_replica_killed_while_delivering_loses_no_webhook_the_other_delivers_it(cluster):
+    a, b = cluster.live()
+    with WebhookReceiver(answers=["hang"]) as receiver:
+        thread_id = (await client(a).threads.create())["thread_id"]
+        run = await client(a).runs.create(thread_id, "chat", input=human("deliver me"), webhook=receiver.url)
+        (hung,) = receiver.wait_for(1)
+        webhook_id = hung.headers["x-parallax-delivery"]
+        row = outbox(cluster, webhook_id)
+        assert row["status"] == "due" and row["run_id"] == run["run_id"]
+        sender = replica_of(cluster, row["claimed_by"])
+        sender.kill()  # SIGKILL while its POST is open: no answer, no record of it
+        receiver.release()
+        survivor = b if sender is a else a
+        _, again = receiver.wait_for(2, timeout_s=30)
+        assert again.headers["x-parallax-delivery"] == webhook_id and again.answered == 200
+        assert webhooks.verify(SECRET, again.body, again.headers["x-parallax-signature"])
+        assert json.loads(again.body)["run_id"] == run["run_id"]
+        row = until_delivered(cluster, webhook_id)
+        assert replica_of(cluster, row["claimed_by"]) is survivor and row["attempts"] == 2
