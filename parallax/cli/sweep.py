@@ -49,9 +49,10 @@ def sweep(
     except StoreError as exc:
         fail(str(exc))
     limits = retention.from_settings(settings)
-    overrides = {"threads_days": threads_days, "checkpoints_days": checkpoints_days, "traces_days": traces_days,
-                 "dead_letters_days": dead_letters_days}
-    limits = replace(limits, **{k: v for k, v in overrides.items() if v is not None})
+    limits = replace(limits, threads_days=limits.threads_days if threads_days is None else threads_days,
+                     checkpoints_days=limits.checkpoints_days if checkpoints_days is None else checkpoints_days,
+                     traces_days=limits.traces_days if traces_days is None else traces_days,
+                     dead_letters_days=limits.dead_letters_days if dead_letters_days is None else dead_letters_days)
     try:
         swept = asyncio.run(_sweep(url, limits))
     except ImportError:

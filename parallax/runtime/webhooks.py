@@ -182,7 +182,7 @@ async def post(target: Target, body: bytes, headers: dict[str, str], timeout_s: 
     literal = f"[{target.address}]" if ":" in target.address else target.address
     pinned = urlunsplit((parts.scheme, f"{literal}:{target.port}", parts.path or "/", parts.query, ""))
     host_header = target.host if target.port == (443 if target.scheme == "https" else 80) else f"{target.host}:{target.port}"
-    auth = (parts.username or "", parts.password or "") if parts.username else None
+    auth: Any = httpx.BasicAuth(parts.username, parts.password or "") if parts.username else httpx.USE_CLIENT_DEFAULT
     async with httpx.AsyncClient(trust_env=False, timeout=timeout_s, follow_redirects=False) as client:
         response = await client.post(pinned, content=body, auth=auth,
                                       headers={**headers, "Host": host_header, "Content-Type": "application/json"},

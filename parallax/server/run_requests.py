@@ -100,7 +100,8 @@ class ThreadLock:
     """The per-thread advisory lock (all replicas) on a connection of its own, which also runs the checks."""
 
     def __init__(self, thread_id: str) -> None:
-        self.thread_id, self.key, self.conn = thread_id, lock_key(f"thread:{thread_id}"), None
+        self.thread_id, self.key = thread_id, lock_key(f"thread:{thread_id}")
+        self.conn: Any = None  # a psycopg AsyncConnection while acquired
         self._held = False
 
     async def acquire(self, timeout_s: float) -> bool:
