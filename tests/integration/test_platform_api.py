@@ -23,7 +23,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from parallax.runtime import webhooks
-from tests.support.aegra_cluster import PARALLAX, Cluster, two_replicas
+from tests.support.aegra_cluster import PARALLAX, ROOT, Cluster, two_replicas
 from tests.support.fault_server import default_reply
 from tests.support.webhook_receiver import WebhookReceiver
 
@@ -82,6 +82,17 @@ async def until_running(sdk, thread_id: str, run_id: str, timeout_s: float = 20.
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"run {run_id} did not start within {timeout_s}s")
+
+
+def docs_signature_check():
+    """`signed_by_parallax` from docs/deploy.md (Webhooks), run as written: what a receiver pastes."""
+    import re
+
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "def signed_by_parallax" in b)
+    namespace: dict = {}
+    exec(compile(block, "docs/deploy.md", "exec"), namespace)  # noqa: S102 - our own docs
+    return namespace["signed_by_parallax"]
 
 
 def replica_of(cluster: Cluster, holder: str):
@@ -213,8 +224,9 @@ async def test_a_run_that_ends_posts_its_signed_webhook_from_every_kind_of_run_c
         run = await client(a).runs.create(thread_id, "chat", input=human("hook me"), webhook=receiver.url)
         (got,) = receiver.wait_for(1)
         body = json.loads(got.body)
-        assert webhooks.verify(SECRET, got.body, got.headers["x-parallax-signature"])
-        assert got.headers["x-parallax-signature"].startswith("sha256=")
+        signed_by_parallax = docs_signature_check()
+        assert signed_by_parallax(SECRET, got.body, got.headers["x-parallax-signature"])
+        assert not signed_by_parallax("another-secret-0123456789", got.body, got.headers["x-parallax-signature"])
         assert (body["run_id"], body["thread_id"], body["status"]) == (run["run_id"], thread_id, "success")
         assert body["webhook_id"] == got.headers["x-parallax-delivery"]
         assert [m["type"] for m in body["values"]["messages"]] == ["human", "ai"]
