@@ -114,7 +114,7 @@ async def sweep_once() -> retention.Swept | None:
     for kind in ("threads", "checkpoints", "traces", "dead_letters", "webhooks"):
         metrics.SWEPT.labels(kind=kind).inc(getattr(swept, kind))
     if any(getattr(swept, kind) for kind in ("threads", "checkpoints", "traces", "dead_letters", "webhooks")):
-        log.warning("retention sweep: %s", swept.as_dict())
+        log.info("retention sweep: %s", swept.as_dict())
     return swept
 
 

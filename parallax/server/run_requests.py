@@ -224,6 +224,8 @@ class RunRequests:
         webhook = payload.pop("webhook", None)
         if webhook is not None and (refused := await self.check_webhook(webhook, tenant, payload, settings)):
             return refused
+        if isinstance(payload.get("metadata"), dict):  # the link to an outbox row is ours to set, never the caller's
+            payload["metadata"].pop(webhooks.METADATA_KEY, None)
         lock = ThreadLock(thread_id) if thread_id is not None and strategy != "enqueue" else None
         try:
             if lock is not None:
