@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
-import psycopg
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
@@ -62,6 +61,8 @@ def slow_model(cluster: Cluster, latency_ms: float) -> Iterator[None]:
 
 
 def sql(cluster: Cluster, query: str, *params) -> list[tuple]:
+    import psycopg  # the server venv's (the main venv collects this module without it)
+
     with psycopg.connect(cluster.database_url, autocommit=True) as conn:
         cursor = conn.execute(query, params)
         return cursor.fetchall() if cursor.description else []
@@ -203,6 +204,8 @@ async def test_rollback_deletes_the_run_in_flight_and_its_checkpoints(cluster):
 
 
 def outbox(cluster: Cluster, webhook_id: str) -> dict:
+    import psycopg
+
     with psycopg.connect(cluster.database_url) as conn:
         cursor = conn.execute("SELECT * FROM parallax_webhooks WHERE id = %s", (webhook_id,))
         names = [c.name for c in cursor.description]
