@@ -290,8 +290,8 @@ async def test_the_replicas_sweep_removes_what_is_old_and_keeps_young_rows_and_r
                  f"('dlq.acme', 'old-letter', '{{}}', {OLD}, {OLD}), ('dlq.acme', 'young-letter', '{{}}', now(), now()),"
                  f"('plan_results.acme.t1', 'old-result', '{{}}', {OLD}, {OLD}),"
                  f"('playbooks.acme.fin', 'old-playbook', '{{}}', {OLD}, {OLD})")
-    first_turn = sql(cluster, "SELECT min(checkpoint_id) FROM checkpoints WHERE thread_id = %s", history)[0][0]
-    latest = sql(cluster, "SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s", history)[0][0]
+    first_turn, latest = sql(cluster, "SELECT min(checkpoint_id), max(checkpoint_id) FROM checkpoints "
+                                      "WHERE thread_id = %s AND checkpoint_ns = ''", history)[0]
     with slow_model(cluster, 6000):
         running = await client(b).runs.create(busy, "chat", input=human("still going"))
         await until_running(client(b), busy, running["run_id"])
