@@ -45,7 +45,7 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
 from parallax.runtime.storage.postgres import conninfo, lock_key
 from parallax.runtime.storage.retention import delete_run_checkpoints
-from parallax.server import metrics
+from parallax.server import metrics, platform
 from parallax.server.auth import key_from, tenant_for_key
 
 Scope = MutableMapping[str, Any]
@@ -178,8 +178,6 @@ async def stop_runs(scope: Scope, lock: ThreadLock, run_ids: list[str], strategy
 
 async def arm_webhook(tenant: str, url: str) -> str:
     """A new outbox row for a run about to be created; its id."""
-    from parallax.server import platform
-
     webhook_id = str(uuid.uuid4())
     async with platform.connection() as conn:
         await conn.execute(webhooks.ARM_SQL, {"id": webhook_id, "tenant": tenant, "url": url})
