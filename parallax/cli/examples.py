@@ -19,6 +19,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "parallax learn train.jsonl --approve --playbook formula",
         "parallax learn train.jsonl --limit 20 --model gpt-4o-mini --json",
     ),
+    "feedback": (
+        'parallax feedback 3f2a9c1e --score down --comment "wrong unit"',
+        'parallax feedback 3f2a9c1e --correct "42"',
+    ),
     "serve": (
         "export DATABASE_URL=postgresql://postgres@127.0.0.1:5432/parallax",
         "export PARALLAX_API_KEYS=key-acme:acme REDIS_URL=redis://127.0.0.1:6379/0",
