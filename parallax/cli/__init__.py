@@ -8,7 +8,8 @@
     serve              cli/serve.py     one replica of the deployed graph API (Aegra)
     mcp                cli/mcp.py       the MCP tools over stdio, for a desktop agent
     stats              cli/stats.py     run metrics from the stored traces
-    feedback           cli/feedback.py  a person's score on a run
+    feedback           cli/feedback.py  a person's score on a run, or its right answer
+    loop ...           cli/loop.py      the closed loop: once, status, install (a cron on the served API)
     export ...         cli/export.py    fine-tuning data (sft, preferences) from the traces
     prompts ...        cli/prompts.py   versioned node prompts (gated, gray-released)
     playbook release|canary  cli/release.py  gray release (shared with prompts)
@@ -28,7 +29,7 @@ from typing import Annotated
 
 import typer
 
-from parallax.cli import export, feedback, learn, mcp, model, plan, playbook, prompts, release, run, serve, stats, trace
+from parallax.cli import export, feedback, learn, loop, mcp, model, plan, playbook, prompts, release, run, serve, stats, trace
 from parallax.cli.common import err, fail
 from parallax.cli.examples import epilog
 from parallax.cli.version import print_version
@@ -78,5 +79,6 @@ app.command("stats")(stats.stats)
 app.command("feedback", epilog=epilog("feedback"))(feedback.feedback)
 app.add_typer(export.export_app, name="export")
 app.add_typer(prompts.prompts_app, name="prompts")
+app.add_typer(loop.loop_app, name="loop")
 release.add_release_commands(playbook.playbook_app, "playbook")
 app.add_typer(plan.plan_app, name="plan")
