@@ -34,7 +34,7 @@ def test_aegra_serves_every_graph_of_langgraph_json_through_the_metrics_wrappers
         module, attr = path.removeprefix("./graphs/").removesuffix(".py").split(".py:") if ".py:" in path else (None, None)
         assert f"from parallax.graphs.{module} import {attr}" in server_graphs and f"{graph} = with_metrics(" in server_graphs
     # the store namespaces the graphs write are the ones the API scopes by tenant
-    assert set(aegra["store"]["scopes"]) == {"playbooks", "prompts", "traces", "dlq"}
+    assert set(aegra["store"]["scopes"]) == {"playbooks", "prompts", "traces", "dlq", "consumed", "loop"}
     assert aegra["dependencies"] == ["."] and aegra["auth"]["path"] == "parallax.server.auth:auth"
 
 

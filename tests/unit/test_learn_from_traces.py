@@ -236,3 +236,29 @@ def test_bad_arguments_are_refused_with_one_line(args, message, tmp_path):
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def cli_json(ctx, *args):
+    out = runner.invoke(app, [*args, "--json"], obj=ctx)
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output.strip().splitlines()[-1])
+
+
+def test_the_command_line_closes_the_loop():
+    ctx, _ = scripted(script(), embedder=bag_of_words)
+    ids = [cli_json(ctx, "run", f"Add the two numbers {i} and {i + 1}: state the sum total.", "--mode", "direct")["trace_id"]
+           for i in range(3)]
+    corrected = cli_json(ctx, "feedback", ids[0][:8], "--correct", "1")
+    assert corrected["target"] == "1" and corrected["correct"] is False and corrected["score"] == 0.0
+    with_target = [t for t in (cli_json(ctx, "trace", i) for i in ids) if t.get("target")]
+    assert [t["trace_id"] for t in with_target] == [ids[0]]  # the short id named the whole trace
+    first = cli_json(ctx, "loop", "once", "--share", "50")
+    assert first["status"] == "learned" and first["traces"]["by_signal"] == {"target": 1, "status": 2}
+    assert first["gate"]["claimed"] is True and first["gate"]["val_size"] == 1  # the corrected run, replayed
+    assert first["canary"]["state"] == "collecting" and first["canary"]["version"] == 1
+    status = cli_json(ctx, "loop", "status")
+    assert [r["round"] for r in status["rounds"]] == [first["round"]] and status["canary"]["version"] == 1
+    learned = cli_json(ctx, "learn", "--from-traces")
+    assert learned["traces"]["claimed"] == 0 and learned["traces"]["taken_before"] == 3
+    table = runner.invoke(app, ["loop", "status"], obj=ctx)
+    assert table.exit_code == 0 and "learned" in table.output and "collecting v1" in table.output
