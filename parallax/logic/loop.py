@@ -4,7 +4,9 @@ A round of one tenant's playbook (the `loop` graph, `parallax loop once`, a cron
 
 1. `open_round`: take the playbook's round slot (one round per playbook at a time; a slot
    whose round died expires); let the rule look again at a running canary (`advance`); while
-   a canary still runs, learn nothing (at most one canary per playbook). Otherwise pin the
+   a canary still runs, learn nothing (at most one canary per playbook). A canary the loop
+   started that the rule left undecided after its last look is rolled back by the loop
+   (no evidence it is not worse; production stays), so the loop never stalls on it. Otherwise pin the
    production label (so a new head is never served before it is released) and, when the head
    holds a version no release ever served (a rolled-back canary), bring the head back to
    production's items, so the next candidate never carries a lesson that was rolled back.
@@ -29,7 +31,7 @@ from typing import Any
 from langgraph.store.base import BaseStore
 
 from parallax.logic.release_decision import Rule
-from parallax.logic.releases import count_trial, start_release
+from parallax.logic.releases import count_trial, end_release, start_release
 from parallax.runtime.storage.labels import move_label
 from parallax.runtime.storage.namespaces import StoreError, check_playbook_name, check_tenant
 from parallax.runtime.storage.store_calls import call_store, now_iso, scan
@@ -72,6 +74,11 @@ async def advance(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
     release = (await labels.get())["release"]
     if not release or release["manual"]:
         return None
+    if release["status"] == "undecided" and release["started_by"] == BY:
+        # the rule's last look passed without evidence either way: the loop's own candidate does not stay on
+        # canary for ever (it would stop the loop); production stays, and the runs taught what they could
+        why = f"the loop rolled back its own candidate: {release.get('undecided_reason') or 'undecided after the last look'}"
+        return await end_release(labels, "rollback", BY, why)
     return await count_trial(labels, release["id"], "canary", 0, 0)
 
 
