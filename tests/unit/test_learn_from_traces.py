@@ -262,3 +262,33 @@ def test_the_command_line_closes_the_loop():
     assert learned["traces"]["claimed"] == 0 and learned["traces"]["taken_before"] == 3
     table = runner.invoke(app, ["loop", "status"], obj=ctx)
     assert table.exit_code == 0 and "learned" in table.output and "collecting v1" in table.output
+
+
+async def test_a_trace_id_that_looks_like_a_card_number_is_kept_whole():
+    store = InMemoryStore()
+    trace_id = "4111111111111111" + "ab" * 8  # 32 hex digits whose first 16 pass a card check
+    await traces_in(store).put_trace({"trace_id": trace_id, "answer": "7", "status": "ok", "task_preview": "1+1?",
+                                      "task_chars": 4, "feedback": [], "branches": []})
+    assert (await traces_in(store).get_trace(trace_id))["trace_id"] == trace_id
+    after = await correct_answer(store, "default", trace_id[:10], "2")
+    assert after["trace_id"] == trace_id and after["target"] == "2"
+    assert [t["trace_id"] for t in await traces_in(store).traces()] == [trace_id]
+
+
+async def test_the_loop_rolls_back_its_own_undecided_canary_and_learns_again():
+    store = InMemoryStore()
+    ctx, _ = scripted(script(), embedder=bag_of_words)
+    await production_runs(store, ctx, 2)
+    loop = loop_builder.compile(store=store)
+    await loop.ainvoke({"share": 50}, context=ctx)
+    labels = playbooks_in(store).labels("default")
+
+    def undecided(record):
+        record["release"].update(status="undecided", undecided_reason="no decision after the last look")
+    await labels.change(undecided)
+    await production_runs(store, ctx, 2, start=30)
+    out = await loop.ainvoke({"share": 50}, context=ctx)
+    assert out["advanced"]["decision"] == "rollback" and "the loop rolled back its own candidate" in out["advanced"]["why"]
+    assert out["status"] == "learned" and out["reset"]["items_of"] == 0 and out["canary"]["version"] == 3
+    ended = (await labels.get())["releases"][-1]
+    assert (ended["decided_by"], ended["decision"]) == ("loop", "rollback")
