@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from parallax.cli.common import (
     AsJson,
@@ -145,20 +146,25 @@ def status(
     if not view["rounds"]:
         console.print(f"no loop rounds yet for playbook {playbook!r} of tenant {tenant!r}: run `parallax loop once`")
     else:
-        table = new_table(f"loop rounds of {playbook} ({tenant})",
-                          ("started", "status", "runs", "candidate", "gate", "canary", "why"), text=("why",))
-        for r in view["rounds"]:
-            gate, cand, canary = r.get("gate"), r.get("candidate") or {}, r.get("canary") or {}
-            table.add_row(when(r["started_at"]), r["status"], str((r.get("traces") or {}).get("consumed", 0)),
-                          f"v{cand['version']}" if cand.get("version") is not None else "-",
-                          "-" if gate is None else f"{gate['before']}→{gate['after']}" if gate["claimed"] else "none claimed",
-                          canary.get("state", "none") + (f" v{canary['version']}" if canary.get("version") is not None
-                                                         else ""),
-                          elide(r.get("why"), 80))
-        console.print(table)
+        console.print(rounds_table(playbook, tenant, view["rounds"]))
     canary = view["canary"]
     console.print(f"now: production v{canary.get('production')}, canary {canary['state']}"
                   + (f" v{canary['version']}" if canary.get("version") is not None else ""))
+
+
+def rounds_table(playbook: str, tenant: str, rounds: list[dict[str, Any]]) -> Table:
+    """One row per round: when, what it did, runs consumed, candidate, gate, canary after it, why."""
+    table = new_table(f"loop rounds of {playbook} ({tenant})",
+                      ("started", "status", "runs", "candidate", "gate", "canary", "why"), text=("why",))
+    for r in rounds:
+        gate, cand, canary = r.get("gate"), r.get("candidate") or {}, r.get("canary") or {}
+        table.add_row(when(r["started_at"]), r["status"], str((r.get("traces") or {}).get("consumed", 0)),
+                      f"v{cand['version']}" if cand.get("version") is not None else "-",
+                      "-" if gate is None else f"{gate['before']}→{gate['after']}" if gate["claimed"] else "none",
+                      canary.get("state", "none") + (f" v{canary['version']}" if canary.get("version") is not None
+                                                     else ""),
+                      elide(r.get("why"), 80))
+    return table
 
 
 def cron_schedule(every: str) -> str:

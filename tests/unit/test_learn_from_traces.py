@@ -228,11 +228,9 @@ async def test_a_rolled_back_candidate_never_seeds_the_next_one():
     (["feedback", "abcdef12", "--score", "1", "--correct", "4"], "give --score"),
     (["feedback", "abcdef12", "--correct", " "], "--correct needs the right answer"),
 ])
-def test_bad_arguments_are_refused_with_one_line(args, message, tmp_path):
+def test_bad_arguments_are_refused_with_one_line(args, message, tmp_path, monkeypatch):
     (tmp_path / "train.jsonl").write_text('{"input": "1+1", "target": "2"}\n')
-    import os
-
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
