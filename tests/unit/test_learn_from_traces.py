@@ -290,3 +290,14 @@ async def test_the_loop_rolls_back_its_own_undecided_canary_and_learns_again():
     assert out["status"] == "learned" and out["reset"]["items_of"] == 0 and out["canary"]["version"] == 3
     ended = (await labels.get())["releases"][-1]
     assert (ended["decided_by"], ended["decision"]) == ("loop", "rollback")
+
+
+async def test_a_long_task_is_kept_whole_and_learned_from_whole():
+    store = InMemoryStore()
+    ctx, calls = scripted(script(), embedder=bag_of_words)
+    task = "Add the two numbers 2 and 3: state the sum total. " + "The numbers come from the ledger. " * 10
+    out = await solve_builder.compile(store=store).ainvoke({"task": task, "mode": "direct"}, context=ctx)
+    trace = await traces_in(store).get_trace(out["trace_id"])
+    assert len(trace["task_preview"]) == 200 and trace["task"] == task
+    await learn_builder.compile(store=store).ainvoke({"from_traces": True}, context=ctx)
+    assert any(task.strip() in p for p, _ in calls if "You review one solved task" in p)
