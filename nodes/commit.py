@@ -3,6 +3,8 @@
 Each batch's entry also says which of its training tasks failed and why (`failed_tasks`,
 `failures` by cause; logic/failures.py), and how the gate's validation runs failed
 (`val_failures`), so a learn run that met a broken endpoint says so instead of learning quietly.
+With `from_traces`, the stored runs the batch reflected on are marked consumed here, after the
+version (or the rejected candidate) is written (runtime/storage/consumed.py).
 """
 
 from __future__ import annotations
@@ -12,19 +14,30 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.failures import failures_by_cause
+from parallax.logic.trace_learning import consume_runs
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
 from parallax.state.learn import LearnState
 from parallax.state.playbook import Operation
 
 
+async def consumed(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """With `from_traces`: mark the runs this batch reflected on consumed, after the version (or the rejected
+    candidate) is written, so a learn run killed before then leaves them to a later round."""
+    found = dict(state.get("traces") or {})
+    if state.get("from_traces"):
+        found["consumed"] = found.get("consumed", 0) + await consume_runs(
+            runtime.store, state["tenant"], state["playbook"], state["learn_run_id"], state.get("runs", []))
+    return found
+
+
 async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
     store = playbooks_in(runtime.store, state["tenant"])
     candidate, decision = state["candidate"], state["decision"]
+    name, metrics = state["playbook"], decision["metrics"]
     held = [entry for run in state.get("runs", []) for entry in run.get("quarantined", [])]
     await store.quarantine(state["playbook"], held)
     operations = [Operation.model_validate(o) for o in candidate["operations"]]
-    name, metrics = state["playbook"], decision["metrics"]
     report = candidate["report"]
     batch = {"batch": state["batch_index"], "reflections": candidate["reflections"], "operations": len(operations),
              "items_added": int(report.get("items_added", 0)), "guard_triggered": candidate["guard_triggered"],
@@ -35,16 +48,18 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
                               for r in state.get("runs", []) if r.get("cause")]}
     if not operations:
         head = await store.head(name)
-        return {"batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}
+        return {"traces": await consumed(state, runtime),
+                "batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}
     if not decision["accepted"]:
         candidate_id = await store.reject(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
                                           decision["reason"])
         head = await store.head(name)
-        return {"batches": [{**batch, "version": head.version, "candidate": candidate_id,
-                             "items_total": len(head.active)}]}
+        return {"traces": await consumed(state, runtime),
+                "batches": [{**batch, "version": head.version, "candidate": candidate_id, "items_total": len(head.active)}]}
     version = await store.commit(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
                                  note=decision["reason"])
-    update = {"to_version": version.version, "head_version": version.version, "accepted": True,
+    update = {"traces": await consumed(state, runtime),
+              "to_version": version.version, "head_version": version.version, "accepted": True,
               "batches": [{**batch, "version": version.version, "items_total": len(version.active)}]}
     if metrics.get("evaluated"):
         update.update(head_accuracy=metrics["val_accuracy_after"], val_accuracy_after=metrics["val_accuracy_after"],

@@ -6,7 +6,8 @@ that carries no signal (both accuracies 0, or a difference inside the noise; see
 logic/gate_decision.py) is rejected unless a person approves it, and the reason says so.
 With `approve`, a passing candidate (or a tie) waits for a human yes/no (a LangGraph
 `interrupt` that shows the diff). Without validation tasks the gate has nothing to
-measure and lets the candidate through, saying so in its metrics.
+measure and lets the candidate through, saying so in its metrics. With `ties_to_canary` (the
+loop, logic/loop.py) a tie passes as "not worse offline": a canary judges it on live runs next.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -
                        val_noise=band, signal=verdict == "accept")
     else:
         verdict, reason = "accept", "no validation tasks: accepted without evaluation"
+    if verdict == "ask" and state.get("ties_to_canary") and not state.get("approve"):
+        verdict, reason = "accept", f"not worse offline ({reason}); a canary judges it on live runs"
+        metrics["not_worse_only"] = True
     if verdict == "reject" or (verdict == "ask" and not state.get("approve")):
         if verdict == "ask":
             reason += ": a person must approve it (learn --approve)"

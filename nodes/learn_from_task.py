@@ -9,6 +9,9 @@ Each group chooses its tasks' playbook items itself (logic/playbook_selection.py
 encoder then works on one group while the others wait for the model, instead of every
 task of the batch waiting for all of the batch's encoding.
 
+A task that carries a stored run (`learn --from-traces`, logic/trace_signal.py) is not solved
+again: the run is reflected on as it happened, with its signal (target, feedback or status).
+
 A lesson reaches the curator only if it passes the injection screen and is an instruction
 grounded in its task or run (logic/lesson_quality.py); the rest are kept with the reason.
 """
@@ -45,6 +48,8 @@ async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solv
     selections = await select_items(payload["items"], [retrieval_text(t["input"]) for t in tasks],
                                     filled(ctx.playbook_chars),
                                     ctx.embedder)
+    # a stored run used the items it was served: its verdicts may name any active item of the head
+    selections = [payload["items"] if t.get("run") else chosen for t, chosen in zip(tasks, selections, strict=True)]
 
     async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
@@ -57,9 +62,13 @@ async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solv
 async def learn_one(solve: Solver, task: dict[str, Any], items: list[PlaybookItemData], version: int, mode: str, ctx: Context,
                     tenant: str, prompts: dict[str, PromptVersion] | None = None, votes: int | None = None) -> dict[str, Any]:
     prompts = prompts or {}
-    run = await solve_one(solve, task, items, version, ctx, mode, tenant,
-                          {n: p for n, p in prompts.items() if n in SOLVE_PROMPTS} or None, votes)
-    used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
+    if task.get("run"):  # a stored run (learn --from-traces): reflected on as it happened, with its signal
+        run = dict(task["run"])
+        used_ids = [i for i in run["used_item_ids"] if i in {item["id"] for item in items}]
+    else:
+        run = await solve_one(solve, task, items, version, ctx, mode, tenant,
+                              {n: p for n, p in prompts.items() if n in SOLVE_PROMPTS} or None, votes)
+        used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
     used = [i for i in items if i["id"] in used_ids]
     reflect_record, reflection = await reflect(run, task, used, ctx, prompts.get("reflect"))
     provenance = [reflect_record.id, run.get("trace_id") or reflect_record.id]

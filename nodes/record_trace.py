@@ -6,8 +6,10 @@ duration, its thread, the playbook and prompt versions it was served (and by whi
 of a gray release), whether it matched its target when it had one, and the prompts its
 business branches were sent (logic/run_record.py). A plan run's trace also holds its plan,
 its tasks (each task's branches listed with the task's id) and its verification layers,
-which is what `parallax plan show` draws. Business branches that ESCALATED go to the
-dead-letter list with their input and last error, for `parallax dlq retry`. Without a store
+which is what `parallax plan show` draws. A task longer than its preview is kept whole up to
+PARALLAX_TRACE_PROMPT_CHARS, for `parallax learn --from-traces` (logic/trace_signal.py).
+Business branches that ESCALATED go to the dead-letter list with their input and last error,
+for `parallax dlq retry`. Without a store
 (a bare compiled graph) there is nowhere to keep either, and the node does nothing. A solve
 run that is part of a plan run (`parent_trace`) stores no trace: the plan's trace lists its
 branches under its task, and one user request is one run in `parallax stats`.
@@ -49,12 +51,15 @@ def trace_of(state: SolveState) -> dict[str, Any]:
 
 
 def _solve_trace(state: SolveState) -> dict[str, Any]:
-    prompts, keys, omitted = kept_prompts(state, settings_mod.load().trace_prompt_chars)
+    limit = settings_mod.load().trace_prompt_chars
+    prompts, keys, omitted = kept_prompts(state, limit)
     started = state.get("started_at")
     return {
         "trace_id": state["trace_id"], "tenant": state.get("tenant", "default"),
         "created_at": now_iso(),
         "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
+        # the whole task, up to the prompts' limit: what `learn --from-traces` reflects on and replays
+        **({"task": state["task"]} if PREVIEW_CHARS < len(state["task"]) <= limit else {}),
         "question": state.get("question", ""), "mode": state.get("mode"), "status": state.get("status"),
         "answer": state.get("answer", ""), "reason": state.get("reason", ""),
         "votes": [{"answer": answer, "count": count} for answer, count in state.get("vote_counts", {}).items()],

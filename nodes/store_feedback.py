@@ -1,7 +1,8 @@
-"""The `feedback` graph's node: a person's score on a run, stored with its trace (logic/feedback.py).
+"""The `feedback` graph's node: a person's score on a run, or its right answer, stored with its trace.
 
-An unknown trace or a bad score raises before anything is written, so the API run fails
-with that one-line message.
+`score` stores a verdict, `correct` the right answer as the trace's target (logic/feedback.py).
+An unknown trace, a bad score, or both or neither given raises before anything is written, so
+the API run fails with that one-line message.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from parallax.logic.feedback import give_feedback
+from parallax.logic.feedback import BadFeedback, correct_answer, give_feedback
 from parallax.logic.run_record import latest_score
 from parallax.runtime.run_context import tenant_of
 from parallax.state.context import Context
@@ -22,6 +23,11 @@ async def store_feedback(state: FeedbackState, runtime: Runtime[Context]) -> dic
     if store is None:
         raise RuntimeError("the feedback graph needs a store: run it on the graph API (or compile it with one)")
     tenant = tenant_of(state.get("tenant"))
-    trace = await give_feedback(store, tenant, state["trace_id"], state["score"], state.get("comment", ""),
-                                state.get("by", "api"))
+    if ("score" in state) == ("correct" in state):
+        raise BadFeedback("give `score` (0..1, up or down) or `correct` (the right answer), one of the two")
+    if "correct" in state:
+        trace = await correct_answer(store, tenant, state["trace_id"], state["correct"], state.get("by", "api"))
+    else:
+        trace = await give_feedback(store, tenant, state["trace_id"], state["score"], state.get("comment", ""),
+                                    state.get("by", "api"))
     return {"trace_id": state["trace_id"], "tenant": tenant, "score": latest_score(trace), "feedback": trace["feedback"]}

@@ -34,8 +34,10 @@ class StatsState(StatsInput, StatsOutput, total=False):  # type: ignore[misc]
 
 class FeedbackInput(TypedDict):
     trace_id: str
-    score: str | float
-    """0..1 (1 = right), or "up" / "down"."""
+    score: NotRequired[str | float]
+    """0..1 (1 = right), or "up" / "down"; or give `correct` instead."""
+    correct: NotRequired[str]
+    """The right answer: stored as the run's target, the strongest signal the learning loop reads."""
     comment: NotRequired[str]
     by: NotRequired[str]
     tenant: NotRequired[str]

@@ -25,8 +25,23 @@ def validation_sample(state: LearnState) -> list[dict[str, Any]]:
 
 
 class LearnInput(TypedDict):
-    tasks: list[dict[str, Any]]
-    """Training tasks: {"id", "input", "target"} (see parallax/logic/task_files.py for the file format)."""
+    tasks: NotRequired[list[dict[str, Any]]]
+    """Training tasks: {"id", "input", "target"} (see parallax/logic/task_files.py for the file format);
+    leave out with `from_traces`."""
+    from_traces: NotRequired[bool]
+    """Learn from the tenant's stored runs of this playbook instead of tasks: each run's target, else its
+    feedback, else its status is the signal (logic/trace_signal.py); runs without one are skipped, and no run
+    teaches the playbook twice (runtime/storage/consumed.py). Runs that carry a target are the gate's
+    validation tasks, replayed, unless `val_tasks` are given."""
+    since: NotRequired[str]
+    """With `from_traces`: only runs this recent (7d, 12h, 30m, 2w, or an ISO date)."""
+    limit: NotRequired[int]
+    """With `from_traces`: the most runs to learn from (oldest first); with tasks, the first N tasks."""
+    lease_s: NotRequired[float]
+    """With `from_traces`: seconds a claim on runs lasts if this learn run dies before consuming them (1800)."""
+    ties_to_canary: NotRequired[bool]
+    """A candidate the gate finds not worse but not measurably better passes ("not worse offline"), because a
+    canary judges it on live runs next; the loop sets it (logic/loop.py). Otherwise such a tie needs `approve`."""
     val_tasks: NotRequired[list[dict[str, Any]]]
     batch: NotRequired[int]
     epochs: NotRequired[int]
@@ -52,6 +67,8 @@ class LearnOutput(TypedDict):
     batches: Annotated[list[dict[str, Any]], operator.add]
     val_accuracy_before: float | None
     val_accuracy_after: float | None
+    traces: dict[str, Any]
+    """With `from_traces`: runs considered, skipped (no signal, taken), claimed, by signal, consumed."""
 
 
 # `playbook` and `tenant`, which a caller may leave out, are always in the output: one channel, "optional in,

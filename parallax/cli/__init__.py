@@ -9,7 +9,8 @@
     sweep              cli/sweep.py     one retention sweep of the deployment's database
     mcp                cli/mcp.py       the MCP tools over stdio, for a desktop agent
     stats              cli/stats.py     run metrics from the stored traces
-    feedback           cli/feedback.py  a person's score on a run
+    feedback           cli/feedback.py  a person's score on a run, or its right answer
+    loop ...           cli/loop.py      the closed loop: once, status, install (a cron on the served API)
     export ...         cli/export.py    fine-tuning data (sft, preferences) from the traces
     prompts ...        cli/prompts.py   versioned node prompts (gated, gray-released)
     playbook release|canary  cli/release.py  gray release (shared with prompts)
@@ -33,6 +34,7 @@ from parallax.cli import (
     export,
     feedback,
     learn,
+    loop,
     mcp,
     model,
     plan,
@@ -92,8 +94,9 @@ app.command("serve", epilog=epilog("serve"))(serve.serve)
 app.command("sweep")(sweep.sweep)
 app.command("mcp")(mcp.mcp)
 app.command("stats")(stats.stats)
-app.command("feedback")(feedback.feedback)
+app.command("feedback", epilog=epilog("feedback"))(feedback.feedback)
 app.add_typer(export.export_app, name="export")
 app.add_typer(prompts.prompts_app, name="prompts")
+app.add_typer(loop.loop_app, name="loop")
 release.add_release_commands(playbook.playbook_app, "playbook")
 app.add_typer(plan.plan_app, name="plan")

@@ -1,4 +1,4 @@
-"""The examples that end `--help` of the commands people start with (run, learn, serve).
+"""The examples that end `--help` of the commands people start with (run, learn, serve, feedback, loop).
 
 Why here and not in each command's docstring: click re-wraps help text, and an example
 must print exactly as it is typed. Each block starts with click's no-rewrap marker
@@ -17,7 +17,23 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "learn": (
         "parallax learn train.jsonl --val val.jsonl --batch 20 --playbook formula",
         "parallax learn train.jsonl --approve --playbook formula",
-        "parallax learn train.jsonl --limit 20 --model gpt-4o-mini --json",
+        "parallax learn --from-traces --since 7d --playbook formula --limit 200",
+    ),
+    "feedback": (
+        'parallax feedback 3f2a9c1e --score down --comment "wrong unit"',
+        'parallax feedback 3f2a9c1e --correct "42"',
+    ),
+    "loop once": (
+        "parallax loop once --playbook formula --share 10",
+        "parallax loop once --playbook formula --since 1d --limit 100 --json",
+    ),
+    "loop status": (
+        "parallax loop status --playbook formula",
+        "parallax loop status --playbook formula --last 20 --json",
+    ),
+    "loop install": (
+        "parallax loop install --every 1h --api-key key-acme --playbook formula",
+        "parallax loop install --every 15m --url http://10.0.0.5:2026 --share 5",
     ),
     "serve": (
         "export DATABASE_URL=postgresql://postgres@127.0.0.1:5432/parallax",

@@ -1,9 +1,12 @@
-"""`parallax feedback TRACE_ID --score S`: a person's verdict on a run, stored with its trace.
+"""`parallax feedback TRACE_ID --score S` or `--correct ANSWER`: a person's verdict on a run, stored with its trace.
 
 S is a number from 0 to 1, or `up` / `down`. The entry (score, comment, who) is redacted and
 kept with the trace under the tenant; it counts in `parallax stats`, in the exports, and
-in a gray release still running that served the run. An unknown trace or a bad score:
-one line, exit 2, nothing written. The `feedback` graph does the same under the graph API.
+in a gray release still running that served the run. `--correct` gives the right answer
+instead: it becomes the trace's target (logic/feedback.py: correct_answer), the strongest
+signal `parallax learn --from-traces` learns from, with a score saying whether the run had
+it right. An unknown trace, a bad score or an empty answer: one line, exit 2, nothing
+written. The `feedback` graph does the same under the graph API.
 """
 
 from __future__ import annotations
@@ -18,28 +21,48 @@ from parallax.cli.common import AsJson, By, Tenant, emit, fail, no_store_yet, wh
 
 def feedback(
     trace_id: Annotated[str, typer.Argument(help="The trace id `parallax run` printed.")],
-    score: Annotated[str, typer.Option("--score", help="0..1 (1 = right), or up / down.")],
+    score: Annotated[str | None, typer.Option("--score", help="0..1 (1 = right), or up / down.")] = None,
+    correct: Annotated[str | None, typer.Option("--correct", help="The right answer: stored as the run's target "
+                                                                  "(scored against its answer).")] = None,
     comment: Annotated[str, typer.Option("--comment", help="Why (stored redacted).")] = "",
     tenant: Tenant = "default",
     by: By = None,
     as_json: AsJson = False,
 ) -> None:
-    """Score a run (0..1 or up/down), with an optional comment; stored with its trace."""
-    from parallax.logic.feedback import BadFeedback, give_feedback, parse_score
+    """Score a run (0..1 or up/down) or give its right answer (--correct); stored with its trace."""
+    from parallax.logic.feedback import BadFeedback, correct_answer, give_feedback, parse_score
     from parallax.logic.run_record import latest_score
 
+    if (score is None) == (correct is None):
+        fail("give --score (0..1, up or down) or --correct ANSWER, one of the two")
     try:
-        parse_score(score)
+        if score is not None:
+            parse_score(score)
+        elif not (correct or "").strip():
+            raise BadFeedback("--correct needs the right answer, not an empty text")
     except BadFeedback as exc:
         fail(str(exc))
     from parallax.runtime.storage.stores import has_cli_store
 
     if not has_cli_store():
         no_store_yet()
-    trace = with_store(lambda store: give_feedback(store, tenant, trace_id, score, comment, by or who()), tenant,
-                       write=True)
+    if correct is not None:
+        if comment:
+            fail("--comment goes with --score: a correction's comment is the answer itself")
+        trace = with_store(lambda store: correct_answer(store, tenant, trace_id, correct, by or who()), tenant,
+                           write=True)
+    else:
+        given = score
+        trace = with_store(lambda store: give_feedback(store, tenant, trace_id, given or "", comment, by or who()),
+                           tenant, write=True)
     if as_json:
         return emit({"trace_id": trace_id, "tenant": tenant, "score": latest_score(trace),
-                     "feedback": trace["feedback"]})
+                     "feedback": trace["feedback"], **({"target": trace.get("target"), "correct": trace.get("correct")}
+                                                        if correct is not None else {})})
+    if correct is not None:
+        Console(highlight=False).print(f"trace {trace_id}: target set; the run's answer was "
+                                       f"{'right' if trace.get('correct') else 'wrong'} ({len(trace['feedback'])} "
+                                       f"feedback in all)")
+        return
     Console(highlight=False).print(f"trace {trace_id}: feedback {latest_score(trace)} "
                                    f"({len(trace['feedback'])} in all)")

@@ -1,10 +1,12 @@
 """`parallax learn` and `parallax eval`: improve a playbook from tasks, and measure one.
 
-Both read JSONL tasks (logic/task_files.py), validate everything before any work starts,
-show progress bars in a terminal and print one JSON object with `--json`. Both say how their
-failed tasks failed: `failures` counts them by cause (logic/failures.py), and each failed
-task's result line (eval) or batch entry (learn) carries its cause and error. Eval keeps no
-trace of its runs, so its result lines carry no trace id that `parallax trace` could not find.
+`learn --from-traces` reads no file: it learns from the stored runs the playbook served
+(logic/trace_learning.py), each at most once. Both read JSONL tasks (logic/task_files.py),
+validate everything before any work starts, show progress bars in a terminal and print one JSON
+object with `--json`. Both say how their failed tasks failed: `failures` counts them by cause
+(logic/failures.py), and each failed task's result line (eval) or batch entry (learn) carries
+its cause and error. Eval keeps no trace of its runs, so its result lines carry no trace id
+that `parallax trace` could not find.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from parallax.cli.common import (
     fail,
     graph_failures,
     located,
+    no_store_yet,
     open_playbooks,
     require_known,
     write_atomically,
@@ -77,7 +80,7 @@ async def run_learn(payload: dict[str, Any], thread_id: str, context: Context, i
     from parallax.state.learn import LearnOutput
 
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
-    total = len(payload["tasks"]) * payload["epochs"]
+    total = len(payload["tasks"]) * payload["epochs"] if payload.get("tasks") else None
     result: dict[str, Any] = {}
     with graph_failures(InvalidLearnInput, ValueError):
         async with durable_graph(builder) as graph:
@@ -91,7 +94,11 @@ async def run_learn(payload: dict[str, Any], thread_id: str, context: Context, i
                             result = {k: v for k, v in chunk.items() if k in LearnOutput.__annotations__}
                             continue
                         for node, update in chunk.items():
-                            if node == "learn_from_task":
+                            if node == "start" and update.get("traces"):
+                                progress.update(runs, total=len(update.get("tasks", [])))
+                                if show:
+                                    err.print(traces_line(update["traces"]), highlight=False)
+                            elif node == "learn_from_task":
                                 progress.advance(runs, len(update.get("runs", [])))
                             elif node == "commit" and show:
                                 for b in update.get("batches", []):
@@ -114,7 +121,12 @@ async def run_learn(payload: dict[str, Any], thread_id: str, context: Context, i
 
 def learn(
     cli: typer.Context,
-    train: Annotated[Path, typer.Argument(help="Training tasks, JSONL: {context|question|input, target|answer}.")],
+    train: Annotated[Path | None, typer.Argument(help="Training tasks, JSONL: {context|question|input, target|answer}; "
+                                                     "leave out with --from-traces.")] = None,
+    from_traces: Annotated[bool, typer.Option("--from-traces", help="Learn from the stored runs the playbook served: "
+                                              "each run's target, else its feedback, else its status; each run once.")] = False,
+    since: Annotated[str | None, typer.Option(help="With --from-traces: only runs this recent (7d, 12h, 30m, 2w, "
+                                                   "or a date).")] = None,
     val: Annotated[Path | None, typer.Option(help="Validation tasks for the gate (same format).")] = None,
     val_size: Annotated[int, typer.Option(help="Validation tasks per gate evaluation.")] = 50,
     batch: Annotated[int, typer.Option(help="Tasks run (and reflected on) in parallel per update.")] = 8,
@@ -128,7 +140,8 @@ def learn(
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave out bad JSONL lines instead of stopping.")] = False,
     scorer: Annotated[str | None, typer.Option(help="auto | numeric | exact | contains "
                                                    "(default: each line's, else auto).")] = None,
-    limit: Annotated[int | None, typer.Option(help="Use only the first N training tasks.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Use only the first N training tasks (with --from-traces: the "
+                                                   "oldest N runs not learned from yet).")] = None,
     concurrency: Annotated[int, typer.Option(help="Most model calls in flight at once.")] = 16,
     thread: Annotated[str | None, typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
     votes: Votes = None,
@@ -137,8 +150,21 @@ def learn(
     base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Learn a playbook: run tasks in parallel batches, reflect, curate, merge, gate, commit."""
+    """Learn a playbook: run tasks (or read stored runs) in parallel batches, reflect, curate, merge, gate, commit."""
     use_endpoint(cli, model, base_url)
+    if (train is None) == (not from_traces):
+        fail("give a task file or --from-traces (the stored runs), one of the two")
+    if since is not None and not from_traces:
+        fail("--since goes with --from-traces: a task file has no dates")
+    if from_traces and epochs != 1:
+        fail("--epochs: --from-traces learns from each stored run once")
+    if since is not None:
+        from parallax.logic.run_stats import BadFilter, parse_since
+
+        try:
+            parse_since(since)
+        except BadFilter as exc:
+            fail(str(exc))
     if mode not in MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
     for name, value in (("--batch", batch), ("--epochs", epochs), ("--val-size", val_size), ("--concurrency", concurrency)):
@@ -148,9 +174,16 @@ def learn(
         fail(f"--limit must be at least 1, got {limit}")
     checked_votes(votes)
     checked_tenant(tenant)
-    tasks = _tasks(train, skip_bad, "training data", scorer)[:limit]
+    tasks = _tasks(train, skip_bad, "training data", scorer)[:limit] if train is not None else []
     val_tasks = _tasks(val, skip_bad, "validation data", scorer) if val else []
-    payload = {"tasks": tasks, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
+    if from_traces:
+        from parallax.runtime.storage.stores import has_cli_store
+
+        if not has_cli_store():
+            no_store_yet()
+    source: dict[str, Any] = ({"from_traces": True, **({"since": since} if since else {}),
+                               **({"limit": limit} if limit is not None else {})} if from_traces else {"tasks": tasks})
+    payload = {**source, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
                "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin,
                **({"votes": votes} if votes is not None else {})}
     started = time.perf_counter()
@@ -167,6 +200,15 @@ def learn(
                   + _failed(result["failures"], "training tasks") + _failed(result["val_failures"], "validation runs"),
                   highlight=False)
     print_model_notice(context)
+
+
+def traces_line(found: dict[str, Any]) -> str:
+    """What `--from-traces` found, for the terminal."""
+    signals = ", ".join(f"{n} by {source}" for source, n in found.get("by_signal", {}).items()) or "none"
+    return (f"stored runs: {found['considered']} served by the playbook, {found['claimed']} to learn from ({signals}); "
+            f"{found['no_signal']} without a signal, {found['taken_before']} learned from before, "
+            f"{found['task_not_kept']} whose task was not kept; {found['replayed_in_gate']} with a target replayed "
+            "in the gate")
 
 
 def failure_totals(batches: list[dict[str, Any]]) -> dict[str, Any]:

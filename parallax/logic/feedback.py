@@ -67,6 +67,7 @@ async def correct_answer(store: BaseStore, tenant: str, trace_id: str, answer: s
         raise BadFeedback(f"edited answer of {len(answer)} characters: keep it under {MAX_COMMENT}")
     traces = traces_in(store, tenant)
     trace = await traces.get_trace(trace_id)
+    trace_id = trace["trace_id"]  # a short id names its whole one
     verdict = score_answer({"answer": trace.get("answer", ""), "status": trace.get("status")}, answer,
                            trace.get("task_preview", ""), trace.get("scorer") or "auto")
     await traces.set_outcome(trace_id, {"target": answer, "correct": verdict["correct"], "scorer": verdict["scorer"]})

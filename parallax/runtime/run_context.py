@@ -47,6 +47,8 @@ def context_of(runtime: Runtime[Context]) -> Context:
 
 AUTH_TENANT_FIELD = "parallax_tenant"
 """The attribute Parallax's authentication (parallax/server/auth.py) puts on the authenticated user."""
+CRON_USER = "cron-scheduler"
+"""The display name of the user Aegra's cron scheduler runs a cron as (aegra_api/services/cron_scheduler.py)."""
 
 
 class TenantMismatch(ValueError):
@@ -65,9 +67,16 @@ def authenticated_tenant() -> str | None:
     user = configurable.get("langgraph_auth_user")
     if user is None:
         return None
-    if isinstance(user, Mapping):
-        return user.get(AUTH_TENANT_FIELD)
-    return getattr(user, AUTH_TENANT_FIELD, None)
+    def field(name: str) -> Any:
+        return user.get(name) if isinstance(user, Mapping) else getattr(user, name, None)
+    tenant = field(AUTH_TENANT_FIELD)
+    if tenant is None and field("display_name") == CRON_USER:
+        # Aegra's scheduler fires a cron as a User it builds from the cron's owner (its identity, which Parallax's
+        # authentication made the tenant) without our field: that identity is the tenant, never the cron's input
+        identity = field("identity")
+        if identity in settings_mod.load().api_key_tenants.values():
+            return str(identity)
+    return None if tenant is None else str(tenant)
 
 
 def tenant_of(requested: str | None) -> str:

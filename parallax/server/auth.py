@@ -10,7 +10,8 @@ Keeping tenants apart:
   also stamp `owner` into a thread's metadata and filter on it, so a thread of another tenant
   is 404 whichever way it is asked for;
 - store: aegra.json's `store.scopes` puts an API caller's namespaces ["playbooks", ...],
-  ["prompts", ...], ["traces", ...] and ["dlq", ...] under [prefix, tenant, ...], the very
+  ["prompts", ...], ["traces", ...], ["dlq", ...], ["consumed", ...] (runs the loop learned from)
+  and ["loop", ...] (its rounds) under [prefix, tenant, ...], the very
   namespaces the graphs write (runtime/storage/namespaces.py), so the CLI
   (PARALLAX_DATABASE_URL), the graphs and the API name the same records; anything else lands
   under ["users", tenant, ...]. A bare ["traces"] means ["traces", <your tenant>]; a namespace
@@ -35,7 +36,7 @@ from parallax.runtime.run_context import AUTH_TENANT_FIELD
 
 auth = Auth()
 
-TENANT_PREFIXES = ("playbooks", "prompts", "traces", "dlq")
+TENANT_PREFIXES = ("playbooks", "prompts", "traces", "dlq", "consumed", "loop")
 """Store namespaces that start with their tenant: [prefix, tenant, ...] (aegra.json `store.scopes`)."""
 ACTIVE = ("pending", "running")
 

@@ -190,3 +190,16 @@ def test_extract_bench_places_every_verified_value_on_its_page_and_reports_the_p
     assert report["dropped"] == report["hallucinations_injected"] > 0  # every invented quote dropped, no true one
     assert report["restatements_reported_as_conflict"] == report["restatements_planted"] == 1
     assert report["statuses"] == {"ok": 0, "needs_review": 1, "failed": 0}
+
+
+def test_online_loop_small_run_meets_the_goals_it_can_check(capsys):
+    from bench import online_loop
+
+    result = online_loop.main(["--rounds", "3", "--runs", "40", "--kill-round", "1", "--lease-s", "0.2",
+                               "--min-runs", "10", "--max-runs", "40"])
+    assert result["simulated"] is True and set(result["scenarios"]) == {"with_corrections", "feedback_only"}
+    for scenario in result["scenarios"].values():
+        assert len(scenario["rounds"]) == 3 and scenario["killed_round"] is not None
+        assert scenario["runs_served_unreleased_version"] == 0 and scenario["runs_lost"] == 0
+        assert scenario["harmful_promoted"] == 0 and 0 in scenario["versions_released"]
+    assert json.loads(capsys.readouterr().out)["simulated"] is True

@@ -52,7 +52,7 @@ def test_help_fits_80_columns(path):
     assert max(len(line) for line in help_of(path).splitlines()) <= 80
 
 
-@pytest.mark.parametrize("name", ["run", "learn", "serve"])
+@pytest.mark.parametrize("name", ["run", "learn", "serve", "feedback"])
 def test_help_ends_with_examples(name):
     tail = help_of((name,)).rstrip().split("Examples:")[-1]
     shown = [line.strip() for line in tail.strip().splitlines()]

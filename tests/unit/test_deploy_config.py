@@ -34,7 +34,7 @@ def test_aegra_serves_every_graph_of_langgraph_json_through_the_metrics_wrappers
         module, attr = path.removeprefix("./graphs/").removesuffix(".py").split(".py:") if ".py:" in path else (None, None)
         assert f"from parallax.graphs.{module} import {attr}" in server_graphs and f"{graph} = with_metrics(" in server_graphs
     # the store namespaces the graphs write are the ones the API scopes by tenant
-    assert set(aegra["store"]["scopes"]) == {"playbooks", "prompts", "traces", "dlq"}
+    assert set(aegra["store"]["scopes"]) == {"playbooks", "prompts", "traces", "dlq", "consumed", "loop"}
     assert aegra["dependencies"] == ["."] and aegra["auth"]["path"] == "parallax.server.auth:auth"
 
 
@@ -157,3 +157,21 @@ def test_a_request_key_names_its_tenant(monkeypatch, headers, tenant):
 
     monkeypatch.setenv("PARALLAX_API_KEYS", "k1:acme,k2:beta")
     assert tenant_for_key(key_from(headers)) == tenant
+
+
+async def test_a_cron_run_takes_the_tenant_of_the_crons_owner_not_of_its_input(monkeypatch):
+    """Aegra's scheduler runs a cron as a user it builds from the owner's identity, without Parallax's tenant field:
+    the identity (a tenant, under Parallax's authentication) is the tenant; a cron whose input names another tenant is
+    refused, and a user named like the scheduler with an identity no key has is not trusted."""
+    monkeypatch.setenv("PARALLAX_API_KEYS", "key-acme:acme")
+    store = InMemoryStore()
+    ctx, _ = scripted(answer_42)
+    graph = solve_builder.compile(store=store)
+    cron = {"configurable": {"langgraph_auth_user": {"identity": "acme", "display_name": "cron-scheduler"}}}
+    out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "direct"}, cron, context=ctx)
+    assert [t["trace_id"] for t in await traces_in(store, "acme").traces()] == [out["trace_id"]]
+    with pytest.raises(ValueError, match="your API key belongs to tenant 'acme'"):
+        await graph.ainvoke({"task": "What is 6 * 7?", "tenant": "beta"}, cron, context=ctx)
+    stranger = {"configurable": {"langgraph_auth_user": {"identity": "nobody", "display_name": "cron-scheduler"}}}
+    await graph.ainvoke({"task": "What is 6 * 7?", "mode": "direct"}, stranger, context=ctx)
+    assert await traces_in(store, "nobody").traces() == []

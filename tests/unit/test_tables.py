@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from parallax.cli.loop import rounds_table
 from parallax.cli.playbook import candidates_table, history_table, items_table, quarantine_table
 from parallax.cli.prompts import overview_table, prompt_history_table
 from parallax.cli.release import arms_table
@@ -73,6 +74,11 @@ TABLES = {
     "prompts history": (lambda: prompt_history_table("answer", {
         "production": 1, "canary": 2, "versions": [PROMPT_VERSION],
         "candidates": [{**PROMPT_VERSION, "candidate_id": "0123456789ab", "reason": LONG}]}), ("v2", "0123456789ab")),
+    "loop status": (lambda: rounds_table("formula", "acme", [
+        {"round": "round-1", "started_at": VERSION.created_at, "status": status, "traces": {"consumed": 1234},
+         "candidate": {"version": 12}, "gate": {"claimed": True, "before": 0.4, "after": 0.45},
+         "canary": {"state": "collecting", "version": 12}, "why": LONG} for status in ("learned", "skipped")]),
+        ("v12", "learned", "skipped")),
     "canary": (lambda: arms_table({"base": 1, "version": 2, "arms": {"production": ARM, "canary": ARM}}), ()),
 }
 

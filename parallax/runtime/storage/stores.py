@@ -26,6 +26,7 @@ from langgraph.store.memory import InMemoryStore
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.commit_locks import CommitLock, FileCommitLock, LocalLock
+from parallax.runtime.storage.consumed import ConsumedStore
 from parallax.runtime.storage.playbook_store import PlaybookStore
 from parallax.runtime.storage.postgres import PostgresCommitLock, open_postgres_store, postgres_url_of
 from parallax.runtime.storage.prompt_store import PromptStore
@@ -86,6 +87,12 @@ def traces_in(store: BaseStore | None, tenant: str = "default") -> TraceStore:
     """The traces and dead letters of one tenant, with the lock feedback writes take."""
     store = _present(store)
     return TraceStore(store, tenant, lock=lock_for(store))
+
+
+def consumed_in(store: BaseStore | None, tenant: str, playbook: str) -> ConsumedStore:
+    """The runs a tenant's playbook has claimed or learned from (runtime/storage/consumed.py)."""
+    store = _present(store)
+    return ConsumedStore(store, lock_for(store), tenant, playbook)
 
 
 @asynccontextmanager

@@ -39,16 +39,18 @@ class TraceStore:
     # --- traces ----------------------------------------------------------------------
 
     async def put_trace(self, trace: dict[str, Any]) -> None:
-        await self._call("put", traces_namespace(self.tenant), trace["trace_id"], redact_value(trace), index=False)
+        # the id is the record's key, never redacted (a hex id can look like a card number to the redactor)
+        await self._call("put", traces_namespace(self.tenant), trace["trace_id"],
+                         {**redact_value(trace), "trace_id": trace["trace_id"]}, index=False)
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:
         """The trace with this id, or with this id's start (the short id tables show: at least SHORT_PREFIX
         characters, and only one trace of the tenant may start with it)."""
         item = await self._call("get", traces_namespace(self.tenant), trace_id)
         if item is not None:
-            return dict(item.value)
+            return {**item.value, "trace_id": item.key}
         if len(trace_id) >= SHORT_PREFIX:
-            found = [t for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()
+            found = [{**t, "trace_id": key} for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()
                      if key.startswith(trace_id)]
             if len(found) == 1:
                 return dict(found[0])
@@ -60,8 +62,8 @@ class TraceStore:
 
     async def traces(self) -> list[dict[str, Any]]:
         """Every trace of the tenant, oldest first."""
-        found = await scan(self.store, traces_namespace(self.tenant))
-        return sorted(found.values(), key=lambda t: (t.get("created_at", ""), t["trace_id"]))
+        found = [{**t, "trace_id": key} for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()]
+        return sorted(found, key=lambda t: (t.get("created_at", ""), t["trace_id"]))
 
     async def add_feedback(self, trace_id: str, entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Append a (redacted) feedback entry to a trace; (the trace before, the trace after).
@@ -76,6 +78,7 @@ class TraceStore:
     async def set_outcome(self, trace_id: str, outcome: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Set a trace's `target`, `correct` and `scorer` (redacted); (the trace before, the trace after).
         An unknown trace raises StoreError and writes nothing."""
+        trace_id = (await self.get_trace(trace_id))["trace_id"]  # a short id names its whole one
         async with self.lock.hold(f"feedback/{self.tenant}/{trace_id}"):
             before = await self.get_trace(trace_id)
             after = {**before, **redact_value({k: outcome[k] for k in ("target", "correct", "scorer")})}

@@ -1,0 +1,32 @@
+"""The loop's learning step: the learn graph on the tenant's stored runs of the playbook.
+
+The learn graph is handed in by the wiring (graphs/loop.py), as the solve graph is handed to
+the learn graph's nodes, so the per-run reflection, curation, merge, guard and lesson checks
+are the very ones `parallax learn` runs. One batch per round: one candidate, one canary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from parallax.logic.loop import free_slot
+from parallax.state.context import Context
+from parallax.state.loop import LoopState
+
+Learner = Any
+"""The compiled learn graph (`ainvoke(input, context=...)`)."""
+
+
+async def learn_round(state: LoopState, runtime: Runtime[Context], *, learn: Learner) -> dict[str, Any]:
+    given = {"from_traces": True, "playbook": state["playbook"], "tenant": state["tenant"], "batch": state["limit"],
+             "limit": state["limit"], "lease_s": state["lease_s"], "ties_to_canary": True, "mode": "direct",
+             **({"since": state["since"]} if state.get("since") else {})}
+    try:
+        learned = await learn.ainvoke(given, context=runtime.context)
+    except BaseException:
+        if runtime.store is not None:  # the next round need not wait for the slot to expire; the claims do expire
+            await free_slot(runtime.store, state["tenant"], state["playbook"], state["round"])
+        raise
+    return {"learned": dict(learned), "traces": learned.get("traces") or {}}

@@ -1,0 +1,90 @@
+"""What a stored run says about how it went: the signal `learn --from-traces` reflects on.
+
+A trace's signal is, strongest first:
+
+- `target`: the right answer is known (`parallax run --target`, or a person's correction,
+  `parallax feedback TRACE --correct`); the run was right if its answer matched it.
+- `feedback`: a person's latest score (>= 0.5 is good).
+- `status`: execution feedback. `ok` means the run's checks passed; `needs_review` and a
+  run that `failed` because of what the model wrote (replies that never parsed, or were cut
+  at the token limit) mean they did not.
+
+A run that failed for a reason outside the task (the endpoint refused or timed out, a crash,
+input the graph refused), or that has not ended, says nothing about its playbook: it has no
+signal and is not reflected on. Neither is a run whose task text was not kept whole (the
+trace keeps a 200-character preview and the whole task up to PARALLAX_TRACE_PROMPT_CHARS).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+from parallax.logic.failures import run_failure
+from parallax.logic.run_record import latest_score
+
+Source = Literal["target", "feedback", "status"]
+MODEL_CAUSES = frozenset({"parse", "length"})
+"""Failure causes that are the model's doing, so a lesson could help (runtime/failure_cause.py)."""
+
+
+class Signal(TypedDict):
+    source: Source
+    correct: bool
+    feedback: str
+    """What the reflector is told about the outcome."""
+
+
+def signal_of(trace: dict[str, Any]) -> Signal | None:
+    """The strongest signal of a stored run (target > feedback > status), or None."""
+    answer = trace.get("answer", "")
+    if trace.get("target") is not None and trace.get("correct") is not None:
+        return {"source": "target", "correct": bool(trace["correct"]),
+                "feedback": f"expected {trace['target']}, got {answer!r}"}
+    score = latest_score(trace)
+    if score is not None:
+        comment = (trace.get("feedback") or [{}])[-1].get("comment") or ""
+        return {"source": "feedback", "correct": score >= 0.5,
+                "feedback": f"a person scored this answer {score:g} of 1" + (f": {comment}" if comment else "")}
+    status = trace.get("status")
+    if status == "ok":
+        return {"source": "status", "correct": True, "feedback": "status ok: the run's checks passed"}
+    if status == "needs_review":
+        return {"source": "status", "correct": False,
+                "feedback": f"status needs_review: {trace.get('reason') or 'its checks did not pass'}"}
+    failure = run_failure(trace) if status == "failed" else None
+    if failure and failure["cause"] in MODEL_CAUSES:
+        return {"source": "status", "correct": False, "feedback": f"status failed ({failure['cause']}): {failure['error']}"}
+    return None
+
+
+def task_text(trace: dict[str, Any]) -> str | None:
+    """The run's whole task, or None when only a cut preview was kept."""
+    if trace.get("task"):
+        return str(trace["task"])
+    preview = trace.get("task_preview") or ""
+    if preview and len(preview) >= int(trace.get("task_chars") or 0):
+        return str(preview)
+    return None
+
+
+def served_by(trace: dict[str, Any], playbook: str) -> bool:
+    """Whether the run was served `playbook` (a production run of it, either arm of a release). Runs that were
+    handed their lessons (the learn graph's own runs and evaluations) were not, and never teach it."""
+    return f"playbook/{playbook}" in (trace.get("served") or {})
+
+
+def learn_task(trace: dict[str, Any], signal: Signal) -> dict[str, Any]:
+    """The learn graph's task for a stored run: its input, target, and the run itself (`run`), so the run is
+    reflected on as it happened instead of being solved again."""
+    used = sorted({i for b in trace.get("branches", []) for i in b.get("playbook_item_ids", [])})
+    return {"id": trace["trace_id"], "input": task_text(trace) or "", "target": trace.get("target"),
+            "scorer": trace.get("scorer") or "auto", "signal": signal["source"],
+            "run": {"trace_id": trace["trace_id"], "status": trace.get("status"), "answer": trace.get("answer", ""),
+                    "correct": signal["correct"], "feedback": signal["feedback"], "scorer": signal["source"],
+                    "used_item_ids": used}}
+
+
+def replay_task(trace: dict[str, Any]) -> dict[str, Any]:
+    """A stored run with a known target as a validation task for the offline gate."""
+    return {"id": trace["trace_id"], "input": task_text(trace) or "", "target": trace["target"],
+            "scorer": trace.get("scorer") or "auto"}

@@ -1,0 +1,303 @@
+"""`learn --from-traces` and the `loop` graph: signal precedence, runs consumed once (also by two loops at once and
+two processes), tenants never cross, candidates go on canary, bad arguments refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+
+import numpy as np
+import pytest
+from langgraph.store.memory import InMemoryStore
+from typer.testing import CliRunner
+
+from parallax.cli import app
+from parallax.graphs.learn import builder as learn_builder
+from parallax.graphs.loop import builder as loop_builder
+from parallax.graphs.solve import builder as solve_builder
+from parallax.logic.feedback import correct_answer, give_feedback
+from parallax.logic.loop import rounds
+from parallax.logic.releases import end_release
+from parallax.logic.trace_signal import signal_of
+from parallax.runtime.storage.stores import consumed_in, open_sqlite_store, playbooks_in, traces_in
+from tests.support.scripted_model import scripted
+
+runner = CliRunner()
+LESSON = "Add the two numbers of the sum before answering; state the total."
+VOCAB = sorted(set("add two numbers sum total answer what is plus state before".split()))
+
+
+def bag_of_words(texts):
+    rows = [[t.lower().count(w) for w in VOCAB] for t in texts]
+    m = np.array(rows, dtype=float) + 1e-6
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def script(answer="7"):
+    def reply(prompt, t, i):
+        if "You review one solved task" in prompt:
+            return json.dumps({"diagnosis": "did not add", "lessons": [LESSON], "item_tags": []})
+        if "You turn lessons into playbook entries" in prompt:
+            return json.dumps({"entries": [{"section": "sums", "text": LESSON, "about": ["sum"]}]})
+        return json.dumps({"reasoning": "r", "answer": answer})
+    return reply
+
+
+async def production_runs(store, ctx, n, tenant="default", start=0):
+    """n runs served by the tenant's default playbook; their trace ids."""
+    solve = solve_builder.compile(store=store)
+    ids = []
+    for i in range(start, start + n):
+        out = await solve.ainvoke({"task": f"Add the two numbers {i} and {i + 1}: state the sum total.", "mode": "direct",
+                                   "tenant": tenant},
+                                  {"configurable": {"thread_id": f"thread-{tenant}-{i}"}}, context=ctx)
+        ids.append(out["trace_id"])
+    return ids
+
+
+# --- the signal ------------------------------------------------------------------------
+
+
+def test_signal_precedence_target_then_feedback_then_status():
+    run = {"trace_id": "t", "answer": "7", "status": "ok", "branches": []}
+    both = {**run, "target": "9", "correct": False, "feedback": [{"score": 1.0, "comment": ""}]}
+    assert signal_of(both)["source"] == "target" and signal_of(both)["correct"] is False  # target beats feedback
+    scored = {**run, "feedback": [{"score": 0.0, "comment": "wrong unit"}]}
+    assert signal_of(scored) == {"source": "feedback", "correct": False,
+                                 "feedback": "a person scored this answer 0 of 1: wrong unit"}  # feedback beats ok
+    assert signal_of(run)["source"] == "status" and signal_of(run)["correct"] is True
+    assert signal_of({**run, "status": "needs_review"})["correct"] is False
+    parse = {**run, "status": "failed", "branches": [{"kind": "direct", "status": "failed", "cause": "parse"}]}
+    assert signal_of(parse)["correct"] is False
+    down = {**run, "status": "failed", "branches": [{"kind": "direct", "status": "failed", "cause": "connection"}]}
+    assert signal_of(down) is None  # the endpoint's fault says nothing about the playbook
+    assert signal_of({**run, "status": None}) is None
+
+
+# --- learning from stored runs ----------------------------------------------------------------
+
+
+async def test_learns_from_each_signal_skips_runs_without_one_and_never_twice():
+    store = InMemoryStore()
+    ctx, calls = scripted(script(), embedder=bag_of_words)
+    ids = await production_runs(store, ctx, 4)
+    await correct_answer(store, "default", ids[0], "1")  # 0 + 1: the run said 7, so wrong
+    await give_feedback(store, "default", ids[1], "down", "not the sum")
+    trace = await traces_in(store).get_trace(ids[3])  # an endpoint failure: no signal
+    await traces_in(store).put_trace({**trace, "status": "failed",
+                                      "branches": [{"kind": "direct", "status": "failed", "cause": "timeout"}]})
+    learn = learn_builder.compile(store=store)
+    out = await learn.ainvoke({"from_traces": True, "batch": 10}, context=ctx)
+    assert out["traces"]["claimed"] == 3 and out["traces"]["no_signal"] == 1
+    assert out["traces"]["by_signal"] == {"target": 1, "feedback": 1, "status": 1}
+    assert out["traces"]["consumed"] == 3 and out["traces"]["replayed_in_gate"] == 1
+    reflections = [p for p, _ in calls if "You review one solved task" in p]
+    assert len(reflections) == 3
+    assert any("expected 1, got '7'" in p for p in reflections)
+    assert any("a person scored this answer 0 of 1: not the sum" in p for p in reflections)
+    # the corrected run is replayed by the gate: 0/1 before and after is a tie without signal, so no blind commit
+    assert out["accepted"] is False and "a tie without signal" in out["batches"][0]["reason"]
+    head = await playbooks_in(store).head("default")
+    assert head.version == 0 and [i.text for c in await playbooks_in(store).candidates("default") for i in c.active] == [LESSON]
+    # a second learn run finds nothing new: no run teaches the playbook twice
+    calls.clear()
+    again = await learn.ainvoke({"from_traces": True}, context=ctx)
+    assert again["traces"]["claimed"] == 0 and again["traces"]["taken_before"] == 3 and again["to_version"] == head.version
+    assert not [p for p, _ in calls if "You review one solved task" in p]
+
+
+async def test_two_loops_at_once_never_take_the_same_run():
+    store = InMemoryStore()
+    ctx, calls = scripted(script(), embedder=bag_of_words)
+    await production_runs(store, ctx, 6)
+    learn = learn_builder.compile(store=store)
+    a, b = await asyncio.gather(*(learn.ainvoke({"from_traces": True, "limit": 4, "batch": 4}, context=ctx)
+                                  for _ in range(2)))
+    assert a["traces"]["claimed"] + b["traces"]["claimed"] == 6
+    records = await consumed_in(store, "default", "default").records()
+    assert len(records) == 6 and {r["state"] for r in records.values()} == {"consumed"}
+    assert {r["round"] for r in records.values()} == {a["learn_run_id"], b["learn_run_id"]}
+    reflected = [p for p, _ in calls if "You review one solved task" in p]
+    assert len(reflected) == 6  # each run reflected on once
+
+
+def _claim_in_process(home, ids, queue):
+    import os
+
+    os.environ["PARALLAX_HOME"] = home
+
+    async def main():
+        async with open_sqlite_store() as store:
+            return await consumed_in(store, "default", "default").claim(ids, f"round-{os.getpid()}", None, 600)
+    queue.put(asyncio.run(main())[0])
+
+
+def test_two_processes_claim_disjoint_runs(tmp_path):
+    ids = [f"trace-{i}" for i in range(40)]
+    queue = multiprocessing.get_context("spawn").Queue()
+    procs = [multiprocessing.get_context("spawn").Process(target=_claim_in_process, args=(str(tmp_path), ids, queue))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    got = [queue.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert sorted(got[0] + got[1]) == sorted(ids)  # every run claimed once, by one of the two
+
+
+async def test_a_tenants_runs_only_teach_that_tenants_playbooks():
+    store = InMemoryStore()
+    ctx, _ = scripted(script(), embedder=bag_of_words)
+    await production_runs(store, ctx, 3, tenant="acme")
+    learn = learn_builder.compile(store=store)
+    beta = await learn.ainvoke({"from_traces": True, "tenant": "beta"}, context=ctx)
+    assert beta["traces"]["considered"] == 0 and (await playbooks_in(store, "beta").head("default")).version == 0
+    acme = await learn.ainvoke({"from_traces": True, "tenant": "acme"}, context=ctx)
+    assert acme["traces"]["claimed"] == 3 and (await playbooks_in(store, "acme").head("default")).version == 1
+    assert await consumed_in(store, "beta", "default").records() == {}
+
+
+async def test_a_killed_round_leaves_its_runs_to_the_next():
+    store = InMemoryStore()
+    ctx, _ = scripted(script(), embedder=bag_of_words)
+    ids = await production_runs(store, ctx, 3)
+    # a round claimed them and died before consuming them: its claim expires
+    claimed, _ = await consumed_in(store, "default", "default").claim(ids, "learn-dead", None, 0.05)
+    assert len(claimed) == 3
+    learn = learn_builder.compile(store=store)
+    assert (await learn.ainvoke({"from_traces": True}, context=ctx))["traces"]["claimed"] == 0
+    await asyncio.sleep(0.1)
+    assert (await learn.ainvoke({"from_traces": True}, context=ctx))["traces"]["consumed"] == 3
+
+
+# --- the loop: candidate -> canary ---------------------------------------------------------------
+
+
+async def test_loop_puts_the_candidate_on_canary_and_waits_for_its_decision():
+    store = InMemoryStore()
+    ctx, _ = scripted(script(), embedder=bag_of_words)
+    await production_runs(store, ctx, 4)
+    loop = loop_builder.compile(store=store)
+    first = await loop.ainvoke({"share": 50, "min_runs": 5, "max_runs": 20}, context=ctx)
+    assert first["status"] == "learned" and first["traces"]["consumed"] == 4
+    assert first["gate"]["claimed"] is False  # no run carried a target: no offline gate claimed
+    assert first["canary"]["state"] == "collecting" and first["canary"]["version"] == 1
+    assert first["canary"]["production"] == 0 and first["canary"]["started_by"] == "loop"
+    labels = await playbooks_in(store).labels("default").get()
+    assert [(e["label"], e["to"], e["by"]) for e in labels["events"]] == [("production", 0, "loop"), ("canary", 1, "loop")]
+    assert "learned from 4 runs" in labels["release"]["reason"]
+    # more runs: served v0 or v1 by the split, never anything unreleased
+    new = await production_runs(store, ctx, 6, start=10)
+    served = {(await traces_in(store).get_trace(t))["playbook_version"] for t in new}
+    assert served <= {0, 1}
+    second = await loop.ainvoke({"share": 50}, context=ctx)
+    assert second["status"] == "skipped" and "still on canary" in second["why"]
+    assert [r["status"] for r in await rounds(store, "default", "default")] == ["learned", "skipped"]
+
+
+async def test_a_rolled_back_candidate_never_seeds_the_next_one():
+    store = InMemoryStore()
+    ctx, _ = scripted(script(), embedder=bag_of_words)
+    await production_runs(store, ctx, 2)
+    loop = loop_builder.compile(store=store)
+    await loop.ainvoke({"share": 50}, context=ctx)
+    await end_release(playbooks_in(store).labels("default"), "rollback", "eve", "harmful")
+    await production_runs(store, ctx, 2, start=20)
+    third = await loop.ainvoke({"share": 50}, context=ctx)
+    assert third["reset"]["from"] == 1 and third["reset"]["items_of"] == 0
+    head_of_reset = await playbooks_in(store).get("default", third["reset"]["to"])
+    assert head_of_reset.active == []  # the rolled-back lesson is not in the base of the next candidate
+    assert third["canary"]["production"] == 0
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, message", [
+    (["learn", "--from-traces", "train.jsonl"], "give a task file or --from-traces"),
+    (["learn"], "give a task file or --from-traces"),
+    (["learn", "--from-traces", "--since", "yesterday"], "bad --since"),
+    (["learn", "--from-traces", "--epochs", "2"], "--epochs"),
+    (["learn", "--from-traces", "--limit", "0"], "--limit must be at least 1"),
+    (["learn", "--since", "7d", "train.jsonl"], "--since goes with --from-traces"),
+    (["loop", "once", "--share", "100"], "canary share"),
+    (["loop", "once", "--limit", "0"], "--limit must be at least 1"),
+    (["loop", "install", "--every", "7x"], "bad --every"),
+    (["feedback", "abcdef12"], "give --score"),
+    (["feedback", "abcdef12", "--score", "1", "--correct", "4"], "give --score"),
+    (["feedback", "abcdef12", "--correct", " "], "--correct needs the right answer"),
+])
+def test_bad_arguments_are_refused_with_one_line(args, message, tmp_path, monkeypatch):
+    (tmp_path / "train.jsonl").write_text('{"input": "1+1", "target": "2"}\n')
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def cli_json(ctx, *args):
+    out = runner.invoke(app, [*args, "--json"], obj=ctx)
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output.strip().splitlines()[-1])
+
+
+def test_the_command_line_closes_the_loop():
+    ctx, _ = scripted(script(), embedder=bag_of_words)
+    ids = [cli_json(ctx, "run", f"Add the two numbers {i} and {i + 1}: state the sum total.", "--mode", "direct")["trace_id"]
+           for i in range(3)]
+    corrected = cli_json(ctx, "feedback", ids[0][:8], "--correct", "1")
+    assert corrected["target"] == "1" and corrected["correct"] is False and corrected["score"] == 0.0
+    with_target = [t for t in (cli_json(ctx, "trace", i) for i in ids) if t.get("target")]
+    assert [t["trace_id"] for t in with_target] == [ids[0]]  # the short id named the whole trace
+    first = cli_json(ctx, "loop", "once", "--share", "50")
+    assert first["status"] == "learned" and first["traces"]["by_signal"] == {"target": 1, "status": 2}
+    assert first["gate"]["claimed"] is True and first["gate"]["val_size"] == 1  # the corrected run, replayed
+    assert first["canary"]["state"] == "collecting" and first["canary"]["version"] == 1
+    status = cli_json(ctx, "loop", "status")
+    assert [r["round"] for r in status["rounds"]] == [first["round"]] and status["canary"]["version"] == 1
+    learned = cli_json(ctx, "learn", "--from-traces")
+    assert learned["traces"]["claimed"] == 0 and learned["traces"]["taken_before"] == 3
+    table = runner.invoke(app, ["loop", "status"], obj=ctx)
+    assert table.exit_code == 0 and "learned" in table.output and "collecting v1" in table.output
+
+
+async def test_a_trace_id_that_looks_like_a_card_number_is_kept_whole():
+    store = InMemoryStore()
+    trace_id = "4111111111111111" + "ab" * 8  # 32 hex digits whose first 16 pass a card check
+    await traces_in(store).put_trace({"trace_id": trace_id, "answer": "7", "status": "ok", "task_preview": "1+1?",
+                                      "task_chars": 4, "feedback": [], "branches": []})
+    assert (await traces_in(store).get_trace(trace_id))["trace_id"] == trace_id
+    after = await correct_answer(store, "default", trace_id[:10], "2")
+    assert after["trace_id"] == trace_id and after["target"] == "2"
+    assert [t["trace_id"] for t in await traces_in(store).traces()] == [trace_id]
+
+
+async def test_the_loop_rolls_back_its_own_undecided_canary_and_learns_again():
+    store = InMemoryStore()
+    ctx, _ = scripted(script(), embedder=bag_of_words)
+    await production_runs(store, ctx, 2)
+    loop = loop_builder.compile(store=store)
+    await loop.ainvoke({"share": 50}, context=ctx)
+    labels = playbooks_in(store).labels("default")
+
+    def undecided(record):
+        record["release"].update(status="undecided", undecided_reason="no decision after the last look")
+    await labels.change(undecided)
+    await production_runs(store, ctx, 2, start=30)
+    out = await loop.ainvoke({"share": 50}, context=ctx)
+    assert out["advanced"]["decision"] == "rollback" and "the loop rolled back its own candidate" in out["advanced"]["why"]
+    assert out["status"] == "learned" and out["reset"]["items_of"] == 0 and out["canary"]["version"] == 3
+    ended = (await labels.get())["releases"][-1]
+    assert (ended["decided_by"], ended["decision"]) == ("loop", "rollback")
+
+
+async def test_a_long_task_is_kept_whole_and_learned_from_whole():
+    store = InMemoryStore()
+    ctx, calls = scripted(script(), embedder=bag_of_words)
+    task = "Add the two numbers 2 and 3: state the sum total. " + "The numbers come from the ledger. " * 10
+    out = await solve_builder.compile(store=store).ainvoke({"task": task, "mode": "direct"}, context=ctx)
+    trace = await traces_in(store).get_trace(out["trace_id"])
+    assert len(trace["task_preview"]) == 200 and trace["task"] == task
+    await learn_builder.compile(store=store).ainvoke({"from_traces": True}, context=ctx)
+    assert any(task.strip() in p for p, _ in calls if "You review one solved task" in p)
