@@ -25,7 +25,7 @@ from parallax.logic.releases import serve_playbook, serve_prompts
 from parallax.logic.routing import InvalidInput, choose_route, pages_of, validate
 from parallax.logic.slicing import split_into_slices, split_pages
 from parallax.logic.user_schema import checked_schema
-from parallax.prompts.templates import SOLVE_PROMPTS, TYPED_PROMPTS
+from parallax.prompts.templates import SOLVE_PROMPTS, SPECULATE_PROMPTS, TYPED_PROMPTS
 from parallax.runtime.run_context import authenticated_tenant, context_of, tenant_of
 from parallax.state.context import Context, filled
 from parallax.state.records import PlaybookItemData
@@ -73,7 +73,8 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     schema = checked_schema(state["output_schema"]) if state.get("output_schema") is not None else None
     question = state.get("question", "")
     mode = state.get("mode", "auto")
-    chosen = choose_route(state["task"], question, filled(ctx.slice_chars)) if mode == "auto" else mode
+    chosen = mode if mode != "auto" else "speculate" if state.get("check") else choose_route(
+        state["task"], question, filled(ctx.slice_chars))
     trace_id = uuid.uuid4().hex
     thread_key = str((get_config().get("configurable") or {}).get("thread_id") or trace_id)
     tenant, name = tenant_of(state.get("tenant")), state.get("playbook", "default")
@@ -86,7 +87,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         if choice:
             served[f"playbook/{name}"] = choice
     overrides = state.get("prompt_overrides") or {}
-    names = SOLVE_PROMPTS + (TYPED_PROMPTS if schema else ())
+    names = SOLVE_PROMPTS + (TYPED_PROMPTS if schema else ()) + (SPECULATE_PROMPTS if chosen == "speculate" else ())
     served_here = tuple(n for n in names if n not in overrides)  # a learn run pins them all
     prompts = await serve_prompts(runtime.store, tenant, served_here, thread_key, allow_canary=not pinned) if served_here else {}
     for prompt_name, override in overrides.items():

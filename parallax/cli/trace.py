@@ -21,7 +21,7 @@ from rich.table import Table
 
 from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, located, no_store_yet
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
-from parallax.cli.tables import elide, new_table, short_id, when
+from parallax.cli.tables import candidates_table, elide, new_table, short_id, when
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.state.context import Context
 
@@ -74,6 +74,9 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     console.print(f"trace {found['trace_id']} ({found['tenant']}): [bold]{found['status']}[/] {found['mode']}, "
                   f"confidence {found['confidence']}" + (f" - {escape(found['reason'])}" if found["reason"] else ""))
     console.print(trace_table(found))
+    speculation = (found.get("verification") or {}).get("speculation")
+    if speculation:
+        console.print(candidates_table(speculation))
     console.print(f"answer: {found['answer'] or '(none)'}", markup=False)
 
 
@@ -86,6 +89,13 @@ def trace_table(found: dict[str, Any]) -> Table:
                                           if t["state"] in ("TIMEOUT", "FAILED", "ESCALATED") and t["reason"]))
         if b.get("backup"):
             reasons = f"backup copy ({b['backup']['reason']}), {b['backup']['winner']} won; " + reasons
+        speculation = b.get("speculation") or {}
+        if speculation:
+            check = speculation.get("check") or {}
+            verdict = ("" if not check else f", check {'passed' if check.get('passed') else 'failed'}")
+            reasons = "; ".join(x for x in (f"{speculation.get('approach')} at {speculation.get('temperature')}{verdict}: "
+                                            f"{speculation.get('result') or '?'}", speculation.get("refused", ""),
+                                            speculation.get("why", ""), reasons) if x)
         table.add_row(b["id"], b.get("state") or b["status"], f"{seconds_between(steps):.2f}",
                       str(b.get("attempts", 1)), path_of(steps), elide(reasons, 300))
     return table
