@@ -4,10 +4,11 @@ A `Send` target, one per candidate, all in one superstep; their model calls shar
 limit (runtime/superstep.py). With a check, the candidate's answer (and any further files it
 names) is written into its own folder (a git worktree of `repo`, or an empty folder;
 runtime/check_folders.py) and the check command runs there: the first candidate that passes wins
-and cancels the others wherever they are (logic/candidate_watch.py). A candidate that names a file
-outside its folder is refused and never checked. The reply is kept in the store as soon as it
-comes back (runtime/storage/candidate_results.py), so a run killed mid-check checks it again on
-resume without asking the model again. The folder is removed whatever happens.
+and cancels the others wherever they are (logic/candidate_watch.py); with early stopping off
+(`--no-early-stop`, as for votes) every candidate is made and checked, and the first to pass
+still wins. A candidate that names a file outside its folder is refused and never checked. The
+reply is kept in the store as soon as it comes back (runtime/storage/candidate_results.py), so a
+run killed mid-check checks it again on resume without asking the model again. The folder is removed whatever happens.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
     task = state
     ctx = context_of(runtime)
     spec, checked = task["candidate"], bool(task["check"]["command"])
+    cancel_rest = filled(ctx.early_stop)  # off (--no-early-stop): every candidate is made and checked
     limit = superstep_limit(runtime, filled(ctx.max_concurrency))
     watch = superstep_shared(runtime, CandidateWatch, "candidates")
     results = CandidateResults(runtime.store, task["tenant"], spec["parent_id"])
@@ -103,7 +105,7 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
     async def attempt() -> dict[str, Any]:
         nonlocal record
         current = asyncio.current_task()
-        if checked and current is not None:
+        if checked and cancel_rest and current is not None:
             watch.started(spec["id"], current)
         try:
             record = await results.load(spec["id"])

@@ -47,6 +47,8 @@ APPROACHES: tuple[tuple[str, str], ...] = (
 
 PASSED = re.compile(r"(\d+) passed")
 FAILED = re.compile(r"(\d+) (?:failed|errors?)")
+RAN = re.compile(r"^Ran (\d+) tests?", re.M)
+UNITTEST_BAD = re.compile(r"(?:failures|errors)=(\d+)")
 
 
 def spread(low: float, high: float, n: int) -> list[float]:
@@ -87,11 +89,17 @@ def check_note(check: CheckSpec) -> str:
 
 
 def passed_tests(output: str) -> int:
-    """How many tests a check's output says passed (pytest's "N passed"); 0 when it does not say."""
+    """How many tests a check's output says passed: pytest's "N passed", or unittest's "Ran N tests" less its
+    failures and errors; 0 when it does not say."""
+    ran = RAN.findall(output)
+    if ran and not PASSED.search(output):
+        return max(0, sum(int(n) for n in ran) - failed_tests(output))
     return sum(int(n) for n in PASSED.findall(output))
 
 
 def failed_tests(output: str) -> int:
+    if RAN.search(output) and not PASSED.search(output):
+        return sum(int(n) for n in UNITTEST_BAD.findall(output))
     return sum(int(n) for n in FAILED.findall(output))
 
 
