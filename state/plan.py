@@ -207,6 +207,8 @@ class TaskPayload(TypedDict):
     repo: NotRequired[str]
     repo_base: NotRequired[str]
     test_command: NotRequired[str]
+    candidates: NotRequired[int]
+    """Above 1 (with a test command): each edit task is speculative, that many candidate patches at once."""
     earlier: list[dict[str, Any]]
     """Finished task records of earlier rounds (a replanned task equal to one of them is not redone)."""
 

@@ -242,8 +242,10 @@ def run(
                                             "answer is settled).")] = 5,
     early_stop: EarlyStop = None,
     min_votes: Annotated[int | None, typer.Option(help="Votes an answer needs (default: a strict majority).")] = None,
-    candidates: Annotated[int, typer.Option(help="Speculate mode: candidates made at once, each with its own approach "
-                                                 "(a prompt variant and a temperature).")] = 3,
+    candidates: Annotated[int | None, typer.Option(
+        help="Speculate mode: candidates made at once, each with its own approach (a prompt variant and a temperature; "
+             "default 3). Plan mode with --repo and --test-command: candidate patches per edit task, the first whose "
+             "tests pass is merged (default 1).")] = None,
     check: Annotated[str | None, typer.Option(
         help="Speculate mode: a command that checks a candidate, run in the candidate's own folder with its answer "
              "saved there as --check-file (exit 0 passes; pytest's 'N passed' is counted). The first candidate that "
@@ -293,7 +295,7 @@ def run(
         fail("--repo with --mode speculate needs --check: the command run in each candidate's worktree")
     if (check is not None or check_file is not None) and not speculative:
         fail(f"--check and --check-file work with --mode speculate, not --mode {mode}")
-    if not 1 <= candidates <= 10:
+    if candidates is not None and not 1 <= candidates <= 10:
         fail(f"--candidates must be from 1 to 10, got {candidates}")
     if repo is not None and not repo.is_dir():
         fail(f"--repo {repo}: no such folder")
@@ -304,7 +306,7 @@ def run(
     if pages is not None:
         payload["pages"] = pages
     if speculative:
-        payload.update(mode="speculate", candidates=candidates)
+        payload.update(mode="speculate", candidates=3 if candidates is None else candidates)
         if check is not None:
             payload["check"] = check
         if check_file is not None:
@@ -322,7 +324,11 @@ def run(
     plan_shaped = mode == "auto" and not speculative and schema is None and wants_plan(question or task)
     name = "plan" if mode == "plan" or (repo is not None and not speculative) or plan_shaped else "solve"
     if name == "plan":
+        if (candidates or 1) > 1 and not (repo is not None and test_command) and (mode == "plan" or repo is not None):
+            fail("--candidates in plan mode makes edit tasks speculative: it needs --repo and --test-command")
         payload.update(mode="plan", max_replans=max_replans, test_command=test_command)
+        if candidates is not None and repo is not None:
+            payload["candidates"] = candidates
         payload.pop("red_team")
         if repo is not None:
             payload["repo"] = str(repo.resolve())

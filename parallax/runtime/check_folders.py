@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from parallax.runtime import settings as settings_mod
-from parallax.runtime.worktrees import Worktree, git, head_commit
+from parallax.runtime.worktrees import Worktree, head_commit
 
 OUTPUT_CHARS = 3000
 
@@ -58,8 +58,7 @@ class CheckFolder:
 
     def remove(self) -> None:
         if self.in_repo:
-            self.tree.remove()
-            git(self.tree.repo, "branch", "-D", self.tree.branch, check=False)
+            self.tree.remove(delete_branch=True)
         else:
             shutil.rmtree(self.tree.root, ignore_errors=True)
         with contextlib.suppress(OSError):
