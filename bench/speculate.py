@@ -13,7 +13,8 @@ have `--concurrency` model calls in flight, so with K above it candidates queue 
 Measured per configuration (K = 1, 3, 5; K > 1 both with early cancellation and waiting for all,
 which is the product's `--no-early-stop`):
 
-  solved_share        tasks whose picked candidate passed the suite (expected 1 - (1 - p)^K)
+  solved_share        tasks whose picked candidate passed the suite (expected 1 - (1 - p)^K; the draws'
+                      own pass rate is `observed_p_correct`, from K = 5 waiting for all, which checks every one)
   needs_review        tasks where none passed (the most passing tests picked)
   model_calls         chat requests the server received (cancelled ones that were under way included)
   model_calls_completed  of those, the ones answered (a cancelled call is cut off: its tokens are not all spent)
@@ -31,9 +32,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -79,9 +80,13 @@ def make_repo(root: Path, a: int) -> Path:
     return root
 
 
-def _draw(text: str, seed: int, what: str) -> random.Random:
-    a = int(text.split("TASK-")[1].split()[0].strip('.\\"'))
-    return random.Random(f"{seed}:{what}:{a}")
+def uniform(key: str) -> float:
+    """A reproducible draw in [0, 1) from `key` (sha256), one per (task, candidate)."""
+    return int(hashlib.sha256(key.encode()).hexdigest(), 16) / 2**256
+
+
+def task_of(body: dict[str, Any]) -> int:
+    return int(json.dumps(body.get("messages", [])).split("TASK-")[1].split()[0].strip('.\\"'))
 
 
 def scripted_delay(slow_rate: float, slow_ms: float, seed: int):
@@ -90,8 +95,7 @@ def scripted_delay(slow_rate: float, slow_ms: float, seed: int):
 
     def delay(body: dict[str, Any]) -> float:
         t = round(float(body.get("temperature") or 0.0), 3)
-        draw = _draw(json.dumps(body.get("messages", [])), seed, f"slow:{t}")
-        return slow_ms / 1000 if draw.random() < slow_rate else 0.0
+        return slow_ms / 1000 if uniform(f"{seed}:slow:{task_of(body)}:{t}") < slow_rate else 0.0
 
     return delay
 
@@ -100,11 +104,9 @@ def scripted_reply(p_correct: float, seed: int):
     """The scripted model: a candidate for task `a` at temperature t is right with probability p_correct."""
 
     def reply(body: dict[str, Any]) -> str:
-        text = json.dumps(body.get("messages", []))
-        a = int(text.split("TASK-")[1].split()[0].strip('.\\"'))
-        t = round(float(body.get("temperature") or 0.0), 3)
-        draw = random.Random(f"{seed}:{a}:{t}")
-        code = RIGHT if draw.random() < p_correct else WRONG[draw.randrange(2)]
+        a, t = task_of(body), round(float(body.get("temperature") or 0.0), 3)
+        draw = uniform(f"{seed}:{a}:{t}")
+        code = RIGHT if draw < p_correct else WRONG[int(draw * 1000) % 2]
         return json.dumps({"reasoning": "scripted", "answer": code.format(a=a), "files": []})
 
     return reply
@@ -133,7 +135,7 @@ async def run_config(server: FaultServer, url: str, repos: list[Path], k: int, e
     ctx = Context(early_stop=early, max_concurrency=concurrency, straggler_factor=0.0)
     before = {e["id"] for e in chat_log(url)}
     left_before = leftovers(repos, home)
-    solved = review = checks = 0
+    solved = review = checks = passing = 0
     started = time.perf_counter()
     for repo in repos:
         a = int(repo.name.split("-")[1])
@@ -145,12 +147,13 @@ async def run_config(server: FaultServer, url: str, repos: list[Path], k: int, e
         solved += bool((winner.get("check") or {}).get("passed"))
         review += out["status"] == "needs_review"
         checks += sum(1 for c in report["candidates"] if c.get("check"))
+        passing += sum(1 for c in report["candidates"] if (c.get("check") or {}).get("passed"))
     wall = time.perf_counter() - started
     await asyncio.sleep(0.2)  # a cancelled request's log entry closes when the server sees the client leave
     calls = [e for e in chat_log(url) if e["id"] not in before]
     return {"k": k, "early_cancellation": early, "tasks": len(repos), "solved_share": round(solved / len(repos), 3),
             "needs_review": review, "model_calls": len(calls), "model_calls_completed": sum(e["status"] == 200 for e in calls),
-            "checks_run": checks,
+            "checks_run": checks, "checks_passed": passing,
             "wall_s": round(wall, 2), "worktrees_left": leftovers(repos, home) - left_before}
 
 
@@ -193,6 +196,7 @@ async def measure(tasks: int, p_correct: float, seed: int, latency_ms: float, sl
                   "check": "python -m unittest -q test_solution (3 tests per task)"},
         "solved_share": {f"k{k}": by[(k, True)]["solved_share"] for k in (1, 3, 5)},
         "expected_solved_share": {f"k{k}": round(1 - (1 - p_correct) ** k, 3) for k in (1, 3, 5)},
+        "observed_p_correct": round(by[(5, False)]["checks_passed"] / max(1, by[(5, False)]["checks_run"]), 3),
         "early_vs_all": savings,
         "worktrees_left": left,
         "goals_met": {"worktrees_left_0": left == 0,

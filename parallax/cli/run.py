@@ -41,7 +41,7 @@ from parallax.cli.common import (
 )
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.model_notice import print_model_notice
-from parallax.cli.tables import candidates_table, elide, new_table
+from parallax.cli.tables import elide, new_table
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
@@ -374,7 +374,9 @@ def _print_result(result: dict[str, Any]) -> None:
         console.print(branch_table(result.get("branches", [])))
     speculation = (result.get("verification") or {}).get("speculation")
     if speculation:
-        console.print(candidates_table(speculation))
+        from parallax.cli.trace import speculation_table
+
+        console.print(speculation_table(speculation))
     if result.get("votes_asked"):
         stop = f" ({result['stop_reason']})" if result.get("stop_reason") else ""
         console.print(f"votes asked: {result['votes_asked']}{stop}", highlight=False)

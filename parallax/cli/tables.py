@@ -75,15 +75,3 @@ def gate_summary(gate: dict[str, Any] | None) -> str:
     scalars = [f"{k} {v}" for k, v in gate.items() if isinstance(v, (str, int, float, bool)) and v != ""]
     return elide(", ".join(scalars), 40) or "-"
 
-
-def candidates_table(report: dict[str, Any]) -> Table:
-    """A speculative run's candidates: approach, temperature, check, result and why each one lost."""
-    table = new_table(f"candidates (picked by {report.get('by')})", ("candidate", "approach", "temp", "check", "result", "why"),
-                      text=("why",))
-    for c in report.get("candidates", []):
-        check = c.get("check") or {}
-        shown = ("refused" if c.get("refused") else "-" if not check else "timed out" if check.get("timed_out")
-                 else f"{'pass' if check.get('passed') else 'fail'} ({check.get('passed_tests', 0)} ok)")
-        table.add_row(c["id"], str(c.get("approach")), f"{c.get('temperature')}", shown, str(c.get("result") or c["status"]),
-                      elide(c.get("refused") or c.get("why") or "", 200))
-    return table

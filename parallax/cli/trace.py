@@ -21,7 +21,7 @@ from rich.table import Table
 
 from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, located, no_store_yet
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
-from parallax.cli.tables import candidates_table, elide, new_table, short_id, when
+from parallax.cli.tables import elide, new_table, short_id, when
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.state.context import Context
 
@@ -76,7 +76,7 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     console.print(trace_table(found))
     speculation = (found.get("verification") or {}).get("speculation")
     if speculation:
-        console.print(candidates_table(speculation))
+        console.print(speculation_table(speculation))
     console.print(f"answer: {found['answer'] or '(none)'}", markup=False)
 
 
@@ -98,6 +98,19 @@ def trace_table(found: dict[str, Any]) -> Table:
                                             speculation.get("why", ""), reasons) if x)
         table.add_row(b["id"], b.get("state") or b["status"], f"{seconds_between(steps):.2f}",
                       str(b.get("attempts", 1)), path_of(steps), elide(reasons, 300))
+    return table
+
+
+def speculation_table(report: dict[str, Any]) -> Table:
+    """A speculative run's candidates: approach, temperature, check, result and why each one lost."""
+    table = new_table(f"candidates (picked by {report.get('by')})", ("candidate", "approach", "temp", "check", "result", "why"),
+                      text=("why",))
+    for c in report.get("candidates", []):
+        check = c.get("check") or {}
+        shown = ("refused" if c.get("refused") else "-" if not check else "timed out" if check.get("timed_out")
+                 else f"{'pass' if check.get('passed') else 'fail'} ({check.get('passed_tests', 0)} ok)")
+        table.add_row(c["id"], str(c.get("approach")), f"{c.get('temperature')}", shown, str(c.get("result") or c["status"]),
+                      elide(c.get("refused") or c.get("why") or "", 200))
     return table
 
 

@@ -198,7 +198,7 @@ def test_a_speculative_edit_task_merges_the_first_passing_patch_and_removes_the_
         if "wrote greeting.txt" in prompt:
             return step("done", note="shouted")
         reply = step("write", "greeting.txt", contents[round(t, 3)])
-        return (5.0, reply) if round(t, 3) == 1.0 else reply  # the third is slow: cancelled once another passes
+        return (30.0, reply) if round(t, 3) == 1.0 else reply  # the third is slow: cancelled once another passes
 
     ctx, calls = scripted(script)
     result = runner.invoke(app, ["run", "Shout the greeting.", "--mode", "plan", "--repo", str(repo), "--candidates", "3",
@@ -208,8 +208,11 @@ def test_a_speculative_edit_task_merges_the_first_passing_patch_and_removes_the_
     task = out["tasks"][0]
     assert task["status"] == "DONE", task["reason"]
     candidates = {round(c["temperature"], 3): c for c in task["edit"]["candidates"]}
-    assert [candidates[t]["result"] for t in (0.2, 0.6, 1.0)] == ["lost", "won", "cancelled"]
-    assert candidates[0.2]["check"]["passed"] is False and "its tests failed" in candidates[0.2]["why"]
+    assert [candidates[t]["result"] for t in (0.6, 1.0)] == ["won", "cancelled"]
+    # the wrong patch lost on its tests, or was cancelled before they ended (the right one passed first)
+    assert candidates[0.2]["result"] in ("lost", "cancelled")
+    if candidates[0.2]["result"] == "lost":
+        assert candidates[0.2]["check"]["passed"] is False and "its tests failed" in candidates[0.2]["why"]
     assert candidates[1.0]["why"] == f"cancelled: {candidates[0.6]['id']} passed its check first"
     assert task["edit"]["branch"] == candidates[0.6]["branch"]
     merge = out["verification"]["merge"]
