@@ -133,12 +133,23 @@ def test_a_candidate_that_writes_outside_its_worktree_is_refused(scripted_endpoi
 def test_with_no_candidate_passing_the_one_with_most_passing_tests_needs_review(scripted_endpoint, tmp_path):
     scripted_endpoint(FaultConfig(reply=candidate_reply({0.2: "fails", 0.6: "HALF right", 1.0: "fails too"})))
     command, _ = check_script(tmp_path)
-    result = runner.invoke(app, ["run", "Write a function.", "--mode", "speculate", "--check", command, "--json"])
+    result = runner.invoke(app, ["run", "Write a function.", "--check", command, "--json"])  # a check: speculate
     out = json.loads(result.stdout)
-    assert (out["status"], out["answer"]) == ("needs_review", "HALF right")
+    assert (out["mode"], out["status"], out["answer"]) == ("speculate", "needs_review", "HALF right")
     assert "no candidate passed the check" in out["reason"] and "most passing tests (2)" in out["reason"]
     lost = [c for c in out["verification"]["speculation"]["candidates"] if c["result"] == "lost"]
     assert len(lost) == 2 and all("fewer passing tests" in c["why"] for c in lost)
+
+
+def test_the_python_api_speculates_with_a_check(scripted_endpoint, tmp_path):
+    import parallax
+
+    scripted_endpoint(FaultConfig(reply=candidate_reply({0.2: "fails", 1.0: "PASS it"})))
+    command, _ = check_script(tmp_path)
+    result = parallax.solve("Write a function.", mode="speculate", candidates=2, check=command, check_file="f.py")
+    assert (result.status, result.mode, result.answer) == ("ok", "speculate", "PASS it")
+    assert result.verification["speculation"]["by"] == "check"
+    assert {b.speculation["approach"] for b in result.branches if b.kind == "candidate"} == {"straightforward", "careful"}
 
 
 async def test_a_judge_that_always_picks_position_a_gives_needs_review(scripted_endpoint):
