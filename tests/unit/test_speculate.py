@@ -28,6 +28,10 @@ text = open(os.environ["PARALLAX_CANDIDATE_FILE"]).read()
 if "SLOW" in text:
     open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
     time.sleep(60)
+if "PASS" in text and "WAIT" in sys.argv[2:]:  # pass only once both slow checks are under way
+    deadline = time.time() + 20
+    while len(os.listdir(sys.argv[1])) < 2 and time.time() < deadline:
+        time.sleep(0.05)
 if "HALF" in text:
     print("1 failed, 2 passed"); sys.exit(1)
 if "PASS" in text and os.path.exists("greeting.txt") == ("REPO" in sys.argv[2:]):
@@ -73,7 +77,7 @@ def test_the_first_passing_candidate_wins_and_the_rest_are_cancelled(scripted_en
     command, pids = check_script(tmp_path)
     started = time.monotonic()
     result = runner.invoke(app, ["run", "Write a function that adds two numbers.", "--mode", "speculate", "--candidates",
-                                 "3", "--check", command, "--check-file", "solution.py", "--json"])
+                                 "3", "--check", f"{command} WAIT", "--check-file", "solution.py", "--json"])
     assert result.exit_code == 0, result.output
     assert time.monotonic() - started < 30  # the slow checks were not waited for
     out = json.loads(result.stdout)
@@ -89,7 +93,7 @@ def test_the_first_passing_candidate_wins_and_the_rest_are_cancelled(scripted_en
     assert out["verification"]["speculation"]["winner"] == winner
     assert len(chat_log(url)) == 3  # three candidates, no judge
     slow = [int(p.name) for p in pids.iterdir()]
-    assert len(slow) == 2 and not any(alive(pid) for pid in slow)  # the cancelled checks were killed
+    assert len(slow) == 2 and not any(alive(pid) for pid in slow)  # the cancelled checks were killed mid-sleep
     home = Path(os.environ["PARALLAX_HOME"])
     assert not any((home / "candidates").glob("*/*"))  # every candidate's folder removed
 
@@ -230,3 +234,19 @@ def test_cli_bad_speculative_input_exits_2_and_writes_nothing(args, message, tmp
     result = runner.invoke(app, ["run", "Write a function.", *args])
     assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "home").exists()
+
+
+async def test_the_graph_api_refuses_a_check_command_and_a_repository(scripted_endpoint, tmp_path):
+    """On the authenticated graph API the server must run no command and read no path a caller names."""
+    from parallax.graphs.solve import graph
+    from parallax.runtime.run_context import AUTH_TENANT_FIELD
+
+    url = scripted_endpoint(FaultConfig(reply=candidate_reply({0.2: "x", 0.6: "y", 1.0: "z"})))
+    config = {"configurable": {"langgraph_auth_user": {AUTH_TENANT_FIELD: "acme"}}}
+    marker = tmp_path / "ran"
+    for extra in ({"check": f"touch {marker}"}, {"check": "true", "repo": str(tmp_path)}):
+        with pytest.raises(InvalidInput, match="not served over the graph API"):
+            await graph.ainvoke({"task": "Write a function.", "mode": "speculate", **extra}, config)
+    assert not marker.exists() and chat_log(url) == []
+    with pytest.raises(InvalidInput, match="give a git repository"):  # off the API, a folder that is no repository
+        await graph.ainvoke({"task": "Write a function.", "mode": "speculate", "check": "true", "repo": str(tmp_path)})
