@@ -74,4 +74,3 @@ def gate_summary(gate: dict[str, Any] | None) -> str:
         return "imported" + (f", {gate['quarantined']} quarantined" if gate.get("quarantined") else "")
     scalars = [f"{k} {v}" for k, v in gate.items() if isinstance(v, (str, int, float, bool)) and v != ""]
     return elide(", ".join(scalars), 40) or "-"
-
