@@ -2,6 +2,7 @@
 
     route -> [safety + work x G] -> merge -> judge? -> red_team? -> record_trace -> release_check -> END
                                        ^-- work x G (an adaptive vote's next wave) <-'
+    route -> [safety + candidate x K] -> merge -> pick -> red_team? -> record_trace ...      (speculate)
 
 `graph` is compiled without a checkpointer or store: `langgraph dev` and LangGraph
 Server bring their own; the CLI compiles `builder` with SQLite ones. Every node and edge
@@ -16,9 +17,11 @@ from typing import Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from parallax.nodes.candidate import candidate, candidate_failed
 from parallax.nodes.fan_out import fan_out, next_wave
 from parallax.nodes.judge import judge
 from parallax.nodes.merge import merge
+from parallax.nodes.pick import pick
 from parallax.nodes.record_trace import record_trace
 from parallax.nodes.red_team import red_team
 from parallax.nodes.release_check import release_check
@@ -30,7 +33,9 @@ from parallax.state.context import Context
 from parallax.state.solve import SolveInput, SolveOutput, SolveState
 
 
-async def after_merge(state: SolveState) -> Literal["judge", "red_team", "record_trace"] | list[Send]:
+async def after_merge(state: SolveState) -> Literal["judge", "pick", "red_team", "record_trace"] | list[Send]:
+    if state["mode"] == "speculate":
+        return "pick"  # the verifier: the first candidate that passed its check, or the judge's tournament
     if state.get("next_wave"):
         return await next_wave(state)  # an adaptive vote that has not settled: its next wave, then merge again
     if state["status"] == "failed":
@@ -50,16 +55,20 @@ builder.add_node("safety", check_safety)
 builder.add_node("work", work, error_handler=work_failed)
 builder.add_node("merge", merge, defer=True)
 builder.add_node("judge", judge)
+builder.add_node("candidate", candidate, error_handler=candidate_failed)
+builder.add_node("pick", pick)
 builder.add_node("red_team", red_team)
 builder.add_node("record_trace", record_trace)
 builder.add_node("release_check", release_check)
 
 builder.add_edge(START, "route")
-builder.add_conditional_edges("route", fan_out, ["safety", "work"])
+builder.add_conditional_edges("route", fan_out, ["safety", "work", "candidate"])
 builder.add_edge("safety", "merge")
 builder.add_edge("work", "merge")
-builder.add_conditional_edges("merge", after_merge, ["judge", "red_team", "record_trace", "work"])
+builder.add_edge("candidate", "merge")
+builder.add_conditional_edges("merge", after_merge, ["judge", "pick", "red_team", "record_trace", "work"])
 builder.add_conditional_edges("judge", after_judge)
+builder.add_conditional_edges("pick", after_judge)
 builder.add_edge("red_team", "record_trace")
 builder.add_edge("record_trace", "release_check")
 builder.add_edge("release_check", END)

@@ -38,6 +38,8 @@ async def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_direc
             sent["repo_base"] = state["repo_base"]
         if "test_command" in state:
             sent["test_command"] = state["test_command"]
+        if state.get("candidates", 1) > 1:
+            sent["candidates"] = state["candidates"]
         return sent
 
     return [Send("run_task", payload(task)) for task in state["plan"]["tasks"]]

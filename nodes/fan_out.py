@@ -1,4 +1,4 @@
-"""Turn the route into `Send`s: business branches plus the safety check, all in one superstep.
+"""Turn the route into `Send`s: business branches (or speculative candidates) plus the safety check, in one superstep.
 
 The branches and their grouping come from logic/branch_plans.py. All tasks start at once;
 their model calls share one limit (runtime/superstep.py). An adaptive vote starts with its
@@ -12,19 +12,33 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
 from parallax.logic.branch_plans import adaptive, branch_specs, first_wave, group, run_metadata
+from parallax.logic.speculation import candidate_specs, check_spec
 from parallax.runtime.run_context import context_of
 from parallax.state.context import Context, filled
-from parallax.state.records import BranchSpec, SafetyTask, WorkShared, WorkTask
+from parallax.state.records import BranchSpec, CandidateTask, SafetyTask, WorkShared, WorkTask
 from parallax.state.solve import SolveState
 
 
 async def fan_out(state: SolveState) -> list[Send]:
     """Conditional edge after `route`: safety and business branches (a vote: its first wave) start together."""
     ctx = context_of(get_runtime())
+    if state["mode"] == "speculate":
+        return [Send("safety", _safety(state)), *_candidates(state, ctx)]
     specs = branch_specs(state, ctx, first_wave(state, ctx) if state["mode"] == "vote" else None)
-    full_text = f"{state.get('question', '')}\n{state['task']}"
-    safety: SafetyTask = {"trace_id": state["trace_id"], "text": full_text}
-    return [Send("safety", safety), *_work(state, ctx, specs, earlier=[] if adaptive(state, ctx) else None)]
+    return [Send("safety", _safety(state)), *_work(state, ctx, specs, earlier=[] if adaptive(state, ctx) else None)]
+
+
+def _safety(state: SolveState) -> SafetyTask:
+    return {"trace_id": state["trace_id"], "text": f"{state.get('question', '')}\n{state['task']}"}
+
+
+def _candidates(state: SolveState, ctx: Context) -> list[Send]:
+    """Speculate: one `candidate` task per candidate, each with its own approach, all at once."""
+    check = check_spec(state, ctx)
+    shared = {"check": check, "tenant": state.get("tenant", "default"), "prompts": state.get("prompts") or {},
+              "meta": run_metadata(state)}
+    tasks: list[CandidateTask] = [{"candidate": spec, **shared} for spec in candidate_specs(state, ctx)]  # type: ignore[typeddict-item]
+    return [Send("candidate", task) for task in tasks]
 
 
 async def next_wave(state: SolveState) -> list[Send]:

@@ -55,6 +55,8 @@ def _assemble_sections(facts: FactCheck) -> str:
 
 
 async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
+    if state["mode"] == "speculate":
+        return {}  # the candidates are verified and picked by nodes/pick.py
     ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
     business = [r for r in records if r.kind in BUSINESS and r.status != "cancelled"]

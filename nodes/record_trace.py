@@ -65,6 +65,7 @@ def _solve_trace(state: SolveState) -> dict[str, Any]:
         "votes": [{"answer": answer, "count": count} for answer, count in state.get("vote_counts", {}).items()],
         **({"output_schema": state["output_schema"], "data": state.get("data"), "provenance": state.get("provenance", []),
             "verification": state.get("verification", {})} if state.get("output_schema") is not None else {}),
+        **({"verification": state.get("verification", {})} if state.get("mode") == "speculate" else {}),
         "confidence": state.get("confidence"), "failed_branches": state.get("failed_branches", []),
         "objection": state.get("objection", ""), "playbook": state.get("playbook", "default"),
         "playbook_version": state.get("playbook_version", 0),

@@ -12,6 +12,7 @@ so the trace and the release count go to the same tenant.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -25,7 +26,7 @@ from parallax.logic.releases import serve_playbook, serve_prompts
 from parallax.logic.routing import InvalidInput, choose_route, pages_of, validate
 from parallax.logic.slicing import split_into_slices, split_pages
 from parallax.logic.user_schema import checked_schema
-from parallax.prompts.templates import SOLVE_PROMPTS, TYPED_PROMPTS
+from parallax.prompts.templates import SOLVE_PROMPTS, SPECULATE_PROMPTS, TYPED_PROMPTS
 from parallax.runtime.run_context import authenticated_tenant, context_of, tenant_of
 from parallax.state.context import Context, filled
 from parallax.state.records import PlaybookItemData
@@ -62,6 +63,25 @@ def read_input_document(state: SolveState) -> SolveState:
         raise InvalidInput(str(exc)) from None
 
 
+async def checked_speculation(state: SolveState) -> SolveState:
+    """A speculative run's check and repository are the caller's own machine's: a command and a path are run and
+    read where the caller owns the disk (the CLI, the Python API, `langgraph dev`), refused on the authenticated
+    graph API; a repository must be a git repository with a commit (its top folder is what the run keeps)."""
+    if not (state.get("check") or state.get("repo")):
+        return state
+    if authenticated_tenant() is not None:
+        raise InvalidInput("check commands and repositories are not served over the graph API: the server runs no "
+                           "command of a caller; run `parallax run --mode speculate --check ...` on your machine")
+    if not state.get("repo"):
+        return state
+    from parallax.runtime.worktrees import GitError, repository_root
+
+    try:
+        return {**state, "repo": str(await asyncio.to_thread(repository_root, state["repo"]))}
+    except GitError as exc:
+        raise InvalidInput(f"repo {state['repo']}: {exc} (give a git repository with at least one commit)") from None
+
+
 async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
     started = time.time()
@@ -73,7 +93,10 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     schema = checked_schema(state["output_schema"]) if state.get("output_schema") is not None else None
     question = state.get("question", "")
     mode = state.get("mode", "auto")
-    chosen = choose_route(state["task"], question, filled(ctx.slice_chars)) if mode == "auto" else mode
+    chosen = mode if mode != "auto" else "speculate" if state.get("check") else choose_route(
+        state["task"], question, filled(ctx.slice_chars))
+    if chosen == "speculate":
+        state = await checked_speculation(state)
     trace_id = uuid.uuid4().hex
     thread_key = str((get_config().get("configurable") or {}).get("thread_id") or trace_id)
     tenant, name = tenant_of(state.get("tenant")), state.get("playbook", "default")
@@ -86,7 +109,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         if choice:
             served[f"playbook/{name}"] = choice
     overrides = state.get("prompt_overrides") or {}
-    names = SOLVE_PROMPTS + (TYPED_PROMPTS if schema else ())
+    names = SOLVE_PROMPTS + (TYPED_PROMPTS if schema else ()) + (SPECULATE_PROMPTS if chosen == "speculate" else ())
     served_here = tuple(n for n in names if n not in overrides)  # a learn run pins them all
     prompts = await serve_prompts(runtime.store, tenant, served_here, thread_key, allow_canary=not pinned) if served_here else {}
     for prompt_name, override in overrides.items():
@@ -101,6 +124,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
         **NEW_RUN,
+        **({"repo": state["repo"]} if state.get("repo") else {}),
         "consensus": False,
         "trace_id": trace_id,
         "task": state["task"],

@@ -6,7 +6,9 @@ on dependencies" and "a resumed run redoes no finished task"). A task whose requ
 dependency did not finish ends SKIPPED with the reason. `solve`, `section` and `vote`
 tasks run the solve graph as a subgraph (routing, branches, retries, lifecycle, straggler
 backups, dead letters), so their branches are recorded under the task; `tool` tasks run
-without a model; `edit` tasks work in their own git worktree (runtime/worktrees.py).
+without a model; `edit` tasks work in their own git worktree (runtime/worktrees.py) or, with
+`candidates` above 1 and a test command, as K speculative candidates, each in its own worktree,
+the first whose tests pass kept (logic/speculative_edit.py).
 Every outcome, an unexpected error included, becomes a record that the task's dependants
 receive, so none of them can wait forever.
 """
@@ -28,6 +30,7 @@ from parallax.logic.plan_check import fingerprint
 from parallax.logic.plan_tasks import board_write, dependency_results, reusable, task_input, task_record
 from parallax.logic.plan_tools import ToolError, run_tool
 from parallax.logic.routing import InvalidInput
+from parallax.logic.speculative_edit import run_speculative_edit
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.plan_results import PlanResults
@@ -69,7 +72,26 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
             "verification": run.get("verification", {})}
 
 
+async def _speculative_edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context) -> dict[str, Any]:
+    """K candidate patches at once, each in its own worktree; the first whose tests pass is the task's branch."""
+    name = f"task-{task.id}-r{payload['round']}"
+    found = await run_speculative_edit(
+        Path(payload["repo"]), payload["repo_base"],
+        lambda i: edit_branch(payload["trace_id"], task.id, payload["round"], f"-c{i + 1}"),
+        lambda i: worktree_dir(payload["trace_id"], f"{name}-c{i + 1}"), task.writes,
+        "\n\n".join(x for x in (goal, inputs) if x), ctx,
+        {"id": f"edit-{payload['trace_id'][:8]}-{task.id}", "parent_id": payload["trace_id"], "kind": "edit"},
+        test_command=payload["test_command"], candidates=payload["candidates"], timeout_s=filled(ctx.tool_timeout_s))
+    outcome = found.outcome
+    return {"status": outcome.status, "reason": outcome.reason, "branches": outcome.records,
+            "output": outcome.summary or (f"changed {', '.join(outcome.files)}" if outcome.files else "no change"),
+            "edit": {"branch": found.branch, "base": payload["repo_base"], "commit": outcome.commit, "files": outcome.files,
+                     "writes": task.writes, "refused": outcome.refused, "candidates": found.candidates}}
+
+
 async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context) -> dict[str, Any]:
+    if payload.get("candidates", 1) > 1 and payload.get("test_command"):
+        return await _speculative_edit(task, payload, goal, inputs, ctx)
     name = f"task-{task.id}-r{payload['round']}"
     branch = edit_branch(payload["trace_id"], task.id, payload["round"])
     repo = Path(payload["repo"])

@@ -29,7 +29,7 @@ from parallax.state.payloads import BranchRecord
 from parallax.state.records import JsonSchema
 
 M = TypeVar("M", bound=BaseModel)
-Mode = Literal["auto", "direct", "vote", "section"]
+Mode = Literal["auto", "direct", "vote", "section", "speculate"]
 
 __all__ = ["InvalidInput", "Provenance", "Result", "asolve", "solve"]
 
@@ -71,9 +71,11 @@ class Result(BaseModel, Generic[M]):
 
 
 def _payload(task: str | None, question: str, document: Any, mode: str, schema: Any, votes: int,
-             min_votes: int | None, red_team: bool, playbook: str, tenant: str, target: str | None) -> dict[str, Any]:
+             min_votes: int | None, red_team: bool, playbook: str, tenant: str, target: str | None,
+             speculation: dict[str, Any] | None = None) -> dict[str, Any]:
     payload: dict[str, Any] = {"question": question, "mode": mode, "votes": votes, "red_team": red_team,
                                "playbook": playbook, "tenant": tenant}
+    payload.update({k: v for k, v in (speculation or {}).items() if v is not None})
     if document is not None:
         if task is not None:
             raise InvalidInput("give the task as text or as a document, not both")
@@ -106,12 +108,20 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
                  mode: Mode = "auto", schema: type[M] | JsonSchema | None = None, votes: int = 5,
                  min_votes: int | None = None, red_team: bool = False, playbook: str = "default",
                  tenant: str = "default", thread_id: str | None = None, target: str | None = None,
-                 context: Context | None = None) -> Result[M]:
-    """Run one task (or a document with a question) and return its typed result; see the module docstring."""
+                 candidates: int = 3, check: str | None = None, check_file: str | None = None,
+                 repo: str | os.PathLike[str] | None = None, context: Context | None = None) -> Result[M]:
+    """Run one task (or a document with a question) and return its typed result; see the module docstring.
+
+    `mode="speculate"` makes `candidates` answers at once, each with its own approach; with `check` (a command run in
+    each candidate's folder, its answer saved there as `check_file`; with `repo`, a git worktree of it) the first that
+    passes wins, without one a judge compares them both ways round (`verification["speculation"]` says why each lost)."""
     from parallax.graphs.solve import builder
     from parallax.runtime.storage.stores import durable_graph
 
-    payload = _payload(task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target)
+    speculation = {"candidates": candidates, "check": check, "check_file": check_file,
+                   "repo": os.fspath(repo) if repo is not None else None} if mode == "speculate" or check else None
+    payload = _payload(task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target,
+                       speculation)
     ctx = context or Context()
     validate(payload, resolved(ctx))
     thread = thread_id or uuid.uuid4().hex

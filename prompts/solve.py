@@ -14,7 +14,7 @@ from parallax.prompts.templates import JSON_RULE, render
 from parallax.state.records import PlaybookItemData, PromptVersion
 
 __all__ = ["JSON_RULE", "answer_messages", "slice_messages", "typed_messages", "typed_slice_messages", "judge_messages",
-           "red_team_messages"]
+           "red_team_messages", "candidate_messages", "compare_messages", "RUBRIC"]
 
 
 def _lessons(items: list[PlaybookItemData]) -> str:
@@ -67,3 +67,20 @@ def judge_messages(task: str, question: str, candidates: list[str], version: Pro
 def red_team_messages(task: str, question: str, answer: str, version: PromptVersion | None = None) -> list[BaseMessage]:
     """For the red-team branch, which argues against the leading answer."""
     return render("red_team", version, ask=_ask(task, question), answer=answer)
+
+
+RUBRIC = ("it does what the task asks, completely and correctly; it makes no claim or step that is wrong; "
+          "it is clear and no longer than it needs to be.")
+
+
+def candidate_messages(task: str, question: str, items: list[PlaybookItemData], approach: str, check_note: str = "",
+                       version: PromptVersion | None = None) -> list[BaseMessage]:
+    """For a speculative `candidate` branch: the task with its own approach (and how its answer will be checked)."""
+    return render("candidate", version, approach=approach, check_note=check_note, lessons=_lessons(items),
+                  ask=_ask(task, question))
+
+
+def compare_messages(task: str, question: str, first: str, second: str,
+                     version: PromptVersion | None = None) -> list[BaseMessage]:
+    """For one `compare` call of the tournament: `first` is shown as A, `second` as B."""
+    return render("compare", version, rubric=RUBRIC, ask=_ask(task, question), first=first, second=second)

@@ -84,6 +84,21 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
         ("json_rule", "ask", "candidates"), ("ask", "candidates"),
         "the arbitration call when votes disagree"),
     PromptTemplate(
+        "candidate",
+        "You solve tasks carefully. Approach: $approach Reply with a JSON object with keys \"reasoning\" (one or two "
+        'sentences on how you approach it), "answer" (the complete answer to the task$check_note) and "files" (a list '
+        'of further files as {"path", "content"}; usually empty). $json_rule$lessons',
+        "$ask",
+        ("approach", "check_note", "json_rule", "lessons", "ask"), ("approach", "lessons", "ask"),
+        "speculative candidates, each with its own approach"),
+    PromptTemplate(
+        "compare",
+        "You compare two answers to the same task against this rubric: $rubric Reply with a JSON object with two "
+        'keys: "reason" (one sentence) and "better" ("A" or "B": the answer that meets the rubric better). $json_rule',
+        "$ask\n\nAnswer A:\n$first\n\nAnswer B:\n$second",
+        ("rubric", "json_rule", "ask", "first", "second"), ("ask", "first", "second"),
+        "the pairwise judge of speculative candidates (asked twice per pair, positions swapped)"),
+    PromptTemplate(
         "red_team",
         'You are a critic. Reply with a JSON object with two keys: "objection" (the strongest reason the proposed '
         'answer could be wrong) and "severity" (low, medium or high). $json_rule',
@@ -112,6 +127,8 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
 SOLVE_PROMPTS = ("answer", "slice", "judge", "red_team")
 TYPED_PROMPTS = ("typed", "typed_slice")
 """Served only to runs with an output schema."""
+SPECULATE_PROMPTS = ("candidate", "compare")
+"""Served only to speculative runs."""
 LEARN_PROMPTS = ("reflect", "curate")
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from parallax.state.lifecycle import BranchState, Transition
 
 BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate",
-                     "plan", "tool", "edit", "combine", "contradiction"]
+                     "plan", "tool", "edit", "combine", "contradiction", "candidate", "compare"]
 BranchStatus = Literal["ok", "failed", "timeout", "cancelled"]
 """`cancelled`: a vote still in flight when the vote settled without it (never counted, never asked again)."""
 BUSINESS = ("direct", "slice", "vote")
@@ -55,6 +55,26 @@ class VoteAnswer(Answer):
                            description="one or two short sentences of working")
     answer: str = Field(json_schema_extra={"minLength": 1, "maxLength": VOTE_ANSWER_CHARS},
                         description="only the final value: a number, a word, yes or no, or an option letter")
+
+
+class FileEdit(BaseModel):
+    """A further file a speculative candidate writes beside its answer (inside its own folder only)."""
+
+    path: str = Field(description="relative to the candidate's folder")
+    content: str = Field(description="the complete content of the file")
+
+
+class CandidateAnswer(Answer):
+    """Reply of a speculative `candidate` branch: its working, its answer and, optionally, further files."""
+
+    files: list[FileEdit] = Field(default_factory=list, description="further files to write, usually none")
+
+
+class Comparison(BaseModel):
+    """Reply of a `compare` call of the speculative tournament: which of two candidates (A or B) is better."""
+
+    reason: str = Field(description="one sentence against the rubric")
+    better: Literal["A", "B"] = Field(description="A or B")
 
 
 class QuotedPoint(BaseModel):
@@ -133,6 +153,8 @@ class BranchRecord(BaseModel):
     backup: dict[str, Any] | None = Field(default=None, description="the straggler race, when a backup copy ran")
     input: dict[str, Any] | None = Field(default=None, description="what an escalated branch was asked, for `dlq retry`")
     prompt: dict[str, Any] | None = Field(default=None, description="the prompt template it was built from: {name, version}")
+    speculation: dict[str, Any] | None = Field(
+        default=None, description="a speculative candidate: its approach, its check and whether it won (and why not)")
 
 
 class ItemTag(BaseModel):

@@ -156,8 +156,6 @@ class PlanInput(SolveInput, total=False):
     """A plan to run instead of asking the planner (checked the same way; a bad one is refused)."""
     max_replans: int
     """How often the joiner may ask for a new plan (default 1); an identical replan stops at once."""
-    repo: str
-    """Git repository that `edit` tasks change, each in its own worktree (nothing else is written)."""
     test_command: str
     """Command an edit task may run in its worktree (its `test` tool), e.g. `python -m pytest -q`."""
 
@@ -209,6 +207,8 @@ class TaskPayload(TypedDict):
     repo: NotRequired[str]
     repo_base: NotRequired[str]
     test_command: NotRequired[str]
+    candidates: NotRequired[int]
+    """Above 1 (with a test command): each edit task is speculative, that many candidate patches at once."""
     earlier: list[dict[str, Any]]
     """Finished task records of earlier rounds (a replanned task equal to one of them is not redone)."""
 

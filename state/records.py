@@ -207,6 +207,44 @@ class BranchRecordData(TypedDict):
     backup: dict[str, Any] | None
     input: dict[str, Any] | None
     prompt: dict[str, Any] | None
+    speculation: NotRequired[dict[str, Any] | None]
+
+
+class CandidateSpec(TypedDict):
+    """One speculative candidate as the fan-out plans it: its own approach (a prompt variant and a temperature)."""
+
+    id: str
+    parent_id: str
+    planned_at: float
+    index: int
+    text: str
+    question: str
+    playbook: list[PlaybookItemData]
+    model: str
+    temperature: float
+    approach: str
+    """The approach's name (logic/speculation.py APPROACHES)."""
+    hint: str
+    """What the approach tells the model, put into its prompt."""
+
+
+class CheckSpec(TypedDict):
+    """How each candidate of a speculative run is checked (all empty: no check, a judge compares them)."""
+
+    command: str
+    file: str
+    repo: str
+    timeout_s: float
+
+
+class CandidateTask(TypedDict):
+    """The payload of one `Send("candidate", ...)`: one candidate, its check and what the run shares."""
+
+    candidate: CandidateSpec
+    check: CheckSpec
+    tenant: str
+    prompts: dict[str, PromptVersion]
+    meta: RunMeta
 
 
 class LearnTask(TypedDict):

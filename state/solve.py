@@ -12,8 +12,8 @@ from typing_extensions import TypedDict
 
 from parallax.state.records import BranchRecordData, JsonSchema, PlaybookItemData, PromptVersion, Provenance, ServedVersion
 
-Mode = Literal["auto", "direct", "section", "vote"]
-Route = Literal["direct", "section", "vote"]
+Mode = Literal["auto", "direct", "section", "vote", "speculate"]
+Route = Literal["direct", "section", "vote", "speculate"]
 Status = Literal["ok", "needs_review", "failed"]
 
 
@@ -53,6 +53,17 @@ class SolveInput(TypedDict):
     votes: NotRequired[int]
     min_votes: NotRequired[int]
     red_team: NotRequired[bool]
+    candidates: NotRequired[int]
+    """Speculate mode: how many candidates are made at once, each with its own approach (default 3)."""
+    check: NotRequired[str]
+    """Speculate mode: a command run in each candidate's own folder (its answer saved there as `check_file`); exit 0
+    passes. The first candidate that passes wins and the others are cancelled. Without it, a judge compares them."""
+    check_file: NotRequired[str]
+    """Speculate mode: where a candidate's answer is saved for the check, relative to its folder (default
+    candidate.txt)."""
+    repo: NotRequired[str]
+    """A git repository. Speculate: each candidate's folder is a worktree of its HEAD. Plan: the repository edit tasks
+    change, each in its own worktree (nothing else is written)."""
     playbook: NotRequired[str]
     tenant: NotRequired[str]
     """Whose playbooks the run reads (default "default"); no other tenant's are reachable."""

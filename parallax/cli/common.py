@@ -91,7 +91,8 @@ def base_context(cli: typer.Context | None, **overrides: Any) -> Context:
 EarlyStop = Annotated[bool | None, typer.Option(
     "--early-stop/--no-early-stop",
     help="Ask a vote's branches in waves and stop once the leading answer is settled, so --votes is the most "
-         "asked (default: on, PARALLAX_EARLY_STOP).")]
+         "asked; in speculate mode, cancel the other candidates once one passes its check (default: on, "
+         "PARALLAX_EARLY_STOP).")]
 Votes = Annotated[int | None, typer.Option(help="Most vote branches of a vote-mode run (default 5).")]
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "run": (
         'parallax run "Is 221 a prime number?" --mode vote --votes 5',
-        'parallax run --input-file meeting.md -q "What was decided?" --mode section',
         'parallax run "What is 12 * 12?" --base-url http://localhost:8000/v1 --json',
+        'parallax run "Write slugify()" --check "pytest -q" --check-file solution.py',
     ),
     "learn": (
         "parallax learn train.jsonl --val val.jsonl --batch 20 --playbook formula",

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 from parallax.state.plan import PlanOutput
 from parallax.state.solve import SolveOutput
 
-RUN_MODES = (*MODES, "plan")
+RUN_MODES = (*MODES, "speculate", "plan")
 OUTPUT_KEYS = {"solve": tuple(SolveOutput.__annotations__), "plan": tuple(PlanOutput.__annotations__)}
 GRAPH_KEY = "parallax_graph"
 """Checkpoint metadata naming the graph of a thread, so `resume` continues it with the same graph."""
@@ -235,12 +235,24 @@ def run(
     input_file: Annotated[Path | None, typer.Option("--input-file", "-f",
                                                     help="Read the task from a file: PDF (pages kept), DOCX, HTML, "
                                                          "Markdown or UTF-8 text ('-' for stdin).")] = None,
-    mode: Annotated[str, typer.Option(help="auto | direct | section | vote | plan. auto decides from the input's shape "
-                                           "(several deliverables or steps: plan).")] = "auto",
+    mode: Annotated[str, typer.Option(help="auto | direct | section | vote | speculate | plan. auto decides from the "
+                                           "input's shape (several deliverables or steps: plan; write a function, fix, "
+                                           "draft: speculate).")] = "auto",
     votes: Annotated[int, typer.Option(help="Most vote branches in vote mode (with early stopping, fewer once the "
                                             "answer is settled).")] = 5,
     early_stop: EarlyStop = None,
     min_votes: Annotated[int | None, typer.Option(help="Votes an answer needs (default: a strict majority).")] = None,
+    candidates: Annotated[int | None, typer.Option(
+        help="Speculate mode: candidates made at once, each with its own approach (a prompt variant and a temperature; "
+             "default 3). Plan mode with --repo and --test-command: candidate patches per edit task, the first whose "
+             "tests pass is merged (default 1).")] = None,
+    check: Annotated[str | None, typer.Option(
+        help="Speculate mode: a command that checks a candidate, run in the candidate's own folder with its answer "
+             "saved there as --check-file (exit 0 passes; pytest's 'N passed' is counted). The first candidate that "
+             "passes wins and the others are cancelled. Without a check, a judge compares candidates pairwise, "
+             "both ways round.")] = None,
+    check_file: Annotated[str | None, typer.Option(
+        help="Speculate mode: the file a candidate's answer is saved as, in its folder (default candidate.txt).")] = None,
     red_team: Annotated[bool, typer.Option("--red-team",
                                            help="Add a branch that argues against the leading answer (never votes).")] = False,
     thread: Annotated[str | None, typer.Option(help="Thread id for the checkpoint (default: a new one).")] = None,
@@ -248,7 +260,9 @@ def run(
     tenant: Tenant = "default",
     concurrency: Annotated[int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")] = 8,
     repo: Annotated[Path | None, typer.Option(help="Plan mode: a git repository that edit tasks change, each in its "
-                                                   "own worktree and branch; merged into a new integration branch.")] = None,
+                                                   "own worktree and branch; merged into a new integration branch. "
+                                                   "Speculate mode with --check: each candidate is checked in its own "
+                                                   "worktree of the repository's HEAD.")] = None,
     test_command: Annotated[str, typer.Option(help="Plan mode with --repo: the test command edit tasks may run.")] = "",
     max_replans: Annotated[int, typer.Option(help="Plan mode: new plans the joiner may ask for.")] = 1,
     target: Annotated[str | None, typer.Option(help="The right answer, if you know it: the trace keeps whether the "
@@ -274,8 +288,15 @@ def run(
         fail(f"--min-votes must be between 1 and --votes ({votes}), got {min_votes}")
     if concurrency < 1:
         fail(f"--concurrency must be at least 1, got {concurrency}")
-    if repo is not None and mode not in ("plan", "auto"):
-        fail(f"--repo needs --mode plan (edit tasks run in plan mode), not --mode {mode}")
+    speculative = mode == "speculate" or (mode == "auto" and check is not None)
+    if repo is not None and mode not in ("plan", "auto", "speculate"):
+        fail(f"--repo needs --mode plan (edit tasks run in plan mode) or speculate with --check, not --mode {mode}")
+    if repo is not None and speculative and check is None:
+        fail("--repo with --mode speculate needs --check: the command run in each candidate's worktree")
+    if (check is not None or check_file is not None) and not speculative:
+        fail(f"--check and --check-file work with --mode speculate, not --mode {mode}")
+    if candidates is not None and not 1 <= candidates <= 10:
+        fail(f"--candidates must be from 1 to 10, got {candidates}")
     if repo is not None and not repo.is_dir():
         fail(f"--repo {repo}: no such folder")
     checked_tenant(tenant)
@@ -284,6 +305,14 @@ def run(
                "playbook": playbook, "tenant": tenant}
     if pages is not None:
         payload["pages"] = pages
+    if speculative:
+        payload.update(mode="speculate", candidates=3 if candidates is None else candidates)
+        if check is not None:
+            payload["check"] = check
+        if check_file is not None:
+            payload["check_file"] = check_file
+        if repo is not None:
+            payload["repo"] = str(repo.resolve())
     if min_votes is not None:
         payload["min_votes"] = min_votes
     if target is not None:
@@ -292,10 +321,14 @@ def run(
         if mode == "plan" or repo is not None:
             fail("--schema works with --mode auto, direct, vote or section, not plan (nor --repo)")
         payload["output_schema"] = load_schema(schema)
-    plan_shaped = mode == "auto" and schema is None and wants_plan(question or task)
-    name = "plan" if mode == "plan" or repo is not None or plan_shaped else "solve"
+    plan_shaped = mode == "auto" and not speculative and schema is None and wants_plan(question or task)
+    name = "plan" if mode == "plan" or (repo is not None and not speculative) or plan_shaped else "solve"
     if name == "plan":
+        if (candidates or 1) > 1 and not (repo is not None and test_command) and (mode == "plan" or repo is not None):
+            fail("--candidates in plan mode makes edit tasks speculative: it needs --repo and --test-command")
         payload.update(mode="plan", max_replans=max_replans, test_command=test_command)
+        if candidates is not None and repo is not None:
+            payload["candidates"] = candidates
         payload.pop("red_team")
         if repo is not None:
             payload["repo"] = str(repo.resolve())
@@ -339,6 +372,11 @@ def _print_result(result: dict[str, Any]) -> None:
                           f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}", highlight=False)
     else:
         console.print(branch_table(result.get("branches", [])))
+    speculation = (result.get("verification") or {}).get("speculation")
+    if speculation:
+        from parallax.cli.trace import speculation_table
+
+        console.print(speculation_table(speculation))
     if result.get("votes_asked"):
         stop = f" ({result['stop_reason']})" if result.get("stop_reason") else ""
         console.print(f"votes asked: {result['votes_asked']}{stop}", highlight=False)

@@ -74,6 +74,9 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     console.print(f"trace {found['trace_id']} ({found['tenant']}): [bold]{found['status']}[/] {found['mode']}, "
                   f"confidence {found['confidence']}" + (f" - {escape(found['reason'])}" if found["reason"] else ""))
     console.print(trace_table(found))
+    speculation = (found.get("verification") or {}).get("speculation")
+    if speculation:
+        console.print(speculation_table(speculation))
     console.print(f"answer: {found['answer'] or '(none)'}", markup=False)
 
 
@@ -86,8 +89,28 @@ def trace_table(found: dict[str, Any]) -> Table:
                                           if t["state"] in ("TIMEOUT", "FAILED", "ESCALATED") and t["reason"]))
         if b.get("backup"):
             reasons = f"backup copy ({b['backup']['reason']}), {b['backup']['winner']} won; " + reasons
+        speculation = b.get("speculation") or {}
+        if speculation:
+            check = speculation.get("check") or {}
+            verdict = ("" if not check else f", check {'passed' if check.get('passed') else 'failed'}")
+            reasons = "; ".join(x for x in (f"{speculation.get('approach')} at {speculation.get('temperature')}{verdict}: "
+                                            f"{speculation.get('result') or '?'}", speculation.get("refused", ""),
+                                            speculation.get("why", ""), reasons) if x)
         table.add_row(b["id"], b.get("state") or b["status"], f"{seconds_between(steps):.2f}",
                       str(b.get("attempts", 1)), path_of(steps), elide(reasons, 300))
+    return table
+
+
+def speculation_table(report: dict[str, Any]) -> Table:
+    """A speculative run's candidates: approach, temperature, check, result and why each one lost."""
+    table = new_table(f"candidates (picked by {report.get('by')})", ("candidate", "approach", "temp", "check", "result", "why"),
+                      text=("why",))
+    for c in report.get("candidates", []):
+        check = c.get("check") or {}
+        shown = ("refused" if c.get("refused") else "-" if not check else "timed out" if check.get("timed_out")
+                 else f"{'pass' if check.get('passed') else 'fail'} ({check.get('passed_tests', 0)} ok)")
+        table.add_row(c["id"], str(c.get("approach")), f"{c.get('temperature')}", shown, str(c.get("result") or c["status"]),
+                      elide(c.get("refused") or c.get("why") or "", 200))
     return table
 
 

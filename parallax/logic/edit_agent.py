@@ -50,15 +50,18 @@ def use_tool(tree: Worktree, step: EditStep, test_command: str, timeout_s: float
 
 
 async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict[str, Any], *, test_command: str = "",
-                   note: str = "", max_steps: int = MAX_STEPS) -> EditOutcome:
-    """Let the model work on `goal` in `tree` and commit the result on the tree's branch."""
-    outcome = EditOutcome(status="DONE")
+                   note: str = "", max_steps: int = MAX_STEPS, temperature: float | None = None,
+                   outcome: EditOutcome | None = None) -> EditOutcome:
+    """Let the model work on `goal` in `tree` and commit the result on the tree's branch. `outcome` collects the
+    step records as they come (a caller that may cancel the agent keeps what it did)."""
+    outcome = outcome or EditOutcome(status="DONE")
     listing = await asyncio.to_thread(tree.list, ".")
     steps: list[tuple[str, str]] = []
     for number in range(1, max_steps + 1):
         messages = edit_messages(goal, tree.writes, listing, test_command, steps, note)
         record, step = await call_branch({**identity, "id": f"{identity['id']}-s{number}"}, messages, EditStep, ctx,
-                                         model=filled(ctx.model), temperature=filled(ctx.temperature))
+                                         model=filled(ctx.model),
+                                         temperature=filled(ctx.temperature) if temperature is None else temperature)
         outcome.records.append(record.model_dump())
         if step is None:
             outcome.status, outcome.reason = "FAILED", f"edit step {number} failed: {record.error}"

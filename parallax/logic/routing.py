@@ -2,9 +2,10 @@
 
 `auto` uses the shape of the input, not a model call: a request with several deliverables
 or steps (a numbered or bulleted list of asks, or asks joined by "then", "and", "finally")
-is planned (the `plan` graph); long or multi-part input is sectioned, a short question whose
-answer can be checked by agreement is voted on, and anything else (open-ended writing,
-explanations) is answered once.
+is planned (the `plan` graph); long or multi-part input is sectioned; a short request for a piece
+of work with no single right wording (write a function, fix a bug, draft a letter) is speculated on
+(several candidates, a verifier picks one), a short question whose answer can be checked by
+agreement is voted on, and anything else (open-ended writing, explanations) is answered once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from parallax.logic.slicing import HEADING
+from parallax.logic.speculation import MAX_CANDIDATES
 from parallax.logic.user_schema import SchemaProblem, checked_schema
 from parallax.runtime.storage.namespaces import NAME_RE
 from parallax.state.context import Context, filled
@@ -23,6 +25,10 @@ OPEN_ENDED = re.compile(
     r"^\s*(write|draft|compose|summari[sz]e|explain|describe|translate|rewrite|list|brainstorm|create)\b", re.I
 )
 CHECKABLE = re.compile(r"\?|\d|^\s*(is|are|was|were|do|does|did|can|will|how many|how much|what|which|who|when)\b", re.I)
+SPECULATIVE = re.compile(
+    r"^\s*(?:(?:please\s+)?(?:write|implement|code|create|generate)\b[^.?!\n]{0,60}?\b(?:function|class|method|script|"
+    r"program|query|regex|patch|unit tests?|sql)\b|(?:please\s+)?(?:draft|fix|patch|refactor)\b)", re.I)
+"""Requests for a function, a patch or a draft: several candidates are worth more than one (speculate)."""
 SHORT_CHARS = 800
 MAX_VOTES = 1000
 MAX_REPLANS = 5
@@ -63,6 +69,8 @@ def choose_route(task: str, question: str, slice_chars: int) -> Route:
     if len(task) > slice_chars or (len(HEADING.findall(task)) >= 3 and len(task) > 2 * SHORT_CHARS):
         return "section"
     ask = question or task
+    if len(task) + len(question) <= SHORT_CHARS and SPECULATIVE.match(ask):
+        return "speculate"
     if len(task) + len(question) <= SHORT_CHARS and CHECKABLE.search(ask) and not OPEN_ENDED.match(ask):
         return "vote"
     return "direct"
@@ -94,8 +102,9 @@ def validate(state: Mapping[str, Any], ctx: Context) -> None:
         raise InvalidInput(
             f"task has {len(task)} characters, above the limit of {ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)"
         )
-    if state.get("mode", "auto") not in ("auto", "direct", "section", "vote"):
-        raise InvalidInput(f"unknown mode {state.get('mode')!r}: use auto, direct, section or vote")
+    if state.get("mode", "auto") not in ("auto", "direct", "section", "vote", "speculate"):
+        raise InvalidInput(f"unknown mode {state.get('mode')!r}: use auto, direct, section, vote or speculate")
+    _validate_speculation(state)
     question = state.get("question", "")
     if not isinstance(question, str):
         raise InvalidInput(f"question must be text, got {type(question).__name__}")
@@ -120,6 +129,27 @@ def validate(state: Mapping[str, Any], ctx: Context) -> None:
             checked_schema(state["output_schema"])
         except SchemaProblem as exc:
             raise InvalidInput(str(exc)) from None
+
+
+def _validate_speculation(state: Mapping[str, Any]) -> None:
+    candidates = state.get("candidates", 3)
+    if not _whole(candidates) or not 1 <= candidates <= MAX_CANDIDATES:
+        raise InvalidInput(f"candidates must be a whole number from 1 to {MAX_CANDIDATES}, got {candidates!r}")
+    for field in ("check", "check_file", "repo"):
+        if field in state and not isinstance(state[field], str):
+            raise InvalidInput(f"{field} must be text, got {type(state[field]).__name__}")
+    check_file = state.get("check_file") or ""
+    if check_file and (check_file.startswith(("/", "\\")) or ".." in check_file.replace("\\", "/").split("/")
+                       or ".git" in check_file.split("/")):
+        raise InvalidInput(f"check_file {check_file!r} must be a path inside the candidate's folder, like solution.py")
+    mode = state.get("mode", "auto")
+    if mode not in ("speculate", "auto") and (state.get("check") or state.get("check_file")):
+        raise InvalidInput(f"a check works with mode speculate (or auto, which then speculates), not {mode}")
+    if mode == "speculate" and state.get("repo") and not state.get("check"):
+        raise InvalidInput("repo with mode speculate needs a check command to run in each candidate's worktree")
+    if (mode == "speculate" or state.get("check")) and state.get("output_schema") is not None:
+        raise InvalidInput("an output schema works with the direct, vote and section modes, not speculate: "
+                           "choose one of them, or leave the schema out")
 
 
 def pages_of(state: Mapping[str, Any]) -> list[str]:

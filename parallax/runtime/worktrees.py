@@ -21,6 +21,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -28,6 +29,18 @@ GIT_TIMEOUT_S = 60
 READ_CHARS = 20_000
 LIST_FILES = 200
 IDENTITY = ("-c", "user.name=parallax", "-c", "user.email=parallax@localhost", "-c", "commit.gpgsign=false")
+
+
+_repo_locks: dict[str, threading.Lock] = {}
+_locks_lock = threading.Lock()
+
+
+def repo_lock(repo: Path | str) -> threading.Lock:
+    """One lock per repository for what changes its shared admin files (worktrees, branches): several candidates
+    or tasks making and removing worktrees of one repository at once otherwise fail on git's own locks."""
+    key = str(Path(repo).resolve())
+    with _locks_lock:
+        return _repo_locks.setdefault(key, threading.Lock())
 
 
 class GitError(RuntimeError):
@@ -77,12 +90,13 @@ class Worktree:
     @classmethod
     def create(cls, repo: Path, branch: str, base: str, where: Path, writes: list[str]) -> Worktree:
         """A fresh worktree at `where` on `branch`, reset to `base` (a leftover of a killed run is replaced)."""
-        if where.exists():
-            git(repo, "worktree", "remove", "--force", str(where), check=False)
-            shutil.rmtree(where, ignore_errors=True)
-        git(repo, "worktree", "prune")
-        where.parent.mkdir(parents=True, exist_ok=True)
-        git(repo, "worktree", "add", "--force", "-B", branch, str(where), base)
+        with repo_lock(repo):
+            if where.exists():
+                git(repo, "worktree", "remove", "--force", str(where), check=False)
+                shutil.rmtree(where, ignore_errors=True)
+            git(repo, "worktree", "prune")
+            where.parent.mkdir(parents=True, exist_ok=True)
+            git(repo, "worktree", "add", "--force", "-B", branch, str(where), base)
         return cls(repo, where.resolve(), branch, base, list(writes))
 
     def resolve(self, path: str) -> Path:
@@ -140,10 +154,14 @@ class Worktree:
     def changed_files(self) -> builtins.list[str]:  # `list` is a method of this class
         return git(self.repo, "diff", "--name-only", self.base, self.branch).stdout.split()
 
-    def remove(self) -> None:
-        git(self.repo, "worktree", "remove", "--force", str(self.root), check=False)
-        shutil.rmtree(self.root, ignore_errors=True)
-        git(self.repo, "worktree", "prune", check=False)
+    def remove(self, delete_branch: bool = False) -> None:
+        """Remove the worktree (and, with `delete_branch`, its branch: a candidate that lost)."""
+        with repo_lock(self.repo):
+            git(self.repo, "worktree", "remove", "--force", str(self.root), check=False)
+            shutil.rmtree(self.root, ignore_errors=True)
+            git(self.repo, "worktree", "prune", check=False)
+            if delete_branch:
+                git(self.repo, "branch", "-D", self.branch, check=False)
 
 
 @dataclass

@@ -98,6 +98,8 @@ class FaultConfig(BaseModel):
     reply: str | Callable[[dict], str] = Field(
         "auto", description='"auto" (schema instance or "42"), a fixed content string, or f(request_body) -> content'
     )
+    delay: Callable[[dict], float] | None = Field(
+        None, description="f(request_body) -> extra seconds this request waits (a slow reply chosen by its content)")
     model_name: str = "fault-model"
     log_path: str | None = Field(None, description="append one JSON line per finished request here")
 
@@ -332,7 +334,7 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
         entry, index = state.open_entry(request.url.path, body)
         cfg = state.config
         fault = entry["fault"] = cfg.fault_for(index)
-        status = await _respond_status(cfg, fault, request, state)
+        status = await _respond_status(cfg, fault, request, state, body)
         if status is not None:  # interrupted wait
             state.close_entry(entry, status)
             return _error(status, "interrupted", "server_error")
@@ -415,9 +417,10 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
     return app
 
 
-async def _respond_status(cfg: FaultConfig, fault: str, request: Request, state: FaultState) -> int | None:
+async def _respond_status(cfg: FaultConfig, fault: str, request: Request, state: FaultState,
+                          body: dict | None = None) -> int | None:
     """All the waiting a request does before it answers; a status if the wait was interrupted."""
-    seconds = cfg.latency_ms / 1000
+    seconds = cfg.latency_ms / 1000 + (cfg.delay(body) if cfg.delay is not None and body is not None else 0.0)
     if fault == "slow":
         seconds += cfg.slow_tail_ms / 1000
     elif fault == "hang":

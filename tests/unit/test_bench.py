@@ -203,3 +203,16 @@ def test_online_loop_small_run_meets_the_goals_it_can_check(capsys):
         assert scenario["runs_served_unreleased_version"] == 0 and scenario["runs_lost"] == 0
         assert scenario["harmful_promoted"] == 0 and 0 in scenario["versions_released"]
     assert json.loads(capsys.readouterr().out)["simulated"] is True
+
+
+def test_speculate_small_run_prints_its_figures_and_leaves_no_worktree(capsys):
+    from bench import speculate
+
+    result = speculate.main(["--tasks", "1", "--latency-ms", "20", "--slow-rate", "0", "--p-correct", "1.0"])
+    assert json.loads(capsys.readouterr().out) == result
+    assert result["solved_share"] == {"k1": 1.0, "k3": 1.0, "k5": 1.0}  # every candidate passes the real suite
+    assert result["worktrees_left"] == 0 and result["goals_met"]["worktrees_left_0"]
+    runs = {(r["k"], r["early_cancellation"]): r for r in result["runs"]}
+    assert runs[(5, False)]["checks_run"] == 5 and runs[(5, False)]["model_calls"] == 5  # waiting for all checks all
+    assert runs[(5, True)]["checks_run"] < 5  # the first to pass cancels the rest
+    assert set(result["early_vs_all"]) == {"k3", "k5"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,47 @@ def test_cli_refuses_a_folder_that_is_not_a_repository(tmp_path, monkeypatch):
     ctx, calls = scripted(lambda p, t, i: "{}")
     result = runner.invoke(app, ["run", "x", "--mode", "plan", "--repo", str(tmp_path / "plain")], obj=ctx)
     assert result.exit_code == 2 and "give a git repository" in result.output and calls == []
+
+
+def test_a_speculative_edit_task_merges_the_first_passing_patch_and_removes_the_rest(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "repo")
+    (repo / "check.py").write_text("import sys\nsys.exit(0 if open('greeting.txt').read() == 'HELLO\\n' else 1)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "check")
+    base = head_commit(repo)
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "home"))
+    plan = {"tasks": [{"id": 1, "goal": "GOAL-ONE shout the greeting", "kind": "edit", "writes": ["greeting.txt"]}]}
+    contents = {0.2: "hello?\n", 0.6: "HELLO\n", 1.0: "HELLO\n"}
+
+    def script(prompt, t, i):
+        if prompt.startswith(PLANNER):
+            return json.dumps(plan)
+        if "wrote greeting.txt" in prompt:
+            return step("done", note="shouted")
+        reply = step("write", "greeting.txt", contents[round(t, 3)])
+        return (30.0, reply) if round(t, 3) == 1.0 else reply  # the third is slow: cancelled once another passes
+
+    ctx, calls = scripted(script)
+    result = runner.invoke(app, ["run", "Shout the greeting.", "--mode", "plan", "--repo", str(repo), "--candidates", "3",
+                                 "--test-command", f"{sys.executable} check.py", "--json"], obj=ctx)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    task = out["tasks"][0]
+    assert task["status"] == "DONE", task["reason"]
+    candidates = {round(c["temperature"], 3): c for c in task["edit"]["candidates"]}
+    assert [candidates[t]["result"] for t in (0.6, 1.0)] == ["won", "cancelled"]
+    # the wrong patch lost on its tests, or was cancelled before they ended (the right one passed first)
+    assert candidates[0.2]["result"] in ("lost", "cancelled")
+    if candidates[0.2]["result"] == "lost":
+        assert candidates[0.2]["check"]["passed"] is False and "its tests failed" in candidates[0.2]["why"]
+    assert candidates[1.0]["why"] == f"cancelled: {candidates[0.6]['id']} passed its check first"
+    assert task["edit"]["branch"] == candidates[0.6]["branch"]
+    merge = out["verification"]["merge"]
+    assert merge["merged"] == [1] and out["status"] == "ok"
+    assert git(repo, "show", f"{merge['integration_branch']}:greeting.txt").stdout == "HELLO\n"
+    # losers are not merged and leave nothing: no worktree, no branch; the checkout is untouched
+    branches = git(repo, "branch", "--list", "parallax/*").stdout.split()
+    assert candidates[0.2]["branch"] not in branches and candidates[1.0]["branch"] not in branches
+    assert candidates[0.6]["branch"] in branches
+    assert git(repo, "worktree", "list").stdout.count("\n") == 1 and head_commit(repo) == base
+    assert git(repo, "status", "--porcelain").stdout == ""

@@ -17,7 +17,7 @@ from parallax.cli.release import arms_table
 from parallax.cli.run import branch_table
 from parallax.cli.stats import METRICS, stats_table
 from parallax.cli.tables import elide, short_id
-from parallax.cli.trace import letters_table, trace_table
+from parallax.cli.trace import letters_table, speculation_table, trace_table
 from parallax.runtime.storage.playbook_store import Candidate
 from parallax.state.playbook import PlaybookItem, PlaybookVersion
 
@@ -79,6 +79,11 @@ TABLES = {
          "candidate": {"version": 12}, "gate": {"claimed": True, "before": 0.4, "after": 0.45},
          "canary": {"state": "collecting", "version": 12}, "why": LONG} for status in ("learned", "skipped")]),
         ("v12", "learned", "skipped")),
+    "run/trace: candidates": (lambda: speculation_table({"by": "check", "candidates": [
+        {"id": "candidate-0a1b2c3d", "approach": "straightforward", "temperature": 0.2, "status": "ok", "result": "lost",
+         "why": LONG, "check": {"passed": False, "passed_tests": 2}},
+        {"id": "candidate-4e5f6a7b", "approach": "alternative", "temperature": 1.0, "status": "cancelled",
+         "result": "cancelled", "why": LONG, "check": None}]}), ("candidate-0a1b2c3d", "candidate-4e5f6a7b")),
     "canary": (lambda: arms_table({"base": 1, "version": 2, "arms": {"production": ARM, "canary": ARM}}), ()),
 }
 

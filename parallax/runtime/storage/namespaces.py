@@ -47,3 +47,7 @@ def dead_letters_namespace(tenant: str) -> tuple[str, str]:
 
 def plan_results_namespace(tenant: str, trace_id: str) -> tuple[str, str, str]:
     return ("plan_results", tenant, trace_id)
+
+
+def candidates_namespace(tenant: str, trace_id: str) -> tuple[str, str, str]:
+    return ("candidates", tenant, trace_id)

@@ -1,0 +1,156 @@
+"""One speculative candidate: made with its own approach, then checked in its own folder.
+
+A `Send` target, one per candidate, all in one superstep; their model calls share the fan-out's
+limit (runtime/superstep.py). With a check, the candidate's answer (and any further files it
+names) is written into its own folder (a git worktree of `repo`, or an empty folder;
+runtime/check_folders.py) and the check command runs there: the first candidate that passes wins
+and cancels the others wherever they are (logic/candidate_watch.py); with early stopping off
+(`--no-early-stop`, as for votes) every candidate is made and checked, and the first to pass
+still wins. A candidate that names a file outside its folder is refused and never checked. The
+reply is kept in the store as soon as it comes back (runtime/storage/candidate_results.py), so a
+run killed mid-check checks it again on resume without asking the model again. The folder is removed whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langgraph.errors import NodeError
+from langgraph.runtime import Runtime
+
+from parallax.logic.candidate_watch import CandidateWatch
+from parallax.logic.speculation import check_note, failed_tests, passed_tests
+from parallax.prompts.solve import candidate_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.runtime.check_folders import CheckFolder, run_check
+from parallax.runtime.run_context import context_of
+from parallax.runtime.storage.candidate_results import CandidateResults
+from parallax.runtime.superstep import superstep_limit, superstep_shared
+from parallax.runtime.worktrees import GitError, PathRefused
+from parallax.state.context import Context, filled
+from parallax.state.lifecycle import Lifecycle
+from parallax.state.payloads import BranchRecord, CandidateAnswer
+from parallax.state.records import CandidateSpec, CandidateTask
+
+
+def _approach(spec: CandidateSpec) -> dict[str, Any]:
+    return {"approach": spec["approach"], "hint": spec["hint"], "temperature": spec["temperature"],
+            "model": spec["model"] or None, "index": spec["index"], "check": None, "result": "", "why": ""}
+
+
+async def _generate(task: CandidateTask, ctx: Context, life: Lifecycle) -> dict[str, Any]:
+    spec = task["candidate"]
+    template = (task.get("prompts") or {}).get("candidate")
+    identity = {"id": spec["id"], "parent_id": spec["parent_id"], "kind": "candidate",
+                "playbook_item_ids": [item["id"] for item in spec["playbook"]],
+                "prompt": {"name": "candidate", "version": template.get("version", 0) if template else 0}}
+    messages = candidate_messages(spec["text"], spec["question"], spec["playbook"], spec["hint"],
+                                  check_note(task["check"]), version=template)
+    record, _ = await call_branch(identity, messages, CandidateAnswer, ctx, model=spec["model"],
+                                  temperature=spec["temperature"], lifecycle=life, run_metadata=dict(task["meta"]))
+    record.speculation = _approach(spec)
+    return record.model_dump()
+
+
+async def _shielded(work: asyncio.Future[Any]) -> Any:
+    """Await `work` to its end even when cancelled meanwhile (then re-raise): a folder being made or removed
+    must not be left half-done."""
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await work
+        raise
+
+
+async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
+    """Write the candidate into its own folder and run the check there; the folder is removed after."""
+    spec, check = task["candidate"], task["check"]
+    made = asyncio.ensure_future(asyncio.to_thread(CheckFolder.create, spec["parent_id"], spec["id"], check["repo"]))
+    try:
+        folder = await _shielded(made)
+    except asyncio.CancelledError:
+        await asyncio.to_thread(made.result().remove)
+        raise
+    except (GitError, OSError) as exc:
+        return {**record["speculation"], "refused": f"its folder could not be made: {exc}"[:300]}
+    try:
+        reply = CandidateAnswer.model_validate(record["output"])
+        try:
+            folder.write(check["file"], reply.answer if reply.answer.endswith("\n") else reply.answer + "\n")
+            for extra in reply.files:
+                folder.write(extra.path, extra.content)
+        except PathRefused as exc:
+            return {**record["speculation"], "refused": f"it writes outside its folder: {exc}"[:300]}
+        result = await run_check(check["command"], folder.tree.root, folder.tree.resolve(check["file"]), check["timeout_s"])
+    finally:
+        await _shielded(asyncio.ensure_future(asyncio.to_thread(folder.remove)))
+    result.update(passed_tests=passed_tests(result["output"]), failed_tests=failed_tests(result["output"]))
+    return {**record["speculation"], "check": result}
+
+
+async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Make one candidate (or take the one a killed run already made) and, with a check, check it."""
+    task = state
+    ctx = context_of(runtime)
+    spec, checked = task["candidate"], bool(task["check"]["command"])
+    cancel_rest = filled(ctx.early_stop)  # off (--no-early-stop): every candidate is made and checked
+    limit = superstep_limit(runtime, filled(ctx.max_concurrency))
+    watch = superstep_shared(runtime, CandidateWatch, "candidates")
+    results = CandidateResults(runtime.store, task["tenant"], spec["parent_id"])
+    life = Lifecycle([{"state": "PENDING", "at": spec["planned_at"], "reason": ""}])
+    life.move("DISPATCHED")
+    record: dict[str, Any] | None = None
+
+    async def attempt() -> dict[str, Any]:
+        nonlocal record
+        current = asyncio.current_task()
+        if checked and cancel_rest and current is not None:
+            watch.started(spec["id"], current)
+        try:
+            record = await results.load(spec["id"])
+            if record is None:
+                async with limit:
+                    record = await _generate(task, ctx, life)
+                await results.save(spec["id"], record)
+            else:
+                record["speculation"]["reused"] = True  # made before a resume: not asked again
+            if not checked or record["status"] != "ok":
+                if checked:
+                    watch.finished(spec["id"], False)
+                return record
+            record["speculation"] = await _check(task, record)
+            found = record["speculation"].get("check") or {}
+            won = watch.finished(spec["id"], bool(found.get("passed")))
+            record["speculation"].update(result="won" if won else "passed" if found.get("passed") else "failed")
+            return record
+        except asyncio.CancelledError:
+            if spec["id"] not in watch.cancelled:
+                raise
+            return _cancelled(spec, life, record, watch.reason)
+
+    return {"branches": [await asyncio.ensure_future(attempt())]}
+
+
+def _cancelled(spec: CandidateSpec, life: Lifecycle, made: dict[str, Any] | None, why: str) -> dict[str, Any]:
+    """The record of a candidate cancelled because another passed first: kept in the trace, never picked or counted.
+    A candidate already made keeps its reply (and its model call's figures)."""
+    if made is not None and made["status"] == "ok":
+        return {**made, "status": "cancelled", "speculation": {**made["speculation"], "result": "cancelled", "why": why}}
+    life.finish("CANCELLED", why)
+    return BranchRecord(id=spec["id"], parent_id=spec["parent_id"], kind="candidate", status="cancelled",
+                        model=spec["model"] or None, temperature=spec["temperature"], state=life.state,
+                        transitions=life.transitions,
+                        speculation={**_approach(spec), "result": "cancelled", "why": why}).model_dump()
+
+
+def candidate_failed(state: CandidateTask, error: NodeError) -> dict[str, Any]:
+    """Error handler: a candidate that crashed outside its own guard is recorded as failed (never picked)."""
+    spec = state["candidate"]
+    message = f"{type(error.error).__name__}: {error.error}"[:500]
+    life = Lifecycle([{"state": "PENDING", "at": spec["planned_at"], "reason": ""}])
+    life.finish("ESCALATED", message)
+    return {"branches": [BranchRecord(id=spec["id"], parent_id=spec["parent_id"], kind="candidate", status="failed",
+                                      error=message, cause="crash", model=spec["model"] or None,
+                                      temperature=spec["temperature"], state=life.state, transitions=life.transitions,
+                                      speculation=_approach(spec)).model_dump()]}

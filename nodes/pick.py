@@ -1,0 +1,113 @@
+"""The verifier of a speculative run: pick one candidate, and say why each other one lost.
+
+With a check, the candidates checked themselves (nodes/candidate.py): the first that passed wins;
+with none passing, the one with the most passing tests, `needs_review` (logic/speculation.py
+`pick_checked`). Without a check, a judge compares them in a knockout tournament: every match is
+asked twice with the answers' positions swapped, all matches of a round at once; a pick that rests
+on a match whose two orders disagree is `needs_review`. Each candidate's record is rewritten with
+its result and why it lost, so the trace keeps every candidate and `parallax trace` shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from parallax.logic.branch_plans import run_metadata
+from parallax.logic.run_status import final_status
+from parallax.logic.speculation import Pick, match_result, pairs, pick_checked, tournament_pick
+from parallax.prompts.solve import compare_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.runtime.run_context import context_of
+from parallax.state.context import Context, filled
+from parallax.state.payloads import BranchRecord, CandidateAnswer, Comparison
+from parallax.state.solve import SolveState
+
+
+async def _verdict(state: SolveState, ctx: Context, first: dict[str, Any], second: dict[str, Any],
+                   records: list[dict[str, Any]]) -> str | None:
+    """One judge call with `first` shown as A: the letter it chose (None when the call failed)."""
+    template = (state.get("prompts") or {}).get("compare")
+    identity = {"id": f"compare-{first['id'][10:]}-{second['id'][10:]}", "parent_id": state["trace_id"], "kind": "compare",
+                "prompt": {"name": "compare", "version": template.get("version", 0) if template else 0}}
+    messages = compare_messages(state["task"], state.get("question", ""), _answer(first), _answer(second), version=template)
+    record, decision = await call_branch(identity, messages, Comparison, ctx, model=ctx.reviewer_model, temperature=0.0,
+                                         run_metadata=dict(run_metadata(state)))
+    records.append(record.model_dump())
+    return decision.better if decision is not None else None
+
+
+def _answer(record: dict[str, Any]) -> str:
+    return CandidateAnswer.model_validate(record["output"]).answer.strip()
+
+
+async def _tournament(state: SolveState, ctx: Context, ok: list[dict[str, Any]],
+                      records: list[dict[str, Any]]) -> Pick:
+    by_id = {c["id"]: c for c in ok}
+    ids = [c["id"] for c in ok]
+    matches: list[dict[str, Any]] = []
+    while len(ids) > 1:
+        matched, bye = pairs(ids)
+        verdicts = await asyncio.gather(*(asyncio.gather(_verdict(state, ctx, by_id[a], by_id[b], records),
+                                                         _verdict(state, ctx, by_id[b], by_id[a], records))
+                                          for a, b in matched))
+        round_ = [match_result(a, b, one, other) for (a, b), (one, other) in zip(matched, verdicts, strict=True)]
+        matches += round_
+        ids = [m["winner"] for m in round_] + ([bye] if bye else [])
+    return tournament_pick(ids, matches)
+
+
+async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
+    ctx = context_of(runtime)
+    records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
+    candidates: list[dict[str, Any]] = sorted((dict(r) for r in state.get("branches", []) if r["kind"] == "candidate"),
+                        key=lambda r: (r.get("speculation") or {}).get("index", 0))
+    checked = bool(state.get("check"))
+    judged: list[dict[str, Any]] = []
+    ok = [c for c in candidates if c["status"] == "ok"]
+    if checked:
+        choice = pick_checked(candidates)
+    elif ok:
+        choice = await _tournament(state, ctx, ok, judged)
+    else:
+        choice = Pick(None, "failed", 0.0, "")
+    failed = [c["id"] for c in candidates if c["status"] not in ("ok", "cancelled")]
+    if choice.winner is None:
+        errors = "; ".join(sorted({c.get("error") or c["status"] for c in candidates if c["status"] != "ok"}))[:500]
+        return {"status": "failed", "answer": "", "confidence": 0.0, "failed_branches": failed, "vote_counts": {},
+                "consensus": False, "branches": judged,
+                "reason": choice.reason or f"all {len(candidates)} candidates failed: {errors}"}
+    winner = next(c for c in candidates if c["id"] == choice.winner)
+    rewritten = [_with_result(c, choice) for c in candidates]
+    status, why = final_status(records, choice.status == "ok", choice.confidence, filled(ctx.ok_confidence))
+    partial = f"{len(failed)} of {len(candidates)} candidates failed" if failed else ""
+    report = {"by": "check" if checked else "judge", "winner": choice.winner, "status": choice.status,
+              "reason": choice.reason, "matches": choice.matches,
+              "candidates": [_summary(c) for c in rewritten]}
+    return {"answer": _answer(winner), "status": status, "confidence": choice.confidence, "consensus": status == "ok",
+            "failed_branches": failed, "vote_counts": {}, "branches": [*rewritten, *judged],
+            "verification": {"speculation": report},
+            "reason": "; ".join(x for x in (why, choice.reason, partial) if x)}
+
+
+def _with_result(record: dict[str, Any], choice: Pick) -> dict[str, Any]:
+    spec = dict(record.get("speculation") or {})
+    if record["id"] == choice.winner:
+        spec.update(result="won", why="")
+    else:
+        spec.update(result=spec.get("result") if spec.get("result") == "cancelled" else "lost",
+                    why=choice.why_lost.get(record["id"], spec.get("why") or ""))
+    return {**record, "speculation": spec}
+
+
+def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    spec = record.get("speculation") or {}
+    check = spec.get("check") or {}
+    return {"id": record["id"], "approach": spec.get("approach"), "temperature": spec.get("temperature"),
+            "status": record["status"], "result": spec.get("result"), "why": spec.get("why", ""),
+            "check": {k: check[k] for k in ("passed", "exit", "passed_tests", "failed_tests", "timed_out", "seconds")
+                      if k in check} or None,
+            **({"refused": spec["refused"]} if spec.get("refused") else {}),
+            **({"reused": True} if spec.get("reused") else {})}

@@ -1,0 +1,34 @@
+"""Speculative candidates' replies, kept in the store the moment each model call finishes.
+
+Why besides the checkpoint: LangGraph saves a `candidate` task's writes only when the task ends,
+after its check. A run killed mid-check would otherwise ask the model for that candidate again on
+resume; with its reply kept here, the resumed task only checks it again. Namespace ("candidates",
+tenant, trace id), key: the candidate's id (stable across a resume: it travels in the checkpointed
+`Send`). Kept as it is (not redacted), like a plan task's result: the checkpoint holds it anyway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.store.base import BaseStore
+
+from parallax.runtime.storage.namespaces import candidates_namespace, check_tenant
+from parallax.runtime.storage.store_calls import call_store
+
+
+class CandidateResults:
+    """One run's generated candidates; without a store, nothing is kept (and a resume asks again)."""
+
+    def __init__(self, store: BaseStore | None, tenant: str, trace_id: str) -> None:
+        self.store, self.namespace = store, candidates_namespace(check_tenant(tenant), trace_id)
+
+    async def save(self, candidate_id: str, record: dict[str, Any]) -> None:
+        if self.store is not None:
+            await call_store(self.store, "put", self.namespace, candidate_id, record, index=False)
+
+    async def load(self, candidate_id: str) -> dict[str, Any] | None:
+        if self.store is None:
+            return None
+        item = await call_store(self.store, "get", self.namespace, candidate_id)
+        return dict(item.value) if item is not None else None
