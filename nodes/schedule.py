@@ -7,7 +7,6 @@ accuracy; `next_batch` moves to the next batch and clears the previous batch's r
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -18,7 +17,7 @@ from parallax.logic.evaluate import Solver, correct_by_task, evaluate
 from parallax.logic.releases import serve_prompts
 from parallax.logic.routing import MAX_VOTES
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
-from parallax.runtime.run_context import context_of, tenant_of
+from parallax.runtime.run_context import context_of, task_scoped_id, tenant_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
@@ -61,7 +60,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
                                   mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
-    run_id = f"learn-{uuid.uuid4().hex[:12]}"
+    run_id = f"learn-{task_scoped_id()[:12]}"  # the same if this run is taken over and scheduled again
     # the versions every run of this learning run uses, solve prompts included, read once
     prompts = await serve_prompts(runtime.store, tenant, LEARN_PROMPTS + SOLVE_PROMPTS, run_id, allow_canary=False)
     return {"learn_run_id": run_id, "playbook": name, "tenant": tenant, "schedule": schedule,

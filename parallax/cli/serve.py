@@ -46,7 +46,7 @@ def default_config() -> Path:
 
 
 def migrate(url: str) -> float:
-    """Aegra's, the checkpointer's and the store's tables, under the lock "migrate" that the CLI's store
+    """Aegra's, the checkpointer's, the store's and the fence's tables, under the lock "migrate" that the CLI's store
     set-up also takes (the caller holds the startup lock as well); seconds taken."""
     import asyncio
 
@@ -66,6 +66,12 @@ def migrate(url: str) -> float:
     with held_sync(url, "migrate"):
         run_migrations()
         asyncio.run(setup_langgraph())
+        import psycopg
+
+        from parallax.server.fencing import migrate_sync
+
+        with psycopg.connect(url, autocommit=True) as conn:  # the lease generations (server/fencing.py)
+            migrate_sync(conn)
     return time.perf_counter() - started
 
 

@@ -138,5 +138,8 @@ class RunMetrics(BaseCallbackHandler):
 
 
 def with_metrics(graph: Any, name: str) -> Any:
-    """The compiled graph, counting its runs (a copy: the original graph is untouched)."""
-    return graph.with_config({"callbacks": [RunMetrics(name)]})
+    """The compiled graph, counting its runs (a copy: the original graph is untouched), with an empty fence
+    record in its config that Aegra copies for each execution (server/fencing.py)."""
+    from parallax.server.fencing import FENCE_KEY
+
+    return graph.with_config({"callbacks": [RunMetrics(name)], "configurable": {FENCE_KEY: {}}})
