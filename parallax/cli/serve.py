@@ -68,9 +68,9 @@ def migrate(url: str) -> float:
         asyncio.run(setup_langgraph())
         import psycopg
 
-        from parallax.server.fencing import migrate_sync
+        from parallax.runtime.storage.lease_tables import migrate_sync
 
-        with psycopg.connect(url, autocommit=True) as conn:  # the lease generations (server/fencing.py)
+        with psycopg.connect(url, autocommit=True) as conn:  # the lease fence's tables (server/fencing.py)
             migrate_sync(conn)
     return time.perf_counter() - started
 

@@ -7,8 +7,9 @@ first run has answers in flight, inject the fault; heal it; wait until every run
 database; then count, from the database and the scripted model's log:
 
 - lost: runs that did not end `success` (or never ended);
-- finished_twice: runs whose trace was written more than once (the trace is a run's last write:
-  a second write, or a second trace for the run's thread, means two executions reached the end);
+- finished_twice: runs that two executions ran to the end (the trace is a run's last write: two traces
+  for its thread, or its trace written by two lease generations, `parallax_handovers`); a write the
+  database refused as stale (`parallax_fenced_writes`) is counted apart (`stale_ends_refused`);
 - traces_written_twice / playbook_versions_twice: the same, for every trace and for playbook
   versions (two versions of one learn batch);
 - duplicate_model_calls: answered model calls beyond the first for the same request (the same
@@ -28,6 +29,9 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tests.support.fault_lab import FaultLab, LabReplica
@@ -146,6 +150,8 @@ def tally(lab: FaultLab, started: list[dict[str, str]], fault: str) -> dict[str,
     rewritten = sorted(threads[t] for _, t, again in traces if again and t in threads)
     refused = lab.query("SELECT run_id, prefix FROM parallax_fenced_writes WHERE run_id = ANY(%s)", run_ids)
     stale_ends = sorted({r for r, prefix in refused if prefix == f"traces.{TENANT}"})
+    handed = {r for (r,) in lab.query("SELECT run_id FROM parallax_handovers WHERE run_id = ANY(%s) AND prefix = %s",
+                                       [str(r) for r in run_ids], f"traces.{TENANT}")}
     versions = lab.query("SELECT key, value->'gate'->>'commit_key' FROM store WHERE prefix = %s AND key LIKE 'v0%%'",
                          f"playbooks.{TENANT}.pb-{fault}")
     keys = Counter(k for _, k in versions)
@@ -156,9 +162,10 @@ def tally(lab: FaultLab, started: list[dict[str, str]], fault: str) -> dict[str,
     started_calls = Counter((e["messages_hash"], e["temperature"]) for e in lab.model.log() if e.get("messages_hash"))
     return {
         "runs": len(run_ids), "lost": len(lost),
-        # a run ended twice: two traces for its thread (each execution wrote its own), or one trace written
-        # twice (a second execution reached the end and its write landed)
-        "finished_twice": len({threads[t] for t, n in per_thread.items() if n > 1} | set(rewritten)),
+        # a run ended twice: two traces for its thread (each execution wrote its own), or its trace written
+        # by two executions (one reached the end, lost its lease, and the next reached the end again); a
+        # trace written again by the same execution (a retried write) is one end (`trace_rewrites`)
+        "finished_twice": len({threads[t] for t, n in per_thread.items() if n > 1} | handed),
         "traces_twice": sum(n - 1 for n in per_thread.values() if n > 1),
         "trace_rewrites": len(rewritten),
         "stale_writes_refused": len(refused), "stale_ends_refused": len(stale_ends),
@@ -209,3 +216,19 @@ def scenario(lab: FaultLab, fault: str, runs: int = 3, votes: int = 4, outage_s:
     if fault == "replica_kill":  # back to full strength for whatever runs next
         lab.start_replica(victim.index)
     return out
+
+
+@contextmanager
+def running_lab(work: Path, replicas: int = 2) -> Iterator[FaultLab]:
+    """The lab with the scripted model (`reply`) and `replicas` replicas up; everything removed after."""
+    from tests.support.fault_server import FaultConfig, FaultServer
+
+    with FaultLab(work, replicas_wanted=replicas, env=dict(LAB_ENV)) as lab:
+        lab.model = FaultServer(FaultConfig(latency_ms=20, reply=reply), lab_host=lab.model_host)
+        lab.env["OPENAI_BASE_URL"] = lab.model.start()
+        try:
+            for i in range(replicas):
+                lab.start_replica(i)
+            yield lab
+        finally:
+            lab.model.stop()
