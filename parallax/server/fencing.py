@@ -100,9 +100,8 @@ async def _read(run_id: str) -> LeaseState | None:
     try:
         async with asyncio.timeout(QUERY_TIMEOUT_S):
             if conn is None or conn.closed:
-                url = os.environ["DATABASE_URL"]
-                conn = _conns[loop] = await psycopg.AsyncConnection.connect(url, autocommit=True,
-                                                                            connect_timeout=int(QUERY_TIMEOUT_S))
+                conn = _conns[loop] = await psycopg.AsyncConnection.connect(
+                    os.environ["DATABASE_URL"], autocommit=True, connect_timeout=int(QUERY_TIMEOUT_S))
             row = await (await conn.execute(LEASE_QUERY, (run_id,))).fetchone()
     except (TimeoutError, psycopg.Error, OSError) as exc:
         log.warning("fence: cannot read the lease of run %s: %s", run_id, type(exc).__name__)
@@ -127,7 +126,7 @@ def _fence_record() -> tuple[str, dict[str, Any]] | None:
 async def check(what: str) -> None:
     """The guard: return while this execution holds its run's lease; wait while that cannot be told."""
     found = _fence_record()
-    if found is None:
+    if found is None or not os.environ.get("DATABASE_URL"):  # not a worker run of `parallax serve`
         return
     run_id, record = found
     if time.monotonic() < record.get("trusted_until", 0.0):

@@ -319,7 +319,6 @@ class FaultLab:
             self._pg_quietly()
             shutil.rmtree(self.pg_root, ignore_errors=True)
         for ns in self.namespaces:
-            run("ip", "netns", "pids", ns, check=False)
             for pid in run("ip", "netns", "pids", ns, check=False).stdout.split():
                 try:
                     os.kill(int(pid), signal.SIGKILL)

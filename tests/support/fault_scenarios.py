@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,7 +67,8 @@ def client(replica: LabReplica) -> Any:
 
 
 async def start_runs(replica: LabReplica, fault: str, runs: int, votes: int) -> list[dict[str, str]]:
-    """`runs` solve runs and one learn run, each on a new thread; their ids."""
+    """`runs` solve runs and one learn run (on playbook `pb-<fault>`), each on a new thread; their ids.
+    `fault` names this scenario (tasks and the playbook carry it): give each scenario its own."""
     c = client(replica)
     started = []
     for n in range(runs):
@@ -138,7 +140,7 @@ def inject(lab: FaultLab, fault: str, victim: LabReplica, outage_s: float, run_i
     return ended - started, ended
 
 
-def tally(lab: FaultLab, started: list[dict[str, str]], fault: str) -> dict[str, Any]:
+def tally(lab: FaultLab, started: list[dict[str, str]], name: str) -> dict[str, Any]:
     """What the fault cost (see the module docstring), from the database and the model's log."""
     run_ids = [r["run_id"] for r in started]
     status = dict(lab.query("SELECT run_id::text, status FROM runs WHERE run_id = ANY(%s)", run_ids))
@@ -153,7 +155,7 @@ def tally(lab: FaultLab, started: list[dict[str, str]], fault: str) -> dict[str,
     handed = {r for (r,) in lab.query("SELECT run_id FROM parallax_handovers WHERE run_id = ANY(%s) AND prefix = %s",
                                        [str(r) for r in run_ids], f"traces.{TENANT}")}
     versions = lab.query("SELECT key, value->'gate'->>'commit_key' FROM store WHERE prefix = %s AND key LIKE 'v0%%'",
-                         f"playbooks.{TENANT}.pb-{fault}")
+                         f"playbooks.{TENANT}.pb-{name}")
     keys = Counter(k for _, k in versions)
     generations = dict(lab.query("SELECT run_id, generation FROM parallax_run_leases WHERE run_id = ANY(%s)",
                                  [str(r) for r in run_ids]))
@@ -198,7 +200,8 @@ def scenario(lab: FaultLab, fault: str, runs: int = 3, votes: int = 4, outage_s:
     lab.model.config = lab.model.config.model_copy(update={"latency_ms": 600})
     try:
         entry = lab.live()[0]
-        started = asyncio.run(start_runs(entry, fault, runs, votes))
+        name = f"{fault}-{uuid.uuid4().hex[:6]}"
+        started = asyncio.run(start_runs(entry, name, runs, votes))
         run_ids = [r["run_id"] for r in started]
         first = run_ids[0]
         victim = _poll("the first run to be claimed", lambda: lab.executing_replica(first), 60, 0.05)
@@ -207,7 +210,7 @@ def scenario(lab: FaultLab, fault: str, runs: int = 3, votes: int = 4, outage_s:
         lasted, ended = inject(lab, fault, victim, outage_s, run_ids)
         healed_wall = time.time()
         finished = wait_finished(lab, run_ids, timeout_s)
-        out = {"fault": fault, **tally(lab, started, fault), "fault_s": round(lasted, 2),
+        out = {"fault": fault, **tally(lab, started, name), "fault_s": round(lasted, 2),
                "recover_s": round(finished - ended, 2), "victim": victim.index}
         if fault == "partition":
             out["calls_after_lease_lost"] = calls_after_lease_lost(lab, victim, run_ids, healed_wall)

@@ -115,7 +115,15 @@ def test_task_scoped_ids_repeat_for_the_same_server_task_and_differ_otherwise(mo
     monkeypatch.setattr(run_context, "get_config", lambda: config)
     first = run_context.task_scoped_id()
     assert run_context.task_scoped_id() == first and len(first) == 32  # the same task run again: the same trace id
-    config["configurable"]["checkpoint_ns"] = "route:def"
-    assert run_context.task_scoped_id() != first
+    config["configurable"]["checkpoint_ns"] = "route:def"  # started anew from another checkpoint: still the run's route
+    assert run_context.task_scoped_id() == first
+    config["configurable"]["run_id"] = "r2"
+    assert run_context.task_scoped_id() != first  # another run
+    nested = {"run_id": "r1", "checkpoint_ns": "score:abc|1|route:def"}
+    config["configurable"] = nested
+    inner = run_context.task_scoped_id()
+    assert inner != first and run_context.task_scoped_id() == inner
+    config["configurable"] = {**nested, "checkpoint_ns": "score:abc|2|route:fed"}  # the node's next call
+    assert run_context.task_scoped_id() != inner
     config["configurable"] = {"checkpoint_ns": "route:abc"}  # no server run id (the CLI): random
     assert run_context.task_scoped_id() != run_context.task_scoped_id()
