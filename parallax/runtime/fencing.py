@@ -11,12 +11,13 @@ The runtime only holds the hook: the server installs the guard that knows about 
 (parallax/server/fencing.py: a lease generation in PostgreSQL that each new claim bumps), and the
 token that stamps each trace and playbook record (`stamped`), which a trigger in PostgreSQL checks
 against the run's current generation: a write already on its way when the lease was lost cannot
-land after the takeover. Under
-the CLI and `langgraph dev` nothing is installed and the check is free. A guard returns when the
-run still holds its lease (waiting while it cannot tell, e.g. while the database is unreachable and
-the lease it last saw has run out) and raises `LeaseLost` when another execution holds the run
-now. `LeaseLost` is a CancelledError: the run stops where it is, as if cancelled, and nothing
-marks it finished, because the replica that holds the lease finishes it.
+land after the takeover.
+
+Under the CLI and `langgraph dev` nothing is installed and the check is free. A guard returns while
+the run still holds its lease; otherwise it does not let the caller go on: the server's waits (while it
+cannot tell, e.g. while the database is unreachable and the lease it last saw has run out, and once
+another execution holds the run, until Aegra stops this one as a lease loss), and a guard may raise
+`LeaseLost`, a CancelledError, so the caller stops as if cancelled.
 """
 
 from __future__ import annotations

@@ -22,9 +22,11 @@ What Parallax adds, without touching Aegra's files:
   so no clock comparison between hosts) less a margin: no reaper can take the run before then,
   so checks in that window need no query. Past it, a check queries; if it cannot (the database
   is unreachable) it waits and tries again: a replica that cannot prove its lease calls nothing.
-  When the token is gone, the guard waits for Aegra's heartbeat to cancel the run as a lease
-  loss (skipping its finalization: the new holder finishes the run); if that has not happened
-  within a few heartbeats it raises `LeaseLost` itself.
+  When the token is gone, the guard calls nothing more and waits for Aegra's heartbeat, which
+  reaches the same database within HEARTBEAT_INTERVAL_SECONDS, to cancel the run as a lease loss:
+  that path skips the run's finalization (the new holder finishes it). Raising from the node
+  instead would not: LangGraph turns a node's CancelledError into an error, which Aegra would
+  write over the run the new holder is running.
 
 In the database: each trace, dead letter and playbook record a run writes carries its token, and a
 trigger on the store's table drops a write whose generation is not the run's current one (a write
@@ -74,11 +76,6 @@ FROM runs r LEFT JOIN parallax_run_leases l ON l.run_id = r.run_id::text WHERE r
 def process_prefix() -> str:
     """How this process's workers name themselves in runs.claimed_by (Aegra: '<host>-<pid>-worker-<n>')."""
     return f"{socket.gethostname()}-{os.getpid()}-worker-"
-
-
-def lease_settings() -> tuple[float, float]:
-    """(lease duration, heartbeat interval) in seconds, as Aegra reads them."""
-    return float(os.environ.get("LEASE_DURATION_SECONDS", "30")), float(os.environ.get("HEARTBEAT_INTERVAL_SECONDS", "10"))
 
 
 class LeaseState:
@@ -131,12 +128,15 @@ async def check(what: str) -> None:
     run_id, record = found
     if time.monotonic() < record.get("trusted_until", 0.0):
         return
-    lease_s, heartbeat_s = lease_settings()
     waited, lost_since = False, None
     while True:
         started = time.monotonic()
         state = await _read(run_id)
         if state is not None:
+            if "generation" not in record and state.status == "running" and state.claimed_by is None \
+                    and state.generation is None:  # run in process, leased by nobody (no Redis: Aegra's local executor)
+                record["trusted_until"] = float("inf")
+                return
             if "generation" not in record and state.status == "running" and state.generation is not None \
                     and str(state.claimed_by or "").startswith(process_prefix()):
                 record.update(generation=state.generation, claimed_by=state.claimed_by)  # this execution's token
@@ -156,8 +156,6 @@ async def check(what: str) -> None:
                     log.warning("fence: run %s lost its lease (%s, claimed by %s, generation %s; this execution had %s): "
                                 "no %s", run_id, state.status, state.claimed_by, state.generation,
                                 record.get("generation"), what)
-                if time.monotonic() - lost_since > 3 * heartbeat_s + lease_s:
-                    raise fencing.LeaseLost(f"run {run_id} lost its lease (held by {state.claimed_by!r} now)")
         if not waited:
             waited = True
             WAITS.inc()
