@@ -156,7 +156,7 @@ async def check(what: str) -> None:
                     log.warning("fence: run %s lost its lease (%s, claimed by %s, generation %s; this execution had %s): "
                                 "no %s", run_id, state.status, state.claimed_by, state.generation,
                                 record.get("generation"), what)
-        if not waited:
+        if state is None and not waited:
             waited = True
             WAITS.inc()
         await asyncio.sleep(POLL_S)

@@ -22,6 +22,9 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
     parallax_open_circuits                     model endpoints whose circuit breaker is open now
     parallax_pending_runs                      runs pending or running on the deployment (all
                                                replicas: read from the runs table at each scrape)
+    parallax_fenced_total{what}                model calls and writes refused because the run's
+                                               lease was lost (server/fencing.py)
+    parallax_fence_waits_total                 fence checks that waited for the database
 
 Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
 Each replica is its own process: scrape every replica. Only the server imports this module
