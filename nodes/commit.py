@@ -46,18 +46,20 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
              "failures": failures_by_cause(state.get("runs", [])), "val_failures": metrics.get("val_failures", {}),
              "failed_tasks": [{"task_id": r.get("task_id"), "cause": r["cause"], "error": r["error"]}
                               for r in state.get("runs", []) if r.get("cause")]}
+    # one batch of one learn run commits once: a run taken over after its commit finds that version again
+    key = f"{state['learn_run_id']}-b{state['batch_index']}"
     if not operations:
         head = await store.head(name)
         return {"traces": await consumed(state, runtime),
                 "batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}
     if not decision["accepted"]:
         candidate_id = await store.reject(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
-                                          decision["reason"])
+                                          decision["reason"], key=key)
         head = await store.head(name)
         return {"traces": await consumed(state, runtime),
                 "batches": [{**batch, "version": head.version, "candidate": candidate_id, "items_total": len(head.active)}]}
     version = await store.commit(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
-                                 note=decision["reason"])
+                                 note=decision["reason"], key=key)
     update = {"traces": await consumed(state, runtime),
               "to_version": version.version, "head_version": version.version, "accepted": True,
               "batches": [{**batch, "version": version.version, "items_total": len(version.active)}]}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 from langgraph.config import get_config
@@ -27,7 +26,7 @@ from parallax.logic.routing import InvalidInput, choose_route, pages_of, validat
 from parallax.logic.slicing import split_into_slices, split_pages
 from parallax.logic.user_schema import checked_schema
 from parallax.prompts.templates import SOLVE_PROMPTS, SPECULATE_PROMPTS, TYPED_PROMPTS
-from parallax.runtime.run_context import authenticated_tenant, context_of, tenant_of
+from parallax.runtime.run_context import authenticated_tenant, context_of, task_scoped_id, tenant_of
 from parallax.state.context import Context, filled
 from parallax.state.records import PlaybookItemData
 from parallax.state.solve import NEW_RUN, SolveState
@@ -97,7 +96,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         state["task"], question, filled(ctx.slice_chars))
     if chosen == "speculate":
         state = await checked_speculation(state)
-    trace_id = uuid.uuid4().hex
+    trace_id = task_scoped_id()  # the same if this run is taken over and routed again
     thread_key = str((get_config().get("configurable") or {}).get("thread_id") or trace_id)
     tenant, name = tenant_of(state.get("tenant")), state.get("playbook", "default")
     pinned = "playbook_items" in state

@@ -9,7 +9,6 @@ runs that carry a target as the validation tasks (logic/trace_learning.py);
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -22,7 +21,7 @@ from parallax.logic.routing import MAX_VOTES
 from parallax.logic.run_stats import BadFilter
 from parallax.logic.trace_learning import LEASE_S, claim_traces
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
-from parallax.runtime.run_context import context_of, tenant_of
+from parallax.runtime.run_context import context_of, task_scoped_id, tenant_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
@@ -67,7 +66,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
         head = await playbooks_in(runtime.store, tenant).head(name)
     except StoreError as exc:
         raise InvalidLearnInput(str(exc)) from None
-    run_id = f"learn-{uuid.uuid4().hex[:12]}"
+    run_id = f"learn-{task_scoped_id()[:12]}"  # the same if this run is taken over and scheduled again
     found: dict[str, Any] = {}
     replay: list[dict[str, Any]] = []
     if from_traces:

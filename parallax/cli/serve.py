@@ -47,7 +47,7 @@ def default_config() -> Path:
 
 
 def migrate(url: str) -> float:
-    """Aegra's, the checkpointer's and the store's tables, under the lock "migrate" that the CLI's store
+    """Aegra's, the checkpointer's, the store's and the fence's tables, under the lock "migrate" that the CLI's store
     set-up also takes (the caller holds the startup lock as well); seconds taken."""
     import asyncio
 
@@ -68,6 +68,12 @@ def migrate(url: str) -> float:
         run_migrations()
         asyncio.run(setup_langgraph())
         migrate_platform(url)
+        import psycopg
+
+        from parallax.runtime.storage.lease_tables import migrate_sync
+
+        with psycopg.connect(url, autocommit=True) as conn:  # the lease fence's tables (server/fencing.py)
+            migrate_sync(conn)
     return time.perf_counter() - started
 
 

@@ -12,6 +12,7 @@ authenticated tenant, elsewhere the input's.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,3 +91,27 @@ def tenant_of(requested: str | None) -> str:
         raise TenantMismatch(f"the input names tenant {requested!r}, but your API key belongs to tenant {tenant!r}: "
                              "leave `tenant` out (the server takes it from your key)")
     return tenant
+
+
+_IDS = uuid.UUID("6f1c2a7e-5b8d-4c11-9a3e-2f0d8b7c4e51")
+
+
+def task_scoped_id() -> str:
+    """A new id (32 hex digits) that is the same each time this task runs again for the same server run.
+
+    On the graph API (a `run_id` in the config) it is derived from the run and, for a node of the run's
+    own graph (run once per run: `route`, a learn run's `start`), the node's name; inside a subgraph or
+    a graph called from a node, from the task's checkpoint namespace, which names the task by the
+    checkpoint it runs from and counts the calls a node makes. A replica that takes a run over and runs
+    the task again gets the same id, so the records keyed by it (a trace) are overwritten, never
+    written twice. Elsewhere (the CLI, no run id) it is random."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:
+        configurable = {}
+    run_id, namespace = configurable.get("run_id"), configurable.get("checkpoint_ns")
+    if not run_id or not namespace:
+        return uuid.uuid4().hex
+    if "|" not in namespace:  # a node of the run's own graph, which runs once per run: its name is enough,
+        namespace = namespace.split(":")[0]  # even when a takeover finds no checkpoint and starts the run anew
+    return uuid.uuid5(_IDS, f"{run_id}/{namespace}").hex

@@ -32,6 +32,7 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime.circuit_breaker import CircuitOpen, breaker_for, clock_time
 from parallax.runtime.endpoint_limits import endpoint_slot
 from parallax.runtime.failure_cause import cause_of
+from parallax.runtime.fencing import check_lease
 from parallax.runtime.retry import TRANSIENT_ERRORS, is_timeout, with_retries
 from parallax.state.context import ChatModelFactory
 from parallax.state.lifecycle import Lifecycle
@@ -174,6 +175,7 @@ async def ask(
         probe = await breaker.admit(breaker.clock() + timeout_s)
         slots = endpoint_slot(base_url)
         async with slots:  # waiting for a slot is ours, not the endpoint's: outside the timeout
+            await check_lease("model call")  # a run that lost its lease calls nothing (runtime/fencing.py)
             attempts += 1
             again = f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "")
             life.move("IN_PROGRESS", again if attempts > 1 else "")
@@ -192,6 +194,7 @@ async def ask(
                 raise
         slots.succeeded()
         breaker.record_success()
+        await check_lease("model reply")  # the lease was lost during the call: its reply is not used
         return reply
 
     try:

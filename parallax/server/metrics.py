@@ -27,6 +27,9 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
     parallax_webhooks_total{outcome}           webhook attempts: delivered, retry, failed
     parallax_swept_total{kind}                 rows deleted by retention sweeps (threads,
                                                checkpoints, traces, dead_letters, webhooks)
+    parallax_fenced_total{what}                model calls and writes refused because the run's
+                                               lease was lost (server/fencing.py)
+    parallax_fence_waits_total                 fence checks that waited for the database
 
 Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
 Each replica is its own process: scrape every replica. Only the server imports this module
@@ -148,5 +151,8 @@ class RunMetrics(BaseCallbackHandler):
 
 
 def with_metrics(graph: Any, name: str) -> Any:
-    """The compiled graph, counting its runs (a copy: the original graph is untouched)."""
-    return graph.with_config({"callbacks": [RunMetrics(name)]})
+    """The compiled graph, counting its runs (a copy: the original graph is untouched), with an empty fence
+    record in its config that Aegra copies for each execution (server/fencing.py)."""
+    from parallax.server.fencing import FENCE_KEY
+
+    return graph.with_config({"callbacks": [RunMetrics(name)], "configurable": {FENCE_KEY: {}}})

@@ -32,10 +32,12 @@ Every request is logged in memory (``GET /_log``, cleared with ``POST /_reset``,
 restarts the fault sequence) and, when ``log_path`` is set, appended as one JSON line per
 finished request. An entry holds ``id`` (monotonic, assigned on arrival), ``time``,
 ``path``, ``messages_hash`` (sha256 of the canonical JSON of ``messages``), ``model``,
-``temperature``, ``fault`` (or "ok") and ``status`` (None while in flight).
+``temperature``, ``fault`` (or "ok"), ``status`` (None while in flight) and, for chat requests,
+``client`` (the caller's address: which replica asked, in a network namespace lab).
 ``POST /_config`` with a partial JSON config changes the configuration of a running server.
 
-Loopback only: binding anything but 127.0.0.1, ::1 or localhost raises ValueError.
+Loopback only: binding anything but 127.0.0.1, ::1 or localhost raises ValueError (a test's own
+network namespace lab passes the address it made as ``lab_host``).
 
 Run it::
 
@@ -332,6 +334,7 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
             state.close_entry(entry, 400)
             return _error(400, f"bad request: {exc}", "invalid_request_error")
         entry, index = state.open_entry(request.url.path, body)
+        entry["client"] = request.client.host if request.client else None
         cfg = state.config
         fault = entry["fault"] = cfg.fault_for(index)
         status = await _respond_status(cfg, fault, request, state, body)
@@ -451,8 +454,11 @@ class FaultServer:
     returns once the server answers, leaving stops it (hanging requests are released).
     """
 
-    def __init__(self, config: FaultConfig | None = None, *, host: str = "127.0.0.1", port: int = 0):
-        self.host = check_loopback(host)
+    def __init__(self, config: FaultConfig | None = None, *, host: str = "127.0.0.1", port: int = 0,
+                 lab_host: str | None = None):
+        """`lab_host`: an address of a test's own network namespaces (tests/support/fault_lab.py) to bind
+        instead of loopback; the lab made it and removes it."""
+        self.host = lab_host or check_loopback(host)
         self.port = port
         self.state = FaultState(config or FaultConfig())
         self.app = create_app(state=self.state)

@@ -124,3 +124,20 @@ async def test_a_batch_without_lessons_commits_no_version_and_skips_the_gate(sto
     assert out["batches"][0]["reason"].startswith("no operations")
     assert len([p for p, _ in calls if "You solve tasks carefully" in p]) == 2 + 3  # train runs + one baseline eval
     assert await playbooks_in(store).candidates("default") == []
+
+
+async def test_on_the_server_each_task_run_of_a_learn_run_keeps_its_own_trace_id(store, monkeypatch):
+    """With a server run id in the config, trace ids are derived, not random (runtime/run_context.py
+    `task_scoped_id`, so a takeover writes the same trace): the task runs of one learn run still get one
+    each, and each batch commits its own version (its commit key names the batch)."""
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
+    graph = builder.compile(store=store, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "th-1", "run_id": "3f0c2a9e-0000-4000-8000-000000000001"}}
+    out = await graph.ainvoke({"tasks": tasks(4), "batch": 2, "mode": "direct", "playbook": "fin"}, config,
+                              context=model_ctx)
+    assert (out["from_version"], out["to_version"], out["accepted"]) == (0, 2, True)
+    head = await playbooks_in(store).head("fin")
+    traces = {p for p in head.active[0].provenance if len(p) == 32}
+    assert len(traces) == 4, head.active[0].provenance  # 4 task runs, 4 trace ids
+    history = await playbooks_in(store).history("fin")
+    assert len({v.gate["commit_key"] for v in history}) == 2

@@ -33,6 +33,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
+from parallax.runtime import fencing
 from parallax.runtime.lesson_screening import screen_items, screen_operations
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.labels import LabelStore
@@ -76,14 +77,16 @@ class PlaybookStore:
 
     async def _get(self, name: str, key: str) -> dict[str, Any] | None:
         item = await self._call("get", playbook_namespace(self.tenant, name), key)
-        return None if item is None else dict(item.value)
+        return None if item is None else fencing.unstamped(dict(item.value))
 
     async def _put(self, name: str, key: str, value: dict[str, Any]) -> None:
-        await self._call("put", playbook_namespace(self.tenant, name), key, value, index=False)
+        """Every record is stamped with the writing run's lease (runtime/fencing.py), for the database to fence."""
+        await self._call("put", playbook_namespace(self.tenant, name), key, fencing.stamped(value), index=False)
 
     async def _scan(self, name: str) -> dict[str, dict[str, Any]]:
         """Every record of a playbook (paged: see runtime/storage/store_calls.py)."""
-        return await scan(self.store, playbook_namespace(self.tenant, name), self.page_size)
+        found = await scan(self.store, playbook_namespace(self.tenant, name), self.page_size)
+        return {key: fencing.unstamped(value) for key, value in found.items()}
 
     @staticmethod
     def _check_name(name: str) -> None:
@@ -166,27 +169,48 @@ class PlaybookStore:
 
     # --- writing ---------------------------------------------------------------------
 
-    async def _append(self, name: str, build: Callable[[PlaybookVersion], dict[str, Any]]) -> PlaybookVersion:
+    async def _append(self, name: str, build: Callable[[PlaybookVersion], dict[str, Any]],
+                      key: str | None = None) -> PlaybookVersion:
         """The critical section: read the real head, build the next version from it, write
         the immutable version record, then move the head. A version record found beyond the
         head (a writer died between the two writes) is adopted as the head first, so an
-        immutable version is never overwritten."""
+        immutable version is never overwritten.
+
+        `key` makes the write idempotent: a version already committed under the same key (by a
+        run taken over after its commit, or retried) is returned instead of a second version.
+        The key goes into the version's `gate["commit_key"]` (written first) and a `commit-<key>`
+        record (written next), so a writer that died between any two writes is found either way."""
         self._check_name(name)
         async with self.lock.hold(f"{self.tenant}/{name}"):
-            head = await self.head(name)
+            stored_head = head = await self.head(name)
+            ahead_keyed = None
             while (ahead := await self._get(name, version_key(head.version + 1))) is not None:
                 head = PlaybookVersion.model_validate(ahead)
+                if key is not None and head.gate.get("commit_key") == key:
+                    ahead_keyed = head
+            if key is not None:
+                done = await self._get(name, f"commit-{key}")
+                if done is not None or ahead_keyed is not None:
+                    if head.version != stored_head.version:  # finish the move of the head a dead writer left
+                        await self._put(name, "head", head.model_dump(mode="json"))
+                    return ahead_keyed or await self.get(name, int(done["version"]))  # type: ignore[index]
+            await fencing.check_lease("playbook commit")
             fields = build(head)
+            if key is not None:
+                fields["gate"] = {**fields.get("gate", {}), "commit_key": key}
             new = PlaybookVersion(name=name, version=head.version + 1, parent=head.version, created_at=now_iso(), **fields)
             record = new.model_dump(mode="json")
             await self._put(name, version_key(new.version), record)
+            if key is not None:
+                await self._put(name, f"commit-{key}", {"version": new.version, "created_at": new.created_at})
             await self._put(name, "head", record)
             return new
 
     async def commit(self, name: str, base_version: int, operations: list[Operation], created_by: str,
-                     gate: dict[str, Any] | None = None, note: str = "") -> PlaybookVersion:
+                     gate: dict[str, Any] | None = None, note: str = "", key: str | None = None) -> PlaybookVersion:
         """Apply `operations` to version `base_version` and make the result the new head.
-        If the head has moved past `base_version`, the operations are re-applied to the new head."""
+        If the head has moved past `base_version`, the operations are re-applied to the new head.
+        With `key`, a second commit under the same key returns the first one's version (see `_append`)."""
         if base_version < 0:
             raise PlaybookError(f"base version must be 0 or more, got {base_version}")
         operations, held = screen_operations([Operation.model_validate(op) for op in operations], f"commit by {created_by}")
@@ -204,15 +228,17 @@ class PlaybookStore:
             return dict(items=apply_operations(head.items, operations, head.version + 1), operations=operations,
                         created_by=created_by, gate=gate_record, note=text)
 
-        return await self._append(name, build)
+        return await self._append(name, build, key)
 
     async def reject(self, name: str, base_version: int, operations: list[Operation], created_by: str,
-                     gate: dict[str, Any] | None, reason: str) -> str:
-        """Keep a candidate the gate turned down, for inspection; the head does not move."""
+                     gate: dict[str, Any] | None, reason: str, key: str | None = None) -> str:
+        """Keep a candidate the gate turned down, for inspection; the head does not move.
+        With `key`, the candidate's id comes from it, so writing it again overwrites the same record."""
         base = await self.get(name, base_version)
         operations, held = screen_operations([Operation.model_validate(op) for op in operations], f"candidate by {created_by}")
         await self.quarantine(name, held)
-        cid = uuid.uuid4().hex[:12]
+        cid = uuid.uuid5(uuid.NAMESPACE_URL, f"parallax-candidate/{key}").hex[:12] if key else uuid.uuid4().hex[:12]
+        await fencing.check_lease("playbook candidate")
         candidate = Candidate(
             name=name, version=base.version + 1, parent=base.version,
             items=apply_operations(base.items, operations, base.version + 1), operations=operations,

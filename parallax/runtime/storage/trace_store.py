@@ -18,6 +18,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
+from parallax.runtime import fencing
 from parallax.runtime.redaction import redact_value
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.namespaces import NotFound, check_tenant, dead_letters_namespace, traces_namespace
@@ -39,21 +40,22 @@ class TraceStore:
     # --- traces ----------------------------------------------------------------------
 
     async def put_trace(self, trace: dict[str, Any]) -> None:
+        await fencing.check_lease("trace write")  # a run taken over by another replica writes no trace here
         # the id is the record's key, never redacted (a hex id can look like a card number to the redactor)
         await self._call("put", traces_namespace(self.tenant), trace["trace_id"],
-                         {**redact_value(trace), "trace_id": trace["trace_id"]}, index=False)
+                         fencing.stamped({**redact_value(trace), "trace_id": trace["trace_id"]}), index=False)
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:
         """The trace with this id, or with this id's start (the short id tables show: at least SHORT_PREFIX
         characters, and only one trace of the tenant may start with it)."""
         item = await self._call("get", traces_namespace(self.tenant), trace_id)
         if item is not None:
-            return {**item.value, "trace_id": item.key}
+            return {**fencing.unstamped(dict(item.value)), "trace_id": item.key}
         if len(trace_id) >= SHORT_PREFIX:
             found = [{**t, "trace_id": key} for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()
                      if key.startswith(trace_id)]
             if len(found) == 1:
-                return dict(found[0])
+                return fencing.unstamped(dict(found[0]))
             if found:
                 raise NotFound(f"{len(found)} traces of tenant {self.tenant!r} start with {trace_id!r}: "
                                f"give more of the id (--json shows it whole)")
@@ -62,7 +64,8 @@ class TraceStore:
 
     async def traces(self) -> list[dict[str, Any]]:
         """Every trace of the tenant, oldest first."""
-        found = [{**t, "trace_id": key} for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()]
+        found = [{**fencing.unstamped(t), "trace_id": key}
+                 for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()]
         return sorted(found, key=lambda t: (t.get("created_at", ""), t["trace_id"]))
 
     async def add_feedback(self, trace_id: str, entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -88,18 +91,19 @@ class TraceStore:
     # --- dead letters ------------------------------------------------------------------
 
     async def put_dead_letter(self, letter: dict[str, Any]) -> None:
-        await self._call("put", dead_letters_namespace(self.tenant), letter["id"], letter, index=False)
+        await fencing.check_lease("dead letter write")
+        await self._call("put", dead_letters_namespace(self.tenant), letter["id"], fencing.stamped(letter), index=False)
 
     async def get_dead_letter(self, branch_id: str) -> dict[str, Any]:
         item = await self._call("get", dead_letters_namespace(self.tenant), branch_id)
         if item is None:
             raise NotFound(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
-        return dict(item.value)
+        return fencing.unstamped(dict(item.value))
 
     async def dead_letters(self) -> list[dict[str, Any]]:
         """Every dead letter of the tenant, oldest first."""
         found = await scan(self.store, dead_letters_namespace(self.tenant))
-        return sorted(found.values(), key=lambda d: (d["escalated_at"], d["id"]))
+        return sorted((fencing.unstamped(d) for d in found.values()), key=lambda d: (d["escalated_at"], d["id"]))
 
 
 def dead_letter(record: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:

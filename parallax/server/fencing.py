@@ -1,0 +1,174 @@
+"""The lease fence of the deployed API: a replica that lost a run's lease calls no model for it.
+
+How Aegra leases a run (aegra_api/services/worker_executor.py, lease_reaper.py, as pinned): a
+worker claims a pending run with `UPDATE runs SET claimed_by = '<host>-<pid>-worker-<n>',
+lease_expires_at = now + LEASE_DURATION_SECONDS, status = 'running'`; a heartbeat extends
+`lease_expires_at` every HEARTBEAT_INTERVAL_SECONDS while `claimed_by` is still the worker's
+(and cancels the run's task, without finalizing it, once that update finds no row); every
+replica's reaper puts runs whose lease ran out back to `pending` with `claimed_by = NULL` and
+re-queues them. A replica cut off from the database cannot renew its lease and cannot learn it
+lost it: its heartbeat only logs the failure, and the run goes on calling the model while
+another replica takes it over.
+
+What Parallax adds, without touching Aegra's files:
+- a generation per run, `parallax_run_leases(run_id, generation, claimed_by, claimed_at)`, bumped
+  by a trigger on `runs` each time a worker claims it (`claimed_by` set to a new value), so a
+  claim by another replica, or again by this one after a reset, is a new token;
+- a guard (`check`, installed into runtime/fencing.py) awaited before every model call, before
+  the reply of a call is used, and before a trace or a playbook version is written. The first
+  check of an execution records its token (the generation and the claiming worker of this
+  process); each later check confirms in PostgreSQL that the run is still `running` under that
+  token. A confirmed lease is trusted until `lease_expires_at` (read with the database's clock,
+  so no clock comparison between hosts) less a margin: no reaper can take the run before then,
+  so checks in that window need no query. Past it, a check queries; if it cannot (the database
+  is unreachable) it waits and tries again: a replica that cannot prove its lease calls nothing.
+  When the token is gone, the guard calls nothing more and waits for Aegra's heartbeat, which
+  reaches the same database within HEARTBEAT_INTERVAL_SECONDS, to cancel the run as a lease loss:
+  that path skips the run's finalization (the new holder finishes it). Raising from the node
+  instead would not: LangGraph turns a node's CancelledError into an error, which Aegra would
+  write over the run the new holder is running.
+
+In the database: each trace, dead letter and playbook record a run writes carries its token, and a
+trigger on the store's table drops a write whose generation is not the run's current one (a write
+that left before a partition and arrives after the takeover), keeping a row in
+`parallax_fenced_writes` instead.
+
+Per execution: the token lives in a dict in the graph's config (`FENCE_KEY`), which Aegra
+deep-copies for every execution (services/langgraph_service.py `_copy_graph_config`), so two
+executions of one run in one process (a run taken back after a reset) never share a token.
+Outside an Aegra worker run (no run_id in the config) the guard lets everything through.
+
+`parallax_fenced_total{what}` counts the checks that found the lease lost, and
+`parallax_fence_waits_total` those that had to wait for the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import weakref
+from typing import Any
+
+from prometheus_client import Counter
+
+from parallax.runtime import fencing
+
+FENCE_KEY = "parallax_fence"
+"""The config key of an execution's fence record (a dict Aegra copies for every execution)."""
+MARGIN_S = 1.5
+"""A confirmed lease is trusted until this long before it runs out."""
+QUERY_TIMEOUT_S = 2.0
+POLL_S = 0.5
+
+log = logging.getLogger("parallax.fencing")
+FENCED = Counter("parallax_fenced_total", "Model calls and writes refused because the run's lease was lost.", ["what"])
+WAITS = Counter("parallax_fence_waits_total", "Fence checks that waited because the database could not confirm the lease.")
+
+LEASE_QUERY = """
+SELECT r.status, r.claimed_by, l.generation, EXTRACT(EPOCH FROM (r.lease_expires_at - now()))::float8
+FROM runs r LEFT JOIN parallax_run_leases l ON l.run_id = r.run_id::text WHERE r.run_id = %s
+"""
+
+
+def process_prefix() -> str:
+    """How this process's workers name themselves in runs.claimed_by (Aegra: '<host>-<pid>-worker-<n>')."""
+    return f"{socket.gethostname()}-{os.getpid()}-worker-"
+
+
+class LeaseState:
+    """What one check learnt: (status, claimed_by, generation, seconds left), or None when the database did not answer."""
+
+    def __init__(self, row: tuple[Any, ...]) -> None:
+        self.status, self.claimed_by, self.generation, self.left_s = row[0], row[1], row[2], row[3]
+
+
+_conns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+async def _read(run_id: str) -> LeaseState | None:
+    """The run's lease as the database sees it now; None if it could not be read within QUERY_TIMEOUT_S."""
+    import psycopg
+
+    loop = asyncio.get_running_loop()
+    conn = _conns.get(loop)
+    try:
+        async with asyncio.timeout(QUERY_TIMEOUT_S):
+            if conn is None or conn.closed:
+                conn = _conns[loop] = await psycopg.AsyncConnection.connect(
+                    os.environ["DATABASE_URL"], autocommit=True, connect_timeout=int(QUERY_TIMEOUT_S))
+            row = await (await conn.execute(LEASE_QUERY, (run_id,))).fetchone()
+    except (TimeoutError, psycopg.Error, OSError) as exc:
+        log.warning("fence: cannot read the lease of run %s: %s", run_id, type(exc).__name__)
+        _conns.pop(loop, None)  # a connection over a cut link may hang: drop it, never wait on its close
+        return None
+    return LeaseState(row) if row else LeaseState(("missing", None, None, None))
+
+
+def _fence_record() -> tuple[str, dict[str, Any]] | None:
+    from langgraph.config import get_config
+
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # outside a graph run
+        return None
+    record, run_id = configurable.get(FENCE_KEY), configurable.get("run_id")
+    if not isinstance(record, dict) or not run_id:
+        return None
+    return str(run_id), record
+
+
+async def check(what: str) -> None:
+    """The guard: return while this execution holds its run's lease; wait while that cannot be told."""
+    found = _fence_record()
+    if found is None or not os.environ.get("DATABASE_URL"):  # not a worker run of `parallax serve`
+        return
+    run_id, record = found
+    if time.monotonic() < record.get("trusted_until", 0.0):
+        return
+    waited, lost_since = False, None
+    while True:
+        started = time.monotonic()
+        state = await _read(run_id)
+        if state is not None:
+            if "generation" not in record and state.status == "running" and state.claimed_by is None \
+                    and state.generation is None:  # run in process, leased by nobody (no Redis: Aegra's local executor)
+                record["trusted_until"] = float("inf")
+                return
+            if "generation" not in record and state.status == "running" and state.generation is not None \
+                    and str(state.claimed_by or "").startswith(process_prefix()):
+                record.update(generation=state.generation, claimed_by=state.claimed_by)  # this execution's token
+            held = (state.status == "running" and record.get("generation") is not None
+                    and state.generation == record["generation"] and state.claimed_by == record["claimed_by"])
+            if held and state.left_s is not None:
+                record["trusted_until"] = started + float(state.left_s) - MARGIN_S
+                if time.monotonic() < record["trusted_until"]:
+                    return
+                # the lease is about to run out: the heartbeat renews it, or this replica has trouble reaching the database
+            elif not held:
+                # another execution holds the run (or it went back to pending, or ended): call nothing more,
+                # and let Aegra's heartbeat stop this execution as a lease loss
+                if lost_since is None:
+                    lost_since = time.monotonic()
+                    FENCED.labels(what=what).inc()
+                    log.warning("fence: run %s lost its lease (%s, claimed by %s, generation %s; this execution had %s): "
+                                "no %s", run_id, state.status, state.claimed_by, state.generation,
+                                record.get("generation"), what)
+        if state is None and not waited:
+            waited = True
+            WAITS.inc()
+        await asyncio.sleep(POLL_S)
+
+
+def token() -> dict[str, Any] | None:
+    """This execution's lease token ({"run", "generation"}), once its first check has recorded it."""
+    found = _fence_record()
+    if found is None or found[1].get("generation") is None:
+        return None
+    return {"run": found[0], "generation": int(found[1]["generation"])}
+
+
+def install() -> None:
+    fencing.install(check, token)
