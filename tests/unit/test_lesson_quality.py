@@ -104,7 +104,7 @@ async def test_the_gate_turns_down_a_tie_at_zero_unless_a_person_approves():
     batch = out["batches"][0]
     assert out["accepted"] is False and batch["accepted"] is False
     assert batch["reason"] == ("a tie without signal: validation accuracy was 0.0 before and after: "
-                               "a person must approve it (learn --approve)")
+                               "a person must approve it (--approve)")
     assert (await playbooks_in(store).candidates("default"))[0].reason == batch["reason"]
 
     graph = builder.compile(store=store, checkpointer=InMemorySaver())
