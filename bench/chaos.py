@@ -37,7 +37,7 @@ from collections import Counter
 from langgraph.store.memory import InMemoryStore
 
 from parallax.logic.stragglers import forget_recent
-from parallax.runtime.circuit_breaker import reset_breakers
+from parallax.runtime.services import renew_process_services
 from tests.support.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
 QUESTION = "How many meetings were held?"
@@ -109,7 +109,7 @@ async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
     from parallax.graphs.solve import builder
     from parallax.state.context import Context
 
-    reset_breakers()
+    renew_process_services()
     forget_recent()
     graph = builder.compile(store=InMemoryStore())
     ctx = Context(early_stop=False,  # all 5 votes of a run, recounted from their records

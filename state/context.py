@@ -6,8 +6,9 @@ Every field is optional: what a run leaves unset (None) comes from the process s
 honour the same `.env` file, while an API caller can still override a field per run, and
 Studio shows each field with its description.
 
-Two fields are for code, not for API callers: `chat_model` and `embedder` let a test or a
-benchmark hand the graph a scripted model or a fake embedder instead of patching modules.
+Three fields are for code, not for API callers: `chat_model` and `embedder` let a test or a
+benchmark hand the graph a scripted model or a fake embedder instead of patching modules, and
+`services` the process services (circuit breakers, straggler history, fan-out registry) it made.
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class Context:
         "For code only: a ChatModelFactory used instead of ChatOpenAI on the configured endpoint."))
     embedder: Any = field(default=None, metadata=_describe(
         "For code only: an Embedder used instead of the local MiniLM."))
+    services: Any = field(default=None, metadata=_describe(
+        "For code only: the Services (runtime/services.py) of the entry point that started the run; "
+        "unset, the process's."))
 
     @property
     def reviewer_model(self) -> str:
