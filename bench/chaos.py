@@ -36,7 +36,6 @@ from collections import Counter
 
 from langgraph.store.memory import InMemoryStore
 
-from parallax.logic.stragglers import forget_recent
 from parallax.runtime.services import renew_process_services
 from tests.support.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
@@ -110,7 +109,6 @@ async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
     from parallax.state.context import Context
 
     renew_process_services()
-    forget_recent()
     graph = builder.compile(store=InMemoryStore())
     ctx = Context(early_stop=False,  # all 5 votes of a run, recounted from their records
                   request_timeout_s=args.timeout_s, max_attempts=args.max_attempts, max_concurrency=args.concurrency,

@@ -31,12 +31,10 @@ os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
 def _isolated_home(tmp_path, monkeypatch):
     """Every test gets its own PARALLAX_HOME, fresh process services (circuit breakers) and no straggler history,
     so no test sees another's."""
-    from parallax.logic.stragglers import forget_recent
     from parallax.runtime.services import renew_process_services
 
     monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "parallax-home"))
     renew_process_services()
-    forget_recent()
 
 
 @pytest.fixture
