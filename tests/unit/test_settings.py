@@ -57,7 +57,7 @@ def test_each_run_setting_is_said_once():
     resolving fills exactly those, and Settings describes each with its Context field's words."""
     from parallax.runtime.run_context import FROM_SETTINGS
 
-    code_only = {"chat_model", "embedder"}
+    code_only = {"chat_model", "embedder", "services"}
     run_settings = {f.name for f in dataclasses.fields(Context) if f.default is None and f.name not in code_only}
     assert run_settings <= set(settings_mod.Settings.model_fields)
     assert set(FROM_SETTINGS) | {"straggler_factor"} == run_settings
