@@ -36,8 +36,7 @@ from collections import Counter
 
 from langgraph.store.memory import InMemoryStore
 
-from parallax.logic.stragglers import forget_recent
-from parallax.runtime.circuit_breaker import reset_breakers
+from parallax.runtime.services import renew_process_services
 from tests.support.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
 QUESTION = "How many meetings were held?"
@@ -109,8 +108,7 @@ async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
     from parallax.graphs.solve import builder
     from parallax.state.context import Context
 
-    reset_breakers()
-    forget_recent()
+    renew_process_services()
     graph = builder.compile(store=InMemoryStore())
     ctx = Context(early_stop=False,  # all 5 votes of a run, recounted from their records
                   request_timeout_s=args.timeout_s, max_attempts=args.max_attempts, max_concurrency=args.concurrency,

@@ -25,8 +25,9 @@ from parallax.prompts.solve import candidate_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.check_folders import CheckFolder, run_check
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.runtime.storage.candidate_results import CandidateResults
-from parallax.runtime.superstep import superstep_limit, superstep_shared
+from parallax.runtime.superstep import fan_out_limit
 from parallax.runtime.worktrees import GitError, PathRefused
 from parallax.state.context import Context, filled
 from parallax.state.lifecycle import Lifecycle
@@ -95,8 +96,9 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
     ctx = context_of(runtime)
     spec, checked = task["candidate"], bool(task["check"]["command"])
     cancel_rest = filled(ctx.early_stop)  # off (--no-early-stop): every candidate is made and checked
-    limit = superstep_limit(runtime, filled(ctx.max_concurrency))
-    watch = superstep_shared(runtime, CandidateWatch, "candidates")
+    services, fan_out = services_of(ctx), task["fan_out"]
+    limit = fan_out_limit(services, fan_out, filled(ctx.max_concurrency))
+    watch = services.shared(fan_out, CandidateWatch, "candidates")
     results = CandidateResults(runtime.store, task["tenant"], spec["parent_id"])
     life = Lifecycle([{"state": "PENDING", "at": spec["planned_at"], "reason": ""}])
     life.move("DISPATCHED")

@@ -1,7 +1,7 @@
 """Turn the route into `Send`s: business branches (or speculative candidates) plus the safety check, in one superstep.
 
 The branches and their grouping come from logic/branch_plans.py. All tasks start at once;
-their model calls share one limit (runtime/superstep.py). An adaptive vote starts with its
+their model calls share one limit (runtime/superstep.py), found by the fan-out's name. An adaptive vote starts with its
 first wave; `next_wave` sends each further wave the merge asks for (logic/stopping.py), with
 the final values of the votes so far, so a vote in flight can be cancelled once they settle.
 """
@@ -14,6 +14,7 @@ from langgraph.types import Send
 from parallax.logic.branch_plans import adaptive, branch_specs, first_wave, group, run_metadata
 from parallax.logic.speculation import candidate_specs, check_spec
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import new_fan_out
 from parallax.state.context import Context, filled
 from parallax.state.records import BranchSpec, CandidateTask, SafetyTask, WorkShared, WorkTask
 from parallax.state.solve import SolveState
@@ -35,7 +36,8 @@ def _safety(state: SolveState) -> SafetyTask:
 def _candidates(state: SolveState, ctx: Context) -> list[Send]:
     """Speculate: one `candidate` task per candidate, each with its own approach, all at once."""
     check = check_spec(state, ctx)
-    shared = {"check": check, "tenant": state.get("tenant", "default"), "prompts": state.get("prompts") or {},
+    shared = {"fan_out": new_fan_out(), "check": check, "tenant": state.get("tenant", "default"),
+              "prompts": state.get("prompts") or {},
               "meta": run_metadata(state)}
     tasks: list[CandidateTask] = [{"candidate": spec, **shared} for spec in candidate_specs(state, ctx)]  # type: ignore[typeddict-item]
     return [Send("candidate", task) for task in tasks]
@@ -52,7 +54,7 @@ async def next_wave(state: SolveState) -> list[Send]:
 
 
 def _work(state: SolveState, ctx: Context, specs: list[BranchSpec], earlier: list[str] | None) -> list[Send]:
-    shared: WorkShared = {"prompts": state.get("prompts") or {}, "meta": run_metadata(state)}
+    shared: WorkShared = {"fan_out": new_fan_out(), "prompts": state.get("prompts") or {}, "meta": run_metadata(state)}
     if state.get("output_schema") is not None:
         shared["output_schema"] = state["output_schema"]
     if earlier is not None:

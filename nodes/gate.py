@@ -6,8 +6,10 @@ that carries no signal (both accuracies 0, or a difference inside the noise; see
 logic/gate_decision.py) is rejected unless a person approves it, and the reason says so.
 With `approve`, a passing candidate (or a tie) waits for a human yes/no (a LangGraph
 `interrupt` that shows the diff). Without validation tasks the gate has nothing to
-measure and lets the candidate through, saying so in its metrics. With `ties_to_canary` (the
-loop, logic/loop.py) a tie passes as "not worse offline": a canary judges it on live runs next.
+measure and lets the candidate through, saying so in its metrics. The rule is
+logic/gate_decision.py's, the same one a prompt edit's gate (logic/prompt_gate.py) uses. With
+`ties_to_canary` (the loop, logic/loop.py) a tie passes as "not worse offline": a canary judges it
+on live runs next.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from parallax.logic.evaluate import Solver, correct_by_task, evaluate
-from parallax.logic.gate_decision import gate_verdict, paired_changes
+from parallax.logic.gate_decision import approved, gate_verdict, paired_changes, settle, unmeasured
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.playbook_files import diff_items
 from parallax.state.context import Context
@@ -48,22 +50,22 @@ async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -
                        val_failures=result["failures"],
                        val_noise=band, signal=verdict == "accept")
     else:
-        verdict, reason = "accept", "no validation tasks: accepted without evaluation"
+        verdict, reason = unmeasured("no validation tasks")
     if verdict == "ask" and state.get("ties_to_canary") and not state.get("approve"):
         verdict, reason = "accept", f"not worse offline ({reason}); a canary judges it on live runs"
         metrics["not_worse_only"] = True
-    if verdict == "reject" or (verdict == "ask" and not state.get("approve")):
-        if verdict == "ask":
-            reason += ": a person must approve it (learn --approve)"
+    asked = verdict == "ask"
+    verdict, reason = settle(verdict, reason, person=bool(state.get("approve")))
+    if verdict == "reject":
         return {"decision": {"accepted": False, "reason": reason, "metrics": metrics}}
     if state.get("approve"):
         answer = interrupt({"question": "Accept this playbook update? (yes/no)", "metrics": metrics,
-                            **({"why_asked": reason} if verdict == "ask" else {}),
+                            **({"why_asked": reason} if asked else {}),
                             "diff": diff_items(*(
                                 [PlaybookItem.model_validate(i) for i in candidate[k]] for k in ("base_items", "items")))})
         if str(answer).strip().lower() not in ("y", "yes", "true", "1"):
             return {"decision": {"accepted": False, "reason": "rejected by a human reviewer", "metrics": metrics}}
-        if verdict == "ask":
-            reason = f"approved by a person: {reason}"
+        if asked:
+            reason = approved(reason)
             metrics["approved_without_signal"] = True
     return {"decision": {"accepted": True, "reason": reason, "metrics": metrics, "results": results}}

@@ -33,7 +33,8 @@ from parallax.prompts.templates import SOLVE_PROMPTS
 from parallax.runtime import embeddings
 from parallax.runtime.lesson_screening import screen_lessons, screen_operations
 from parallax.runtime.run_context import context_of
-from parallax.runtime.superstep import superstep_limit
+from parallax.runtime.services import services_of
+from parallax.runtime.superstep import fan_out_limit
 from parallax.state.context import Context, filled
 from parallax.state.payloads import BranchRecord
 from parallax.state.playbook import Operation
@@ -43,7 +44,7 @@ from parallax.state.records import LearnTask, PlaybookItemData, PromptVersion
 async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """A `Send` target: this group's tasks and the playbook head's items, under the batch's shared limit."""
     ctx = context_of(runtime)
-    limit = superstep_limit(runtime, filled(ctx.max_concurrency))
+    limit = fan_out_limit(services_of(ctx), payload["fan_out"], filled(ctx.max_concurrency))
     tasks = payload["tasks"]
     selections = await select_items(payload["items"], [retrieval_text(t["input"]) for t in tasks],
                                     filled(ctx.playbook_chars),

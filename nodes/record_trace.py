@@ -24,10 +24,10 @@ from typing import Any, cast
 from langgraph.runtime import Runtime
 
 from parallax.logic.run_record import branch_place, kept_prompts, outcome, used_subjects
-from parallax.runtime import settings as settings_mod
+from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
-from parallax.state.context import Context
+from parallax.state.context import Context, filled
 from parallax.state.payloads import BUSINESS
 from parallax.state.plan import PlanState
 from parallax.state.solve import SolveState
@@ -35,10 +35,10 @@ from parallax.state.solve import SolveState
 PREVIEW_CHARS = 200
 
 
-def trace_of(state: SolveState) -> dict[str, Any]:
+def trace_of(state: SolveState, prompt_chars: int) -> dict[str, Any]:
     """What is kept of a run. Votes are a list of {answer, count}: redaction rewrites values, never
-    dict keys, and an answer can hold personal data."""
-    trace = _solve_trace(state)
+    dict keys, and an answer can hold personal data. `prompt_chars`: the most prompt text it keeps (all or none)."""
+    trace = _solve_trace(state, prompt_chars)
     plan_run: Mapping[str, Any] = state  # the plan graph runs this node on its PlanState too
     if plan_run.get("plan"):
         tasks = plan_run.get("tasks", [])
@@ -50,16 +50,15 @@ def trace_of(state: SolveState) -> dict[str, Any]:
     return trace
 
 
-def _solve_trace(state: SolveState) -> dict[str, Any]:
-    limit = settings_mod.load().trace_prompt_chars
-    prompts, keys, omitted = kept_prompts(state, limit)
+def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
+    prompts, keys, omitted = kept_prompts(state, prompt_chars)
     started = state.get("started_at")
     return {
         "trace_id": state["trace_id"], "tenant": state.get("tenant", "default"),
         "created_at": now_iso(),
         "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
         # the whole task, up to the prompts' limit: what `learn --from-traces` reflects on and replays
-        **({"task": state["task"]} if PREVIEW_CHARS < len(state["task"]) <= limit else {}),
+        **({"task": state["task"]} if PREVIEW_CHARS < len(state["task"]) <= prompt_chars else {}),
         "question": state.get("question", ""), "mode": state.get("mode"), "status": state.get("status"),
         "answer": state.get("answer", ""), "reason": state.get("reason", ""),
         "votes": [{"answer": answer, "count": count} for answer, count in state.get("vote_counts", {}).items()],
@@ -87,7 +86,7 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str
     if parent:  # part of a plan run: its dead letters name the plan's trace, which is stored there
         trace = {"trace_id": parent, "tenant": tenant}
     else:
-        trace = trace_of(state)
+        trace = trace_of(state, filled(context_of(runtime).trace_prompt_chars))
         await traces.put_trace(trace)
     for record in state.get("branches", []):
         if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):

@@ -33,8 +33,8 @@ from parallax.logic.routing import InvalidInput
 from parallax.logic.speculative_edit import run_speculative_edit
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.runtime.storage.plan_results import PlanResults
-from parallax.runtime.superstep import superstep_held
 from parallax.runtime.worktrees import Worktree
 from parallax.state.context import Context, filled
 from parallax.state.plan import Plan, PlanTask, TaskPayload
@@ -146,8 +146,9 @@ async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: So
     ctx = context_of(runtime)
     # held until every task has a result: a task that starts after its dependencies finished must find them;
     # every task of the dispatch carries the same plan, so the first to arrive validates it for all
-    dag, release = superstep_held(runtime, lambda: DagRun(Plan.model_validate(payload["plan"]), filled(ctx.max_concurrency)),
-                                  "plan-dag", payload["round"])
+    dag, release = services_of(ctx).held(payload["trace_id"], lambda: DagRun(Plan.model_validate(payload["plan"]),
+                                                                             filled(ctx.max_concurrency)),
+                                         "plan-dag", payload["round"])
     dag.on_complete = release
     plan, task = dag.plan, dag.plan.task(payload["task"]["id"])
     print_ = dag.fingerprints[task.id]

@@ -22,6 +22,7 @@ from parallax.logic.run_stats import BadFilter
 from parallax.logic.trace_learning import LEASE_S, claim_traces
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
 from parallax.runtime.run_context import context_of, task_scoped_id, tenant_of
+from parallax.runtime.services import new_fan_out
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
@@ -107,8 +108,9 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
     batch = [state["tasks"][t] for t in state["schedule"][index]]
     items = [i.as_data() for i in head.active]
+    fan_out = new_fan_out()
     payloads: list[LearnTask] = [{"tasks": tasks, "items": items, "version": head.version, "mode": state.get("mode", "direct"),
-                                  "tenant": state["tenant"], "prompts": state.get("prompts") or {}}
+                                  "tenant": state["tenant"], "prompts": state.get("prompts") or {}, "fan_out": fan_out}
                                  for tasks in group(batch)]
     if state.get("votes") is not None:
         for payload in payloads:

@@ -20,6 +20,7 @@ import uuid
 from typing import Any
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from parallax.logic.routing import InvalidInput, validate_plan_input
 from parallax.runtime.run_context import authenticated_tenant, context_of, tenant_of
@@ -28,9 +29,9 @@ from parallax.state.context import Context
 from parallax.state.plan import PlanState
 from parallax.state.solve import NEW_RUN
 
-NEW_PLAN_RUN = {**NEW_RUN, "round": 0, "plans": [], "tasks": None, "board": None, "stop": "", "decision": "",
+NEW_PLAN_RUN = {**NEW_RUN, "round": 0, "plans": [], "tasks": Overwrite([]), "board": Overwrite({}), "stop": "", "decision": "",
                 "plan_error": "", "planned": False}
-"""What a plan run starts from: a run's outcome, and the plan's own channels (`None` empties tasks and board)."""
+"""What a plan run starts from: a run's outcome, and the plan's own channels (`Overwrite` empties tasks and board)."""
 
 
 def leftovers(state: PlanState) -> dict[str, Any]:

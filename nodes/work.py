@@ -23,7 +23,8 @@ from parallax.logic.vote import final_value
 from parallax.logic.vote_watch import VoteWatch
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
-from parallax.runtime.superstep import superstep_limit, superstep_shared
+from parallax.runtime.services import services_of
+from parallax.runtime.superstep import fan_out_limit
 from parallax.state.context import Context, filled
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import Answer, BranchRecord, SliceFinding, VoteAnswer
@@ -90,12 +91,13 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """A `Send` target: run this group's branches under the fan-out's shared limit and straggler watch; the
     votes of an adaptive wave also under its vote watch, which cancels them once the vote has settled."""
     ctx = context_of(runtime)
-    limit = superstep_limit(runtime, filled(ctx.max_concurrency))
-    watch = superstep_shared(runtime, lambda: StragglerWatch(filled(ctx.straggler_factor), filled(ctx.straggler_min_s),
-                                                             model=filled(ctx.model)), "stragglers")
+    services, fan_out = services_of(ctx), state["fan_out"]
+    limit = fan_out_limit(services, fan_out, filled(ctx.max_concurrency))
+    watch = services.shared(fan_out, lambda: StragglerWatch(filled(ctx.straggler_factor), filled(ctx.straggler_min_s),
+                                                            recent=services.recent[filled(ctx.model)]), "stragglers")
     wave = state.get("vote_watch")
-    votes = superstep_shared(runtime, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
-                             "votes") if wave is not None else None
+    votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
+                            "votes") if wave is not None else None
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)

@@ -6,8 +6,9 @@ Every field is optional: what a run leaves unset (None) comes from the process s
 honour the same `.env` file, while an API caller can still override a field per run, and
 Studio shows each field with its description.
 
-Two fields are for code, not for API callers: `chat_model` and `embedder` let a test or a
-benchmark hand the graph a scripted model or a fake embedder instead of patching modules.
+Three fields are for code, not for API callers: `chat_model` and `embedder` let a test or a
+benchmark hand the graph a scripted model or a fake embedder instead of patching modules, and
+`services` the process services (circuit breakers, straggler history, fan-out registry) it made.
 """
 
 from __future__ import annotations
@@ -39,55 +40,61 @@ class Context:
     vote_models: str | None = field(default=None, metadata=_describe(
         "Comma-separated models cycled over vote branches (PARALLAX_VOTE_MODELS; '' = model)."))
     temperature: float | None = field(default=None, metadata=_describe(
-        "Temperature of direct and slice branches (PARALLAX_TEMPERATURE, default 0.2)."))
+        "Temperature of direct and slice branches (PARALLAX_TEMPERATURE)."))
     vote_temperature_min: float = field(default=0.3, metadata=_describe("Lowest temperature of the vote spread."))
     vote_temperature_max: float = field(default=1.0, metadata=_describe("Highest temperature of the vote spread."))
     request_timeout_s: float | None = field(default=None, metadata=_describe(
-        "Seconds per model call attempt (PARALLAX_REQUEST_TIMEOUT_S, default 180)."))
+        "Seconds per model call attempt (PARALLAX_REQUEST_TIMEOUT_S)."))
     max_attempts: int | None = field(default=None, metadata=_describe(
-        "Tries per model call on 429, 5xx, timeouts and connection errors (PARALLAX_MAX_ATTEMPTS, default 3)."))
+        "Tries per model call on 429, 5xx, timeouts and connection errors (PARALLAX_MAX_ATTEMPTS)."))
     max_concurrency: int | None = field(default=None, metadata=_describe(
-        "Most model calls in flight per fan-out (PARALLAX_MAX_CONCURRENCY, default 8)."))
+        "Most model calls in flight per fan-out (PARALLAX_MAX_CONCURRENCY)."))
     straggler_factor: float | None = field(default=None, metadata=_describe(
         "Start a backup copy of a branch running this many times longer than the median of its finished "
-        "siblings; 0 = never (PARALLAX_STRAGGLER_FACTOR; default 3, 0 for llama.cpp servers)."))
+        "siblings; 0 = never (PARALLAX_STRAGGLER_FACTOR)."))
     straggler_min_s: float | None = field(default=None, metadata=_describe(
-        "No backup copy before a branch has run this many seconds (PARALLAX_STRAGGLER_MIN_S, default 1)."))
+        "No backup copy before a branch has run this many seconds (PARALLAX_STRAGGLER_MIN_S)."))
     max_reasks: int = field(default=2, metadata=_describe(
         "Re-asks after a reply that does not parse; a re-ask belongs to the same branch, never a new vote."))
     max_tokens: int | None = field(default=None, metadata=_describe(
-        "Most tokens per model reply (PARALLAX_MAX_TOKENS, default 384)."))
+        "Most tokens per model reply (PARALLAX_MAX_TOKENS)."))
     early_stop: bool | None = field(default=None, metadata=_describe(
         "Ask a vote's branches in waves and stop once the leading answer is settled; votes is then the most "
-        "asked (PARALLAX_EARLY_STOP, default true; logic/stopping.py)."))
+        "asked (PARALLAX_EARLY_STOP; logic/stopping.py)."))
     vote_stop_threshold: float | None = field(default=None, metadata=_describe(
         "How sure the stopping rule must be that the leader is ahead, P(p > 1/2) under a Beta posterior "
-        "(PARALLAX_VOTE_STOP_THRESHOLD, default 0.93)."))
+        "(PARALLAX_VOTE_STOP_THRESHOLD)."))
     vote_first_wave: int | None = field(default=None, metadata=_describe(
-        "Votes the first wave asks at once (PARALLAX_VOTE_FIRST_WAVE, default 3)."))
+        "Votes the first wave asks at once (PARALLAX_VOTE_FIRST_WAVE)."))
     ok_confidence: float | None = field(default=None, metadata=_describe(
-        "The confidence a run needs to end ok; below it, needs_review (PARALLAX_OK_CONFIDENCE, default 0.5)."))
+        "The confidence a run needs to end ok; below it, needs_review (PARALLAX_OK_CONFIDENCE)."))
     slice_chars: int | None = field(default=None, metadata=_describe(
-        "Largest slice a section branch receives, in characters (PARALLAX_SLICE_CHARS, default 6000)."))
+        "Largest slice a section branch receives, in characters (PARALLAX_SLICE_CHARS)."))
     max_input_chars: int | None = field(default=None, metadata=_describe(
-        "Input size limit, task plus question (PARALLAX_MAX_INPUT_CHARS, default 2000000)."))
+        "Input size limit, task plus question (PARALLAX_MAX_INPUT_CHARS)."))
     playbook_chars: int | None = field(default=None, metadata=_describe(
-        "Budget for playbook lessons in one branch prompt (PARALLAX_PLAYBOOK_CHARS, default 1200)."))
+        "Budget for playbook lessons in one branch prompt (PARALLAX_PLAYBOOK_CHARS)."))
     dedupe_threshold: float | None = field(default=None, metadata=_describe(
         "Embedding similarity above which two lessons are one item (PARALLAX_DEDUPE_THRESHOLD; default: the merge's 0.80)."))
     guard_floor: float | None = field(default=None, metadata=_describe(
         "Fewest lessons a learn batch must yield per reflection before the guard redoes the merge "
-        "(PARALLAX_GUARD_FLOOR, default 0.1)."))
+        "(PARALLAX_GUARD_FLOOR)."))
     plan_max_tasks: int | None = field(default=None, metadata=_describe(
-        "Most tasks a plan may have; a longer plan is re-asked, then refused (PARALLAX_PLAN_MAX_TASKS, default 20)."))
+        "Most tasks a plan may have; a longer plan is re-asked, then refused (PARALLAX_PLAN_MAX_TASKS)."))
     plan_contradiction_pairs: int | None = field(default=None, metadata=_describe(
-        "Most pairs of similar findings a plan run asks the judge about (PARALLAX_PLAN_CONTRADICTION_PAIRS, default 5)."))
+        "Most pairs of similar findings a plan run asks the judge about (PARALLAX_PLAN_CONTRADICTION_PAIRS)."))
     tool_timeout_s: float | None = field(default=None, metadata=_describe(
-        "Seconds an edit task's test command may run (PARALLAX_TOOL_TIMEOUT_S, default 120)."))
+        "Seconds an edit task's test command may run (PARALLAX_TOOL_TIMEOUT_S)."))
+    trace_prompt_chars: int | None = field(default=None, metadata=_describe(
+        "Most characters of branch prompts a run's trace keeps, for `parallax export`; a run with more keeps none "
+        "and says so (PARALLAX_TRACE_PROMPT_CHARS)."))
     chat_model: Any = field(default=None, metadata=_describe(
         "For code only: a ChatModelFactory used instead of ChatOpenAI on the configured endpoint."))
     embedder: Any = field(default=None, metadata=_describe(
         "For code only: an Embedder used instead of the local MiniLM."))
+    services: Any = field(default=None, metadata=_describe(
+        "For code only: the Services (runtime/services.py) of the entry point that started the run; "
+        "unset, the process's."))
 
     @property
     def reviewer_model(self) -> str:

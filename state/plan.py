@@ -82,13 +82,11 @@ class Plan(BaseModel):
 # --- reducers ----------------------------------------------------------------------------
 
 
-def merge_tasks(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | dict[str, Any] | None) -> list[dict[str, Any]]:
+def merge_tasks(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | dict[str, Any]) -> list[dict[str, Any]]:
     """Task records by (round, id): a re-run (after a resume) replaces its own record; order kept.
-    `None` starts over (a new run on a thread that ran before)."""
-    if right is None:
-        return []
+    A new run on a thread that ran before starts over with LangGraph's `Overwrite` (nodes/start_plan.py)."""
     merged = list(left or [])
-    new = [right] if isinstance(right, dict) else list(right or [])
+    new = [right] if isinstance(right, dict) else list(right)
     index = {(r["round"], r["id"]): i for i, r in enumerate(merged)}
     for record in new:
         where = index.get((record["round"], record["id"]))
@@ -119,11 +117,9 @@ def merge_board(left: dict[str, Any] | None, right: dict[str, Any] | None) -> di
     are kept per task (a later round replaces the task's earlier entry) in task order. Two
     tasks on one key follow the policy: `append` joins the values, `keep_both` keeps a list,
     `conflict` keeps both and sets `conflict` for the joiner to resolve (`resolved` then holds
-    its choice). `None` as a key's write removes the key; `None` as the whole write empties the
-    board (a new run on a thread that ran before).
+    its choice). `None` as a key's write removes the key; a new run on a thread that ran before
+    empties the board with LangGraph's `Overwrite` (nodes/start_plan.py).
     """
-    if right is None:
-        return {}
     board = dict(left or {})
     for key, write in (right or {}).items():
         if write is None:

@@ -127,6 +127,8 @@ class RunMeta(TypedDict):
 class WorkShared(TypedDict):
     """What the fan-out gives every group of branches alike."""
 
+    fan_out: str
+    """The fan-out's name: its groups share one call limit and watches by it (runtime/services.py)."""
     prompts: dict[str, PromptVersion]
     """The served prompt version of each branch kind: prompt name -> version."""
     meta: RunMeta
@@ -240,6 +242,8 @@ class CheckSpec(TypedDict):
 class CandidateTask(TypedDict):
     """The payload of one `Send("candidate", ...)`: one candidate, its check and what the run shares."""
 
+    fan_out: str
+    """The fan-out's name (runtime/services.py `new_fan_out`): its candidates share a call limit and a watch."""
     candidate: CandidateSpec
     check: CheckSpec
     tenant: str
@@ -259,5 +263,7 @@ class LearnTask(TypedDict):
     tenant: str
     prompts: dict[str, PromptVersion]
     """The reflect, curate and solve prompt versions this learn run uses."""
+    fan_out: str
+    """The batch's name: its groups share one call limit by it (runtime/services.py)."""
     votes: NotRequired[int]
     """The most votes a vote of these runs asks."""

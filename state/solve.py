@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NotRequired
 
+from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
 from parallax.state.records import BranchRecordData, JsonSchema, PlaybookItemData, PromptVersion, Provenance, ServedVersion
@@ -18,11 +19,9 @@ Status = Literal["ok", "needs_review", "failed"]
 
 
 def merge_branches(left: list[BranchRecordData] | None,
-                   right: list[BranchRecordData] | BranchRecordData | None) -> list[BranchRecordData]:
+                   right: list[BranchRecordData] | BranchRecordData) -> list[BranchRecordData]:
     """Append branch records, replacing any earlier record with the same id (order kept).
-    `None` starts over: a new run on a thread that ran before does not count its predecessor's."""
-    if right is None:
-        return []
+    A new run on a thread that ran before starts over with LangGraph's `Overwrite` (see NEW_RUN)."""
     merged = list(left or [])
     new: list[BranchRecordData] = [right] if isinstance(right, dict) else list(right)
     index = {record["id"]: i for i, record in enumerate(merged)}
@@ -101,11 +100,11 @@ class RunOutput(TypedDict):
     """What the merge checked: `rules` (vote quorum) or `facts` (section findings whose quotes verify)."""
 
 
-NEW_RUN: dict[str, Any] = {"branches": None, "failed_branches": [], "objection": "", "answer": "", "reason": "",
+NEW_RUN: dict[str, Any] = {"branches": Overwrite([]), "failed_branches": [], "objection": "", "answer": "", "reason": "",
                            "verification": {}}
 """The RunOutput keys a run starts from. A thread keeps its state between runs (a Studio
 conversation, an API thread), so without these a second run on it would count the first one's
-branches and report its answer, objection and checks (`None` empties the branches reducer)."""
+branches and report its answer, objection and checks (`Overwrite` empties the branches past their reducer)."""
 
 
 class SolveOutput(RunOutput):

@@ -29,14 +29,12 @@ os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
-    """Every test gets its own PARALLAX_HOME, fresh circuit breakers and no straggler history,
+    """Every test gets its own PARALLAX_HOME, fresh process services (circuit breakers) and no straggler history,
     so no test sees another's."""
-    from parallax.logic.stragglers import forget_recent
-    from parallax.runtime.circuit_breaker import reset_breakers
+    from parallax.runtime.services import renew_process_services
 
     monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "parallax-home"))
-    reset_breakers()
-    forget_recent()
+    renew_process_services()
 
 
 @pytest.fixture

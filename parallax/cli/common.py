@@ -131,31 +131,18 @@ def read_utf8(path: Path) -> str:
 
 @asynccontextmanager
 async def open_playbooks(write: bool, tenant: str = "default") -> AsyncIterator[PlaybookStore]:
-    """The tenant's playbooks in the CLI's store (an empty in-memory one when reading a home without a store;
-    the deployment's PostgreSQL store with PARALLAX_DATABASE_URL)."""
-    from langgraph.store.memory import InMemoryStore
+    """The tenant's playbooks in the CLI's store (see `open_store`)."""
+    from parallax.runtime.storage.stores import playbooks_in
 
-    from parallax.runtime.storage.playbook_store import PlaybookStore
-    from parallax.runtime.storage.stores import has_cli_store, open_cli_store, playbooks_in
-
-    if not write and not has_cli_store():
-        yield PlaybookStore(InMemoryStore(), tenant=tenant)
-        return
-    async with open_cli_store() as store:
+    async with open_store(write) as store:
         yield playbooks_in(store, tenant)
 
 
 def with_playbooks(work: Callable[[PlaybookStore], Awaitable[T]], tenant: str, write: bool = False) -> T:
-    """Run `work(playbooks)` on the tenant's playbooks; a StoreError becomes a one-line exit 2."""
-    checked_tenant(tenant)
+    """Run `work(playbooks)` on the tenant's playbooks; errors as `with_store`."""
+    from parallax.runtime.storage.stores import playbooks_in
 
-    async def main() -> T:
-        async with open_playbooks(write, tenant) as playbooks:
-            return await work(playbooks)
-    try:
-        return asyncio.run(main())
-    except StoreError as exc:
-        fail(located(exc))
+    return with_store(lambda store: work(playbooks_in(store, tenant)), tenant, write)
 
 
 async def require_known(playbooks: PlaybookStore, name: str) -> None:
@@ -182,25 +169,31 @@ Reason = Annotated[str, typer.Option("--reason", help="Why, for the history.")]
 
 
 @asynccontextmanager
-async def open_store(write: bool) -> AsyncIterator[BaseStore]:
-    """The CLI's store (an empty in-memory one when reading a home without a store: nothing is created)."""
+async def open_store(write: bool, missing: Callable[[], None] | None = None) -> AsyncIterator[BaseStore]:
+    """The CLI's store (the deployment's PostgreSQL store with PARALLAX_DATABASE_URL). Reading a home without
+    a store creates nothing: `missing()` is called (it may exit, e.g. `no_store_yet`), else an empty in-memory
+    store stands in."""
     from langgraph.store.memory import InMemoryStore
 
     from parallax.runtime.storage.stores import has_cli_store, open_cli_store
 
     if not write and not has_cli_store():
+        if missing is not None:
+            missing()
         yield InMemoryStore()
         return
     async with open_cli_store() as store:
         yield store
 
 
-def with_store(work: Callable[[BaseStore], Awaitable[T]], tenant: str, write: bool = False) -> T:
-    """Run `work(store)` on the CLI's store; a StoreError or a bad value becomes a one-line exit 2."""
+def with_store(work: Callable[[BaseStore], Awaitable[T]], tenant: str, write: bool = False,
+               missing: Callable[[], None] | None = None) -> T:
+    """The commands' one way to a store: check the tenant, open the store (`open_store`), run `work(store)`;
+    a StoreError or a bad value becomes a one-line exit 2."""
     checked_tenant(tenant)
 
     async def main() -> T:
-        async with open_store(write) as store:
+        async with open_store(write, missing) as store:
             return await work(store)
     try:
         return asyncio.run(main())

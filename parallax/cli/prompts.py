@@ -2,9 +2,11 @@
 
 Version 0 of each prompt is its template in prompts/templates.py; later versions live in
 the CLI's store (runtime/storage/prompt_store.py). An edit goes through the same gate as a
-playbook update: `prompts set NAME --system FILE --val TASKS` runs the validation tasks with
-the served version and with the edit, and keeps the edit only if it does not make accuracy
-fall, and, on a tie without signal, only with `--approve` (a person says yes). The first
+playbook update (logic/prompt_gate.py, on the rule of logic/gate_decision.py):
+`prompts set NAME --system FILE --val TASKS` runs the validation tasks with the served
+version and with the edit, and keeps the edit only if it does not make accuracy fall, and,
+on a tie without signal, only with `--approve` (a person says yes); without `--val` nothing
+is measured and the edit is kept, saying so. The first
 edit pins the `production` label on the version runs were getting, so an edit reaches runs
 only through `prompts release NAME V [--canary P]`, recorded with who and why.
 Errors: one line, exit 2, nothing written.
@@ -161,57 +163,14 @@ def diff(name: NameArg, a: Annotated[int, typer.Argument(help="From version.")],
 
 async def gate_edit(name: str, system: str, user: str, tenant: str, val_tasks: list[dict[str, Any]], mode: str, playbook: str,
                     approve: bool, by: str, context: Context) -> dict[str, Any]:
-    """Evaluate the served version and the edit on the validation tasks; commit or reject the edit."""
+    """The gate of logic/prompt_gate.py on the CLI's store, with the solve graph compiled without a checkpointer."""
     from parallax.graphs.solve import builder
-    from parallax.logic.evaluate import correct_by_task, evaluate
-    from parallax.logic.gate_decision import gate_verdict, paired_changes
-    from parallax.logic.releases import serve_playbook, serve_prompts
-    from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
+    from parallax.logic.prompt_gate import gate_edit as gate
     from parallax.runtime.run_context import resolved
-    from parallax.runtime.storage.labels import move_label
-    from parallax.runtime.storage.stores import prompts_in
-    from parallax.state.records import PromptVersion
 
     async with open_store(write=True) as store:
-        prompts = prompts_in(store, tenant)
-        head = await prompts.head(name)
-        current = (await serve_prompts(store, tenant, (name,), "gate", allow_canary=False))[name]
-        gate: dict[str, Any] = {"evaluated": bool(val_tasks), "val_size": len(val_tasks), "against": current["version"]}
-        if name in LEARN_PROMPTS:
-            verdict, reason = "ask", f"the gate's solve runs do not use the {name} prompt: nothing measured"
-        elif val_tasks:
-            # pinned runs without a store: the served versions of every solve prompt, the edit in place of one
-            served = await serve_prompts(store, tenant, SOLVE_PROMPTS, "gate", allow_canary=False)
-            pinned = {n: PromptVersion(version=p["version"], system=p["system"], user=p["user"]) for n, p in served.items()}
-            version, _ = await serve_playbook(store, tenant, playbook, "gate")
-            items, solve = [i.as_data() for i in version.active], builder.compile(checkpointer=False)
-            runs: dict[str, dict[str, Any]] = {}
-            for label, text in (("before", pinned[name]),
-                                ("after", PromptVersion(version=head["version"] + 1, system=system, user=user))):
-                runs[label] = await evaluate(solve, val_tasks, items, version.version, resolved(context), mode=mode,
-                                             tenant=tenant, prompts={**pinned, name: text})
-            before, after = runs["before"]["accuracy"], runs["after"]["accuracy"]
-            changed = paired_changes(correct_by_task(runs["before"]), correct_by_task(runs["after"]))
-            verdict, reason, band = gate_verdict(before, after, len(val_tasks), 0.0, changed)
-            gate.update(val_accuracy_before=before, val_accuracy_after=after, val_noise=band)
-        else:
-            verdict, reason = "ask", "no validation tasks (--val): nothing measured"
-        if verdict == "ask" and approve:
-            verdict, reason = "accept", f"approved by a person: {reason}"
-            gate["approved_without_signal"] = True
-        elif verdict == "ask":
-            verdict, reason = "reject", f"{reason}: a person must approve it (--approve)"
-        if verdict == "reject":
-            candidate = await prompts.reject(name, system, user, by, gate, reason)
-            return {"accepted": False, "reason": reason, "gate": gate, "candidate": candidate["candidate_id"]}
-
-        def pin(labels: dict[str, Any]) -> None:
-            if labels["production"] is None:
-                move_label(labels, "production", current["version"], by,
-                           f"pinned before v{head['version'] + 1} was set: edits reach runs through `prompts release`")
-        await prompts.labels(name).change(pin)
-        record = await prompts.commit(name, system, user, by, gate, reason)
-        return {"accepted": True, "reason": reason, "gate": gate, "version": record["version"]}
+        return await gate(store, builder.compile(checkpointer=False), name, system, user, tenant, val_tasks, mode,
+                          playbook, approve, by, resolved(context))
 
 
 @prompts_app.command("set")
@@ -222,8 +181,7 @@ def set_(cli: typer.Context, name: NameArg,
          val_size: Annotated[int, typer.Option(help="Validation tasks to run.")] = 20,
          mode: Annotated[str, typer.Option(help="Solve mode of the validation runs.")] = "direct",
          playbook: Annotated[str, typer.Option(help="Playbook whose lessons the validation runs see.")] = "default",
-         approve: Annotated[bool, typer.Option("--approve", help="A person accepts the edit on a tie without signal "
-                                                                 "(or without --val).")] = False,
+         approve: Annotated[bool, typer.Option("--approve", help="A person accepts the edit on a tie without signal.")] = False,
          tenant: Tenant = "default", by: By = None, model: Model = None, base_url: BaseUrl = None,
          as_json: AsJson = False) -> None:
     """Add a version of prompt NAME from text files, through the gate; it reaches runs through `release`."""

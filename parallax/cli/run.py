@@ -161,7 +161,10 @@ class Progress:
         if node == "make_plan" and update.get("plan"):
             self.plan, self.tasks, self.round = update["plan"], {}, update.get("round", self.round)
             self._redraw()
-        for record in update.get("branches") or []:  # route starts a run with None (it empties the reducer)
+        from langgraph.types import Overwrite
+
+        branches = update.get("branches") or []
+        for record in branches.value if isinstance(branches, Overwrite) else branches:  # route starts a run empty
             self.done += 1
             self.status.update(f"{self.done} branches done (last: {record['kind']} {record['status']})")
 

@@ -91,7 +91,7 @@ def migrate_platform(url: str) -> None:
 def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> None:
     """Print `ready <url>` on stderr once /ready answers 200, then release the startup lock
     (from a thread beside the server; after `timeout_s` the lock is released all the same)."""
-    from parallax.runtime.http_ready import wait_for_200
+    from parallax.runtime.model_server import wait_for_200
 
     try:
         if wait_for_200(f"{url}/ready", timeout_s, interval_s=0.2) == "ready":

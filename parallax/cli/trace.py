@@ -8,10 +8,8 @@ or both record a result. Errors: one line, exit 2, nothing written.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
@@ -19,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from parallax.cli.common import AsJson, Tenant, base_context, checked_tenant, emit, fail, located, no_store_yet
+from parallax.cli.common import AsJson, Tenant, base_context, emit, fail, no_store_yet, with_store
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.tables import elide, new_table, short_id, when
 from parallax.runtime.storage.namespaces import StoreError
@@ -35,25 +33,11 @@ dlq_app = typer.Typer(help="Dead letters: branches that escalated after their la
                       no_args_is_help=True, pretty_exceptions_enable=False)
 
 
-@asynccontextmanager
-async def open_traces(tenant: str) -> AsyncIterator[TraceStore]:
-    from parallax.runtime.storage.stores import has_cli_store, open_cli_store, traces_in
-
-    checked_tenant(tenant)
-    if not has_cli_store():
-        no_store_yet()
-    async with open_cli_store() as store:
-        yield traces_in(store, tenant)
-
-
 def with_traces(work: Callable[[TraceStore], Awaitable[T]], tenant: str) -> T:
-    async def main() -> T:
-        async with open_traces(tenant) as traces:
-            return await work(traces)
-    try:
-        return asyncio.run(main())
-    except StoreError as exc:
-        fail(located(exc))
+    """Run `work(traces)` on the tenant's traces; a home nothing has run in is an exit 2 that says where it looked."""
+    from parallax.runtime.storage.stores import traces_in
+
+    return with_store(lambda store: work(traces_in(store, tenant)), tenant, missing=no_store_yet)
 
 
 def path_of(transitions: list[dict[str, Any]]) -> str:

@@ -7,6 +7,10 @@ per-task results of both, the noise is that of a paired comparison (McNemar): 1.
 the square root of the tasks that changed, over the sample size; without them, that of two
 independent accuracies. A tie that carries no signal (both at 0, or a difference inside the
 noise) is not accepted unless a person approves it ("ask"); the reason says which.
+
+This is the one rule of both gates, a playbook update's (nodes/gate.py) and a prompt edit's
+(logic/prompt_gate.py): `gate_verdict` on what was measured, `unmeasured` when nothing could be,
+then `settle` with or without a person.
 """
 
 from __future__ import annotations
@@ -50,3 +54,25 @@ def gate_verdict(before: float, after: float, n: int, margin: float,
         return ("ask", f"a tie without signal: validation accuracy {before} -> {after} is inside the noise of "
                        f"{n} tasks (±{band}; {how})", band)
     return "accept", "", band
+
+
+def unmeasured(why: str) -> tuple[Verdict, str]:
+    """The verdict when the gate has nothing to measure (no validation tasks, or runs that do not use what
+    changed): the candidate goes through, and the reason (and the caller's `evaluated: False`) says so.
+    Accepted is not served: a prompt edit reaches runs only through a release, and a playbook version can
+    be pinned out of runs the same way (`playbook release`)."""
+    return "accept", f"{why}: accepted without evaluation"
+
+
+def settle(verdict: Verdict, reason: str, person: bool) -> tuple[Verdict, str]:
+    """The one gate rule of playbook updates and prompt edits: a rejection stands, a real gain stands, and a
+    candidate without signal ("ask") is rejected unless a person is there to say yes (`person`: `--approve`).
+    With a person, "ask" stays "ask" and the caller puts the question (or takes the yes already given)."""
+    if verdict == "ask" and not person:
+        return "reject", f"{reason}: a person must approve it (--approve)"
+    return verdict, reason
+
+
+def approved(reason: str) -> str:
+    """The reason recorded when a person accepted a candidate the gate could not accept by itself."""
+    return f"approved by a person: {reason}"

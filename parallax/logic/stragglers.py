@@ -15,33 +15,27 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from parallax.runtime.services import RECENT
 from parallax.state.lifecycle import Lifecycle
 
 RunCopy = Callable[[Lifecycle], Coroutine[Any, Any, dict[str, Any]]]
-RECENT = 200
-"""Durations kept per model for branches without enough siblings."""
 MIN_RECENT = 20
 """Fewest recent durations that make a baseline."""
-
-_recent: defaultdict[str, deque[float]] = defaultdict(lambda: deque(maxlen=RECENT))
-
-
-def forget_recent() -> None:
-    """Drop the process's recent durations (tests start from none)."""
-    _recent.clear()
 
 
 class StragglerWatch:
     """Durations of the finished branches of one fan-out, and the straggler threshold they imply."""
 
-    def __init__(self, factor: float, min_s: float, min_finished: int = 2, model: str = "") -> None:
+    def __init__(self, factor: float, min_s: float, min_finished: int = 2, recent: deque[float] | None = None) -> None:
+        """`recent`: the model's recent branch durations, which this watch reads and adds to (the process
+        services keep them per model: runtime/services.py); without it, only this fan-out's count."""
         self.factor, self.min_s, self.min_finished = factor, min_s, min_finished
         self.durations: list[float] = []
-        self.recent = _recent[model]
+        self.recent: deque[float] = recent if recent is not None else deque(maxlen=RECENT)
 
     @property
     def enabled(self) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
+from parallax.runtime.services import services_of
 from parallax.runtime.structured_call import BranchError, ask
 from parallax.state.context import Context
 from parallax.state.lifecycle import Lifecycle
@@ -54,7 +55,8 @@ async def call_branch(
     try:
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=timeout_s,
                            max_attempts=max_attempts, max_reasks=ctx.max_reasks, max_tokens=max_tokens,
-                           lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata, check=check)
+                           lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata, check=check,
+                           services=services_of(ctx))
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
         # an open circuit fails before any attempt: the FAILED step then carries the error

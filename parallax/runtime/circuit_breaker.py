@@ -38,8 +38,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from parallax.runtime import settings as settings_mod
-
 PROBE_POLL_S = 0.05
 """How often a waiting call looks whether the half-open probe has come back."""
 
@@ -174,27 +172,3 @@ class CircuitBreaker:
                 wait = f"next probe in {max(0.0, probe_at - now):.0f} s" if now < probe_at else "a probe is in flight"
                 raise CircuitOpen(f"circuit open: {self.describe()}; {wait}, after this call's deadline")
             await asyncio.sleep(wake - now)
-
-
-_breakers: dict[str, CircuitBreaker] = {}
-
-
-def breaker_for(endpoint: str) -> CircuitBreaker:
-    """The process-wide breaker of an endpoint (the PARALLAX_BREAKER_* settings)."""
-    breaker = _breakers.get(endpoint)
-    if breaker is None:
-        s = settings_mod.load()
-        breaker = _breakers.setdefault(endpoint, CircuitBreaker(
-            endpoint, failure_rate=s.breaker_failure_rate, min_calls=s.breaker_min_calls, min_failures=s.breaker_failures,
-            window_s=s.breaker_window_s, coalesce_s=s.breaker_coalesce_s, reset_s=s.breaker_reset_s))
-    return breaker
-
-
-def open_circuits() -> int:
-    """How many endpoints' circuits are not closed (open, or half-open waiting for a probe)."""
-    return sum(breaker.state != "closed" for breaker in list(_breakers.values()))
-
-
-def reset_breakers() -> None:
-    """Forget every breaker (tests; a long-lived process after a configuration change)."""
-    _breakers.clear()

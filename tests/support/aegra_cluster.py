@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parallax.runtime.http_ready import wait_for_200
+from parallax.runtime.model_server import wait_for_200
 
 ROOT = Path(__file__).resolve().parents[2]
 PARALLAX = Path(sys.executable).with_name("parallax")

@@ -72,7 +72,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from parallax.runtime.http_ready import wait_for_200
+from parallax.runtime.model_server import wait_for_200
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 FAULT_KINDS = ("429", "500", "hang", "malformed", "truncated")

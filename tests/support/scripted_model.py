@@ -1,10 +1,13 @@
 """A scripted chat model for offline unit tests (never used by the product path).
 
-The product takes it through `Context.chat_model`; nothing is patched."""
+The product takes it through `Context.chat_model`; nothing is patched. A script that must tell kinds of call
+apart asks `asked_for()`, the name of the schema the call asks for (Answer, Reflection, Curation, ...), rather
+than matching the prompt's wording, which a prompt edit changes."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +18,20 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from parallax.state.context import Context
 
 Reply = str | BaseException | tuple[float, str]
+_ASKED: contextvars.ContextVar[str] = contextvars.ContextVar("scripted_schema", default="")
+
+
+def asked_for() -> str:
+    """Inside a script: the name of the pydantic schema the current call asks for ("" when it asks for none)."""
+    return _ASKED.get()
+
+
+def schema_name(response_format: Any) -> str:
+    """The schema's name in a `response_format` of any kind Parallax sends (runtime/structured_call.py)."""
+    if not isinstance(response_format, dict):
+        return ""
+    named = response_format.get("json_schema") or {}
+    return str(named.get("name") or (response_format.get("schema") or {}).get("title") or "")
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -40,7 +57,11 @@ class ScriptedChatModel(BaseChatModel):
         index = len(self.calls)
         self.calls.append((prompt, self.temperature))
         temperature = kwargs.get("temperature", self.temperature)
-        reply = self.script(prompt, temperature, index)
+        token = _ASKED.set(schema_name(kwargs.get("response_format")))
+        try:
+            reply = self.script(prompt, temperature, index)
+        finally:
+            _ASKED.reset(token)
         if isinstance(reply, tuple):
             await asyncio.sleep(reply[0])
             reply = reply[1]

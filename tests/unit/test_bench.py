@@ -1,8 +1,10 @@
 """The benchmarks run end to end at tiny sizes and print the JSON their readers rely on.
 
 Why: benchmark code rots quietly; these keep both entry points, their result checks and
-their JSON keys working. The QMSum data is part of the project's shared data: if it is
-missing the test fails rather than skips, so a broken checkout is noticed.
+their JSON keys working. Each asserts what a reader of the figures relies on (a time no shorter
+than the work's physical floor, the same playbook learned both ways, a section run cheaper than
+the whole document), never a figure recomputed with the bench's own formula. They run on data
+made here: the shared data (../shared/data) is for the benches' real runs, not for unit tests.
 """
 
 from __future__ import annotations
@@ -13,8 +15,19 @@ from pathlib import Path
 import pytest
 
 from bench import fanout, slicing
+from tests.support.sleeping_model import sleeping
 
-QMSUM = Path(__file__).resolve().parents[3] / "shared" / "data" / "qmsum" / "val.jsonl"
+
+def qmsum_meetings(path: Path, n: int) -> Path:
+    """`n` meetings in QMSum's layout (turns, topics with spans, queries), each far longer than one slice."""
+    with path.open("w") as out:
+        for m in range(n):
+            turns = [{"speaker": f"Speaker {t % 3}", "content": f"On item {t} of meeting {m} we agreed to look at the "
+                      f"budget line {t * 7} again next week, and to write down who owns it. " * 2} for t in range(120)]
+            topics = [{"topic": f"Topic {k}", "relevant_text_span": [[str(k * 40), str(k * 40 + 39)]]} for k in range(3)]
+            out.write(json.dumps({"meeting_transcripts": turns, "topic_list": topics,
+                                  "specific_query_list": [{"query": f"Who owns budget line {m}?"}]}) + "\n")
+    return path
 
 
 def test_fanout_small_run_prints_sane_json(capsys):
@@ -26,11 +39,9 @@ def test_fanout_small_run_prints_sane_json(capsys):
         assert key in result, key
     # 50 calls of 5 ms at 10 in flight cannot finish in under 25 ms
     assert min(result["raw_s"], result["graph_s"], result["plain_send_s"], result["grouped_send_s"]) >= 0.025
-    # from the printed (rounded) figures, so within their rounding
-    assert result["ceiling_ratio_vs_raw"] == pytest.approx(result["grouped_send_s"] / result["raw_s"], abs=0.005)
-    budget_ms = 5 / 10  # a branch's share of the time at this concurrency
-    assert result["raw_cpu_share_of_budget"] == pytest.approx(result["cpu_s"]["raw"] / 50 * 1000 / budget_ms, abs=0.02)
-    assert result["ratio_vs_raw"] > 0 and 0 < result["peak_rss_mb"] < 2000
+    # a graph adds work on top of the raw calls: it is not faster than them (beyond timer noise)
+    assert result["ratio_vs_raw"] >= 0.8 and result["ceiling_ratio_vs_raw"] >= 0.8
+    assert 50 < result["peak_rss_mb"] < 2000  # this process, with langgraph loaded
     assert set(result["goals_met"]) == {"ratio_vs_raw_le_1.1", "overhead_le_half_plain_send", "peak_rss_le_300mb"}
     assert all(isinstance(v, bool) for v in result["goals_met"].values())
 
@@ -40,19 +51,23 @@ async def test_fanout_grouped_send_makes_every_call_in_at_most_ten_send_groups(t
     graph = fanout.grouped_send_builder(100, 0.0, 4).compile()
     updates = [u["work"] for u in [u async for u in graph.astream({"results": []}, stream_mode="updates")]]
     assert [len(u["results"]) for u in updates] == [10] * 10
-    wall, cpu = await fanout.run_grouped_send(35, 0.001, 4, tmp_path / "c.sqlite")
-    assert wall >= 0.001 * 35 / 4 and cpu > 0
+    wall, _ = await fanout.run_grouped_send(35, 0.001, 4, tmp_path / "c.sqlite")
+    assert wall >= 0.001 * 35 / 4  # 35 calls of 1 ms, 4 at a time
 
 
-async def test_fanout_graph_run_checks_votes_and_records(tmp_path):
+async def test_fanout_graph_run_checks_votes_and_records(tmp_path, monkeypatch):
     """run_graph raises unless every vote came back as '42' with its own record."""
-    wall, cpu = await fanout.run_graph(30, 0.001, 7, tmp_path / "c.sqlite")
-    assert wall > 0 and cpu > 0
+    wall, _ = await fanout.run_graph(30, 0.001, 7, tmp_path / "c.sqlite")
+    assert wall >= 0.001 * 30 / 7  # 30 calls of 1 ms, 7 at a time
+    # a model that answers otherwise: the bench must refuse to report a figure
+    monkeypatch.setattr(fanout, "sleeping", lambda **fields: sleeping(**fields, reply='{"reasoning":"r","answer":"41"}'))
+    with pytest.raises(RuntimeError, match="expected {'42': 10}"):
+        await fanout.run_graph(10, 0.0, 5, tmp_path / "d.sqlite")
 
 
-def test_slicing_two_meetings_prints_sane_json(capsys):
-    assert QMSUM.is_file(), f"QMSum data missing at {QMSUM}"
-    result = slicing.main(["--data", str(QMSUM), "--limit", "2", "--json"])
+def test_slicing_two_meetings_prints_sane_json(capsys, tmp_path):
+    data = qmsum_meetings(tmp_path / "val.jsonl", 3)
+    result = slicing.main(["--data", str(data), "--limit", "2", "--json"])
     assert json.loads(capsys.readouterr().out) == result
     assert result["meetings"] == 2
     assert result["branches_total"] >= 4  # both meetings are far longer than one slice
@@ -115,12 +130,13 @@ def test_learn_speed_starts_both_modes_with_a_cold_embedding_cache(capsys, monke
     result = learn_speed.main(["--tasks", "4", "--batch", "2", "--latency-ms", "1", "--json"])
     assert len(cleared) == 2 and cleared[1] > 0  # the first mode left vectors behind; the second did not get them
     assert result["batch_1"]["batches"] == 4 and result["batch_2"]["batches"] == 2
+    # both ways learn the same playbook, every batch accepted
     assert result["batch_1"]["items_total"] == result["batch_2"]["items_total"] > 0
-    assert result["speedup"] == round(result["batch_1"]["seconds"] / result["batch_2"]["seconds"], 2)
+    assert (result["batch_1"]["accepted_batches"], result["batch_2"]["accepted_batches"]) == (4, 2)
+    assert (result["batch_1"]["to_version"], result["batch_2"]["to_version"]) == (4, 2)
     # the floor: 4 tasks in 2 batches, each task three sleeps of 1 ms one after another
     assert result["skeleton"]["seconds"] >= 2 * 3 * 0.001
-    assert result["speedup_ceiling"] == round(result["batch_1"]["seconds"] / result["skeleton"]["seconds"], 2)
-    assert result["goal_reachable_here"] == (result["batch_1"]["seconds"] / result["skeleton"]["seconds"] >= 50)
+    assert result["skeleton"]["seconds"] < result["batch_1"]["seconds"]  # the floor is below the real run
 
 
 async def test_learn_speed_skeleton_runs_the_solve_shape_once_per_task():

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from bench import fidelity
-from tests.support.scripted_model import scripted
+from tests.support.scripted_model import asked_for, scripted
 
 LESSONS = {
     "gross_margin": ["Gross margin is revenue minus COGS, divided by revenue.",
@@ -67,7 +67,7 @@ def test_small_run_keeps_every_lesson_at_every_batch_size(reflections, tmp_path,
 
 def test_baseline_and_model_curator_go_through_the_product_model_path(reflections, monkeypatch):
     def script(prompt, temperature, index):
-        if "You turn lessons into playbook entries" in prompt:
+        if asked_for() == "Curation":
             lesson = prompt.rsplit("- ", 1)[1].strip()
             return json.dumps({"entries": [{"section": "s", "text": lesson, "about": fidelity.subject(lesson)}]})
         return json.dumps({"items": ["Check the formula before computing.", "Gross margin is revenue minus COGS over revenue."]})

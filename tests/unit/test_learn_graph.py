@@ -12,7 +12,7 @@ from langgraph.types import Command
 
 from parallax.graphs.learn import builder
 from parallax.runtime.storage.stores import playbooks_in
-from tests.support.scripted_model import scripted
+from tests.support.scripted_model import asked_for, scripted
 
 LESSON = "Current ratio = current assets / current liabilities; round to 2 decimals."
 VOCAB = sorted(set("current ratio assets liabilities round decimals margin gross revenue cost".split()))
@@ -30,10 +30,11 @@ def tasks(n, target="2.0"):
 
 
 def learning_script(solve_answer):
+    """Replies by what a call asks for (its schema), so an edit of a prompt's wording leaves the script right."""
     def script(prompt, t, i):
-        if "You review one solved task" in prompt:
+        if asked_for() == "Reflection":
             return json.dumps({"diagnosis": "divided the wrong way", "lessons": [LESSON], "item_tags": []})
-        if "You turn lessons into playbook entries" in prompt:
+        if asked_for() == "Curation":
             return json.dumps({"entries": [{"section": "current ratio", "text": LESSON, "about": ["current ratio"]}]})
         return json.dumps({"reasoning": "r", "answer": solve_answer(prompt)})
     return script
@@ -113,7 +114,7 @@ async def test_guard_stays_quiet_at_the_default_floor(store, monkeypatch):
 
 async def test_a_batch_without_lessons_commits_no_version_and_skips_the_gate(store, monkeypatch):
     def script(prompt, t, i):
-        if "You review one solved task" in prompt:
+        if asked_for() == "Reflection":
             return json.dumps({"diagnosis": "fine", "lessons": [], "item_tags": []})
         return json.dumps({"reasoning": "r", "answer": "2.0"})
 

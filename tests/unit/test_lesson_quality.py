@@ -14,7 +14,7 @@ from parallax.graphs.learn import builder
 from parallax.logic.gate_decision import gate_verdict, paired_changes
 from parallax.logic.lesson_quality import BARE_NUMBER, NARRATIVE, UNGROUNDED, VERDICT, check_lesson, form_problem
 from parallax.runtime.storage.stores import playbooks_in
-from tests.support.scripted_model import scripted
+from tests.support.scripted_model import asked_for, scripted
 from tests.unit.test_learn_graph import LESSON, bag_of_words, learning_script, tasks
 
 LABELLED = Path(__file__).resolve().parents[2] / "bench" / "data" / "lessons_dev.jsonl"
@@ -60,7 +60,7 @@ def test_on_the_labelled_set_most_junk_is_rejected_and_most_grounded_lessons_kep
 
 def test_the_learn_graph_keeps_rejected_lessons_with_the_reason():
     def script(prompt, t, i):
-        if "You review one solved task" in prompt:
+        if asked_for() == "Reflection":
             return json.dumps({"diagnosis": "wrong", "lessons": ["The solution is incorrect", "1.8%", LESSON],
                                "item_tags": []})
         return learning_script(lambda p: "2.0")(prompt, t, i)
@@ -104,7 +104,7 @@ async def test_the_gate_turns_down_a_tie_at_zero_unless_a_person_approves():
     batch = out["batches"][0]
     assert out["accepted"] is False and batch["accepted"] is False
     assert batch["reason"] == ("a tie without signal: validation accuracy was 0.0 before and after: "
-                               "a person must approve it (learn --approve)")
+                               "a person must approve it (--approve)")
     assert (await playbooks_in(store).candidates("default"))[0].reason == batch["reason"]
 
     graph = builder.compile(store=store, checkpointer=InMemorySaver())

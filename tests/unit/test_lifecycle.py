@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
+from tenacity import wait_none
 
 from parallax.graphs.solve import graph
 from parallax.logic.stragglers import StragglerWatch
@@ -78,7 +79,7 @@ async def test_retries_and_reasks_are_transitions_with_reasons(monkeypatch):
 async def test_a_branch_out_of_retries_is_escalated(monkeypatch):
     model_ctx, _ = scripted(lambda p, t, i: _error(500) if t == 1.0 else answer("9"))
     monkeypatch.setenv("PARALLAX_MAX_ATTEMPTS", "2")
-    monkeypatch.setattr("parallax.runtime.retry.delay_after", lambda exc, n: 0.0)
+    monkeypatch.setattr("parallax.runtime.retry.WAIT", wait_none())
     out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3}, context=model_ctx)
     failed = [b for b in votes_of(out) if b["status"] != "ok"]
     assert len(failed) == 1 and failed[0]["state"] == "ESCALATED"

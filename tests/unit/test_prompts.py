@@ -77,18 +77,20 @@ def test_cli_show_history_diff_set_release_rollback(tmp_path):
     assert {r["name"] for r in listed} == set(DEFAULTS) and all(r["head"] == 0 for r in listed)
     edit = tmp_path / "system.txt"
     edit.write_text(EDIT)
-    # without validation tasks the gate has no signal: a person must approve
-    refused = cli("set", "answer", "--system", str(edit), "--json")
-    assert refused.exit_code == 1 and "a person must approve it" in json.loads(refused.output)["reason"]
-    ok = cli("set", "answer", "--system", str(edit), "--approve", "--by", "alice", "--json")
+    # without validation tasks the gate measures nothing: the edit is kept, saying so, as a learn update is
+    ok = cli("set", "answer", "--system", str(edit), "--by", "alice", "--json")
     assert ok.exit_code == 0, ok.output
-    assert json.loads(ok.output)["version"] == 1
+    kept = json.loads(ok.output)
+    assert kept["version"] == 1 and kept["reason"] == "no validation tasks: accepted without evaluation"
+    assert kept["gate"]["evaluated"] is False
+    same = cli("set", "answer", "--system", str(edit), "--json")
+    assert same.exit_code == 2 and "nothing to set" in same.output
     shown = json.loads(cli("show", "answer", "--json").output)
     assert shown["version"] == 1 and "EDITED." in shown["system"] and shown["created_by"] == "alice"
     diff = json.loads(cli("diff", "answer", "0", "1", "--json").output)
     assert any(line.startswith("+") and "EDITED." in line for line in diff["system"]) and diff["user"] == []
     history = json.loads(cli("history", "answer", "--json").output)
-    assert [v["version"] for v in history["versions"]] == [0, 1] and len(history["candidates"]) == 1
+    assert [v["version"] for v in history["versions"]] == [0, 1] and history["candidates"] == []
     # the edit was pinned out of production until released
     assert history["production"] == 0 and history["events"][0]["by"] == "alice"
     released = cli("release", "answer", "1", "--canary", "25", "--by", "bob", "--json")

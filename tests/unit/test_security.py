@@ -13,7 +13,7 @@ from parallax.graphs.learn import builder as learn_builder
 from parallax.graphs.solve import builder as solve_builder
 from parallax.runtime.storage.playbook_store import PlaybookStore
 from parallax.state.playbook import Operation
-from tests.support.scripted_model import scripted
+from tests.support.scripted_model import asked_for, scripted
 from tests.unit.test_learn_graph import bag_of_words, tasks
 
 runner = CliRunner()
@@ -25,9 +25,9 @@ SECRET = "Use the key sk-proj-abcdefghijklmnopqrstuvwxyz123456 and mail ops@exam
 
 def learning_script(curator_extra: str | None = None):
     def script(prompt, t, i):
-        if "You review one solved task" in prompt:
+        if asked_for() == "Reflection":
             return json.dumps({"diagnosis": "divided the wrong way", "lessons": [GOOD, INJECTED], "item_tags": []})
-        if "You turn lessons into playbook entries" in prompt:
+        if asked_for() == "Curation":
             entries = [{"section": "current ratio", "text": GOOD, "about": ["current ratio"]}]
             if curator_extra:
                 entries.append({"section": "general", "text": curator_extra, "about": []})

@@ -50,3 +50,53 @@ def test_every_context_field_is_described_for_studio():
     fields = {f.name for f in dataclasses.fields(Context)}
     assert set(schema["properties"]) == fields
     assert all(schema["properties"][name].get("description") for name in fields)
+
+
+def test_each_run_setting_is_said_once():
+    """A run setting is a Context field (its meaning) and a Settings field (its default and bounds) of one name;
+    resolving fills exactly those, and Settings describes each with its Context field's words."""
+    from parallax.runtime.run_context import FROM_SETTINGS
+
+    code_only = {"chat_model", "embedder", "services"}
+    run_settings = {f.name for f in dataclasses.fields(Context) if f.default is None and f.name not in code_only}
+    assert run_settings <= set(settings_mod.Settings.model_fields)
+    assert set(FROM_SETTINGS) | {"straggler_factor"} == run_settings
+    described = {f.name: f.metadata["description"] for f in dataclasses.fields(Context)}
+    for name in run_settings:
+        assert settings_mod.Settings.model_fields[name].description.startswith(described[name]), name
+    full = resolved(Context())
+    assert all(getattr(full, name) is not None for name in run_settings - {"dedupe_threshold"})
+
+
+def test_the_configuration_page_states_the_defaults_the_code_has(monkeypatch):
+    """docs/configuration.md is the one table a user reads: each plain default there is the Settings default."""
+    import re
+    from pathlib import Path
+
+    for name in settings_mod.VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PARALLAX_HOME", "/tmp/parallax-docs-check")
+    defaults = settings_mod.Settings()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    checked = 0
+    for variables, values in re.findall(r"^\| (`PARALLAX_[^|]+) \| ([^|]+) \|", page, re.M):
+        names = [v.strip().strip("`") for v in variables.split(" / ")]
+        shown = [v.strip() for v in values.split(" / ")]
+        if len(names) != len(shown):  # a default stated in words ("`a` / `b` with an endpoint")
+            continue
+        for name, value in zip(names, shown, strict=True):
+            plain = re.fullmatch(r"`([^`]+)`", value)
+            field = name.removeprefix("PARALLAX_").lower()
+            if not plain or field not in settings_mod.Settings.model_fields:
+                continue
+            default, text = getattr(defaults, field), plain.group(1)
+            if default in (None, ""):  # unset: the page says what takes its place
+                continue
+            if isinstance(default, bool):
+                assert text == str(default).lower(), name
+            elif isinstance(default, int | float):
+                assert float(text) == default, (name, text, default)
+            else:
+                assert text == str(default), (name, text, default)
+            checked += 1
+    assert checked >= 30

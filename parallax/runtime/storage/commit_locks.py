@@ -6,9 +6,10 @@
   store under `langgraph dev`, whatever threads or event loops call it.
 - `FileCommitLock(path)`: that plus an OS file lock (`filelock`), for several processes on
   one machine sharing a SQLite file (the CLI uses PARALLAX_HOME/playbooks.lock).
-Neither spans machines. Both are acquired by polling non-blocking attempts with
-`asyncio.sleep` between them, so waiting never blocks the event loop and a cancelled
-waiter leaves nothing held.
+Neither spans machines. The in-process lock is acquired by polling non-blocking attempts
+with `asyncio.sleep` between them (it is shared by threads and event loops, which no asyncio
+lock is), the file lock through filelock's `AsyncFileLock`; so waiting never blocks the
+event loop and a cancelled waiter leaves nothing held.
 """
 
 from __future__ import annotations
@@ -19,12 +20,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from parallax.runtime.storage.namespaces import StoreError
-
-if TYPE_CHECKING:
-    from filelock import FileLock
 
 
 class CommitLock(Protocol):
@@ -34,7 +32,6 @@ class CommitLock(Protocol):
 
 _REGISTRY_GUARD = threading.Lock()
 _THREAD_LOCKS: dict[tuple[str, str], threading.Lock] = {}
-_FILE_LOCKS: dict[str, FileLock] = {}
 
 
 def _thread_lock(key: tuple[str, str]) -> threading.Lock:
@@ -76,34 +73,26 @@ class FileCommitLock:
         self.path = str(Path(path).resolve())
         self.timeout = timeout
 
-    def _file_lock(self) -> FileLock:
-        from filelock import FileLock
-
-        with _REGISTRY_GUARD:
-            if self.path not in _FILE_LOCKS:
-                _FILE_LOCKS[self.path] = FileLock(self.path, thread_local=False)
-            return _FILE_LOCKS[self.path]
-
     @asynccontextmanager
     async def hold(self, name: str) -> AsyncIterator[None]:
-        from filelock import Timeout
+        from filelock import AsyncFileLock, Timeout
 
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        inner, flock = _thread_lock(("file", self.path)), self._file_lock()
-
-        def try_file() -> bool:
-            try:
-                flock.acquire(blocking=False)
-                return True
-            except Timeout:
-                return False
-
+        inner = _thread_lock(("file", self.path))
         await _poll(lambda: inner.acquire(blocking=False), self.timeout, f"the playbook lock {self.path}")
         try:
-            await _poll(try_file, self.timeout, f"the playbook lock {self.path}")
+            # one holder in this process at a time (the inner lock), so a lock object of its own is enough;
+            # its attempts are non-blocking calls on the loop (no executor thread that could still win the
+            # lock after a cancelled wait), with asyncio sleeps between them
+            flock = AsyncFileLock(self.path, timeout=self.timeout, thread_local=False, run_in_executor=False)
+            try:
+                await flock.acquire()
+            except Timeout:
+                raise StoreError(f"timed out after {self.timeout:g}s waiting for the playbook lock {self.path}: "
+                                 "another writer holds it; retry when it is done") from None
             try:
                 yield
             finally:
-                flock.release()
+                await flock.release()
         finally:
             inner.release()

@@ -25,6 +25,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from parallax.runtime import settings as settings_mod
+from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage.commit_locks import CommitLock, FileCommitLock, LocalLock
 from parallax.runtime.storage.consumed import ConsumedStore
 from parallax.runtime.storage.playbook_store import PlaybookStore
@@ -153,5 +154,5 @@ async def durable_graph(builder: Any) -> AsyncIterator[Any]:
     async with open_cli_store() as store, \
             AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
         graph = builder.compile(checkpointer=saver, store=store)
-        settings_mod.freeze_startup_objects()
+        freeze_startup_objects()
         yield graph

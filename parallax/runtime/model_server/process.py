@@ -1,40 +1,35 @@
-"""Where the model server starts: the embedded llama.cpp server on loopback, when nothing else is configured.
+"""The embedded model server as a process: start llama.cpp's server child, wait for it, stop it, advertise it.
 
-The server is llama.cpp's own (`llama-server`: parallel slots with continuous batching, JSON
-schema constrained output, OpenAI API), as built into the `xllamacpp` wheel (MIT, prebuilt by
-Xorbits from llama.cpp's source, no compiler needed). It decodes `PARALLAX_MODEL_PARALLEL`
-requests side by side, so a vote's branches no longer queue behind each other.
+Why a subprocess (`python -m parallax.runtime.model_server`, model_server/child.py) instead of
+loading the model in-process: the graph calls the model through the OpenAI client (so the same
+code runs against OpenAI, vLLM or Ollama), and a crash in native code kills a child, not the CLI
+or the LangGraph server. `parallax model serve` (`serve_forever`) keeps one child warm and
+advertises it in `model-server.json` for other processes (model_server/endpoint.py).
 
-Why a subprocess (`python -m parallax.runtime.model_server`, the `main` at the bottom)
-instead of loading the model in-process: the graph calls the model through the OpenAI client
-(so the same code runs against OpenAI, vLLM or Ollama), and a crash in native code kills a
-child, not the CLI or the LangGraph server.
-
-Why `endpoint` looks for `model-server.json` first: loading the model costs
-seconds, so `parallax model serve` can keep one server warm for many short CLI runs.
-When neither an endpoint nor a live advertised server exists, one server is started per
-process, lazily, and stopped at exit.
+Waiting for a freshly started server (`wait_for_200`) ends in one of three ways everywhere —
+it answers 200, it died first, or the time ran out — and each caller (this child, a replica of
+`parallax serve`, the tests' servers) only turns those into its own error. Proxies from the
+environment are ignored: the server is ours, on loopback.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+import psutil
 
-from parallax.runtime.http_ready import wait_for_200
 from parallax.runtime.settings import Settings, load
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -45,6 +40,24 @@ _SERVER_ENV_PREFIX = "LLAMA_ARG_"
 
 class ModelServerError(RuntimeError):
     """The embedded model server could not be found, started or kept running."""
+
+
+def wait_for_200(url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True,
+                 interval_s: float = 0.25) -> Literal["ready", "died", "timeout"]:
+    """GET `url` every `interval_s` until it answers 200 ("ready"), `alive()` turns false ("died"),
+    or `timeout_s` passes ("timeout"); `timeout_s` 0 asks once."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(trust_env=False, timeout=2.0) as client:
+        while alive():
+            try:
+                if client.get(url).status_code == 200:
+                    return "ready"
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() >= deadline:
+                return "timeout"
+            time.sleep(interval_s)
+    return "died"
 
 
 def default_gguf_path(settings: Settings | None = None) -> Path:
@@ -162,17 +175,7 @@ class LocalModelServer:
         self.stop()
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, just not ours
-        pass
-    return True
-
-
-def _read_server_file(path: Path) -> dict[str, Any] | None:
+def read_server_file(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
         return data if isinstance(data, dict) else None
@@ -211,143 +214,21 @@ def serve_forever(settings: Settings, port: int | None = None) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         server.stop()
-        if pid is not None and (_read_server_file(path) or {}).get("pid") == pid:
+        if pid is not None and (read_server_file(path) or {}).get("pid") == pid:
             path.unlink(missing_ok=True)
 
 
-_lock = threading.Lock()
-_resolved: str | None = None
-_server: LocalModelServer | None = None
-_failure: str | None = None
-
-
-def _advertised_url(settings: Settings) -> str | None:
-    data = _read_server_file(settings.model_server_file)
-    if not data or not isinstance(data.get("pid"), int) or not _pid_alive(data["pid"]):
-        return None
-    url = str(data.get("url", "")).rstrip("/")
-    try:
-        with httpx.Client(trust_env=False, timeout=2.0) as client:
-            return url if client.get(url.removesuffix("/v1") + "/health").status_code == 200 else None
-    except httpx.HTTPError:
-        return None
-
-
-def known_endpoint() -> str | None:
-    """The URL `endpoint` settled on in this process, or None before the first call (no blocking)."""
-    return _resolved
-
-
-def endpoint(settings: Settings) -> str:
-    """The endpoint for model calls: OPENAI_BASE_URL, else `parallax model serve`, else embedded.
-
-    Blocking (wrap in asyncio.to_thread); thread-safe; resolved once per process, so
-    later calls are a couple of attribute reads. A failed start is remembered too, so
-    N concurrent callers do not each wait out the startup timeout.
-    """
-    global _resolved, _server, _failure
-    if settings.base_url:
-        return settings.base_url
-    if _resolved is not None:
-        return _resolved
-    with _lock:
-        if _resolved is None:
-            if _failure is not None:
-                raise ModelServerError(_failure)
-            url = _advertised_url(settings)
-            if url is None:
-                try:
-                    server = LocalModelServer(settings).start()
-                except ModelServerError as e:
-                    _failure = str(e)
-                    raise
-                _server = server
-                url = server.url
-            _resolved = url
-        return _resolved
-
-
-@atexit.register
-def shutdown() -> None:
-    """Stop this process's embedded server and forget the URL (at exit; tests that switch endpoints).
-
-    No lock: at exit a daemon thread may still hold `_lock` mid-start.
-    """
-    global _resolved, _server, _failure
-    server, _server, _resolved, _failure = _server, None, None, None
-    if server is not None:
-        server.stop()
-
-
-def server_process() -> dict[str, Any] | None:
-    """The embedded server this process uses (started or advertised): pid, parallel slots and
-    peak RSS; None when the endpoint is not the embedded server."""
-    if _resolved is None:
-        return None
-    pid: int
-    parallel: int | None
-    if _server is not None and _server.process is not None:
-        pid, parallel = _server.process.pid, _server.settings.model_parallel
-    else:
-        data = _read_server_file(load().model_server_file) or {}
-        if str(data.get("url", "")).rstrip("/") != _resolved or not isinstance(data.get("pid"), int):
-            return None
-        pid, parallel = data["pid"], data.get("parallel")
-    return {"pid": pid, "parallel": parallel, "peak_rss_mb": peak_rss_mb(pid)}
-
-
 def peak_rss_mb(pid: int | None = None) -> float | None:
-    """Peak resident memory of a process (this one by default) in MB, from /proc (Linux)."""
+    """Peak resident memory of a process (this one by default) in MB; None where the system does not say.
+
+    psutil gives a process's current RSS everywhere but its peak only on Windows (`peak_wset`), so on
+    Linux the peak is the kernel's high-water mark, VmHWM in /proc/PID/status."""
     try:
-        status = Path(f"/proc/{pid or 'self'}/status").read_text()
-    except OSError:
+        process = psutil.Process(pid)
+        peak = getattr(process.memory_info(), "peak_wset", None)
+        if peak is None:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            peak = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")), None)
+    except (psutil.Error, OSError):
         return None
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return None
-
-
-def main(argv: list[str] | None = None) -> None:
-    """The child: load the GGUF into llama.cpp's server, serve until SIGTERM/SIGINT."""
-    import argparse
-
-    import xllamacpp
-
-    parser = argparse.ArgumentParser(prog="python -m parallax.runtime.model_server",
-                                     description="llama.cpp's server on 127.0.0.1 (started by Parallax, not by hand: "
-                                                 "use `parallax model serve`).")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--alias", required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--parallel", type=int, default=5)
-    parser.add_argument("--context", type=int, default=8192, help="KV cache tokens, shared by the slots")
-    parser.add_argument("--threads", type=int, default=default_threads(), help="threads of a one-token decode step")
-    parser.add_argument("--batch-threads", type=int, default=default_threads(),
-                        help="threads of a step with several tokens: a prompt, or several slots decoding at once")
-    args = parser.parse_args(argv)
-    params = xllamacpp.CommonParams()
-    params.model.path = args.model
-    params.model_alias = {args.alias}
-    params.hostnames = ["127.0.0.1"]
-    params.port = args.port
-    params.n_parallel = args.parallel
-    params.cont_batching = True
-    params.n_ctx = args.context
-    params.kv_unified = True  # one cache shared by the slots: a long prompt may use what idle slots do not
-    params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.batch_threads
-    params.warmup = False
-    params.endpoint_slots = True  # GET /slots shows which slots are busy (tests watch requests run side by side)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    server = xllamacpp.Server(params)  # returns once the model is loaded and the HTTP listener is up
-    print(f"serving {args.alias} on {server.listening_address} with {args.parallel} slots", flush=True)
-    while not stop.wait(0.5):
-        pass
-    del server  # stops the HTTP thread and frees the model
-
-
-if __name__ == "__main__":
-    main()
+    return round(peak / 2**20, 1) if peak is not None else None

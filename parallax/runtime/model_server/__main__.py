@@ -1,0 +1,5 @@
+"""`python -m parallax.runtime.model_server`: the embedded server's child (model_server/child.py)."""
+
+from parallax.runtime.model_server.child import main
+
+main()
