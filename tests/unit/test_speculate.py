@@ -119,7 +119,8 @@ def test_a_candidate_that_writes_outside_its_worktree_is_refused(scripted_endpoi
         0.2: ("PASS escape", [{"path": "../escape.py", "content": "x"}]),
         1.0: ("PASS in its worktree", [{"path": "notes/extra.txt", "content": "fine"}])})))
     command, _ = check_script(tmp_path)
-    result = runner.invoke(app, ["run", "Fix the greeting.", "--mode", "speculate", "--candidates", "2",
+    # --no-early-stop: the passing candidate must not cancel the escaping one before its edit is refused
+    result = runner.invoke(app, ["run", "Fix the greeting.", "--mode", "speculate", "--candidates", "2", "--no-early-stop",
                                  "--check", f"{command} REPO", "--repo", str(repo), "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
