@@ -27,9 +27,10 @@ from parallax.runtime.model_server import ModelServerError
 
 T = TypeVar("T")
 
-SolveMode = Literal["auto", "direct", "vote", "section"]
+SolveMode = Literal["auto", "direct", "vote", "section", "speculate"]
 RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts")
-INSTRUCTIONS = ("Parallax answers a task through parallel branches (direct, vote, section) and a checked merge; "
+INSTRUCTIONS = ("Parallax answers a task through parallel branches (direct, vote, section, speculate) and a "
+                "checked merge; "
                 "plan runs a DAG of tasks. Every result says status (ok | needs_review | failed), confidence and "
                 "trace_id; give feedback on a trace when you know whether its answer was right.")
 
@@ -84,12 +85,16 @@ def build_server(backend: Backend, name: str = "parallax") -> MCPServer:
     @server.tool()
     async def solve(task: str, ctx: Context, mode: SolveMode = "auto", votes: int = 5,
                     output_schema: dict[str, Any] | None = None, question: str = "",
-                    playbook: str = "default") -> RunResult:
+                    playbook: str = "default", candidates: int = 3) -> RunResult:
         """Answer one task with Parallax: `auto` routes it; `vote` asks `votes` independent answers and
         keeps the majority; `section` reads a long document in slices (then `question` is what to ask of
-        it); `direct` is one call. With `output_schema` (a JSON Schema of an object) every branch is asked
-        for that object and `data` holds the one the merge settled on."""
+        it); `speculate` drafts `candidates` answers, each its own way, and a judge picks one comparing
+        them pairwise both ways round (for a function, a patch, a draft); `direct` is one call. With
+        `output_schema` (a JSON Schema of an object) every branch is asked for that object and `data`
+        holds the one the merge settled on."""
         run_input: dict[str, Any] = {"task": task, "mode": mode, "votes": votes, "playbook": playbook}
+        if mode == "speculate":
+            run_input["candidates"] = candidates
         if question:
             run_input["question"] = question
         if output_schema is not None:

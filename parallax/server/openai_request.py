@@ -7,9 +7,11 @@ from a langgraph-sdk caller. Both are pure functions of the request body, tested
 
 The mapping:
 
-- `model` picks the graph and mode: parallax-direct, -vote and -section run `solve` in that
-  mode; parallax-plan runs `plan`; parallax-auto does what `parallax run` does: `plan` for a
-  request with several steps (and no schema), else `solve` with mode auto.
+- `model` picks the graph and mode: parallax-direct, -vote, -section and -speculate run `solve`
+  in that mode (speculate on the graph API: candidates judged pairwise, since a check command
+  runs only where the caller's own machine is); parallax-plan runs `plan`; parallax-auto does
+  what `parallax run` does: `plan` for a request with several steps (and no schema), else
+  `solve` with mode auto.
 - `messages`: the last user message is what to do; the turns before it (system prompt,
   earlier questions and answers, a pasted document) are what it is about. The solve graph's
   input has exactly that shape, `task` (the text to work on) and `question` (what to do with
@@ -21,7 +23,7 @@ The mapping:
   `output_schema`, checked here as the graph checks it (logic/user_schema.py); plan mode
   has none.
 - Parallax's own options, which have no OpenAI field, come under `parallax` in the body
-  (the openai SDK's `extra_body={"parallax": {...}}`): votes, min_votes, red_team, playbook,
+  (the openai SDK's `extra_body={"parallax": {...}}`): votes, min_votes, candidates, red_team, playbook,
   max_replans (plan) and `context` (run configuration, as the graph API's `context`).
 - Refused: `n` > 1, `tools`/`functions`, a `tool_choice` other than "none", non-text content,
   `json_object` without a schema, an unknown model (404) or option. OpenAI's sampling knobs
@@ -41,9 +43,9 @@ from parallax.runtime.run_context import resolved
 from parallax.state.context import Context
 
 MODELS = {"parallax-auto": "auto", "parallax-direct": "direct", "parallax-vote": "vote", "parallax-section": "section",
-          "parallax-plan": "plan"}
+          "parallax-speculate": "speculate", "parallax-plan": "plan"}
 """Model name -> mode."""
-OPTIONS = ("votes", "min_votes", "red_team", "playbook", "max_replans", "context")
+OPTIONS = ("votes", "min_votes", "candidates", "red_team", "playbook", "max_replans", "context")
 """What the body's `parallax` object may hold."""
 ROLES = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool",
          "function": "Tool"}
@@ -202,7 +204,7 @@ def parse(body: Any) -> RunRequest:
     task, question = conversation(body.get("messages"))
     schema = output_schema(body.get("response_format"))
     if schema is not None and mode == "plan":
-        raise Refusal("parallax-plan has no output schema: use parallax-auto, -direct, -vote or -section with "
+        raise Refusal("parallax-plan has no output schema: use parallax-auto, -direct, -vote, -section or -speculate with "
                       "response_format, or leave response_format out", param="response_format",
                       code="unsupported_value")
     extra = options(body)
@@ -216,6 +218,7 @@ def parse(body: Any) -> RunRequest:
         payload.pop("max_replans", None)
     else:
         payload.pop("red_team", None)
+        payload.pop("candidates", None)
     try:
         (validate_plan_input if graph == "plan" else validate)(payload, ctx)
     except InvalidInput as exc:

@@ -39,7 +39,7 @@ def reply(body: dict) -> str:
 
 def check_models(client) -> None:
     assert [m.id for m in client.models.list()] == ["parallax-auto", "parallax-direct", "parallax-vote",
-                                                    "parallax-section", "parallax-plan"]
+                                                    "parallax-section", "parallax-speculate", "parallax-plan"]
     assert client.models.retrieve("parallax-plan").owned_by == "parallax"
 
 

@@ -54,6 +54,16 @@ async def test_tools_take_the_documented_arguments_and_return_the_run():
     ]
 
 
+async def test_solve_speculates_with_its_candidates():
+    backend = Recording()
+    async with Client(build_server(backend)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        await client.call_tool("solve", {"task": "Write a haiku about rain.", "mode": "speculate", "candidates": 4})
+    assert "speculate" in tools["solve"].input_schema["properties"]["mode"]["enum"]
+    assert backend.calls == [("solve", {"task": "Write a haiku about rain.", "mode": "speculate", "votes": 5,
+                                        "playbook": "default", "candidates": 4})]
+
+
 async def test_a_refusal_reaches_the_agent_as_one_line_and_a_crash_does_not_leak():
     async with Client(build_server(Recording())) as client:
         refused = await client.call_tool("solve", {"task": "bad"})

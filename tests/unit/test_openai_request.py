@@ -23,7 +23,7 @@ def refused(body: dict) -> Refusal:
 
 @pytest.mark.parametrize(("model", "graph", "mode"), [
     ("parallax-direct", "solve", "direct"), ("parallax-vote", "solve", "vote"), ("parallax-section", "solve", "section"),
-    ("parallax-auto", "solve", "auto"), ("parallax-plan", "plan", "plan")])
+    ("parallax-speculate", "solve", "speculate"), ("parallax-auto", "solve", "auto"), ("parallax-plan", "plan", "plan")])
 def test_the_model_name_picks_graph_and_mode(model, graph, mode):
     asked = parse({"model": model, "messages": ASK})
     assert (asked.graph, asked.input["mode"], asked.input["task"]) == (graph, mode, "What is 6 * 7?")
@@ -36,6 +36,13 @@ def test_auto_plans_a_request_with_several_steps_as_parallax_run_does():
     typed = parse({"model": "parallax-auto", "messages": [{"role": "user", "content": steps}], "response_format": {
         "type": "json_schema", "json_schema": {"name": "Invoice", "schema": Invoice.model_json_schema()}}})
     assert typed.graph == "solve"  # a schema is answered by solve, never planned
+
+
+def test_speculate_takes_its_candidates_and_a_bad_count_is_refused_before_any_run():
+    asked = parse({"model": "parallax-speculate", "messages": ASK, "parallax": {"candidates": 4}})
+    assert (asked.input["mode"], asked.input["candidates"]) == ("speculate", 4)
+    bad = refused({"model": "parallax-speculate", "messages": ASK, "parallax": {"candidates": 99}})
+    assert bad.status == 400 and bad.param == "parallax" and "candidates must be a whole number" in str(bad)
 
 
 def test_earlier_turns_are_what_the_last_user_message_is_about():
