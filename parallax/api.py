@@ -116,8 +116,10 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
     each candidate's folder, its answer saved there as `check_file`; with `repo`, a git worktree of it) the first that
     passes wins, without one a judge compares them both ways round (`verification["speculation"]` says why each lost)."""
     from parallax.graphs.solve import builder
+    from parallax.runtime.services import reload_settings
     from parallax.runtime.storage.stores import durable_graph
 
+    reload_settings()  # a call is an entry point: it sees the environment and .env as they are now
     speculation = {"candidates": candidates, "check": check, "check_file": check_file,
                    "repo": os.fspath(repo) if repo is not None else None} if mode == "speculate" or check else None
     payload = _payload(task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target,

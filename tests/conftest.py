@@ -27,6 +27,43 @@ def pytest_runtest_makereport(item, call):
 os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
 
 
+class SettingsMonkeyPatch(pytest.MonkeyPatch):
+    """pytest's MonkeyPatch that has the process re-read its settings (runtime/services.py's `reload_settings`)
+    whenever a test changes the environment or the working folder (`.env`, ./.parallax), and again when the
+    changes are undone: the process reads its settings once, as a CLI command or an API call would, and a
+    test that sets a variable is a process changing its environment on purpose."""
+
+    def setenv(self, name: str, value: str, prepend: str | None = None) -> None:
+        super().setenv(name, value, prepend)
+        _reload_settings()
+
+    def delenv(self, name: str, raising: bool = True) -> None:
+        super().delenv(name, raising)
+        _reload_settings()
+
+    def chdir(self, path) -> None:
+        super().chdir(path)
+        _reload_settings()
+
+    def undo(self) -> None:
+        super().undo()
+        _reload_settings()
+
+
+def _reload_settings() -> None:
+    from parallax.runtime.services import reload_settings
+
+    reload_settings()
+
+
+@pytest.fixture
+def monkeypatch():
+    """Every test's `monkeypatch` reloads the settings after it changes the environment (SettingsMonkeyPatch)."""
+    patch = SettingsMonkeyPatch()
+    yield patch
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
     """Every test gets its own PARALLAX_HOME, fresh process services (circuit breakers) and no straggler history,

@@ -72,11 +72,13 @@ def check_settings(
     import os
 
     from parallax.runtime.home import legacy_notice
+    from parallax.runtime.services import reload_settings
 
+    reload_settings()  # each command reads the environment and .env once, as they are when it starts
     try:
         settings = settings_mod.load()
     except settings_mod.SettingsError as exc:
-        fail(f"{exc} (fix or unset the variable)")
+        fail(f"{exc} (fix or unset the variable, in the environment or in ./.env)")
     notice = legacy_notice(settings.home, home_is_set=bool(os.environ.get("PARALLAX_HOME")))
     if notice:
         err.print(notice, style="dim", highlight=False, markup=False)  # wrapped at words, never mid-path

@@ -1,8 +1,8 @@
 """`--model` and `--base-url`: point one command's model calls somewhere else.
 
 Why environment variables and not Context fields: the endpoint is read in one place
-(runtime/settings.py, through `settings.load()`), by the chat models, the embedded server's
-start-up, the straggler defaults and the embedded-model notice alike; setting the two variables
+(runtime/settings.py, through `settings.load()`; set and restored here with a `reload_settings()`), by the
+chat models, the embedded server's start-up, the straggler defaults and the embedded-model notice alike; setting the two variables
 for the length of the command changes all of them at once, and a Context field for the
 endpoint would let a graph API caller send a deployment's model calls to any URL.
 The variables are restored when the command ends (`call_on_close`), so a program or a test that
@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from parallax.cli.common import fail
+from parallax.runtime.services import reload_settings
 
 Model = Annotated[str | None, typer.Option(
     "--model", help="Model for this command's calls (overrides PARALLAX_MODEL; the judge and voters too unless "
@@ -38,6 +39,7 @@ def use_endpoint(cli: typer.Context | None, model: str | None, base_url: str | N
         return
     before = {name: os.environ.get(name) for name in wanted}
     os.environ.update(wanted)
+    reload_settings()
 
     def restore() -> None:
         for name, value in before.items():
@@ -45,5 +47,6 @@ def use_endpoint(cli: typer.Context | None, model: str | None, base_url: str | N
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        reload_settings()
     if cli is not None:
         cli.call_on_close(restore)

@@ -7,6 +7,10 @@ them all; the CLI and the Python API make one per process (`process_services()`)
 its own and passes it as `Context(services=...)`, and a fan-out names itself (`new_fan_out()`, carried in its
 `Send` payloads), so nothing reads LangGraph's internals. Graphs served by `langgraph dev` or Aegra, whose
 callers send a Context as JSON, get the process's.
+
+The process's settings live here too (`Services.settings`): read from the environment and `.env` on first use
+and kept, so the many `settings.load()` calls of a run cost nothing; an entry point (a CLI command, a Python
+API call) or code that changes the environment on purpose calls `reload_settings()`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, TypeVar
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.circuit_breaker import CircuitBreaker
+from parallax.runtime.settings import Settings
 from parallax.state.context import Context
 
 T = TypeVar("T")
@@ -40,6 +45,20 @@ class Services:
     recent: defaultdict[str, deque[float]] = field(default_factory=_recent)
     _shared: weakref.WeakValueDictionary[tuple[object, ...], Any] = field(default_factory=weakref.WeakValueDictionary)
     _held: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    _settings: Settings | None = field(default=None, repr=False)
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this process read (on first use); `SettingsError` for a bad variable, on every use until
+        it is fixed and the settings reloaded."""
+        current = self._settings
+        if current is None:
+            current = self._settings = settings_mod.read()
+        return current
+
+    def reload_settings(self) -> None:
+        """Forget the settings read, so the next use reads the environment and `.env` again."""
+        self._settings = None
 
     def breaker_for(self, endpoint: str) -> CircuitBreaker:
         """The breaker of an endpoint (the PARALLAX_BREAKER_* settings), made on its first call."""
@@ -94,6 +113,12 @@ def renew_process_services() -> Services:
     global _process
     _process = Services()
     return _process
+
+
+def reload_settings() -> None:
+    """The process re-reads its settings on their next use: call it where the environment changed on purpose
+    (an entry point starting, `--base-url`, a benchmark or a test setting a variable)."""
+    process_services().reload_settings()
 
 
 def services_of(ctx: Context) -> Services:

@@ -1,4 +1,4 @@
-"""Process settings: the one place that reads the environment (and a `.env` file).
+"""Process settings: the one place that reads the environment (and a `.env` file in the working directory).
 
 Why one object: the CLI, the graph nodes, the model server and the benchmarks all need the
 same answers to "where do we keep data", "which endpoint do we talk to" and "how hard do we
@@ -7,6 +7,12 @@ setting is a `PARALLAX_*` variable, except the endpoint and key, which use the n
 OpenAI client knows (`OPENAI_BASE_URL`, `OPENAI_API_KEY`). A run can still override the
 per-run ones through its `Context` (state/context.py); `run_context.resolved`
 fills what the run left unset from here.
+
+When: once per entry point. `read()` reads the environment and `.env` (pydantic-settings' `env_file`; an
+exported variable wins over the file); the process's `Services` (runtime/services.py) holds what it read, and
+`load()` hands that out, so a branch's many `load()` calls cost an attribute read, not a re-read. Each CLI
+command and each Python API call re-reads it first (`reload_settings()`), as does any code that changes the
+environment on purpose (`--base-url`, the benchmarks, the tests' `monkeypatch`).
 
 A bad value (`PARALLAX_MAX_TOKENS=lots`) raises `SettingsError`, whose message names the
 variable and says what it should be.
@@ -21,14 +27,31 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from dotenv import load_dotenv
+from dotenv import dotenv_values
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from parallax.runtime.home import default_home
 from parallax.state.context import Context
 
-load_dotenv(override=False)
+DOTENV = ".env"
+"""The file read besides the environment, relative to the working directory (docs/configuration.md)."""
+LANGSMITH_PREFIXES = ("LANGSMITH_", "LANGCHAIN_")
+
+
+def export_langsmith_dotenv(path: str | os.PathLike[str] = DOTENV) -> None:
+    """Copy LangSmith's own variables (LANGSMITH_API_KEY, LANGSMITH_TRACING, LANGSMITH_PROJECT, ...) from `.env`
+    into the environment, unless already set there.
+
+    Why: pydantic-settings reads `.env` for Parallax's settings only; langsmith reads its variables from
+    `os.environ` itself (and memoises them), so a key kept in `.env` reaches it only this way. Nothing else from
+    the file is exported: Parallax's own settings come from `read()`."""
+    for name, value in dotenv_values(path).items():
+        if value is not None and name.startswith(LANGSMITH_PREFIXES) and name not in os.environ:
+            os.environ[name] = value
+
+
+export_langsmith_dotenv()  # at import, as before: langsmith may read its variables as soon as it is imported
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 ResponseFormat = Literal["json_object_schema", "json_schema", "json_object", "none"]
@@ -45,9 +68,10 @@ def about(name: str) -> str:
 
 
 class Settings(BaseSettings):
-    """What the environment says. Read with `load()`, which re-reads only when a variable changed."""
+    """What the environment and `.env` say. Read with `read()`; the process's copy is `load()`."""
 
-    model_config = SettingsConfigDict(env_prefix="PARALLAX_", env_ignore_empty=True, extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="PARALLAX_", env_file=DOTENV, env_file_encoding="utf-8",
+                                      env_ignore_empty=True, extra="ignore", frozen=True)
 
     home: Path = Field(default_factory=default_home,
                        description="checkpoints, store, model server log and address (default: the user data "
@@ -227,20 +251,16 @@ def _variables() -> tuple[str, ...]:
 VARIABLES = _variables()
 
 
-# CPython's bytes-keyed dict behind os.environ (what setenv and putenv change); private, so not in typeshed
-_ENVIRON: dict[bytes, bytes] = os.environ._data  # type: ignore[attr-defined]
-# typeshed gives os.environ's encodekey as str -> str; CPython's encodes to the bytes keys of _ENVIRON
-_KEYS: tuple[bytes, ...] = tuple(map(os.environ.encodekey, VARIABLES))  # type: ignore[arg-type]
-
-
 def load() -> Settings:
-    """Current settings; cheap enough to call per model call (memoised on the variables' values,
-    read straight from os.environ's dict: forty `os.environ.get` calls cost more than the rest)."""
-    return _load(tuple(map(_ENVIRON.get, _KEYS)))
+    """The process's settings, read once by its `Services` (runtime/services.py) and kept until
+    `reload_settings()`: cheap enough to call per model call."""
+    from parallax.runtime.services import process_services  # services holds the settings read here
+
+    return process_services().settings
 
 
-@functools.lru_cache(maxsize=8)
-def _load(_values: tuple[bytes | None, ...]) -> Settings:
+def read() -> Settings:
+    """Read the environment and `.env` now; `SettingsError` names the first bad variable."""
     try:
         return Settings()
     except ValidationError as exc:

@@ -23,9 +23,7 @@ def no_home(tmp_path, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    settings_mod._load.cache_clear()  # the default depends on the folder and XDG_DATA_HOME, not only on PARALLAX_*
-    yield work
-    settings_mod._load.cache_clear()
+    yield work  # monkeypatch reloads the settings: the default depends on the folder and XDG_DATA_HOME
 
 
 def test_default_home_is_the_user_data_directory(no_home, tmp_path):
