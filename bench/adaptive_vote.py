@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from parallax.runtime.services import reload_settings
 from tests.support.fault_server import FaultConfig, FaultServer
 
 MIXES = {  # kind -> (share of questions, the answers a vote draws from); "trap": the most likely answer is wrong
@@ -202,6 +203,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_schema")
         # no queueing at our own connection cap: every configuration's votes reach the server at once
         os.environ["PARALLAX_ENDPOINT_MAX_CONNECTIONS"] = str(args.parallel * 16 + 16)
+        reload_settings()
         forget_clients()
         fixed = await run_config("fixed_8", questions, voter, url, 8, False, args.parallel)
         adaptive8 = await run_config("adaptive_8", questions, voter, url, 8, True, args.parallel)
@@ -233,6 +235,7 @@ async def embedded(args: argparse.Namespace) -> dict[str, Any]:
     from parallax.state.context import Context
 
     os.environ.pop("OPENAI_BASE_URL", None)
+    reload_settings()
     data = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
     rows = [json.loads(line) for line in data.open()][: args.embedded]
     out: dict[str, Any] = {"questions": len(rows), "source": "gsm8k test, first questions",

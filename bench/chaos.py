@@ -36,7 +36,7 @@ from collections import Counter
 
 from langgraph.store.memory import InMemoryStore
 
-from parallax.runtime.services import renew_process_services
+from parallax.runtime.services import reload_settings, renew_process_services
 from tests.support.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
 QUESTION = "How many meetings were held?"
@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with server as url:
             os.environ.update(OPENAI_BASE_URL=url, OPENAI_API_KEY="chaos", PARALLAX_RESPONSE_FORMAT="json_schema")
+            reload_settings()
             figures = {}
             for stragglers in (True, False):
                 log(f"campaign: {args.runs} runs, fault rate {args.fault_rate}, stragglers {'on' if stragglers else 'off'}")
@@ -178,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for key, value in saved.items():
             os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+        reload_settings()
     on, off = figures[True], figures[False]
     report = {**{k: on[k] for k in ("runs", "terminated_with_status", "lost_branch_results", "double_counted_votes",
                                     "p50_s", "p95_s")},

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from parallax.runtime.services import reload_settings
 from tests.support.extraction_model import ExtractionModel, Fact
 from tests.support.fault_server import FaultConfig, FaultServer
 
@@ -193,6 +194,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     out_dir = Path(tempfile.mkdtemp(prefix="parallax-extract-"))
     os.environ.setdefault("PARALLAX_HOME", str(out_dir / "home"))
+    reload_settings()
     docs = list(DOCUMENTS)[: args.documents]
     rows, injected = [], {"misreads": 0, "hallucinations": 0}
     calls = 0
@@ -207,6 +209,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         with FaultServer(FaultConfig(reply=model, latency_ms=args.latency_ms)) as url:
             os.environ["OPENAI_BASE_URL"] = url
             os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_schema")
+            reload_settings()
             forget_clients()
             result = await extract(pdf, Context(slice_chars=args.slice_chars, max_concurrency=args.concurrency))
             import httpx
@@ -237,6 +240,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "model_calls": calls, "wall_s": round(wall, 2), "per_document": rows}
     if args.embedded:
         os.environ.pop("OPENAI_BASE_URL", None)
+        reload_settings()
         forget_clients()
         doc = docs[0]
         pdf = make_filing_pdf(doc, DOCUMENTS[doc], out_dir)

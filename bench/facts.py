@@ -23,6 +23,7 @@ from pathlib import Path
 from bench.slicing import DEFAULT_DATA, first_question, meeting_document
 from parallax.graphs.solve import graph
 from parallax.runtime.run_context import resolved
+from parallax.runtime.services import reload_settings
 
 
 def log(message: str) -> None:
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.meetings < 1 or args.max_chars < 100:
         parser.error("--meetings must be >= 1 and --max-chars >= 100")
     os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
+    reload_settings()
     result = asyncio.run(measure(args))
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return result

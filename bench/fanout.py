@@ -43,6 +43,7 @@ from typing_extensions import TypedDict
 from parallax.graphs.solve import builder as solve_builder
 from parallax.logic.branch_plans import group
 from parallax.prompts.solve import answer_messages
+from parallax.runtime.services import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.state.context import Context
 from tests.support.sleeping_model import SleepingChatModel, sleeping
@@ -275,6 +276,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")  # no endpoint is contacted
+    reload_settings()
     freeze_startup_objects()  # as `parallax run` does once its graph is compiled; raw gets it too
     with tempfile.TemporaryDirectory(prefix="parallax-fanout-") as tmp:
         runs = asyncio.run(measure(args, Path(tmp)))

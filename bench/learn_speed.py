@@ -50,6 +50,7 @@ from typing_extensions import TypedDict
 from parallax.graphs.learn import builder
 from parallax.logic.task_files import load_tasks
 from parallax.runtime import embeddings
+from parallax.runtime.services import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
 from parallax.state.context import Context
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
     freeze_startup_objects()
     with tempfile.TemporaryDirectory(prefix="parallax-learn-speed-") as tmp:
         os.environ["PARALLAX_HOME"] = tmp
+        reload_settings()
         latency = args.latency_ms / 1000
         print(f"batch 1 over {len(tasks)} tasks...", file=sys.stderr)
         sequential = asyncio.run(learn_once(tasks, 1, latency, args.batch, Path(tmp) / "batch-1"))

@@ -48,6 +48,7 @@ from langgraph.store.memory import InMemoryStore
 from parallax.graphs.plan import builder as plan_builder
 from parallax.logic.dag_schedule import DagRun
 from parallax.logic.plan_check import critical_path, levels
+from parallax.runtime.services import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.state.context import Context
 from parallax.state.plan import Plan
@@ -240,6 +241,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")  # no endpoint is contacted
+    reload_settings()
     freeze_startup_objects()
     with tempfile.TemporaryDirectory(prefix="parallax-plan-bench-") as tmp:
         rows = asyncio.run(measure(args, Path(tmp) / "checkpoints.sqlite"))

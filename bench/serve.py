@@ -53,6 +53,7 @@ import threading
 import time
 from pathlib import Path
 
+from parallax.runtime.services import reload_settings
 from tests.support.aegra_cluster import Cluster, missing_services, readme_retry_helper
 from tests.support.fault_server import FaultConfig, FaultServer
 
@@ -118,6 +119,7 @@ async def in_process(runs: int, clients: int, url: str) -> dict:
     from parallax.graphs.solve import builder
 
     os.environ.update({"OPENAI_BASE_URL": url, **ENV})
+    reload_settings()
     graph = builder.compile(checkpointer=InMemorySaver(), store=InMemoryStore())
 
     async def submit(n: int) -> dict:

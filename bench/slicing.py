@@ -23,6 +23,7 @@ from pathlib import Path
 
 from parallax.prompts.solve import slice_messages
 from parallax.runtime.run_context import resolved
+from parallax.runtime.services import reload_settings
 from parallax.state.context import Context
 from tests.support.sleeping_model import prompt_text, sleeping
 
@@ -178,6 +179,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")  # no endpoint is contacted
+    reload_settings()
     with args.data.open() as handle:
         meetings = [json.loads(line) for line in handle if line.strip()][: args.limit]
     tokenizer, count = load_tokenizer()

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from parallax.runtime.services import reload_settings
 from tests.support.fault_server import FaultConfig, FaultServer, chat_log
 
 ENDPOINT_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PARALLAX_RESPONSE_FORMAT", "PARALLAX_HOME")
@@ -170,6 +171,7 @@ async def measure(tasks: int, p_correct: float, seed: int, latency_ms: float, sl
             with server as url:
                 os.environ.update(OPENAI_BASE_URL=url, OPENAI_API_KEY="bench", PARALLAX_RESPONSE_FORMAT="json_schema",
                                   PARALLAX_HOME=str(home))
+                reload_settings()
                 from parallax.runtime.chat_models import forget_clients
 
                 forget_clients()
@@ -182,6 +184,7 @@ async def measure(tasks: int, p_correct: float, seed: int, latency_ms: float, sl
         finally:
             for key, value in saved.items():
                 os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+            reload_settings()
     by = {(r["k"], r["early_cancellation"]): r for r in results}
     savings = {f"k{k}": {"model_calls_early_vs_all": round(by[(k, True)]["model_calls"] / by[(k, False)]["model_calls"], 3),
                          "completed_calls_early_vs_all": round(by[(k, True)]["model_calls_completed"]
