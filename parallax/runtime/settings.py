@@ -36,22 +36,25 @@ from parallax.state.context import Context
 
 DOTENV = ".env"
 """The file read besides the environment, relative to the working directory (docs/configuration.md)."""
-LANGSMITH_PREFIXES = ("LANGSMITH_", "LANGCHAIN_")
+EXPORTED_FROM_DOTENV = ("LANGSMITH_", "LANGCHAIN_", "DATABASE_URL", "REDIS_URL")
+"""Variables of `.env` that go into the environment: what other code reads from `os.environ` itself."""
 
 
-def export_langsmith_dotenv(path: str | os.PathLike[str] = DOTENV) -> None:
-    """Copy LangSmith's own variables (LANGSMITH_API_KEY, LANGSMITH_TRACING, LANGSMITH_PROJECT, ...) from `.env`
-    into the environment, unless already set there.
+def export_dotenv_for_libraries(path: str | os.PathLike[str] = DOTENV) -> None:
+    """Copy LangSmith's own variables (LANGSMITH_API_KEY, LANGSMITH_TRACING, LANGSMITH_PROJECT, ...) and a
+    deployment's DATABASE_URL / REDIS_URL from `.env` into the environment, unless already set there.
 
-    Why: pydantic-settings reads `.env` for Parallax's settings only; langsmith reads its variables from
-    `os.environ` itself (and memoises them), so a key kept in `.env` reaches it only this way. Nothing else from
-    the file is exported: Parallax's own settings come from `read()`."""
+    Why: pydantic-settings reads `.env` for Parallax's settings only, into `Settings`; but langsmith reads its
+    variables from `os.environ` itself (and memoises them), as do `parallax serve`, Aegra and the server's
+    database helpers with DATABASE_URL and REDIS_URL, so a value kept in `.env` reaches them only this way
+    (docs/configuration.md promises `.env` works for every variable it lists). Nothing else from the file is
+    exported: Parallax's own settings come from `read()`."""
     for name, value in dotenv_values(path).items():
-        if value is not None and name.startswith(LANGSMITH_PREFIXES) and name not in os.environ:
+        if value is not None and name.startswith(EXPORTED_FROM_DOTENV) and name not in os.environ:
             os.environ[name] = value
 
 
-export_langsmith_dotenv()  # at import, as before: langsmith may read its variables as soon as it is imported
+export_dotenv_for_libraries()  # at import, as before: langsmith may read its variables as soon as it is imported
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 ResponseFormat = Literal["json_object_schema", "json_schema", "json_object", "none"]
