@@ -53,6 +53,21 @@ def test_each_cli_command_reads_the_environment_as_it_is_when_it_starts(monkeypa
     assert result.exit_code == 2 and "PARALLAX_MAX_TOKENS='lots'" in result.output
 
 
+def test_a_python_api_call_reads_the_environment_as_it_is_when_it_starts(monkeypatch, tmp_path):
+    import json
+
+    import parallax
+    from tests.support.scripted_model import scripted
+
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "before"))
+    assert settings_mod.load().home == tmp_path / "before"
+    os.environ["PARALLAX_HOME"] = str(tmp_path / "after")  # the caller's own code, with no reload
+    ctx, _ = scripted(lambda p, t, i: json.dumps({"reasoning": "2 and 2", "answer": "4"}))
+    result = parallax.solve("What is 2 + 2?", mode="direct", context=ctx)
+    assert result.answer == "4"
+    assert (tmp_path / "after" / "checkpoints.sqlite").exists() and not (tmp_path / "before").exists()
+
+
 def test_a_dot_env_in_the_working_folder_is_read_and_the_environment_wins(monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("PARALLAX_MAX_TOKENS", raising=False)
