@@ -8,17 +8,13 @@ Needs the server venv; `.ci/run` runs it with `-m deploy` and fails when it is s
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 import httpx
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.aegra_cluster import PARALLAX, Cluster, fill_pending, two_replicas
+from tests.support.aegra_cluster import fill_pending, two_replicas
 from tests.support.readme_examples import python_block, run_block
 from tests.support.review_model import review_reply
 
@@ -42,14 +38,6 @@ def client(replica, tenant: str = "acme"):
 
 def human(text: str) -> dict:
     return {"messages": [{"type": "human", "content": text}]}
-
-
-def cli(cluster: Cluster, *args: str) -> dict:
-    env = {**os.environ, **cluster.env, "PARALLAX_DATABASE_URL": cluster.database_url,
-           "PARALLAX_HOME": str(cluster.work / "cli-home")}
-    done = subprocess.run([str(PARALLAX), *args, "--json"], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def mcp_client(replica, key: str) -> Client:
@@ -88,10 +76,10 @@ async def test_a_review_asked_on_one_replica_is_edited_on_the_other_and_lands_on
     edit = {"decisions": [{"type": "edit", "edited_action": {"name": "answer", "args": {"answer": "95"}}}]}
     done = await client(b).runs.wait(thread["thread_id"], "chat", command={"resume": edit})
     assert done["messages"][-1]["content"] == "95" and len(done["messages"]) == 2
-    trace = cli(cluster, "trace", trace_id, "--tenant", "acme")  # the CLI on the deployment's database
+    trace = cluster.cli("trace", trace_id, "--tenant", "acme")  # the CLI on the deployment's database
     assert (trace["target"], trace["correct"]) == ("95", False)
     assert trace["feedback"][-1]["score"] == 0.0 and trace["feedback"][-1]["by"] == "chat review"
-    stats = cli(cluster, "stats", "--tenant", "acme")
+    stats = cluster.cli("stats", "--tenant", "acme")
     assert stats["overall"]["accuracy_runs"] >= 1
 
 
@@ -121,8 +109,8 @@ async def test_mcp_over_streamable_http_runs_on_the_server_as_the_keys_tenant(cl
     async with httpx.AsyncClient(trust_env=False) as h:
         other = await h.get(f"{b.url}/threads/{run['thread_id']}", headers={"x-api-key": KEYS["beta"]})
         assert other.status_code == 404
-    assert cli(cluster, "trace", run["trace_id"], "--tenant", "acme")["feedback"][-1]["by"] == "mcp"
-    assert cli(cluster, "trace", planned.structured_content["trace_id"], "--tenant", "acme")["tenant"] == "acme"
+    assert cluster.cli("trace", run["trace_id"], "--tenant", "acme")["feedback"][-1]["by"] == "mcp"
+    assert cluster.cli("trace", planned.structured_content["trace_id"], "--tenant", "acme")["tenant"] == "acme"
     async with mcp_client(b, KEYS["beta"]) as mcp:  # beta cannot score acme's run
         foreign = await mcp.call_tool("feedback", {"trace_id": run["trace_id"], "score": 0})
     assert foreign.is_error and "no trace" in foreign.content[0].text

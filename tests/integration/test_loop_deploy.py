@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 
 import pytest
 
 from parallax.logic.release_decision import assigned_arm
-from tests.support.aegra_cluster import PARALLAX, Cluster, two_replicas
+from tests.support.aegra_cluster import two_replicas
 from tests.support.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
@@ -59,14 +57,6 @@ def client(replica, tenant: str = "acme"):
     return get_client(url=replica.url, api_key=KEYS[tenant])
 
 
-def cli(cluster: Cluster, *args: str) -> dict:
-    env = {**os.environ, **cluster.env, "PARALLAX_DATABASE_URL": cluster.database_url,
-           "PARALLAX_HOME": str(cluster.work / "cli-home")}
-    done = subprocess.run([str(PARALLAX), *args, "--json"], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 async def solve(replica, thread_id: str, i: int, target: str | None = None) -> dict:
     given = {"task": f"Add the two numbers 2 and 2 (order {i}): state the sum total.", "mode": "direct"}
     out = await client(replica).runs.wait(thread_id, "solve", input={**given, **({"target": target} if target else {})})
@@ -104,7 +94,7 @@ async def test_a_cron_fires_the_loop_the_canary_splits_both_replicas_and_its_dec
         replica = (a, b)[i % 2]
         await solve(replica, (await client(replica).threads.create())["thread_id"], i)
 
-    installed = cli(cluster, "loop", "install", "--every", "1h", "--url", a.url, "--api-key", KEYS["acme"],
+    installed = cluster.cli("loop", "install", "--every", "1h", "--url", a.url, "--api-key", KEYS["acme"],
                     "--share", "50", "--min-runs", "3", "--max-runs", "6")
     assert installed["schedule"] == "0 * * * *" and installed["cron_id"]
     crons = await client(b).crons.search(assistant_id="loop", limit=10)
@@ -161,7 +151,7 @@ async def test_a_cron_fires_the_loop_the_canary_splits_both_replicas_and_its_dec
     both = sorted(await wait_for(second_round), key=lambda r: r["started_at"])
     assert both[1]["tenant"] == "acme" and both[1]["reset"]["items_of"] == 0
     await client(a).crons.delete(installed["cron_id"])
-    status = cli(cluster, "loop", "status", "--tenant", "acme")
+    status = cluster.cli("loop", "status", "--tenant", "acme")
     assert [r["round"] for r in status["rounds"]] == [r["round"] for r in both]
     beta = await client(a, "beta").store.search_items(["loop", "beta", "default"], limit=20)
     assert beta["items"] == []

@@ -152,6 +152,17 @@ class Cluster:
         a, b = [r for r in self.replicas if r.alive()][:2]
         return a, b
 
+    def cli(self, *args: str) -> dict[str, Any]:
+        """`parallax ARGS --json` on this deployment's database (PARALLAX_DATABASE_URL), as an operator runs it."""
+        import json
+
+        env = {**os.environ, **self.env, "PARALLAX_DATABASE_URL": self.database_url,
+               "PARALLAX_HOME": str(self.work / "cli-home")}
+        done = subprocess.run([str(PARALLAX), *args, "--json"], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
     def set_model(self, **fields: Any) -> None:
         """Change the scripted model's FaultConfig (latency, faults) while the replicas run."""
         self.model.config = self.model.config.model_copy(update=fields)
