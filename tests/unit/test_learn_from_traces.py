@@ -7,7 +7,6 @@ import asyncio
 import json
 import multiprocessing
 
-import numpy as np
 import pytest
 from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
@@ -22,16 +21,11 @@ from parallax.logic.releases import end_release
 from parallax.logic.trace_signal import signal_of
 from parallax.runtime.storage.stores import consumed_in, open_sqlite_store, playbooks_in, traces_in
 from tests.support.scripted_model import scripted
+from tests.support.word_counts import word_counts
 
 runner = CliRunner()
 LESSON = "Add the two numbers of the sum before answering; state the total."
-VOCAB = sorted(set("add two numbers sum total answer what is plus state before".split()))
-
-
-def bag_of_words(texts):
-    rows = [[t.lower().count(w) for w in VOCAB] for t in texts]
-    m = np.array(rows, dtype=float) + 1e-6
-    return m / np.linalg.norm(m, axis=1, keepdims=True)
+bag_of_words = word_counts("add two numbers sum total answer what is plus state before".split())
 
 
 def script(answer="7"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
@@ -13,15 +12,10 @@ from langgraph.types import Command
 from parallax.graphs.learn import builder
 from parallax.runtime.storage.stores import playbooks_in
 from tests.support.scripted_model import asked_for, scripted
+from tests.support.word_counts import word_counts
 
 LESSON = "Current ratio = current assets / current liabilities; round to 2 decimals."
-VOCAB = sorted(set("current ratio assets liabilities round decimals margin gross revenue cost".split()))
-
-
-def bag_of_words(texts):
-    rows = [[t.lower().count(w) for w in VOCAB] for t in texts]
-    m = np.array(rows, dtype=float) + 1e-6
-    return m / np.linalg.norm(m, axis=1, keepdims=True)
+bag_of_words = word_counts("current ratio assets liabilities round decimals margin gross revenue cost".split())
 
 
 def tasks(n, target="2.0"):
