@@ -92,8 +92,8 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     schema = checked_schema(state["output_schema"]) if state.get("output_schema") is not None else None
     question = state.get("question", "")
     mode = state.get("mode", "auto")
-    chosen = mode if mode != "auto" else "speculate" if state.get("check") else choose_route(
-        state["task"], question, filled(ctx.slice_chars))
+    chosen = choose_route(state["task"], question, filled(ctx.slice_chars), bool(state.get("check"))) \
+        if mode == "auto" else mode
     if chosen == "speculate":
         state = await checked_speculation(state)
     trace_id = task_scoped_id()  # the same if this run is taken over and routed again

@@ -280,6 +280,7 @@ def run(
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
     from parallax.logic.routing import wants_plan
+    from parallax.logic.speculation import MAX_CANDIDATES
 
     use_endpoint(cli, model, base_url)
 
@@ -298,8 +299,8 @@ def run(
         fail("--repo with --mode speculate needs --check: the command run in each candidate's worktree")
     if (check is not None or check_file is not None) and not speculative:
         fail(f"--check and --check-file work with --mode speculate, not --mode {mode}")
-    if candidates is not None and not 1 <= candidates <= 10:
-        fail(f"--candidates must be from 1 to 10, got {candidates}")
+    if candidates is not None and not 1 <= candidates <= MAX_CANDIDATES:
+        fail(f"--candidates must be from 1 to {MAX_CANDIDATES}, got {candidates}")
     if repo is not None and not repo.is_dir():
         fail(f"--repo {repo}: no such folder")
     checked_tenant(tenant)

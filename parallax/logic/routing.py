@@ -65,7 +65,10 @@ class InvalidInput(ValueError):
     """The graph input cannot be run; the message says what to change."""
 
 
-def choose_route(task: str, question: str, slice_chars: int) -> Route:
+def choose_route(task: str, question: str, slice_chars: int, has_check: bool = False) -> Route:
+    """The route of a run in mode auto. A check command means speculate: it can only judge candidates."""
+    if has_check:
+        return "speculate"
     if len(task) > slice_chars or (len(HEADING.findall(task)) >= 3 and len(task) > 2 * SHORT_CHARS):
         return "section"
     ask = question or task
