@@ -97,10 +97,9 @@ async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int],
             if c["result"] != "cancelled":
                 c.update(result="lost", why=c["why"] or (f"its tests passed after {watch.winner}'s" if c["check"] and
                                                         c["check"]["passed"] else _failed(c, winner)))
-    summaries = [{k: v for k, v in c.items() if k != "outcome"} for c in done]
     if winner is None:
         return SpeculativeEdit(EditOutcome(status="FAILED", reason="no candidate changed anything", records=records),
-                               None, summaries)
+                               None, [{k: v for k, v in c.items() if k != "outcome"} for c in done])
     outcome = winner["outcome"]
     outcome.records = records
     winner["result"] = "won"
