@@ -37,6 +37,15 @@ class TraceStore:
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return await call_store(self.store, method, *args, **kwargs)
 
+    async def _get(self, namespace: tuple[str, ...], key: str) -> dict[str, Any] | None:
+        """A record as its readers know it: without the lease stamp it was written with (runtime/fencing.py)."""
+        item = await self._call("get", namespace, key)
+        return None if item is None else fencing.unstamped(dict(item.value))
+
+    async def _scan(self, namespace: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        """Every record of `namespace`, key -> value, without lease stamps."""
+        return {key: fencing.unstamped(value) for key, value in (await scan(self.store, namespace)).items()}
+
     # --- traces ----------------------------------------------------------------------
 
     async def put_trace(self, trace: dict[str, Any]) -> None:
@@ -48,14 +57,14 @@ class TraceStore:
     async def get_trace(self, trace_id: str) -> dict[str, Any]:
         """The trace with this id, or with this id's start (the short id tables show: at least SHORT_PREFIX
         characters, and only one trace of the tenant may start with it)."""
-        item = await self._call("get", traces_namespace(self.tenant), trace_id)
-        if item is not None:
-            return {**fencing.unstamped(dict(item.value)), "trace_id": item.key}
+        trace = await self._get(traces_namespace(self.tenant), trace_id)
+        if trace is not None:
+            return {**trace, "trace_id": trace_id}
         if len(trace_id) >= SHORT_PREFIX:
-            found = [{**t, "trace_id": key} for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()
+            found = [{**t, "trace_id": key} for key, t in (await self._scan(traces_namespace(self.tenant))).items()
                      if key.startswith(trace_id)]
             if len(found) == 1:
-                return fencing.unstamped(dict(found[0]))
+                return found[0]
             if found:
                 raise NotFound(f"{len(found)} traces of tenant {self.tenant!r} start with {trace_id!r}: "
                                f"give more of the id (--json shows it whole)")
@@ -64,8 +73,7 @@ class TraceStore:
 
     async def traces(self) -> list[dict[str, Any]]:
         """Every trace of the tenant, oldest first."""
-        found = [{**fencing.unstamped(t), "trace_id": key}
-                 for key, t in (await scan(self.store, traces_namespace(self.tenant))).items()]
+        found = [{**t, "trace_id": key} for key, t in (await self._scan(traces_namespace(self.tenant))).items()]
         return sorted(found, key=lambda t: (t.get("created_at", ""), t["trace_id"]))
 
     async def add_feedback(self, trace_id: str, entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -95,15 +103,15 @@ class TraceStore:
         await self._call("put", dead_letters_namespace(self.tenant), letter["id"], fencing.stamped(letter), index=False)
 
     async def get_dead_letter(self, branch_id: str) -> dict[str, Any]:
-        item = await self._call("get", dead_letters_namespace(self.tenant), branch_id)
-        if item is None:
+        letter = await self._get(dead_letters_namespace(self.tenant), branch_id)
+        if letter is None:
             raise NotFound(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
-        return fencing.unstamped(dict(item.value))
+        return letter
 
     async def dead_letters(self) -> list[dict[str, Any]]:
         """Every dead letter of the tenant, oldest first."""
-        found = await scan(self.store, dead_letters_namespace(self.tenant))
-        return sorted((fencing.unstamped(d) for d in found.values()), key=lambda d: (d["escalated_at"], d["id"]))
+        found = await self._scan(dead_letters_namespace(self.tenant))
+        return sorted(found.values(), key=lambda d: (d["escalated_at"], d["id"]))
 
 
 def dead_letter(record: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
