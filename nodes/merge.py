@@ -21,8 +21,8 @@ from parallax.logic.branch_plans import adaptive
 from parallax.logic.quotes import FactCheck, check_findings
 from parallax.logic.routing import votes_of
 from parallax.logic.run_status import final_status
-from parallax.logic.stopping import decide
-from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome
+from parallax.logic.stopping import decide_units
+from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome, vote_units
 from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
 from parallax.runtime.run_context import context_of
 from parallax.state.context import Context, filled
@@ -72,27 +72,26 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     route = state["mode"]
     schema = state.get("output_schema")
+    min_votes = state.get("min_votes")
+    if adaptive(state, ctx):
+        units = vote_units(schema, ok, len(business), min_votes) if schema is not None else \
+            [list(Counter(r.vote for r in ok).values())]
+        decision = decide_units(units, len(business), votes_of(state), threshold=filled(ctx.vote_stop_threshold),
+                                first_wave=filled(ctx.vote_first_wave), min_leader=min_votes or 0)
+        if not decision.stop:  # another wave (graphs/solve.py sends it), then this merge again
+            return {**asked, "next_wave": decision.next_wave}
+        stop = decision.reason
+    else:
+        stop = f"asked all {votes_of(state)} votes (early stopping off)"
     if schema is not None:
         return {**_typed(state, schema, records, ok, business, failed, partial, filled(ctx.ok_confidence)), **asked,
-                **({"stop_reason": f"asked all {len(business)} votes (a vote on an object asks them at once)"}
-                   if asked else {})}
+                **({"stop_reason": stop} if asked else {})}
     votes: dict[str, int] = {}
     verification: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     settled = True
     if route == "vote":
-        min_votes = state.get("min_votes")
         answers = [Answer.model_validate(r.output).answer for r in ok]
-        most = votes_of(state)
-        if adaptive(state, ctx):
-            decision = decide(list(Counter(r.vote for r in ok).values()), len(business), most,
-                              threshold=filled(ctx.vote_stop_threshold), first_wave=filled(ctx.vote_first_wave),
-                              min_leader=min_votes or 0)
-            if not decision.stop:  # another wave (graphs/solve.py sends it), then this merge again
-                return {**asked, "next_wave": decision.next_wave}
-            stop = decision.reason
-        else:
-            stop = f"asked all {most} votes (early stopping off)"
         shortfall = quorum_shortfall(len(ok), len(business), min_votes)
         winner, votes = tally(answers, quorum(len(business), min_votes))
         winner = None if shortfall else winner

@@ -32,9 +32,9 @@ def spread(low: float, high: float, n: int) -> list[float]:
 
 
 def adaptive(state: SolveState, ctx: Context) -> bool:
-    """Whether this run's vote asks in waves (logic/stopping.py): a plain vote with early stopping on.
-    A vote on the user's object asks all its votes at once (its fields settle one by one)."""
-    return state["mode"] == "vote" and bool(filled(ctx.early_stop)) and state.get("output_schema") is None
+    """Whether this run's vote asks in waves (logic/stopping.py): a vote with early stopping on. A vote on
+    the user's object stops when each of its required fields has settled (logic/field_vote.py)."""
+    return state["mode"] == "vote" and bool(filled(ctx.early_stop))
 
 
 def first_wave(state: SolveState, ctx: Context) -> range:

@@ -56,6 +56,13 @@ class FieldVote:
         return [t.path for t in self.tallies if not t.required and not t.settled and t.counts]
 
     @property
+    def unit_counts(self) -> list[list[int]]:
+        """The vote counts of what must settle before an adaptive vote stops (logic/stopping.py
+        `decide_units`): each required field, or, when none is required, each field some vote gave."""
+        weighed = [t for t in self.tallies if t.required] or [t for t in self.tallies if t.counts]
+        return [list(t.counts.values()) for t in weighed]
+
+    @property
     def confidence(self) -> float:
         weighed = [t for t in self.tallies if t.required] or [t for t in self.tallies if t.counts]
         return round(min(t.support for t in weighed) / self.asked, 3) if weighed and self.asked else 0.0

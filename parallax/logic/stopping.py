@@ -60,18 +60,27 @@ def decide(counts: list[int], asked: int, max_votes: int, *, threshold: float = 
            first_wave: int = DEFAULT_FIRST_WAVE, min_leader: int = 0) -> Decision:
     """What to do after `asked` votes whose valid answers have `counts` (any order). `min_leader`: the votes
     an answer needs (`min_votes`), below which no posterior settles it."""
-    ranked = sorted(counts, reverse=True) + [0, 0]
-    leader, runner_up = ranked[0], ranked[1]
-    done, posterior = settled(counts, threshold, min_leader)
+    return decide_units([counts], asked, max_votes, threshold=threshold, first_wave=first_wave, min_leader=min_leader)
+
+
+def decide_units(units: list[list[int]], asked: int, max_votes: int, *, threshold: float = DEFAULT_THRESHOLD,
+                 first_wave: int = DEFAULT_FIRST_WAVE, min_leader: int = 0) -> Decision:
+    """`decide` for a vote that settles several units at once (the fields of a vote on an object,
+    logic/field_vote.py): it has settled when every unit has, its posterior is the weakest unit's, and
+    the next wave is what the least settled unit needs."""
     if asked == 0:
         return Decision(False, min(max_votes, max(first_wave, min_leader)), 0.0, "first wave")
-    if done:
+    judged = [(settled(counts, threshold, min_leader), sorted(counts, reverse=True) + [0, 0]) for counts in units or [[]]]
+    posterior = min(p for (_, p), _ in judged)
+    if all(done for (done, _), _ in judged):
         return Decision(True, 0, posterior, f"settled: P(leader ahead) {posterior:.3f} >= {threshold}")
     remaining = max_votes - asked
     if remaining <= 0:
         return Decision(True, 0, posterior, f"asked the most votes ({max_votes})")
-    needed = next((k for k in range(1, remaining + 1)
-                   if leader_posterior(leader + k, runner_up) >= threshold and leader + k >= min_leader), remaining)
+    needed = max(next((k for k in range(1, remaining + 1)
+                       if leader_posterior(ranked[0] + k, ranked[1]) >= threshold and ranked[0] + k >= min_leader),
+                      remaining)
+                 for (done, _), ranked in judged if not done)
     size = min(remaining, max(needed, first_wave))
     why = "cannot settle before the most votes: asking the rest" if size == remaining and needed == remaining else \
         f"not settled: P(leader ahead) {posterior:.3f} < {threshold}"

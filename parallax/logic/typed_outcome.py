@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parallax.logic.field_merge import collect, merge_found, missing_required, verify
-from parallax.logic.field_vote import vote_fields
+from parallax.logic.field_vote import FieldVote, vote_fields
 from parallax.logic.user_schema import leaves, validation_errors
 from parallax.state.payloads import BranchRecord
 from parallax.state.records import JsonSchema, Provenance
@@ -53,8 +53,17 @@ def direct_outcome(schema: JsonSchema, record: BranchRecord) -> TypedOutcome:
                         else [], provenance, {"schema": {"valid": not problems, "errors": problems[:5]}})
 
 
+def _voted(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> FieldVote:
+    return vote_fields(schema, [(r.id, (r.output or {}).get("data") or {}) for r in ok], asked, min_votes)
+
+
+def vote_units(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> list[list[int]]:
+    """What an adaptive vote on an object waits for: the counts of each field that must settle."""
+    return _voted(schema, ok, asked, min_votes).unit_counts
+
+
 def vote_outcome(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> TypedOutcome:
-    tally = vote_fields(schema, [(r.id, (r.output or {}).get("data") or {}) for r in ok], asked, min_votes)
+    tally = _voted(schema, ok, asked, min_votes)
     missing = tally.unsettled_required
     notes = [f"no quorum ({tally.quorum} of {asked} votes) for required field(s): {_names(missing)}"] if missing else []
     if tally.unsettled_optional:

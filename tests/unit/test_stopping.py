@@ -38,3 +38,15 @@ def test_min_votes_keeps_a_vote_going_until_an_answer_has_them():
 
 def test_a_single_vote_asked_is_never_more_than_one():
     assert decide([], 0, 1).next_wave == 1 and decide([1], 1, 1).stop
+
+
+def test_a_vote_on_an_object_waits_for_its_least_settled_field():
+    from parallax.logic.stopping import decide_units
+
+    both = decide_units([[3], [3]], 3, 8)
+    assert both.stop and both.reason.startswith("settled")
+    split = decide_units([[3], [2, 1]], 3, 8)  # revenue settled, currency 2-1: 5-1 settles it, 3 more
+    assert (split.stop, split.next_wave) == (False, 3)
+    assert split.posterior == decide_units([[2, 1]], 3, 8).posterior
+    nothing = decide_units([], 3, 8)  # no field given by any vote: nothing has settled
+    assert not nothing.stop

@@ -311,3 +311,30 @@ def test_a_sync_stream_closed_early_cancels_the_run_and_a_finished_one_leaves_no
     for _ in range(20):  # finishing runs never race the closing of their private loop
         assert graph.invoke({"task": "Say hi.", "mode": "direct"}, context=scripted(
             lambda p, t, i: json.dumps({"reasoning": "r", "answer": "hi"}))[0])["status"] == "ok"
+
+
+async def test_a_vote_on_an_object_stops_once_every_required_field_has_settled(scripted_endpoint):
+    """Adaptive votes on the user's object: three votes that agree on every required field settle it (the
+    optional list may differ); a field still split asks another wave, and only the votes it needs."""
+    from parallax.graphs.solve import graph
+
+    url = scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: {
+        "revenue": 4796, "currency": "USD", "segments": [["Print"], [], ["Media"]][i % 3]})))
+    out = await graph.ainvoke({"task": "What are ACME's revenue and currency?", "mode": "vote", "votes": 8,
+                               "output_schema": FILING})
+    assert (out["status"], out["votes_asked"], len(chat_log(url))) == ("ok", 3, 3)
+    assert out["stop_reason"].startswith("settled") and out["data"]["revenue"] == 4796
+
+
+async def test_a_split_field_of_an_object_asks_more_votes_until_it_settles(scripted_endpoint):
+    from parallax.graphs.solve import graph
+
+    currencies = ["USD", "EUR", "USD", "USD", "USD", "USD", "USD", "USD"]
+    url = scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: {
+        "revenue": 4796, "currency": currencies[i % 8]})))
+    out = await graph.ainvoke({"task": "What are ACME's revenue and currency?", "mode": "vote", "votes": 8,
+                               "output_schema": FILING})
+    # 2-1 after the first wave; 5-1 is the first count that settles it (P = 0.9375), so one wave of 3 more
+    assert (out["votes_asked"], len(chat_log(url)), out["status"], out["data"]["currency"]) == (6, 6, "ok", "USD")
+    fields = {f["path"]: f for f in out["verification"]["rules"]["fields"]}
+    assert fields["currency"]["counts"] == {'"usd"': 5, '"eur"': 1}
