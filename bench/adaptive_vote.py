@@ -20,6 +20,10 @@ mean wall seconds per question, the share of `ok` runs, and the share of `ok` ru
 is the distribution's most likely answer (what `ok` promises: a settled majority, right or wrong).
 Goals (issue 18): calls <= 0.5x fixed-8's, accuracy within 0.5 pp, mean wall <= 1.5x fixed-8's,
 `ok` answers the most likely one in >= 97% of `ok` runs.
+
+Counted on the same streams, without the server, to read the ratio against: Adaptive-Consistency's
+sequential rule, the wave rule that stops when the leader leads by 2 (and what `ok` would cost
+there), and the bound no rule can beat on the mix (bench/vote_bound.py).
 """
 
 from __future__ import annotations
@@ -191,6 +195,68 @@ def sequential_reference(questions: list[Question], voter: Voter, max_votes: int
             "accuracy": round(right / len(questions), 4), "waves_per_question": round(calls / len(questions), 2)}
 
 
+def lead_by_two_reference(questions: list[Question], voter: Voter, fixed_accuracy: float,
+                          threshold: float = 0.93) -> dict[str, Any]:
+    """The wave rule that reaches the calls goal on this mix, counted on the same streams: a first wave
+    of 3, then stop once the leader leads the runner-up by 2 (the shape of the Bayes-optimal policy
+    near 0.5x, see bench/vote_bound.py), else ask the votes that would make it lead by 2. It stops at
+    3-1, which the Beta rule does not call settled; this says what `ok` would cost if it stopped there:
+    with a majority as `ok`, how often an `ok` answer is not the most likely one; with `ok` needing the
+    Beta posterior, how many runs are left to review."""
+    from collections import Counter
+
+    from parallax.logic.stopping import leader_posterior
+
+    calls = right = ok_majority = ok_majority_likely = ok_posterior = 0
+    for q in questions:
+        labels = [voter.label(q.number, k) for k in range(8)]
+        asked = 3
+        while True:
+            ranked = [n for _, n in Counter(labels[:asked]).most_common()] + [0]
+            gap = ranked[0] - ranked[1]
+            if gap >= 2 or asked >= 8:
+                break
+            asked = min(8, asked + 2 - gap)
+        top, top_count = Counter(labels[:asked]).most_common(1)[0]
+        runner_up = ([n for _, n in Counter(labels[:asked]).most_common()] + [0, 0])[1]
+        calls += asked
+        right += top == "right"
+        if top_count > asked // 2 and top_count > runner_up:
+            ok_majority += 1
+            ok_majority_likely += str(q.values[top]) == q.most_likely
+        ok_posterior += leader_posterior(top_count, runner_up) >= threshold
+    n = len(questions)
+    return {"rule": "first wave 3, stop when the leader leads by 2, at most 8",
+            "calls_ratio_vs_fixed_8": round(calls / (8 * n), 3),
+            "accuracy_delta_pp": round(100 * (right / n - fixed_accuracy), 2),
+            "ok_is_most_likely_if_a_majority_is_ok": round(ok_majority_likely / max(1, ok_majority), 4),
+            f"ok_share_if_ok_needs_posterior_{threshold}": round(ok_posterior / n, 3)}
+
+
+def references(args: argparse.Namespace) -> dict[str, Any]:
+    """Only what is counted on the sample streams (no server, seconds): the references and the bound."""
+    from collections import Counter
+
+    questions = make_questions(args.questions, args.seed, args.mix)
+    voter = Voter(questions, args.seed)
+    fixed = sum(Counter(voter.label(q.number, k) for k in range(8)).most_common(1)[0][0] == "right"
+                for q in questions) / len(questions)
+    return {"benchmark": "adaptive_vote references (counted, no server)", "questions": args.questions,
+            "seed": args.seed, "mix": args.mix, "fixed_8_accuracy_counted": round(fixed, 4),
+            "reference_sequential_adaptive_consistency": sequential_reference(questions, voter),
+            "reference_lead_by_two": lead_by_two_reference(questions, voter, fixed), "bound_any_rule": bound(args.mix)}
+
+
+def bound(mix: str) -> dict[str, Any]:
+    """The fewest calls any rule could ask on this mix, knowing it exactly (bench/vote_bound.py)."""
+    from bench.vote_bound import Mix, fewest_votes
+
+    known = Mix([(share, dict(answers)) for share, answers in MIXES[mix].values()])
+    return {"what": "Bayes-optimal, knowing the mix, one vote at a time, may toss a coin between two policies",
+            "at_most_8_within_0.5pp": fewest_votes(known, 8, 0.5),
+            "at_most_8_within_0.1pp": fewest_votes(known, 8, 0.1)}
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     import os
 
@@ -217,6 +283,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "accuracy_delta_pp": round(100 * (run["accuracy"] - fixed["accuracy"]), 2),
             "wall_ratio": round(run["mean_wall_s"] / fixed["mean_wall_s"], 3)}
     result["reference_sequential_adaptive_consistency"] = sequential_reference(questions, voter)
+    result["reference_lead_by_two"] = lead_by_two_reference(questions, voter, fixed["accuracy"])
+    result["bound_any_rule"] = bound(args.mix)
     a8 = result["adaptive_8_vs_fixed_8"]
     result["goals_met"] = {"calls_le_0.5x": a8["calls_ratio"] <= 0.5, "accuracy_within_0.5pp": a8["accuracy_delta_pp"] >= -0.5,
                            "wall_le_1.5x": a8["wall_ratio"] <= 1.5,
@@ -273,7 +341,12 @@ def main() -> None:
     parser.add_argument("--mix", choices=sorted(MIXES), default="mostly-easy", help="which stated distributions")
     parser.add_argument("--embedded", type=int, default=0, metavar="N",
                         help="instead: fixed 8 against adaptive on the embedded model over N GSM8K questions")
+    parser.add_argument("--references-only", action="store_true",
+                        help="only the counted references and the bound on the stated mix (no server, seconds)")
     args = parser.parse_args()
+    if args.references_only:
+        print(json.dumps(references(args)))
+        return
     print(json.dumps(asyncio.run(embedded(args) if args.embedded else main_async(args))))
 
 
