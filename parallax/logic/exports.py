@@ -201,23 +201,23 @@ def _final_branch_and_prompt(trace: dict[str, Any], out: Collector) -> tuple[dic
     return branch, prompt
 
 
-def checked_candidates(trace: dict[str, Any]) -> list[dict[str, Any]]:
+def _checked(trace: dict[str, Any]) -> list[dict[str, Any]]:
     """A speculate run's candidates that made a reply and ran their check (the others give no example)."""
     return [b for b in trace.get("branches", []) if b["kind"] == "candidate" and b.get("status") == "ok"
             and b.get("output") and ((b.get("speculation") or {}).get("check") or {}).get("passed") is not None]
 
 
-def passed(candidate: dict[str, Any]) -> bool:
+def _passed(candidate: dict[str, Any]) -> bool:
     return bool(candidate["speculation"]["check"]["passed"])
 
 
 def _passing_winner(trace: dict[str, Any], out: Collector) -> dict[str, Any] | None:
     """The winner of a speculate run when its check passed; None (counted in `out`) otherwise."""
-    checked = checked_candidates(trace)
+    checked = _checked(trace)
     if not checked:
         out.skip("speculate run without a checked candidate")
         return None
-    winner = next((c for c in checked if c["speculation"].get("result") == "won" and passed(c)), None)
+    winner = next((c for c in checked if c["speculation"].get("result") == "won" and _passed(c)), None)
     if winner is None:
         out.skip("no candidate passed its check")
     return winner
@@ -232,7 +232,7 @@ def _speculate_sft(trace: dict[str, Any], out: Collector) -> None:
 
 
 def _speculate_kto(trace: dict[str, Any], out: Collector) -> None:
-    checked = checked_candidates(trace)
+    checked = _checked(trace)
     if not checked:
         return out.skip("speculate run without a checked candidate")
     ids = {c["id"] for c in checked}
@@ -243,13 +243,13 @@ def _speculate_kto(trace: dict[str, Any], out: Collector) -> None:
         if (prompt := _prompt_of(trace, c)) is None:
             out.skip("prompt not kept in the trace")
         else:
-            out.add(c["prompt_key"], {"prompt": prompt, "completion": [_reply(c)], "label": passed(c)})
+            out.add(c["prompt_key"], {"prompt": prompt, "completion": [_reply(c)], "label": _passed(c)})
 
 
 def _speculate_pair(trace: dict[str, Any], out: Collector) -> tuple[dict[str, Any], dict[str, Any]] | None:
     if (chosen := _passing_winner(trace, out)) is None:
         return None
-    failing = [c for c in checked_candidates(trace) if not passed(c)]
+    failing = [c for c in _checked(trace) if not _passed(c)]
     if not failing:
         out.skip("no pair: no candidate failed its check")
         return None
