@@ -47,7 +47,7 @@ async def _generate(task: CandidateTask, ctx: Context, life: Lifecycle) -> dict[
                 "playbook_item_ids": [item["id"] for item in spec["playbook"]],
                 "prompt": {"name": "candidate", "version": template.get("version", 0) if template else 0}}
     messages = candidate_messages(spec["text"], spec["question"], spec["playbook"], spec["hint"],
-                                  check_note(task["check"]), version=template)
+                                  check_note(task["check"]["command"], task["check"]["file"]), version=template)
     record, _ = await call_branch(identity, messages, CandidateAnswer, ctx, model=spec["model"],
                                   temperature=spec["temperature"], lifecycle=life, run_metadata=dict(task["meta"]))
     record.speculation = _approach(spec)

@@ -56,7 +56,8 @@ def _export(fmt: str, out: Path, min_score: float, tenant: str, since: str | Non
 @export_app.command("sft")
 def sft(out: Out, min_score: MinScore = 1.0, tenant: Tenant = "default", since: Since = None,
         as_json: AsJson = False) -> None:
-    """OpenAI chat fine-tuning lines ({"messages": [system, user, assistant]}) from runs that were right."""
+    """OpenAI chat fine-tuning lines ({"messages": [system, user, assistant]}) from runs that were right (in speculate
+    runs, the candidate that passed its check)."""
     _export("sft", out, min_score, tenant, since, as_json)
 
 
@@ -64,7 +65,8 @@ def sft(out: Out, min_score: MinScore = 1.0, tenant: Tenant = "default", since: 
 def preferences(out: Out, fmt: Annotated[str, typer.Option("--format", help="trl | openai | kto")] = "trl",
                 min_score: MinScore = 1.0, tenant: Tenant = "default", since: Since = None,
                 as_json: AsJson = False) -> None:
-    """Preference pairs from vote runs with a known right answer (trl, openai), or unpaired verdicts (kto)."""
+    """Preference pairs from vote runs with a known right answer and checked speculate runs (trl, openai), or
+    unpaired verdicts (kto)."""
     if fmt not in ("trl", "openai", "kto"):
         fail(f"unknown format {fmt!r}: use trl, openai or kto")
     _export(fmt, out, min_score, tenant, since, as_json)

@@ -17,6 +17,7 @@ from typing import TypeVar
 from langchain_core.messages import BaseMessage
 
 from parallax.logic.routing import votes_of
+from parallax.logic.speculation import candidate_prompts
 from parallax.logic.stopping import decide
 from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
 from parallax.state.context import Context, filled
@@ -112,9 +113,12 @@ def branch_messages(spec: BranchAsk, template: PromptVersion | None, schema: Jso
 
 
 def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]]:
-    """(kind, slice index or 0) -> the messages those business branches were sent. Votes share one
-    prompt. Rebuilt from the state for the trace, so the checkpoint never holds a copy per branch."""
+    """(kind, slice or candidate index, else 0) -> the messages those business branches (or speculative
+    candidates) were sent. Votes share one prompt. Rebuilt from the state for the trace, so the checkpoint
+    never holds a copy per branch."""
     task, question, route = state["task"], state.get("question", ""), state["mode"]
+    if route == "speculate":
+        return candidate_prompts(state)
     selections = state.get("playbook_selections") or [[]]
     prompts = state.get("prompts") or {}
     schema = state.get("output_schema")

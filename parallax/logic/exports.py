@@ -20,6 +20,13 @@ or (without one) when its latest feedback is at least `min_score`.
   all votes of a run share one prompt;
 - kto: runs with a verdict (a target or feedback), the branch that gave the final answer,
   label = right (feedback >= 0.5 when there is feedback).
+Speculate runs with a check are judged by the check instead: each candidate's own prompt is
+kept (the approach it was given), and a candidate that passed is right, one that failed is
+wrong. sft: the winner when it passed; kto: every checked candidate, label = passed;
+preferences: chosen = the winner when it passed, rejected = a candidate whose check failed,
+under the winner's prompt (one with the very same prompt first: candidates' prompts differ
+only by their approach sentence). Cancelled, refused and failed candidates were never
+checked and give nothing; a run without a check (a judge's pick) gives nothing.
 Every line is redacted again and de-duplicated by prompt (the first run with a prompt
 wins); what is left out is counted by reason.
 """
@@ -194,9 +201,68 @@ def _final_branch_and_prompt(trace: dict[str, Any], out: Collector) -> tuple[dic
     return branch, prompt
 
 
+def _checked(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """A speculate run's candidates that made a reply and ran their check (the others give no example)."""
+    return [b for b in trace.get("branches", []) if b["kind"] == "candidate" and b.get("status") == "ok"
+            and b.get("output") and ((b.get("speculation") or {}).get("check") or {}).get("passed") is not None]
+
+
+def _passed(candidate: dict[str, Any]) -> bool:
+    return bool(candidate["speculation"]["check"]["passed"])
+
+
+def _passing_winner(trace: dict[str, Any], out: Collector) -> dict[str, Any] | None:
+    """The winner of a speculate run when its check passed; None (counted in `out`) otherwise."""
+    checked = _checked(trace)
+    if not checked:
+        out.skip("speculate run without a checked candidate")
+        return None
+    winner = next((c for c in checked if c["speculation"].get("result") == "won" and _passed(c)), None)
+    if winner is None:
+        out.skip("no candidate passed its check")
+    return winner
+
+
+def _speculate_sft(trace: dict[str, Any], out: Collector) -> None:
+    if (winner := _passing_winner(trace, out)) is None:
+        return
+    if (prompt := _prompt_of(trace, winner)) is None:
+        return out.skip("prompt not kept in the trace")
+    out.add(winner["prompt_key"], {"messages": [*prompt, _reply(winner)]})
+
+
+def _speculate_kto(trace: dict[str, Any], out: Collector) -> None:
+    checked = _checked(trace)
+    if not checked:
+        return out.skip("speculate run without a checked candidate")
+    ids = {c["id"] for c in checked}
+    for c in trace.get("branches", []):
+        if c["kind"] == "candidate" and c["id"] not in ids:
+            out.skip("candidate not checked (cancelled, refused or failed)")
+    for c in checked:
+        if (prompt := _prompt_of(trace, c)) is None:
+            out.skip("prompt not kept in the trace")
+        else:
+            out.add(c["prompt_key"], {"prompt": prompt, "completion": [_reply(c)], "label": _passed(c)})
+
+
+def _speculate_pair(trace: dict[str, Any], out: Collector) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    if (chosen := _passing_winner(trace, out)) is None:
+        return None
+    failing = [c for c in _checked(trace) if not _passed(c)]
+    if not failing:
+        out.skip("no pair: no candidate failed its check")
+        return None
+    same = [c for c in failing if c.get("prompt_key") == chosen.get("prompt_key")]
+    return chosen, (same or failing)[0]
+
+
 def sft(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
     out = Collector("sft")
     for trace in traces:
+        if trace.get("mode") == "speculate":
+            _speculate_sft(trace, out)
+            continue
         if not is_right(trace, min_score):
             out.skip("not known to be right" if is_right(trace, min_score) is None else "wrong")
             continue
@@ -209,6 +275,9 @@ def sft(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
 def kto(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
     out = Collector("kto")
     for trace in traces:
+        if trace.get("mode") == "speculate":
+            _speculate_kto(trace, out)
+            continue
         feedback = latest_score(trace)
         label = (feedback >= 0.5) if feedback is not None else trace.get("correct")
         if label is None:
@@ -233,23 +302,32 @@ def _right_votes(trace: dict[str, Any], votes: list[dict[str, Any]], min_score: 
     return None
 
 
+def _vote_pair(trace: dict[str, Any], out: Collector, min_score: float) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A vote that gave the right answer and one, sent the same prompt, that did not; None (counted) otherwise."""
+    if trace.get("mode") != "vote":
+        out.skip("not a vote or speculate run")
+        return None
+    votes = [b for b in trace.get("branches", []) if b["kind"] == "vote" and b.get("status") == "ok" and b.get("output")]
+    right = _right_votes(trace, votes, min_score) if votes else None
+    if right is None:
+        out.skip("right answer not known")
+        return None
+    chosen = next((b for b, ok in zip(votes, right, strict=True) if ok), None)
+    rejected = next((b for b, ok in zip(votes, right, strict=True) if not ok and chosen
+                     and b.get("prompt_key") == chosen.get("prompt_key")), None)
+    if chosen is None or rejected is None:
+        out.skip("no pair: every vote was " + ("wrong" if chosen is None else "right"))
+        return None
+    return chosen, rejected
+
+
 def preferences(traces: list[dict[str, Any]], fmt: str, min_score: float = 1.0) -> Collector:
     out = Collector(fmt)
     for trace in traces:
-        if trace.get("mode") != "vote":
-            out.skip("not a vote run")
+        pair = _speculate_pair(trace, out) if trace.get("mode") == "speculate" else _vote_pair(trace, out, min_score)
+        if pair is None:
             continue
-        votes = [b for b in trace.get("branches", []) if b["kind"] == "vote" and b.get("status") == "ok" and b.get("output")]
-        right = _right_votes(trace, votes, min_score) if votes else None
-        if right is None:
-            out.skip("right answer not known")
-            continue
-        chosen = next((b for b, ok in zip(votes, right, strict=True) if ok), None)
-        rejected = next((b for b, ok in zip(votes, right, strict=True) if not ok and chosen
-                         and b.get("prompt_key") == chosen.get("prompt_key")), None)
-        if chosen is None or rejected is None:
-            out.skip("no pair: every vote was " + ("wrong" if chosen is None else "right"))
-            continue
+        chosen, rejected = pair
         prompt = _prompt_of(trace, chosen)
         if prompt is None:
             out.skip("prompt not kept in the trace")

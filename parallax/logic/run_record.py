@@ -4,8 +4,8 @@
   learn and eval paths make), whether the answer matched it (logic/scoring.py).
 - `used_subjects`: the playbook and the prompt versions this run actually used, with the
   arm of a gray release that served each (only prompts some branch was built from count).
-- `kept_prompts`: the messages business branches were sent, so `parallax export` can write
-  fine-tuning data. They are rebuilt from the run's state rather than carried by every
+- `kept_prompts`: the messages business branches and speculative candidates were sent, so
+  `parallax export` can write fine-tuning data. They are rebuilt from the run's state rather than carried by every
   branch record (a 1,000-vote run sends one prompt a thousand times), stored once per
   distinct prompt under a content key that each branch record names (`prompt_key`), and
   left out, with the reason, past `limit_chars` (PARALLAX_TRACE_PROMPT_CHARS). The store
@@ -62,7 +62,7 @@ def prompt_key(messages: list[dict[str, Any]]) -> str:
 
 def kept_prompts(state: SolveState, limit_chars: int) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], str], str]:
     """(prompt key -> messages, (kind, slice index) -> key, why none were kept or "")."""
-    if not any(b["kind"] in BUSINESS for b in state.get("branches", [])):
+    if not any(b["kind"] in (*BUSINESS, "candidate") for b in state.get("branches", [])):
         return {}, {}, ""
     built = {where: as_dicts(messages) for where, messages in branch_prompts(state).items()}
     size = sum(len(m["content"]) for messages in built.values() for m in messages)
@@ -79,4 +79,7 @@ def latest_score(trace: dict[str, Any]) -> float | None:
 
 
 def branch_place(record: Mapping[str, Any]) -> tuple[str, int]:
+    """Where a branch record's prompt is in `kept_prompts`: its kind and its slice (or candidate) index."""
+    if record["kind"] == "candidate":
+        return "candidate", (record.get("speculation") or {}).get("index") or 0
     return record["kind"], record.get("slice_index") or 0

@@ -22,6 +22,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
+from parallax.prompts.solve import candidate_messages
 from parallax.state.context import Context, filled
 from parallax.state.records import CandidateSpec, CheckSpec
 from parallax.state.solve import SolveState
@@ -80,12 +83,23 @@ def check_spec(state: SolveState, ctx: Context) -> CheckSpec:
             "repo": state.get("repo", ""), "timeout_s": filled(ctx.tool_timeout_s)}
 
 
-def check_note(check: CheckSpec) -> str:
+def check_note(command: str, file: str) -> str:
     """What a candidate's prompt says about its check: the answer is the file's whole content."""
-    if not check["command"]:
+    if not command:
         return ""
-    return (f"; it is saved as the file {check['file']} and checked by running `{check['command']}`, "
+    return (f"; it is saved as the file {file} and checked by running `{command}`, "
             "so give the file's complete content and nothing else")
+
+
+def candidate_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]]:
+    """("candidate", index) -> the messages that candidate was sent, rebuilt from the state and its branch record
+    (its approach's hint) as nodes/candidate.py built them, so the trace keeps them for `parallax export`."""
+    note = check_note(state.get("check", ""), state.get("check_file") or DEFAULT_CHECK_FILE)
+    lessons = (state.get("playbook_selections") or [[]])[0]
+    template = (state.get("prompts") or {}).get("candidate")
+    return {("candidate", spec["index"]): candidate_messages(state["task"], state.get("question", ""), lessons,
+                                                             spec["hint"], note, version=template)
+            for b in state.get("branches", []) if b["kind"] == "candidate" and (spec := b.get("speculation") or {})}
 
 
 def passed_tests(output: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -82,7 +83,7 @@ def test_trl_and_openai_preferences_pair_a_right_vote_with_a_wrong_one(history, 
     trl, openai = tmp_path / "trl.jsonl", tmp_path / "dpo.jsonl"
     report = export("preferences", "--format", "trl", "--out", str(trl))
     assert report["written"] == 1
-    assert report["left_out"]["not a vote run"] == 5 and report["left_out"]["no pair: every vote was right"] == 1
+    assert report["left_out"]["not a vote or speculate run"] == 5 and report["left_out"]["no pair: every vote was right"] == 1
     (line,) = lines(trl)
     assert set(line) == {"prompt", "chosen", "rejected"}
     assert roles(line["prompt"]) == ["system", "user"] and roles(line["chosen"]) == roles(line["rejected"]) == ["assistant"]
@@ -147,3 +148,101 @@ def test_the_format_check_refuses_lines_that_are_not_the_format():
     for fmt, line in bad:
         with pytest.raises(ValidationError):
             validate_line(fmt, line)
+
+
+# --- speculate runs: a real check said which candidate passed -------------------------------------
+
+PASS_AFTER_TWO_FAILED = r'''
+import os, sys, time
+text, marks = open(os.environ["PARALLAX_CANDIDATE_FILE"]).read(), sys.argv[1]
+if "FAIL" in text:
+    open(os.path.join(marks, str(os.getpid())), "w").close()
+    print("1 passed, 2 failed"); sys.exit(1)
+deadline = time.time() + 20
+while len(os.listdir(marks)) < 2 and time.time() < deadline:  # pass once both failing checks are done
+    time.sleep(0.05)
+print("3 passed"); sys.exit(0)
+'''
+CANDIDATES = {0.2: "PASS add", 0.467: "FAIL add two", 0.733: "FAIL add three"}  # 1.0 is slow: cancelled
+
+
+def candidate_script(sent: dict[str, str]):
+    """Four add(a, b) candidates by temperature: one passes, two fail, the slowest is cancelled; sub(a, b)'s fail.
+    `sent` gets each reply's prompt as the model got it, by the reply's answer."""
+
+    def script(prompt: str, temperature: float, index: int):
+        answer = f"FAIL sub {temperature}" if "sub(a, b)" in prompt else CANDIDATES.get(round(temperature, 3), "SLOW")
+        sent[answer] = prompt
+        reply = json.dumps({"reasoning": "r", "answer": answer, "files": []})
+        return (30.0, reply) if answer == "SLOW" else reply
+
+    return script
+
+
+@pytest.fixture
+def speculated(tmp_path):
+    """A speculate run with 1 passing, 2 failing and 1 cancelled candidate, and one where none passed; each
+    candidate's prompt as the model got it, by its reply's answer."""
+    check, marks = tmp_path / "check.py", tmp_path / "marks"
+    check.write_text(PASS_AFTER_TWO_FAILED)
+    marks.mkdir()
+    sent: dict[str, str] = {}
+    ctx, _ = scripted(candidate_script(sent), early_stop=True)
+    command = f"{sys.executable} {check} {marks}"
+    won = run(ctx, "Write add(a, b).", "--mode", "speculate", "--candidates", "4", "--check", command)
+    lost = run(ctx, "Write sub(a, b).", "--mode", "speculate", "--candidates", "2", "--check", command)
+    assert (won["status"], won["answer"], lost["status"]) == ("ok", "PASS add", "needs_review")
+    results = sorted(b["speculation"]["result"] for b in won["branches"] if b["kind"] == "candidate")
+    assert results == ["cancelled", "lost", "lost", "won"]
+    return sent
+
+
+def asked(prompt: list[dict]) -> str:
+    """A line's prompt as the scripted model saw it (its messages' contents, one a line)."""
+    return "\n".join(m["content"] for m in prompt)
+
+
+def reply(line: list[dict]) -> str:
+    (message,) = line
+    assert message["role"] == "assistant"
+    return json.loads(message["content"])["answer"]
+
+
+def test_sft_of_speculate_runs_is_the_candidate_that_passed_its_check(speculated, tmp_path):
+    path = tmp_path / "sft.jsonl"
+    report = export("sft", "--out", str(path))
+    (line,) = lines(path)
+    assert roles(line["messages"]) == ["system", "user", "assistant"] and reply(line["messages"][2:]) == "PASS add"
+    assert asked(line["messages"][:2]) == speculated["PASS add"]  # the winner's own prompt, its approach in it
+    assert "Approach: Solve it the most direct, conventional way." in line["messages"][0]["content"]
+    assert report["left_out"] == {"no candidate passed its check": 1}
+
+
+def test_kto_of_speculate_runs_labels_each_checked_candidate_by_its_check(speculated, tmp_path):
+    path = tmp_path / "kto.jsonl"
+    report = export("preferences", "--format", "kto", "--out", str(path))
+    found = {reply(line["completion"]): line for line in lines(path)}
+    assert {answer: line["label"] for answer, line in found.items()} == {
+        "PASS add": True, "FAIL add two": False, "FAIL add three": False, "FAIL sub 0.2": False, "FAIL sub 1.0": False}
+    assert all(asked(line["prompt"]) == speculated[answer] for answer, line in found.items())
+    assert len({asked(line["prompt"]) for line in found.values()}) == 5  # each candidate had its own approach
+    assert report["left_out"] == {"candidate not checked (cancelled, refused or failed)": 1}
+
+
+def test_preferences_of_speculate_runs_prefer_the_passing_candidate_to_a_failing_one(speculated, tmp_path):
+    trl, openai = tmp_path / "trl.jsonl", tmp_path / "dpo.jsonl"
+    report = export("preferences", "--format", "trl", "--out", str(trl))
+    (line,) = lines(trl)
+    assert reply(line["chosen"]) == "PASS add" and reply(line["rejected"]) == "FAIL add two"
+    assert roles(line["prompt"]) == ["system", "user"] and asked(line["prompt"]) == speculated["PASS add"]
+    assert report["written"] == 1 and report["left_out"] == {"no candidate passed its check": 1}
+    export("preferences", "--format", "openai", "--out", str(openai))
+    (dpo,) = lines(openai)
+    assert dpo["input"]["messages"] == line["prompt"]
+    assert dpo["preferred_output"] == line["chosen"] and dpo["non_preferred_output"] == line["rejected"]
+
+
+def test_a_speculate_run_without_a_passing_candidate_says_so(speculated, tmp_path):
+    out = runner.invoke(app, ["export", "preferences", "--out", str(tmp_path / "x.jsonl")])
+    said = " ".join(out.output.split())  # the console wraps long lines
+    assert out.exit_code == 0 and "wrote 1 trl examples" in said and "left out: 1 no candidate passed its check" in said
