@@ -36,6 +36,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
@@ -43,7 +44,7 @@ from starlette.responses import JSONResponse
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
-from parallax.runtime.storage.postgres import conninfo, lock_key
+from parallax.runtime.storage.postgres import LockTimeout, advisory_lock
 from parallax.runtime.storage.retention import delete_run_checkpoints
 from parallax.server import metrics, platform
 from parallax.server.auth import key_from, tenant_for_key
@@ -97,37 +98,25 @@ def with_length(scope: Scope, length: int) -> Scope:
 
 
 class ThreadLock:
-    """The per-thread advisory lock (all replicas) on a connection of its own, which also runs the checks."""
+    """The per-thread advisory lock (all replicas), whose connection of its own also runs the checks.
+    Acquired and released apart (released as soon as Aegra starts answering, and again, harmlessly, at the end)."""
 
     def __init__(self, thread_id: str) -> None:
-        self.thread_id, self.key = thread_id, lock_key(f"thread:{thread_id}")
-        self.conn: Any = None  # a psycopg AsyncConnection while acquired
-        self._held = False
+        self.thread_id = thread_id
+        self.conn: Any = None  # the lock's psycopg AsyncConnection while held
+        self._held = AsyncExitStack()
 
     async def acquire(self, timeout_s: float) -> bool:
-        import psycopg
-
-        self.conn = await psycopg.AsyncConnection.connect(conninfo(os.environ["DATABASE_URL"]), autocommit=True)
-        delay, deadline = 0.005, time.monotonic() + timeout_s
-        while not (await (await self.conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))).fetchone())[0]:
-            if time.monotonic() >= deadline:
-                await self.release()
-                return False
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.1)
-        self._held = True
+        lock = advisory_lock(os.environ["DATABASE_URL"], f"thread:{self.thread_id}", timeout_s)
+        try:
+            self.conn = await self._held.enter_async_context(lock)
+        except LockTimeout:
+            return False
         return True
 
     async def release(self) -> None:
-        conn, self.conn = self.conn, None
-        if conn is None:
-            return
-        try:
-            if self._held:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
-        finally:
-            self._held = False
-            await conn.close()
+        self.conn = None
+        await self._held.aclose()
 
     async def active_runs(self, tenant: str) -> list[str] | None:
         """The tenant's runs of this thread in flight, oldest first; None when the thread is another tenant's."""

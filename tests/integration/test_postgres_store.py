@@ -96,3 +96,54 @@ def test_label_changes_from_many_connections_all_count(database):
             return await playbooks_in(store, "acme").labels("counted").get()
 
     assert len(asyncio.run(read())["events"]) == WRITERS * COMMITS
+
+
+def test_two_holders_of_one_key_take_turns_and_a_waiter_that_times_out_leaves_no_connection(database, monkeypatch):
+    """The server's per-thread lock and the commit lock are one advisory lock: the second holder waits for the
+    first, a waiter that gives up gets False (or the commit lock's timeout error) and keeps no connection."""
+    import psycopg
+
+    from parallax.runtime.storage.namespaces import StoreError
+    from parallax.runtime.storage.postgres import PostgresCommitLock, conninfo
+    from parallax.server.run_requests import ThreadLock
+
+    monkeypatch.setenv("DATABASE_URL", database)
+
+    def others() -> int:
+        """Connections to the test database other than this one."""
+        with psycopg.connect(conninfo(database)) as conn:
+            return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                "AND pid <> pg_backend_pid()").fetchone()[0]
+
+    async def settled(expected: int) -> int:
+        """The count once closed connections' backends have gone (they exit a moment after the client closes)."""
+        for _ in range(50):
+            if (count := others()) == expected:
+                break
+            await asyncio.sleep(0.05)
+        return count
+
+    async def contend() -> None:
+        first, second = ThreadLock("contended"), ThreadLock("contended")
+        assert await first.acquire(5)
+        assert (await (await first.conn.execute("SELECT 1")).fetchone())[0] == 1  # the checks run on its connection
+        waiting = asyncio.create_task(second.acquire(10))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # the second holder waits while the first holds
+
+        late = ThreadLock("contended")
+        assert await late.acquire(0.2) is False
+        assert late.conn is None
+        with pytest.raises(StoreError, match=r"timed out after 0\.2s waiting for the lock 'thread:contended'"):
+            async with PostgresCommitLock(database, timeout=0.2).hold("thread:contended"):
+                pass
+        assert await settled(2) == 2  # the two holders' connections; neither waiter kept one
+
+        await first.release()
+        assert await asyncio.wait_for(waiting, 5) is True
+        assert first.conn is None and second.conn is not None
+        await second.release()
+        await second.release()  # the middleware releases twice (once Aegra answers, and at the end)
+        assert await settled(0) == 0
+
+    asyncio.run(contend())

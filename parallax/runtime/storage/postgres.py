@@ -3,8 +3,10 @@
 Why advisory locks: a commit's read-head -> write-version -> write-head section must exclude
 every other writer of that playbook, and in a deployment the writers are graph runs on
 several replicas (and `parallax` commands on other machines). A file lock or a process lock
-cannot see them; PostgreSQL can. `PostgresCommitLock.hold(name)` opens its own connection and
-takes the session-level advisory lock of a 64-bit key derived from the name. It polls
+cannot see them; PostgreSQL can. `advisory_lock(url, name, timeout)` opens its own connection and
+takes the session-level advisory lock of a 64-bit key derived from the name; `PostgresCommitLock.hold(name)`
+is that lock, and so is the server's per-thread double-texting lock (server/run_requests.py), which
+runs its checks on the connection the lock yields. It polls
 `pg_try_advisory_lock` (with `asyncio.sleep` between tries, at most `timeout` seconds) rather
 than blocking in `pg_advisory_lock`: a waiter blocked inside a statement counts as a running
 transaction, and the store's migrations (`CREATE INDEX CONCURRENTLY`) wait for every running
@@ -28,7 +30,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any
 
 from parallax.runtime.storage.namespaces import StoreError
@@ -61,9 +63,30 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def _timed_out(name: str, timeout: float) -> StoreError:
-    return StoreError(f"timed out after {timeout:g}s waiting for the lock {name!r}: another writer holds it; "
-                      "retry when it is done")
+class LockTimeout(StoreError):
+    """The lock stayed held by another holder for the whole timeout."""
+
+    def __init__(self, name: str, timeout: float) -> None:
+        super().__init__(f"timed out after {timeout:g}s waiting for the lock {name!r}: another writer holds it; "
+                         "retry when it is done")
+
+
+@asynccontextmanager
+async def advisory_lock(url: str, name: str, timeout: float) -> AsyncIterator[Any]:
+    """Hold the advisory lock of `name` on a connection of its own, which it yields (the holder may run
+    statements on it); LockTimeout after `timeout` seconds. The connection is closed on every way out."""
+    psycopg = _psycopg()
+    key, delay, deadline = lock_key(name), 0.002, time.monotonic() + timeout
+    async with await psycopg.AsyncConnection.connect(conninfo(url), autocommit=True) as conn:
+        while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone())[0]:
+            if time.monotonic() >= deadline:
+                raise LockTimeout(name, timeout)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        try:
+            yield conn
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 class PostgresCommitLock:
@@ -72,20 +95,8 @@ class PostgresCommitLock:
     def __init__(self, url: str, timeout: float = 120.0) -> None:
         self.conninfo, self.timeout = conninfo(url), timeout
 
-    @asynccontextmanager
-    async def hold(self, name: str) -> AsyncIterator[None]:
-        psycopg = _psycopg()
-        key, delay, deadline = lock_key(name), 0.002, time.monotonic() + self.timeout
-        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
-            while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone())[0]:
-                if time.monotonic() >= deadline:
-                    raise _timed_out(name, self.timeout)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.05)
-            try:
-                yield
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    def hold(self, name: str) -> AbstractAsyncContextManager[Any]:
+        return advisory_lock(self.conninfo, name, self.timeout)
 
 
 @contextmanager
@@ -96,7 +107,7 @@ def held_sync(url: str, name: str, timeout: float = 300.0) -> Iterator[None]:
     with psycopg.connect(conninfo(url), autocommit=True) as conn:
         while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
             if time.monotonic() >= deadline:
-                raise _timed_out(name, timeout)
+                raise LockTimeout(name, timeout)
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
         try:
