@@ -207,7 +207,8 @@ def traces_line(found: dict[str, Any]) -> str:
     """What `--from-traces` found, for the terminal."""
     signals = ", ".join(f"{n} by {source}" for source, n in found.get("by_signal", {}).items()) or "none"
     return (f"stored runs: {found['considered']} served by the playbook, {found['claimed']} to learn from ({signals}); "
-            f"{found['no_signal']} without a signal, {found['taken_before']} learned from before, "
+            f"{found['no_signal']} without a signal, {found['taken_before']} taken before (learned from, given up, or "
+            "claimed by another round), "
             f"{found['task_not_kept']} whose task was not kept; {found['replayed_in_gate']} with a target replayed "
             "in the gate")
 

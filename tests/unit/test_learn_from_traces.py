@@ -242,6 +242,19 @@ async def test_a_reflection_that_fails_once_is_learned_the_next_round_and_its_co
     assert (record["state"], record["outcome"], record["failures"]) == ("consumed", "learned", 1)
 
 
+async def test_a_failure_reported_by_a_round_that_lost_its_claim_leaves_the_new_claim_alone():
+    store = InMemoryStore()
+    consumed = consumed_in(store, "default", "default")
+    await consumed.claim(["trace-1"], "learn-slow", None, 0.05)
+    await asyncio.sleep(0.1)  # the slow round's claim expired; another round took the run
+    assert (await consumed.claim(["trace-1"], "learn-next", None, 600))[0] == ["trace-1"]
+    failure = {"cause": "parse", "error": "ParseFailure: not JSON", "counts": True}
+    assert await consumed.release({"trace-1": failure}, "learn-slow") == []
+    [record] = (await consumed.records()).values()
+    assert (record["round"], record["state"], record.get("failures")) == ("learn-next", "claimed", None)
+    assert (await consumed.claim(["trace-1"], "learn-third", None, 600))[0] == []  # still held by learn-next
+
+
 # --- the loop: candidate -> canary ---------------------------------------------------------------
 
 
