@@ -4,7 +4,8 @@ Each batch's entry also says which of its training tasks failed and why (`failed
 `failures` by cause; logic/failures.py), and how the gate's validation runs failed
 (`val_failures`), so a learn run that met a broken endpoint says so instead of learning quietly.
 With `from_traces`, the stored runs the batch reflected on are marked consumed here, after the
-version (or the rejected candidate) is written (runtime/storage/consumed.py).
+version (or the rejected candidate) is written, and the ones whose reflection failed are released
+for a later round or given up as unlearnable (logic/trace_learning.py).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from parallax.state.playbook import Operation
 
 async def consumed(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
     """With `from_traces`: mark the runs this batch reflected on consumed, after the version (or the rejected
-    candidate) is written, so a learn run killed before then leaves them to a later round."""
+    candidate) is written, so a learn run killed before then leaves them to a later round; release (or give up)
+    the runs whose reflection failed."""
     found = dict(state.get("traces") or {})
     if state.get("from_traces"):
-        found["consumed"] = found.get("consumed", 0) + await consume_runs(
-            runtime.store, state["tenant"], state["playbook"], state["learn_run_id"], state.get("runs", []))
+        went = await consume_runs(runtime.store, state["tenant"], state["playbook"], state["learn_run_id"],
+                                  state.get("runs", []))
+        for key, n in went.items():
+            found[key] = found.get(key, 0) + n
     return found
 
 

@@ -197,7 +197,8 @@ def learn(
         err.print(f"playbook {result.get('playbook')}: v{result.get('from_version')} -> v{result.get('to_version')} "
                   f"({'accepted' if result.get('accepted') else 'nothing accepted'}); validation accuracy "
                   f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s"
-                  + _failed(result["failures"], "training tasks") + _failed(result["val_failures"], "validation runs"),
+                  + _failed(result["failures"], "training tasks") + _failed(result["val_failures"], "validation runs")
+                  + (stored_runs_line(result["traces"]) if result.get("traces") else ""),
                   highlight=False)
     print_model_notice(context)
 
@@ -206,9 +207,16 @@ def traces_line(found: dict[str, Any]) -> str:
     """What `--from-traces` found, for the terminal."""
     signals = ", ".join(f"{n} by {source}" for source, n in found.get("by_signal", {}).items()) or "none"
     return (f"stored runs: {found['considered']} served by the playbook, {found['claimed']} to learn from ({signals}); "
-            f"{found['no_signal']} without a signal, {found['taken_before']} learned from before, "
+            f"{found['no_signal']} without a signal, {found['taken_before']} taken before (learned from, given up, or "
+            "claimed by another round), "
             f"{found['task_not_kept']} whose task was not kept; {found['replayed_in_gate']} with a target replayed "
             "in the gate")
+
+
+def stored_runs_line(found: dict[str, Any]) -> str:
+    """What `--from-traces` did with the runs it claimed, for the summary."""
+    return (f"; stored runs learned from {found.get('consumed', 0)}, to retry {found.get('to_retry', 0)} (reflection "
+            f"failed), given up as unlearnable {found.get('unlearnable', 0)}")
 
 
 def failure_totals(batches: list[dict[str, Any]]) -> dict[str, Any]:

@@ -3,7 +3,8 @@
     loop once       one round (logic/loop.py): look again at a running canary; learn from the
                     stored runs the playbook served that no round has learned from; gate the
                     candidate on replayed runs that carry a target; put it on canary
-    loop status     the last rounds: runs consumed, candidate, gate, canary state
+    loop status     the last rounds: runs consumed, candidate, gate, canary state; how many of
+                    the playbook's runs were learned from, and given up as unlearnable
     loop install    a cron on the served API that runs the `loop` graph every period
                     (langgraph-sdk `client.crons`; Aegra fires it on one replica)
 
@@ -77,9 +78,17 @@ def round_line(record: dict[str, Any]) -> str:
                  f"{gate['before']} -> {gate['after']} on {gate['val_size']} replayed" if gate["claimed"] else
                  "no offline gate claimed (no run carried a target)")
     return (f"round {record['round']} ({record['playbook']}): {record['status']} - {record['why']}; "
-            f"runs consumed {found.get('consumed', 0)}; gate: {gate_text}; canary: {canary.get('state', 'none')}"
+            f"runs consumed {found.get('consumed', 0)}" + given_up_text(found)
+            + f"; gate: {gate_text}; canary: {canary.get('state', 'none')}"
             + (f" v{canary['version']}" if canary.get("version") is not None else "")
             + (f", production v{canary['production']}" if canary.get("production") is not None else ""))
+
+
+def given_up_text(found: dict[str, Any]) -> str:
+    """What a round's failed reflections did to its runs, or nothing when none failed."""
+    parts = [f"{found[k]} {what}" for k, what in (("to_retry", "to retry (reflection failed)"),
+                                                 ("unlearnable", "given up as unlearnable")) if found.get(k)]
+    return f", {', '.join(parts)}" if parts else ""
 
 
 def once(
@@ -129,16 +138,18 @@ def status(
     last: Annotated[int, typer.Option(help="How many rounds to show, newest last.")] = 10,
     as_json: AsJson = False,
 ) -> None:
-    """The last rounds: runs consumed, candidate, gate result, canary state."""
+    """The last rounds: runs consumed, candidate, gate result, canary state; the playbook's runs by outcome."""
     from parallax.logic.loop import canary_state, rounds
-    from parallax.runtime.storage.stores import playbooks_in
+    from parallax.runtime.storage.consumed import MAX_FAILURES
+    from parallax.runtime.storage.stores import consumed_in, playbooks_in
 
     if last < 1:
         fail(f"--last must be at least 1, got {last}")
 
     async def read(store: Any) -> dict[str, Any]:
         return {"playbook": playbook, "tenant": tenant, "rounds": await rounds(store, tenant, playbook, last),
-                "canary": canary_state(await playbooks_in(store, tenant).labels(playbook).get())}
+                "canary": canary_state(await playbooks_in(store, tenant).labels(playbook).get()),
+                "runs": await consumed_in(store, tenant, playbook).outcomes()}
     view = with_store(read, tenant)
     if as_json:
         return emit(view)
@@ -150,15 +161,20 @@ def status(
     canary = view["canary"]
     console.print(f"now: production v{canary.get('production')}, canary {canary['state']}"
                   + (f" v{canary['version']}" if canary.get("version") is not None else ""))
+    runs = view["runs"]
+    console.print(f"stored runs: {runs['learned']} learned from, {runs['unlearnable']} given up as unlearnable "
+                  f"(their reflection failed {MAX_FAILURES} times), {runs['claimed']} claimed now, "
+                  f"{runs['to_retry']} to retry")
 
 
 def rounds_table(playbook: str, tenant: str, rounds: list[dict[str, Any]]) -> Table:
-    """One row per round: when, what it did, runs consumed, candidate, gate, canary after it, why."""
+    """One row per round: when, what it did, runs consumed and given up, candidate, gate, canary after it, why."""
     table = new_table(f"loop rounds of {playbook} ({tenant})",
-                      ("started", "status", "runs", "candidate", "gate", "canary", "why"), text=("why",))
+                      ("started", "status", "runs", "given up", "candidate", "gate", "canary", "why"), text=("why",))
     for r in rounds:
         gate, cand, canary = r.get("gate"), r.get("candidate") or {}, r.get("canary") or {}
-        table.add_row(when(r["started_at"]), r["status"], str((r.get("traces") or {}).get("consumed", 0)),
+        found = r.get("traces") or {}
+        table.add_row(when(r["started_at"]), r["status"], str(found.get("consumed", 0)), str(found.get("unlearnable", 0)),
                       f"v{cand['version']}" if cand.get("version") is not None else "-",
                       "-" if gate is None else f"{gate['before']}→{gate['after']}" if gate["claimed"] else "none",
                       canary.get("state", "none") + (f" v{canary['version']}" if canary.get("version") is not None

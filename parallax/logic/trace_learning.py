@@ -9,6 +9,12 @@ playbook yet. They are claimed oldest first, up to `limit`, under the store's lo
 The gate's validation tasks: the playbook's runs that carry a target (a person's correction,
 or a target given with the run), newest first, replayed with the head and with the candidate.
 With none, the gate has nothing to measure and says so: no offline gate is claimed.
+
+After each batch, a run reflected on is consumed. A run whose reflection failed goes back at
+once for the next round; only a reply that came back and could not be used (cause `parse` or
+`length`: a model that cannot write the reflection) counts toward its MAX_FAILURES, after which
+it is given up as unlearnable. The endpoint's failures (connection, timeout, circuit open, rate
+limit, 5xx, 4xx) and crashes never count: a broken endpoint must not burn runs.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 from langgraph.store.base import BaseStore
 
 from parallax.logic.run_stats import parse_since
-from parallax.logic.trace_signal import learn_task, replay_task, served_by, signal_of, task_text
+from parallax.logic.trace_signal import MODEL_CAUSES, learn_task, replay_task, served_by, signal_of, task_text
 from parallax.runtime.storage.stores import consumed_in, traces_in
 
 LEASE_S = 1800.0
@@ -52,12 +58,28 @@ async def claim_traces(store: BaseStore | None, tenant: str, playbook: str, roun
     summary = {"considered": len(traces), "no_signal": no_signal, "task_not_kept": no_task,
                "taken_before": taken,
                "claimed": len(claimed), "by_signal": dict(Counter(t["signal"] for t in tasks)),
-               "replayed_in_gate": len(replay), "consumed": 0, "round": round_id}
+               "replayed_in_gate": len(replay), "consumed": 0, "to_retry": 0, "unlearnable": 0, "round": round_id}
     return tasks, replay, summary
 
 
-async def consume_runs(store: BaseStore | None, tenant: str, playbook: str, round_id: str, runs: list[dict[str, Any]]) -> int:
-    """Mark the runs a batch reflected on consumed; a run whose reflection failed stays claimed until its
-    claim expires, and a later round takes it again."""
-    done = [str(r["task_id"]) for r in runs if r.get("reflection") is not None and r.get("task_id")]
-    return await consumed_in(store, tenant, playbook).consume(done, round_id) if done else 0
+def reflection_failure(run: dict[str, Any]) -> dict[str, Any]:
+    """{"cause", "error", "counts"} of a learn run whose reflection failed: the failed reflect branch's, else (the
+    task crashed before it) the run's; `counts` when the reply came back and could not be used."""
+    failed = next((r for r in run.get("records", []) if r.get("kind") == "reflect" and r.get("status") != "ok"), None)
+    source = failed if failed is not None else run
+    cause = str(source.get("cause") or "crash")
+    error = str(source.get("error") or "the reflection failed without saying why")
+    return {"cause": cause, "error": error, "counts": cause in MODEL_CAUSES}
+
+
+async def consume_runs(store: BaseStore | None, tenant: str, playbook: str, round_id: str,
+                       runs: list[dict[str, Any]]) -> dict[str, int]:
+    """Mark the runs a batch reflected on consumed, and release the ones whose reflection failed (module
+    docstring); {"consumed", "to_retry", "unlearnable"}: how many of `runs` went each way."""
+    consumed = consumed_in(store, tenant, playbook)
+    ids = [r for r in runs if r.get("task_id")]
+    done = [str(r["task_id"]) for r in ids if r.get("reflection") is not None]
+    failed = {str(r["task_id"]): reflection_failure(r) for r in ids if r.get("reflection") is None}
+    learned = await consumed.consume(done, round_id) if done else 0
+    given_up = await consumed.release(failed, round_id) if failed else []
+    return {"consumed": learned, "to_retry": len(failed) - len(given_up), "unlearnable": len(given_up)}

@@ -1,5 +1,6 @@
 """`learn --from-traces` and the `loop` graph: signal precedence, runs consumed once (also by two loops at once and
-two processes), tenants never cross, candidates go on canary, bad arguments refused."""
+two processes), tenants never cross, failed reflections retried (and given up only when the reply was unusable),
+candidates go on canary, bad arguments refused."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import asyncio
 import json
 import multiprocessing
 
+import httpx
+import openai
 import pytest
 from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
@@ -19,8 +22,10 @@ from parallax.logic.feedback import correct_answer, give_feedback
 from parallax.logic.loop import rounds
 from parallax.logic.releases import end_release
 from parallax.logic.trace_signal import signal_of
+from parallax.runtime.services import Services
+from parallax.runtime.storage.consumed import MAX_FAILURES
 from parallax.runtime.storage.stores import consumed_in, open_sqlite_store, playbooks_in, traces_in
-from tests.support.scripted_model import scripted
+from tests.support.scripted_model import asked_for, scripted
 from tests.support.word_counts import word_counts
 
 runner = CliRunner()
@@ -36,6 +41,19 @@ def script(answer="7"):
             return json.dumps({"entries": [{"section": "sums", "text": LESSON, "about": ["sum"]}]})
         return json.dumps({"reasoning": "r", "answer": answer})
     return reply
+
+
+def reflection_fails(with_reply):
+    """script(), except that every reflection call gets `with_reply` (text, or an exception to raise)."""
+    learn = script()
+
+    def reply(prompt, t, i):
+        return with_reply if asked_for() == "Reflection" else learn(prompt, t, i)
+    return reply
+
+
+def connection_refused():
+    return openai.APIConnectionError(request=httpx.Request("POST", "http://model.test/v1/chat/completions"))
 
 
 async def production_runs(store, ctx, n, tenant="default", start=0):
@@ -165,6 +183,78 @@ async def test_a_killed_round_leaves_its_runs_to_the_next():
     assert (await learn.ainvoke({"from_traces": True}, context=ctx))["traces"]["consumed"] == 3
 
 
+async def test_a_run_whose_reflection_never_validates_is_retried_then_given_up_with_the_reason():
+    store = InMemoryStore()
+    ok, _ = scripted(script(), embedder=bag_of_words)
+    ids = await production_runs(store, ok, 2)
+    ctx, calls = scripted(reflection_fails("I cannot write JSON, sorry."), embedder=bag_of_words, services=Services())
+    learn = learn_builder.compile(store=store)
+    consumed = consumed_in(store, "default", "default")
+    for n in range(1, MAX_FAILURES + 1):
+        out = await learn.ainvoke({"from_traces": True}, context=ctx)  # no wait: a failed run's claim ends at once
+        assert out["traces"]["claimed"] == 2 and out["traces"]["consumed"] == 0
+        assert (out["traces"]["to_retry"], out["traces"]["unlearnable"]) == ((2, 0) if n < MAX_FAILURES else (0, 2))
+        assert {r["failures"] for r in (await consumed.records()).values()} == {n}
+    records = await consumed.records()
+    assert set(records) == set(ids)
+    for record in records.values():
+        assert (record["state"], record["outcome"], record["last_failure"]["cause"]) == ("consumed", "unlearnable", "parse")
+        assert "ParseFailure" in record["reason"] and record["reason"] == record["last_failure"]["error"]
+    calls.clear()
+    again = await learn.ainvoke({"from_traces": True}, context=ctx)
+    assert again["traces"]["claimed"] == 0 and again["traces"]["taken_before"] == 2
+    assert not [p for p, _ in calls if "You review one solved task" in p]  # never asked again
+    assert await consumed.outcomes() == {"learned": 0, "unlearnable": 2, "claimed": 0, "to_retry": 0}
+
+
+async def test_a_broken_endpoint_burns_no_runs_and_they_are_learned_once_it_is_back():
+    store = InMemoryStore()
+    ok, _ = scripted(script(), embedder=bag_of_words)
+    ids = await production_runs(store, ok, 2)
+    down, _ = scripted(reflection_fails(connection_refused()), embedder=bag_of_words, max_attempts=1,
+                       services=Services())
+    learn = learn_builder.compile(store=store)
+    consumed = consumed_in(store, "default", "default")
+    for _ in range(MAX_FAILURES + 2):
+        out = await learn.ainvoke({"from_traces": True}, context=down)
+        assert (out["traces"]["claimed"], out["traces"]["to_retry"], out["traces"]["unlearnable"]) == (2, 2, 0)
+    records = await consumed.records()
+    assert {(r["state"], r.get("failures"), r["last_failure"]["cause"]) for r in records.values()} == {
+        ("claimed", 0, "connection")}
+    back = await learn.ainvoke({"from_traces": True}, context=ok)
+    assert back["traces"]["claimed"] == 2 and back["traces"]["consumed"] == 2 and back["to_version"] == 1
+    assert {r["outcome"] for r in (await consumed.records()).values()} == {"learned"}
+    assert set(await consumed.records()) == set(ids)
+
+
+async def test_a_reflection_that_fails_once_is_learned_the_next_round_and_its_count_is_kept_meanwhile():
+    store = InMemoryStore()
+    ok, _ = scripted(script(), embedder=bag_of_words)
+    await production_runs(store, ok, 1)
+    bad, _ = scripted(reflection_fails("{}"), embedder=bag_of_words, services=Services())
+    learn = learn_builder.compile(store=store)
+    await learn.ainvoke({"from_traces": True}, context=bad)
+    [record] = (await consumed_in(store, "default", "default").records()).values()
+    assert record["failures"] == 1 and record["state"] == "claimed"
+    out = await learn.ainvoke({"from_traces": True}, context=ok)
+    assert out["traces"]["consumed"] == 1 and out["to_version"] == 1
+    [record] = (await consumed_in(store, "default", "default").records()).values()
+    assert (record["state"], record["outcome"], record["failures"]) == ("consumed", "learned", 1)
+
+
+async def test_a_failure_reported_by_a_round_that_lost_its_claim_leaves_the_new_claim_alone():
+    store = InMemoryStore()
+    consumed = consumed_in(store, "default", "default")
+    await consumed.claim(["trace-1"], "learn-slow", None, 0.05)
+    await asyncio.sleep(0.1)  # the slow round's claim expired; another round took the run
+    assert (await consumed.claim(["trace-1"], "learn-next", None, 600))[0] == ["trace-1"]
+    failure = {"cause": "parse", "error": "ParseFailure: not JSON", "counts": True}
+    assert await consumed.release({"trace-1": failure}, "learn-slow") == []
+    [record] = (await consumed.records()).values()
+    assert (record["round"], record["state"], record.get("failures")) == ("learn-next", "claimed", None)
+    assert (await consumed.claim(["trace-1"], "learn-third", None, 600))[0] == []  # still held by learn-next
+
+
 # --- the loop: candidate -> canary ---------------------------------------------------------------
 
 
@@ -254,6 +344,23 @@ def test_the_command_line_closes_the_loop():
     assert learned["traces"]["claimed"] == 0 and learned["traces"]["taken_before"] == 3
     table = runner.invoke(app, ["loop", "status"], obj=ctx)
     assert table.exit_code == 0 and "learned" in table.output and "collecting v1" in table.output
+
+
+def test_loop_status_and_the_learn_summary_count_the_runs_given_up():
+    ok, _ = scripted(script(), embedder=bag_of_words)
+    for i in range(2):
+        cli_json(ok, "run", f"Add the two numbers {i} and {i + 1}: state the sum total.", "--mode", "direct")
+    bad, _ = scripted(reflection_fails("no JSON here"), embedder=bag_of_words, services=Services())
+    for _ in range(MAX_FAILURES - 1):
+        assert cli_json(bad, "loop", "once")["traces"]["to_retry"] == 2
+    summary = runner.invoke(app, ["learn", "--from-traces"], obj=bad)
+    assert summary.exit_code == 0, summary.output
+    said = " ".join(summary.output.split())  # the terminal wraps lines
+    assert "stored runs learned from 0, to retry 0 (reflection failed), given up as unlearnable 2" in said
+    status = cli_json(bad, "loop", "status")
+    assert status["runs"] == {"learned": 0, "unlearnable": 2, "claimed": 0, "to_retry": 0}
+    table = runner.invoke(app, ["loop", "status"], obj=bad)
+    assert table.exit_code == 0 and "2 given up as unlearnable" in " ".join(table.output.split()), table.output
 
 
 async def test_a_trace_id_that_looks_like_a_card_number_is_kept_whole():

@@ -2,7 +2,8 @@
 
 One record per (tenant, playbook, trace) in ("consumed", tenant, playbook), keyed by trace id:
 
-    {"trace_id", "state": "claimed" | "consumed", "round", "at", "until"}
+    {"trace_id", "state": "claimed" | "consumed", "round", "at", "until",
+     "outcome": "learned" | "unlearnable" (consumed only), "failures", "last_failure", "reason"}
 
 A learning round first *claims* the runs it will reflect on, under the store's commit lock
 (runtime/storage/commit_locks.py: an advisory lock in PostgreSQL across replicas, a file lock
@@ -12,11 +13,18 @@ round marks them *consumed*, for good. A claim whose round died (killed mid-way)
 `until` and the next round takes the runs again: nothing is lost, nothing is learned twice.
 The tenant is part of the namespace, so one tenant's runs can never be claimed for another's
 playbook.
+
+A run whose reflection failed is *released*: its claim ends at once, so the next round may try
+it again, and the failure is kept (`last_failure`: cause, error, round). A failure the caller
+counts (a reply that came back and could not be used, not an endpoint that was down:
+logic/trace_learning.py decides) adds one to `failures`; at MAX_FAILURES the run is consumed
+with `outcome: "unlearnable"` and the last error as its `reason`, and no round takes it again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +33,12 @@ from langgraph.store.base import BaseStore
 from parallax.runtime.storage.commit_locks import CommitLock
 from parallax.runtime.storage.namespaces import check_playbook_name, check_tenant
 from parallax.runtime.storage.store_calls import call_store, now_iso, scan
+
+MAX_FAILURES = 3
+"""Counted failures after which a run is given up as unlearnable. Why: a run the model can never reflect on (a
+model too small to write the reflection's JSON, a run whose reply always runs past the token limit) would
+otherwise be asked again every round, for ever; one unusable reply may be chance (sampling at temperature 0.3),
+three in three rounds is the run or the model, and a run given up costs one lesson at most."""
 
 
 def consumed_namespace(tenant: str, playbook: str) -> tuple[str, str, str]:
@@ -61,9 +75,10 @@ class ConsumedStore:
             chosen = free if limit is None else free[:limit]
             until = (now + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
             for trace_id in chosen:
+                # an expired claim keeps its failures: the count runs across rounds
                 await call_store(self.store, "put", self.namespace, trace_id,
-                                 {"trace_id": trace_id, "state": "claimed", "round": round_id, "at": now_iso(),
-                                  "until": until}, index=False)
+                                 {**records.get(trace_id, {}), "trace_id": trace_id, "state": "claimed",
+                                  "round": round_id, "at": now_iso(), "until": until}, index=False)
             return chosen, len(set(trace_ids)) - len(free)
 
     async def consume(self, trace_ids: Sequence[str], round_id: str) -> int:
@@ -77,6 +92,36 @@ class ConsumedStore:
                 if record is None or record["round"] != round_id or record["state"] == "consumed":
                     continue
                 await call_store(self.store, "put", self.namespace, trace_id,
-                                 {**record, "state": "consumed", "at": now_iso()}, index=False)
+                                 {**record, "state": "consumed", "outcome": "learned", "at": now_iso()}, index=False)
                 done += 1
         return done
+
+    async def release(self, failed: Mapping[str, dict[str, Any]], round_id: str) -> list[str]:
+        """End the round's claims on runs whose reflection failed, `failed`: trace id -> {"cause", "error",
+        "counts"}, so the next round may try them again; a counted failure that reaches MAX_FAILURES consumes the
+        run as unlearnable instead. The ids given up. Claims another round holds now are left alone."""
+        given_up = []
+        async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
+            records = await self.records()
+            for trace_id, failure in failed.items():
+                record = records.get(trace_id)
+                if record is None or record["round"] != round_id or record["state"] == "consumed":
+                    continue
+                now = now_iso()
+                failures = int(record.get("failures", 0)) + bool(failure["counts"])
+                last = {"cause": failure["cause"], "error": failure["error"], "round": round_id, "at": now}
+                record = {**record, "failures": failures, "last_failure": last, "at": now, "until": now}
+                if failures >= MAX_FAILURES:
+                    record.update(state="consumed", outcome="unlearnable", reason=failure["error"])
+                    given_up.append(trace_id)
+                await call_store(self.store, "put", self.namespace, trace_id, record, index=False)
+        return given_up
+
+    async def outcomes(self) -> dict[str, int]:
+        """How many runs were learned from, given up as unlearnable, are claimed now, and wait to be taken again
+        (a claim that ended without the run being learned: its reflection failed, or its round died)."""
+        now = datetime.now(UTC)
+        counts: Counter[str] = Counter(
+            r.get("outcome", "learned") if r["state"] == "consumed" else "claimed" if self.taken(r, now)
+            else "to_retry" for r in (await self.records()).values())
+        return {k: counts[k] for k in ("learned", "unlearnable", "claimed", "to_retry")}
