@@ -20,13 +20,18 @@ or (without one) when its latest feedback is at least `min_score`.
   all votes of a run share one prompt;
 - kto: runs with a verdict (a target or feedback), the branch that gave the final answer,
   label = right (feedback >= 0.5 when there is feedback).
-Speculate runs with a check are judged by the check instead: each candidate's own prompt is
-kept (the approach it was given), and a candidate that passed is right, one that failed is
-wrong. sft: the winner when it passed; kto: every checked candidate, label = passed;
-preferences: chosen = the winner when it passed, rejected = a candidate whose check failed,
-under the winner's prompt (one with the very same prompt first: candidates' prompts differ
-only by their approach sentence). Cancelled, refused and failed candidates were never
-checked and give nothing; a run without a check (a judge's pick) gives nothing.
+Speculate runs with a check are judged by the check instead, unless a person said otherwise:
+each candidate's own prompt is kept (the approach it was given), and a candidate that passed
+is right, one that failed is wrong. A check can pass a wrong answer, so a person's word is
+stronger (`_judged`): a target (`--target`, `feedback --correct`) judges every candidate's
+answer (one that gives it is right if it passed or its reply is that answer alone; one that
+also wrote files that failed is not judged), and a latest score below 0.5 makes the winner
+wrong. sft: the winner when right, else a candidate that gave the target; kto: every judged
+candidate, label = right; preferences: chosen = that same candidate, rejected = a wrong one
+(one with the very same prompt first, then an overruled winner: candidates' prompts differ
+only by their approach sentence), under the chosen one's prompt. Cancelled, refused and
+failed candidates were never checked and give nothing; a run without a check (a judge's
+pick) gives nothing.
 Every line is redacted again and de-duplicated by prompt (the first run with a prompt
 wins); what is left out is counted by reason.
 """
@@ -211,50 +216,98 @@ def _passed(candidate: dict[str, Any]) -> bool:
     return bool(candidate["speculation"]["check"]["passed"])
 
 
-def _passing_winner(trace: dict[str, Any], out: Collector) -> dict[str, Any] | None:
-    """The winner of a speculate run when its check passed; None (counted in `out`) otherwise."""
+def _won(candidate: dict[str, Any]) -> bool:
+    return bool(candidate["speculation"].get("result") == "won")
+
+
+def _plain(candidate: dict[str, Any]) -> bool:
+    """A reply that is its answer alone (it names no further files), so an answer can judge all of it."""
+    return not (candidate.get("output") or {}).get("files")
+
+
+Judged = list[tuple[dict[str, Any], bool | None, str]]
+"""Each checked candidate, whether it is right (None: not known) and, when not known, why."""
+
+
+def _judged(trace: dict[str, Any], out: Collector) -> Judged | None:
+    """A speculate run's checked candidates, each judged by its check unless a person said otherwise; None (counted)
+    without any. A person's word is the stronger signal (logic/trace_signal.py), since a check can pass a wrong answer:
+    - with a target (`--target`, or `parallax feedback --correct`), a candidate whose answer does not match it is wrong
+      whatever its check said; one that matches is right when its check passed or its reply is that answer alone, and
+      not known when it also wrote files that failed the check (the answer is right, its files may not be);
+    - without one, a latest score below 0.5 says the run's answer, the winner's, is wrong: the winner is wrong, the
+      other candidates that passed the check the person overruled are not known, and those that failed stay wrong."""
     checked = _checked(trace)
     if not checked:
         out.skip("speculate run without a checked candidate")
         return None
-    winner = next((c for c in checked if c["speculation"].get("result") == "won" and _passed(c)), None)
-    if winner is None:
-        out.skip("no candidate passed its check")
-    return winner
+    if trace.get("target") is not None:
+        question = trace.get("task") or trace.get("task_preview") or ""
+        judged: Judged = []
+        for c in checked:
+            if not score({"answer": _branch_answer(c).strip()}, trace["target"], question,
+                         trace.get("scorer") or "auto")["correct"]:
+                judged.append((c, False, ""))
+            elif _passed(c) or _plain(c):
+                judged.append((c, True, ""))
+            else:
+                judged.append((c, None, "candidate gave the target but its files failed the check"))
+        return judged
+    feedback = latest_score(trace)
+    if feedback is not None and feedback < 0.5:
+        return [(c, None, "candidate passed a check a person overruled") if _passed(c) and not _won(c) else (c, False, "")
+                for c in checked]
+    return [(c, _passed(c), "") for c in checked]
+
+
+def _chosen(trace: dict[str, Any], judged: Judged, out: Collector) -> dict[str, Any] | None:
+    """The speculate run's positive example: the winner when it is right, else (with a target) a candidate that
+    gave it; None (counted, with why) otherwise. A candidate that merely passed after the winner is not one."""
+    winner = next(((c, right) for c, right, _ in judged if _won(c)), None)
+    if winner is not None and winner[1]:
+        return winner[0]
+    if trace.get("target") is not None and (found := next((c for c, right, _ in judged if right), None)):
+        return found
+    if winner is not None and _passed(winner[0]):
+        out.skip("a person said the winner is wrong (its check passed)")
+    else:
+        out.skip("no candidate gave the target" if trace.get("target") is not None else "no candidate passed its check")
+    return None
 
 
 def _speculate_sft(trace: dict[str, Any], out: Collector) -> None:
-    if (winner := _passing_winner(trace, out)) is None:
+    if (judged := _judged(trace, out)) is None or (chosen := _chosen(trace, judged, out)) is None:
         return
-    if (prompt := _prompt_of(trace, winner)) is None:
+    if (prompt := _prompt_of(trace, chosen)) is None:
         return out.skip("prompt not kept in the trace")
-    out.add(winner["prompt_key"], {"messages": [*prompt, _reply(winner)]})
+    out.add(chosen["prompt_key"], {"messages": [*prompt, _reply(chosen)]})
 
 
 def _speculate_kto(trace: dict[str, Any], out: Collector) -> None:
-    checked = _checked(trace)
-    if not checked:
-        return out.skip("speculate run without a checked candidate")
-    ids = {c["id"] for c in checked}
+    if (judged := _judged(trace, out)) is None:
+        return
+    ids = {c["id"] for c, _, _ in judged}
     for c in trace.get("branches", []):
         if c["kind"] == "candidate" and c["id"] not in ids:
             out.skip("candidate not checked (cancelled, refused or failed)")
-    for c in checked:
-        if (prompt := _prompt_of(trace, c)) is None:
+    for c, right, why in judged:
+        if right is None:
+            out.skip(why)
+        elif (prompt := _prompt_of(trace, c)) is None:
             out.skip("prompt not kept in the trace")
         else:
-            out.add(c["prompt_key"], {"prompt": prompt, "completion": [_reply(c)], "label": _passed(c)})
+            out.add(c["prompt_key"], {"prompt": prompt, "completion": [_reply(c)], "label": right})
 
 
 def _speculate_pair(trace: dict[str, Any], out: Collector) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    if (chosen := _passing_winner(trace, out)) is None:
+    if (judged := _judged(trace, out)) is None or (chosen := _chosen(trace, judged, out)) is None:
         return None
-    failing = [c for c in _checked(trace) if not _passed(c)]
-    if not failing:
-        out.skip("no pair: no candidate failed its check")
+    wrong = [c for c, right, _ in judged if right is False]
+    if not wrong:
+        out.skip("no pair: no candidate was wrong")
         return None
-    same = [c for c in failing if c.get("prompt_key") == chosen.get("prompt_key")]
-    return chosen, (same or failing)[0]
+    # one with the very same prompt first, then the winner a person overruled: the pair says what the check missed
+    return chosen, min(wrong, key=lambda c: (c.get("prompt_key") != chosen.get("prompt_key"), not _won(c)))
 
 
 def sft(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:

@@ -167,13 +167,14 @@ CANDIDATES = {0.2: "PASS add", 0.467: "FAIL add two", 0.733: "FAIL add three"}  
 
 
 def candidate_script(sent: dict[str, str]):
-    """Four add(a, b) candidates by temperature: one passes, two fail, the slowest is cancelled; sub(a, b)'s fail.
-    `sent` gets each reply's prompt as the model got it, by the reply's answer."""
+    """Four add(a, b) candidates by temperature: one passes, two fail (the third also writes a file), the slowest is
+    cancelled; sub(a, b)'s fail. `sent` gets each reply's prompt as the model got it, by the reply's answer."""
 
     def script(prompt: str, temperature: float, index: int):
         answer = f"FAIL sub {temperature}" if "sub(a, b)" in prompt else CANDIDATES.get(round(temperature, 3), "SLOW")
         sent[answer] = prompt
-        reply = json.dumps({"reasoning": "r", "answer": answer, "files": []})
+        files = [{"path": "notes.txt", "content": "three\n"}] if answer == "FAIL add three" else []
+        reply = json.dumps({"reasoning": "r", "answer": answer, "files": files})
         return (30.0, reply) if answer == "SLOW" else reply
 
     return script
@@ -182,7 +183,7 @@ def candidate_script(sent: dict[str, str]):
 @pytest.fixture
 def speculated(tmp_path):
     """A speculate run with 1 passing, 2 failing and 1 cancelled candidate, and one where none passed; each
-    candidate's prompt as the model got it, by its reply's answer."""
+    candidate's prompt as the model got it, by its reply's answer (and the runs' trace ids, by "won" and "lost")."""
     check, marks = tmp_path / "check.py", tmp_path / "marks"
     check.write_text(PASS_AFTER_TWO_FAILED)
     marks.mkdir()
@@ -194,7 +195,7 @@ def speculated(tmp_path):
     assert (won["status"], won["answer"], lost["status"]) == ("ok", "PASS add", "needs_review")
     results = sorted(b["speculation"]["result"] for b in won["branches"] if b["kind"] == "candidate")
     assert results == ["cancelled", "lost", "lost", "won"]
-    return sent
+    return {**sent, "won": won["trace_id"], "lost": lost["trace_id"]}
 
 
 def asked(prompt: list[dict]) -> str:
@@ -246,3 +247,61 @@ def test_a_speculate_run_without_a_passing_candidate_says_so(speculated, tmp_pat
     out = runner.invoke(app, ["export", "preferences", "--out", str(tmp_path / "x.jsonl")])
     said = " ".join(out.output.split())  # the console wraps long lines
     assert out.exit_code == 0 and "wrote 1 trl examples" in said and "left out: 1 no candidate passed its check" in said
+
+
+# --- a person's word over the check: a check can pass a wrong answer ---------------------------------
+
+def feedback(*args: str) -> None:
+    out = runner.invoke(app, ["feedback", *args])
+    assert out.exit_code == 0, out.output
+
+
+def kto_labels(tmp_path) -> tuple[dict[str, bool], dict]:
+    path = tmp_path / "kto.jsonl"
+    report = export("preferences", "--format", "kto", "--out", str(path))
+    return {reply(line["completion"]): line["label"] for line in lines(path)}, report
+
+
+def test_a_thumbs_down_unmakes_the_winner_whose_check_passed(speculated, tmp_path):
+    feedback(speculated["won"], "--score", "down")
+    report = export("sft", "--out", str(tmp_path / "sft.jsonl"))
+    assert report["written"] == 0 and report["left_out"] == {"a person said the winner is wrong (its check passed)": 1,
+                                                              "no candidate passed its check": 1}
+    labels, report = kto_labels(tmp_path)
+    assert labels == {"PASS add": False, "FAIL add two": False, "FAIL add three": False,
+                      "FAIL sub 0.2": False, "FAIL sub 1.0": False}
+    report = export("preferences", "--format", "trl", "--out", str(tmp_path / "trl.jsonl"))
+    assert report["written"] == 0 and report["left_out"]["a person said the winner is wrong (its check passed)"] == 1
+
+
+def test_a_thumbs_up_leaves_the_check_to_judge(speculated, tmp_path):
+    feedback(speculated["won"], "--score", "0.6")
+    feedback(speculated["lost"], "--score", "up")  # a person liked it, but its check failed: still no positive
+    labels, _ = kto_labels(tmp_path)
+    assert labels["PASS add"] is True and labels["FAIL sub 0.2"] is labels["FAIL sub 1.0"] is False
+    assert export("sft", "--out", str(tmp_path / "sft.jsonl"))["written"] == 1
+
+
+def test_a_correction_makes_the_candidate_that_gave_it_the_example(speculated, tmp_path):
+    feedback(speculated["won"], "--correct", "FAIL add two")  # its check failed, but a person says it is the answer
+    sft = tmp_path / "sft.jsonl"
+    export("sft", "--out", str(sft))
+    (line,) = lines(sft)
+    assert reply(line["messages"][2:]) == "FAIL add two" and asked(line["messages"][:2]) == speculated["FAIL add two"]
+    labels, _ = kto_labels(tmp_path)
+    assert labels == {"PASS add": False, "FAIL add two": True, "FAIL add three": False,
+                      "FAIL sub 0.2": False, "FAIL sub 1.0": False}
+    trl = tmp_path / "trl.jsonl"
+    export("preferences", "--format", "trl", "--out", str(trl))
+    (pair,) = lines(trl)  # the person's answer over the one the check passed, under the person's answer's prompt
+    assert (reply(pair["chosen"]), reply(pair["rejected"])) == ("FAIL add two", "PASS add")
+    assert asked(pair["prompt"]) == speculated["FAIL add two"]
+
+
+def test_a_correction_that_a_candidate_with_files_gave_judges_only_its_answer(speculated, tmp_path):
+    feedback(speculated["won"], "--correct", "FAIL add three")  # its answer, but its file failed the check
+    report = export("sft", "--out", str(tmp_path / "sft.jsonl"))
+    assert report["written"] == 0 and report["left_out"]["a person said the winner is wrong (its check passed)"] == 1
+    labels, report = kto_labels(tmp_path)
+    assert labels == {"PASS add": False, "FAIL add two": False, "FAIL sub 0.2": False, "FAIL sub 1.0": False}
+    assert report["left_out"]["candidate gave the target but its files failed the check"] == 1
