@@ -57,7 +57,7 @@ def _export(fmt: str, out: Path, min_score: float, tenant: str, since: str | Non
 def sft(out: Out, min_score: MinScore = 1.0, tenant: Tenant = "default", since: Since = None,
         as_json: AsJson = False) -> None:
     """OpenAI chat fine-tuning lines ({"messages": [system, user, assistant]}) from runs that were right (in speculate
-    runs, the candidate that passed its check)."""
+    runs, the candidate that passed its check, unless a person's target or thumbs-down says otherwise)."""
     _export("sft", out, min_score, tenant, since, as_json)
 
 
