@@ -5,6 +5,7 @@ candidates go on canary, bad arguments refused."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 
@@ -194,9 +195,14 @@ def kill(monkeypatch, target):
     monkeypatch.setattr(target, die)
 
 
-@pytest.mark.parametrize("with_target", [False, True], ids=["accepted", "rejected"])
-async def test_a_round_killed_after_its_commit_never_has_its_runs_learned_again(monkeypatch, with_target):
-    store = InMemoryStore()
+@pytest.mark.parametrize("kind, with_target", [("memory", False), ("memory", True), ("sqlite", False)],
+                         ids=["accepted", "rejected", "accepted-sqlite"])
+async def test_a_round_killed_after_its_commit_never_has_its_runs_learned_again(monkeypatch, kind, with_target):
+    async with open_sqlite_store() if kind == "sqlite" else contextlib.nullcontext(InMemoryStore()) as store:
+        await killed_after_commit(monkeypatch, store, with_target)
+
+
+async def killed_after_commit(monkeypatch, store, with_target):
     ctx, calls = scripted(script(), embedder=bag_of_words)
     ids = await production_runs(store, ctx, 3)
     if with_target:  # a replayed tie: the candidate is rejected, and kept under the batch's key
