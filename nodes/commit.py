@@ -5,7 +5,9 @@ Each batch's entry also says which of its training tasks failed and why (`failed
 (`val_failures`), so a learn run that met a broken endpoint says so instead of learning quietly.
 With `from_traces`, the stored runs the batch reflected on are marked consumed here, after the
 version (or the rejected candidate) is written, and the ones whose reflection failed are released
-for a later round or given up as unlearnable (logic/trace_learning.py).
+for a later round or given up as unlearnable (logic/trace_learning.py). Their claims name the
+commit key before the write, so a round killed between the write and the marking never has
+them learned again.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.failures import failures_by_cause
-from parallax.logic.trace_learning import consume_runs
+from parallax.logic.trace_learning import consume_runs, mark_committing
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
 from parallax.state.learn import LearnState
@@ -56,6 +58,8 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
         head = await store.head(name)
         return {"traces": await consumed(state, runtime),
                 "batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}
+    if state.get("from_traces"):
+        await mark_committing(runtime.store, state["tenant"], name, state["learn_run_id"], state.get("runs", []), key)
     if not decision["accepted"]:
         candidate_id = await store.reject(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
                                           decision["reason"], key=key)

@@ -208,7 +208,8 @@ def traces_line(found: dict[str, Any]) -> str:
     signals = ", ".join(f"{n} by {source}" for source, n in found.get("by_signal", {}).items()) or "none"
     return (f"stored runs: {found['considered']} served by the playbook, {found['claimed']} to learn from ({signals}); "
             f"{found['no_signal']} without a signal, {found['taken_before']} taken before (learned from, given up, or "
-            "claimed by another round), "
+            "claimed by another round" + (f"; {found['recovered']} of them learned by a round killed before it marked "
+                                          "them, marked consumed now" if found.get("recovered") else "") + "), "
             f"{found['task_not_kept']} whose task was not kept; {found['replayed_in_gate']} with a target replayed "
             "in the gate")
 

@@ -10,11 +10,17 @@ The gate's validation tasks: the playbook's runs that carry a target (a person's
 or a target given with the run), newest first, replayed with the head and with the candidate.
 With none, the gate has nothing to measure and says so: no offline gate is claimed.
 
-After each batch, a run reflected on is consumed. A run whose reflection failed goes back at
-once for the next round; only a reply that came back and could not be used (cause `parse` or
-`length`: a model that cannot write the reflection) counts toward its MAX_FAILURES, after which
-it is given up as unlearnable. The endpoint's failures (connection, timeout, circuit open, rate
-limit, 5xx, 4xx) and crashes never count: a broken endpoint must not burn runs.
+After each batch, a run reflected on is consumed. Its claim names the batch's commit key before
+the commit is written (`mark_committing`), so a round killed between its commit and the marking
+never has the run learned again: the next claim consumes it instead (runtime/storage/consumed.py;
+counted as `recovered`). A batch with no operations writes nothing to the playbook: killed before
+the marking, its runs are reflected on again, and there was nothing learned to repeat.
+
+A run whose reflection failed goes back at once for the next round; only a reply that came back
+and could not be used (cause `parse` or `length`: a model that cannot write the reflection)
+counts toward its MAX_FAILURES, after which it is given up as unlearnable. The endpoint's
+failures (connection, timeout, circuit open, rate limit, 5xx, 4xx) and crashes never count: a
+broken endpoint must not burn runs.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from langgraph.store.base import BaseStore
 
 from parallax.logic.run_stats import parse_since
 from parallax.logic.trace_signal import MODEL_CAUSES, learn_task, replay_task, served_by, signal_of, task_text
-from parallax.runtime.storage.stores import consumed_in, traces_in
+from parallax.runtime.storage.stores import consumed_in, playbooks_in, traces_in
 
 LEASE_S = 1800.0
 
@@ -52,11 +58,17 @@ async def claim_traces(store: BaseStore | None, tenant: str, playbook: str, roun
             no_signal += 1
         else:
             signals[trace["trace_id"]] = (trace, signal)
-    claimed, taken = await consumed_in(store, tenant, playbook).claim(list(signals), round_id, limit, lease_s)
+    playbooks = playbooks_in(store, tenant)
+
+    async def committed(key: str) -> bool:
+        return await playbooks.committed(playbook, key)
+
+    claimed, taken, recovered = await consumed_in(store, tenant, playbook).claim(list(signals), round_id, limit,
+                                                                                 lease_s, committed)
     tasks = [learn_task(*signals[t]) for t in claimed]
     replay = [replay_task(t) for t in reversed(traces) if t.get("target") is not None and task_text(t)][:val_size]
     summary = {"considered": len(traces), "no_signal": no_signal, "task_not_kept": no_task,
-               "taken_before": taken,
+               "taken_before": taken, "recovered": recovered,
                "claimed": len(claimed), "by_signal": dict(Counter(t["signal"] for t in tasks)),
                "replayed_in_gate": len(replay), "consumed": 0, "to_retry": 0, "unlearnable": 0, "round": round_id}
     return tasks, replay, summary
@@ -72,14 +84,26 @@ def reflection_failure(run: dict[str, Any]) -> dict[str, Any]:
     return {"cause": cause, "error": error, "counts": cause in MODEL_CAUSES}
 
 
+def reflected_on(runs: list[dict[str, Any]]) -> list[str]:
+    """The trace ids of a batch's runs whose reflection came back: the ones it learns from."""
+    return [str(r["task_id"]) for r in runs if r.get("task_id") and r.get("reflection") is not None]
+
+
+async def mark_committing(store: BaseStore | None, tenant: str, playbook: str, round_id: str,
+                          runs: list[dict[str, Any]], key: str) -> None:
+    """Before a batch's commit (or rejection) under `key`: name it on the claims of the runs it learns from (module
+    docstring)."""
+    if ids := reflected_on(runs):
+        await consumed_in(store, tenant, playbook).committing(ids, round_id, key)
+
+
 async def consume_runs(store: BaseStore | None, tenant: str, playbook: str, round_id: str,
                        runs: list[dict[str, Any]]) -> dict[str, int]:
     """Mark the runs a batch reflected on consumed, and release the ones whose reflection failed (module
     docstring); {"consumed", "to_retry", "unlearnable"}: how many of `runs` went each way."""
     consumed = consumed_in(store, tenant, playbook)
-    ids = [r for r in runs if r.get("task_id")]
-    done = [str(r["task_id"]) for r in ids if r.get("reflection") is not None]
-    failed = {str(r["task_id"]): reflection_failure(r) for r in ids if r.get("reflection") is None}
+    done = reflected_on(runs)
+    failed = {str(r["task_id"]): reflection_failure(r) for r in runs if r.get("task_id") and r.get("reflection") is None}
     learned = await consumed.consume(done, round_id) if done else 0
     given_up = await consumed.release(failed, round_id) if failed else []
     return {"consumed": learned, "to_retry": len(failed) - len(given_up), "unlearnable": len(given_up)}

@@ -5,6 +5,7 @@ candidates go on canary, bad arguments refused."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 
@@ -15,6 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
 
 from parallax.cli import app
+from parallax.cli.learn import traces_line
 from parallax.graphs.learn import builder as learn_builder
 from parallax.graphs.loop import builder as loop_builder
 from parallax.graphs.solve import builder as solve_builder
@@ -175,12 +177,90 @@ async def test_a_killed_round_leaves_its_runs_to_the_next():
     ctx, _ = scripted(script(), embedder=bag_of_words)
     ids = await production_runs(store, ctx, 3)
     # a round claimed them and died before consuming them: its claim expires
-    claimed, _ = await consumed_in(store, "default", "default").claim(ids, "learn-dead", None, 0.05)
+    claimed, *_ = await consumed_in(store, "default", "default").claim(ids, "learn-dead", None, 0.05)
     assert len(claimed) == 3
     learn = learn_builder.compile(store=store)
     assert (await learn.ainvoke({"from_traces": True}, context=ctx))["traces"]["claimed"] == 0
     await asyncio.sleep(0.1)
     assert (await learn.ainvoke({"from_traces": True}, context=ctx))["traces"]["consumed"] == 3
+
+
+class Killed(BaseException):
+    """The process dying mid-round: nothing after it runs (a BaseException, so no node catches it)."""
+
+
+def kill(monkeypatch, target):
+    def die(*args, **kwargs):
+        raise Killed(target)
+    monkeypatch.setattr(target, die)
+
+
+@pytest.mark.parametrize("kind, with_target", [("memory", False), ("memory", True), ("sqlite", False)],
+                         ids=["accepted", "rejected", "accepted-sqlite"])
+async def test_a_round_killed_after_its_commit_never_has_its_runs_learned_again(monkeypatch, kind, with_target):
+    async with open_sqlite_store() if kind == "sqlite" else contextlib.nullcontext(InMemoryStore()) as store:
+        await killed_after_commit(monkeypatch, store, with_target)
+
+
+async def killed_after_commit(monkeypatch, store, with_target):
+    ctx, calls = scripted(script(), embedder=bag_of_words)
+    ids = await production_runs(store, ctx, 3)
+    if with_target:  # a replayed tie: the candidate is rejected, and kept under the batch's key
+        await correct_answer(store, "default", ids[0], "1")
+    learn = learn_builder.compile(store=store)
+    with monkeypatch.context() as m:
+        kill(m, "parallax.nodes.commit.consume_runs")  # between the commit and marking the runs consumed
+        with pytest.raises(Killed):
+            await learn.ainvoke({"from_traces": True, "lease_s": 0.05}, context=ctx)
+    playbooks = playbooks_in(store)
+    versions, candidates = (await playbooks.head("default")).version, len(await playbooks.candidates("default"))
+    assert (versions, candidates) == ((0, 1) if with_target else (1, 0))  # the commit was written
+    await asyncio.sleep(0.1)  # the dead round's claims expire
+    calls.clear()
+    out = await learn.ainvoke({"from_traces": True}, context=ctx)
+    assert (out["traces"]["claimed"], out["traces"]["taken_before"], out["traces"]["recovered"]) == (0, 3, 3)
+    assert "3 taken before (learned from, given up, or claimed by another round; 3 of them learned by a round " \
+        "killed before it marked them, marked consumed now)" in traces_line(out["traces"])
+    assert not [p for p, _ in calls if "You review one solved task" in p]  # not reflected on again
+    assert (await playbooks.head("default")).version == versions and len(await playbooks.candidates("default")) == candidates
+    records = (await consumed_in(store, "default", "default").records()).values()
+    assert {(r["state"], r["outcome"]) for r in records} == {("consumed", "learned")}
+    assert out["learn_run_id"] not in {r["round"] for r in records}  # learned by the dead round, not this one
+    assert (await consumed_in(store, "default", "default").outcomes())["learned"] == 3
+
+
+async def test_a_round_killed_before_its_commit_leaves_its_runs_to_the_next(monkeypatch):
+    store = InMemoryStore()
+    ctx, calls = scripted(script(), embedder=bag_of_words)
+    await production_runs(store, ctx, 3)
+    learn = learn_builder.compile(store=store)
+    with monkeypatch.context() as m:
+        # the claims already name the commit key: the round dies before the version is written
+        kill(m, "parallax.runtime.storage.playbook_store.PlaybookStore.commit")
+        with pytest.raises(Killed):
+            await learn.ainvoke({"from_traces": True, "lease_s": 0.05}, context=ctx)
+    records = (await consumed_in(store, "default", "default").records()).values()
+    assert len({r["commit_key"] for r in records}) == 1 and (await playbooks_in(store).head("default")).version == 0
+    await asyncio.sleep(0.1)
+    calls.clear()
+    out = await learn.ainvoke({"from_traces": True}, context=ctx)
+    assert (out["traces"]["claimed"], out["traces"]["recovered"], out["traces"]["consumed"]) == (3, 0, 3)
+    assert len([p for p, _ in calls if "You review one solved task" in p]) == 3
+    assert out["to_version"] == 1 and [i.text for i in (await playbooks_in(store).head("default")).active] == [LESSON]
+
+
+async def test_a_version_written_by_a_writer_that_died_before_its_key_record_counts_as_committed():
+    store = InMemoryStore()
+    playbooks = playbooks_in(store)
+    await playbooks.commit("default", 0, [], "learn-a", key="learn-a-b0")
+    assert await playbooks.committed("default", "learn-a-b0") and not await playbooks.committed("default", "learn-b-b0")
+    # a version record beyond the head, with its key, and neither the key's record nor the head written
+    ahead = (await playbooks.head("default")).model_dump(mode="json")
+    await store.aput(("playbooks", "default", "default"), "v000002",
+                     {**ahead, "version": 2, "parent": 1, "gate": {"commit_key": "learn-b-b0"}})
+    assert await playbooks.committed("default", "learn-b-b0")
+    await playbooks.reject("default", 1, [], "learn-c", {}, "worse", key="learn-c-b0")
+    assert await playbooks.committed("default", "learn-c-b0") and not await playbooks.committed("default", "learn-d-b0")
 
 
 async def test_a_run_whose_reflection_never_validates_is_retried_then_given_up_with_the_reason():

@@ -2,7 +2,7 @@
 
 One record per (tenant, playbook, trace) in ("consumed", tenant, playbook), keyed by trace id:
 
-    {"trace_id", "state": "claimed" | "consumed", "round", "at", "until",
+    {"trace_id", "state": "claimed" | "consumed", "round", "at", "until", "commit_key",
      "outcome": "learned" | "unlearnable" (consumed only), "failures", "last_failure", "reason"}
 
 A learning round first *claims* the runs it will reflect on, under the store's commit lock
@@ -11,6 +11,13 @@ for CLI processes sharing a SQLite file), so two rounds running at once split th
 between them instead of both taking them. When its batch is committed (or rejected) the
 round marks them *consumed*, for good. A claim whose round died (killed mid-way) expires at
 `until` and the next round takes the runs again: nothing is lost, nothing is learned twice.
+
+The commit and the marking are two writes, and a round may die between them. So before it
+commits, the round writes on its claims the key it will commit under (`commit_key`: playbook
+commits are idempotent by it, runtime/storage/playbook_store.py). A later claim of a run whose
+expired claim names a key the playbook holds (a version or a rejected candidate) marks the run
+consumed for the dead round instead of handing it out; a key the playbook does not hold (the
+round died before its commit) is dropped and the run is taken again.
 The tenant is part of the namespace, so one tenant's runs can never be claimed for another's
 playbook.
 
@@ -24,7 +31,7 @@ with `outcome: "unlearnable"` and the last error as its `reason`, and no round t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -64,22 +71,57 @@ class ConsumedStore:
             return False
         return record["state"] == "consumed" or datetime.fromisoformat(record["until"]) > now
 
-    async def claim(self, trace_ids: Sequence[str], round_id: str, limit: int | None,
-                    lease_s: float) -> tuple[list[str], int]:
+    async def claim(self, trace_ids: Sequence[str], round_id: str, limit: int | None, lease_s: float,
+                    committed: Callable[[str], Awaitable[bool]] | None = None) -> tuple[list[str], int, int]:
         """Claim, in the order given, up to `limit` of `trace_ids` that no round has taken; (the ids claimed,
-        how many of `trace_ids` were taken already)."""
+        how many of `trace_ids` were taken already, how many of those this call consumed for a round that died
+        after its commit: `committed(key)` says whether the playbook holds a commit key)."""
         async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
             now = datetime.now(UTC)
             records = await self.records()
+            finished = await self._finish_dead_commits(list(dict.fromkeys(trace_ids)), records, now, committed)
             free = [t for t in dict.fromkeys(trace_ids) if not self.taken(records.get(t), now)]
             chosen = free if limit is None else free[:limit]
             until = (now + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
             for trace_id in chosen:
-                # an expired claim keeps its failures: the count runs across rounds
+                # an expired claim keeps its failures (the count runs across rounds), not its dead round's key
+                kept = {k: v for k, v in records.get(trace_id, {}).items() if k != "commit_key"}
                 await call_store(self.store, "put", self.namespace, trace_id,
-                                 {**records.get(trace_id, {}), "trace_id": trace_id, "state": "claimed",
+                                 {**kept, "trace_id": trace_id, "state": "claimed",
                                   "round": round_id, "at": now_iso(), "until": until}, index=False)
-            return chosen, len(set(trace_ids)) - len(free)
+            return chosen, len(set(trace_ids)) - len(free), finished
+
+    async def _finish_dead_commits(self, trace_ids: list[str], records: dict[str, dict[str, Any]], now: datetime,
+                                   committed: Callable[[str], Awaitable[bool]] | None) -> int:
+        """Consume (in `records` too) the runs whose expired claim names a commit key the playbook holds: their
+        round committed what it learned from them and died before marking them. How many. Under the lock."""
+        known: dict[str, bool] = {}
+        finished = 0
+        for trace_id in trace_ids:
+            record = records.get(trace_id)
+            if committed is None or record is None or self.taken(record, now) or not record.get("commit_key"):
+                continue
+            key = str(record["commit_key"])
+            if key not in known:
+                known[key] = await committed(key)
+            if known[key]:
+                records[trace_id] = {**record, "state": "consumed", "outcome": "learned", "at": now_iso()}
+                await call_store(self.store, "put", self.namespace, trace_id, records[trace_id], index=False)
+                finished += 1
+        return finished
+
+    async def committing(self, trace_ids: Sequence[str], round_id: str, key: str) -> None:
+        """Write on the round's claims of `trace_ids` the key it is about to commit under, before the commit, so
+        a round that dies between its commit and `consume` has its runs consumed by the next claim (module
+        docstring). Claims another round holds now are left alone."""
+        async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
+            records = await self.records()
+            for trace_id in trace_ids:
+                record = records.get(trace_id)
+                if record is None or record["round"] != round_id or record["state"] == "consumed":
+                    continue
+                await call_store(self.store, "put", self.namespace, trace_id, {**record, "commit_key": key},
+                                 index=False)
 
     async def consume(self, trace_ids: Sequence[str], round_id: str) -> int:
         """Mark the round's claimed runs consumed; how many were. A claim that expired and was taken by

@@ -62,6 +62,12 @@ def version_key(version: int) -> str:
     return f"v{version:06d}"
 
 
+def candidate_id(key: str) -> str:
+    """The id of the candidate rejected under commit key `key`: the same on every write, so a retried
+    rejection overwrites its record and `PlaybookStore.committed` finds it."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"parallax-candidate/{key}").hex[:12]
+
+
 class PlaybookStore:
     """Versioned playbooks over a LangGraph `BaseStore`. All methods are async."""
 
@@ -161,6 +167,18 @@ class PlaybookStore:
         for entry in entries:
             await self._put(name, f"quarantine-{entry['id']}", entry)
 
+    async def committed(self, name: str, key: str) -> bool:
+        """Whether a version (`commit`) or a rejected candidate (`reject`) was written under `key`. Why: a learning
+        round killed after its commit and before it marked its runs consumed must not have them learned again
+        (runtime/storage/consumed.py). A version whose writer died before its `commit-<key>` record counts too: the
+        next commit adopts it (`_append`), so its lessons are in the playbook; it is found by a scan, which only a
+        key not found at once costs."""
+        self._check_name(name)
+        if await self._get(name, f"commit-{key}") is not None or await self._get(name, f"candidate-{candidate_id(key)}"):
+            return True
+        return any(re.fullmatch(r"v\d{6,}", k) and v.get("gate", {}).get("commit_key") == key
+                   for k, v in (await self._scan(name)).items())
+
     async def candidates(self, name: str) -> list[Candidate]:
         self._check_name(name)
         records = await self._scan(name)
@@ -237,7 +255,7 @@ class PlaybookStore:
         base = await self.get(name, base_version)
         operations, held = screen_operations([Operation.model_validate(op) for op in operations], f"candidate by {created_by}")
         await self.quarantine(name, held)
-        cid = uuid.uuid5(uuid.NAMESPACE_URL, f"parallax-candidate/{key}").hex[:12] if key else uuid.uuid4().hex[:12]
+        cid = candidate_id(key) if key else uuid.uuid4().hex[:12]
         await fencing.check_lease("playbook candidate")
         candidate = Candidate(
             name=name, version=base.version + 1, parent=base.version,
