@@ -31,7 +31,7 @@ with `outcome: "unlearnable"` and the last error as its `reason`, and no round t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -110,54 +110,49 @@ class ConsumedStore:
                 finished += 1
         return finished
 
+    async def _rewrite_own(self, trace_ids: Iterable[str], round_id: str,
+                           change: Callable[[str, dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
+        """Under the lock, write `change(trace id, record)` over the round's own claims among `trace_ids`; claims
+        another round holds now (this one's expired and were taken) and consumed runs are left alone. The records
+        written."""
+        written = []
+        async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
+            records = await self.records()
+            for trace_id in trace_ids:
+                record = records.get(trace_id)
+                if record is None or record["round"] != round_id or record["state"] == "consumed":
+                    continue
+                written.append(change(trace_id, record))
+                await call_store(self.store, "put", self.namespace, trace_id, written[-1], index=False)
+        return written
+
     async def committing(self, trace_ids: Sequence[str], round_id: str, key: str) -> None:
         """Write on the round's claims of `trace_ids` the key it is about to commit under, before the commit, so
         a round that dies between its commit and `consume` has its runs consumed by the next claim (module
-        docstring). Claims another round holds now are left alone."""
-        async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
-            records = await self.records()
-            for trace_id in trace_ids:
-                record = records.get(trace_id)
-                if record is None or record["round"] != round_id or record["state"] == "consumed":
-                    continue
-                await call_store(self.store, "put", self.namespace, trace_id, {**record, "commit_key": key},
-                                 index=False)
+        docstring)."""
+        await self._rewrite_own(trace_ids, round_id, lambda _, record: {**record, "commit_key": key})
 
     async def consume(self, trace_ids: Sequence[str], round_id: str) -> int:
-        """Mark the round's claimed runs consumed; how many were. A claim that expired and was taken by
-        another round is that round's now, and left alone."""
-        done = 0
-        async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
-            records = await self.records()
-            for trace_id in trace_ids:
-                record = records.get(trace_id)
-                if record is None or record["round"] != round_id or record["state"] == "consumed":
-                    continue
-                await call_store(self.store, "put", self.namespace, trace_id,
-                                 {**record, "state": "consumed", "outcome": "learned", "at": now_iso()}, index=False)
-                done += 1
-        return done
+        """Mark the round's claimed runs consumed; how many were."""
+        return len(await self._rewrite_own(trace_ids, round_id, lambda _, record: {
+            **record, "state": "consumed", "outcome": "learned", "at": now_iso()}))
 
     async def release(self, failed: Mapping[str, dict[str, Any]], round_id: str) -> list[str]:
         """End the round's claims on runs whose reflection failed, `failed`: trace id -> {"cause", "error",
         "counts"}, so the next round may try them again; a counted failure that reaches MAX_FAILURES consumes the
-        run as unlearnable instead. The ids given up. Claims another round holds now are left alone."""
-        given_up = []
-        async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
-            records = await self.records()
-            for trace_id, failure in failed.items():
-                record = records.get(trace_id)
-                if record is None or record["round"] != round_id or record["state"] == "consumed":
-                    continue
-                now = now_iso()
-                failures = int(record.get("failures", 0)) + bool(failure["counts"])
-                last = {"cause": failure["cause"], "error": failure["error"], "round": round_id, "at": now}
-                record = {**record, "failures": failures, "last_failure": last, "at": now, "until": now}
-                if failures >= MAX_FAILURES:
-                    record.update(state="consumed", outcome="unlearnable", reason=failure["error"])
-                    given_up.append(trace_id)
-                await call_store(self.store, "put", self.namespace, trace_id, record, index=False)
-        return given_up
+        run as unlearnable instead. The ids given up."""
+
+        def failed_once(trace_id: str, record: dict[str, Any]) -> dict[str, Any]:
+            failure, now = failed[trace_id], now_iso()
+            failures = int(record.get("failures", 0)) + bool(failure["counts"])
+            last = {"cause": failure["cause"], "error": failure["error"], "round": round_id, "at": now}
+            record = {**record, "failures": failures, "last_failure": last, "at": now, "until": now}
+            if failures >= MAX_FAILURES:
+                record.update(state="consumed", outcome="unlearnable", reason=failure["error"])
+            return record
+
+        written = await self._rewrite_own(list(failed), round_id, failed_once)
+        return [r["trace_id"] for r in written if r["state"] == "consumed"]
 
     async def outcomes(self) -> dict[str, int]:
         """How many runs were learned from, given up as unlearnable, are claimed now, and wait to be taken again
