@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
+from parallax.runtime.storage.platform_schema import THREAD_LOCK_CLASS
 from parallax.runtime.storage.postgres import LockTimeout, advisory_lock
 from parallax.runtime.storage.retention import delete_run_checkpoints
 from parallax.server import metrics, platform
@@ -112,6 +113,8 @@ class ThreadLock:
             self.conn = await self._held.enter_async_context(lock)
         except LockTimeout:
             return False
+        # and the lock a cron's run takes as Aegra inserts it (platform_schema.py): the same turn, known to SQL
+        await self.conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, self.thread_id))
         return True
 
     async def release(self) -> None:
@@ -213,6 +216,8 @@ class RunRequests:
             return refused
         if isinstance(payload.get("metadata"), dict):  # the link to an outbox row is ours to set, never the caller's
             payload["metadata"].pop(webhooks.METADATA_KEY, None)
+        if isinstance(payload.get("config"), dict) and isinstance(payload["config"].get("metadata"), dict):
+            payload["config"]["metadata"].pop(webhooks.CRON_LINK_KEY, None)  # and so is the link to a cron
         lock = ThreadLock(thread_id) if thread_id is not None and strategy != "enqueue" else None
         try:
             if lock is not None:
