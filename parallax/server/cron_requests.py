@@ -49,10 +49,10 @@ UPDATE = re.compile(r"^/runs/crons/(?P<cron_id>[^/]+)/?$")
 
 def linked(config: Any, link: str) -> dict[str, Any]:
     """`config` (the caller's, or the cron's stored one) with the cron's link in its metadata."""
-    config = dict(config) if isinstance(config, dict) else {}
-    metadata = config.get("metadata")
-    config["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), webhooks.CRON_LINK_KEY: link}
-    return config
+    given: dict[str, Any] = dict(config) if isinstance(config, dict) else {}
+    metadata = given.get("metadata")
+    given["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), webhooks.CRON_LINK_KEY: link}
+    return given
 
 
 async def stored_config(cron_id: str, tenant: str) -> tuple[Any, str | None] | None:

@@ -152,12 +152,14 @@ def caller_headers(scope: Scope) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in scope["headers"] if k.lower() in wanted}
 
 
-async def stop_runs(scope: Scope, lock: ThreadLock, run_ids: list[str], strategy: str, wait_s: float) -> None:
-    """Interrupt (or, for rollback, cancel and delete) the runs in flight through Aegra's own endpoints."""
+async def stop_runs(app: ASGIApp, headers: dict[str, str], lock: ThreadLock, run_ids: list[str], strategy: str,
+                    wait_s: float) -> None:
+    """Interrupt (or, for rollback, cancel and delete) the runs in flight through Aegra's own endpoints, called
+    in process (`app`) with the credentials in `headers`."""
     thread_id, action = lock.thread_id, "interrupt" if strategy == "interrupt" else "cancel"
-    transport = httpx.ASGITransport(app=scope["app"])
+    transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://parallax.internal",
-                                 headers=caller_headers(scope), timeout=wait_s + 15) as client:
+                                 headers=headers, timeout=wait_s + 15) as client:
         for run_id in run_ids:
             await client.post(f"/threads/{thread_id}/runs/{run_id}/cancel", params={"action": action})
         await lock.wait_until_stopped(run_ids, wait_s)
@@ -229,7 +231,8 @@ class RunRequests:
                     if strategy == "reject":
                         return error(409, f"thread {thread_id} has a run in flight ({in_flight[0]}): "
                                           "multitask_strategy 'reject' refuses another until it ends")
-                    await stop_runs(scope, lock, in_flight, strategy, settings.double_text_wait_s)
+                    await stop_runs(scope["app"], caller_headers(scope), lock, in_flight, strategy,
+                                    settings.double_text_wait_s)
             if webhook is not None:
                 payload["metadata"] = {**(payload.get("metadata") or {}),
                                        webhooks.METADATA_KEY: await arm_webhook(tenant, webhook)}

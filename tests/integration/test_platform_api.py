@@ -365,6 +365,42 @@ async def test_a_cron_firing_on_a_busy_thread_follows_its_strategy_reject_ends_i
     assert said == ["reject", "busy", "queued"]  # the refused run left nothing behind; the queued one came after
 
 
+async def test_an_interrupt_or_rollback_cron_stops_the_run_in_flight_before_its_own_runs(cluster):
+    a, b = cluster.live()
+    with slow_model(cluster, 3000):
+        thread_id = (await client(a).threads.create())["thread_id"]
+        busy = await client(a).runs.create(thread_id, "chat", input=human("busy"))
+        await until_running(client(a), thread_id, busy["run_id"])
+        run = await client(b).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("cron"),
+                                                      multitask_strategy="interrupt")
+        await client(a).runs.join(thread_id, run["run_id"])
+        statuses = {r["run_id"]: r["status"] for r in await client(b).runs.list(thread_id)}
+        assert statuses == {busy["run_id"]: "interrupted", run["run_id"]: "success"}
+        said = await messages(client(a), thread_id)
+        assert [m for m in said if m[0] == "human"] == [("human", "busy"), ("human", "cron")]  # the interrupted input stays
+        assert [kind for kind, _ in said].count("ai") == 1
+        await client(a).crons.delete(await cron_of(client(a), thread_id))
+
+        # rollback, on a firing of the scheduler
+        thread_id = (await client(a).threads.create())["thread_id"]
+        await client(a).runs.wait(thread_id, "chat", input=human("kept"))
+        cron = await client(b).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("cron"),
+                                                       multitask_strategy="rollback", enabled=False)
+        doomed = await client(a).runs.create(thread_id, "chat", input=human("doomed"))
+        await until_running(client(a), thread_id, doomed["run_id"])
+        await client(a).crons.update(cron["cron_id"], enabled=True)
+        fire(cluster, cron["cron_id"])
+        fired = (await runs_of(client(b), thread_id, 3))[2]
+        await client(a).runs.join(thread_id, fired["run_id"])
+        await client(a).crons.delete(cron["cron_id"])
+    with pytest.raises(NotFoundError):
+        await client(b).runs.get(thread_id, doomed["run_id"])
+    assert [r["status"] for r in await client(b).runs.list(thread_id)] == ["success", "success"]
+    said = await messages(client(a), thread_id)
+    assert said[0] == ("human", "kept") and said[2] == ("human", "cron") and [k for k, _ in said] == ["human", "ai"] * 2
+    assert sql(cluster, "SELECT count(*) FROM checkpoints WHERE metadata->>'run_id' = %s", doomed["run_id"]) == [(0,)]
+
+
 # --- retention -----------------------------------------------------------------------------------
 
 OLD = "now() - interval '40 days'"
