@@ -307,6 +307,9 @@ async def test_a_cron_with_a_webhook_posts_a_signed_webhook_for_each_run_it_crea
         body = json.loads(got.body)
         assert (body["run_id"], body["thread_id"], body["status"]) == (first["run_id"], thread_id, "success")
         cron_id = await cron_of(client(b), thread_id)
+        await client(b).crons.update(cron_id, config={"tags": ["nightly"]})  # a new config keeps the webhook
+        with pytest.raises(UnprocessableEntityError, match="link-local"):
+            await client(a).crons.update(cron_id, webhook="http://169.254.169.254/latest/meta-data")
         fire(cluster, cron_id)  # and a run the scheduler creates
         scheduled = receiver.wait_for(2)[1]
         assert webhooks.verify(SECRET, scheduled.body, scheduled.headers["x-parallax-signature"])
