@@ -50,6 +50,8 @@ SIGNATURE_HEADER = "X-Parallax-Signature"
 DELIVERY_HEADER = "X-Parallax-Delivery"
 METADATA_KEY = "parallax_webhook"
 """The run metadata key that links a run to its armed outbox row (the row's id)."""
+CRON_LINK_KEY = "parallax_cron"
+"""The config metadata key that links a cron, and each run it creates, to Parallax (server/cron_requests.py)."""
 MAX_URL_CHARS = 2048
 
 

@@ -10,7 +10,7 @@ mounts the same in server/dev_app.py), and:
 - /metrics first refreshes `parallax_pending_runs` from the runs table (one count per scrape),
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
-  webhooks, by the middleware of server/run_requests.py and the background loops of
+  webhooks, by the middleware of server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
   of runtime/storage/platform_schema.py; the retention sweep runs in the same lifespan.
   Why here and not as a patch to Aegra: docs/deploy.md, "Double-texting, webhooks, retention".
@@ -26,10 +26,12 @@ from fastapi.responses import JSONResponse
 
 from parallax.server import mcp_face, metrics, openai_face, platform
 from parallax.server.auth import pending_runs
+from parallax.server.cron_requests import CronRequests
 from parallax.server.run_requests import RunRequests
 
 app = FastAPI(lifespan=platform.lifespan)
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
+app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])
 

@@ -50,6 +50,11 @@ def tenant_for_key(key: str | None) -> str | None:
     return found
 
 
+def key_for_tenant(tenant: str) -> str | None:
+    """One API key of `tenant` (None: it has none): what Parallax calls Aegra's endpoints with on its behalf."""
+    return next((key for key, owner in settings_mod.load().api_key_tenants.items() if owner == tenant), None)
+
+
 def key_from(headers: dict[str, Any]) -> str | None:
     key: str | None = headers.get("x-api-key")
     if key:

@@ -1,7 +1,7 @@
 """The replica's background work for double-texting, webhooks and retention (the app's lifespan, server/app.py).
 
 Aegra runs this lifespan inside its own (database, Redis and workers are up first, and still up
-while this one stops). Three loops, each on every replica, each safe with any number of replicas:
+while this one stops). Four loops, each on every replica, each safe with any number of replicas:
 
 - dispatcher (every second): a run held back by the one-run-per-thread trigger (a worker dequeued
   it while another run of its thread was running, and dropped it) is handed to a worker again
@@ -11,6 +11,8 @@ while this one stops). Three loops, each on every replica, each safe with any nu
   Aegra's own lease reaper would also re-enqueue such a run, but only after
   STUCK_PENDING_THRESHOLD_SECONDS (120 s by default).
 - webhooks (every half second): claim due outbox rows and attempt them (runtime/webhooks.py).
+- cron double-texts (every second): stop the runs in flight ahead of an "interrupt" or "rollback"
+  cron's run (server/cron_double_texts.py).
 - sweep (every PARALLAX_SWEEP_INTERVAL_S; 0 turns it off): one retention sweep
   (runtime/storage/retention.py) at a time across the deployment, under the advisory lock "sweep"
   (a replica that finds it held skips its turn).
@@ -131,15 +133,18 @@ async def every(seconds: Callable[[], float], work: Callable[[], Awaitable[Any]]
 
 
 @asynccontextmanager
-async def lifespan(_app: Any) -> AsyncIterator[None]:
+async def lifespan(app: Any) -> AsyncIterator[None]:
     global _pool
     if not os.environ.get("DATABASE_URL"):
         yield
         return
+    from parallax.server.cron_double_texts import stop_runs_before_cron_runs  # it builds on this module
+
     settings = settings_mod.load()
     webhooks.policy_from(settings)  # a bad secret list or network fails the start, not every delivery
     loops = [asyncio.create_task(every(lambda: 1.0, dispatch_held_runs, "dispatcher")),
-             asyncio.create_task(every(lambda: 0.5, deliver_webhooks, "webhook delivery"))]
+             asyncio.create_task(every(lambda: 0.5, deliver_webhooks, "webhook delivery")),
+             asyncio.create_task(every(lambda: 1.0, lambda: stop_runs_before_cron_runs(app), "cron double-texts"))]
     if settings.sweep_interval_s > 0:
         loops.append(asyncio.create_task(every(lambda: settings_mod.load().sweep_interval_s, sweep_once, "sweep")))
     try:

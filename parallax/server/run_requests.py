@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
+from parallax.runtime.storage.platform_schema import THREAD_LOCK_CLASS
 from parallax.runtime.storage.postgres import LockTimeout, advisory_lock
 from parallax.runtime.storage.retention import delete_run_checkpoints
 from parallax.server import metrics, platform
@@ -112,6 +113,8 @@ class ThreadLock:
             self.conn = await self._held.enter_async_context(lock)
         except LockTimeout:
             return False
+        # and the lock a cron's run takes as Aegra inserts it (platform_schema.py): the same turn, known to SQL
+        await self.conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, self.thread_id))
         return True
 
     async def release(self) -> None:
@@ -149,12 +152,14 @@ def caller_headers(scope: Scope) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in scope["headers"] if k.lower() in wanted}
 
 
-async def stop_runs(scope: Scope, lock: ThreadLock, run_ids: list[str], strategy: str, wait_s: float) -> None:
-    """Interrupt (or, for rollback, cancel and delete) the runs in flight through Aegra's own endpoints."""
+async def stop_runs(app: ASGIApp, headers: dict[str, str], lock: ThreadLock, run_ids: list[str], strategy: str,
+                    wait_s: float) -> None:
+    """Interrupt (or, for rollback, cancel and delete) the runs in flight through Aegra's own endpoints, called
+    in process (`app`) with the credentials in `headers`."""
     thread_id, action = lock.thread_id, "interrupt" if strategy == "interrupt" else "cancel"
-    transport = httpx.ASGITransport(app=scope["app"])
+    transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://parallax.internal",
-                                 headers=caller_headers(scope), timeout=wait_s + 15) as client:
+                                 headers=headers, timeout=wait_s + 15) as client:
         for run_id in run_ids:
             await client.post(f"/threads/{thread_id}/runs/{run_id}/cancel", params={"action": action})
         await lock.wait_until_stopped(run_ids, wait_s)
@@ -213,6 +218,8 @@ class RunRequests:
             return refused
         if isinstance(payload.get("metadata"), dict):  # the link to an outbox row is ours to set, never the caller's
             payload["metadata"].pop(webhooks.METADATA_KEY, None)
+        if isinstance(payload.get("config"), dict) and isinstance(payload["config"].get("metadata"), dict):
+            payload["config"]["metadata"].pop(webhooks.CRON_LINK_KEY, None)  # and so is the link to a cron
         lock = ThreadLock(thread_id) if thread_id is not None and strategy != "enqueue" else None
         try:
             if lock is not None:
@@ -224,7 +231,8 @@ class RunRequests:
                     if strategy == "reject":
                         return error(409, f"thread {thread_id} has a run in flight ({in_flight[0]}): "
                                           "multitask_strategy 'reject' refuses another until it ends")
-                    await stop_runs(scope, lock, in_flight, strategy, settings.double_text_wait_s)
+                    await stop_runs(scope["app"], caller_headers(scope), lock, in_flight, strategy,
+                                    settings.double_text_wait_s)
             if webhook is not None:
                 payload["metadata"] = {**(payload.get("metadata") or {}),
                                        webhooks.METADATA_KEY: await arm_webhook(tenant, webhook)}

@@ -33,7 +33,8 @@ ENV = {"PARALLAX_WEBHOOK_SECRETS": f"acme:{SECRET}", "PARALLAX_WEBHOOK_ALLOW_NET
        "PARALLAX_WEBHOOK_TIMEOUT_S": "3", "PARALLAX_WEBHOOK_BACKOFF_S": "0.5", "PARALLAX_WEBHOOK_BACKOFF_MAX_S": "1",
        "PARALLAX_RETAIN_THREADS_DAYS": "30", "PARALLAX_RETAIN_CHECKPOINTS_DAYS": "30",
        "PARALLAX_RETAIN_TRACES_DAYS": "30", "PARALLAX_RETAIN_DEAD_LETTERS_DAYS": "30", "PARALLAX_SWEEP_INTERVAL_S": "1",
-       "PARALLAX_MAX_TOKENS": "64"}
+       "PARALLAX_MAX_TOKENS": "64", "CRON_ENABLED": "true", "CRON_POLL_INTERVAL_SECONDS": "1"}
+YEARLY = "0 0 1 1 *"  # a cron fires at creation, and then only when a test makes it due (`fire`)
 
 
 @pytest.fixture(scope="module")
@@ -271,6 +272,136 @@ async def test_a_webhook_the_receiver_refuses_is_retried_with_backoff_until_it_i
         assert gaps[0] >= 0.45 and gaps[1] >= 0.95, gaps  # 0.5 s, then 1 s (PARALLAX_WEBHOOK_BACKOFF_S=0.5, max 1)
         row = until_delivered(cluster, tries[0].headers["x-parallax-delivery"])
         assert (row["attempts"], row["last_status"]) == (3, 200)
+
+
+# --- crons --------------------------------------------------------------------------------------
+
+
+def fire(cluster: Cluster, cron_id: str) -> None:
+    """Make the cron due now: the scheduler (polling every second, on either replica) fires it."""
+    sql(cluster, "UPDATE crons SET next_run_date = now() WHERE cron_id = %s", cron_id)
+
+
+async def cron_of(sdk, thread_id: str) -> str:
+    (cron,) = await sdk.crons.search(thread_id=thread_id)
+    return cron["cron_id"]
+
+
+async def runs_of(sdk, thread_id: str, n: int, timeout_s: float = 20.0) -> list[dict]:
+    """The thread's runs, oldest first, once there are `n`."""
+    deadline = time.monotonic() + timeout_s
+    while len(found := await sdk.runs.list(thread_id)) < n:
+        assert time.monotonic() < deadline, found
+        await asyncio.sleep(0.2)
+    return sorted(found, key=lambda r: r["created_at"])
+
+
+async def test_a_cron_with_a_webhook_posts_a_signed_webhook_for_each_run_it_creates(cluster):
+    a, b = cluster.live()
+    with WebhookReceiver() as receiver:
+        thread_id = (await client(a).threads.create())["thread_id"]
+        first = await client(a).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("tick"),
+                                                         webhook=receiver.url)
+        (got,) = receiver.wait_for(1)  # the run the cron's creation starts
+        assert webhooks.verify(SECRET, got.body, got.headers["x-parallax-signature"])
+        body = json.loads(got.body)
+        assert (body["run_id"], body["thread_id"], body["status"]) == (first["run_id"], thread_id, "success")
+        cron_id = await cron_of(client(b), thread_id)
+        await client(b).crons.update(cron_id, config={"tags": ["nightly"]})  # a new config keeps the webhook
+        with pytest.raises(UnprocessableEntityError, match="link-local"):
+            await client(a).crons.update(cron_id, webhook="http://169.254.169.254/latest/meta-data")
+        fire(cluster, cron_id)  # and a run the scheduler creates
+        scheduled = receiver.wait_for(2)[1]
+        assert webhooks.verify(SECRET, scheduled.body, scheduled.headers["x-parallax-signature"])
+        later = json.loads(scheduled.body)
+        runs = await runs_of(client(a), thread_id, 2)
+        assert [r["run_id"] for r in runs] == [first["run_id"], later["run_id"]] and later["status"] == "success"
+        assert [m["content"] for m in later["values"]["messages"] if m["type"] == "human"] == ["tick", "tick"]
+        assert later["webhook_id"] != body["webhook_id"]
+        assert until_delivered(cluster, later["webhook_id"])["attempts"] == 1
+        # a stateless cron's run posts its webhook too
+        await client(b).crons.create("solve", schedule=YEARLY, input={"task": "What is 2 + 2?", "mode": "direct"},
+                                     webhook=receiver.url)
+        stateless = json.loads(receiver.wait_for(3)[2].body)
+        assert stateless["status"] == "success" and stateless["values"]["answer"] == "42"
+        await client(a).crons.delete(cron_id)
+        with pytest.raises(UnprocessableEntityError, match="private"):
+            await client(a).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("no"),
+                                                    webhook="http://10.1.2.3/hook")
+        assert await client(a).crons.search(thread_id=thread_id) == []
+        await asyncio.sleep(1.5)
+        assert len(receiver.received) == 3  # one webhook per run, no more
+    with pytest.raises(UnprocessableEntityError, match="no webhook secret"):
+        beta_thread = (await client(a, "beta").threads.create())["thread_id"]
+        await client(a, "beta").crons.create_for_thread(beta_thread, "chat", schedule=YEARLY, input=human("no"),
+                                                        webhook="http://127.0.0.1:9/hook")
+
+
+async def test_a_cron_firing_on_a_busy_thread_follows_its_strategy_reject_ends_it_enqueue_waits(cluster):
+    a, b = cluster.live()
+    with WebhookReceiver() as receiver, slow_model(cluster, 3000):
+        thread_id = (await client(a).threads.create())["thread_id"]
+        rejecting = await client(b).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("reject"),
+                                                            multitask_strategy="reject", webhook=receiver.url)
+        await client(a).runs.join(thread_id, rejecting["run_id"])  # a free thread: its first run runs
+        cron_id = await cron_of(client(a), thread_id)
+        busy = await client(a).runs.create(thread_id, "chat", input=human("busy"))
+        await until_running(client(a), thread_id, busy["run_id"])
+        # an enqueue cron's run waits for the run in flight
+        queued = await client(b).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("queued"),
+                                                         multitask_strategy="enqueue")
+        assert (await client(a).runs.get(thread_id, queued["run_id"]))["status"] == "pending"
+        fire(cluster, cron_id)  # the reject cron fires while the thread is busy
+        refused = (await runs_of(client(b), thread_id, 4))[3]
+        assert refused["status"] == "error", refused  # stored ended: no worker starts it
+        assert (await client(a).runs.get(thread_id, busy["run_id"]))["status"] == "running"  # the run in flight goes on
+        hooks = [json.loads(r.body) for r in receiver.wait_for(2)]
+        assert [(h["run_id"], h["status"]) for h in hooks] == [(rejecting["run_id"], "success"),
+                                                               (refused["run_id"], "error")]
+        assert f"in flight ({busy['run_id']})" in hooks[1]["error"] and "reject" in hooks[1]["error"]
+        await client(a).runs.join(thread_id, queued["run_id"])
+        for cron in await client(a).crons.search(thread_id=thread_id):
+            await client(a).crons.delete(cron["cron_id"])
+    statuses = {r["run_id"]: r["status"] for r in await client(b).runs.list(thread_id)}
+    assert (statuses[busy["run_id"]], statuses[queued["run_id"]]) == ("success", "success")
+    said = [content for kind, content in await messages(client(a), thread_id) if kind == "human"]
+    assert said == ["reject", "busy", "queued"]  # the refused run left nothing behind; the queued one came after
+
+
+async def test_an_interrupt_or_rollback_cron_stops_the_run_in_flight_before_its_own_runs(cluster):
+    a, b = cluster.live()
+    with slow_model(cluster, 3000):
+        thread_id = (await client(a).threads.create())["thread_id"]
+        busy = await client(a).runs.create(thread_id, "chat", input=human("busy"))
+        await until_running(client(a), thread_id, busy["run_id"])
+        run = await client(b).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("cron"),
+                                                      multitask_strategy="interrupt")
+        await client(a).runs.join(thread_id, run["run_id"])
+        statuses = {r["run_id"]: r["status"] for r in await client(b).runs.list(thread_id)}
+        assert statuses == {busy["run_id"]: "interrupted", run["run_id"]: "success"}
+        said = await messages(client(a), thread_id)
+        assert [m for m in said if m[0] == "human"] == [("human", "busy"), ("human", "cron")]  # the interrupted input stays
+        assert [kind for kind, _ in said].count("ai") == 1
+        await client(a).crons.delete(await cron_of(client(a), thread_id))
+
+        # rollback, on a firing of the scheduler
+        thread_id = (await client(a).threads.create())["thread_id"]
+        await client(a).runs.wait(thread_id, "chat", input=human("kept"))
+        cron = await client(b).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("cron"),
+                                                       multitask_strategy="rollback", enabled=False)
+        doomed = await client(a).runs.create(thread_id, "chat", input=human("doomed"))
+        await until_running(client(a), thread_id, doomed["run_id"])
+        await client(a).crons.update(cron["cron_id"], enabled=True)
+        fire(cluster, cron["cron_id"])
+        fired = (await runs_of(client(b), thread_id, 3))[2]
+        await client(a).runs.join(thread_id, fired["run_id"])
+        await client(a).crons.delete(cron["cron_id"])
+    with pytest.raises(NotFoundError):
+        await client(b).runs.get(thread_id, doomed["run_id"])
+    assert [r["status"] for r in await client(b).runs.list(thread_id)] == ["success", "success"]
+    said = await messages(client(a), thread_id)
+    assert said[0] == ("human", "kept") and said[2] == ("human", "cron") and [k for k, _ in said] == ["human", "ai"] * 2
+    assert sql(cluster, "SELECT count(*) FROM checkpoints WHERE metadata->>'run_id' = %s", doomed["run_id"]) == [(0,)]
 
 
 # --- retention -----------------------------------------------------------------------------------

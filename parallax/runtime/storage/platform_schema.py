@@ -17,6 +17,14 @@ the pinned Aegra's migrations define (docs/deploy.md says what to re-check on an
 2. Webhooks, kept until delivered: `parallax_run_ended` turns the run's armed outbox row
    (`parallax_webhooks`, linked through the run metadata key `parallax_webhook`) into a due
    one, with the run as it ended as payload, in the very transaction that makes the run terminal.
+3. Runs created by crons (Aegra's scheduler, and the first run of a cron's creation) pass no HTTP run
+   route: `parallax_cron_run` sees them as Aegra inserts them, known by the link Parallax put in the
+   cron's config (`config.metadata.parallax_cron`, server/cron_requests.py), which Aegra copies onto
+   every run the cron creates. It arms an outbox row for the URL the cron stores (`payload.webhook`)
+   and links it as the HTTP routes do (run metadata `parallax_webhook`); and for a cron whose
+   `multitask_strategy` is "reject" it stores the run already ended (status "error", the reason in
+   `error_message`) when its thread has a run in flight, under the per-thread double-text lock that
+   the HTTP routes take too (THREAD_LOCK_CLASS), so no worker ever starts it.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 CLAIM_LOCK_CLASS = 0x7061_7278  # "parx": the first key of the per-thread claim lock (the second: hashtext(thread_id))
+THREAD_LOCK_CLASS = 0x7061_7274  # "part": the per-thread double-text lock (the second key: hashtext(thread_id))
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS parallax_webhooks (
@@ -64,21 +73,25 @@ DROP TRIGGER IF EXISTS parallax_claim_in_order ON runs;
 CREATE TRIGGER parallax_claim_in_order BEFORE UPDATE OF status ON runs FOR EACH ROW
     WHEN (OLD.status = 'pending' AND NEW.status = 'running') EXECUTE FUNCTION parallax_claim_in_order();
 
+CREATE OR REPLACE FUNCTION parallax_webhook_due(hook text, r runs) RETURNS void LANGUAGE sql AS $$
+    UPDATE parallax_webhooks
+    SET status = 'due', run_id = r.run_id, thread_id = r.thread_id, ended_at = now(),
+        next_attempt_at = now(), updated_at = now(),
+        payload = jsonb_build_object(
+            'run_id', r.run_id, 'thread_id', r.thread_id, 'assistant_id', r.assistant_id,
+            'status', r.status, 'error', r.error_message, 'created_at', r.created_at,
+            'updated_at', r.updated_at, 'metadata', r.execution_params -> 'run_metadata',
+            'multitask_strategy', r.execution_params -> 'behavior' -> 'multitask_strategy',
+            'values', r.output)
+    WHERE id = hook AND tenant = r.user_id AND status = 'armed'
+$$;
+
 CREATE OR REPLACE FUNCTION parallax_run_ended() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     hook text := NEW.execution_params -> 'run_metadata' ->> 'parallax_webhook';
 BEGIN
     IF hook IS NOT NULL THEN
-        UPDATE parallax_webhooks
-        SET status = 'due', run_id = NEW.run_id, thread_id = NEW.thread_id, ended_at = now(),
-            next_attempt_at = now(), updated_at = now(),
-            payload = jsonb_build_object(
-                'run_id', NEW.run_id, 'thread_id', NEW.thread_id, 'assistant_id', NEW.assistant_id,
-                'status', NEW.status, 'error', NEW.error_message, 'created_at', NEW.created_at,
-                'updated_at', NEW.updated_at, 'metadata', NEW.execution_params -> 'run_metadata',
-                'multitask_strategy', NEW.execution_params -> 'behavior' -> 'multitask_strategy',
-                'values', NEW.output)
-        WHERE id = hook AND tenant = NEW.user_id AND status = 'armed';
+        PERFORM parallax_webhook_due(hook, NEW);
     END IF;
     RETURN NULL;
 END $$;
@@ -87,6 +100,42 @@ DROP TRIGGER IF EXISTS parallax_run_ended ON runs;
 CREATE TRIGGER parallax_run_ended AFTER UPDATE OF status ON runs FOR EACH ROW
     WHEN (OLD.status IN ('pending', 'running') AND NEW.status NOT IN ('pending', 'running'))
     EXECUTE FUNCTION parallax_run_ended();
+
+CREATE OR REPLACE FUNCTION parallax_cron_run() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    link text := NEW.config -> 'metadata' ->> 'parallax_cron';
+    url text;
+    hook text;
+    busy text;
+BEGIN
+    SELECT c.payload ->> 'webhook' INTO url FROM crons c
+    WHERE c.user_id = NEW.user_id AND c.payload -> 'config' -> 'metadata' ->> 'parallax_cron' = link LIMIT 1;
+    IF url IS NOT NULL THEN
+        hook := gen_random_uuid()::text;
+        INSERT INTO parallax_webhooks (id, tenant, url) VALUES (hook, NEW.user_id, url);
+        NEW.execution_params := jsonb_set(coalesce(NEW.execution_params, '{{}}'::jsonb), '{{run_metadata}}',
+            coalesce(NEW.execution_params -> 'run_metadata', '{{}}'::jsonb) || jsonb_build_object('parallax_webhook', hook));
+    END IF;
+    IF NEW.status = 'pending' AND NEW.execution_params -> 'behavior' ->> 'multitask_strategy' = 'reject' THEN
+        PERFORM pg_advisory_xact_lock({THREAD_LOCK_CLASS}, hashtext(NEW.thread_id));
+        SELECT o.run_id INTO busy FROM runs o
+        WHERE o.thread_id = NEW.thread_id AND o.run_id <> NEW.run_id AND o.status IN ('pending', 'running')
+        ORDER BY o.created_at, o.run_id LIMIT 1;
+        IF busy IS NOT NULL THEN
+            NEW.status := 'error';
+            NEW.error_message := format('thread %s has a run in flight (%s): multitask_strategy ''reject'' '
+                                        'refuses another until it ends', NEW.thread_id, busy);
+            IF hook IS NOT NULL THEN
+                PERFORM parallax_webhook_due(hook, NEW);
+            END IF;
+        END IF;
+    END IF;
+    RETURN NEW;
+END $$;
+
+DROP TRIGGER IF EXISTS parallax_cron_run ON runs;
+CREATE TRIGGER parallax_cron_run BEFORE INSERT ON runs FOR EACH ROW
+    WHEN (NEW.config -> 'metadata' ? 'parallax_cron') EXECUTE FUNCTION parallax_cron_run();
 """
 
 
