@@ -29,7 +29,6 @@ from starlette.responses import JSONResponse
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
 from parallax.server import platform
-from parallax.server.auth import key_from, tenant_for_key
 from parallax.server.run_requests import (
     STRATEGIES,
     ASGIApp,
@@ -38,7 +37,7 @@ from parallax.server.run_requests import (
     Scope,
     Send,
     error,
-    read_body,
+    json_request,
     replay,
     with_length,
 )
@@ -77,13 +76,7 @@ class CronRequests:
         if create is None and update is None:
             await self.app(scope, receive, send)
             return
-        body = await read_body(receive)
-        try:
-            payload = json.loads(body or b"null")
-        except ValueError:
-            payload = None
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        tenant = tenant_for_key(key_from(headers))
+        body, payload, tenant = await json_request(scope, receive)
         if isinstance(payload, dict) and tenant is not None:
             refused = await self.prepare(payload, tenant, create, update)
             if refused is not None:

@@ -178,6 +178,17 @@ async def arm_webhook(tenant: str, url: str) -> str:
     return webhook_id
 
 
+async def json_request(scope: Scope, receive: Receive) -> tuple[bytes, Any, str | None]:
+    """A request's body, its JSON (None when it is not JSON) and the caller's tenant (None: no valid key)."""
+    body = await read_body(receive)
+    try:
+        payload = json.loads(body or b"null")
+    except ValueError:
+        payload = None
+    headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+    return body, payload, tenant_for_key(key_from(headers))
+
+
 class RunRequests:
     """The middleware (server/app.py adds it to the app Aegra serves)."""
 
@@ -190,13 +201,7 @@ class RunRequests:
         if thread is None and not (post and STATELESS_RUN.match(scope.get("path", ""))):
             await self.app(scope, receive, send)
             return
-        body = await read_body(receive)
-        try:
-            payload = json.loads(body or b"null")
-        except ValueError:
-            payload = None
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        tenant = tenant_for_key(key_from(headers))
+        body, payload, tenant = await json_request(scope, receive)
         if not isinstance(payload, dict) or tenant is None:  # Aegra answers these: 422, 401
             await self.app(scope, replay(body, receive), send)
             return
