@@ -133,6 +133,29 @@ def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tm
     assert not psutil.pid_exists(info["pid"])
 
 
+def test_a_parent_killed_without_cleanup_leaves_no_model_server_behind(settings, tmp_path):
+    """SIGKILL (or SIGTERM, which skips atexit: what `timeout` sends) of a process using the embedded model must
+    not leave its llama.cpp child holding the model's memory."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = ("from parallax.runtime import settings, model_server; import time\n"
+            "print(model_server.endpoint(settings.load()), flush=True); time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE)
+    children: list[psutil.Process] = []
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().startswith(b"http://127.0.0.1:")
+        children = [p for p in psutil.Process(parent.pid).children() if "parallax.runtime.model_server" in p.cmdline()]
+        assert len(children) == 1
+        parent.kill()
+        parent.wait(10)
+        _, alive = psutil.wait_procs(children, timeout=15)
+        assert not alive, f"model server {alive[0].pid} outlived its killed parent"
+    finally:
+        parent.kill()
+        for child in children:  # an orphan is init's child now, not ours: kill it by the handle kept
+            if child.is_running():
+                child.kill()
+
+
 def test_the_embedded_server_decodes_requests_side_by_side(settings):
     """Four requests at once: llama.cpp's /slots must show several slots busy at the same moment."""
     import concurrent.futures

@@ -8,6 +8,7 @@ wheel (MIT, prebuilt by Xorbits from llama.cpp's source, no compiler needed).
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -15,7 +16,7 @@ from parallax.runtime.model_server.process import default_threads
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The child: load the GGUF into llama.cpp's server, serve until SIGTERM/SIGINT."""
+    """The child: load the GGUF into llama.cpp's server, serve until SIGTERM/SIGINT or until its parent is gone."""
     import argparse
 
     import xllamacpp
@@ -48,8 +49,11 @@ def main(argv: list[str] | None = None) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    parent = os.getppid()
     server = xllamacpp.Server(params)  # returns once the model is loaded and the HTTP listener is up
     print(f"serving {args.alias} on {server.listening_address} with {args.parallel} slots", flush=True)
-    while not stop.wait(0.5):
+    # A parent that dies without stopping us (SIGKILL, or SIGTERM, which skips Python's atexit; `timeout`
+    # sends it) leaves us to init: then we stop too, instead of holding the model's memory for ever.
+    while not stop.wait(0.5) and os.getppid() == parent:
         pass
     del server  # stops the HTTP thread and frees the model
