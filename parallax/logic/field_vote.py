@@ -14,6 +14,7 @@ over votes asked), so it says how settled the least settled part of the answer i
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,15 +57,19 @@ class FieldVote:
         return [t.path for t in self.tallies if not t.required and not t.settled and t.counts]
 
     @property
+    def weighed(self) -> list[FieldTally]:
+        """The fields an answer is judged by: each required field, or, when none is required, each field some
+        vote gave."""
+        return [t for t in self.tallies if t.required] or [t for t in self.tallies if t.counts]
+
+    @property
     def unit_counts(self) -> list[list[int]]:
-        """The vote counts of what must settle before an adaptive vote stops (logic/stopping.py
-        `decide_units`): each required field, or, when none is required, each field some vote gave."""
-        weighed = [t for t in self.tallies if t.required] or [t for t in self.tallies if t.counts]
-        return [list(t.counts.values()) for t in weighed]
+        """The vote counts of what must settle before an adaptive vote stops (logic/stopping.py `decide_units`)."""
+        return [list(t.counts.values()) for t in self.weighed]
 
     @property
     def confidence(self) -> float:
-        weighed = [t for t in self.tallies if t.required] or [t for t in self.tallies if t.counts]
+        weighed = self.weighed
         return round(min(t.support for t in weighed) / self.asked, 3) if weighed and self.asked else 0.0
 
     def provenance(self) -> list[Provenance]:
@@ -102,7 +107,9 @@ def vote_fields(schema: JsonSchema, replies: list[tuple[str, dict[str, Any]]], a
             top, top_count = ranked[0]
             tally.support = top_count
             tally.branch_ids = [branch for branch, value in given if normal(value) == top]
-            tally.value = next(value for _, value in given if normal(value) == top)
+            # the spelling most of its votes used (ties: the first given), not whichever vote came back first
+            spellings = Counter(json.dumps(value, sort_keys=True) for _, value in given if normal(value) == top)
+            tally.value = json.loads(spellings.most_common(1)[0][0])
             tally.settled = top_count >= needed and not (len(ranked) > 1 and ranked[1][1] == top_count)
             if tally.settled:
                 set_at(result.data, path, tally.value)
