@@ -141,6 +141,11 @@ def _branch_answer(branch: dict[str, Any]) -> str:
     return str((branch.get("output") or {}).get("answer", ""))
 
 
+def _gives_target(trace: dict[str, Any], answer: str, question: str) -> bool:
+    """Whether `answer` is the run's target, scored by the run's scorer."""
+    return bool(score({"answer": answer}, trace["target"], question, trace.get("scorer") or "auto")["correct"])
+
+
 def is_right(trace: dict[str, Any], min_score: float) -> bool | None:
     """True/False when the run's verdict is known (target first, then feedback), None otherwise."""
     if trace.get("correct") is not None:
@@ -245,8 +250,7 @@ def _judged(trace: dict[str, Any], out: Collector) -> Judged | None:
         question = trace.get("task") or trace.get("task_preview") or ""
         judged: Judged = []
         for c in checked:
-            if not score({"answer": _branch_answer(c).strip()}, trace["target"], question,
-                         trace.get("scorer") or "auto")["correct"]:
+            if not _gives_target(trace, _branch_answer(c).strip(), question):
                 judged.append((c, False, ""))
             elif _passed(c) or _plain(c):
                 judged.append((c, True, ""))
@@ -346,8 +350,7 @@ def _right_votes(trace: dict[str, Any], votes: list[dict[str, Any]], min_score: 
     """Whether each vote gave the right answer, or None when the right answer is not known."""
     if trace.get("target") is not None:
         question = next((m["content"] for m in _prompt_of(trace, votes[0]) or [] if m["role"] == "user"), "")
-        return [score({"answer": _branch_answer(b)}, trace["target"], question, trace.get("scorer") or "auto")["correct"]
-                for b in votes]
+        return [_gives_target(trace, _branch_answer(b), question) for b in votes]
     feedback = latest_score(trace)
     if feedback is not None and feedback >= min_score:
         final = normalize_answer(trace.get("answer") or "")

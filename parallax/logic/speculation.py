@@ -67,7 +67,7 @@ def candidate_specs(state: SolveState, ctx: Context) -> list[CandidateSpec]:
     """One spec per candidate: approach i (cycled) at the i-th temperature of the spread, on the run's model."""
     n = candidates_of(state)
     temperatures = spread(TEMPERATURE_LOW, TEMPERATURE_HIGH, n)
-    lessons = (state.get("playbook_selections") or [[]])[0]
+    lessons = _lessons(state)
     now = round(time.time(), 3)
     specs: list[CandidateSpec] = []
     for i in range(n):
@@ -78,8 +78,17 @@ def candidate_specs(state: SolveState, ctx: Context) -> list[CandidateSpec]:
     return specs
 
 
+def _check_file(state: SolveState) -> str:
+    return state.get("check_file") or DEFAULT_CHECK_FILE
+
+
+def _lessons(state: SolveState) -> list[Any]:
+    """The playbook lessons every candidate is given (the run's one selection)."""
+    return (state.get("playbook_selections") or [[]])[0]
+
+
 def check_spec(state: SolveState, ctx: Context) -> CheckSpec:
-    return {"command": state.get("check", ""), "file": state.get("check_file") or DEFAULT_CHECK_FILE,
+    return {"command": state.get("check", ""), "file": _check_file(state),
             "repo": state.get("repo", ""), "timeout_s": filled(ctx.tool_timeout_s)}
 
 
@@ -94,8 +103,7 @@ def check_note(command: str, file: str) -> str:
 def candidate_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]]:
     """("candidate", index) -> the messages that candidate was sent, rebuilt from the state and its branch record
     (its approach's hint) as nodes/candidate.py built them, so the trace keeps them for `parallax export`."""
-    note = check_note(state.get("check", ""), state.get("check_file") or DEFAULT_CHECK_FILE)
-    lessons = (state.get("playbook_selections") or [[]])[0]
+    note, lessons = check_note(state.get("check", ""), _check_file(state)), _lessons(state)
     template = (state.get("prompts") or {}).get("candidate")
     return {("candidate", spec["index"]): candidate_messages(state["task"], state.get("question", ""), lessons,
                                                              spec["hint"], note, version=template)

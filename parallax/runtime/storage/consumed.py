@@ -79,8 +79,9 @@ class ConsumedStore:
         async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
             now = datetime.now(UTC)
             records = await self.records()
-            finished = await self._finish_dead_commits(list(dict.fromkeys(trace_ids)), records, now, committed)
-            free = [t for t in dict.fromkeys(trace_ids) if not self.taken(records.get(t), now)]
+            unique = list(dict.fromkeys(trace_ids))
+            finished = await self._finish_dead_commits(unique, records, now, committed)
+            free = [t for t in unique if not self.taken(records.get(t), now)]
             chosen = free if limit is None else free[:limit]
             until = (now + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
             for trace_id in chosen:
@@ -89,7 +90,7 @@ class ConsumedStore:
                 await call_store(self.store, "put", self.namespace, trace_id,
                                  {**kept, "trace_id": trace_id, "state": "claimed",
                                   "round": round_id, "at": now_iso(), "until": until}, index=False)
-            return chosen, len(set(trace_ids)) - len(free), finished
+            return chosen, len(unique) - len(free), finished
 
     async def _finish_dead_commits(self, trace_ids: list[str], records: dict[str, dict[str, Any]], now: datetime,
                                    committed: Callable[[str], Awaitable[bool]] | None) -> int:

@@ -62,6 +62,10 @@ def version_key(version: int) -> str:
     return f"v{version:06d}"
 
 
+VERSION_KEY = re.compile(r"v\d{6,}")
+"""What `version_key` makes: a version record's key among the playbook's other records."""
+
+
 def candidate_id(key: str) -> str:
     """The id of the candidate rejected under commit key `key`: the same on every write, so a retried
     rejection overwrites its record and `PlaybookStore.committed` finds it."""
@@ -148,7 +152,7 @@ class PlaybookStore:
         self._check_name(name)
         records = await self._scan(name)
         versions = {v.version: v for v in (PlaybookVersion.model_validate(value) for key, value in records.items()
-                                           if re.fullmatch(r"v\d{6,}", key))}
+                                           if VERSION_KEY.fullmatch(key))}
         head = records.get("head")
         for missing in range(1, (head or {}).get("version", 0) + 1):  # belt and braces against paging races
             if missing not in versions and (value := await self._get(name, version_key(missing))):
@@ -176,7 +180,7 @@ class PlaybookStore:
         self._check_name(name)
         if await self._get(name, f"commit-{key}") is not None or await self._get(name, f"candidate-{candidate_id(key)}"):
             return True
-        return any(re.fullmatch(r"v\d{6,}", k) and v.get("gate", {}).get("commit_key") == key
+        return any(VERSION_KEY.fullmatch(k) and v.get("gate", {}).get("commit_key") == key
                    for k, v in (await self._scan(name)).items())
 
     async def candidates(self, name: str) -> list[Candidate]:
