@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.evaluate import Solver
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, subgraph_config
 from parallax.state.context import Context
 from parallax.state.plan import PlanState
 
@@ -28,7 +28,7 @@ async def answer_directly(state: PlanState, runtime: Runtime[Context], *, solve:
     given: Mapping[str, Any] = state
     run_input = {"task": state["task"], "mode": "direct" if fallback else "auto", "parent_trace": state["trace_id"],
                  **{k: given[k] for k in PASSED_ON if k in given}}
-    run = await solve.ainvoke(run_input, context=context_of(runtime))
+    run = await solve.ainvoke(run_input, subgraph_config(), context=context_of(runtime))
     why = f"no valid plan ({state['plan_error']}): answered directly" if fallback else ""
     return {**{k: run[k] for k in TAKEN if k in run}, "branches": run.get("branches", []),
             "reason": "; ".join(x for x in (why, run.get("reason", "")) if x)}

@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 from parallax.logic.chat_reply import reply_message, text_of
 from parallax.logic.evaluate import Solver
 from parallax.logic.routing import InvalidInput
-from parallax.runtime.run_context import context_of, tenant_of
+from parallax.runtime.run_context import context_of, subgraph_config, tenant_of
 from parallax.state.chat import ChatState
 from parallax.state.context import Context
 
@@ -37,6 +37,6 @@ async def answer_turn(state: ChatState, runtime: Runtime[Context], *, solve: Sol
     tenant = tenant_of(state.get("tenant"))
     given: dict[str, Any] = dict(state)
     run_input = {"task": task, "tenant": tenant, **{k: given[k] for k in PASSED_ON if given.get(k) is not None}}
-    run = await solve.ainvoke(run_input, {"tags": NO_STREAM}, context=context_of(runtime))
+    run = await solve.ainvoke(run_input, subgraph_config({"tags": NO_STREAM}), context=context_of(runtime))
     last_run = {**{k: run.get(k) for k in KEPT}, "tenant": tenant}
     return {"messages": [reply_message(last_run)], "last_run": last_run, "review": {}}

@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.loop import free_slot
+from parallax.runtime.run_context import subgraph_config
 from parallax.state.context import Context
 from parallax.state.loop import LoopState
 
@@ -24,7 +25,7 @@ async def learn_round(state: LoopState, runtime: Runtime[Context], *, learn: Lea
              "limit": state["limit"], "lease_s": state["lease_s"], "ties_to_canary": True, "mode": "direct",
              **({"since": state["since"]} if state.get("since") else {})}
     try:
-        learned = await learn.ainvoke(given, context=runtime.context)
+        learned = await learn.ainvoke(given, subgraph_config(), context=runtime.context)
     except BaseException:
         if runtime.store is not None:  # the next round need not wait for the slot to expire; the claims do expire
             await free_slot(runtime.store, state["tenant"], state["playbook"], state["round"])

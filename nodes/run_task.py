@@ -32,7 +32,7 @@ from parallax.logic.plan_tools import ToolError, run_tool
 from parallax.logic.routing import InvalidInput
 from parallax.logic.speculative_edit import run_speculative_edit
 from parallax.runtime import settings as settings_mod
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, subgraph_config
 from parallax.runtime.services import services_of
 from parallax.runtime.storage.plan_results import PlanResults
 from parallax.runtime.worktrees import Worktree
@@ -63,7 +63,7 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
     if "min_votes" in payload:
         run_input["min_votes"] = payload["min_votes"]
     try:  # the subgraph's own checkpoint is written once, at its end: the task is the unit that is not redone
-        run = await solve.ainvoke(run_input, context=ctx, durability="exit")
+        run = await solve.ainvoke(run_input, subgraph_config(), context=ctx, durability="exit")
     except InvalidInput as exc:
         return {"status": "FAILED", "reason": str(exc)}
     return {"status": STATUS_OF_RUN[run["status"]], "reason": run.get("reason", ""), "output": run.get("answer", ""),

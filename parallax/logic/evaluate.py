@@ -17,6 +17,7 @@ from typing import Any
 from parallax.logic.failures import failures_by_cause, run_failure
 from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.scoring import score
+from parallax.runtime.run_context import subgraph_config
 from parallax.state.context import Context, filled
 from parallax.state.records import PlaybookItemData, PromptVersion
 
@@ -39,7 +40,7 @@ async def solve_one(solve: Solver, task: dict[str, Any], items: list[PlaybookIte
     if votes is not None:
         given["votes"] = votes
     try:
-        run = await solve.ainvoke(given, context=ctx)
+        run = await solve.ainvoke(given, subgraph_config(), context=ctx)
     except ValueError as exc:  # input the solve graph refuses (e.g. too long)
         run = {"status": "failed", "answer": "", "reason": str(exc), "branches": [], "trace_id": "", "cause": "input"}
     except Exception as exc:  # noqa: BLE001 - one task's crash is that task's failure, not the batch's

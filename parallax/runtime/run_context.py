@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -96,22 +97,46 @@ def tenant_of(requested: str | None) -> str:
 _IDS = uuid.UUID("6f1c2a7e-5b8d-4c11-9a3e-2f0d8b7c4e51")
 
 
+SCOPE = "parallax_call_scope"
+"""The configurable key `subgraph_config` keeps the calling tasks' places under."""
+
+
+def subgraph_config(config: RunnableConfig | None = None) -> RunnableConfig:
+    """`config` for a graph a node calls, naming the calling task by its place in the run: the node, the step it
+    runs in and its path (which `Send` of that step), all of which a replica that takes the run over
+    finds again, unlike the task id in the checkpoint namespace, which derives from the checkpoint the
+    task ran from and changes when a takeover finds no checkpoint and runs the step again. Give it to
+    every graph called from a node (`solve.ainvoke(input, subgraph_config(), ...)`), so that the
+    `task_scoped_id` of a node inside it survives a takeover too. Outside a graph: `config` as it is."""
+    given: RunnableConfig = config or {}
+    try:
+        outer = get_config()
+    except RuntimeError:
+        return given
+    meta, configurable = outer.get("metadata") or {}, outer.get("configurable") or {}
+    path = ",".join(str(p) for p in meta.get("langgraph_path", ()))
+    place = f"{configurable.get(SCOPE, '')}{meta.get('langgraph_node')}@{meta.get('langgraph_step')}({path})/"
+    return {**given, "configurable": {**(given.get("configurable") or {}), SCOPE: place}}
+
+
 def task_scoped_id() -> str:
     """A new id (32 hex digits) that is the same each time this task runs again for the same server run.
 
-    On the graph API (a `run_id` in the config) it is derived from the run and, for a node of the run's
-    own graph (run once per run: `route`, a learn run's `start`), the node's name; inside a subgraph or
-    a graph called from a node, from the task's checkpoint namespace, which names the task by the
-    checkpoint it runs from and counts the calls a node makes. A replica that takes a run over and runs
-    the task again gets the same id, so the records keyed by it (a trace) are overwritten, never
-    written twice. Elsewhere (the CLI, no run id) it is random."""
+    On the graph API (a `run_id` in the config) it is derived from the run and the task's place: for a
+    node of the run's own graph (run once per run: `route`, a learn run's `start`), the node's name;
+    inside a graph called from a node, the calling tasks' places (`subgraph_config`), then the node names
+    and call counts of the checkpoint namespace (the node's first, second, ... call of a graph). A
+    replica that takes a run over and runs the task again, from the same checkpoint or from an earlier
+    one, gets the same id, so the records keyed by it (a trace) are overwritten, never written twice.
+    Elsewhere (the CLI, no run id) it is random."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:
         configurable = {}
-    run_id, namespace = configurable.get("run_id"), configurable.get("checkpoint_ns")
+    run_id, namespace, scope = configurable.get("run_id"), configurable.get("checkpoint_ns"), configurable.get(SCOPE)
     if not run_id or not namespace:
         return uuid.uuid4().hex
-    if "|" not in namespace:  # a node of the run's own graph, which runs once per run: its name is enough,
-        namespace = namespace.split(":")[0]  # even when a takeover finds no checkpoint and starts the run anew
-    return uuid.uuid5(_IDS, f"{run_id}/{namespace}").hex
+    if "|" in namespace and not scope:  # called without subgraph_config: the namespace's task ids tell calls apart,
+        return uuid.uuid5(_IDS, f"{run_id}/{namespace}").hex  # but change if a takeover runs the step again
+    places = "|".join(part.split(":")[0] for part in namespace.split("|"))
+    return uuid.uuid5(_IDS, f"{run_id}/{scope or ''}{places}").hex

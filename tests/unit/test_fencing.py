@@ -125,5 +125,31 @@ def test_task_scoped_ids_repeat_for_the_same_server_task_and_differ_otherwise(mo
     assert inner != first and run_context.task_scoped_id() == inner
     config["configurable"] = {**nested, "checkpoint_ns": "score:abc|2|route:fed"}  # the node's next call
     assert run_context.task_scoped_id() != inner
+    # called with subgraph_config: the calling task's place, not its task id, which another checkpoint changes
+    scoped = {"run_id": "r1", run_context.SCOPE: "learn_from_task@3(__pregel_push,0,False)/",
+              "checkpoint_ns": "learn_from_task:abc|1|route:def"}
+    config["configurable"] = scoped
+    placed = run_context.task_scoped_id()
+    config["configurable"] = {**scoped, "checkpoint_ns": "learn_from_task:123|1|route:456"}  # the step run again
+    assert run_context.task_scoped_id() == placed
+    config["configurable"] = {**scoped, run_context.SCOPE: "learn_from_task@3(__pregel_push,1,False)/"}  # the next Send
+    assert run_context.task_scoped_id() != placed
+    config["configurable"] = {**scoped, "checkpoint_ns": "learn_from_task:abc|2|route:def"}  # the task's next call
+    assert run_context.task_scoped_id() != placed
     config["configurable"] = {"checkpoint_ns": "route:abc"}  # no server run id (the CLI): random
     assert run_context.task_scoped_id() != run_context.task_scoped_id()
+
+
+def test_subgraph_config_names_the_calling_task_by_node_step_and_send(monkeypatch):
+    from parallax.runtime import run_context
+
+    outer = {"configurable": {"run_id": "r1"},
+             "metadata": {"langgraph_node": "learn_from_task", "langgraph_step": 3,
+                          "langgraph_path": ("__pregel_push", 1, False)}}
+    monkeypatch.setattr(run_context, "get_config", lambda: outer)
+    config = run_context.subgraph_config({"tags": ["quiet"]})
+    assert config["tags"] == ["quiet"]
+    assert config["configurable"][run_context.SCOPE] == "learn_from_task@3(__pregel_push,1,False)/"
+    outer["configurable"][run_context.SCOPE] = "learn_round@2(__pregel_pull,learn_round)/"  # a call inside a call
+    assert run_context.subgraph_config()["configurable"][run_context.SCOPE] == \
+        "learn_round@2(__pregel_pull,learn_round)/learn_from_task@3(__pregel_push,1,False)/"

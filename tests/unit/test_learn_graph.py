@@ -136,3 +136,20 @@ async def test_on_the_server_each_task_run_of_a_learn_run_keeps_its_own_trace_id
     assert len(traces) == 4, head.active[0].provenance  # 4 task runs, 4 trace ids
     history = await playbooks_in(store).history("fin")
     assert len({v.gate["commit_key"] for v in history}) == 2
+
+
+async def test_a_learn_run_started_anew_by_a_takeover_writes_no_second_trace(store, monkeypatch):
+    """A replica that takes a run over and finds no checkpoint runs it from the start (a database restart lost
+    the checkpoints, the fault test's case): its task runs and evaluations, solve graphs called from nodes,
+    get the trace ids the first execution's got, so the store holds each trace once, not twice."""
+    model_ctx, _ = scripted(learning_script(lambda p: "2.0" if "Lessons from earlier runs" in p else "7.5"),
+                            embedder=bag_of_words)
+    config = {"configurable": {"thread_id": "th-1", "run_id": "3f0c2a9e-0000-4000-8000-000000000002"}}
+    given = {"tasks": tasks(4), "val_tasks": tasks(8), "batch": 2, "mode": "direct", "playbook": "fin"}
+    out = await builder.compile(store=store, checkpointer=InMemorySaver()).ainvoke(given, config, context=model_ctx)
+    assert out["to_version"] == 1, [b["reason"] for b in out["batches"]]  # the first batch's lesson fixed the validation runs
+    first = {item.key for item in store.search(("traces", "default"), limit=100)}
+    assert len(first) == 4 + 8 + 2 * 8  # 4 task runs, the head's and each batch's candidate's 8 validation runs
+    await builder.compile(store=store, checkpointer=InMemorySaver()).ainvoke(given, config, context=model_ctx)
+    assert {item.key for item in store.search(("traces", "default"), limit=100)} == first
+    assert [v.version for v in await playbooks_in(store).history("fin")] == [1]  # and the version once
