@@ -14,13 +14,10 @@ checks of adaptive typed votes script the server themselves (`scripted_votes`) a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
 
 from pydantic import BaseModel
 
-from tests.support.extraction_model import ExtractionModel
+from tests.support.extraction_model import scripted_votes
 from tests.support.fault_server import FaultServer, default_reply
 
 INVOICE = {"vendor": "ACME Tools", "total": 1250.5, "paid": False}
@@ -143,18 +140,6 @@ def check_refusals(client) -> None:
             raise AssertionError(f"{request} was not refused")
 
 
-@contextmanager
-def scripted_votes(model: FaultServer, answers: Callable[[int], dict[str, Any]]) -> Iterator[Callable[[], int]]:
-    """The model server answers the i-th typed vote with `answers(i)`, its log emptied first; yields a function
-    that counts the chat requests it has had since. The usual `reply` is back afterwards."""
-    model.config = model.config.model_copy(update={"reply": ExtractionModel(answers=answers)})
-    model.reset()
-    try:
-        yield lambda: sum(e["path"].endswith("/chat/completions") for e in model.log())
-    finally:
-        model.config = model.config.model_copy(update={"reply": reply})
-
-
 def check_typed_vote_stops_after_a_settled_wave(client, model: FaultServer) -> None:
     """`parse` on parallax-vote with at most 8 votes: three that agree on every field settle it, and no more are
     asked (the face reports no vote count: the model server's requests are the votes asked)."""
@@ -162,9 +147,9 @@ def check_typed_vote_stops_after_a_settled_wave(client, model: FaultServer) -> N
         typed = client.chat.completions.parse(model="parallax-vote", messages=[{"role": "user", "content": FILING_TASK}],
                                               response_format=Filing, extra_body={"parallax": {"votes": 8}})
         asked = requests()
-    assert typed.choices[0].message.parsed == Filing(revenue=4796, currency="USD")
+    assert typed.choices[0].message.parsed == Filing(revenue=4796, currency="USD"), typed.choices[0].message
     assert (typed.parallax["status"], typed.parallax["confidence"]) == ("ok", 1.0), typed.parallax
-    assert asked == 3  # the first wave; the other 5 votes were never asked
+    assert asked == 3, f"{asked} model requests"  # the first wave; the other 5 votes were never asked
 
 
 def check_typed_vote_asks_a_second_wave_for_a_split_field(client, model: FaultServer) -> None:
@@ -174,6 +159,6 @@ def check_typed_vote_asks_a_second_wave_for_a_split_field(client, model: FaultSe
         typed = client.chat.completions.parse(model="parallax-vote", messages=[{"role": "user", "content": FILING_TASK}],
                                               response_format=Filing, extra_body={"parallax": {"votes": 8}})
         asked = requests()
-    assert typed.choices[0].message.parsed == Filing(revenue=4796, currency="USD")
+    assert typed.choices[0].message.parsed == Filing(revenue=4796, currency="USD"), typed.choices[0].message
     assert (typed.parallax["status"], typed.parallax["confidence"]) == ("ok", 0.833), typed.parallax
-    assert asked == 6
+    assert asked == 6, f"{asked} model requests"
