@@ -18,11 +18,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import adaptive
+from parallax.logic.field_vote import FieldVote
 from parallax.logic.quotes import FactCheck, check_findings
 from parallax.logic.routing import votes_of
 from parallax.logic.run_status import final_status
 from parallax.logic.stopping import decide_units
-from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome, vote_units
+from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome, vote_tally
 from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
 from parallax.runtime.run_context import context_of
 from parallax.state.context import Context, filled
@@ -73,9 +74,10 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     route = state["mode"]
     schema = state.get("output_schema")
     min_votes = state.get("min_votes")
+    # a vote on objects is tallied once: what it waits on to stop and what it settles on
+    fields = vote_tally(schema, ok, len(business), min_votes) if schema is not None and route == "vote" else None
     if adaptive(state, ctx):
-        units = vote_units(schema, ok, len(business), min_votes) if schema is not None else \
-            [list(Counter(r.vote for r in ok).values())]
+        units = fields.unit_counts if fields is not None else [list(Counter(r.vote for r in ok).values())]
         decision = decide_units(units, len(business), votes_of(state), threshold=filled(ctx.vote_stop_threshold),
                                 first_wave=filled(ctx.vote_first_wave), min_leader=min_votes or 0)
         if not decision.stop:  # another wave (graphs/solve.py sends it), then this merge again
@@ -84,7 +86,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     else:
         stop = f"asked all {votes_of(state)} votes (early stopping off)"
     if schema is not None:
-        return {**_typed(state, schema, records, ok, business, failed, partial, filled(ctx.ok_confidence)), **asked,
+        return {**_typed(state, schema, records, ok, fields, failed, partial, filled(ctx.ok_confidence)), **asked,
                 **({"stop_reason": stop} if asked else {})}
     votes: dict[str, int] = {}
     verification: dict[str, Any] = {}
@@ -126,11 +128,12 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def _typed(state: SolveState, schema: JsonSchema, records: list[BranchRecord], ok: list[BranchRecord],
-           business: list[BranchRecord], failed: list[str], partial: str, ok_confidence: float) -> dict[str, Any]:
-    """A run with an output schema: the object its route settles on (logic/typed_outcome.py)."""
+           fields: FieldVote | None, failed: list[str], partial: str, ok_confidence: float) -> dict[str, Any]:
+    """A run with an output schema: the object its route settles on (logic/typed_outcome.py); `fields`: a vote's
+    tally (`vote_tally`)."""
     route = state["mode"]
-    if route == "vote":
-        outcome = vote_outcome(schema, ok, len(business), state.get("min_votes"))
+    if fields is not None:
+        outcome = vote_outcome(schema, fields, len(ok))
     elif route == "section":
         outcome = section_outcome(schema, ok, state.get("slices") or [], state.get("slice_pages") or [],
                                   state.get("pages") or [])

@@ -53,17 +53,15 @@ def direct_outcome(schema: JsonSchema, record: BranchRecord) -> TypedOutcome:
                         else [], provenance, {"schema": {"valid": not problems, "errors": problems[:5]}})
 
 
-def _voted(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> FieldVote:
+def vote_tally(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> FieldVote:
+    """The valid votes' objects tallied field by field, once per merge: an adaptive vote waits on its
+    `unit_counts` (logic/stopping.py `decide_units`), and the vote that stops settles on it (`vote_outcome`)."""
     return vote_fields(schema, [(r.id, (r.output or {}).get("data") or {}) for r in ok], asked, min_votes)
 
 
-def vote_units(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> list[list[int]]:
-    """What an adaptive vote on an object waits for: the counts of each field that must settle."""
-    return _voted(schema, ok, asked, min_votes).unit_counts
-
-
-def vote_outcome(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> TypedOutcome:
-    tally = _voted(schema, ok, asked, min_votes)
+def vote_outcome(schema: JsonSchema, tally: FieldVote, valid_votes: int) -> TypedOutcome:
+    """What a vote on objects settles on, from its tally (`vote_tally`) and the number of valid votes."""
+    asked = tally.asked
     missing = tally.unsettled_required
     notes = [f"no quorum ({tally.quorum} of {asked} votes) for required field(s): {_names(missing)}"] if missing else []
     if tally.unsettled_optional:
@@ -71,7 +69,7 @@ def vote_outcome(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_vot
     problems = [] if missing else validation_errors(schema, tally.data)
     if problems:
         notes.append(f"the voted object does not match the schema: {problems[0]}")
-    verification = {"rules": {"quorum": tally.quorum, "valid_votes": len(ok), "asked": asked,
+    verification = {"rules": {"quorum": tally.quorum, "valid_votes": valid_votes, "asked": asked,
                               "quorum_met": not missing,
                               "fields": [t.report(asked) for t in tally.tallies]}}
     return TypedOutcome(tally.data, not missing and not problems, tally.confidence, notes, tally.provenance(),

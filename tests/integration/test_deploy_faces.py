@@ -15,6 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.aegra_cluster import fill_pending, two_replicas
+from tests.support.extraction_model import scripted_votes
 from tests.support.readme_examples import python_block, run_block
 from tests.support.review_model import review_reply
 
@@ -22,6 +23,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}
 MAX_PENDING = 2
 SCHEMA = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
+FILING = {"type": "object", "properties": {
+    "revenue": {"type": "number"}, "currency": {"type": "string"}, "segments": {"type": "array", "items": {"type": "string"}}},
+    "required": ["revenue", "currency"]}
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +118,27 @@ async def test_mcp_over_streamable_http_runs_on_the_server_as_the_keys_tenant(cl
     async with mcp_client(b, KEYS["beta"]) as mcp:  # beta cannot score acme's run
         foreign = await mcp.call_tool("feedback", {"trace_id": run["trace_id"], "score": 0})
     assert foreign.is_error and "no trace" in foreign.content[0].text
+
+
+async def test_an_mcp_vote_on_an_object_asks_in_waves_until_its_required_fields_settle(cluster):
+    a, b = cluster.replicas[:2]
+    ask = {"task": "What are ACME's revenue and currency?", "mode": "vote", "votes": 8, "output_schema": FILING}
+    with scripted_votes(cluster.model, lambda i: {"revenue": 4796, "currency": "USD",
+                                                  "segments": [["Print"], [], ["Media"]][i % 3]}) as requests:
+        async with mcp_client(a, KEYS["acme"]) as mcp:
+            agreed = (await mcp.call_tool("solve", ask)).structured_content
+        first_wave = requests()
+    currencies = ["USD", "EUR", "USD", "USD", "USD", "USD", "USD", "USD"]
+    with scripted_votes(cluster.model, lambda i: {"revenue": 4796, "currency": currencies[i % 8]}) as requests:
+        async with mcp_client(b, KEYS["acme"]) as mcp:
+            split = (await mcp.call_tool("solve", ask)).structured_content
+        two_waves = requests()
+    # the required fields agree: the first wave of at most 8 settles it; the optional list split three ways is left out
+    assert (agreed["status"], agreed["data"], agreed["confidence"]) == ("ok", {"revenue": 4796, "currency": "USD"}, 1.0)
+    assert first_wave == 3 and "segments" in agreed["reason"], agreed
+    # currency 2-1 after the first wave: three more votes make 5-1, which settles it
+    assert (split["status"], split["data"], split["confidence"]) == ("ok", {"revenue": 4796, "currency": "USD"}, 0.833)
+    assert two_waves == 6, split
 
 
 async def test_an_mcp_call_over_the_tenants_limit_is_refused_with_when_to_retry(cluster):

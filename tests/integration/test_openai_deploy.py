@@ -71,6 +71,12 @@ async def test_openai_sdk_and_langchain_on_both_replicas_make_runs_of_the_deploy
     assert (await sdk(a, "beta").store.search_items(["traces"], limit=50))["items"] == []
 
 
+def test_a_typed_vote_asks_in_waves_on_the_deployment(cluster):
+    a, b = cluster.replicas[:2]
+    openai_checks.check_typed_vote_stops_after_a_settled_wave(openai_client(a), cluster.model)
+    openai_checks.check_typed_vote_asks_a_second_wave_for_a_split_field(openai_client(b), cluster.model)
+
+
 async def test_the_key_names_the_tenant_and_a_bad_key_is_401_in_openai_error_json(cluster):
     import openai
 

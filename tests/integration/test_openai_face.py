@@ -63,6 +63,14 @@ def test_parse_with_a_pydantic_model_returns_the_users_object(client):
     openai_checks.check_parse(client)
 
 
+def test_a_typed_vote_stops_after_its_first_wave_when_every_field_agrees(client, dev):
+    openai_checks.check_typed_vote_stops_after_a_settled_wave(client, dev.model)
+
+
+def test_a_typed_vote_with_a_split_field_asks_a_second_wave(client, dev):
+    openai_checks.check_typed_vote_asks_a_second_wave_for_a_split_field(client, dev.model)
+
+
 def test_langchain_chat_openai_plain_and_with_structured_output(dev):
     openai_checks.check_langchain(f"{dev.url}/v1", "unused-by-langgraph-dev")
 

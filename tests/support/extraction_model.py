@@ -13,9 +13,13 @@ import itertools
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.support.fault_server import FaultServer
 
 PART = re.compile(r"\nPart \d+:\n(?P<part>.*)\Z", re.S)
 
@@ -81,3 +85,17 @@ class ExtractionModel:
             else:
                 target[last] = reported
         return {"relevant": bool(data), "data": data}
+
+
+@contextmanager
+def scripted_votes(model: FaultServer, answers: Callable[[int], dict[str, Any]]) -> Iterator[Callable[[], int]]:
+    """A running fault server (a test module's, shared by its tests) answers the i-th typed vote with `answers(i)`,
+    its log emptied first; yields a function that counts the chat requests it has had since. Its reply before is
+    back afterwards."""
+    before = model.config.reply
+    model.config = model.config.model_copy(update={"reply": ExtractionModel(answers=answers)})
+    model.reset()
+    try:
+        yield lambda: sum(e["path"].endswith("/chat/completions") for e in model.log())
+    finally:
+        model.config = model.config.model_copy(update={"reply": before})

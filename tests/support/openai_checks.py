@@ -7,7 +7,8 @@ test_openai_deploy.py run them). Each check uses a real client as an app would: 
 (plain, `with_structured_output`), and asserts what a user would see.
 
 The model behind Parallax is the scripted fault server with `reply` below: plain branches answer
-"42", typed branches (their schema wraps the user's in `data`) answer the invoice `INVOICE`.
+"42", typed branches (their schema wraps the user's in `data`) answer the invoice `INVOICE`. The
+checks of adaptive typed votes script the server themselves (`scripted_votes`) and count its requests.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import json
 
 from pydantic import BaseModel
 
-from tests.support.fault_server import default_reply
+from tests.support.extraction_model import scripted_votes
+from tests.support.fault_server import FaultServer, default_reply
 
 INVOICE = {"vendor": "ACME Tools", "total": 1250.5, "paid": False}
 VOTES = 3
@@ -26,6 +28,14 @@ class Invoice(BaseModel):
     vendor: str
     total: float
     paid: bool
+
+
+class Filing(BaseModel):
+    revenue: float
+    currency: str
+
+
+FILING_TASK = "ACME's revenue (millions) and its currency?"
 
 
 def reply(body: dict) -> str:
@@ -128,3 +138,27 @@ def check_refusals(client) -> None:
             assert "Traceback" not in exc.message
         else:
             raise AssertionError(f"{request} was not refused")
+
+
+def check_typed_vote_stops_after_a_settled_wave(client, model: FaultServer) -> None:
+    """`parse` on parallax-vote with at most 8 votes: three that agree on every field settle it, and no more are
+    asked (the face reports no vote count: the model server's requests are the votes asked)."""
+    with scripted_votes(model, lambda i: {"revenue": 4796, "currency": "USD"}) as requests:
+        typed = client.chat.completions.parse(model="parallax-vote", messages=[{"role": "user", "content": FILING_TASK}],
+                                              response_format=Filing, extra_body={"parallax": {"votes": 8}})
+        asked = requests()
+    assert typed.choices[0].message.parsed == Filing(revenue=4796, currency="USD"), typed.choices[0].message
+    assert (typed.parallax["status"], typed.parallax["confidence"]) == ("ok", 1.0), typed.parallax
+    assert asked == 3, f"{asked} model requests"  # the first wave; the other 5 votes were never asked
+
+
+def check_typed_vote_asks_a_second_wave_for_a_split_field(client, model: FaultServer) -> None:
+    """A field split 2-1 after the first wave: three more votes are asked, and 5-1 settles it."""
+    currencies = ["USD", "EUR", "USD", "USD", "USD", "USD", "USD", "USD"]
+    with scripted_votes(model, lambda i: {"revenue": 4796, "currency": currencies[i % 8]}) as requests:
+        typed = client.chat.completions.parse(model="parallax-vote", messages=[{"role": "user", "content": FILING_TASK}],
+                                              response_format=Filing, extra_body={"parallax": {"votes": 8}})
+        asked = requests()
+    assert typed.choices[0].message.parsed == Filing(revenue=4796, currency="USD"), typed.choices[0].message
+    assert (typed.parallax["status"], typed.parallax["confidence"]) == ("ok", 0.833), typed.parallax
+    assert asked == 6, f"{asked} model requests"

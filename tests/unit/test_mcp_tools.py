@@ -1,12 +1,21 @@
 """The MCP tools' contract, in process with the SDK's client and a recording backend: names, arguments, results,
-and a refusal reaching the agent as its one line (a crash does not leak its text)."""
+and a refusal reaching the agent as its one line (a crash does not leak its text). Then the tools over
+`parallax mcp`'s own backend (cli/mcp.py) against the scripted model server: a vote on the agent's object asks
+in waves and stops when its required fields have settled."""
 
 from __future__ import annotations
 
 from mcp import Client
 
+from parallax.cli.mcp import LocalBackend
 from parallax.logic.routing import InvalidInput
 from parallax.runtime.mcp_tools import FeedbackResult, build_server, run_result
+from tests.support.extraction_model import ExtractionModel
+from tests.support.fault_server import FaultConfig, chat_log
+
+FILING = {"type": "object", "properties": {
+    "revenue": {"type": "number"}, "currency": {"type": "string"}, "segments": {"type": "array", "items": {"type": "string"}}},
+    "required": ["revenue", "currency"]}
 
 
 class Recording:
@@ -70,3 +79,29 @@ async def test_a_refusal_reaches_the_agent_as_one_line_and_a_crash_does_not_leak
         crashed = await client.call_tool("solve", {"task": "crash"})
     assert refused.is_error and refused.content[0].text.endswith("the task is empty: give a question or a document")
     assert crashed.is_error and "internal detail" not in crashed.content[0].text
+
+
+async def test_a_vote_on_the_agents_object_stops_after_the_first_wave_when_the_required_fields_agree(scripted_endpoint):
+    url = scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: {
+        "revenue": 4796, "currency": "USD", "segments": [["Print"], [], ["Media"]][i % 3]})))
+    async with Client(build_server(LocalBackend("default"))) as client:
+        solved = await client.call_tool("solve", {"task": "What are ACME's revenue and currency?", "mode": "vote",
+                                                  "votes": 8, "output_schema": FILING})
+    run = solved.structured_content
+    assert not solved.is_error and (run["status"], run["mode"], run["confidence"]) == ("ok", "vote", 1.0), run
+    # the optional list split three ways: left out, and it did not keep the vote going
+    assert run["data"] == {"revenue": 4796, "currency": "USD"} and "left out" in run["reason"] and "segments" in run["reason"]
+    assert len(chat_log(url)) == 3  # the first wave of at most 8 votes: the other 5 were never asked
+
+
+async def test_a_vote_on_the_agents_object_with_a_split_field_asks_a_second_wave(scripted_endpoint):
+    currencies = ["USD", "EUR", "USD", "USD", "USD", "USD", "USD", "USD"]
+    url = scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: {"revenue": 4796,
+                                                                                 "currency": currencies[i % 8]})))
+    async with Client(build_server(LocalBackend("default"))) as client:
+        solved = await client.call_tool("solve", {"task": "What are ACME's revenue and currency?", "mode": "vote",
+                                                  "votes": 8, "output_schema": FILING})
+    run = solved.structured_content
+    # currency 2-1 after the first wave; three more votes make 5-1, the first count that settles it (P = 0.9375)
+    assert (run["status"], run["data"], run["confidence"]) == ("ok", {"revenue": 4796, "currency": "USD"}, 0.833), run
+    assert len(chat_log(url)) == 6
