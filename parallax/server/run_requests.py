@@ -100,6 +100,8 @@ def with_length(scope: Scope, length: int) -> Scope:
 
 class ThreadLock:
     """The per-thread advisory lock (all replicas), whose connection of its own also runs the checks.
+    It is the two-key lock (THREAD_LOCK_CLASS, hashtext(thread_id)), which the trigger on a cron's run takes as
+    Aegra inserts it (runtime/storage/platform_schema.py): HTTP requests and crons' runs take the same turns.
     Acquired and released apart (released as soon as Aegra starts answering, and again, harmlessly, at the end)."""
 
     def __init__(self, thread_id: str) -> None:
@@ -108,13 +110,11 @@ class ThreadLock:
         self._held = AsyncExitStack()
 
     async def acquire(self, timeout_s: float) -> bool:
-        lock = advisory_lock(os.environ["DATABASE_URL"], f"thread:{self.thread_id}", timeout_s)
+        lock = advisory_lock(os.environ["DATABASE_URL"], (THREAD_LOCK_CLASS, self.thread_id), timeout_s)
         try:
             self.conn = await self._held.enter_async_context(lock)
         except LockTimeout:
             return False
-        # and the lock a cron's run takes as Aegra inserts it (platform_schema.py): the same turn, known to SQL
-        await self.conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, self.thread_id))
         return True
 
     async def release(self) -> None:

@@ -22,6 +22,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from parallax.runtime import webhooks
+from parallax.runtime.storage.platform_schema import THREAD_LOCK_CLASS
 from tests.support.aegra_cluster import PARALLAX, ROOT, Cluster, two_replicas
 from tests.support.fault_server import default_reply
 from tests.support.webhook_receiver import WebhookReceiver
@@ -366,6 +367,59 @@ async def test_a_cron_firing_on_a_busy_thread_follows_its_strategy_reject_ends_i
     assert (statuses[busy["run_id"]], statuses[queued["run_id"]]) == ("success", "success")
     said = [content for kind, content in await messages(client(a), thread_id) if kind == "human"]
     assert said == ["reject", "busy", "queued"]  # the refused run left nothing behind; the queued one came after
+
+
+def in_line_for_lock(cluster: Cluster, thread_id: str) -> int:
+    """How many sessions wait inside a statement for the thread's double-text lock (as the trigger on a cron's run
+    waits in its INSERT)."""
+    ((count,),) = sql(cluster, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                               "AND classid = %s::oid AND objid = hashtext(%s)::oid AND objsubid = 2",
+                      THREAD_LOCK_CLASS, thread_id)
+    return count
+
+
+def waiting(cluster: Cluster) -> int:
+    """How many sessions of the deployment's database wait: inside a statement for any lock, or between tries of
+    the per-thread lock (the HTTP route's ThreadLock polls it)."""
+    ((count,),) = sql(cluster, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                               "AND (wait_event_type = 'Lock' OR query = 'SELECT pg_try_advisory_lock($1, hashtext($2))')")
+    return count
+
+
+async def until(condition, what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+async def test_a_reject_cron_firing_and_a_reject_request_at_once_on_a_free_thread_take_turns(cluster):
+    """The trigger on a cron's run and the HTTP route take one per-thread lock. Held here (as by a third holder),
+    it makes both wait, the cron's run in its INSERT and the request before its check; released, the cron's run
+    (first in line) is stored, and the request then sees it in flight: 409, never two runs where 'reject' allows one."""
+    a, b = cluster.live()
+    thread_id = (await client(a).threads.create())["thread_id"]
+    cron = await client(b).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("cron"),
+                                                   multitask_strategy="reject", enabled=False)
+    await client(a).crons.update(cron["cron_id"], enabled=True)
+    import psycopg
+
+    with psycopg.connect(cluster.database_url, autocommit=True) as held:
+        held.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, thread_id))
+        fire(cluster, cron["cron_id"])
+        await until(lambda: in_line_for_lock(cluster, thread_id) == 1, "the cron's run did not wait for the lock")
+        request = asyncio.create_task(client(a).runs.create(thread_id, "chat", input=human("request"),
+                                                            multitask_strategy="reject"))
+        await until(lambda: request.done() or waiting(cluster) == 2, "the request neither waited nor was answered")
+        held.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, thread_id))
+    (refused,) = await asyncio.gather(request, return_exceptions=True)
+    assert isinstance(refused, ConflictError), refused  # not a second run beside the cron's
+    (fired,) = await runs_of(client(b), thread_id, 1)
+    assert f"in flight ({fired['run_id']})" in refused.response.json()["message"]
+    await client(a).runs.join(thread_id, fired["run_id"])
+    await client(a).crons.delete(cron["cron_id"])
+    assert [r["status"] for r in await client(b).runs.list(thread_id)] == ["success"]
+    assert [content for kind, content in await messages(client(a), thread_id) if kind == "human"] == ["cron"]
 
 
 async def test_an_interrupt_or_rollback_cron_stops_the_run_in_flight_before_its_own_runs(cluster):

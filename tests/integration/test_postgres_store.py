@@ -98,16 +98,20 @@ def test_label_changes_from_many_connections_all_count(database):
     assert len(asyncio.run(read())["events"]) == WRITERS * COMMITS
 
 
-def test_two_holders_of_one_key_take_turns_and_a_waiter_that_times_out_leaves_no_connection(database, monkeypatch):
-    """The server's per-thread lock and the commit lock are one advisory lock: the second holder waits for the
-    first, a waiter that gives up gets False (or the commit lock's timeout error) and keeps no connection."""
+def test_the_thread_lock_is_the_triggers_lock_holders_take_turns_and_a_waiter_that_times_out_keeps_no_connection(
+        database, monkeypatch):
+    """The server's per-thread lock is one advisory lock, the two-key lock (THREAD_LOCK_CLASS, hashtext(thread))
+    that the cron-run trigger takes in SQL: a second holder waits for the first, a holder in SQL (a transaction, as
+    the trigger's) and a ThreadLock exclude each other, and a waiter that gives up gets False (or advisory_lock's
+    timeout error) and keeps no connection."""
     import psycopg
 
-    from parallax.runtime.storage.namespaces import StoreError
-    from parallax.runtime.storage.postgres import PostgresCommitLock, conninfo
+    from parallax.runtime.storage.platform_schema import THREAD_LOCK_CLASS
+    from parallax.runtime.storage.postgres import LockTimeout, advisory_lock, conninfo
     from parallax.server.run_requests import ThreadLock
 
     monkeypatch.setenv("DATABASE_URL", database)
+    key = (THREAD_LOCK_CLASS, "contended")
 
     def others() -> int:
         """Connections to the test database other than this one."""
@@ -134,9 +138,11 @@ def test_two_holders_of_one_key_take_turns_and_a_waiter_that_times_out_leaves_no
         late = ThreadLock("contended")
         assert await late.acquire(0.2) is False
         assert late.conn is None
-        with pytest.raises(StoreError, match=r"timed out after 0\.2s waiting for the lock 'thread:contended'"):
-            async with PostgresCommitLock(database, timeout=0.2).hold("thread:contended"):
+        with pytest.raises(LockTimeout, match=r"timed out after 0\.2s waiting for the lock 'contended \(class 0x70617274\)'"):
+            async with advisory_lock(database, key, 0.2):
                 pass
+        with psycopg.connect(conninfo(database), autocommit=True) as conn:  # the trigger's spelling of the lock
+            assert conn.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", key).fetchone()[0] is False
         assert await settled(2) == 2  # the two holders' connections; neither waiter kept one
 
         await first.release()
@@ -144,6 +150,12 @@ def test_two_holders_of_one_key_take_turns_and_a_waiter_that_times_out_leaves_no
         assert first.conn is None and second.conn is not None
         await second.release()
         await second.release()  # the middleware releases twice (once Aegra answers, and at the end)
+
+        with psycopg.connect(conninfo(database)) as conn:  # a transaction holds it, as the trigger's does: no turn
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", key)
+            assert await asyncio.wait_for(late.acquire(0.2), 5) is False
+        assert await late.acquire(5)  # the transaction has ended: free
+        await late.release()
         assert await settled(0) == 0
 
     asyncio.run(contend())

@@ -3,10 +3,13 @@
 Why advisory locks: a commit's read-head -> write-version -> write-head section must exclude
 every other writer of that playbook, and in a deployment the writers are graph runs on
 several replicas (and `parallax` commands on other machines). A file lock or a process lock
-cannot see them; PostgreSQL can. `advisory_lock(url, name, timeout)` opens its own connection and
-takes the session-level advisory lock of a 64-bit key derived from the name; `PostgresCommitLock.hold(name)`
-is that lock, and so is the server's per-thread double-texting lock (server/run_requests.py), which
-runs its checks on the connection the lock yields. It polls
+cannot see them; PostgreSQL can. `advisory_lock(url, key, timeout)` opens its own connection and
+takes a session-level advisory lock there. Its key is a name (`PostgresCommitLock.hold(name)`: the
+lock of a 64-bit number derived from the name) or a pair (class, text): the two-key lock
+(class, hashtext(text)), which SQL can take too. The server's per-thread double-texting lock
+(server/run_requests.py, which runs its checks on the connection the lock yields) is the pair
+(THREAD_LOCK_CLASS, thread id), the lock the cron-run trigger takes as a run is inserted
+(runtime/storage/platform_schema.py), so HTTP requests and crons' runs take turns per thread. It polls
 `pg_try_advisory_lock` (with `asyncio.sleep` between tries, at most `timeout` seconds) rather
 than blocking in `pg_advisory_lock`: a waiter blocked inside a statement counts as a running
 transaction, and the store's migrations (`CREATE INDEX CONCURRENTLY`) wait for every running
@@ -71,14 +74,29 @@ class LockTimeout(StoreError):
                          "retry when it is done")
 
 
+LockKey = str | tuple[int, str]
+"""Which advisory lock: a name (the one 64-bit key `lock_key(name)`), or a pair (class, text): the two-key
+lock (class, hashtext(text)), for a lock that SQL (a trigger) takes too."""
+
+
+def _statements(key: LockKey) -> tuple[str, str, tuple[int | str, ...], str]:
+    """How to try and to release the lock of `key`: the two statements, their parameters, and its name for errors."""
+    if isinstance(key, str):
+        return "SELECT pg_try_advisory_lock(%s)", "SELECT pg_advisory_unlock(%s)", (lock_key(key),), key
+    group, text = key
+    return ("SELECT pg_try_advisory_lock(%s, hashtext(%s))", "SELECT pg_advisory_unlock(%s, hashtext(%s))", key,
+            f"{text} (class {group:#x})")
+
+
 @asynccontextmanager
-async def advisory_lock(url: str, name: str, timeout: float) -> AsyncIterator[Any]:
-    """Hold the advisory lock of `name` on a connection of its own, which it yields (the holder may run
+async def advisory_lock(url: str, key: LockKey, timeout: float) -> AsyncIterator[Any]:
+    """Hold the advisory lock of `key` on a connection of its own, which it yields (the holder may run
     statements on it); LockTimeout after `timeout` seconds. The connection is closed on every way out."""
     psycopg = _psycopg()
-    key, delay, deadline = lock_key(name), 0.002, time.monotonic() + timeout
+    take, release, params, name = _statements(key)
+    delay, deadline = 0.002, time.monotonic() + timeout
     async with await psycopg.AsyncConnection.connect(conninfo(url), autocommit=True) as conn:
-        while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone())[0]:
+        while not (await (await conn.execute(take, params)).fetchone())[0]:
             if time.monotonic() >= deadline:
                 raise LockTimeout(name, timeout)
             await asyncio.sleep(delay)
@@ -86,7 +104,7 @@ async def advisory_lock(url: str, name: str, timeout: float) -> AsyncIterator[An
         try:
             yield conn
         finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            await conn.execute(release, params)
 
 
 class PostgresCommitLock:
@@ -100,12 +118,13 @@ class PostgresCommitLock:
 
 
 @contextmanager
-def held_sync(url: str, name: str, timeout: float = 300.0) -> Iterator[None]:
+def held_sync(url: str, key: LockKey, timeout: float = 300.0) -> Iterator[None]:
     """The same lock for synchronous callers (migrations run outside any event loop)."""
     psycopg = _psycopg()
-    key, delay, deadline = lock_key(name), 0.002, time.monotonic() + timeout
+    take, release, params, name = _statements(key)
+    delay, deadline = 0.002, time.monotonic() + timeout
     with psycopg.connect(conninfo(url), autocommit=True) as conn:
-        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        while not conn.execute(take, params).fetchone()[0]:
             if time.monotonic() >= deadline:
                 raise LockTimeout(name, timeout)
             time.sleep(delay)
@@ -113,7 +132,7 @@ def held_sync(url: str, name: str, timeout: float = 300.0) -> Iterator[None]:
         try:
             yield
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            conn.execute(release, params)
 
 
 def postgres_url_of(store: Any, fallback: str | None = None) -> str | None:
