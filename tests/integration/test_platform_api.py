@@ -338,6 +338,36 @@ async def test_a_cron_with_a_webhook_posts_a_signed_webhook_for_each_run_it_crea
                                                         webhook="http://127.0.0.1:9/hook")
 
 
+async def test_a_cron_stored_before_parallax_linked_crons_gets_its_webhooks_after_the_migration(cluster):
+    """A cron an older Parallax (or Aegra alone) stored has no link in its config, so its runs' webhooks were never
+    armed; `parallax serve`'s migration links it, and its next run posts its webhook."""
+    from parallax.runtime.storage import platform_schema
+
+    a, _ = cluster.live()
+    with WebhookReceiver() as receiver:
+        thread_id = (await client(a).threads.create())["thread_id"]
+        await client(a).crons.create_for_thread(thread_id, "chat", schedule=YEARLY, input=human("old"),
+                                                webhook=receiver.url)
+        receiver.wait_for(1)
+        cron_id = await cron_of(client(a), thread_id)
+        sql(cluster, "UPDATE crons SET payload = payload #- '{config,metadata,parallax_cron}' WHERE cron_id = %s",
+            cron_id)  # as an older Parallax stored it
+        import psycopg
+
+        with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+            platform_schema.migrate(conn)
+        (link,) = sql(cluster, "SELECT payload -> 'config' -> 'metadata' ->> 'parallax_cron' FROM crons "
+                               "WHERE cron_id = %s", cron_id)[0]
+        assert link
+        fire(cluster, cron_id)
+        scheduled = json.loads(receiver.wait_for(2)[1].body)
+        assert scheduled["thread_id"] == thread_id and scheduled["status"] == "success"
+        platform_schema.migrate(psycopg.connect(cluster.database_url, autocommit=True))  # again: the link stays
+        assert sql(cluster, "SELECT payload -> 'config' -> 'metadata' ->> 'parallax_cron' FROM crons "
+                            "WHERE cron_id = %s", cron_id)[0][0] == link
+        await client(a).crons.delete(cron_id)
+
+
 async def test_a_cron_firing_on_a_busy_thread_follows_its_strategy_reject_ends_it_enqueue_waits(cluster):
     a, b = cluster.live()
     with WebhookReceiver() as receiver, slow_model(cluster, 3000):

@@ -24,7 +24,8 @@ the pinned Aegra's migrations define (docs/deploy.md says what to re-check on an
    and links it as the HTTP routes do (run metadata `parallax_webhook`); and for a cron whose
    `multitask_strategy` is "reject" it stores the run already ended (status "error", the reason in
    `error_message`) when its thread has a run in flight, under the per-thread double-text lock that
-   the HTTP routes take too (THREAD_LOCK_CLASS), so no worker ever starts it.
+   the HTTP routes take too (THREAD_LOCK_CLASS), so no worker ever starts it. A cron stored without a
+   link (created before Parallax linked crons) gets one at the migration.
 """
 
 from __future__ import annotations
@@ -136,6 +137,16 @@ END $$;
 DROP TRIGGER IF EXISTS parallax_cron_run ON runs;
 CREATE TRIGGER parallax_cron_run BEFORE INSERT ON runs FOR EACH ROW
     WHEN (NEW.config -> 'metadata' ? 'parallax_cron') EXECUTE FUNCTION parallax_cron_run();
+
+-- crons stored before Parallax linked them (by an older Parallax, or by Aegra alone) get their link here, so
+-- their runs' webhooks and "reject" hold from this migration on, not only once each cron is updated
+UPDATE crons SET payload = jsonb_set(payload, '{{config}}',
+    (CASE WHEN jsonb_typeof(payload -> 'config') = 'object' THEN payload -> 'config' ELSE '{{}}'::jsonb END)
+    || jsonb_build_object('metadata',
+        (CASE WHEN jsonb_typeof(payload -> 'config' -> 'metadata') = 'object' THEN payload -> 'config' -> 'metadata'
+              ELSE '{{}}'::jsonb END)
+        || jsonb_build_object('parallax_cron', gen_random_uuid()::text)))
+WHERE jsonb_typeof(payload) = 'object' AND NOT coalesce(payload -> 'config' -> 'metadata' ? 'parallax_cron', false);
 """
 
 
