@@ -63,8 +63,8 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
     if state.get("from_traces") and (lost := await mark_committing(
             runtime.store, state["tenant"], name, state["learn_run_id"], state.get("runs", []), key,
             float(state.get("lease_s", LEASE_S)))):
-        return await dropped(state, runtime, batch, f"another round claimed {len(lost)} of this batch's runs after "
-                             "this round's claim on them expired: nothing learned from the batch is committed")
+        return await left_to_another_round(state, runtime, batch, f"another round claimed {len(lost)} of this batch's "
+                                           "runs after this round's claim on them expired")
     try:
         if not decision["accepted"]:
             candidate_id = await store.reject(name, candidate["base_version"], operations, state["learn_run_id"],
@@ -75,8 +75,8 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
         version = await store.commit(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
                                      note=decision["reason"], key=key)
     except CommitVoided:
-        return await dropped(state, runtime, batch, "another round took this batch's runs over after this round's "
-                             "claim on them expired, and gave up its commit: nothing learned from the batch is committed")
+        return await left_to_another_round(state, runtime, batch, "another round took this batch's runs over after "
+                                           "this round's claim on them expired, and gave up its commit")
     update = {"traces": await consumed(state, runtime),
               "to_version": version.version, "head_version": version.version, "accepted": True,
               "batches": [{**batch, "version": version.version, "items_total": len(version.active)}]}
@@ -86,10 +86,12 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
     return update
 
 
-async def dropped(state: LearnState, runtime: Runtime[Context], batch: dict[str, Any], why: str) -> dict[str, Any]:
+async def left_to_another_round(state: LearnState, runtime: Runtime[Context], batch: dict[str, Any],
+                                why: str) -> dict[str, Any]:
     """A batch committed nothing because another round took some of its runs (runtime/storage/consumed.py): that
     round learns them; this one leaves its runs unconsumed and says why."""
     head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
     return {"traces": await consumed(state, runtime, dropped=True),
-            "batches": [{**batch, "accepted": False, "reason": why, "version": head.version,
+            "batches": [{**batch, "accepted": False, "version": head.version,
+                         "reason": f"{why}: nothing learned from the batch is committed (that round learns the runs)",
                          "items_total": len(head.active)}]}

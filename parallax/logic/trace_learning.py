@@ -15,6 +15,7 @@ the commit is written (`mark_committing`), so a round killed between its commit 
 never has the run learned again: the next claim consumes it instead (runtime/storage/consumed.py;
 counted as `recovered`). A batch with no operations writes nothing to the playbook: killed before
 the marking, its runs are reflected on again, and there was nothing learned to repeat.
+
 A round slower than its lease may find that another round has claimed some of its runs since:
 then it commits nothing from the batch (`dropped`: that round learns them), and a key it named
 that the other round gave up refuses its commit the same way.
