@@ -7,7 +7,8 @@ With `from_traces`, the stored runs the batch reflected on are marked consumed h
 version (or the rejected candidate) is written, and the ones whose reflection failed are released
 for a later round or given up as unlearnable (logic/trace_learning.py). Their claims name the
 commit key before the write, so a round killed between the write and the marking never has
-them learned again.
+them learned again; a round that lost some of its runs to another round meanwhile (its claims
+expired) commits nothing from the batch, so no run teaches the playbook twice.
 """
 
 from __future__ import annotations
@@ -17,21 +18,22 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.failures import failures_by_cause
-from parallax.logic.trace_learning import consume_runs, mark_committing
+from parallax.logic.trace_learning import LEASE_S, consume_runs, mark_committing
+from parallax.runtime.storage.playbook_store import CommitVoided
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
 from parallax.state.learn import LearnState
 from parallax.state.playbook import Operation
 
 
-async def consumed(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
+async def consumed(state: LearnState, runtime: Runtime[Context], dropped: bool = False) -> dict[str, Any]:
     """With `from_traces`: mark the runs this batch reflected on consumed, after the version (or the rejected
-    candidate) is written, so a learn run killed before then leaves them to a later round; release (or give up)
-    the runs whose reflection failed."""
+    candidate) is written, so a learn run killed before then leaves them to a later round (`dropped`: nothing was
+    written, leave them); release (or give up) the runs whose reflection failed."""
     found = dict(state.get("traces") or {})
     if state.get("from_traces"):
         went = await consume_runs(runtime.store, state["tenant"], state["playbook"], state["learn_run_id"],
-                                  state.get("runs", []))
+                                  state.get("runs", []), dropped)
         for key, n in went.items():
             found[key] = found.get(key, 0) + n
     return found
@@ -58,16 +60,23 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
         head = await store.head(name)
         return {"traces": await consumed(state, runtime),
                 "batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}
-    if state.get("from_traces"):
-        await mark_committing(runtime.store, state["tenant"], name, state["learn_run_id"], state.get("runs", []), key)
-    if not decision["accepted"]:
-        candidate_id = await store.reject(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
-                                          decision["reason"], key=key)
-        head = await store.head(name)
-        return {"traces": await consumed(state, runtime),
-                "batches": [{**batch, "version": head.version, "candidate": candidate_id, "items_total": len(head.active)}]}
-    version = await store.commit(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
-                                 note=decision["reason"], key=key)
+    if state.get("from_traces") and (lost := await mark_committing(
+            runtime.store, state["tenant"], name, state["learn_run_id"], state.get("runs", []), key,
+            float(state.get("lease_s", LEASE_S)))):
+        return await left_to_another_round(state, runtime, batch, f"another round claimed {len(lost)} of this batch's "
+                                           "runs after this round's claim on them expired")
+    try:
+        if not decision["accepted"]:
+            candidate_id = await store.reject(name, candidate["base_version"], operations, state["learn_run_id"],
+                                              metrics, decision["reason"], key=key)
+            head = await store.head(name)
+            return {"traces": await consumed(state, runtime), "batches": [
+                {**batch, "version": head.version, "candidate": candidate_id, "items_total": len(head.active)}]}
+        version = await store.commit(name, candidate["base_version"], operations, state["learn_run_id"], metrics,
+                                     note=decision["reason"], key=key)
+    except CommitVoided:
+        return await left_to_another_round(state, runtime, batch, "another round took this batch's runs over after "
+                                           "this round's claim on them expired, and gave up its commit")
     update = {"traces": await consumed(state, runtime),
               "to_version": version.version, "head_version": version.version, "accepted": True,
               "batches": [{**batch, "version": version.version, "items_total": len(version.active)}]}
@@ -75,3 +84,14 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
         update.update(head_accuracy=metrics["val_accuracy_after"], val_accuracy_after=metrics["val_accuracy_after"],
                       head_results=decision.get("results") or {})
     return update
+
+
+async def left_to_another_round(state: LearnState, runtime: Runtime[Context], batch: dict[str, Any],
+                                why: str) -> dict[str, Any]:
+    """A batch committed nothing because another round took some of its runs (runtime/storage/consumed.py): that
+    round learns them; this one leaves its runs unconsumed and says why."""
+    head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
+    return {"traces": await consumed(state, runtime, dropped=True),
+            "batches": [{**batch, "accepted": False, "version": head.version,
+                         "reason": f"{why}: nothing learned from the batch is committed (that round learns the runs)",
+                         "items_total": len(head.active)}]}

@@ -68,8 +68,9 @@ class LearnOutput(TypedDict):
     val_accuracy_before: float | None
     val_accuracy_after: float | None
     traces: dict[str, Any]
-    """With `from_traces`: runs considered, skipped (no signal, taken), claimed, by signal, consumed, released to retry
-    (`to_retry`) and given up as unlearnable after failed reflections (`unlearnable`)."""
+    """With `from_traces`: runs considered, skipped (no signal, taken, put off after failed reflections: `waiting`),
+    claimed, by signal, consumed, released to retry (`to_retry`), given up as unlearnable after failed reflections
+    (`unlearnable`), and left to another round that claimed them after this run's claim expired (`dropped`)."""
 
 
 # `playbook` and `tenant`, which a caller may leave out, are always in the output: one channel, "optional in,

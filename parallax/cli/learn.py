@@ -210,14 +210,17 @@ def traces_line(found: dict[str, Any]) -> str:
             f"{found['no_signal']} without a signal, {found['taken_before']} taken before (learned from, given up, or "
             "claimed by another round" + (f"; {found['recovered']} of them learned by a round killed before it marked "
                                           "them, marked consumed now" if found.get("recovered") else "") + "), "
-            f"{found['task_not_kept']} whose task was not kept; {found['replayed_in_gate']} with a target replayed "
+            + (f"{found['waiting']} put off after failed reflections, " if found.get("waiting") else "")
+            + f"{found['task_not_kept']} whose task was not kept; {found['replayed_in_gate']} with a target replayed "
             "in the gate")
 
 
 def stored_runs_line(found: dict[str, Any]) -> str:
     """What `--from-traces` did with the runs it claimed, for the summary."""
     return (f"; stored runs learned from {found.get('consumed', 0)}, to retry {found.get('to_retry', 0)} (reflection "
-            f"failed), given up as unlearnable {found.get('unlearnable', 0)}")
+            f"failed), given up as unlearnable {found.get('unlearnable', 0)}"
+            + (f", left to another round {found['dropped']} (it claimed them after this run's claim expired)"
+               if found.get("dropped") else ""))
 
 
 def failure_totals(batches: list[dict[str, Any]]) -> dict[str, Any]:

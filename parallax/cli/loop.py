@@ -4,7 +4,8 @@
                     stored runs the playbook served that no round has learned from; gate the
                     candidate on replayed runs that carry a target; put it on canary
     loop status     the last rounds: runs consumed, candidate, gate, canary state; how many of
-                    the playbook's runs were learned from, and given up as unlearnable
+                    the playbook's runs were learned from, given up as unlearnable, and wait to
+                    be tried again after failed reflections
     loop install    a cron on the served API that runs the `loop` graph every period
                     (langgraph-sdk `client.crons`; Aegra fires it on one replica)
 
@@ -87,7 +88,10 @@ def round_line(record: dict[str, Any]) -> str:
 def given_up_text(found: dict[str, Any]) -> str:
     """What a round's failed reflections did to its runs, or nothing when none failed."""
     parts = [f"{found[k]} {what}" for k, what in (("to_retry", "to retry (reflection failed)"),
-                                                 ("unlearnable", "given up as unlearnable")) if found.get(k)]
+                                                 ("unlearnable", "given up as unlearnable"),
+                                                 ("waiting", "put off after failed reflections"),
+                                                 ("dropped", "left to a round that claimed them after this one's "
+                                                             "claim expired")) if found.get(k)]
     return f", {', '.join(parts)}" if parts else ""
 
 
@@ -164,7 +168,9 @@ def status(
     runs = view["runs"]
     console.print(f"stored runs: {runs['learned']} learned from, {runs['unlearnable']} given up as unlearnable "
                   f"(their reflection failed {MAX_FAILURES} times), {runs['claimed']} claimed now, "
-                  f"{runs['to_retry']} to retry")
+                  f"{runs['waiting']} waiting after failed reflections"
+                  + (f" (the first tried again after {when(runs['next_try_at'])} UTC)" if runs["waiting"] else "")
+                  + f", {runs['to_retry']} to retry")
 
 
 def rounds_table(playbook: str, tenant: str, rounds: list[dict[str, Any]]) -> Table:

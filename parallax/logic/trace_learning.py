@@ -16,11 +16,16 @@ never has the run learned again: the next claim consumes it instead (runtime/sto
 counted as `recovered`). A batch with no operations writes nothing to the playbook: killed before
 the marking, its runs are reflected on again, and there was nothing learned to repeat.
 
-A run whose reflection failed goes back at once for the next round; only a reply that came back
-and could not be used (cause `parse` or `length`: a model that cannot write the reflection)
-counts toward its MAX_FAILURES, after which it is given up as unlearnable. The endpoint's
-failures (connection, timeout, circuit open, rate limit, 5xx, 4xx) and crashes never count: a
-broken endpoint must not burn runs.
+A round slower than its lease may find that another round has claimed some of its runs since:
+then it commits nothing from the batch (`dropped`: that round learns them), and a key it named
+that the other round gave up refuses its commit the same way.
+
+A run whose reflection failed goes back for a later round, put off longer after each failure in a
+row (runtime/storage/consumed.py: `retry_after_s`; counted as `waiting` while put off); only a
+reply that came back and could not be used (cause `parse` or `length`: a model that cannot write
+the reflection) counts toward its MAX_FAILURES, after which it is given up as unlearnable. The
+endpoint's failures (connection, timeout, circuit open, rate limit, 5xx, 4xx) and crashes never
+count: a broken endpoint must not burn runs, only put them off.
 """
 
 from __future__ import annotations
@@ -60,17 +65,17 @@ async def claim_traces(store: BaseStore | None, tenant: str, playbook: str, roun
             signals[trace["trace_id"]] = (trace, signal)
     playbooks = playbooks_in(store, tenant)
 
-    async def committed(key: str) -> bool:
-        return await playbooks.committed(playbook, key)
+    async def settle(key: str) -> bool:
+        return await playbooks.settle(playbook, key)
 
-    claimed, taken, recovered = await consumed_in(store, tenant, playbook).claim(list(signals), round_id, limit,
-                                                                                 lease_s, committed)
-    tasks = [learn_task(*signals[t]) for t in claimed]
+    claim = await consumed_in(store, tenant, playbook).claim(list(signals), round_id, limit, lease_s, settle)
+    tasks = [learn_task(*signals[t]) for t in claim.ids]
     replay = [replay_task(t) for t in reversed(traces) if t.get("target") is not None and task_text(t)][:val_size]
     summary = {"considered": len(traces), "no_signal": no_signal, "task_not_kept": no_task,
-               "taken_before": taken, "recovered": recovered,
-               "claimed": len(claimed), "by_signal": dict(Counter(t["signal"] for t in tasks)),
-               "replayed_in_gate": len(replay), "consumed": 0, "to_retry": 0, "unlearnable": 0, "round": round_id}
+               "taken_before": claim.taken, "recovered": claim.recovered, "waiting": claim.waiting,
+               "claimed": len(claim.ids), "by_signal": dict(Counter(t["signal"] for t in tasks)),
+               "replayed_in_gate": len(replay), "consumed": 0, "to_retry": 0, "unlearnable": 0, "dropped": 0,
+               "round": round_id}
     return tasks, replay, summary
 
 
@@ -90,20 +95,24 @@ def reflected_on(runs: list[dict[str, Any]]) -> list[str]:
 
 
 async def mark_committing(store: BaseStore | None, tenant: str, playbook: str, round_id: str,
-                          runs: list[dict[str, Any]], key: str) -> None:
-    """Before a batch's commit (or rejection) under `key`: name it on the claims of the runs it learns from (module
-    docstring)."""
+                          runs: list[dict[str, Any]], key: str, lease_s: float) -> list[str]:
+    """Before a batch's commit (or rejection) under `key`: name it on the claims of the runs it learns from and renew
+    them; the ids another round has claimed since, when there are any, and then nothing is written and the batch
+    must not be committed (module docstring)."""
     if ids := reflected_on(runs):
-        await consumed_in(store, tenant, playbook).committing(ids, round_id, key)
+        return await consumed_in(store, tenant, playbook).committing(ids, round_id, key, lease_s)
+    return []
 
 
 async def consume_runs(store: BaseStore | None, tenant: str, playbook: str, round_id: str,
-                       runs: list[dict[str, Any]]) -> dict[str, int]:
-    """Mark the runs a batch reflected on consumed, and release the ones whose reflection failed (module
-    docstring); {"consumed", "to_retry", "unlearnable"}: how many of `runs` went each way."""
+                       runs: list[dict[str, Any]], dropped: bool = False) -> dict[str, int]:
+    """Mark the runs a batch reflected on consumed (`dropped`: leave them, the batch was not committed because
+    another round took some of them), and release the ones whose reflection failed (module docstring);
+    {"consumed", "dropped", "to_retry", "unlearnable"}: how many of `runs` went each way."""
     consumed = consumed_in(store, tenant, playbook)
     done = reflected_on(runs)
     failed = {str(r["task_id"]): reflection_failure(r) for r in runs if r.get("task_id") and r.get("reflection") is None}
-    learned = await consumed.consume(done, round_id) if done else 0
+    learned = await consumed.consume(done, round_id) if done and not dropped else 0
     given_up = await consumed.release(failed, round_id) if failed else []
-    return {"consumed": learned, "to_retry": len(failed) - len(given_up), "unlearnable": len(given_up)}
+    return {"consumed": learned, "dropped": len(done) if dropped else 0, "to_retry": len(failed) - len(given_up),
+            "unlearnable": len(given_up)}

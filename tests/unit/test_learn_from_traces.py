@@ -1,6 +1,6 @@
-"""`learn --from-traces` and the `loop` graph: signal precedence, runs consumed once (also by two loops at once and
-two processes), tenants never cross, failed reflections retried (and given up only when the reply was unusable),
-candidates go on canary, bad arguments refused."""
+"""`learn --from-traces` and the `loop` graph: signal precedence, runs consumed once (also by two loops at once, two
+processes, and a round slower than its lease), tenants never cross, failed reflections retried later and later (and
+given up only when the reply was unusable), candidates go on canary, bad arguments refused."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import json
 import multiprocessing
+import pydoc
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import openai
@@ -25,7 +27,7 @@ from parallax.logic.loop import rounds
 from parallax.logic.releases import end_release
 from parallax.logic.trace_signal import signal_of
 from parallax.runtime.services import Services
-from parallax.runtime.storage.consumed import MAX_FAILURES
+from parallax.runtime.storage.consumed import MAX_FAILURES, RETRY_MAX_S, RETRY_S, retry_after_s
 from parallax.runtime.storage.stores import consumed_in, open_sqlite_store, playbooks_in, traces_in
 from tests.support.scripted_model import asked_for, scripted
 from tests.support.word_counts import word_counts
@@ -68,6 +70,26 @@ async def production_runs(store, ctx, n, tenant="default", start=0):
                                   {"configurable": {"thread_id": f"thread-{tenant}-{i}"}}, context=ctx)
         ids.append(out["trace_id"])
     return ids
+
+
+class Clock:
+    """The time runtime/storage/consumed.py measures claims and retries by, stopped, moved on by `advance`."""
+
+    def __init__(self) -> None:
+        self.at = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    stopped = Clock()
+    monkeypatch.setattr("parallax.runtime.storage.consumed.now", stopped)
+    return stopped
 
 
 # --- the signal ------------------------------------------------------------------------
@@ -249,6 +271,63 @@ async def test_a_round_killed_before_its_commit_leaves_its_runs_to_the_next(monk
     assert out["to_version"] == 1 and [i.text for i in (await playbooks_in(store).head("default")).active] == [LESSON]
 
 
+@contextlib.asynccontextmanager
+async def two_stores(kind):
+    """What two rounds at once write through: one in-memory store, or two connections to the CLI's SQLite file (two
+    `parallax loop once` processes)."""
+    if kind == "memory":
+        store = InMemoryStore()
+        yield store, store
+    else:
+        async with open_sqlite_store() as one, open_sqlite_store() as other:
+            yield one, other
+
+
+def stall_first_call(monkeypatch, target, stalled, go):
+    """The first call of the coroutine function `target` sets `stalled` and waits for `go`; later calls run at once."""
+    owner_name, _, name = target.rpartition(".")
+    owner = pydoc.locate(owner_name)
+    original = getattr(owner, name)
+
+    async def stall(*args, **kwargs):
+        if not stalled.is_set():
+            stalled.set()
+            await go.wait()
+        return await original(*args, **kwargs)
+    monkeypatch.setattr(owner, name, stall)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("stall, why", [
+    ("parallax.nodes.commit.mark_committing", "another round claimed 3 of this batch's runs"),  # it finds them gone
+    ("parallax.runtime.storage.playbook_store.PlaybookStore.commit", "and gave up its commit"),  # its key is refused
+], ids=["stalls-before-naming-its-key", "stalls-between-its-key-and-its-commit"])
+async def test_a_round_slower_than_its_lease_never_has_its_runs_teach_the_playbook_twice(monkeypatch, kind, stall, why):
+    lease = 0.3
+    ctx, calls = scripted(script(), embedder=bag_of_words)
+    stalled, go = asyncio.Event(), asyncio.Event()
+    async with two_stores(kind) as (store_a, store_b):
+        await production_runs(store_a, ctx, 3)
+        stall_first_call(monkeypatch, stall, stalled, go)
+        given = {"share": 50, "lease_s": lease}
+        slow = asyncio.create_task(loop_builder.compile(store=store_a).ainvoke(given, context=ctx))
+        await stalled.wait()  # the slow round reflected on the runs and stalls on its way to its commit
+        await asyncio.sleep(2 * lease)  # its claims (and its round slot) expire meanwhile
+        fast = await loop_builder.compile(store=store_b).ainvoke(given, context=ctx)
+        go.set()
+        slow = await slow
+        playbooks = playbooks_in(store_a)
+        assert (await playbooks.head("default")).version == 1  # one version: the slow round committed nothing
+        assert [i.text for v in await playbooks.history("default") for i in v.active] == [LESSON]
+        assert (fast["status"], fast["traces"]["claimed"], fast["traces"]["consumed"]) == ("learned", 3, 3)
+        assert (slow["status"], slow["traces"]["consumed"], slow["traces"]["dropped"]) == ("nothing", 0, 3)
+        assert why in slow["why"] and "nothing learned from the batch is committed" in slow["why"]
+        records = (await consumed_in(store_a, "default", "default").records()).values()
+        assert {(r["state"], r["outcome"], r["round"]) for r in records} == {
+            ("consumed", "learned", fast["traces"]["round"])}
+        assert len([p for p, _ in calls if "You review one solved task" in p]) == 6  # both reflected; one learned
+
+
 async def test_a_version_written_by_a_writer_that_died_before_its_key_record_counts_as_committed():
     store = InMemoryStore()
     playbooks = playbooks_in(store)
@@ -263,7 +342,7 @@ async def test_a_version_written_by_a_writer_that_died_before_its_key_record_cou
     assert await playbooks.committed("default", "learn-c-b0") and not await playbooks.committed("default", "learn-d-b0")
 
 
-async def test_a_run_whose_reflection_never_validates_is_retried_then_given_up_with_the_reason():
+async def test_a_run_whose_reflection_never_validates_is_retried_then_given_up_with_the_reason(clock):
     store = InMemoryStore()
     ok, _ = scripted(script(), embedder=bag_of_words)
     ids = await production_runs(store, ok, 2)
@@ -271,10 +350,11 @@ async def test_a_run_whose_reflection_never_validates_is_retried_then_given_up_w
     learn = learn_builder.compile(store=store)
     consumed = consumed_in(store, "default", "default")
     for n in range(1, MAX_FAILURES + 1):
-        out = await learn.ainvoke({"from_traces": True}, context=ctx)  # no wait: a failed run's claim ends at once
+        out = await learn.ainvoke({"from_traces": True}, context=ctx)
         assert out["traces"]["claimed"] == 2 and out["traces"]["consumed"] == 0
         assert (out["traces"]["to_retry"], out["traces"]["unlearnable"]) == ((2, 0) if n < MAX_FAILURES else (0, 2))
         assert {r["failures"] for r in (await consumed.records()).values()} == {n}
+        clock.advance(retry_after_s(n))  # the wait after n failures in a row
     records = await consumed.records()
     assert set(records) == set(ids)
     for record in records.values():
@@ -284,10 +364,12 @@ async def test_a_run_whose_reflection_never_validates_is_retried_then_given_up_w
     again = await learn.ainvoke({"from_traces": True}, context=ctx)
     assert again["traces"]["claimed"] == 0 and again["traces"]["taken_before"] == 2
     assert not [p for p, _ in calls if "You review one solved task" in p]  # never asked again
-    assert await consumed.outcomes() == {"learned": 0, "unlearnable": 2, "claimed": 0, "to_retry": 0}
+    assert await consumed.outcomes() == {"learned": 0, "unlearnable": 2, "claimed": 0, "waiting": 0, "to_retry": 0,
+                                         "next_try_at": None}
 
 
-async def test_a_broken_endpoint_burns_no_runs_and_they_are_learned_once_it_is_back():
+async def test_a_broken_endpoint_burns_no_runs_puts_them_off_longer_each_time_and_they_are_learned_once_it_is_back(
+        clock):
     store = InMemoryStore()
     ok, _ = scripted(script(), embedder=bag_of_words)
     ids = await production_runs(store, ok, 2)
@@ -295,16 +377,36 @@ async def test_a_broken_endpoint_burns_no_runs_and_they_are_learned_once_it_is_b
                        services=Services())
     learn = learn_builder.compile(store=store)
     consumed = consumed_in(store, "default", "default")
-    for _ in range(MAX_FAILURES + 2):
+    tried = []
+    for hour in range(9):  # a round every hour while the endpoint is down
         out = await learn.ainvoke({"from_traces": True}, context=down)
-        assert (out["traces"]["claimed"], out["traces"]["to_retry"], out["traces"]["unlearnable"]) == (2, 2, 0)
+        if out["traces"]["claimed"]:
+            assert (out["traces"]["claimed"], out["traces"]["to_retry"], out["traces"]["unlearnable"]) == (2, 2, 0)
+            tried.append(hour)
+        else:
+            assert (out["traces"]["waiting"], out["traces"]["taken_before"]) == (2, 0)
+        clock.advance(RETRY_S)
+    assert tried == [0, 1, 2, 4, 8]  # retried at once, then after 1, 2, 4 hours: the gaps grow
     records = await consumed.records()
-    assert {(r["state"], r.get("failures"), r["last_failure"]["cause"]) for r in records.values()} == {
-        ("claimed", 0, "connection")}
+    assert {(r["state"], r["failures"], r["failed_tries"], r["last_failure"]["cause"]) for r in records.values()} == {
+        ("claimed", 0, 5, "connection")}  # the endpoint's fault: never counted toward giving the runs up
+    assert {datetime.fromisoformat(r["not_before"]) - datetime.fromisoformat(r["last_failure"]["at"])
+            for r in records.values()} == {timedelta(hours=8)}
+    status = await consumed.outcomes()
+    assert (status["waiting"], status["to_retry"]) == (2, 0)
+    assert status["next_try_at"] == next(iter(records.values()))["not_before"]
+    back = await learn.ainvoke({"from_traces": True}, context=ok)  # the endpoint is back: the runs still wait
+    assert (back["traces"]["claimed"], back["traces"]["waiting"]) == (0, 2)
+    clock.advance(8 * RETRY_S)
     back = await learn.ainvoke({"from_traces": True}, context=ok)
     assert back["traces"]["claimed"] == 2 and back["traces"]["consumed"] == 2 and back["to_version"] == 1
     assert {r["outcome"] for r in (await consumed.records()).values()} == {"learned"}
     assert set(await consumed.records()) == set(ids)
+
+
+def test_the_wait_between_tries_doubles_and_is_capped():
+    assert [retry_after_s(n) for n in range(1, 5)] == [0.0, RETRY_S, 2 * RETRY_S, 4 * RETRY_S]
+    assert retry_after_s(40) == RETRY_MAX_S
 
 
 async def test_a_reflection_that_fails_once_is_learned_the_next_round_and_its_count_is_kept_meanwhile():
@@ -426,19 +528,29 @@ def test_the_command_line_closes_the_loop():
     assert table.exit_code == 0 and "learned" in table.output and "collecting v1" in table.output
 
 
-def test_loop_status_and_the_learn_summary_count_the_runs_given_up():
+def test_loop_status_and_the_learn_summary_count_the_runs_waiting_and_given_up(clock):
     ok, _ = scripted(script(), embedder=bag_of_words)
     for i in range(2):
         cli_json(ok, "run", f"Add the two numbers {i} and {i + 1}: state the sum total.", "--mode", "direct")
     bad, _ = scripted(reflection_fails("no JSON here"), embedder=bag_of_words, services=Services())
-    for _ in range(MAX_FAILURES - 1):
+    for _ in range(MAX_FAILURES - 1):  # the first failure is tried again at once
         assert cli_json(bad, "loop", "once")["traces"]["to_retry"] == 2
+    waiting = cli_json(bad, "loop", "once")  # two failures in a row: put off for RETRY_S
+    assert (waiting["traces"]["claimed"], waiting["traces"]["waiting"]) == (0, 2)
+    status = cli_json(bad, "loop", "status")
+    assert {k: status["runs"][k] for k in ("claimed", "waiting", "to_retry")} == {"claimed": 0, "waiting": 2, "to_retry": 0}
+    next_try = datetime.fromisoformat(status["runs"]["next_try_at"])
+    assert next_try == clock.at + timedelta(seconds=RETRY_S)
+    table = " ".join(runner.invoke(app, ["loop", "status"], obj=bad).output.split())
+    assert f"2 waiting after failed reflections (the first tried again after {next_try:%Y-%m-%d %H:%M} UTC)" in table
+    clock.advance(RETRY_S)
     summary = runner.invoke(app, ["learn", "--from-traces"], obj=bad)
     assert summary.exit_code == 0, summary.output
     said = " ".join(summary.output.split())  # the terminal wraps lines
     assert "stored runs learned from 0, to retry 0 (reflection failed), given up as unlearnable 2" in said
     status = cli_json(bad, "loop", "status")
-    assert status["runs"] == {"learned": 0, "unlearnable": 2, "claimed": 0, "to_retry": 0}
+    assert status["runs"] == {"learned": 0, "unlearnable": 2, "claimed": 0, "waiting": 0, "to_retry": 0,
+                              "next_try_at": None}
     table = runner.invoke(app, ["loop", "status"], obj=bad)
     assert table.exit_code == 0 and "2 given up as unlearnable" in " ".join(table.output.split()), table.output
 

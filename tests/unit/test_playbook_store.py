@@ -20,7 +20,7 @@ from langgraph.store.sqlite.aio import AsyncSqliteStore
 from parallax.runtime.storage.commit_locks import FileCommitLock
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.playbook_files import parse_playbook
-from parallax.runtime.storage.playbook_store import PlaybookStore
+from parallax.runtime.storage.playbook_store import CommitVoided, PlaybookStore
 from parallax.state.playbook import Operation, item_id_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,6 +151,21 @@ async def test_reject_keeps_candidate_and_head_stays():
     assert [v.version for v in await ps.history("default")] == [1, 2, 3]
 
 
+async def test_a_settled_key_is_either_committed_or_refused_for_good():
+    ps = PlaybookStore(InMemoryStore())
+    await ps.commit("default", 0, [add("Kept.")], "learn-a", key="learn-a-b0")
+    assert await ps.settle("default", "learn-a-b0") is True  # committed: stays so
+    assert await ps.settle("default", "learn-b-b0") is False  # not committed: given up
+    with pytest.raises(CommitVoided, match="learn-b-b0"):
+        await ps.commit("default", 1, [add("Late.")], "learn-b", key="learn-b-b0")
+    with pytest.raises(CommitVoided):
+        await ps.reject("default", 1, [add("Late.")], "learn-b", {}, "worse", key="learn-b-b0")
+    assert (await ps.head("default")).version == 1 and await ps.candidates("default") == []
+    assert not await ps.committed("default", "learn-b-b0")
+    again = await ps.commit("default", 0, [add("Kept.")], "learn-a", key="learn-a-b0")  # idempotent as before
+    assert again.version == 1
+
+
 @pytest.mark.parametrize("fmt", ["json", "markdown"])
 async def test_export_import_round_trip(fmt):
     ps = PlaybookStore(InMemoryStore())
@@ -229,7 +244,7 @@ WRITER = textwrap.dedent("""
     from pathlib import Path
     from langgraph.store.sqlite.aio import AsyncSqliteStore
     from parallax.runtime.storage.commit_locks import FileCommitLock
-    from parallax.runtime.storage.playbook_store import PlaybookStore
+    from parallax.runtime.storage.playbook_store import CommitVoided, PlaybookStore
     from parallax.state.playbook import Operation
 
     db, lock, go, k = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]

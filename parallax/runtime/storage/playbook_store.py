@@ -8,6 +8,7 @@ one tenant and cannot name another's records:
   "candidate-<id>"  updates the gate rejected, kept with accepted=False and a reason
   "quarantine-<id>" lessons that failed screening (runtime/lesson_screening.py) or the lesson
                     check (logic/lesson_quality.py), never applied
+  "void-<key>"      a commit key given up (`settle`): a commit or rejection under it is refused
   "labels"          production / canary labels and the gray release (runtime/storage/labels.py)
 Every text a commit or import would store is redacted and screened first.
 
@@ -49,6 +50,10 @@ class PlaybookError(StoreError):
 
 class PlaybookNotFound(PlaybookError, NotFound):
     """No such playbook, or no such version of it."""
+
+
+class CommitVoided(PlaybookError):
+    """The commit key was given up (`PlaybookStore.settle`): its writer lost its runs to another round."""
 
 
 class Candidate(PlaybookVersion):
@@ -183,6 +188,22 @@ class PlaybookStore:
         return any(VERSION_KEY.fullmatch(k) and v.get("gate", {}).get("commit_key") == key
                    for k, v in (await self._scan(name)).items())
 
+    async def settle(self, name: str, key: str) -> bool:
+        """Whether `key` was committed (`committed`); if not, give it up for good, so a commit or rejection under
+        it is refused (CommitVoided). Why: a learning round whose claims expired after it named `key` on them may
+        still be about to commit; the round that takes its runs over settles the key first, under the lock the
+        commit takes, so exactly one of the two learns from them (runtime/storage/consumed.py)."""
+        async with self.lock.hold(f"{self.tenant}/{name}"):
+            if await self.committed(name, key):
+                return True
+            await self._put(name, f"void-{key}", {"key": key, "at": now_iso()})
+            return False
+
+    async def _refuse_void(self, name: str, key: str | None) -> None:
+        """Under the lock: CommitVoided when `key` was given up."""
+        if key is not None and await self._get(name, f"void-{key}") is not None:
+            raise CommitVoided(f"commit key {key!r} of playbook {name!r} was given up: another round took its runs")
+
     async def candidates(self, name: str) -> list[Candidate]:
         self._check_name(name)
         records = await self._scan(name)
@@ -216,6 +237,7 @@ class PlaybookStore:
                     if head.version != stored_head.version:  # finish the move of the head a dead writer left
                         await self._put(name, "head", head.model_dump(mode="json"))
                     return ahead_keyed or await self.get(name, int(done["version"]))  # type: ignore[index]
+            await self._refuse_void(name, key)
             await fencing.check_lease("playbook commit")
             fields = build(head)
             if key is not None:
@@ -255,18 +277,21 @@ class PlaybookStore:
     async def reject(self, name: str, base_version: int, operations: list[Operation], created_by: str,
                      gate: dict[str, Any] | None, reason: str, key: str | None = None) -> str:
         """Keep a candidate the gate turned down, for inspection; the head does not move.
-        With `key`, the candidate's id comes from it, so writing it again overwrites the same record."""
+        With `key`, the candidate's id comes from it, so writing it again overwrites the same record; a key given
+        up (`settle`) is refused, under the lock `settle` takes."""
         base = await self.get(name, base_version)
         operations, held = screen_operations([Operation.model_validate(op) for op in operations], f"candidate by {created_by}")
         await self.quarantine(name, held)
         cid = candidate_id(key) if key else uuid.uuid4().hex[:12]
-        await fencing.check_lease("playbook candidate")
         candidate = Candidate(
             name=name, version=base.version + 1, parent=base.version,
             items=apply_operations(base.items, operations, base.version + 1), operations=operations,
             created_by=created_by, created_at=now_iso(), gate=dict(gate or {}), accepted=False, note=reason,
             candidate_id=cid, reason=reason)
-        await self._put(name, f"candidate-{cid}", candidate.model_dump(mode="json"))
+        async with self.lock.hold(f"{self.tenant}/{name}"):
+            await self._refuse_void(name, key)
+            await fencing.check_lease("playbook candidate")
+            await self._put(name, f"candidate-{cid}", candidate.model_dump(mode="json"))
         return cid
 
     async def rollback(self, name: str, version: int, created_by: str) -> PlaybookVersion:
