@@ -400,10 +400,25 @@ def tool_names(turns: list[dict]) -> list[str]:
 
 
 def test_a_plan_run_keeps_its_edit_candidates_conversations_in_the_store_not_in_its_result(edited):
+    import asyncio
+
+    from parallax.runtime.storage.edit_conversations import EditConversations
+    from parallax.runtime.storage.stores import open_sqlite_store
+
     out = edited["out"]
     candidates = out["tasks"][0]["edit"]["candidates"]
     assert [c["conversation"] for c in candidates] == [f"0.{c['id']}" for c in candidates]  # where they are, no more
     assert "hello\\nworld" not in json.dumps(out)  # what the agents' reads returned is not in the run's result
+
+    async def stored(key: str) -> dict | None:
+        async with open_sqlite_store() as store:
+            return await EditConversations(store, "default", out["trace_id"]).load(key)
+
+    for candidate in candidates:
+        kept = asyncio.run(stored(candidate["conversation"]))
+        assert kept is not None and [s["call"]["action"] for s in kept["steps"]] == ["read", "write", "done"]
+        assert kept["steps"][0]["result"] == "hello\nworld\n" and "result" not in kept["steps"][2]
+        assert "[REDACTED:email]" in kept["messages"][1]["content"] and "bob@example.com" not in json.dumps(kept)
 
 
 def test_sft_of_a_speculative_edit_task_is_the_winners_tool_calling_conversation(edited, tmp_path):
