@@ -40,7 +40,8 @@ Plan runs' speculative edit tasks (logic/speculative_edit.py) are judged by thei
 candidate is an agent's conversation, kept in the store (runtime/storage/edit_conversations.py) and named by the
 trace's task record; the caller puts them in the trace (`edit_conversations`, `conversation_keys`). The prompt is
 what the agent's first step was sent (its approach in it), the turns are its replies as tool calls (the edit
-agent's actions: list, read, write, test, done) with each tool's result, ending at its last reply. sft: the
+agent's actions: list, read, write, test, done) with each tool's result, ending at its last reply (the prompt is
+kept as sent: its system message asks for the JSON replies that the turns carry as tool calls). sft: the
 task's winner, whose tests passed; kto: every candidate that ran its tests, label = passed; trl: chosen = the
 winner, rejected = one whose tests failed, under the winner's prompt. `openai` has none: an OpenAI preference
 output is one assistant message, so those runs are left out, counted. A person's word on the plan run (a target
