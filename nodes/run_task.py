@@ -8,7 +8,8 @@ tasks run the solve graph as a subgraph (routing, branches, retries, lifecycle, 
 backups, dead letters), so their branches are recorded under the task; `tool` tasks run
 without a model; `edit` tasks work in their own git worktree (runtime/worktrees.py) or, with
 `candidates` above 1 and a test command, as K speculative candidates, each in its own worktree,
-the first whose tests pass kept (logic/speculative_edit.py).
+the first whose tests pass kept (logic/speculative_edit.py); each candidate's conversation is kept
+in the store (runtime/storage/edit_conversations.py), and the task's record names it.
 Every outcome, an unexpected error included, becomes a record that the task's dependants
 receive, so none of them can wait forever.
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 
 from parallax.logic.dag_schedule import DagRun, blocked_by
 from parallax.logic.edit_agent import run_edit
@@ -34,6 +36,7 @@ from parallax.logic.speculative_edit import run_speculative_edit
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.run_context import context_of, subgraph_config
 from parallax.runtime.services import services_of
+from parallax.runtime.storage.edit_conversations import EditConversations
 from parallax.runtime.storage.plan_results import PlanResults
 from parallax.runtime.worktrees import Worktree
 from parallax.state.context import Context, filled
@@ -72,16 +75,19 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
             "verification": run.get("verification", {})}
 
 
-async def _speculative_edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context) -> dict[str, Any]:
+async def _speculative_edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context,
+                            store: BaseStore | None) -> dict[str, Any]:
     """K candidate patches at once, each in its own worktree; the first whose tests pass is the task's branch."""
     name = f"task-{task.id}-r{payload['round']}"
+    conversations = EditConversations(store, payload["tenant"], payload["trace_id"])
     found = await run_speculative_edit(
         Path(payload["repo"]), payload["repo_base"],
         lambda i: edit_branch(payload["trace_id"], task.id, payload["round"], f"-c{i + 1}"),
         lambda i: worktree_dir(payload["trace_id"], f"{name}-c{i + 1}"), task.writes,
         "\n\n".join(x for x in (goal, inputs) if x), ctx,
         {"id": f"edit-{payload['trace_id'][:8]}-{task.id}", "parent_id": payload["trace_id"], "kind": "edit"},
-        test_command=payload["test_command"], candidates=payload["candidates"], timeout_s=filled(ctx.tool_timeout_s))
+        test_command=payload["test_command"], candidates=payload["candidates"], timeout_s=filled(ctx.tool_timeout_s),
+        keep=lambda cid, conversation: conversations.save(f"{payload['round']}.{cid}", conversation))
     outcome = found.outcome
     return {"status": outcome.status, "reason": outcome.reason, "branches": outcome.records,
             "output": outcome.summary or (f"changed {', '.join(outcome.files)}" if outcome.files else "no change"),
@@ -89,9 +95,10 @@ async def _speculative_edit(task: PlanTask, payload: TaskPayload, goal: str, inp
                      "writes": task.writes, "refused": outcome.refused, "candidates": found.candidates}}
 
 
-async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context) -> dict[str, Any]:
+async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context,
+                store: BaseStore | None) -> dict[str, Any]:
     if payload.get("candidates", 1) > 1 and payload.get("test_command"):
-        return await _speculative_edit(task, payload, goal, inputs, ctx)
+        return await _speculative_edit(task, payload, goal, inputs, ctx, store)
     name = f"task-{task.id}-r{payload['round']}"
     branch = edit_branch(payload["trace_id"], task.id, payload["round"])
     repo = Path(payload["repo"])
@@ -128,7 +135,7 @@ async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun
             except ToolError as exc:
                 outcome = {"status": "FAILED", "reason": str(exc)}
         elif task.kind == "edit":
-            outcome = await _edit(task, payload, goal, inputs, ctx)
+            outcome = await _edit(task, payload, goal, inputs, ctx, runtime.store)
         else:
             outcome = await _solve(task, payload, goal, inputs, ctx, solve)
     return task_record(task, payload["round"], dag.fingerprints[task.id], outcome.pop("status"),

@@ -30,8 +30,9 @@ Since = Annotated[str | None, typer.Option(help="Only runs from this far back (7
 
 
 def _export(fmt: str, out: Path, min_score: float, tenant: str, since: str | None, as_json: bool) -> None:
-    from parallax.logic.exports import export
+    from parallax.logic.exports import conversation_keys, export
     from parallax.logic.run_stats import parse_since, select
+    from parallax.runtime.storage.edit_conversations import EditConversations
     from parallax.runtime.storage.stores import traces_in
 
     if not 0 <= min_score <= 1:
@@ -41,7 +42,12 @@ def _export(fmt: str, out: Path, min_score: float, tenant: str, since: str | Non
     check_output_dir(out)
 
     async def work(store: BaseStore) -> list[dict[str, Any]]:
-        return select(await traces_in(store, tenant).traces(), parse_since(since))
+        traces = select(await traces_in(store, tenant).traces(), parse_since(since))
+        for trace in traces:  # a plan run's edit candidates' conversations are kept beside its trace
+            if keys := conversation_keys(trace):
+                kept = EditConversations(store, tenant, trace["trace_id"])
+                trace["edit_conversations"] = {key: found for key in keys if (found := await kept.load(key))}
+        return traces
     traces = with_store(work, tenant)
     result = export(traces, fmt, min_score)
     write_atomically(out, "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in result.lines).encode("utf-8"))
@@ -57,7 +63,8 @@ def _export(fmt: str, out: Path, min_score: float, tenant: str, since: str | Non
 def sft(out: Out, min_score: MinScore = 1.0, tenant: Tenant = "default", since: Since = None,
         as_json: AsJson = False) -> None:
     """OpenAI chat fine-tuning lines ({"messages": [system, user, assistant]}) from runs that were right (in speculate
-    runs, the candidate that passed its check, unless a person's target or thumbs-down says otherwise)."""
+    runs, the candidate that passed its check, unless a person's target or thumbs-down says otherwise; in plan runs'
+    speculative edit tasks, the winner's tool-calling conversation)."""
     _export("sft", out, min_score, tenant, since, as_json)
 
 
@@ -65,8 +72,8 @@ def sft(out: Out, min_score: MinScore = 1.0, tenant: Tenant = "default", since: 
 def preferences(out: Out, fmt: Annotated[str, typer.Option("--format", help="trl | openai | kto")] = "trl",
                 min_score: MinScore = 1.0, tenant: Tenant = "default", since: Since = None,
                 as_json: AsJson = False) -> None:
-    """Preference pairs from vote runs with a known right answer and checked speculate runs (trl, openai), or
-    unpaired verdicts (kto)."""
+    """Preference pairs from vote runs with a known right answer and checked speculate runs (trl, openai; plan runs'
+    speculative edit tasks in trl only), or unpaired verdicts (kto)."""
     if fmt not in ("trl", "openai", "kto"):
         fail(f"unknown format {fmt!r}: use trl, openai or kto")
     _export(fmt, out, min_score, tenant, since, as_json)

@@ -4,7 +4,8 @@ Each step is one model call (a branch record with retries, re-asks and lifecycle
 other) that answers with one `EditStep`; the tool runs in the task's own worktree
 (runtime/worktrees.py) and its result goes back to the model. A refused path is an
 observation the model can correct, not a crash. The agent stops at `done`, at a failed
-call, or after `MAX_STEPS`; whatever it wrote is committed on the task's branch.
+call, or after `MAX_STEPS`; whatever it wrote is committed on the task's branch. Its
+conversation (`EditOutcome.conversation`) is collected as it goes, for a caller that keeps it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from parallax.logic.run_record import as_dicts
 from parallax.prompts.plan import edit_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.worktrees import PathRefused, Worktree
@@ -33,6 +35,10 @@ class EditOutcome:
     summary: str = ""
     refused: list[str] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
+    conversation: dict[str, Any] = field(default_factory=dict)
+    """What the agent was sent and what it replied: `messages`, its first step's system and user messages, and
+    `steps`, each reply (`call`, an EditStep) with the tool's `result` when it used one. Step n was sent the
+    messages and every earlier step (prompts/plan.py `edit_messages`); a failed call left no step."""
 
 
 def use_tool(tree: Worktree, step: EditStep, test_command: str, timeout_s: float) -> str:
@@ -57,6 +63,9 @@ async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict[str, 
     outcome = outcome or EditOutcome(status="DONE")
     listing = await asyncio.to_thread(tree.list, ".")
     steps: list[tuple[str, str]] = []
+    turns: list[dict[str, Any]] = []
+    outcome.conversation = {"messages": as_dicts(edit_messages(goal, tree.writes, listing, test_command, [], note)),
+                            "steps": turns}
     for number in range(1, max_steps + 1):
         messages = edit_messages(goal, tree.writes, listing, test_command, steps, note)
         record, step = await call_branch({**identity, "id": f"{identity['id']}-s{number}"}, messages, EditStep, ctx,
@@ -66,12 +75,14 @@ async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict[str, 
         if step is None:
             outcome.status, outcome.reason = "FAILED", f"edit step {number} failed: {record.error}"
             break
+        turns.append({"call": step.model_dump()})
         if step.action == "done":
             outcome.summary = step.note
             break
         observation = await asyncio.to_thread(use_tool, tree, step, test_command, filled(ctx.tool_timeout_s))
         if observation.startswith("refused:"):
             outcome.refused.append(observation)
+        turns[-1]["result"] = observation
         steps.append((json.dumps(step.model_dump(), ensure_ascii=False), observation))
     else:
         outcome.status, outcome.reason = "NEEDS_REVIEW", f"the agent did not say done within {max_steps} steps"

@@ -1,6 +1,6 @@
 """Fine-tuning data from stored traces: `parallax export sft|preferences`.
 
-Formats (each line is checked against its pydantic model before it is written):
+Formats (each line is checked against its pydantic model before it is written: logic/export_lines.py):
 - `sft`: OpenAI chat fine-tuning, `{"messages": [system, user, assistant]}`;
 - `trl`: TRL's conversational preference type, `{"prompt": [system, user], "chosen": [assistant],
   "rejected": [assistant]}`;
@@ -8,6 +8,10 @@ Formats (each line is checked against its pydantic model before it is written):
   "parallel_tool_calls": true}, "preferred_output": [assistant], "non_preferred_output": [assistant]}`;
 - `kto`: TRL's conversational unpaired preference type, `{"prompt": [...], "completion": [assistant],
   "label": bool}`.
+An edit agent's conversation is a tool-calling one: its line also lists the agent's `tools` and its turns after
+the prompt are assistant tool calls, each answered by a `tool` message, in OpenAI's shape for `sft` (`tool_calls`
+with ids and JSON-string arguments, `tool_call_id`) and TRL's "Tool Calling" shape for `trl` and `kto` (object
+arguments, the tool's `name`).
 
 Where examples come from. A trace keeps the messages its business branches were sent
 (logic/run_record.py), and each branch record its reply; the assistant turn is that reply
@@ -32,6 +36,17 @@ candidate, label = right; preferences: chosen = that same candidate, rejected = 
 only by their approach sentence), under the chosen one's prompt. Cancelled, refused and
 failed candidates were never checked and give nothing; a run without a check (a judge's
 pick) gives nothing.
+Plan runs' speculative edit tasks (logic/speculative_edit.py) are judged by their tests the same way. Each
+candidate is an agent's conversation, kept in the store (runtime/storage/edit_conversations.py) and named by the
+trace's task record; the caller puts them in the trace (`edit_conversations`, `conversation_keys`). The prompt is
+what the agent's first step was sent (its approach in it), the turns are its replies as tool calls (the edit
+agent's actions: list, read, write, test, done) with each tool's result, ending at its last reply (the prompt is
+kept as sent: its system message asks for the JSON replies that the turns carry as tool calls). sft: the
+task's winner, whose tests passed; kto: every candidate that ran its tests, label = passed; trl: chosen = the
+winner, rejected = one whose tests failed, under the winner's prompt. `openai` has none: an OpenAI preference
+output is one assistant message, so those runs are left out, counted. A person's word on the plan run (a target
+its answer missed, or a latest score below 0.5) overrules every test that passed in it without saying which
+task's patch is wrong, so those candidates are left out; a target cannot judge a patch otherwise.
 Every line is redacted again and de-duplicated by prompt (the first run with a prompt
 wins); what is left out is counted by reason.
 """
@@ -40,95 +55,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from parallax.logic.run_record import latest_score
+from parallax.logic.export_lines import validate_line
+from parallax.logic.run_record import latest_score, prompt_key
 from parallax.logic.scoring import score
 from parallax.logic.vote import normalize_answer
 from parallax.runtime.redaction import redact_value
+from parallax.state.plan import EditStep
 
 FORMATS = ("sft", "trl", "openai", "kto")
-
-
-class Message(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    role: Literal["system", "user", "assistant"]
-    content: str = Field(min_length=1)
-
-
-def _roles(messages: list[Message], allowed: set[str], what: str, exactly_one: bool = False) -> list[Message]:
-    if not messages or any(m.role not in allowed for m in messages):
-        raise ValueError(f"{what} must be {'one' if exactly_one else 'a list of'} {'/'.join(sorted(allowed))} message(s)")
-    if exactly_one and len(messages) != 1:
-        raise ValueError(f"{what} must hold exactly one message")
-    return messages
-
-
-def _ends_with_the_answer(messages: list[Message]) -> list[Message]:
-    if len(messages) < 2 or messages[-1].role != "assistant" or messages[-2].role != "user":
-        raise ValueError("messages must end with a user message and the assistant's reply")
-    return messages
-
-
-def _check_prompt(messages: list[Message]) -> list[Message]:
-    """A conversational prompt: system and user messages, ending with a user one."""
-    _roles(messages, {"system", "user"}, "prompt")
-    if messages[-1].role != "user":
-        raise ValueError("prompt must end with a user message")
-    return messages
-
-
-def _one_reply(messages: list[Message]) -> list[Message]:
-    return _roles(messages, {"assistant"}, "a completion", exactly_one=True)
-
-
-Conversation = Annotated[list[Message], AfterValidator(_ends_with_the_answer)]
-Prompt = Annotated[list[Message], AfterValidator(_check_prompt)]
-Reply = Annotated[list[Message], AfterValidator(_one_reply)]
-STRICT = ConfigDict(extra="forbid", strict=True)
-
-
-class SftLine(BaseModel):
-    model_config = STRICT
-    messages: Conversation
-
-
-class TrlPreference(BaseModel):
-    model_config = STRICT
-    prompt: Prompt
-    chosen: Reply
-    rejected: Reply
-
-
-class KtoLine(BaseModel):
-    model_config = STRICT
-    prompt: Prompt
-    completion: Reply
-    label: bool
-
-
-class OpenAIInput(BaseModel):
-    model_config = STRICT
-    messages: Prompt
-    tools: list[Any] = Field(default_factory=list)
-    parallel_tool_calls: bool = True
-
-
-class OpenAIPreference(BaseModel):
-    model_config = STRICT
-    input: OpenAIInput
-    preferred_output: Reply
-    non_preferred_output: Reply
-
-
-MODELS: dict[str, type[BaseModel]] = {"sft": SftLine, "trl": TrlPreference, "openai": OpenAIPreference, "kto": KtoLine}
-
-
-def validate_line(fmt: str, line: dict[str, Any]) -> None:
-    """ValidationError when `line` is not a valid line of `fmt`."""
-    MODELS[fmt].model_validate(line)
 
 
 # --- picking examples --------------------------------------------------------------------
@@ -314,11 +252,127 @@ def _speculate_pair(trace: dict[str, Any], out: Collector) -> tuple[dict[str, An
     return chosen, min(wrong, key=lambda c: (c.get("prompt_key") != chosen.get("prompt_key"), not _won(c)))
 
 
+# --- plan runs' speculative edit tasks: each candidate an agent's tool-calling conversation ----------------
+
+EDIT_TOOLS = {"list": ("List the files under a folder.", ("path",)), "read": ("Read a file.", ("path",)),
+              "write": ("Replace a whole file with new content.", ("path", "content")),
+              "test": ("Run the task's test command.", ()), "done": ("Stop, saying what was changed.", ("note",))}
+"""The edit agent's tools (its EditStep actions) and the arguments each one uses."""
+
+
+def edit_tools() -> list[dict[str, Any]]:
+    fields = EditStep.model_fields
+    return [{"type": "function", "function": {"name": name, "description": what, "parameters": {
+        "type": "object", "properties": {a: {"type": "string", "description": fields[a].description or a} for a in args},
+        "required": list(args)}}} for name, (what, args) in EDIT_TOOLS.items()]
+
+
+def speculative_edits(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """A plan run's speculative edit tasks that ran their candidates (a task reused from an earlier round ran none)."""
+    return [t for t in trace.get("tasks") or [] if (t.get("edit") or {}).get("candidates") and "reused_from_round" not in t]
+
+
+def conversation_keys(trace: dict[str, Any]) -> list[str]:
+    """Where a plan run's edit candidates' conversations are kept (runtime/storage/edit_conversations.py); the
+    caller puts them in the trace's `edit_conversations` (key -> conversation) before exporting it."""
+    return [c["conversation"] for t in speculative_edits(trace) for c in t["edit"]["candidates"] if c.get("conversation")]
+
+
+def _overruled(trace: dict[str, Any]) -> bool:
+    """A person said the plan run is wrong: a target its answer missed, else a latest score below 0.5."""
+    if trace.get("target") is not None:
+        return trace.get("correct") is False
+    feedback = latest_score(trace)
+    return feedback is not None and feedback < 0.5
+
+
+def _edit_judged(trace: dict[str, Any], task: dict[str, Any], out: Collector) -> Judged | None:
+    """A speculative edit task's candidates that ran their tests, each judged by them unless a person said the plan
+    run is wrong: that overrules every test that passed in it, but not which task's patch is to blame, so a candidate
+    whose tests passed is then not known (one whose tests failed stays wrong). A target cannot judge a patch."""
+    checked = [c for c in task["edit"]["candidates"] if (c.get("check") or {}).get("passed") is not None]
+    if not checked:
+        out.skip("edit task without a checked candidate")
+        return None
+    if _overruled(trace):
+        return [(c, None, "a person said the plan run is wrong (its tests passed)") if c["check"]["passed"]
+                else (c, False, "") for c in checked]
+    return [(c, bool(c["check"]["passed"]), "") for c in checked]
+
+
+def _edit_winner(judged: Judged, out: Collector) -> dict[str, Any] | None:
+    winner = next((c for c, right, _ in judged if c.get("result") == "won" and right), None)
+    if winner is None:
+        out.skip("a person said the plan run is wrong (its tests passed)" if any(r is None for _, r, _ in judged)
+                 else "no candidate passed its tests")
+    return winner
+
+
+def _conversation(trace: dict[str, Any], candidate: dict[str, Any], openai: bool, out: Collector
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """(prompt, the agent's turns) of an edit candidate: each reply a tool call (OpenAI's or TRL's shape) answered by
+    its tool's result, ending at the agent's last reply; None (counted) when its conversation is not at hand."""
+    kept = (trace.get("edit_conversations") or {}).get(candidate.get("conversation") or "")
+    if not kept:
+        out.skip("edit conversation not kept")
+        return None
+    turns: list[dict[str, Any]] = []
+    for n, step in enumerate(kept["steps"], 1):
+        name = step["call"]["action"]
+        args = {a: step["call"].get(a, "") for a in EDIT_TOOLS[name][1]}
+        call = {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(
+            args, ensure_ascii=False)}} if openai else {"type": "function", "function": {"name": name, "arguments": args}}
+        turns.append({"role": "assistant", "tool_calls": [call]})
+        if "result" in step:
+            turns.append({"role": "tool", "content": step["result"],
+                          **({"tool_call_id": f"call_{n}"} if openai else {"name": name})})
+    return kept["messages"], turns[:-1] if turns and turns[-1]["role"] == "tool" else turns
+
+
+def _edit_sft(trace: dict[str, Any], out: Collector) -> None:
+    for task in speculative_edits(trace):
+        if (judged := _edit_judged(trace, task, out)) and (winner := _edit_winner(judged, out)) \
+                and (found := _conversation(trace, winner, True, out)):
+            prompt, turns = found
+            out.add(prompt_key(prompt), {"messages": [*prompt, *turns], "tools": edit_tools()})
+
+
+def _edit_kto(trace: dict[str, Any], out: Collector) -> None:
+    for task in speculative_edits(trace):
+        for c in task["edit"]["candidates"]:
+            if (c.get("check") or {}).get("passed") is None:
+                out.skip("candidate not checked (cancelled, refused or failed)")
+        for c, right, why in _edit_judged(trace, task, out) or []:
+            if right is None:
+                out.skip(why)
+            elif found := _conversation(trace, c, False, out):
+                prompt, turns = found
+                out.add(prompt_key(prompt), {"prompt": prompt, "completion": turns, "label": right, "tools": edit_tools()})
+
+
+def _edit_pairs(trace: dict[str, Any], out: Collector) -> None:
+    """TRL pairs: chosen = the winner, rejected = a candidate whose tests failed (one given the same approach, so the
+    same prompt, first), under the winner's prompt, as for speculate runs."""
+    for task in speculative_edits(trace):
+        if not (judged := _edit_judged(trace, task, out)) or not (winner := _edit_winner(judged, out)):
+            continue
+        wrong = [c for c, right, _ in judged if right is False]
+        if not wrong:
+            out.skip("no pair: no candidate was wrong")
+        elif (chosen := _conversation(trace, winner, False, out)) and (rejected := _conversation(
+                trace, min(wrong, key=lambda c: c.get("approach") != winner.get("approach")), False, out)):
+            out.add(prompt_key(chosen[0]), {"prompt": chosen[0], "chosen": chosen[1], "rejected": rejected[1],
+                                            "tools": edit_tools()})
+
+
 def sft(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
     out = Collector("sft")
     for trace in traces:
         if trace.get("mode") == "speculate":
             _speculate_sft(trace, out)
+            continue
+        if speculative_edits(trace):
+            _edit_sft(trace, out)
             continue
         if not is_right(trace, min_score):
             out.skip("not known to be right" if is_right(trace, min_score) is None else "wrong")
@@ -334,6 +388,9 @@ def kto(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
     for trace in traces:
         if trace.get("mode") == "speculate":
             _speculate_kto(trace, out)
+            continue
+        if speculative_edits(trace):
+            _edit_kto(trace, out)
             continue
         feedback = latest_score(trace)
         label = (feedback >= 0.5) if feedback is not None else trace.get("correct")
@@ -380,6 +437,12 @@ def _vote_pair(trace: dict[str, Any], out: Collector, min_score: float) -> tuple
 def preferences(traces: list[dict[str, Any]], fmt: str, min_score: float = 1.0) -> Collector:
     out = Collector(fmt)
     for trace in traces:
+        if speculative_edits(trace):
+            if fmt == "openai":
+                out.skip("tool-calling conversations (an OpenAI preference output is one assistant message)")
+            else:
+                _edit_pairs(trace, out)
+            continue
         pair = _speculate_pair(trace, out) if trace.get("mode") == "speculate" else _vote_pair(trace, out, min_score)
         if pair is None:
             continue

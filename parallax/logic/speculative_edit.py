@@ -7,13 +7,14 @@ first candidate whose tests pass wins and the others are cancelled wherever they
 mid-test: the test's process group is killed; logic/candidate_watch.py). With none passing, the one
 with the most passing tests is kept, `NEEDS_REVIEW`. Only the winner's branch is left for the plan's
 integration (nodes/integrate.py merges it); every worktree is removed and every loser's branch is
-deleted, so a loser can never be merged.
+deleted, so a loser can never be merged. When a candidate ends, `keep` is handed its conversation
+(logic/edit_agent.py) and says where it kept it, which the candidate's summary names (`conversation`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,12 @@ class SpeculativeEdit:
     branch: str | None
     """The winner's branch (None: no candidate committed anything)."""
     candidates: list[dict[str, Any]] = field(default_factory=list)
-    """Per candidate: id, approach, temperature, branch, commit, check, result and why it lost."""
+    """Per candidate: id, approach, temperature, branch, commit, check, result, why it lost and where its
+    conversation is kept."""
+
+
+Keep = Callable[[str, dict[str, Any]], Awaitable[str | None]]
+"""Keeps a candidate's conversation (candidate id, conversation) and gives its key (None: nowhere to keep it)."""
 
 
 async def _made(work: asyncio.Future[Worktree]) -> Worktree:
@@ -48,7 +54,8 @@ async def _made(work: asyncio.Future[Worktree]) -> Worktree:
 
 async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int], str], where_of: Callable[[int], Path],
                                writes: list[str], goal: str, ctx: Context, identity: dict[str, Any], *,
-                               test_command: str, candidates: int, timeout_s: float) -> SpeculativeEdit:
+                               test_command: str, candidates: int, timeout_s: float, keep: Keep | None = None
+                               ) -> SpeculativeEdit:
     watch = CandidateWatch()
     temperatures = spread(TEMPERATURE_LOW, TEMPERATURE_HIGH, candidates)
     records: list[dict[str, Any]] = []
@@ -62,6 +69,7 @@ async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int],
         if current is not None:
             watch.started(cid, current)
         outcome = EditOutcome(status="DONE")
+        summary["outcome"] = outcome
         tree: Worktree | None = None
         try:
             tree = await _made(asyncio.ensure_future(asyncio.to_thread(
@@ -72,22 +80,24 @@ async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int],
             if outcome.commit is None:
                 watch.finished(cid, False)
                 summary.update(result="lost", why=outcome.reason or "changed nothing")
-                return {**summary, "outcome": outcome}
+                return summary
             check = await run_check(test_command, tree.root, tree.root, timeout_s)
             check.update(passed_tests=passed_tests(check["output"]), failed_tests=failed_tests(check["output"]))
             won = watch.finished(cid, check["passed"])
             summary.update(check={k: v for k, v in check.items() if k != "output"} | {"output": check["output"][-800:]},
                            result="won" if won else "passed" if check["passed"] else "failed")
-            return {**summary, "outcome": outcome}
+            return summary
         except asyncio.CancelledError:
             if cid not in watch.cancelled:
                 raise
-            summary.update(result="cancelled", why=watch.reason)
-            return {**summary, "outcome": None}
+            summary.update(result="cancelled", why=watch.reason, outcome=None)
+            return summary
         finally:
             records.extend(outcome.records)
             if tree is not None:
                 await asyncio.shield(asyncio.to_thread(tree.remove))
+            if keep is not None and outcome.conversation:
+                summary["conversation"] = await asyncio.shield(keep(cid, outcome.conversation))
 
     done = await asyncio.gather(*(asyncio.ensure_future(one(i)) for i in range(candidates)))
     winner = _pick(done, watch.winner)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -130,7 +131,7 @@ def test_bad_export_input_is_one_line_exit_2(args, message, tmp_path, monkeypatc
 def test_the_format_check_refuses_lines_that_are_not_the_format():
     from pydantic import ValidationError
 
-    from parallax.logic.exports import validate_line
+    from parallax.logic.export_lines import validate_line
 
     system, user = {"role": "system", "content": "s"}, {"role": "user", "content": "u"}
     a, b = [{"role": "assistant", "content": "a"}], [{"role": "assistant", "content": "b"}]
@@ -145,6 +146,37 @@ def test_the_format_check_refuses_lines_that_are_not_the_format():
            ("openai", {**good["openai"], "preferred_output": [user]}),
            ("kto", {**good["kto"], "label": "yes"}), ("kto", {**good["kto"], "completion": [{"role": "assistant",
                                                                                               "content": ""}]})]
+    for fmt, line in bad:
+        with pytest.raises(ValidationError):
+            validate_line(fmt, line)
+
+
+def test_the_format_check_refuses_tool_calling_lines_that_do_not_hold_together():
+    from pydantic import ValidationError
+
+    from parallax.logic.export_lines import validate_line
+    from parallax.logic.exports import edit_tools
+
+    prompt, tools = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], edit_tools()
+    call = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a"}'}}
+    openai = [{"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "call_1", "content": "x"},
+              {"role": "assistant", "content": "done"}]
+    trl = [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "read", "arguments": {}}}]},
+           {"role": "tool", "name": "read", "content": "x"}, {"role": "assistant", "content": "done"}]
+    validate_line("sft", {"messages": [*prompt, *openai], "tools": tools})
+    validate_line("trl", {"prompt": prompt, "chosen": trl, "rejected": trl[2:], "tools": tools})
+    validate_line("kto", {"prompt": prompt, "completion": trl, "label": True, "tools": tools})
+    unknown = {**call, "function": {"name": "rm", "arguments": "{}"}}
+    bad = [("sft", {"messages": [*prompt, *openai[:2]], "tools": tools}),  # ends with the tool's result
+           ("sft", {"messages": [*prompt, openai[0], {**openai[1], "tool_call_id": "call_9"}, openai[2]], "tools": tools}),
+           ("sft", {"messages": [*prompt, {"role": "assistant", "tool_calls": [unknown]}], "tools": tools}),
+           ("sft", {"messages": [*prompt, {"role": "assistant", "tool_calls": [
+               {**call, "function": {"name": "read", "arguments": "[1]"}}]}], "tools": tools}),
+           ("sft", {"messages": [*prompt, *openai], "tools": []}),
+           ("trl", {"prompt": prompt, "chosen": openai, "rejected": trl, "tools": tools}),  # OpenAI's shape, not TRL's
+           ("kto", {"prompt": prompt, "completion": [trl[0], trl[2]], "label": True, "tools": tools}),  # call unanswered
+           ("openai", {"input": {"messages": prompt}, "preferred_output": trl, "non_preferred_output": trl[2:],
+                       "tools": tools})]
     for fmt, line in bad:
         with pytest.raises(ValidationError):
             validate_line(fmt, line)
@@ -306,3 +338,151 @@ def test_a_correction_that_a_candidate_with_files_gave_judges_only_its_answer(sp
     labels, report = kto_labels(tmp_path)
     assert labels == {"PASS add": False, "FAIL add two": False, "FAIL sub 0.2": False, "FAIL sub 1.0": False}
     assert report["left_out"]["candidate gave the target but its files failed the check"] == 1
+
+
+# --- plan runs: a speculative edit task's candidates, each an agent's tool-calling conversation ----------
+
+PASS_AFTER_THE_OTHER = r'''
+import pathlib, sys, time
+marks, here = pathlib.Path(sys.argv[1]), pathlib.Path.cwd()
+if pathlib.Path("greeting.txt").read_text() != "HELLO\n":
+    (marks / here.name).touch()
+    print("0 passed, 1 failed"); sys.exit(1)
+deadline = time.time() + 30  # pass once the failing candidate's check is over: its worktree is gone
+while not (any(marks.iterdir()) and list(here.parent.iterdir()) == [here]) and time.time() < deadline:
+    time.sleep(0.05)
+print("1 passed"); sys.exit(0)
+'''
+
+
+def edit_step(action: str, path: str = "", content: str = "", note: str = "") -> str:
+    return json.dumps({"action": action, "path": path, "content": content, "note": note})
+
+
+@pytest.fixture
+def edited(tmp_path):
+    """A plan run whose one edit task ran 2 candidates: each read greeting.txt, wrote it and said done; the one at
+    temperature 1.0 wrote what the tests want and passed them after the other's failed. Returns the run's output and
+    the prompt each candidate's first step was sent, by temperature."""
+    from parallax.runtime.worktrees import git
+
+    repo, marks = tmp_path / "repo", tmp_path / "marks"
+    marks.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "greeting.txt").write_text("hello\nworld\n")
+    (repo / "check.py").write_text(PASS_AFTER_THE_OTHER)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    plan = {"tasks": [{"id": 1, "goal": "Shout the greeting for bob@example.com", "kind": "edit",
+                       "writes": ["greeting.txt"]}]}
+    sent: dict[float, str] = {}
+
+    def script(prompt: str, temperature: float, index: int) -> str:
+        if prompt.startswith("You plan work as a small graph"):
+            return json.dumps(plan)
+        if "wrote greeting.txt" in prompt:
+            return edit_step("done", note=f"shouted at {temperature}")
+        if "Result:" in prompt:
+            return edit_step("write", "greeting.txt", "HELLO\n" if temperature == 1.0 else "hello?\n")
+        sent[temperature] = prompt
+        return edit_step("read", "greeting.txt")
+
+    ctx, _ = scripted(script)
+    out = run(ctx, "Shout the greeting.", "--mode", "plan", "--repo", str(repo), "--candidates", "2",
+              "--test-command", f"{sys.executable} check.py {marks}")
+    (task,) = out["tasks"]
+    assert [(c["temperature"], c["result"]) for c in task["edit"]["candidates"]] == [(0.2, "lost"), (1.0, "won")]
+    return {"out": out, "sent": sent}
+
+
+def tool_names(turns: list[dict]) -> list[str]:
+    return [call["function"]["name"] for turn in turns for call in turn.get("tool_calls", [])]
+
+
+def test_a_plan_run_keeps_its_edit_candidates_conversations_in_the_store_not_in_its_result(edited):
+    import asyncio
+
+    from parallax.runtime.storage.edit_conversations import EditConversations
+    from parallax.runtime.storage.stores import open_sqlite_store
+
+    out = edited["out"]
+    candidates = out["tasks"][0]["edit"]["candidates"]
+    assert [c["conversation"] for c in candidates] == [f"0.{c['id']}" for c in candidates]  # where they are, no more
+    assert "hello\\nworld" not in json.dumps(out)  # what the agents' reads returned is not in the run's result
+
+    async def stored(key: str) -> dict | None:
+        async with open_sqlite_store() as store:
+            return await EditConversations(store, "default", out["trace_id"]).load(key)
+
+    for candidate in candidates:
+        kept = asyncio.run(stored(candidate["conversation"]))
+        assert kept is not None and [s["call"]["action"] for s in kept["steps"]] == ["read", "write", "done"]
+        assert kept["steps"][0]["result"] == "hello\nworld\n" and "result" not in kept["steps"][2]
+        assert "[REDACTED:email]" in kept["messages"][1]["content"] and "bob@example.com" not in json.dumps(kept)
+
+
+def test_sft_of_a_speculative_edit_task_is_the_winners_tool_calling_conversation(edited, tmp_path):
+    from parallax.runtime.redaction import redact
+
+    path = tmp_path / "sft.jsonl"
+    report = export("sft", "--out", str(path))
+    (line,) = lines(path)
+    assert report["written"] == 1 and set(line) == {"messages", "tools"}
+    messages = line["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert asked(messages[:2]) == redact(edited["sent"][1.0])  # the winner's own first prompt, redacted
+    assert "[REDACTED:email]" in messages[1]["content"] and "bob@example.com" not in json.dumps(line)
+    assert "Approach: First think about edge cases" in messages[1]["content"]
+    assert tool_names(messages) == ["read", "write", "done"]
+    calls = [m["tool_calls"][0] for m in messages if m["role"] == "assistant"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"path": "greeting.txt"}, {"path": "greeting.txt", "content": "HELLO\n"}, {"note": "shouted at 1.0"}]
+    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [calls[0]["id"], calls[1]["id"]]
+    assert messages[3]["content"] == "hello\nworld\n" and messages[5]["content"].startswith("wrote greeting.txt")
+    assert sorted(t["function"]["name"] for t in line["tools"]) == ["done", "list", "read", "test", "write"]
+
+
+def test_kto_of_a_speculative_edit_task_labels_each_candidate_by_its_tests(edited, tmp_path):
+    from parallax.runtime.redaction import redact
+
+    path = tmp_path / "kto.jsonl"
+    export("preferences", "--format", "kto", "--out", str(path))
+    found = {line["label"]: line for line in lines(path)}
+    assert set(found) == {True, False}
+    for label, temperature in ((True, 1.0), (False, 0.2)):
+        line = found[label]
+        assert set(line) == {"prompt", "completion", "label", "tools"}
+        assert asked(line["prompt"]) == redact(edited["sent"][temperature])
+        assert [m["role"] for m in line["completion"]] == ["assistant", "tool", "assistant", "tool", "assistant"]
+        write = line["completion"][2]["tool_calls"][0]["function"]
+        assert write["arguments"] == {"path": "greeting.txt", "content": "HELLO\n" if label else "hello?\n"}
+        assert line["completion"][1] == {"role": "tool", "name": "read", "content": "hello\nworld\n"}
+
+
+def test_preferences_of_a_speculative_edit_task_in_trl_and_why_not_in_openai(edited, tmp_path):
+    trl, openai = tmp_path / "trl.jsonl", tmp_path / "dpo.jsonl"
+    export("preferences", "--format", "trl", "--out", str(trl))
+    (line,) = lines(trl)
+    assert set(line) == {"prompt", "chosen", "rejected", "tools"}
+    assert "Approach: First think about edge cases" in line["prompt"][1]["content"]  # the winner's prompt
+    assert tool_names(line["chosen"]) == tool_names(line["rejected"]) == ["read", "write", "done"]
+    assert line["chosen"][-1]["tool_calls"][0]["function"]["arguments"] == {"note": "shouted at 1.0"}
+    assert line["rejected"][-1]["tool_calls"][0]["function"]["arguments"] == {"note": "shouted at 0.2"}
+    report = export("preferences", "--format", "openai", "--out", str(openai))
+    assert report["written"] == 0 and openai.read_text() == ""
+    assert report["left_out"] == {"tool-calling conversations (an OpenAI preference output is one assistant message)": 1}
+
+
+def test_a_thumbs_down_on_the_plan_run_overrules_the_tests_that_passed(edited, tmp_path):
+    feedback(edited["out"]["trace_id"], "--score", "down")
+    report = export("sft", "--out", str(tmp_path / "sft.jsonl"))
+    assert report["written"] == 0
+    assert report["left_out"] == {"a person said the plan run is wrong (its tests passed)": 1}
+    labels, report = kto_labels_of(tmp_path)
+    assert labels == [False] and report["left_out"] == {"a person said the plan run is wrong (its tests passed)": 1}
+
+
+def kto_labels_of(tmp_path) -> tuple[list[bool], dict]:
+    path = tmp_path / "kto.jsonl"
+    report = export("preferences", "--format", "kto", "--out", str(path))
+    return [line["label"] for line in lines(path)], report

@@ -51,3 +51,7 @@ def plan_results_namespace(tenant: str, trace_id: str) -> tuple[str, str, str]:
 
 def candidates_namespace(tenant: str, trace_id: str) -> tuple[str, str, str]:
     return ("candidates", tenant, trace_id)
+
+
+def edit_conversations_namespace(tenant: str, trace_id: str) -> tuple[str, str, str]:
+    return ("edit_conversations", tenant, trace_id)

@@ -6,8 +6,8 @@ What is swept (each only when its PARALLAX_RETAIN_*_DAYS is set; docs/deploy.md,
   checkpoints, writes and blobs;
 - checkpoints older than `checkpoints_days` (the checkpoint's own timestamp): each thread keeps
   its latest checkpoint per namespace, so its state survives and only history goes;
-- traces (and the plan results filed under them) and dead letters whose record was last
-  written longer ago than `traces_days` / `dead_letters_days` (the store's `updated_at`);
+- traces (and the plan results and edit candidates' conversations filed under them) and dead letters
+  whose record was last written longer ago than `traces_days` / `dead_letters_days` (the store's `updated_at`);
 - webhook outbox rows delivered or failed longer ago than `webhooks_days`, and armed ones whose
   run never came or is gone.
 
@@ -208,7 +208,8 @@ async def sweep(conn: Any, retention: Retention) -> Swept:
     if retention.checkpoints_days is not None and graph_tables:
         swept.checkpoints = await _history(conn, retention.checkpoints_days * DAY_S, retention.batch)
     if "store" in tables:
-        for field, days, prefixes in (("traces", retention.traces_days, ("traces", "plan_results")),
+        for field, days, prefixes in (("traces", retention.traces_days,
+                                                  ("traces", "plan_results", "edit_conversations")),
                                       ("dead_letters", retention.dead_letters_days, ("dlq",))):
             if days is not None:
                 statement = DELETE_RECORDS.format(prefixes=_prefixes(*prefixes))
