@@ -182,6 +182,42 @@ def test_two_processes_claim_disjoint_runs(tmp_path):
     assert sorted(got[0] + got[1]) == sorted(ids)  # every run claimed once, by one of the two
 
 
+def test_a_process_opening_the_store_waits_for_another_process_writing_to_it(tmp_path, monkeypatch):
+    """Another process's write transaction on the CLI's SQLite file (a connection of its own here, which SQLite locks
+    out the same way; held 6 s, longer than sqlite3's default 5 s busy timeout, as a loaded machine's learn batch
+    can) makes opening the store wait, not fail with "database is locked"; CI saw two processes opening one file at
+    once fail that way."""
+    import sqlite3
+    import threading
+
+    monkeypatch.setenv("PARALLAX_HOME", str(tmp_path))
+    path = tmp_path / "store.sqlite"
+    holding, done = threading.Event(), threading.Event()
+
+    def other_process_writes():
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN EXCLUSIVE")
+        holding.set()
+        done.wait(6)
+        conn.execute("COMMIT")
+        conn.close()
+
+    writer = threading.Thread(target=other_process_writes)
+    writer.start()
+    holding.wait(10)
+
+    async def main():
+        async with open_sqlite_store() as store:
+            claim = await consumed_in(store, "default", "default").claim(["trace-1"], "round-1", None, 600)
+            return claim[0], (await (await store.conn.execute("PRAGMA journal_mode")).fetchone())[0]
+
+    try:
+        assert asyncio.run(main()) == (["trace-1"], "wal")
+    finally:
+        done.set()
+        writer.join()
+
+
 async def test_a_tenants_runs_only_teach_that_tenants_playbooks():
     store = InMemoryStore()
     ctx, _ = scripted(script(), embedder=bag_of_words)

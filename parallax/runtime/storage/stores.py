@@ -96,10 +96,17 @@ def consumed_in(store: BaseStore | None, tenant: str, playbook: str) -> Consumed
     return ConsumedStore(store, lock_for(store), tenant, playbook)
 
 
+BUSY_TIMEOUT_MS = 30_000
+"""How long a statement waits for another process's write to the CLI's SQLite file (a `parallax loop` round
+beside a `parallax run`, a learn batch writing a hundred traces) before it fails with "database is locked";
+sqlite3's default, 5 s, is shorter than one busy learn batch's writes on a loaded machine."""
+
+
 @asynccontextmanager
 async def open_sqlite_store(path: Path | None = None) -> AsyncIterator[BaseStore]:
     """The CLI's store (default PARALLAX_HOME/store.sqlite), set up under the commit lock (two
-    processes migrating a fresh file at once would collide).
+    processes migrating a fresh file at once would collide, and so would two switching its journal
+    mode), each statement waiting up to BUSY_TIMEOUT_MS for another process's write.
 
     Write-ahead logging with `synchronous=NORMAL`: every run writes its trace, and a learn batch
     writes a hundred at once; with SQLite's default rollback journal each write is an fsync'd
@@ -111,10 +118,11 @@ async def open_sqlite_store(path: Path | None = None) -> AsyncIterator[BaseStore
     path = path or settings_mod.load().store_path
     path.parent.mkdir(parents=True, exist_ok=True)
     async with AsyncSqliteStore.from_conn_string(str(path)) as store:
-        await store.conn.execute("PRAGMA journal_mode=WAL")
-        await store.conn.execute("PRAGMA synchronous=NORMAL")
-        async with commit_lock().hold("setup"):
+        await store.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        async with commit_lock().hold("setup"):  # the journal mode too: switching it waits for no other process
+            await store.conn.execute("PRAGMA journal_mode=WAL")
             await store.setup()
+        await store.conn.execute("PRAGMA synchronous=NORMAL")
         yield store
 
 
@@ -153,6 +161,7 @@ async def durable_graph(builder: Any) -> AsyncIterator[Any]:
 
     async with open_cli_store() as store, \
             AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
+        await saver.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # runs of other processes write there too
         graph = builder.compile(checkpointer=saver, store=store)
         freeze_startup_objects()
         yield graph
