@@ -87,7 +87,8 @@ async def _speculative_edit(task: PlanTask, payload: TaskPayload, goal: str, inp
         "\n\n".join(x for x in (goal, inputs) if x), ctx,
         {"id": f"edit-{payload['trace_id'][:8]}-{task.id}", "parent_id": payload["trace_id"], "kind": "edit"},
         test_command=payload["test_command"], candidates=payload["candidates"], timeout_s=filled(ctx.tool_timeout_s),
-        keep=lambda cid, conversation: conversations.save(f"{payload['round']}.{cid}", conversation))
+        keep=lambda cid, conversation: conversations.save(f"{payload['round']}.{cid}", conversation,
+                                                          filled(ctx.trace_prompt_chars)))
     outcome = found.outcome
     return {"status": outcome.status, "reason": outcome.reason, "branches": outcome.records,
             "output": outcome.summary or (f"changed {', '.join(outcome.files)}" if outcome.files else "no change"),

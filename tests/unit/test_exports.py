@@ -421,6 +421,19 @@ def test_a_plan_run_keeps_its_edit_candidates_conversations_in_the_store_not_in_
         assert "[REDACTED:email]" in kept["messages"][1]["content"] and "bob@example.com" not in json.dumps(kept)
 
 
+async def test_an_edit_conversation_is_kept_whole_or_not_at_all_by_the_traces_prompt_limit():
+    from langgraph.store.memory import InMemoryStore
+
+    from parallax.runtime.storage.edit_conversations import EditConversations
+
+    kept = EditConversations(InMemoryStore(), "default", "trace-1")
+    conversation = {"messages": [{"role": "user", "content": "x" * 500}], "steps": [{"call": {"action": "done"}}]}
+    assert await kept.save("0.a", conversation, limit_chars=10_000) == "0.a"
+    assert (await kept.load("0.a"))["messages"][0]["content"] == "x" * 500  # whole
+    assert await kept.save("0.b", conversation, limit_chars=400) is None  # longer than the limit: not at all
+    assert await kept.load("0.b") is None
+
+
 def test_sft_of_a_speculative_edit_task_is_the_winners_tool_calling_conversation(edited, tmp_path):
     from parallax.runtime.redaction import redact
 

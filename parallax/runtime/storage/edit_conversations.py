@@ -5,11 +5,15 @@ wrote, and the plan's state rides in every checkpoint and every API result. The 
 records name them instead (`edit.candidates[].conversation`, a key here), and `parallax export`
 reads them (logic/exports.py). Namespace ("edit_conversations", tenant, plan trace id), key
 "<round>.<candidate id>" (a task run again in a later round makes candidates of the same ids).
-Redacted before they are stored, like the trace that names them (runtime/redaction.py).
+Redacted before they are stored, like the trace that names them (runtime/redaction.py), and kept
+whole or not at all, as a trace keeps its prompts: a conversation longer than
+PARALLAX_TRACE_PROMPT_CHARS (the files an agent read and wrote are in it) is not kept, and its
+candidate exports nothing (counted: "edit conversation not kept").
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langgraph.store.base import BaseStore
@@ -25,9 +29,10 @@ class EditConversations:
     def __init__(self, store: BaseStore | None, tenant: str, trace_id: str) -> None:
         self.store, self.namespace = store, edit_conversations_namespace(check_tenant(tenant), trace_id)
 
-    async def save(self, key: str, conversation: dict[str, Any]) -> str | None:
-        """Keep `conversation` under `key`; the key, or None when there is no store to keep it in."""
-        if self.store is None:
+    async def save(self, key: str, conversation: dict[str, Any], limit_chars: int) -> str | None:
+        """Keep `conversation` under `key`; the key, or None when there is no store to keep it in or it is longer
+        than `limit_chars` (as JSON)."""
+        if self.store is None or len(json.dumps(conversation, ensure_ascii=False)) > limit_chars:
             return None
         await call_store(self.store, "put", self.namespace, key, redact_value(conversation), index=False)
         return key
