@@ -228,8 +228,10 @@ async def verdicts(store: Any, world: World, rounds: list[dict[str, Any]], kille
     # nothing lost: every stored run with a signal was learned from, or is still free for the next round
     traces = [t for t in await traces_in(store).traces() if served_by(t, PLAYBOOK) and signal_of(t) is not None]
     records = await consumed_in(store, "default", PLAYBOOK).records()
+    # a claim that ran out without its round ending it; a run released after a failed reflection (its claim's own
+    # round failed it) waits for a later try and is not lost
     stuck = [t["trace_id"] for t in traces if (rec := records.get(t["trace_id"])) and rec["state"] == "claimed"
-             and rec["until"] < time_iso()]
+             and rec["until"] < time_iso() and (rec.get("last_failure") or {}).get("round") != rec["round"]]
     first, last = rounds[0]["success"], float(np.mean([r["success"] for r in rounds[-3:]]))
     gain = round(100 * (last - first), 1)
     stopped = all(d == "rollback" for d in harmful_canaries.values() if d != "running")
