@@ -278,14 +278,6 @@ def conversation_keys(trace: dict[str, Any]) -> list[str]:
     return [c["conversation"] for t in speculative_edits(trace) for c in t["edit"]["candidates"] if c.get("conversation")]
 
 
-def _overruled(trace: dict[str, Any]) -> bool:
-    """A person said the plan run is wrong: a target its answer missed, else a latest score below 0.5."""
-    if trace.get("target") is not None:
-        return trace.get("correct") is False
-    feedback = latest_score(trace)
-    return feedback is not None and feedback < 0.5
-
-
 def _edit_judged(trace: dict[str, Any], task: dict[str, Any], out: Collector) -> Judged | None:
     """A speculative edit task's candidates that ran their tests, each judged by them unless a person said the plan
     run is wrong: that overrules every test that passed in it, but not which task's patch is to blame, so a candidate
@@ -294,7 +286,7 @@ def _edit_judged(trace: dict[str, Any], task: dict[str, Any], out: Collector) ->
     if not checked:
         out.skip("edit task without a checked candidate")
         return None
-    if _overruled(trace):
+    if is_right(trace, 0.5) is False:  # a person said the plan run is wrong: a target missed, or a score below 0.5
         return [(c, None, "a person said the plan run is wrong (its tests passed)") if c["check"]["passed"]
                 else (c, False, "") for c in checked]
     return [(c, bool(c["check"]["passed"]), "") for c in checked]
