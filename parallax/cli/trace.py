@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
@@ -17,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from parallax.cli.common import AsJson, Tenant, base_context, emit, fail, no_store_yet, with_store
+from parallax.cli.common import AsJson, Tenant, base_context, emit, err, fail, no_store_yet, with_store
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.tables import elide, new_table, short_id, when
 from parallax.runtime.storage.namespaces import StoreError
@@ -48,10 +49,21 @@ def seconds_between(transitions: list[dict[str, Any]]) -> float:
     return round(transitions[-1]["at"] - transitions[0]["at"], 3) if len(transitions) > 1 else 0.0
 
 
+Timeline = Annotated[Path | None, typer.Option(
+    "--timeline", metavar="FILE", dir_okay=False,
+    help="Also draw the run over time into FILE (.svg, or .html to open in a browser): one lane per branch, "
+         "queued / running / failed / retry, backups, cancelled votes, a vote's waves, plan tasks and the "
+         "dependencies they waited on.")]
+
+
 def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax run` printed.")],
-          tenant: Tenant = "default", as_json: AsJson = False) -> None:
+          tenant: Tenant = "default", as_json: AsJson = False, timeline_file: Timeline = None) -> None:
     """Show a run's branches: the lifecycle of each (PENDING > DISPATCHED > IN_PROGRESS > ...), with times and reasons."""
+    if timeline_file is not None and timeline_file.suffix.lower() not in (".svg", ".html"):
+        fail(f"--timeline writes SVG or HTML: name a file ending in .svg or .html, not {timeline_file.name!r}")
     found = with_traces(lambda traces: traces.get_trace(trace_id), tenant)
+    if timeline_file is not None:
+        write_timeline(found, timeline_file)
     if as_json:
         return emit(found)
     console = Console(highlight=False)
@@ -62,6 +74,24 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     if speculation:
         console.print(speculation_table(speculation))
     console.print(f"answer: {found['answer'] or '(none)'}", markup=False)
+
+
+def write_timeline(found: dict[str, Any], path: Path) -> None:
+    """The run's timeline into `path` (written whole through a temporary file beside it, so a failed write
+    leaves no half picture); a folder that does not exist is an exit 2."""
+    from parallax.logic.timeline import timeline
+    from parallax.logic.timeline_svg import render_svg
+
+    if not path.parent.is_dir():
+        fail(f"--timeline: folder {str(path.parent)!r} does not exist: create it or name another file")
+    svg = render_svg(timeline(found))
+    text = svg if path.suffix.lower() == ".svg" else (
+        f"<!doctype html><meta charset=\"utf-8\"><title>trace {found['trace_id'][:8]}</title>"
+        f"<body style=\"margin:0\">{svg}</body>")
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+    err.print(f"timeline: {path}", highlight=False)
 
 
 def trace_table(found: dict[str, Any]) -> Table:

@@ -24,7 +24,7 @@ from aegra_api.models.errors import AgentProtocolError, get_error_type
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from parallax.server import mcp_face, metrics, openai_face, platform
+from parallax.server import mcp_face, metrics, openai_face, platform, timeline_face
 from parallax.server.auth import pending_runs
 from parallax.server.cron_requests import CronRequests
 from parallax.server.run_requests import RunRequests
@@ -33,6 +33,7 @@ app = FastAPI(lifespan=platform.lifespan)
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
+app.mount("/timeline", timeline_face.app)  # a run's timeline (server/timeline_face.py)
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])
 
 

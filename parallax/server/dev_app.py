@@ -8,6 +8,6 @@ Aegra nor FastAPI. The faces are plain Starlette apps, so both servers mount the
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from parallax.server import openai_face
+from parallax.server import openai_face, timeline_face
 
-app = Starlette(routes=[Mount("/v1", app=openai_face.app)])
+app = Starlette(routes=[Mount("/v1", app=openai_face.app), Mount("/timeline", app=timeline_face.app)])

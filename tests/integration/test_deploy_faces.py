@@ -161,3 +161,19 @@ def test_the_readmes_streamable_http_example_runs(cluster):
         "http://127.0.0.1:2026", cluster.replicas[0].url)
     out = run_block(block).strip()
     assert out.startswith("ok {'total': 1} ") and len(out.rsplit(" ", 1)[1]) == 32
+
+
+async def test_a_runs_timeline_is_drawn_on_either_replica_for_its_tenant_only(cluster):
+    a, b = cluster.replicas[:2]
+    thread = await client(a).threads.create()
+    out = await client(a).runs.wait(thread["thread_id"], "solve", input={"task": "What is 2 + 2?", "mode": "vote", "votes": 3})
+    async with httpx.AsyncClient(base_url=b.url, timeout=30) as http:
+        svg = await http.get(f"/timeline/{out['trace_id']}", headers={"x-api-key": KEYS["acme"]})
+        data = await http.get(f"/timeline/{out['trace_id']}", params={"format": "json"},
+                              headers={"Authorization": f"Bearer {KEYS['acme']}"})
+        other = await http.get(f"/timeline/{out['trace_id']}", headers={"x-api-key": KEYS["beta"]})
+        anonymous = await http.get(f"/timeline/{out['trace_id']}")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml"), svg.text
+    assert all(branch["id"] in svg.text for branch in out["branches"])
+    assert sorted(lane["id"] for lane in data.json()["lanes"]) == sorted(branch["id"] for branch in out["branches"])
+    assert other.status_code == 404 and anonymous.status_code == 401

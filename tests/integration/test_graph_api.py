@@ -82,3 +82,24 @@ async def test_vote_run_through_the_api(dev_server):
     assert (await client.store.search_items(["traces", "default"], limit=10))["items"] == []
     print(f"API vote run: {elapsed:.1f}s, status={result['status']}, vote_counts={result['vote_counts']}, "
           f"answer={result['answer']!r}, branches={kinds}, errors={errors}")
+
+
+async def test_the_server_draws_a_runs_timeline_for_its_tenant_only(dev_server):
+    import httpx
+
+    client = get_client(url=dev_server.url)
+    thread = await client.threads.create()
+    result = await client.runs.wait(thread["thread_id"], "solve",
+                                    input={"task": "What is 3 + 4?", "mode": "vote", "votes": 2, "tenant": "drawn"})
+    async with httpx.AsyncClient(base_url=dev_server.url, timeout=30) as http:
+        svg = await http.get(f"/timeline/{result['trace_id']}", params={"tenant": "drawn"})
+        data = await http.get(f"/timeline/{result['trace_id']}", params={"tenant": "drawn", "format": "json"})
+        elsewhere = await http.get(f"/timeline/{result['trace_id']}", params={"tenant": "default"})
+        bad = await http.get(f"/timeline/{result['trace_id']}", params={"tenant": "drawn", "format": "png"})
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    assert all(b["id"] in svg.text for b in result["branches"])
+    lanes = data.json()["lanes"]
+    assert sorted(lane["id"] for lane in lanes) == sorted(b["id"] for b in result["branches"])
+    assert all(lane["segments"] and lane["end"] in ("completed", "escalated") for lane in lanes)
+    assert elsewhere.status_code == 404 and "no trace" in elsewhere.json()["message"]
+    assert bad.status_code == 422 and "svg or json" in bad.json()["message"]

@@ -1,0 +1,59 @@
+"""`GET /timeline/{trace_id}`: a run's timeline on the served APIs, the picture `parallax trace --timeline` draws.
+
+Mounted at /timeline by both servers' custom HTTP apps (server/app.py for `parallax serve`,
+server/dev_app.py for `langgraph dev`). It answers the SVG (logic/timeline_svg.py), or with
+`?format=json` the lanes as data (logic/timeline.py `Timeline.as_dict`) for a client that draws its own.
+
+Like the OpenAI face, it reads through the server's own Agent Protocol (the store item
+`["traces", tenant]` / trace id, with the caller's key passed on), so the graph API's auth decides
+what the caller may see: a trace of another tenant is a 404 here as it is in the store. The tenant
+is the key's (server/auth.py); on a server without keys (`langgraph dev`), `?tenant=` or "default".
+"""
+
+from __future__ import annotations
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from parallax.logic.timeline import timeline
+from parallax.logic.timeline_svg import render_svg
+from parallax.runtime import settings as settings_mod
+from parallax.server.auth import key_from, tenant_for_key
+from parallax.server.openai_face import credentials, loopback
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {404: "not_found", 401: "unauthorized", 422: "unprocessable_entity"}.get(status, "error"),
+                         "message": message}, status_code=status)
+
+
+async def show(request: Request) -> Response:
+    trace_id = request.path_params["trace_id"]
+    form = request.query_params.get("format", "svg")
+    if form not in ("svg", "json"):
+        return _error(422, f"format must be svg or json, got {form!r}")
+    if settings_mod.load().api_key_tenants:
+        tenant = tenant_for_key(key_from({k.lower(): v for k, v in request.headers.items()}))
+        if tenant is None:
+            return _error(401, "missing or unknown API key: send it as x-api-key or Authorization: Bearer <key>")
+    else:
+        tenant = request.query_params.get("tenant") or "default"
+    try:
+        item = await loopback(request).store.get_item(["traces", tenant], trace_id, headers=credentials(request))
+    except httpx.HTTPStatusError as exc:
+        status = exc.response.status_code if getattr(exc, "response", None) is not None else 502
+        if status != 404:
+            return _error(status, f"the trace could not be read: {exc}")
+        item = None
+    if not item:
+        return _error(404, f"no trace {trace_id!r} for tenant {tenant!r}: use the full trace id a run returned")
+    line = timeline({**item["value"], "trace_id": trace_id})
+    if form == "json":
+        return JSONResponse(line.as_dict())
+    return Response(render_svg(line), media_type="image/svg+xml")
+
+
+app = Starlette(routes=[Route("/{trace_id}", show, methods=["GET"])])
