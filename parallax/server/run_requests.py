@@ -49,6 +49,7 @@ from parallax.runtime.storage.postgres import LockTimeout, advisory_lock
 from parallax.runtime.storage.retention import delete_run_checkpoints
 from parallax.server import metrics, platform
 from parallax.server.auth import key_from, tenant_for_key
+from parallax.server.trace_context import carry_trace_context
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -225,6 +226,7 @@ class RunRequests:
             payload["metadata"].pop(webhooks.METADATA_KEY, None)
         if isinstance(payload.get("config"), dict) and isinstance(payload["config"].get("metadata"), dict):
             payload["config"]["metadata"].pop(webhooks.CRON_LINK_KEY, None)  # and so is the link to a cron
+        carry_trace_context(scope, payload)  # the caller's OpenTelemetry trace, for the run's spans
         lock = ThreadLock(thread_id) if thread_id is not None and strategy != "enqueue" else None
         try:
             if lock is not None:
