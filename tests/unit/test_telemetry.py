@@ -34,7 +34,8 @@ def run(tmp_path, monkeypatch, *args: str) -> dict:
 
 
 def test_export_is_off_unless_the_otel_variables_ask(monkeypatch):
-    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"):
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER",
+                 "OTEL_SDK_DISABLED"):
         monkeypatch.delenv(name, raising=False)
     assert not telemetry.enabled() and telemetry.export_trace({"trace_id": "a" * 32}) == 0
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
