@@ -26,6 +26,8 @@ ANSWERS = {"Is 221 a prime number?": "No: 221 = 13 * 17", "What is 12 * 12?": "1
            "Compute the total of 17 and 25": "42"}
 FORMULA = re.compile(r"Use formula (.+?) to answer.*?Formula: (.+?), Explanation:", re.S)
 LESSONS = "Lessons from earlier runs"
+BETTER_PROMPT = "use the formula or method the question names"
+"""From examples/new.txt, the system prompt docs/data-loop.md's `prompts set` tries: it helps as a lesson does."""
 
 
 def formula_targets() -> dict[str, str]:
@@ -40,7 +42,8 @@ def formula_targets() -> dict[str, str]:
 
 @dataclass
 class ExamplesModel:
-    """Formula tasks are answered right only once a lesson is in the prompt (so learning shows a gain),
+    """Formula tasks are answered right only once a lesson (or examples/new.txt's system prompt) is in the prompt
+    (so learning and a prompt edit show a gain),
     the README's questions right always; reflections name the task's formula; slices report what the
     annual report and the meeting say, with quotes from their own part."""
 
@@ -87,5 +90,5 @@ class ExamplesModel:
     def answer(self, prompt: str) -> str:
         for text, target in self.targets.items():
             if text in prompt:
-                return target if LESSONS in prompt else "0"
+                return target if LESSONS in prompt or BETTER_PROMPT in prompt else "0"
         return next((a for q, a in ANSWERS.items() if q in prompt), "42")

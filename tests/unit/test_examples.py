@@ -1,11 +1,11 @@
 """The README's and docs' commands run as written, from examples/, against a scripted OpenAI-compatible server.
 
 Why: a command in the docs that names a file the repository does not have, or that no longer runs,
-fails the first person who pastes it. Every `parallax` line of the README's, docs/learning.md's and
-docs/cli.md's command blocks is either run here, in order, from a copy of examples/ (so what the
+fails the first person who pastes it. Every `parallax` line of the README's, docs/learning.md's,
+docs/cli.md's and docs/data-loop.md's command blocks is either run here, in order, from a copy of examples/ (so what the
 commands write — formula.md, plan.png — lands in a scratch folder), with only an id from an earlier
-command put in for a placeholder (TRACE_ID, THREAD_ID, BRANCH_ID) or a server's address swapped for the
-scripted one; or it needs a real model or server and names the test that runs it (`ELSEWHERE`). A new
+command put in for a placeholder (TRACE_ID, THREAD_ID, BRANCH_ID; NAME, V, T) or a server's address swapped
+for the scripted one; or it needs a real model or server and names the test that runs it (`ELSEWHERE`). A new
 line in those blocks that is in neither list fails `test_every_documented_command_is_run_here_or_elsewhere`.
 The README's Python examples are the files examples/*.py, character for character.
 """
@@ -30,7 +30,9 @@ from tests.support.fault_server import FaultConfig, FaultServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-PAGES = ["README.md", "docs/learning.md", "docs/cli.md"]
+PAGES = ["README.md", "docs/learning.md", "docs/cli.md", "docs/data-loop.md"]
+PLACEHOLDERS = {"NAME": "answer", "V": "0", "T": "acme"}
+"""What the docs' other placeholders stand for here (`prompts show [NAME] [--version V]`, `[--tenant T]`)."""
 README_ADDRESSES = ("http://localhost:11434/v1", "https://api.openai.com/v1")
 """Endpoints the docs name for `--base-url`: the test's scripted server stands in for them."""
 
@@ -48,6 +50,8 @@ ELSEWHERE = {
     "parallax run \"Write solution.py with a function slugify(text).\" --mode speculate --candidates 3 --check "
     "\"python -m pytest -q\" --check-file solution.py --repo ./myrepo":
         "tests/unit/test_speculate.py (a check in worktrees of a real git repository)",
+    "parallax loop install --every 1h --api-key key-acme --playbook formula":
+        "tests/integration/test_loop_deploy.py (a cron on the served API: Aegra, PostgreSQL, Redis)",
     "parallax run \"Rename the helper, then update its callers.\" --mode plan --repo ./myrepo --test-command "
     "\"python -m pytest -q\"": "tests/unit/test_plan_edit.py (edit tasks in worktrees of a real git repository)",
 }
@@ -78,12 +82,11 @@ class Session:
         """Run one documented line as written (ids and addresses filled in); its stdout."""
         self.ran.append(line)
         filled = line
-        for placeholder, value in self.ids.items():
-            filled = filled.replace(placeholder, value)
         for address in README_ADDRESSES:
             filled = filled.replace(address, self.url)
         filled = filled.split(" | ")[0]  # `| jq ...`: the JSON parallax prints is checked here instead
-        args = [a.strip("[]") for a in shlex.split(filled)]
+        args = [a.strip("[]") for a in shlex.split(filled)]  # `[--json]`: the option is given
+        args = [{**PLACEHOLDERS, **self.ids}.get(a, a) for a in args]
         assert args[0] == "parallax", line
         result = CliRunner().invoke(app, args[1:], input=stdin)
         assert result.exit_code in exit_codes, f"{line}\nexit {result.exit_code}:\n{result.output[-3000:]}"
@@ -180,6 +183,21 @@ def test_the_cli_page_commands_run_as_written(session):
     assert json.loads(outputs[CLI_JQ])["answer"] == "144"
     assert (session.folder / "plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "graph" in outputs[CLI_PLAN_SHOW] or "flowchart" in outputs[CLI_PLAN_SHOW]
+
+
+def test_the_data_loop_page_commands_run_as_written(session):
+    lines = [line for line in documented_lines("docs/data-loop.md") if line in RUN_HERE]
+    # the formula playbook with three versions the page's `release 3` and `--version 3` name (learning.md makes one)
+    for version in range(3):
+        lesson = f"- For Current Ratio, divide current assets by current liabilities ({version}).\n"
+        (session.folder / "formula.md").write_text(lesson)
+        CliRunner().invoke(app, ["playbook", "import", "formula.md", "--playbook", "formula"], catch_exceptions=False)
+    outputs = {line: session.run(line) for line in lines}
+    ran = json.loads(outputs['parallax run "What is 12 * 12?" --target 144 --json'])
+    assert (ran["status"], ran["answer"]) == ("ok", "144")
+    for name in ("sft.jsonl", "pairs.jsonl", "dpo.jsonl", "kto.jsonl", "stats.png"):
+        assert (session.folder / name).is_file(), name
+    assert json.loads((session.folder / "sft.jsonl").read_text().splitlines()[0])["messages"][-1]["role"] == "assistant"
 
 
 def test_the_readme_python_examples_are_the_files_in_examples():
