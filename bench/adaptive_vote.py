@@ -38,8 +38,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from bench.samples import SAMPLES
 from parallax.runtime.services import reload_settings
 from tests.support.fault_server import FaultConfig, FaultServer
 
@@ -296,16 +298,15 @@ async def embedded(args: argparse.Namespace) -> dict[str, Any]:
     """Fixed 8 against adaptive at most 8 on the embedded model (SmolLM2-135M) over GSM8K's first test
     questions: calls, accuracy, wall time, and the share of vote branches cut at the token cap."""
     import os
-    from pathlib import Path
 
+    from bench.samples import read_jsonl
     from parallax.graphs.solve import graph
     from parallax.logic.vote import final_value
     from parallax.state.context import Context
 
     os.environ.pop("OPENAI_BASE_URL", None)
     reload_settings()
-    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
-    rows = [json.loads(line) for line in data.open()][: args.embedded]
+    rows = read_jsonl(args.data)[: args.embedded]
     out: dict[str, Any] = {"questions": len(rows), "source": "gsm8k test, first questions",
                            "order": "per question, fixed then adaptive, so load on the machine falls on both alike"}
     tally: dict[str, dict[str, Any]] = {name: {"calls": 0, "capped": 0, "right": 0, "seconds": []}
@@ -341,6 +342,9 @@ def main() -> None:
     parser.add_argument("--mix", choices=sorted(MIXES), default="mostly-easy", help="which stated distributions")
     parser.add_argument("--embedded", type=int, default=0, metavar="N",
                         help="instead: fixed 8 against adaptive on the embedded model over N GSM8K questions")
+    parser.add_argument("--data", type=Path, default=SAMPLES / "gsm8k" / "test.jsonl.gz",
+                        help="GSM8K test JSONL for --embedded, may be gzipped (default: its first 100 questions, "
+                        "bench/data/samples/gsm8k)")
     parser.add_argument("--references-only", action="store_true",
                         help="only the counted references and the bound on the stated mix (no server, seconds)")
     args = parser.parse_args()

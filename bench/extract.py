@@ -2,8 +2,9 @@
 
 Why: a section run with the user's schema promises that each value in `data` rests on a quote
 from the document and says which page that quote is on. This measures that promise on real
-annual reports: FinanceBench's Adobe and Nike 10-K pages (../shared/data/financebench_dev),
-the pages its questions cite plus their neighbours, written into a real PDF per filing
+annual reports: FinanceBench's Adobe and Nike 10-K pages (the repository's sample in
+bench/data/samples/financebench, or a full copy named with `--data`), the pages its questions
+cite plus their neighbours, written into a real PDF per filing
 (bench/data/make_filings.py), read back by Parallax (runtime/documents.py) and run through the
 Python API (`parallax.asolve(document=..., mode="section", schema=...)`, the product path:
 SQLite store, trace, ChatOpenAI) against a scripted OpenAI-compatible server with latency.
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import hashlib
 import json
 import os
@@ -51,11 +51,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.samples import SAMPLES, read_jsonl
 from parallax.runtime.services import reload_settings
 from tests.support.extraction_model import ExtractionModel, Fact
 from tests.support.fault_server import FaultConfig, FaultServer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "financebench_dev"
+DATA = SAMPLES / "financebench"
 DOCUMENTS = {  # the pages (from 0, as in the data) FinanceBench's questions cite, with neighbours
     "ADOBE_2015_10K": list(range(55, 64)),
     "ADOBE_2017_10K": list(range(54, 62)),
@@ -91,10 +92,9 @@ class Truth:
     """Pages of the PDF (from 1, as a viewer counts) whose text holds the quote."""
 
 
-def source_pages(doc: str, wanted: list[int]) -> dict[int, str]:
+def source_pages(doc: str, wanted: list[int], data: Path = DATA) -> dict[int, str]:
     """Source page (from 0, as in the data) -> its text; make_filings puts source page N on PDF page N + 1."""
-    with gzip.open(DATA / "docs_text" / f"{doc}.jsonl.gz", "rt") as fh:
-        pages = {row["page"]: row["text"] for row in map(json.loads, fh)}
+    pages = {row["page"]: row["text"] for row in read_jsonl(data / "docs_text" / f"{doc}.jsonl.gz")}
     return {p: pages[p] for p in wanted if p in pages}
 
 
@@ -200,9 +200,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     calls = 0
     started = time.perf_counter()
     for i, doc in enumerate(docs):
-        truths = mine(source_pages(doc, DOCUMENTS[doc]))
+        truths = mine(source_pages(doc, DOCUMENTS[doc], args.data))
         restated = restatement(truths, max(DOCUMENTS[doc]) + 2) if args.restate else None
-        pdf = make_filing_pdf(doc, DOCUMENTS[doc], out_dir, appendix=[restated[1]] if restated else None)
+        pdf = make_filing_pdf(doc, DOCUMENTS[doc], out_dir, appendix=[restated[1]] if restated else None,
+                              data=args.data)
         if restated:
             truths.append(restated[0])
         model = scripted_model(truths, args.seed + i, args.hallucinate, args.misread, injected)
@@ -243,10 +244,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         reload_settings()
         forget_clients()
         doc = docs[0]
-        pdf = make_filing_pdf(doc, DOCUMENTS[doc], out_dir)
+        pdf = make_filing_pdf(doc, DOCUMENTS[doc], out_dir, data=args.data)
         began = time.perf_counter()
         result = await extract(pdf, Context(slice_chars=args.slice_chars))
-        report["embedded"] = {"document": doc, **score(result, mine(source_pages(doc, DOCUMENTS[doc]))),
+        report["embedded"] = {"document": doc, **score(result, mine(source_pages(doc, DOCUMENTS[doc], args.data))),
                               "reason": result["reason"][:300], "wall_s": round(time.perf_counter() - began, 1)}
     return report
 
@@ -263,6 +264,8 @@ def main() -> None:
     parser.add_argument("--slice-chars", type=int, default=6000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--embedded", action="store_true", help="also one filing on the embedded model")
+    parser.add_argument("--data", type=Path, default=DATA,
+                        help="FinanceBench folder with docs_text/ (default: the repository's sample, which has these pages)")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(main_async(args))))
 

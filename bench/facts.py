@@ -18,8 +18,8 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
+from bench.samples import read_jsonl
 from bench.slicing import DEFAULT_DATA, first_question, meeting_document
 from parallax.graphs.solve import graph
 from parallax.runtime.run_context import resolved
@@ -31,7 +31,7 @@ def log(message: str) -> None:
 
 
 async def measure(args: argparse.Namespace) -> dict:
-    meetings = [json.loads(line) for line in Path(args.data).read_text().splitlines()[: args.meetings]]
+    meetings = read_jsonl(args.data)[: args.meetings]
     ctx = resolved()
     runs, started = [], time.perf_counter()
     for index, meeting in enumerate(meetings):
@@ -59,7 +59,8 @@ async def measure(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m bench.facts", description="Share of section findings whose quotes "
                                      "occur in their slice, on QMSum dev with the configured model. Prints JSON.")
-    parser.add_argument("--data", default=str(DEFAULT_DATA), help="QMSum jsonl file")
+    parser.add_argument("--data", default=str(DEFAULT_DATA),
+                        help="QMSum jsonl file, may be gzipped (default: the repository's 20 dev meetings)")
     parser.add_argument("--meetings", type=int, default=5, help="meetings to run (default 5)")
     parser.add_argument("--max-chars", type=int, default=12000, help="characters of each meeting to read (default 12000)")
     parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")

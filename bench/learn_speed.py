@@ -47,8 +47,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
+from bench.samples import SAMPLES, read_lines
 from parallax.graphs.learn import builder
-from parallax.logic.task_files import load_tasks
+from parallax.logic.task_files import parse_task
 from parallax.runtime import embeddings
 from parallax.runtime.services import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
@@ -56,7 +57,7 @@ from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
 from parallax.state.context import Context
 from tests.support.sleeping_model import sleeping
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "formula" / "train.jsonl"
+DATA = SAMPLES / "formula" / "train.jsonl.gz"
 FORMULA = re.compile(r"Use formula (.+?) to answer")
 
 
@@ -153,10 +154,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tasks", type=int, default=300, help="training tasks from Formula train (default 300)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="sleep of every model call (default 50)")
     parser.add_argument("--batch", type=int, default=100, help="the parallel batch size compared with 1 (default 100)")
-    parser.add_argument("--data", type=Path, default=DATA, help="training JSONL (default ../shared/data/formula/train.jsonl)")
+    parser.add_argument("--data", type=Path, default=DATA,
+                        help="training JSONL, may be gzipped (default: the first 300 Formula train tasks, in the repository)")
     parser.add_argument("--json", action="store_true", help="print JSON (always on; kept for the contract)")
     args = parser.parse_args(argv)
-    tasks = load_tasks(args.data)[0][: args.tasks]
+    tasks = [{**parse_task(json.loads(line)), "id": f"train:{n}"} for n, line in enumerate(read_lines(args.data), 1)]
+    tasks = tasks[: args.tasks]
     embeddings.embed(["load the model before timing"])
     freeze_startup_objects()
     with tempfile.TemporaryDirectory(prefix="parallax-learn-speed-") as tmp:

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.samples import SAMPLES, read_jsonl
 from parallax.prompts.solve import slice_messages
 from parallax.runtime.run_context import resolved
 from parallax.runtime.services import reload_settings
@@ -32,7 +33,8 @@ def slice_reply(prompt: str) -> str:
     """A finding that quotes the first words of the part it was given (so the fact check keeps it)."""
     part = re.split(r"\nPart \d+:\n", prompt, maxsplit=1)[-1]
     return json.dumps({"relevant": True, "points": [{"quote": part.strip()[:40], "point": "x"}]})
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qmsum" / "val.jsonl"
+DEFAULT_DATA = SAMPLES / "qmsum" / "val.jsonl.gz"
+"""20 QMSum dev meetings kept in the repository (its README says which); `--data` names a full copy."""
 
 
 def log(message: str) -> None:
@@ -162,7 +164,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "number of branches each given the whole document, on QMSum meetings. Prints JSON.",
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help=f"QMSum jsonl file, one meeting per line (default {DEFAULT_DATA})")
+                        help="QMSum jsonl file, one meeting per line, may be gzipped (default: the repository's "
+                        "20 dev meetings, bench/data/samples/qmsum)")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N meetings (default: all)")
     parser.add_argument("--layout", choices=("compact", "markdown"), default="compact",
                         help="compact: no blank lines (default); markdown: a blank line after each heading and "
@@ -180,8 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")  # no endpoint is contacted
     reload_settings()
-    with args.data.open() as handle:
-        meetings = [json.loads(line) for line in handle if line.strip()][: args.limit]
+    meetings = read_jsonl(args.data)[: args.limit]
     tokenizer, count = load_tokenizer()
     result = report(args.data, args.layout, tokenizer, asyncio.run(measure(meetings, count, args.layout)))
     print(json.dumps(result, indent=2))

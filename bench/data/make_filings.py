@@ -2,8 +2,9 @@
 
 Why: `parallax run --input-file report.pdf` and the extraction bench must be measured on PDFs,
 not on text we already have, and the repository keeps no binaries. FinanceBench gives each
-filing's pages as text (`../shared/data/financebench_dev/docs_text/*.jsonl.gz`, lines
-{"doc_name", "page", "text"}, `page` counted from 0, the questions' `evidence_page_num`);
+filing's pages as text (`docs_text/*.jsonl.gz`, lines {"doc_name", "page", "text"}, `page` counted
+from 0, the questions' `evidence_page_num`; the repository keeps a sample of pages in
+bench/data/samples/financebench, `--data` names a full copy);
 this script draws them back into a PDF, one PDF page per source page, so PDF page N+1
 (what a viewer shows) holds source page N. Pages left out of a subset are blank, which keeps
 that numbering and gives a reader nothing to quote from them.
@@ -16,20 +17,21 @@ lines found on the right page (whitespace and case forgiven, as `logic/quotes.py
 how many source lines came through without the fold (`source_lines_unchanged`).
 
     python -m bench.data.make_filings                 # the questions' evidence pages and neighbours
-    python -m bench.data.make_filings --all-pages ADOBE_2015_10K --out /tmp/filings
+    python -m bench.data.make_filings --all-pages PEPSICO_2023Q1_EARNINGS --out /tmp/filings
+    python -m bench.data.make_filings --data /path/to/financebench_dev   # a full copy: every document
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import time
 from pathlib import Path
 
+from bench.samples import SAMPLES, read_jsonl
 from parallax.logic.quotes import normalise
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "financebench_dev"
+DATA = SAMPLES / "financebench"
 OUT = Path(__file__).with_name("filings")
 PAGE_W, PAGE_H, MARGIN = 612.0, 792.0, 40.0  # US letter, in points
 FONT, MAX_SIZE, MIN_SIZE = "Helvetica", 8.0, 3.0
@@ -38,13 +40,12 @@ _FOLD = str.maketrans({"\u2022": "-", "\u25e6": "-", "\u2610": "[ ]", "\u2612": 
                        "\u2011": "-", "\u2154": "2/3", "\u00a0": " "})
 
 
-def source_pages(doc_name: str) -> dict[int, str]:
-    """FinanceBench's page texts of one document: {page counted from 0: text}."""
-    path = DATA / "docs_text" / f"{doc_name}.jsonl.gz"
+def source_pages(doc_name: str, data: Path = DATA) -> dict[int, str]:
+    """FinanceBench's page texts of one document: {page counted from 0: text} (a sample holds some pages)."""
+    path = data / "docs_text" / f"{doc_name}.jsonl.gz"
     if not path.is_file():
         raise FileNotFoundError(f"no page texts for {doc_name!r} under {path.parent}")
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        return {row["page"]: row["text"] for row in map(json.loads, lines)}
+    return {row["page"]: row["text"] for row in read_jsonl(path)}
 
 
 def drawn_lines(text: str) -> list[str]:
@@ -85,17 +86,17 @@ def _draw_page(canvas, lines: list[str]) -> None:
 
 
 def make_filing_pdf(doc_name: str, pages: list[int] | None, out_dir: Path | str,
-                    appendix: list[str] | None = None) -> Path:
+                    appendix: list[str] | None = None, data: Path = DATA) -> Path:
     """Write `out_dir/doc_name.pdf`: PDF page N+1 holds source page N; pages not in `pages` are blank.
     `pages=None` takes every page; `appendix` texts are drawn as further pages after them (a benchmark's
     planted restatement). Returns the PDF's path."""
     from reportlab.pdfgen.canvas import Canvas
 
-    texts = source_pages(doc_name)
+    texts = source_pages(doc_name, data)
     wanted = sorted(texts) if pages is None else sorted(set(pages))
     missing = [p for p in wanted if p not in texts]
     if missing:
-        raise ValueError(f"{doc_name} has no page(s) {missing} (pages 0-{max(texts)})")
+        raise ValueError(f"{doc_name} has no page(s) {missing} under {data} (it has {min(texts)}-{max(texts)})")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{doc_name}.pdf"
@@ -110,11 +111,11 @@ def make_filing_pdf(doc_name: str, pages: list[int] | None, out_dir: Path | str,
     return path
 
 
-def check_filing(path: Path, doc_name: str, pages: list[int] | None) -> dict:
+def check_filing(path: Path, doc_name: str, pages: list[int] | None, data: Path = DATA) -> dict:
     """Read the PDF back: how many of the drawn lines are found on the PDF page that should hold them."""
     from parallax.runtime.documents import read_document
 
-    texts = source_pages(doc_name)
+    texts = source_pages(doc_name, data)
     document = read_document(path)
     wanted = sorted(texts) if pages is None else sorted(set(pages))
     lines = found = found_unfolded = 0
@@ -130,33 +131,36 @@ def check_filing(path: Path, doc_name: str, pages: list[int] | None) -> dict:
             "source_lines_unchanged": round(found_unfolded / lines, 4) if lines else None}
 
 
-def evidence_pages(neighbours: int = 1) -> dict[str, list[int]]:
-    """The FinanceBench questions' evidence pages per document, with `neighbours` pages either side."""
+def evidence_pages(neighbours: int = 1, data: Path = DATA) -> dict[str, list[int]]:
+    """The FinanceBench questions' evidence pages per document, with `neighbours` pages either side
+    (those the page texts have: a sample keeps the evidence pages and one neighbour each side)."""
     chosen: dict[str, set[int]] = {}
-    with (DATA / "questions.jsonl").open(encoding="utf-8") as rows:
-        for row in map(json.loads, rows):
-            texts_max = max(source_pages(row["doc_name"]))
-            for evidence in row.get("evidence", []):
-                page = evidence["evidence_page_num"]
-                chosen.setdefault(row["doc_name"], set()).update(
-                    p for p in range(page - neighbours, page + neighbours + 1) if 0 <= p <= texts_max)
+    questions = data / "questions.jsonl"
+    for row in read_jsonl(questions if questions.is_file() else questions.with_suffix(".jsonl.gz")):
+        texts = source_pages(row["doc_name"], data)
+        for evidence in row.get("evidence", []):
+            page = evidence["evidence_page_num"]
+            chosen.setdefault(row["doc_name"], set()).update(
+                p for p in range(page - neighbours, page + neighbours + 1) if p in texts)
     return {doc: sorted(pages) for doc, pages in sorted(chosen.items())}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the PDFs (default: bench/data/filings)")
-    parser.add_argument("--docs", type=int, default=0, help="how many documents (default 0: all 13)")
+    parser.add_argument("--data", type=Path, default=DATA,
+                        help="FinanceBench folder: questions.jsonl[.gz] and docs_text/ (default: the repository's sample)")
+    parser.add_argument("--docs", type=int, default=0, help="how many documents (default 0: all the data has)")
     parser.add_argument("--all-pages", nargs="*", default=[], metavar="DOC",
                         help="documents to draw whole (every page), besides the evidence subsets")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    plan: dict[str, list[int] | None] = dict(list(evidence_pages().items())[: args.docs or None])
+    plan: dict[str, list[int] | None] = dict(list(evidence_pages(data=args.data).items())[: args.docs or None])
     plan.update({doc: None for doc in args.all_pages})
     reports = []
     for doc, pages in plan.items():
-        path = make_filing_pdf(doc, pages, args.out)
-        reports.append({**check_filing(path, doc, pages), "pdf": str(path), "bytes": path.stat().st_size})
+        path = make_filing_pdf(doc, pages, args.out, data=args.data)
+        reports.append({**check_filing(path, doc, pages, args.data), "pdf": str(path), "bytes": path.stat().st_size})
     lines = sum(r["lines"] for r in reports)
     found = sum(round(r["lines_on_right_page"] * r["lines"]) for r in reports if r["lines"])
     unchanged = sum(round(r["source_lines_unchanged"] * r["lines"]) for r in reports if r["lines"])

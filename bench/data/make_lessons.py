@@ -8,17 +8,22 @@ the six lessons of issue 12 (three quoted in it, three more of the same kinds), 
 bare numbers, narratives, and instructions about something their task does not contain
 (a lesson paired with a task of another formula, or a generic one).
 
-    python -m bench.data.make_lessons          # rewrites bench/data/lessons_dev.jsonl
+    python -m bench.data.make_lessons --data /path/to/data   # rewrites bench/data/lessons_dev.jsonl
+
+It reads the whole dev sets, which the repository does not keep (only the lessons made from
+them, bench/data/README.md): `--data` is a folder with formula/val.jsonl (ace-agent/ace @ ba78d343,
+finance/data/formula_val_subset_300.jsonl) and finer/val.jsonl (ace-agent/ace @ ba78d343,
+finance/data/finer_val_batched_500_samples.jsonl), both Apache-2.0.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import re
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 OUT = Path(__file__).with_name("lessons_dev.jsonl")
 
 ISSUE_SIX = [  # the first three are quoted in issue 12; the other three are of the same kinds
@@ -51,8 +56,8 @@ GENERIC = ["Always double-check your arithmetic before answering.", "Read the qu
            "Never give up on a hard problem."]
 
 
-def formula_tasks() -> list[dict]:
-    rows = [json.loads(line) for line in (DATA / "formula" / "val.jsonl").read_text().splitlines() if line.strip()]
+def formula_tasks(data: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (data / "formula" / "val.jsonl").read_text().splitlines() if line.strip()]
     tasks = []
     for n, row in enumerate(rows):
         name = re.search(r"Use formula (.*?) to answer", row["context"]).group(1)
@@ -63,8 +68,8 @@ def formula_tasks() -> list[dict]:
     return tasks
 
 
-def finer_items() -> list[dict]:
-    rows = [json.loads(line) for line in (DATA / "finer" / "val.jsonl").read_text().splitlines() if line.strip()]
+def finer_items(data: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (data / "finer" / "val.jsonl").read_text().splitlines() if line.strip()]
     items = []
     for n, row in enumerate(rows):
         questions = re.findall(r'What is best tag for entity "([^"]+)" in sentence: "(.*?)\?"', row["context"])
@@ -91,9 +96,9 @@ FINER_PHRASES = [
 ]
 
 
-def build(seed: int = 12) -> list[dict]:
+def build(data: Path, seed: int = 12) -> list[dict]:
     rng = random.Random(seed)
-    formulas, finer = formula_tasks(), finer_items()
+    formulas, finer = formula_tasks(data), finer_items(data)
     by_name: dict[str, dict] = {}
     for t in formulas:
         by_name.setdefault(t["name"], t)
@@ -151,8 +156,14 @@ def build(seed: int = 12) -> list[dict]:
     return lines
 
 
-def main() -> None:
-    lines = build()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.data.make_lessons", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="folder with formula/val.jsonl and finer/val.jsonl")
+    args = parser.parse_args(argv)
+    for need in ("formula/val.jsonl", "finer/val.jsonl"):
+        if not (args.data / need).is_file():
+            parser.error(f"{args.data / need} not found: --data must be a folder with formula/val.jsonl and finer/val.jsonl")
+    lines = build(args.data)
     OUT.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
     keep = sum(line["label"] == "keep" for line in lines)
     print(json.dumps({"lessons": len(lines), "keep": keep, "junk": len(lines) - keep, "out": str(OUT)}))

@@ -2,9 +2,9 @@
 
 PROVENANCE: these reflections are SYNTHETIC. They were written by hand for this repository
 (lesson statements, paraphrases and failure descriptions below), modelled on the task
-types in ../shared/data/formula (ACE Formula: "Use formula X to answer...", the formula
-names listed there) and ../shared/data/finer (XBRL tag prediction; the tags are real
-US-GAAP tags that occur in its targets). They are NOT outputs of any model and do not
+types of ACE's Formula set (ace-agent/ace, finance/data/formula_*.jsonl: "Use formula X to
+answer...", the formula names listed there) and FiNER set (finance/data/finer_*.jsonl: XBRL tag
+prediction; the tags are real US-GAAP tags that occur in its targets). They are NOT outputs of any model and do not
 come from real solve runs. Each line is {"id", "text", "lesson"}: `text` reads like a
 solver's post-mortem ("<what went wrong>. Lesson: <one sentence>"), `lesson` labels the
 distinct lesson it carries. Several reflections share a lesson (paraphrased), and close

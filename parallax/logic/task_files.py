@@ -1,7 +1,7 @@
 """Load learning and evaluation tasks from JSONL.
 
 Accepted lines: `{"context"|"question"|"input": ..., "target"|"answer": ..., "scorer"?: ...}`; ACE's
-`{"context","target"}` (../shared/data/formula) works unchanged, and so does GSM8K, whose
+`{"context","target"}` (its Formula tasks: examples/train.jsonl) works unchanged, and so does GSM8K, whose
 answer keeps its working before `####`. A bad line is reported with its number.
 """
 

@@ -17,7 +17,8 @@ from parallax.runtime.storage.stores import playbooks_in
 
 pytestmark = pytest.mark.integration
 
-FORMULA = Path(__file__).resolve().parents[3] / "shared" / "data" / "formula"
+FORMULA = Path(__file__).resolve().parents[2] / "examples"
+"""The README's learn example files: the first Formula train and val tasks (examples/README.md)."""
 
 
 async def test_learn_on_formula_tasks_commits_or_rejects_with_a_reason(real_model, monkeypatch):

@@ -6,13 +6,12 @@ but every branch must leave a well-formed record and the merge must degrade clea
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from pathlib import Path
 
 import pytest
 
+from bench.samples import SAMPLES, read_jsonl
 from parallax.graphs.solve import graph
 from parallax.logic.slicing import split_into_slices
 from parallax.logic.vote import final_value
@@ -20,8 +19,7 @@ from parallax.state.payloads import BranchRecord
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT.parent / "shared" / "data"
+QMSUM = SAMPLES / "qmsum" / "val.jsonl.gz"
 BRANCH_STATUSES = {"ok", "failed", "timeout"}
 RUN_STATUSES = {"ok", "needs_review"}
 
@@ -30,13 +28,6 @@ RUN_STATUSES = {"ok", "needs_review"}
 SLICE_CHARS = 1500
 TOPIC_CHARS = 1200  # transcript characters kept per QMSum topic
 MAX_TOPICS = 3
-
-
-def first_jsonl(path: Path) -> dict:
-    if not path.is_file():
-        pytest.skip(f"benchmark data not found: {path}")
-    with path.open() as f:
-        return json.loads(f.readline())
 
 
 def meeting_document(meeting: dict, topic_chars: int = TOPIC_CHARS, max_topics: int = MAX_TOPICS) -> str:
@@ -133,7 +124,7 @@ async def test_vote_on_a_short_arithmetic_question(fast_model):
 
 
 async def test_section_on_a_qmsum_meeting(fast_model):
-    meeting = first_jsonl(DATA / "qmsum" / "val.jsonl")
+    meeting = read_jsonl(QMSUM)[0]  # in the repository: a missing file fails, it does not skip
     document = meeting_document(meeting)
     question = meeting["specific_query_list"][0]["query"]
     expected_slices = split_into_slices(document, SLICE_CHARS)

@@ -4,7 +4,7 @@ Why: benchmark code rots quietly; these keep both entry points, their result che
 their JSON keys working. Each asserts what a reader of the figures relies on (a time no shorter
 than the work's physical floor, the same playbook learned both ways, a section run cheaper than
 the whole document), never a figure recomputed with the bench's own formula. They run on data
-made here: the shared data (../shared/data) is for the benches' real runs, not for unit tests.
+made here or on the repository's samples (bench/data/samples), never on data outside the repository.
 """
 
 from __future__ import annotations
@@ -196,11 +196,11 @@ def test_extract_bench_places_every_verified_value_on_its_page_and_reports_the_p
     import argparse
     import asyncio
 
-    from bench.extract import main_async
+    from bench.extract import DATA, main_async
 
     monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "home"))
     args = argparse.Namespace(documents=1, latency_ms=0.0, hallucinate=0.3, misread=0.0, seed=3, slice_chars=6000,
-                              concurrency=4, restate=True, embedded=False)
+                              concurrency=4, restate=True, embedded=False, data=DATA)
     report = asyncio.run(main_async(args))
     assert report["on_right_page_share"] == 1.0 and report["value_matches_quote_share"] == 1.0
     assert report["dropped"] == report["hallucinations_injected"] > 0  # every invented quote dropped, no true one

@@ -1,7 +1,7 @@
 """bench.data.make_filings: FinanceBench pages drawn into PDFs land on the page a viewer shows.
 
-The FinanceBench page texts are part of the project's shared data: if they are missing the
-test fails rather than skips, so a broken checkout is noticed."""
+The FinanceBench page texts are a sample kept in the repository (bench/data/samples/financebench): if
+they are missing the test fails rather than skips, so a broken checkout is noticed."""
 
 from __future__ import annotations
 
