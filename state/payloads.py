@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from parallax.state.lifecycle import BranchState, Transition
 
 BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate",
-                     "plan", "tool", "edit", "combine", "contradiction", "candidate", "compare"]
+                     "plan", "tool", "edit", "combine", "contradiction", "candidate", "compare", "condense"]
 BranchStatus = Literal["ok", "failed", "timeout", "cancelled"]
 """`cancelled`: a vote still in flight when the vote settled without it (never counted, never asked again)."""
 BUSINESS = ("direct", "slice", "vote")
@@ -120,6 +120,19 @@ class Contradiction(BaseModel):
 
     reason: str = Field(description="one sentence")
     contradicts: bool = Field(description="true only if both cannot be true at once")
+
+
+class CondensedTask(BaseModel):
+    """Reply of a chat's `condense` call: the follow-up rewritten as a task that can be answered alone."""
+
+    task: str = Field(description="the follow-up as a self-contained task, with every fact it refers to")
+
+    @field_validator("task")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the task must not be blank")
+        return value.strip()
 
 
 class Tokens(BaseModel):
