@@ -24,6 +24,13 @@ model, replies then end well inside the 384-token cap, where unbounded ones hit 
 """Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
 
 
+def nonblank(value: str, why: str) -> str:
+    """A reply's text, stripped; blank raises ValueError(`why`), which makes the reply bad (re-asked)."""
+    if not value.strip():
+        raise ValueError(why)
+    return value.strip()
+
+
 class Answer(BaseModel):
     """Reply of a `direct` or `vote` branch.
 
@@ -39,9 +46,7 @@ class Answer(BaseModel):
     @classmethod
     def _not_blank(cls, value: str) -> str:
         """An empty answer is a bad reply (re-asked), not a vote for ''. Checked here, not in the schema."""
-        if not value.strip():
-            raise ValueError("the answer is empty")
-        return value.strip()
+        return nonblank(value, "the answer is empty")
 
 
 # Why a vote's reply is bounded in its schema: an endpoint that turns a JSON Schema into a grammar
@@ -130,9 +135,7 @@ class CondensedTask(BaseModel):
     @field_validator("task")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the task must not be blank")
-        return value.strip()
+        return nonblank(value, "the task is empty")
 
 
 class Tokens(BaseModel):
