@@ -85,7 +85,7 @@ async def checked_speculation(state: SolveState) -> SolveState:
 
 def condensed_from(state: SolveState, trace_id: str) -> dict[str, Any]:
     """A chat follow-up's condense call (state/solve.py `FollowUp`) starts the run's branches, named as this run's:
-    its trace lists it and its metrics count it."""
+    its trace lists it and `parallax stats` counts it."""
     follow_up = state.get("follow_up")
     if not follow_up:
         return {}

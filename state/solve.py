@@ -42,7 +42,7 @@ class FollowUp(TypedDict):
     earlier_turns: int
     """How many earlier exchanges the condense call was shown (logic/conversation.py bounds them)."""
     condense: BranchRecordData
-    """The condense call's record: kept with the run's branches, so its trace and metrics count it."""
+    """The condense call's record: kept with the run's branches, so its trace shows it and `parallax stats` counts it."""
 
 
 class SolveInput(TypedDict):
