@@ -175,6 +175,7 @@ async def test_chat_follow_ups_are_answered_from_the_conversation_on_either_repl
             outs.append(await client(cluster.replicas[n % 2]).runs.wait(thread["thread_id"], "chat", input=human(said)))
     assert [o["messages"][-1]["content"] for o in outs] == [want for _, want in turns]
     last = outs[-1]["last_run"]
-    trace = (await client(cluster.replicas[0]).store.get_item(["traces"], last["trace_id"]))["value"]
+    stored = (await client(cluster.replicas[0]).store.search_items(["traces"], limit=100))["items"]
+    (trace,) = [i["value"] for i in stored if i["key"] == last["trace_id"]]
     assert trace["task_preview"] == last["task"] and trace["follow_up"]["asked"] == turns[-1][0]
     assert [b["kind"] for b in trace["branches"]].count("condense") == 1
