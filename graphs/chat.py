@@ -1,8 +1,10 @@
 """The `chat` graph: a conversation for Studio's chat mode and Agent Chat UI, over the solve graph.
 
-    START -> answer_turn -> review_answer? -> END
+    START -> condense_turn -> answer_turn -> review_answer? -> END
 
-Each human message is one solve run (routing, branches, merge, trace: the solve graph is
+A follow-up is first rewritten, with the earlier exchanges, into a task that stands alone (one
+model call, only when there are earlier exchanges: nodes/condense_turn.py says why). Each human
+message is one solve run (routing, branches, merge, trace: the solve graph is
 handed to the node, compiled without a checkpointer of its own so its run is checkpointed
 under the turn). A `needs_review` answer interrupts in the human-in-the-loop shape Agent Chat
 UI renders (accept / edit / reject); the other answers end the turn. State extends LangGraph's
@@ -18,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 
 from parallax.graphs.solve import builder as solve_builder
 from parallax.nodes.answer_turn import answer_turn
+from parallax.nodes.condense_turn import condense_turn
 from parallax.nodes.review_answer import review_answer
 from parallax.runtime.sync_graph import both_ways
 from parallax.state.chat import ChatInput, ChatOutput, ChatState
@@ -31,10 +34,12 @@ async def after_answer(state: ChatState) -> Literal["review_answer", "__end__"]:
 
 
 builder = StateGraph(ChatState, context_schema=Context, input_schema=ChatInput, output_schema=ChatOutput)
+builder.add_node("condense_turn", condense_turn)
 builder.add_node("answer_turn", partial(answer_turn, solve=solve))
 builder.add_node("review_answer", review_answer)
 
-builder.add_edge(START, "answer_turn")
+builder.add_edge(START, "condense_turn")
+builder.add_edge("condense_turn", "answer_turn")
 builder.add_conditional_edges("answer_turn", after_answer)
 builder.add_edge("review_answer", END)
 

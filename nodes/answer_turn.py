@@ -1,10 +1,10 @@
-"""Answer a chat turn: the last human message runs through the solve graph; the reply is an AI message.
+"""Answer a chat turn: the turn's task runs through the solve graph; the reply is an AI message.
 
-The chat graph's node for Studio's chat mode and Agent Chat UI. The human message is the
-task (earlier turns stay in `messages` for the reader, but are not sent to the branches: a
-turn is one run, routed like any other); the solve graph (handed in by graphs/chat.py) routes,
-fans out, merges and keeps the trace, so a chat turn is the same run as `parallax run`. The
-reply (logic/chat_reply.py) is the answer with the run's status, confidence and trace id in
+The chat graph's node for Studio's chat mode and Agent Chat UI. The task is the one `condense_turn`
+made of the last human message (itself on a first turn; a follow-up rewritten to stand alone, with the
+rewrite's record passed on as `follow_up`, after one): a turn is one run, routed like any other. The
+solve graph (handed in by graphs/chat.py) routes, fans out, merges and keeps the trace, so a chat turn
+is the same run as `parallax run`. The reply (logic/chat_reply.py) is the answer with the run's status, confidence and trace id in
 its `response_metadata["parallax"]`. The branches' own model calls are tagged `nostream`, so a UI that
 streams messages shows the reply, not the branches' JSON.
 """
@@ -15,9 +15,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from parallax.logic.chat_reply import reply_message, text_of
+from parallax.logic.chat_reply import reply_message
 from parallax.logic.evaluate import Solver
-from parallax.logic.routing import InvalidInput
 from parallax.runtime.run_context import context_of, subgraph_config, tenant_of
 from parallax.state.chat import ChatState
 from parallax.state.context import Context
@@ -30,13 +29,11 @@ NO_STREAM = ["nostream"]
 
 async def answer_turn(state: ChatState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """`solve` is the solve graph (graphs/chat.py hands it in)."""
-    human = next((m for m in reversed(state.get("messages") or []) if m.type == "human"), None)
-    task = text_of(human) if human is not None else ""
-    if not task:
-        raise InvalidInput("send a human message with some text: it is the task")
+    turn = state["turn"]
     tenant = tenant_of(state.get("tenant"))
     given: dict[str, Any] = dict(state)
-    run_input = {"task": task, "tenant": tenant, **{k: given[k] for k in PASSED_ON if given.get(k) is not None}}
+    run_input = {"task": turn["task"], "tenant": tenant, **({"follow_up": turn["follow_up"]} if turn.get("follow_up") else {}),
+                 **{k: given[k] for k in PASSED_ON if given.get(k) is not None}}
     run = await solve.ainvoke(run_input, subgraph_config({"tags": NO_STREAM}), context=context_of(runtime))
-    last_run = {**{k: run.get(k) for k in KEPT}, "tenant": tenant}
+    last_run = {"task": turn["task"], **{k: run.get(k) for k in KEPT}, "tenant": tenant}
     return {"messages": [reply_message(last_run)], "last_run": last_run, "review": {}}

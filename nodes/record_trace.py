@@ -61,6 +61,8 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
         "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
         # the whole task, up to the prompts' limit: what `learn --from-traces` reflects on and replays
         **({"task": state["task"]} if PREVIEW_CHARS < len(state["task"]) <= prompt_chars else {}),
+        # a chat follow-up: what the person wrote (task is the condensed one the branches were given)
+        **({"follow_up": {k: state["follow_up"][k] for k in ("asked", "earlier_turns")}} if state.get("follow_up") else {}),
         "question": state.get("question", ""), "mode": state.get("mode"), "status": state.get("status"),
         "answer": state.get("answer", ""), "reason": state.get("reason", ""),
         "votes": [{"answer": answer, "count": count} for answer, count in state.get("vote_counts", {}).items()],

@@ -19,6 +19,7 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
+from langgraph.types import Overwrite
 
 from parallax.logic.playbook_selection import select_items
 from parallax.logic.releases import serve_playbook, serve_prompts
@@ -28,6 +29,7 @@ from parallax.logic.user_schema import checked_schema
 from parallax.prompts.templates import SOLVE_PROMPTS, SPECULATE_PROMPTS, TYPED_PROMPTS
 from parallax.runtime.run_context import authenticated_tenant, context_of, task_scoped_id, tenant_of
 from parallax.state.context import Context, filled
+from parallax.state.payloads import BranchRecord
 from parallax.state.records import PlaybookItemData
 from parallax.state.solve import NEW_RUN, SolveState
 
@@ -81,6 +83,18 @@ async def checked_speculation(state: SolveState) -> SolveState:
         raise InvalidInput(f"repo {state['repo']}: {exc} (give a git repository with at least one commit)") from None
 
 
+def condensed_from(state: SolveState, trace_id: str) -> dict[str, Any]:
+    """A chat follow-up's condense call (state/solve.py `FollowUp`) starts the run's branches, named as this run's:
+    its trace lists it and `parallax stats` counts it."""
+    follow_up = state.get("follow_up")
+    if not follow_up:
+        return {}
+    record = BranchRecord.model_validate({**follow_up["condense"], "parent_id": trace_id})
+    if record.kind != "condense":
+        raise InvalidInput("follow_up.condense must be the record of a condense call (the chat graph sets it)")
+    return {"branches": Overwrite([record.model_dump()])}
+
+
 async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
     started = time.time()
@@ -123,6 +137,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     return {
         **NEW_RUN,
+        **condensed_from(state, trace_id),
         **({"repo": state["repo"]} if state.get("repo") else {}),
         "consensus": False,
         "trace_id": trace_id,

@@ -3,7 +3,8 @@
 Why a graph of its own: Studio's chat mode and Agent Chat UI speak `{"messages": [...]}`, and
 the solve graph takes a task. The chat graph keeps the conversation in `messages` (the
 `add_messages` reducer: a message with a known id replaces that message, so a review can
-rewrite the answer it reviewed) and runs each human turn through the solve graph. `last_run`
+rewrite the answer it reviewed) and runs each human turn through the solve graph: a follow-up is first
+rewritten, with the earlier exchanges, into a task that stands alone (`turn`, nodes/condense_turn.py). `last_run`
 is the outcome of that turn's run (status, confidence, trace id, ...), `review` what a person
 decided when the run ended `needs_review`. Both are replaced on every turn, never merged.
 Run options (`mode`, `votes`, ...) are the caller's only: like any input key they stay on the
@@ -17,7 +18,7 @@ from typing import Any, Literal, NotRequired
 from langgraph.graph import MessagesState
 from typing_extensions import TypedDict
 
-from parallax.state.solve import Mode
+from parallax.state.solve import FollowUp, Mode
 
 ReviewKind = Literal["accept", "edit", "reject"]
 
@@ -38,13 +39,22 @@ class ChatInput(MessagesState, total=False):
 
 class ChatOutput(MessagesState, total=False):
     last_run: dict[str, Any]
-    """The turn's run: answer, status, confidence, reason, mode, trace_id, vote_counts, data, tenant."""
+    """The turn's run: task (as the branches saw it), answer, status, confidence, reason, mode, trace_id,
+    vote_counts, data, tenant."""
     review: dict[str, Any]
     """A person's decision on a `needs_review` answer: {"kind", "answer", "message"}; {} when none was asked."""
 
 
+class Turn(TypedDict):
+    """The task a turn runs (nodes/condense_turn.py): the human message, or a follow-up rewritten to stand alone."""
+
+    task: str
+    follow_up: NotRequired[FollowUp]
+
+
 class ChatState(ChatInput, ChatOutput, total=False):
-    pass
+    turn: Turn
+    """This turn's task, from `condense_turn` to `answer_turn` (replaced every turn; not in the output)."""
 
 
 class Review(TypedDict):

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from parallax.state.lifecycle import BranchState, Transition
 
 BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate",
-                     "plan", "tool", "edit", "combine", "contradiction", "candidate", "compare"]
+                     "plan", "tool", "edit", "combine", "contradiction", "candidate", "compare", "condense"]
 BranchStatus = Literal["ok", "failed", "timeout", "cancelled"]
 """`cancelled`: a vote still in flight when the vote settled without it (never counted, never asked again)."""
 BUSINESS = ("direct", "slice", "vote")
@@ -22,6 +22,13 @@ VOTE_ANSWER_CHARS = 60
 """A vote's working and final value, in characters (about 75 and 15 tokens): measured on the embedded
 model, replies then end well inside the 384-token cap, where unbounded ones hit it one time in four."""
 """Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
+
+
+def nonblank(value: str, why: str) -> str:
+    """A reply's text, stripped; blank raises ValueError(`why`), which makes the reply bad (re-asked)."""
+    if not value.strip():
+        raise ValueError(why)
+    return value.strip()
 
 
 class Answer(BaseModel):
@@ -39,9 +46,7 @@ class Answer(BaseModel):
     @classmethod
     def _not_blank(cls, value: str) -> str:
         """An empty answer is a bad reply (re-asked), not a vote for ''. Checked here, not in the schema."""
-        if not value.strip():
-            raise ValueError("the answer is empty")
-        return value.strip()
+        return nonblank(value, "the answer is empty")
 
 
 # Why a vote's reply is bounded in its schema: an endpoint that turns a JSON Schema into a grammar
@@ -120,6 +125,17 @@ class Contradiction(BaseModel):
 
     reason: str = Field(description="one sentence")
     contradicts: bool = Field(description="true only if both cannot be true at once")
+
+
+class CondensedTask(BaseModel):
+    """Reply of a chat's `condense` call: the follow-up rewritten as a task that can be answered alone."""
+
+    task: str = Field(description="the follow-up as a self-contained task, with every fact it refers to")
+
+    @field_validator("task")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        return nonblank(value, "the task is empty")
 
 
 class Tokens(BaseModel):

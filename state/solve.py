@@ -34,6 +34,17 @@ def merge_branches(left: list[BranchRecordData] | None,
     return merged
 
 
+class FollowUp(TypedDict):
+    """A chat follow-up this run's task was condensed from (the chat graph's `condense_turn`)."""
+
+    asked: str
+    """The follow-up as the person wrote it."""
+    earlier_turns: int
+    """How many earlier exchanges the condense call was shown (logic/conversation.py bounds them)."""
+    condense: BranchRecordData
+    """The condense call's record: kept with the run's branches, so its trace shows it and `parallax stats` counts it."""
+
+
 class SolveInput(TypedDict):
     """What a caller sends: the task text (or a document) and how to run it."""
 
@@ -76,6 +87,9 @@ class SolveInput(TypedDict):
     """How `target` is compared: auto | numeric | exact | contains (parallax/logic/scoring.py)."""
     prompt_overrides: NotRequired[dict[str, PromptVersion]]
     """Use these prompt versions ({name: {"version", "system", "user"}}) instead of the served ones (gate evaluations)."""
+    follow_up: NotRequired[FollowUp]
+    """Set by the chat graph when `task` is a follow-up rewritten to stand alone: the trace keeps what was asked and
+    the rewrite's model call (among the branches). Like every input it stays on a thread until sent again."""
     parent_trace: NotRequired[str]
     """The trace of the run this one is part of (a plan's task, or its direct answer). That trace keeps
     this run's branches, so this run stores no trace of its own (`parallax stats` counts the plan once);

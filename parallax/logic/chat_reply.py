@@ -4,7 +4,8 @@ Shared by the chat graph's two nodes (the turn and its review), so an answer and
 reviewed version are the same message: its id follows the run's trace (`parallax-<trace>`),
 and `add_messages` replaces a message with a known id. The reply's content is the answer
 (with an output schema the settled object as JSON; a failed run says why) and
-`response_metadata["parallax"]` carries status, confidence, trace id, mode, vote counts and,
+`response_metadata["parallax"]` carries status, confidence, trace id, mode, vote counts, the task the
+branches were given (a follow-up condensed to stand alone: logic/conversation.py reads it back) and,
 after a review, what the person decided.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-SHOWN = ("status", "confidence", "trace_id", "mode", "vote_counts", "reason")
+SHOWN = ("status", "confidence", "trace_id", "mode", "vote_counts", "reason", "task")
 
 
 def text_of(message: BaseMessage) -> str:

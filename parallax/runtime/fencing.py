@@ -46,12 +46,26 @@ def install(guard: Guard | None, token: Token | None = None) -> None:
     _guard, _token = guard, token
 
 
+def token() -> dict[str, Any] | None:
+    """The writing run's lease token ({"run", "generation"}), None outside a fenced run."""
+    return _token() if _token is not None else None
+
+
 def stamped(record: dict[str, Any]) -> dict[str, Any]:
     """`record` with the writing run's lease token (`_lease`), when there is one: the database refuses a
     stamped write whose token is older than the run's current lease (server/fencing.py), so a write
     that left before a partition and lands after another replica took the run over is dropped."""
-    token = _token() if _token is not None else None
-    return {**record, LEASE_FIELD: token} if token else record
+    held = token()
+    return {**record, LEASE_FIELD: held} if held else record
+
+
+def written_before(record: dict[str, Any]) -> bool:
+    """Whether a stored `record` was written by an earlier execution of the run writing now: the same server
+    run under an older lease (a takeover running the run's last step again after its first end was written
+    and before that end reached the checkpoint, e.g. across a database restart)."""
+    held, earlier = token(), record.get(LEASE_FIELD)
+    return bool(held and isinstance(earlier, dict) and earlier.get("run") == held["run"]
+                and earlier.get("generation") != held["generation"])
 
 
 def unstamped(record: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 What a person does: open the UI on the chat graph, ask a question and read the answer, ask one
 the branches cannot settle, meet the review request (Agent Chat UI's human-in-the-loop card)
-and approve it. The model is the fault server with a scripted reply (tests/support/review_model.py).
+and approve it; hold a five-turn conversation whose follow-ups point back. The model is the fault server
+with a scripted reply (tests/support/review_model.py; tests/support/conversation_model.py for the conversation).
 
 Needs what `.ci/run` sets up (a skip fails in CI): Debian's `chromium` and `chromium-driver`,
 and the app built (`npm ci && npx next build` in tests/browser/agent-chat-ui). Screenshots go to
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 from parallax.runtime.model_server import wait_for_200
+from tests.support.conversation_model import FIVE_TURNS, UNKNOWN, conversing
 from tests.support.langgraph_dev import (
     LANGGRAPH,
     ROOT,
@@ -176,3 +178,26 @@ def test_ask_read_the_answer_meet_a_review_and_approve_it(chat_server, app_url, 
     browser.get(app_url + f"&threadId={thread_id}")
     wait.until(lambda d: "How many moons" in page_text(d))
     shot(browser, "4-thread-reopened")
+
+
+def test_a_five_turn_conversation_whose_follow_ups_point_back_is_answered_turn_by_turn(chat_server, app_url, browser,
+                                                                                      shoot_on_failure):
+    """Each follow-up ("And half of that?") needs an earlier answer; the model answers only what its prompt states
+    (tests/support/conversation_model.py), so every right reply shows the conversation reached the work."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    browser.get(app_url)
+    with conversing(chat_server.model):
+        for n, (said, want) in enumerate(FIVE_TURNS, 1):
+            ask(browser, wait, said)
+            wait.until(lambda d, said=said, want=want: said in page_text(d) and
+                       any(line.strip() == want for line in page_text(d).splitlines()))
+            shot(browser, f"conversation-{n}")
+    lines = [line.strip() for line in page_text(browser).splitlines()]
+    assert all(want in lines for _, want in FIVE_TURNS) and UNKNOWN not in page_text(browser)
+    thread_id = browser.current_url.split("threadId=")[1].split("&")[0]
+    with httpx.Client(base_url=chat_server.url, trust_env=False, timeout=10) as api:
+        values = api.get(f"/threads/{thread_id}/state").json()["values"]
+    assert [m["content"] for m in values["messages"] if m["type"] == "ai"] == [want for _, want in FIVE_TURNS]
+    assert values["last_run"]["task"] == "What is 160 minus 144?"

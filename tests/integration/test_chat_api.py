@@ -1,7 +1,9 @@
 """The `chat` graph served by a real `langgraph dev`, driven with langgraph-sdk as Agent Chat UI drives it.
 
 The model is the fault server with a scripted reply (tests/support/review_model.py): sure
-answers, and a split vote for tasks that say "unsure", so a review is met every time.
+answers, and a split vote for tasks that say "unsure", so a review is met every time. For
+conversations, the reply that answers a sum only when its numbers are in the prompt
+(tests/support/conversation_model.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from langgraph_sdk import get_client
 
+from tests.support.conversation_model import FIVE_TURNS, TWO_TURNS, conversing
 from tests.support.langgraph_dev import LANGGRAPH, DevServer, scripted_dev_server
 from tests.support.readme_examples import python_block, run_block
 from tests.support.review_model import review_reply
@@ -92,3 +95,43 @@ async def test_streamed_as_agent_chat_ui_streams_it_the_ui_sees_the_reply_not_th
     assert {m["content"] for m in shown} == {"4"}, shown  # no '{"reasoning": ...}' of a branch
     final = [p.data for p in parts if p.event == "values"][-1]
     assert final["last_run"]["status"] == "ok" and final["messages"][-1]["content"] == "4"
+
+
+async def converse(client, turns) -> list[dict]:
+    """Each turn sent on one thread as Agent Chat UI sends it (the new human message only); the final states."""
+    thread = await client.threads.create()
+    return [await client.runs.wait(thread["thread_id"], "chat", input=human(said)) for said, _ in turns]
+
+
+@pytest.mark.parametrize("turns", [TWO_TURNS, FIVE_TURNS], ids=["two-turns", "five-turns"])
+async def test_follow_ups_that_cannot_be_answered_alone_are_answered_from_the_conversation(chat_server, turns):
+    """The model answers a sum only when its numbers are in the prompt (tests/support/conversation_model.py)."""
+    client = get_client(url=chat_server.url)
+    with conversing(chat_server.model):
+        outs = await converse(client, turns)
+    assert [o["messages"][-1]["content"] for o in outs] == [want for _, want in turns]
+    assert [o["last_run"]["status"] for o in outs] == ["ok"] * len(turns)
+    for out, (said, _) in zip(outs[1:], turns[1:], strict=True):
+        item = await client.store.get_item(["traces", "default"], out["last_run"]["trace_id"])
+        trace = item["value"]
+        assert trace["task_preview"] == out["last_run"]["task"] != said  # the task as the branches saw it
+        assert trace["follow_up"]["asked"] == said
+        assert [b["status"] for b in trace["branches"] if b["kind"] == "condense"] == ["ok"]
+
+
+async def test_a_streamed_follow_up_shows_the_reply_not_the_condense_calls_json(chat_server):
+    client = get_client(url=chat_server.url)
+    thread = await client.threads.create()
+    with conversing(chat_server.model):
+        await client.runs.wait(thread["thread_id"], "chat", input=human(TWO_TURNS[0][0]))
+        parts = [p async for p in client.runs.stream(thread["thread_id"], "chat", input=human(TWO_TURNS[1][0]),
+                                                     stream_mode=["values", "messages-tuple"])]
+    shown = [p.data[0] for p in parts if p.event == "messages"]
+    assert {m["content"] for m in shown} == {"72"}, shown  # no '{"task": ...}' of the condense call
+
+
+def test_the_readmes_follow_up_example_runs(chat_server):
+    block = python_block("follow_ups()").replace("http://127.0.0.1:2024", chat_server.url)
+    with conversing(chat_server.model):
+        lines = run_block(block).splitlines()
+    assert lines == ["What is 12 × 12? -> What is 12 × 12? -> 144", "And half of that? -> What is half of 144? -> 72"]

@@ -15,6 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.aegra_cluster import fill_pending, two_replicas
+from tests.support.conversation_model import FIVE_TURNS, TWO_TURNS, conversing
 from tests.support.extraction_model import scripted_votes
 from tests.support.readme_examples import python_block, run_block
 from tests.support.review_model import review_reply
@@ -177,3 +178,20 @@ async def test_a_runs_timeline_is_drawn_on_either_replica_for_its_tenant_only(cl
     assert all(branch["id"] in svg.text for branch in out["branches"])
     assert sorted(lane["id"] for lane in data.json()["lanes"]) == sorted(branch["id"] for branch in out["branches"])
     assert other.status_code == 404 and anonymous.status_code == 401
+
+
+@pytest.mark.parametrize("turns", [TWO_TURNS, FIVE_TURNS], ids=["two-turns", "five-turns"])
+async def test_chat_follow_ups_are_answered_from_the_conversation_on_either_replica(cluster, turns):
+    """The model answers a sum only when its numbers are in the prompt (tests/support/conversation_model.py); turns
+    alternate between the replicas, so the conversation is read from the shared database, not a process."""
+    thread = await client(cluster.replicas[0]).threads.create()
+    outs = []
+    with conversing(cluster.model):
+        for n, (said, _) in enumerate(turns):
+            outs.append(await client(cluster.replicas[n % 2]).runs.wait(thread["thread_id"], "chat", input=human(said)))
+    assert [o["messages"][-1]["content"] for o in outs] == [want for _, want in turns]
+    last = outs[-1]["last_run"]
+    stored = (await client(cluster.replicas[0]).store.search_items(["traces"], limit=100))["items"]
+    (trace,) = [i["value"] for i in stored if i["key"] == last["trace_id"]]
+    assert trace["task_preview"] == last["task"] and trace["follow_up"]["asked"] == turns[-1][0]
+    assert [b["kind"] for b in trace["branches"]].count("condense") == 1

@@ -4,7 +4,7 @@ For the fault server (`FaultConfig(reply=review_reply)`): every structured reply
 instance the server would give, with the answer chosen here. A task containing "unsure" gets
 votes split 2:2:1 by temperature (vote branches ask at 0.3 … 1.0), so no answer has a majority,
 and the judge picks none of the candidates: the run ends `needs_review`, deterministically.
-Any other task is answered "4".
+Any other task is answered "4"; a chat follow-up is condensed to itself.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ def review_reply(body: dict) -> str:
         data = json.loads(reply)
     except ValueError:
         return SURE
-    if "Candidate answers" in text and "choice" in data:
+    if set(data) == {"task"}:  # a chat follow-up's condense call: these tasks stand alone already
+        data["task"] = text.split("Last message: ")[-1].strip()
+    elif "Candidate answers" in text and "choice" in data:
         data["choice"] = "none of these"
     elif "answer" in data:
         data["answer"] = split_answer(float(body.get("temperature") or 0)) if "unsure" in text else SURE

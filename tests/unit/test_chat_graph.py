@@ -13,7 +13,7 @@ from parallax.graphs.chat import builder
 from parallax.logic.review_request import BadDecision, decision_of
 from parallax.logic.run_stats import run_stats
 from parallax.runtime.storage.trace_store import TraceStore
-from tests.support.scripted_model import scripted
+from tests.support.scripted_model import asked_for, scripted
 
 TEMPS = [0.3, 0.475, 0.65, 0.825, 1.0]
 SPLIT = dict(zip(TEMPS, ["42", "42", "42", "41", "41"], strict=True))
@@ -24,7 +24,10 @@ def answer(text: str) -> str:
 
 
 def script(prompt: str, t: float, i: int) -> str:
-    """Direct answers say 4; votes split 3:2 (short of min_votes 4) and the judge picks nothing."""
+    """Direct answers say 4; votes split 3:2 (short of min_votes 4) and the judge picks nothing; a follow-up stands
+    alone already (condensed unchanged)."""
+    if asked_for() == "CondensedTask":
+        return json.dumps({"task": prompt.split("Last message: ")[-1]})
     if "Candidate answers" in prompt:
         return json.dumps({"choice": "none of them", "reason": "?"})
     return answer(SPLIT.get(round(t, 3), "4"))

@@ -153,3 +153,37 @@ def test_subgraph_config_names_the_calling_task_by_node_step_and_send(monkeypatc
     outer["configurable"][run_context.SCOPE] = "learn_round@2(__pregel_pull,learn_round)/"  # a call inside a call
     assert run_context.subgraph_config()["configurable"][run_context.SCOPE] == \
         "learn_round@2(__pregel_pull,learn_round)/learn_from_task@3(__pregel_push,1,False)/"
+
+
+async def test_a_takeover_that_runs_the_last_step_again_leaves_the_first_end(guard):
+    """The database restart of bench.faults, replayed: the first execution wrote the trace (its end) and lost the
+    database before the checkpoint after it; the next execution (a new lease generation of the same server run)
+    resumes from the checkpoint before `record_trace` and runs it again. The trace stays the first one's."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from parallax.graphs.solve import builder
+    from tests.support.scripted_model import scripted
+
+    _, state = guard
+    store = InMemoryStore()
+    graph = builder.compile(checkpointer=InMemorySaver(), store=store)
+    ctx, calls = scripted(lambda prompt, t, i: '{"reasoning": "6 times 7", "answer": "42"}')
+    config = {"configurable": {"thread_id": "th1", "run_id": "run-1"}}
+    first = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 3}, config, context=ctx)
+    written = store.get(("traces", "default"), first["trace_id"])
+    assert written.value[fencing.LEASE_FIELD] == {"run": "run-1", "generation": 1}
+    before_end = next(s for s in [s async for s in graph.aget_state_history(config)] if s.next == ("record_trace",))
+
+    state["token"] = {"run": "run-1", "generation": 2}  # taken over: the same run under a new lease
+    again = await graph.ainvoke(None, before_end.config, context=ctx)
+    assert again["answer"] == first["answer"] == "42" and len(calls) == 3  # no model call made again
+    kept = store.get(("traces", "default"), first["trace_id"])
+    assert kept.value[fencing.LEASE_FIELD]["generation"] == 1 and kept.updated_at == written.updated_at  # not rewritten
+
+    # a different end (a takeover that redid earlier steps and got another answer) is written, stamped anew
+    traces = TraceStore(store, "default")
+    assert await traces.put_trace({**fencing.unstamped(kept.value), "answer": "41"}) is True
+    assert store.get(("traces", "default"), first["trace_id"]).value[fencing.LEASE_FIELD]["generation"] == 2
+    # and another run's record under the same key is never mistaken for this run's first end
+    state["token"] = {"run": "run-2", "generation": 1}
+    assert await traces.put_trace({**fencing.unstamped(kept.value), "answer": "41"}) is True

@@ -28,6 +28,10 @@ SHORT_PREFIX = 6
 """Fewest characters of a trace id that `get_trace` looks up as a prefix (tables show 8)."""
 
 
+SAME_END = ("answer", "status", "confidence", "mode", "votes")
+"""What a trace written again must repeat for the first one to stand as the run's end."""
+
+
 class TraceStore:
     """One tenant's traces and dead letters; it cannot name another tenant's records."""
 
@@ -48,11 +52,24 @@ class TraceStore:
 
     # --- traces ----------------------------------------------------------------------
 
-    async def put_trace(self, trace: dict[str, Any]) -> None:
+    async def put_trace(self, trace: dict[str, Any]) -> bool:
+        """Write a run's trace (its end); False when it was not written because this run already ended with it.
+
+        A trace is a run's last write: a takeover that runs the run's last step again (its first execution
+        wrote the trace, then lost the database before the checkpoint after it) finds the trace an earlier
+        execution of the same server run wrote (runtime/fencing.py `written_before`) and, when it records the
+        same outcome (answer, status, confidence), leaves it: the run ends once. A different outcome (the
+        takeover redid earlier steps and they came out otherwise) is written over it, and the database's
+        trigger keeps that handover (server/fencing.py)."""
         await fencing.check_lease("trace write")  # a run taken over by another replica writes no trace here
         # the id is the record's key, never redacted (a hex id can look like a card number to the redactor)
-        await self._call("put", traces_namespace(self.tenant), trace["trace_id"],
-                         fencing.stamped({**redact_value(trace), "trace_id": trace["trace_id"]}), index=False)
+        record = {**redact_value(trace), "trace_id": trace["trace_id"]}
+        namespace = traces_namespace(self.tenant)
+        if fencing.token() is not None and (item := await self._call("get", namespace, trace["trace_id"])) is not None \
+                and fencing.written_before(item.value) and all(item.value.get(k) == record.get(k) for k in SAME_END):
+            return False
+        await self._call("put", namespace, trace["trace_id"], fencing.stamped(record), index=False)
+        return True
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:
         """The trace with this id, or with this id's start (the short id tables show: at least SHORT_PREFIX

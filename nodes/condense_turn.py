@@ -1,0 +1,56 @@
+"""Turn a chat's last human message into the task its run works on: itself, or a self-contained rewrite.
+
+Why a stated step and not the history sent with the task: votes compare answers to one task, and a
+rewritten task that names what the follow-up refers to ("What is half of 144?", not "And half of
+that?") keeps votes, routing, playbook selection and the trace about that one task, with prompts as
+short as a first turn's. One model call (`condense`, temperature 0, the reviewer model), made only when
+there are earlier exchanges; they are bounded (logic/conversation.py). The call's record goes into the
+turn's solve run (`follow_up`), whose trace lists it among the branches (`parallax stats` counts it with
+the run's model calls) and keeps what was asked. If the call fails, the task is the follow-up with the
+bounded exchanges written before it (logic/conversation.py `transcript_task`): still answerable alone,
+only longer.
+The call is tagged `nostream`, so a UI streaming messages does not show its JSON.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from langchain_core.runnables import RunnableLambda
+from langgraph.runtime import Runtime
+
+from parallax.logic.chat_reply import text_of
+from parallax.logic.conversation import earlier_exchanges, transcript_task
+from parallax.logic.routing import InvalidInput
+from parallax.prompts.chat import condense_messages
+from parallax.runtime.branch_call import call_branch
+from parallax.runtime.run_context import context_of
+from parallax.state.chat import ChatState
+from parallax.state.context import Context
+from parallax.state.payloads import CondensedTask
+
+NO_STREAM = ["nostream"]
+"""LangGraph's tag for model calls whose tokens stream mode "messages" leaves out."""
+
+
+async def condense_turn(state: ChatState, runtime: Runtime[Context]) -> dict[str, Any]:
+    messages = list(state.get("messages") or [])
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].type == "human"), None)
+    asked = text_of(messages[last]) if last is not None else ""
+    if not asked:
+        raise InvalidInput("send a human message with some text: it is the task")
+    earlier = earlier_exchanges(messages[:last])
+    if not earlier:
+        return {"turn": {"task": asked}}
+    ctx = context_of(runtime)
+    identity = {"id": f"condense-{uuid.uuid4().hex[:8]}", "parent_id": "", "kind": "condense"}
+
+    async def call(_: Any) -> Any:
+        return await call_branch(identity, condense_messages(earlier, asked), CondensedTask, ctx,
+                                 model=ctx.reviewer_model, temperature=0.0)
+
+    record, reply = await RunnableLambda(call).ainvoke(None, {"tags": NO_STREAM, "run_name": "condense"})
+    task = reply.task if reply is not None else transcript_task(earlier, asked)
+    return {"turn": {"task": task, "follow_up": {"asked": asked, "earlier_turns": len(earlier),
+                                                 "condense": record.model_dump()}}}
