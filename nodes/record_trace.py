@@ -28,7 +28,7 @@ from parallax.logic.run_record import branch_place, kept_prompts, outcome, used_
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
-from parallax.runtime.telemetry import TRACE_CONTEXT, export_trace, parent_from
+from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
 from parallax.state.context import Context, filled
 from parallax.state.payloads import BUSINESS
 from parallax.state.plan import PlanState
@@ -94,7 +94,7 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str
         await traces.put_trace(trace)
         # the stored trace as OpenTelemetry spans, when the OTEL_* variables ask for them (runtime/telemetry.py);
         # a served run's W3C trace context (server/trace_context.py) makes it a child of the caller's span
-        export_trace(trace, parent_from((get_config().get("configurable") or {}).get(TRACE_CONTEXT)))
+        export_later(trace, parent_from((get_config().get("configurable") or {}).get(TRACE_CONTEXT)))
     for record in state.get("branches", []):
         if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):
             await traces.put_dead_letter(dead_letter(dict(record), trace))

@@ -35,11 +35,13 @@ and the Parallax trace id is the attribute `parallax.trace_id`.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import hashlib
 import json
 import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,6 +54,8 @@ _IDS: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("p
 _lock = threading.Lock()
 _provider: list[TracerProvider | None] = []
 TRUE = ("1", "true", "yes", "on")
+EVENT_STATES = frozenset({"TIMEOUT", "FAILED", "RETRY", "ESCALATED", "CANCELLED"})
+"""Lifecycle steps that become span events (the whole path is the attribute `parallax.path`)."""
 TRACE_CONTEXT = "parallax_trace_context"
 """The configurable key a served run's W3C trace context travels under: {"traceparent", "tracestate"?}."""
 
@@ -133,8 +137,28 @@ def provider(exporter: SpanExporter | None = None) -> TracerProvider:
         return made
 
 
+_exporting: list[ThreadPoolExecutor] = []
+_pending: set[Future[int]] = set()
+
+
+def export_later(trace: dict[str, Any], parent: OtelContext | None = None) -> None:
+    """`export_trace` on the exporter's own thread, so the run that recorded the trace does not wait for its spans
+    to be made (the one place a run pays for export is handing the trace over). At exit what is pending is sent."""
+    if not enabled() or not _sdk_installed():
+        return
+    with _lock:
+        if not _exporting:
+            _exporting.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="parallax-otel"))
+            atexit.register(flush)
+        future = _exporting[0].submit(export_trace, trace, parent)
+        _pending.add(future)
+    future.add_done_callback(_pending.discard)
+
+
 def flush(timeout_ms: int = 30_000) -> bool:
-    """Send what is queued (a CLI run flushes before it exits; the SDK also shuts down at exit)."""
+    """Make the spans of every trace handed over, then send what is queued (a CLI process does at exit)."""
+    for future in list(_pending):
+        future.result(timeout_ms / 1000)
     return bool(_provider and _provider[0] is not None and _provider[0].force_flush(timeout_ms))
 
 
@@ -175,7 +199,8 @@ def _branch(tracer: Tracer, trace_id: int, root: str, parent: OtelContext, branc
     status = "cancelled" if lost else branch.get("status")
     attributes: dict[str, Any] = {
         "parallax.trace_id": root, "parallax.branch_id": branch["id"], "parallax.kind": branch.get("kind"),
-        "parallax.status": status, "parallax.state": transitions[-1]["state"], "parallax.attempts": branch.get("attempts"),
+        "parallax.status": status, "parallax.path": " > ".join(t["state"] for t in transitions),
+        "parallax.attempts": branch.get("attempts"),
         "parallax.reasks": branch.get("reasks"), "parallax.slice_index": branch.get("slice_index"),
         "parallax.task": branch.get("task"), "parallax.vote": branch.get("vote") if content else None,
         "parallax.copy": copy or None, "parallax.cancelled": transitions[-1]["state"] == "CANCELLED",
@@ -189,8 +214,9 @@ def _branch(tracer: Tracer, trace_id: int, root: str, parent: OtelContext, branc
             attributes["parallax.output"] = json.dumps(branch["output"], ensure_ascii=False)[:4000]
     span = _start(tracer, f"parallax.branch {branch.get('kind')}", (trace_id, _id(root, key)), parent,
                   transitions[0]["at"], attributes)
-    for step in transitions:
-        span.add_event(step["state"], {"reason": step["reason"]} if step.get("reason") else {}, timestamp=_ns(step["at"]))
+    for step in transitions:  # the path is an attribute; what went wrong (or was cancelled) is an event with its reason
+        if step["state"] in EVENT_STATES or step.get("reason"):
+            span.add_event(step["state"], {"reason": step["reason"]} if step.get("reason") else {}, timestamp=_ns(step["at"]))
     made = 1
     calls = ([(i, step) for i, step in enumerate(transitions) if step["state"] == "IN_PROGRESS"]
              if branch.get("kind") != "safety" else [])  # the safety screen is local: it calls no model
@@ -199,8 +225,8 @@ def _branch(tracer: Tracer, trace_id: int, root: str, parent: OtelContext, branc
         last = number == len(calls) and not lost
         call_attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": branch.get("model"),
-            "gen_ai.request.temperature": branch.get("temperature"), "parallax.branch_id": branch["id"],
-            "parallax.call": number, "parallax.outcome": after["state"]}
+            "gen_ai.request.temperature": branch.get("temperature"), "parallax.call": number,
+            "parallax.outcome": after["state"]}
         if last:  # the record's tokens are the branch's; its last call is the one that produced the reply
             call_attributes |= {"gen_ai.usage.input_tokens": tokens.get("prompt"),
                                 "gen_ai.usage.output_tokens": tokens.get("completion")}

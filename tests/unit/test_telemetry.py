@@ -25,6 +25,12 @@ def spans(monkeypatch):
     telemetry._provider.clear()
 
 
+def finished(memory: InMemorySpanExporter) -> tuple:
+    """The spans made so far: a run hands its trace to the exporter's thread, which `flush` waits for."""
+    telemetry.flush()
+    return memory.get_finished_spans()
+
+
 def run(tmp_path, monkeypatch, *args: str) -> dict:
     monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "home"))
     ctx, _ = scripted(lambda p, t, i: json.dumps({"reasoning": "r", "answer": "22"}))
@@ -46,11 +52,11 @@ def test_export_is_off_unless_the_otel_variables_ask(monkeypatch):
 
 def test_a_vote_run_is_one_span_tree_with_the_trace_stores_ids(spans, tmp_path, monkeypatch):
     out = run(tmp_path, monkeypatch, "--mode", "vote", "--votes", "3")
-    finished = spans.get_finished_spans()
-    runs = [s for s in finished if s.name.startswith("parallax.run")]
-    branches = [s for s in finished if s.name.startswith("parallax.branch")]
-    calls = [s for s in finished if s.name.startswith("chat")]
-    assert len(runs) == 1 and {format(s.context.trace_id, "032x") for s in finished} == {out["trace_id"]}
+    made = finished(spans)
+    runs = [s for s in made if s.name.startswith("parallax.run")]
+    branches = [s for s in made if s.name.startswith("parallax.branch")]
+    calls = [s for s in made if s.name.startswith("chat")]
+    assert len(runs) == 1 and {format(s.context.trace_id, "032x") for s in made} == {out["trace_id"]}
     root = runs[0]
     assert root.parent is None and root.attributes["parallax.status"] == out["status"] == "ok"
     assert sorted(s.attributes["parallax.branch_id"] for s in branches) == sorted(b["id"] for b in out["branches"])
@@ -61,13 +67,13 @@ def test_a_vote_run_is_one_span_tree_with_the_trace_stores_ids(spans, tmp_path, 
     assert all(by_id[c.parent.span_id].attributes["parallax.kind"] == "vote" for c in calls)
     assert sum(c.attributes["gen_ai.usage.input_tokens"] for c in calls) == sum(b["tokens"]["prompt"] for b in model_branches)
     assert all(c.attributes["gen_ai.operation.name"] == "chat" for c in calls)
-    assert not any("parallax.output" in s.attributes or "parallax.answer" in s.attributes for s in finished)
+    assert not any("parallax.output" in s.attributes or "parallax.answer" in s.attributes for s in made)
 
 
 def test_text_leaves_only_when_content_capture_is_on(spans, tmp_path, monkeypatch):
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     run(tmp_path, monkeypatch, "--mode", "vote", "--votes", "2")
-    root = next(s for s in spans.get_finished_spans() if s.name.startswith("parallax.run"))
+    root = next(s for s in finished(spans) if s.name.startswith("parallax.run"))
     assert root.attributes["parallax.answer"] == "22"
 
 
@@ -77,16 +83,16 @@ def test_exporting_a_trace_again_gives_the_same_span_ids(spans):
          "transitions": [{"state": s, "at": 100.0 + i, "reason": ""}
                          for i, s in enumerate(("PENDING", "DISPATCHED", "IN_PROGRESS", "COMPLETED"))]}]}
     telemetry.export_trace(trace)
-    first = sorted(s.context.span_id for s in spans.get_finished_spans())
+    first = sorted(s.context.span_id for s in finished(spans))
     spans.clear()
     telemetry.export_trace(trace)
-    assert sorted(s.context.span_id for s in spans.get_finished_spans()) == first and len(first) == 3
+    assert sorted(s.context.span_id for s in finished(spans)) == first and len(first) == 3
 
 
 def test_a_callers_traceparent_makes_the_run_its_child(spans):
     trace = {"trace_id": "d" * 32, "mode": "direct", "status": "ok", "branches": []}
     telemetry.export_trace(trace, telemetry.parent_from({"traceparent": CALLER}))
-    (root,) = spans.get_finished_spans()
+    (root,) = finished(spans)
     assert format(root.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
     assert format(root.parent.span_id, "016x") == "b7ad6b7169203331" and root.attributes["parallax.trace_id"] == "d" * 32
 
@@ -101,6 +107,6 @@ def test_a_python_api_run_inside_the_callers_span_is_its_child(spans, tmp_path, 
     caller = TracerProvider().get_tracer("the-callers-app")  # the application's own provider, not Parallax's
     with caller.start_as_current_span("handle request") as mine:
         result = parallax.solve("What is 2 + 2?", mode="direct", context=ctx)
-    root = next(s for s in spans.get_finished_spans() if s.name.startswith("parallax.run"))
+    root = next(s for s in finished(spans) if s.name.startswith("parallax.run"))
     assert root.context.trace_id == mine.get_span_context().trace_id
     assert root.parent.span_id == mine.get_span_context().span_id and root.attributes["parallax.trace_id"] == result.trace_id
