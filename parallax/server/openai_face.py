@@ -22,15 +22,17 @@ process:
 - the cost is two loopback HTTP requests per completion (create the thread, stream the run),
   measured by `bench.serve` (its `openai` column against the same runs through langgraph-sdk).
 
-The run is streamed (`runs.stream`), not waited for: Aegra's `runs.wait` polls every 2 s,
-while a stream ends the moment the run does; for `stream: true` its updates become progress.
+The run is streamed (`runs.stream`), not waited for: the stream's first event names the run (the
+reply carries its id), and for `stream: true` its updates become progress.
 `on_disconnect="continue"`: a caller that goes away does not cancel the run, which ends on
 its thread (the first streamed chunk names `thread_id` and `run_id`). A replica killed while
 it holds the caller's connection loses that connection, not the run.
 
 Errors never leave as tracebacks: what Parallax cannot do is refused before anything is
-created (server/openai_request.py), and the graph API's refusals come back with their status
-(401 unknown key, 429 with Retry-After, ...) in OpenAI's error JSON.
+created (server/openai_request.py, with logic/run_input.py's checks), and the graph API's refusals
+come back with their status (401 unknown key, 429 with Retry-After, ...) in OpenAI's error JSON;
+its 422 (bad input only the server can see: an unknown playbook, server/run_checks.py) as a 400
+naming the `param`, its empty thread deleted. Any other path under /v1 is a 404 in the same JSON.
 """
 
 from __future__ import annotations

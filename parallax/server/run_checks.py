@@ -97,7 +97,8 @@ async def problem(payload: dict[str, Any], tenant: str, thread_id: str | None) -
         checked_context(payload.get("context"))
         run_input = payload.get("input")
         if graph in CHECKED_INPUTS and run_input is not None:
-            follow_up = thread_id is not None and await thread_has_run(thread_id)
+            bare = isinstance(run_input, dict) and not any(run_input.get(k) for k in ("task", "document", "pages"))
+            follow_up = bare and thread_id is not None and await thread_has_run(thread_id)  # one query, when needed
             check_run_input(graph, run_input, payload.get("context"), continues_thread=follow_up)
             playbook = run_input.get("playbook", "default")
             if playbook != "default" and not await playbook_exists(tenant, playbook):
