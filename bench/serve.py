@@ -46,8 +46,10 @@ end every 2 s, so a wait took at least 2 s (median 2,031 ms for a 118 ms run); s
 it when the run ends. Reported: p50 of each, `wait_over_stream` (wait p50 / stream p50, goal <= 1.2),
 `wait_minus_run_p50_s` (p50 of wait - the run's own duration, goal <= 0.15; `stream_minus_run_p50_s` is
 the same for the stream: what the HTTP request, the insert and the delivery of the end cost either way),
-`wait_minus_stream_p50_s` and `executed_elsewhere` (runs, of the 4 x `--waits`, a worker of the other replica
-executed, read from the first replica's `parallax_runs_total`: with two replicas, about half).
+`wait_minus_stream_p50_s`, where the rest goes (`*_call_to_row_p50_s`: from the call until the run's row
+exists; `*_finished_to_return_p50_s`: from the row's last update until the call returned) and
+`executed_elsewhere` (runs, of the 4 x `--waits`, a worker of the other replica executed, read from the
+first replica's `parallax_runs_total`: with two replicas, about half).
 
     python -m bench.serve --runs 0 --waits 20 --json    # the waits only
 
@@ -175,13 +177,17 @@ async def waits(cluster: Cluster, count: int) -> dict:
     client = get_client(url=cluster.replicas[0].url, api_key=KEY, timeout=600)
     took: dict[str, list[float]] = {"stream": [], "wait": [], "join": [], "stateless_wait": []}
     own: dict[str, list[float]] = {"stream": [], "wait": [], "join": []}
+    before_row: dict[str, list[float]] = {"stream": [], "wait": [], "join": []}
+    after_row: dict[str, list[float]] = {"stream": [], "wait": [], "join": []}
     over: list[float] = []
     elsewhere = 0
 
-    def own_seconds(run_id: str) -> float:
+    def own_seconds(run_id: str) -> tuple[float, float, float]:
+        """(the run's own duration, its row's created_at and updated_at as epoch seconds: same host, same clock)."""
         with psycopg.connect(cluster.database_url) as conn:
-            return float(conn.execute("SELECT extract(epoch FROM updated_at - created_at) FROM runs WHERE run_id = %s",
-                                      (run_id,)).fetchone()[0])
+            created, updated = conn.execute("SELECT extract(epoch FROM created_at), extract(epoch FROM updated_at) "
+                                            "FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+        return float(updated) - float(created), float(created), float(updated)
 
     async def solve_runs_here() -> float:
         """Solve runs the first replica has finished (its /metrics): which replica executed a run, since Aegra
@@ -196,7 +202,7 @@ async def waits(cluster: Cluster, count: int) -> dict:
         ask = task(n)
         here = await solve_runs_here()
         thread = (await client.threads.create())["thread_id"] if way != "stateless_wait" else None
-        started = time.perf_counter()
+        started, wall = time.perf_counter(), time.time()
         if way == "stream":
             async for part in client.runs.stream(thread, "solve", input=ask, stream_mode="values"):
                 if part.event == "error":
@@ -208,10 +214,13 @@ async def waits(cluster: Cluster, count: int) -> dict:
             run = await client.runs.create(thread, "solve", input=ask)
             await client.runs.join(thread, run["run_id"])
         took[way].append(time.perf_counter() - started)
+        ended = wall + took[way][-1]
         elsewhere += await solve_runs_here() == here
         if thread is not None:
-            seconds = own_seconds((await client.runs.list(thread, limit=1))[0]["run_id"])
+            seconds, created, updated = own_seconds((await client.runs.list(thread, limit=1))[0]["run_id"])
             own[way].append(seconds)
+            before_row[way].append(created - wall)
+            after_row[way].append(ended - updated)
             if way == "wait":
                 over.append(took[way][-1] - seconds)
 
@@ -227,6 +236,9 @@ async def waits(cluster: Cluster, count: int) -> dict:
     result["wait_minus_stream_p50_s"] = round(result["wait_p50_s"] - result["stream_p50_s"], 3)
     result["stream_minus_run_p50_s"] = nearest_rank([t - r for t, r in zip(took["stream"], own["stream"], strict=True)],
                                                     0.5)
+    for way in before_row:  # where the time outside the run goes: before its row exists, after it is finished
+        result[f"{way}_call_to_row_p50_s"] = nearest_rank(before_row[way], 0.5)
+        result[f"{way}_finished_to_return_p50_s"] = nearest_rank(after_row[way], 0.5)
     result["runs_each_way"] = count
     result["executed_elsewhere"] = elsewhere
     return result
