@@ -38,6 +38,21 @@ through the server's own endpoints (server/openai_face.py): `runs_per_s`, `p50_s
 
     python -m bench.serve --runs 200 --clients 20 --latency-ms 50 --json
 
+Each phase also measures the waits (`waits`, issue 31): `--waits` runs one after the other through the first
+replica, each run four ways, in turn: `runs.stream` to its end (the baseline), `runs.wait`, `runs.create` +
+`runs.join`, and the stateless `runs.wait`, each from the call to its return; and each run's own duration
+(its row's updated_at - created_at, from creation to the moment it was finished). Aegra polled for a run's
+end every 2 s, so a wait took at least 2 s (median 2,031 ms for a 118 ms run); server/run_done.py wakes
+it when the run ends. Reported: p50 of each, `wait_over_stream` (wait p50 / stream p50, goal <= 1.2),
+`wait_minus_run_p50_s` (p50 of wait - the run's own duration, goal <= 0.15; `stream_minus_run_p50_s` is
+the same for the stream: what the HTTP request, the insert and the delivery of the end cost either way),
+`wait_minus_stream_p50_s`, where the rest goes (`*_call_to_row_p50_s`: from the call until the run's row
+exists; `*_finished_to_return_p50_s`: from the row's last update until the call returned) and
+`executed_elsewhere` (runs, of the 4 x `--waits`, a worker of the other replica executed, read from the
+first replica's `parallax_runs_total`: with two replicas, about half).
+
+    python -m bench.serve --runs 0 --waits 20 --json    # the waits only
+
 Needs the server venv (Python 3.12, `pip install -e '.[server,test]'`), PostgreSQL and Redis.
 """
 
@@ -153,7 +168,83 @@ def replica_cpu(cluster: Cluster) -> float:
     return total
 
 
-async def served(replicas: int, runs: int, clients: int, server: FaultServer, work: Path) -> dict:
+async def waits(cluster: Cluster, count: int) -> dict:
+    """`count` runs each way (stream, wait, join, stateless wait) through the first replica, one at a time."""
+    import httpx
+    import psycopg
+    from langgraph_sdk import get_client
+
+    client = get_client(url=cluster.replicas[0].url, api_key=KEY, timeout=600)
+    took: dict[str, list[float]] = {"stream": [], "wait": [], "join": [], "stateless_wait": []}
+    own: dict[str, list[float]] = {"stream": [], "wait": [], "join": []}
+    before_row: dict[str, list[float]] = {"stream": [], "wait": [], "join": []}
+    after_row: dict[str, list[float]] = {"stream": [], "wait": [], "join": []}
+    over: list[float] = []
+    elsewhere = 0
+
+    def own_seconds(run_id: str) -> tuple[float, float, float]:
+        """(the run's own duration, its row's created_at and updated_at as epoch seconds: same host, same clock)."""
+        with psycopg.connect(cluster.database_url) as conn:
+            created, updated = conn.execute("SELECT extract(epoch FROM created_at), extract(epoch FROM updated_at) "
+                                            "FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+        return float(updated) - float(created), float(created), float(updated)
+
+    async def solve_runs_here() -> float:
+        """Solve runs the first replica has finished (its /metrics): which replica executed a run, since Aegra
+        clears the run's claim when it ends."""
+        async with httpx.AsyncClient(trust_env=False) as h:
+            text = (await h.get(f"{cluster.replicas[0].url}/metrics")).text
+        return sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
+                   if line.startswith('parallax_runs_total{graph="solve"'))
+
+    async def one(way: str, n: int) -> None:
+        nonlocal elsewhere
+        ask = task(n)
+        here = await solve_runs_here()
+        thread = (await client.threads.create())["thread_id"] if way != "stateless_wait" else None
+        started, wall = time.perf_counter(), time.time()
+        if way == "stream":
+            async for part in client.runs.stream(thread, "solve", input=ask, stream_mode="values"):
+                if part.event == "error":
+                    raise RuntimeError(f"run failed: {part.data}")
+        elif way == "wait" or way == "stateless_wait":
+            out = await client.runs.wait(thread, "solve", input=ask)
+            assert ok(out), out
+        else:
+            run = await client.runs.create(thread, "solve", input=ask)
+            await client.runs.join(thread, run["run_id"])
+        took[way].append(time.perf_counter() - started)
+        ended = wall + took[way][-1]
+        elsewhere += await solve_runs_here() == here
+        if thread is not None:
+            seconds, created, updated = own_seconds((await client.runs.list(thread, limit=1))[0]["run_id"])
+            own[way].append(seconds)
+            before_row[way].append(created - wall)
+            after_row[way].append(ended - updated)
+            if way == "wait":
+                over.append(took[way][-1] - seconds)
+
+    for n in range(count):
+        for way in ("stream", "wait", "join", "stateless_wait"):
+            await one(way, 10_000 + n)
+    result = {f"{way}_p50_s": nearest_rank(values, 0.5) for way, values in took.items()}
+    result["run_p50_s"] = nearest_rank([v for values in own.values() for v in values], 0.5)
+    result["wait_over_stream"] = round(result["wait_p50_s"] / result["stream_p50_s"], 2)
+    result["join_over_stream"] = round(result["join_p50_s"] / result["stream_p50_s"], 2)
+    result["stateless_wait_over_stream"] = round(result["stateless_wait_p50_s"] / result["stream_p50_s"], 2)
+    result["wait_minus_run_p50_s"] = nearest_rank(over, 0.5)
+    result["wait_minus_stream_p50_s"] = round(result["wait_p50_s"] - result["stream_p50_s"], 3)
+    result["stream_minus_run_p50_s"] = nearest_rank([t - r for t, r in zip(took["stream"], own["stream"], strict=True)],
+                                                    0.5)
+    for way in before_row:  # where the time outside the run goes: before its row exists, after it is finished
+        result[f"{way}_call_to_row_p50_s"] = nearest_rank(before_row[way], 0.5)
+        result[f"{way}_finished_to_return_p50_s"] = nearest_rank(after_row[way], 0.5)
+    result["runs_each_way"] = count
+    result["executed_elsewhere"] = elsewhere
+    return result
+
+
+async def served(replicas: int, runs: int, clients: int, server: FaultServer, work: Path, wait_runs: int = 0) -> dict:
     from langgraph_sdk import get_client
     from openai import AsyncOpenAI, RateLimitError
 
@@ -200,6 +291,9 @@ async def served(replicas: int, runs: int, clients: int, server: FaultServer, wo
 
         await submit(-1)
         await submit_openai(-1)
+        measured_waits = await waits(cluster, wait_runs) if wait_runs else None
+        if not runs:
+            return {"waits": measured_waits}
         server.reset()
         peaks: dict[int, int] = {}
         stop = threading.Event()
@@ -236,7 +330,7 @@ async def served(replicas: int, runs: int, clients: int, server: FaultServer, wo
                 "runs_with_a_trace": len(per_run), "extra_model_calls": calls - VOTES * runs,
                 "replica_cpu_s_per_run": round(cpu / runs, 4),
                 "peak_rss_mb": {str(port): round(rss / 2**20, 1) for port, rss in sorted(peaks.items())},
-                "failures": [o for _, o in outcomes if not ok(o)][:3], "openai": openai}
+                "failures": [o for _, o in outcomes if not ok(o)][:3], "openai": openai, "waits": measured_waits}
     finally:
         cluster.close()
 
@@ -250,17 +344,19 @@ async def main(args: argparse.Namespace) -> dict:
     url = server.start()
     try:
         with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
-            log(f"in process: {args.runs} runs, {args.clients} at a time ...")
-            local = await in_process(args.runs, args.clients, url)
-            log(f"  {local}")
-            result = {"runs": args.runs, "clients": args.clients, "latency_ms": args.latency_ms, "votes": args.votes,
-                      "in_process": local}
+            result = {"runs": args.runs, "clients": args.clients, "latency_ms": args.latency_ms, "votes": args.votes}
+            if args.runs:
+                log(f"in process: {args.runs} runs, {args.clients} at a time ...")
+                local = result["in_process"] = await in_process(args.runs, args.clients, url)
+                log(f"  {local}")
             for name, replicas in (("one_replica", 1), ("two_replicas", 2)):
-                log(f"{name}: {args.runs} runs through the API, {args.clients} sdk clients ...")
-                result[name] = await served(replicas, args.runs, args.clients, server, Path(tmp) / name)
+                log(f"{name}: {args.runs} runs through the API, {args.clients} sdk clients, {args.waits} waits ...")
+                result[name] = await served(replicas, args.runs, args.clients, server, Path(tmp) / name, args.waits)
                 log(f"  {result[name]}")
     finally:
         server.stop()
+    if not args.runs:
+        return result
     for name in ("one_replica", "two_replicas"):
         result[name]["server_overhead_s"] = round(result[name]["p50_s"] - local["p50_s"], 3)
     result["lost_runs"] = sum(result[name]["lost_runs"] + result[name]["openai"]["lost_runs"]
@@ -277,6 +373,8 @@ def cli() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--votes", type=int, default=3)
+    parser.add_argument("--waits", type=int, default=20, help="runs measured each way (stream, wait, join, stateless "
+                                                                "wait), one at a time; 0: none")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object (the default)")
     print(json.dumps(asyncio.run(main(parser.parse_args()))))
 

@@ -74,7 +74,8 @@ class LocalBackend:
 def mcp(cli: typer.Context, tenant: Tenant = "default",
         name: Annotated[str, typer.Option(help="The server name agents see.")] = "parallax") -> None:
     """Serve Parallax's MCP tools (solve, plan, feedback) over stdio, on the CLI's store."""
+    from parallax.logic.run_input import check_run_input
     from parallax.runtime.mcp_tools import build_server
 
     context = cli.obj if isinstance(cli.obj, Context) else None
-    build_server(LocalBackend(checked_tenant(tenant), context), name).run("stdio")
+    build_server(LocalBackend(checked_tenant(tenant), context), name, check_run_input).run("stdio")

@@ -342,13 +342,14 @@ def run(
 
 
 def _check_input(payload: dict[str, Any], name: str) -> None:
-    """The graph's own input checks, run before the checkpoint file is touched (nothing written)."""
-    from parallax.logic.routing import InvalidInput, validate, validate_plan_input
-    from parallax.runtime.run_context import resolved
+    """The graph's own input checks (logic/run_input.py, as every face runs them), before the checkpoint file is
+    touched (nothing written)."""
+    from parallax.logic.routing import InvalidInput
+    from parallax.logic.run_input import check_run_input
     from parallax.runtime.worktrees import GitError, repository_root
 
     try:
-        (validate_plan_input if name == "plan" else validate)(payload, resolved())
+        check_run_input(name, payload)
         if payload.get("repo"):
             repository_root(payload["repo"])
     except InvalidInput as exc:

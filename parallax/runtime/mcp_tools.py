@@ -10,24 +10,37 @@ client gets them as structured content with an output schema (and as JSON text).
 
 A tool that cannot do what it was asked (bad input, an unknown trace, a bad score, the model
 server, a 429) raises ToolError with Parallax's one-line message, and the SDK answers the call
-with `isError` and that message, so the agent reads what to change. Any other exception is a
+with `isError` and that message, so the agent reads what to change. Bad arguments are refused
+before any run: types by the SDK from the signatures (and a playbook's name), unknown arguments
+by name (`forbid_unknown_arguments`), ranges and the rest by the graph API's own input checks
+(logic/run_input.py, handed in as `check` by both entry points). They are tool results with `isError`, not JSON-RPC
+errors: the MCP spec (2025-11-25, SEP-1303) makes input validation errors tool execution errors,
+so the model sees the reason and can correct its call; JSON-RPC errors are for a request the
+protocol itself cannot carry out. Any other exception is a
 crash: the SDK answers with a generic message and keeps the traceback in the server's log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import Any, Literal, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from parallax.runtime.model_server import ModelServerError
+from parallax.runtime.storage.namespaces import NAME_PATTERN
 
 T = TypeVar("T")
 
 SolveMode = Literal["auto", "direct", "vote", "section", "speculate"]
+InputCheck = Callable[[str, dict[str, Any]], object]
+"""`check(graph, run_input)`: raises ValueError with a one-line reason for input the graph would refuse
+(the entry points hand in logic/run_input.py's `check_run_input`: this floor may not import it)."""
+Votes = Annotated[int, Field(ge=1, description="vote mode: how many independent answers")]
+Candidates = Annotated[int, Field(ge=1, description="speculate mode: how many candidates")]
+Playbook = Annotated[str, Field(pattern=NAME_PATTERN, description="the playbook whose lessons the run reads")]
 RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts")
 INSTRUCTIONS = ("Parallax answers a task through parallel branches (direct, vote, section, speculate) and a "
                 "checked merge; "
@@ -78,14 +91,34 @@ async def reported(call: Awaitable[T]) -> T:
         raise ToolError(str(exc)) from exc
 
 
-def build_server(backend: Backend, name: str = "parallax") -> MCPServer:
-    """An MCPServer with the solve, plan and feedback tools, each calling `backend`."""
+def forbid_unknown_arguments(server: MCPServer) -> None:
+    """Refuse an argument no tool parameter names (the SDK ignores it: a caller's `vote: 3` would quietly run
+    with the default 5). The input schemas say so too (`additionalProperties: false`)."""
+    for tool in server._tool_manager.list_tools():  # the SDK has no public hook for its argument models
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters["additionalProperties"] = False
+
+
+def build_server(backend: Backend, name: str = "parallax", check: InputCheck | None = None) -> MCPServer:
+    """An MCPServer with the solve, plan and feedback tools, each calling `backend` with input `check` passed."""
     server = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")  # stderr is the agent's log
 
+    def checked(graph: str, run_input: dict[str, Any]) -> dict[str, Any]:
+        """The run input, or ToolError before any run: a bad argument is refused at once, on stdio and on /mcp
+        alike, not met as a failed run a second later."""
+        if check is not None:
+            try:
+                check(graph, run_input)
+            except ValueError as exc:
+                raise ToolError(str(exc)) from None
+        return run_input
+
     @server.tool()
-    async def solve(task: str, ctx: Context, mode: SolveMode = "auto", votes: int = 5,
+    async def solve(task: str, ctx: Context, mode: SolveMode = "auto", votes: Votes = 5,
                     output_schema: dict[str, Any] | None = None, question: str = "",
-                    playbook: str = "default", candidates: int = 3) -> RunResult:
+                    playbook: Playbook = "default", candidates: Candidates = 3) -> RunResult:
         """Answer one task with Parallax: `auto` routes it; `vote` asks `votes` independent answers and
         keeps the majority; `section` reads a long document in slices (then `question` is what to ask of
         it); `speculate` drafts `candidates` answers, each its own way, and a judge picks one comparing
@@ -99,13 +132,13 @@ def build_server(backend: Backend, name: str = "parallax") -> MCPServer:
             run_input["question"] = question
         if output_schema is not None:
             run_input["output_schema"] = output_schema
-        return await reported(backend.solve(run_input, ctx))
+        return await reported(backend.solve(checked("solve", run_input), ctx))
 
     @server.tool()
-    async def plan(task: str, ctx: Context, playbook: str = "default") -> RunResult:
+    async def plan(task: str, ctx: Context, playbook: Playbook = "default") -> RunResult:
         """Run a request with several steps or deliverables as a plan: a checked DAG of tasks, each
         started when its inputs exist, joined and verified into one answer."""
-        return await reported(backend.plan({"task": task, "mode": "plan", "playbook": playbook}, ctx))
+        return await reported(backend.plan(checked("plan", {"task": task, "mode": "plan", "playbook": playbook}), ctx))
 
     @server.tool()
     async def feedback(trace_id: str, score: str | float, ctx: Context, comment: str = "") -> FeedbackResult:
@@ -113,4 +146,5 @@ def build_server(backend: Backend, name: str = "parallax") -> MCPServer:
         comment. It is stored with the run's trace and counts in stats, exports and gray releases."""
         return await reported(backend.feedback(trace_id, score, comment, ctx))
 
+    forbid_unknown_arguments(server)
     return server

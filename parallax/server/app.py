@@ -6,9 +6,13 @@ mounts the same in server/dev_app.py), and:
 - HTTP errors keep their headers. Aegra's own handler writes the Agent Protocol error body but
   drops headers, and a 429 without `Retry-After` would leave clients guessing when to come back
   (parallax/server/auth.py raises it). The body stays Aegra's: {"error", "message", "details"}.
+- waits (runs.wait, runs.join, the stateless wait) are woken by a Redis notification when the
+  run ends, on whichever replica it ran (server/run_done.py, a patch of Aegra's executor).
 - /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py).
 - /metrics first refreshes `parallax_pending_runs` from the runs table (one count per scrape),
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
+- A run that cannot run is refused before it is stored: 422 with the reason (server/run_checks.py,
+  logic/run_input.py), for the graph API and the faces that start runs through it.
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
   webhooks, by the middleware of server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
@@ -24,14 +28,17 @@ from aegra_api.models.errors import AgentProtocolError, get_error_type
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from parallax.server import mcp_face, metrics, openai_face, platform, timeline_face
+from parallax.server import mcp_face, metrics, openai_face, platform, run_done, timeline_face
 from parallax.server.auth import pending_runs
 from parallax.server.cron_requests import CronRequests
+from parallax.server.run_checks import RunChecks
 from parallax.server.run_requests import RunRequests
 
+run_done.install()  # runs.wait / runs.join return when the run ends, not at Aegra's next 2 s poll
 app = FastAPI(lifespan=platform.lifespan)
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
+app.add_middleware(RunChecks)  # outermost of ours: a run that cannot run is refused (422) before anything else
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.mount("/timeline", timeline_face.app)  # a run's timeline (server/timeline_face.py)
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])

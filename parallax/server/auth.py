@@ -41,6 +41,11 @@ TENANT_PREFIXES = ("playbooks", "prompts", "traces", "dlq", "consumed", "loop")
 ACTIVE = ("pending", "running")
 
 
+MISSING_KEY = ("missing or unknown API key: send it as Authorization: Bearer <key> or as x-api-key: <key> "
+               "(the key names your tenant)")
+"""The 401 message of every face (graph API, /v1, /mcp): both headers work on each."""
+
+
 def tenant_for_key(key: str | None) -> str | None:
     """The tenant of an API key, or None. Every key is compared in constant time."""
     found = None
@@ -69,7 +74,7 @@ async def authenticate(headers: dict[str, Any]) -> dict[str, Any]:  # a MinimalU
                for k, v in headers.items()}
     tenant = tenant_for_key(key_from(headers))
     if tenant is None:
-        raise Auth.exceptions.HTTPException(status_code=401, detail="missing or unknown API key: send it as x-api-key")
+        raise Auth.exceptions.HTTPException(status_code=401, detail=MISSING_KEY)
     return {"identity": tenant, "display_name": tenant, AUTH_TENANT_FIELD: tenant, "permissions": []}
 
 

@@ -19,10 +19,12 @@ servers) is off: every call carries an API key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import RateLimitError
 from mcp.server.mcpserver import Context
@@ -30,8 +32,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Receive, Scope, Send
 
+from parallax.logic.run_input import check_run_input
 from parallax.runtime.mcp_tools import FeedbackResult, RunResult, build_server, run_result
-from parallax.server.auth import key_from, tenant_for_key
+from parallax.server.auth import MISSING_KEY, key_from, tenant_for_key
 
 
 class ToolFailed(ToolError):
@@ -50,12 +53,23 @@ def _caller(ctx: Context) -> tuple[str, str]:
     return f"http://{host}:{port}", key
 
 
+def refusal_message(exc: httpx.HTTPStatusError) -> str:
+    """The graph API's reason for refusing a request (its error JSON's message)."""
+    try:
+        body = exc.response.json()
+    except ValueError:
+        body = None
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or exc.response.text or exc)
+
+
 class ServerBackend:
     """Runs the tools' graphs on this server, as the caller."""
 
     async def _run(self, graph: str, run_input: dict[str, Any], ctx: Context) -> tuple[dict[str, Any], str]:
         url, key = _caller(ctx)
         client = get_client(url=url, api_key=key)
+        thread = None
         try:
             thread = await client.threads.create(metadata={"graph_id": graph, "via": "mcp"})
             out, run_id, failed = {}, None, False
@@ -69,6 +83,13 @@ class ServerBackend:
         except RateLimitError as exc:
             retry = exc.response.headers.get("retry-after", "a few")
             raise ToolFailed(f"the server is busy with this tenant's runs: retry after {retry} s") from None
+        except httpx.HTTPStatusError as exc:
+            if exc.response is None or not 400 <= exc.response.status_code < 500:
+                raise
+            if thread is not None:  # the run was refused (server/run_checks.py): leave no empty thread behind
+                with contextlib.suppress(httpx.HTTPError):
+                    await client.threads.delete(thread["thread_id"])
+            raise ToolFailed(refusal_message(exc)) from None
         if failed:  # the stream says only "<Error>: execution failed"; the run keeps the message
             run: Mapping[str, object] = await client.runs.get(thread["thread_id"], run_id) if run_id else {}
             raise ToolFailed(run.get("error_message") or f"the {graph} run failed")
@@ -92,7 +113,7 @@ class McpEndpoint:
     """The ASGI endpoint of /mcp: 401 without a known key, else the SDK's Streamable HTTP handler."""
 
     def __init__(self) -> None:
-        self.server = build_server(ServerBackend())
+        self.server = build_server(ServerBackend(), check=check_run_input)
         self.server.streamable_http_app(
             stateless_http=True, json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
@@ -115,8 +136,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
         if tenant_for_key(key_from(headers)) is None:
-            body = json.dumps({"error": "unauthorized", "message": "missing or unknown API key: send it as "
-                                                                   "Authorization: Bearer <key>"}).encode()
+            body = json.dumps({"error": "unauthorized", "message": MISSING_KEY}).encode()
             await send({"type": "http.response.start", "status": 401,
                         "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
             await send({"type": "http.response.body", "body": body})

@@ -30,6 +30,9 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
     parallax_fenced_total{what}                model calls and writes refused because the run's
                                                lease was lost (server/fencing.py)
     parallax_fence_waits_total                 fence checks that waited for the database
+    parallax_run_waits_total{ended}            runs.wait / runs.join waits of this replica, by how the
+                                               run's end was seen: already, notified, polled, timeout
+                                               (server/run_done.py)
 
 Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
 Each replica is its own process: scrape every replica. Only the server imports this module
@@ -64,6 +67,8 @@ DOUBLE_TEXTS = Counter("parallax_double_texts_total", "Runs created on a thread 
                        "that met them (reject, interrupt, rollback; enqueue is not counted).", ["strategy"])
 WEBHOOKS = Counter("parallax_webhooks_total", "Webhook delivery attempts of this replica, by outcome "
                    "(delivered, retry, failed).", ["outcome"])
+RUN_WAITS = Counter("parallax_run_waits_total", "Waits for a run's end (runs.wait, runs.join) on this replica, by how "
+                    "the end was seen: already, notified, polled (the 2 s safety net), timeout.", ["ended"])
 SWEPT = Counter("parallax_swept_total", "Rows the retention sweeps of this replica deleted, by kind.", ["kind"])
 
 

@@ -22,15 +22,17 @@ process:
 - the cost is two loopback HTTP requests per completion (create the thread, stream the run),
   measured by `bench.serve` (its `openai` column against the same runs through langgraph-sdk).
 
-The run is streamed (`runs.stream`), not waited for: Aegra's `runs.wait` polls every 2 s,
-while a stream ends the moment the run does; for `stream: true` its updates become progress.
+The run is streamed (`runs.stream`), not waited for: the stream's first event names the run (the
+reply carries its id), and for `stream: true` its updates become progress.
 `on_disconnect="continue"`: a caller that goes away does not cancel the run, which ends on
 its thread (the first streamed chunk names `thread_id` and `run_id`). A replica killed while
 it holds the caller's connection loses that connection, not the run.
 
 Errors never leave as tracebacks: what Parallax cannot do is refused before anything is
-created (server/openai_request.py), and the graph API's refusals come back with their status
-(401 unknown key, 429 with Retry-After, ...) in OpenAI's error JSON.
+created (server/openai_request.py, with logic/run_input.py's checks), and the graph API's refusals
+come back with their status (401 unknown key, 429 with Retry-After, ...) in OpenAI's error JSON;
+its 422 (bad input only the server can see: an unknown playbook, server/run_checks.py) as a 400
+naming the `param`, its empty thread deleted. Any other path under /v1 is a 404 in the same JSON.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from parallax.server.openai_replies import ChunkWriter, completion, progress
-from parallax.server.openai_request import MODELS, Refusal, RunRequest, parse
+from parallax.server.openai_request import MODELS, Refusal, RunRequest, param_of, parse
 
 if TYPE_CHECKING:
     from langgraph_sdk.client import LangGraphClient
@@ -66,6 +68,14 @@ OPENAI_CODE = {401: "invalid_api_key", 403: "permission_denied", 404: "not_found
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, LangGraphClient]] = weakref.WeakKeyDictionary()
 """event loop -> {base url: langgraph-sdk client}: one connection pool per loop, no credentials in it."""
+
+
+class RunFailed(RuntimeError):
+    """The run ended in error; `kind` is its exception's name (InvalidInput: the caller's input)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
 
 
 def self_url(request: Request) -> str:
@@ -106,9 +116,11 @@ def from_graph_api(exc: httpx.HTTPStatusError) -> Refusal:
     except ValueError:
         body = {}
     message = (body.get("message") or body.get("detail") if isinstance(body, dict) else None) or exc.response.text
-    if status == 401:  # the graph API's own hint names x-api-key; an OpenAI client sends the key as a bearer token
-        message = "missing or unknown API key: send it as Authorization: Bearer <key> (the key names your tenant)"
     headers = {"Retry-After": exc.response.headers["retry-after"]} if "retry-after" in exc.response.headers else {}
+    if status == 422:  # the graph API refused the run's input (server/run_checks.py): the caller's mistake, so 400
+        details = body.get("details") if isinstance(body, dict) else None
+        field = details.get("field") if isinstance(details, dict) else None
+        return Refusal(str(message), param=param_of(field), code="invalid_value")
     return Refusal(str(message), status=status, kind=OPENAI_KIND.get(status, "server_error"), code=OPENAI_CODE.get(status),
                    headers=headers)
 
@@ -242,7 +254,7 @@ class RunReply(Response):
                 await on_update(part.data)
             elif part.event == "error":
                 data = part.data if isinstance(part.data, dict) else {"message": str(part.data)}
-                raise RuntimeError(f"{data.get('error') or 'error'}: {data.get('message') or data}")
+                raise RunFailed(str(data.get("error") or "error"), str(data.get("message") or data))
             elif part.event == "end":
                 ended = True
         if state and ended:
@@ -253,12 +265,24 @@ class RunReply(Response):
             raise RuntimeError(f"the run ended with status {run.get('status')!r}")
         return (await self.client.threads.get_state(self.thread_id, headers=self.caller)).get("values") or {}
 
-    def failure(self, exc: BaseException) -> str:
+    def failure(self, exc: BaseException | str) -> str:
         return f"the run failed (thread {self.thread_id}, run {self.run_id}): {exc}"
+
+    async def reason(self, failed: RunFailed) -> str:
+        """The run's own error message (its row keeps it; the stream says only "<Error>: execution failed")."""
+        with contextlib.suppress(httpx.HTTPError, OSError):
+            run = await self.client.runs.get(self.thread_id, self.run_id, headers=self.caller)
+            return str(run.get("error_message") or failed)
+        return str(failed)
 
     async def reply(self, events: AsyncIterator[Any], send: Send) -> None:
         try:
             state = await self.follow(events)
+        except RunFailed as exc:
+            if exc.kind == "InvalidInput":  # bad input only the run could see (a document): 400, not a retried 500
+                refused = Refusal(self.failure(await self.reason(exc)), param="messages", code="invalid_value")
+                return await send_json(send, refused.body(), 400)
+            return await send_json(send, Refusal(self.failure(exc), status=500, kind="server_error").body(), 500)
         except (RuntimeError, httpx.HTTPError, OSError) as exc:
             return await send_json(send, Refusal(self.failure(exc), status=500, kind="server_error").body(), 500)
         await send_json(send, completion(state, model=self.asked.model, run_id=self.run_id, thread_id=self.thread_id,
@@ -288,8 +312,27 @@ class RunReply(Response):
         await send({"type": "http.response.body", "body": writer.done().encode(), "more_body": False})
 
 
+NOT_SERVED = {"/completions": "legacy completions", "/embeddings": "embeddings", "/responses": "the Responses API"}
+"""OpenAI paths a client may try: each answers 404 saying what is served instead."""
+
+
+async def unknown_path(request: Request, exc: Exception) -> JSONResponse:
+    """Any other path or method under /v1: OpenAI's error JSON, never Starlette's plain-text "Not Found"."""
+    path = request.url.path
+    path = path[len("/v1"):] if path.startswith("/v1/") else path
+    served = "GET /v1/models, GET /v1/models/{model} and POST /v1/chat/completions"
+    if getattr(exc, "status_code", 404) == 405:
+        return error_response(Refusal(f"{request.method} /v1{path} is not allowed: this face serves {served}",
+                                      status=405, code="method_not_allowed"))
+    what = next((name for prefix, name in NOT_SERVED.items() if path.startswith(prefix)), None)
+    message = (f"Parallax does not serve {what} (/v1{path}): use POST /v1/chat/completions" if what
+               else f"Unknown path /v1{path}: this face serves {served}")
+    return error_response(Refusal(message, status=404, code="unknown_url"))
+
+
 app = Starlette(routes=[Route("/models", list_models, methods=["GET"]), Route("/models/{model}", get_model, methods=["GET"]),
-                        Route("/chat/completions", chat_completions, methods=["POST"])])
+                        Route("/chat/completions", chat_completions, methods=["POST"])],
+                exception_handlers={404: unknown_path, 405: unknown_path})
 """Mounted at /v1 by both servers' apps."""
 
 

@@ -26,21 +26,22 @@ The mapping:
   (the openai SDK's `extra_body={"parallax": {...}}`): votes, min_votes, candidates, red_team, playbook,
   max_replans (plan) and `context` (run configuration, as the graph API's `context`).
 - Refused: `n` > 1, `tools`/`functions`, a `tool_choice` other than "none", non-text content,
-  `json_object` without a schema, an unknown model (404) or option. OpenAI's sampling knobs
+  `json_object` without a schema, a missing model (400, `param: model`), an unknown model (404),
+  an unknown option under `parallax` or an unknown top-level field (OPENAI_FIELDS: by name), and any
+  input or run setting the graph API would refuse (logic/run_input.py, the one definition of a
+  valid run input, with `param` naming the field: `parallax.votes`, `parallax.context.max_concurrency`). OpenAI's sampling knobs
   (temperature, top_p, max_tokens, seed, stop, ...) are accepted and not used: each branch
   has its own temperature (a vote spreads them), and the merge, not one sample, is the answer.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from parallax.logic.routing import InvalidInput, validate, validate_plan_input, wants_plan
+from parallax.logic.routing import wants_plan
+from parallax.logic.run_input import RunInputError, check_run_input, checked_context
 from parallax.logic.user_schema import SchemaProblem, checked_schema
-from parallax.runtime.run_context import resolved
-from parallax.state.context import Context
 
 MODELS = {"parallax-auto": "auto", "parallax-direct": "direct", "parallax-vote": "vote", "parallax-section": "section",
           "parallax-speculate": "speculate", "parallax-plan": "plan"}
@@ -49,8 +50,17 @@ OPTIONS = ("votes", "min_votes", "candidates", "red_team", "playbook", "max_repl
 """What the body's `parallax` object may hold."""
 ROLES = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool",
          "function": "Tool"}
-CODE_CONTEXT = ("chat_model", "embedder")
-"""Context fields for code only (state/context.py), never from an HTTP caller."""
+OPENAI_FIELDS = frozenset((
+    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "metadata", "modalities", "moderation", "n", "parallel_tool_calls",
+    "prediction", "presence_penalty", "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention",
+    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream",
+    "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity",
+    "web_search_options"))
+"""The request fields OpenAI documents for chat completions (the openai SDK's `CompletionCreateParams`, 2.x; a
+unit test checks that the installed SDK sends none that is missing here). Each is accepted, and used or refused
+by the rules above; any other field is refused by name, as OpenAI itself answers "Unrecognized request argument
+supplied", except `parallax`, which is ours."""
 
 
 class Refusal(Exception):
@@ -173,22 +183,35 @@ def options(body: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(extra) - set(OPTIONS))
     if unknown:
         raise Refusal(f"unknown parallax option(s) {', '.join(unknown)}: use {', '.join(OPTIONS)}",
-                      param="parallax", code="unknown_parameter")
+                      param=f"parallax.{unknown[0]}", code="unknown_parameter")
     return dict(extra)
 
 
-def run_context(extra: dict[str, Any]) -> tuple[dict[str, Any], Context]:
-    """(the context sent with the run, the resolved Context its input is checked with)."""
+def run_context(extra: dict[str, Any]) -> dict[str, Any]:
+    """The context sent with the run, each setting checked (logic/run_input.py: names, types, ranges)."""
     ctx = extra.pop("context", None) or {}
-    names = {f.name for f in dataclasses.fields(Context)} - set(CODE_CONTEXT)
-    if not isinstance(ctx, dict) or set(ctx) - names:
-        bad = sorted(set(ctx) - names) if isinstance(ctx, dict) else [type(ctx).__name__]
-        raise Refusal(f"parallax.context has unknown field(s) {', '.join(map(str, bad))}: see the Context fields "
-                      "in the README's configuration table", param="parallax.context")
     try:
-        return ctx, resolved(Context(**ctx))
-    except (TypeError, ValueError) as exc:
-        raise Refusal(f"parallax.context: {exc}", param="parallax.context") from None
+        checked_context(ctx, "parallax.context")
+    except RunInputError as exc:
+        raise Refusal(str(exc), param=exc.field, code="invalid_value") from None
+    return dict(ctx)
+
+
+def param_of(field: str | None) -> str:
+    """The OpenAI `param` of an input field at fault: Parallax's options are under `parallax`, the task is the
+    messages."""
+    if field is None or field in ("task", "question", "document", "pages"):
+        return "messages"
+    if field == "output_schema":
+        return "response_format"
+    return field if field.startswith("parallax") else f"parallax.{field}"
+
+
+def refuse_unknown_fields(body: dict[str, Any]) -> None:
+    unknown = sorted(set(body) - OPENAI_FIELDS - {"parallax"})
+    if unknown:
+        raise Refusal(f"Unrecognized request argument supplied: {', '.join(unknown)} (Parallax's own options go under "
+                      f"`parallax`: {', '.join(OPTIONS)})", param=unknown[0], code="unknown_parameter")
 
 
 def parse(body: Any) -> RunRequest:
@@ -196,6 +219,12 @@ def parse(body: Any) -> RunRequest:
     if not isinstance(body, dict):
         raise Refusal("the request body must be a JSON object")
     model = body.get("model")
+    if model is None:
+        raise Refusal(f"you must provide a model parameter: one of {', '.join(MODELS)}", param="model",
+                      code="missing_required_parameter")
+    if not isinstance(model, str):
+        raise Refusal(f"model must be a string: one of {', '.join(MODELS)}", param="model", code="invalid_type")
+    refuse_unknown_fields(body)
     if model not in MODELS:
         raise Refusal(f"The model `{model}` does not exist: use one of {', '.join(MODELS)}", status=404, param="model",
                       code="model_not_found")
@@ -208,7 +237,7 @@ def parse(body: Any) -> RunRequest:
                       "response_format, or leave response_format out", param="response_format",
                       code="unsupported_value")
     extra = options(body)
-    context, ctx = run_context(extra)
+    context = run_context(extra)
     graph = "plan" if mode == "plan" or (mode == "auto" and schema is None and wants_plan(question or task)) else "solve"
     payload: dict[str, Any] = {"task": task, **({"question": question} if question else {}), **extra,
                                "mode": "plan" if graph == "plan" else mode}
@@ -220,10 +249,9 @@ def parse(body: Any) -> RunRequest:
         payload.pop("red_team", None)
         payload.pop("candidates", None)
     try:
-        (validate_plan_input if graph == "plan" else validate)(payload, ctx)
-    except InvalidInput as exc:
-        param = "parallax" if any(name in str(exc) for name in OPTIONS) else "messages"
-        raise Refusal(str(exc), param=param) from None
+        check_run_input(graph, payload, context)
+    except RunInputError as exc:
+        raise Refusal(str(exc), param=param_of(exc.field), code="invalid_value") from None
     stream = bool(body.get("stream"))
     include_usage = bool((body.get("stream_options") or {}).get("include_usage")) if stream else False
     return RunRequest(model=model, graph=graph, input=payload, context=context, stream=stream,

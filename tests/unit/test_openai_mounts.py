@@ -41,6 +41,15 @@ def test_refusals_are_openai_error_json_before_any_thread_exists(monkeypatch):
         async def search(self, **kwargs):
             return []
 
+    for method, path, status in (("POST", "/v1/completions", 404), ("POST", "/v1/embeddings", 404),
+                                 ("POST", "/v1/responses", 404), ("GET", "/v1/nothing/here", 404),
+                                 ("GET", "/v1/chat/completions", 405)):
+        answer = client.request(method, path, json={"model": "parallax-vote"})
+        assert answer.status_code == status and answer.headers["content-type"] == "application/json", answer.text
+        error = answer.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"} and "/v1/chat/completions" in error["message"]
+    assert "does not serve embeddings" in client.post("/v1/embeddings").json()["error"]["message"]
+
     monkeypatch.setattr(openai_face, "loopback", lambda request: type("Client", (), {"assistants": Assistants()})())
     assert client.get("/v1/models/parallax-plan").json()["id"] == "parallax-plan"
     missing = client.get("/v1/models/gpt-4o")

@@ -42,7 +42,7 @@ def test_speculate_takes_its_candidates_and_a_bad_count_is_refused_before_any_ru
     asked = parse({"model": "parallax-speculate", "messages": ASK, "parallax": {"candidates": 4}})
     assert (asked.input["mode"], asked.input["candidates"]) == ("speculate", 4)
     bad = refused({"model": "parallax-speculate", "messages": ASK, "parallax": {"candidates": 99}})
-    assert bad.status == 400 and bad.param == "parallax" and "candidates must be a whole number" in str(bad)
+    assert bad.status == 400 and bad.param == "parallax.candidates" and "candidates must be a whole number" in str(bad)
 
 
 def test_earlier_turns_are_what_the_last_user_message_is_about():
@@ -73,7 +73,15 @@ def test_options_ride_in_the_parallax_object_and_schema_becomes_output_schema():
     ({"model": "parallax-vote", "messages": ASK, "functions": [{"name": "f"}]}, 400, "functions"),
     ({"model": "parallax-vote", "messages": ASK, "tool_choice": "auto"}, 400, "tool_choice"),
     ({"model": "gpt-4o", "messages": ASK}, 404, "model"),
-    ({"messages": ASK}, 404, "model"),
+    ({"messages": ASK}, 400, "model"),
+    ({"model": "parallax-vote", "messages": ASK, "frobnicate": 1}, 400, "frobnicate"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"votez": 3}}, 400, "parallax.votez"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"context": {"max_concurrency": -3}}}, 400,
+     "parallax.context.max_concurrency"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"context": {"temperature": "hot"}}}, 400,
+     "parallax.context.temperature"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"min_votes": 9, "votes": 3}}, 400, "parallax.min_votes"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"playbook": "../acme"}}, 400, "parallax.playbook"),
     ({"model": "parallax-vote", "messages": []}, 400, "messages"),
     ({"model": "parallax-vote", "messages": [{"role": "assistant", "content": "hi"}]}, 400, "messages"),
     ({"model": "parallax-vote", "messages": [*ASK, {"role": "assistant", "content": "4"}]}, 400, "messages"),
@@ -85,9 +93,10 @@ def test_options_ride_in_the_parallax_object_and_schema_becomes_output_schema():
         "name": "x", "schema": {"type": "array", "items": {"type": "string"}}}}}, 400, "response_format"),
     ({"model": "parallax-plan", "messages": ASK, "response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "schema": Invoice.model_json_schema()}}}, 400, "response_format"),
-    ({"model": "parallax-vote", "messages": ASK, "parallax": {"tenant": "beta"}}, 400, "parallax"),
-    ({"model": "parallax-vote", "messages": ASK, "parallax": {"votes": 0}}, 400, "parallax"),
-    ({"model": "parallax-vote", "messages": ASK, "parallax": {"context": {"chat_model": "x"}}}, 400, "parallax.context"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"tenant": "beta"}}, 400, "parallax.tenant"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"votes": 0}}, 400, "parallax.votes"),
+    ({"model": "parallax-vote", "messages": ASK, "parallax": {"context": {"chat_model": "x"}}}, 400,
+     "parallax.context.chat_model"),
     ({"model": "parallax-vote", "messages": ASK, "stream_options": {"include_usage": True}}, 400, "stream_options"),
 ])
 def test_what_cannot_run_is_refused_with_status_and_param(body, status, param):
@@ -100,3 +109,13 @@ def test_what_cannot_run_is_refused_with_status_and_param(body, status, param):
 def test_a_body_that_is_not_an_object_is_refused():
     assert refused([1, 2]).status == 400
     assert refused({"model": "gpt-4o", "messages": ASK}).code == "model_not_found"
+
+
+def test_the_documented_openai_fields_are_the_sdks_own():
+    """OPENAI_FIELDS (accepted, each used or refused by rule) is the openai SDK's chat completions request: a field
+    OpenAI adds is noticed here, not by a client whose request Parallax refuses."""
+    from openai.types.chat.completion_create_params import CompletionCreateParamsBase
+
+    from parallax.server.openai_request import OPENAI_FIELDS
+
+    assert set(CompletionCreateParamsBase.__annotations__) | {"stream"} <= OPENAI_FIELDS

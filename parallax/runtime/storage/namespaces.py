@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z, not $: "acme\n" is no name
+NAME_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
+"""The same rule as a JSON Schema `pattern` (where `$` ends the text: no "\\Z" there), for tool signatures."""
 
 
 class StoreError(ValueError):

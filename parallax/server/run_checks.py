@@ -1,0 +1,146 @@
+"""The graph API refuses a run that cannot run before Aegra stores it: 422 with the reason, no run (ASGI middleware).
+
+Why: Aegra checks a run request's shape (its pydantic model) but not what Parallax's graphs need,
+so a bad input was stored as a run, executed, and ended in `error` with the reason only in the
+run's row ("InvalidInput: execution failed" on the stream). Every face that starts runs on the
+server goes through these endpoints (langgraph-sdk and RemoteGraph directly; /v1 and /mcp on
+loopback, server/openai_face.py and server/mcp_face.py), so one check here covers them all.
+
+On each run creation (POST /threads/{id}/runs[/stream|/wait], /runs[/stream|/wait], and the
+crons' /runs/crons, /threads/{id}/runs/crons), for a caller with a valid key:
+- the graph is the `assistant_id`: a graph id, or an assistant's id looked up in Aegra's table;
+- its `context` must be run settings in range (logic/run_input.py `checked_context`), whatever
+  the graph: every Parallax graph takes the same Context;
+- a solve or plan input must be valid (logic/run_input.py `check_run_input`: unknown fields
+  refused by name, the graph's own checks); a run on a thread that has run before may leave the
+  task out (the thread holds it);
+- a named playbook other than "default" must exist for the caller's tenant (the store table),
+  as the run's first node would find (nodes/route.py).
+The answer is Aegra's error body, 422 {"error": "validation_error", "message", "details":
+{"field"}}, `field` naming the input key or `context.<name>` at fault.
+
+Also: GET /threads/{id}/runs of a thread the caller does not own (another tenant's, or none)
+is 404, as every other route of a thread answers, not an empty list.
+
+Why a middleware and not Aegra's auth hook (`@auth.on.threads.create_run`, server/auth.py): the
+hook sees the run after Aegra has accepted the request, and its error is the hook's, not the
+validation error; and the stateless routes would need a second hook. Checks that need the run
+itself (a document's bytes, a repository) stay in the graph's first node.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+from parallax.logic.run_input import RunInputError, check_run_input, checked_context
+from parallax.runtime.storage.namespaces import playbook_namespace
+from parallax.server import platform
+from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, json_request, replay
+
+RUN_CREATE = re.compile(r"^(?:/threads/(?P<thread_id>[^/]+))?/runs(?:/stream|/wait|/crons)?/?$")
+THREAD_RUNS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/?$")
+GRAPHS = ("solve", "learn", "stats", "feedback", "release", "plan", "chat", "loop")
+"""aegra.json's graph ids: the graphs whose context is Parallax's Context."""
+CHECKED_INPUTS = ("solve", "plan")
+
+
+def refusal(message: str, field: str | None) -> JSONResponse:
+    return JSONResponse({"error": "validation_error", "message": message, "details": {"field": field}}, status_code=422)
+
+
+def not_found(thread_id: str) -> JSONResponse:
+    return JSONResponse({"error": "not_found", "message": f"Thread '{thread_id}' not found", "details": None},
+                        status_code=404)
+
+
+async def graph_of(assistant_id: Any) -> str | None:
+    """The graph an `assistant_id` runs: a graph id as it is, an assistant's id from Aegra's table (None: unknown)."""
+    if not isinstance(assistant_id, str):
+        return None
+    if assistant_id in GRAPHS:
+        return assistant_id
+    async with platform.connection() as conn:
+        row = await (await conn.execute("SELECT graph_id FROM assistant WHERE assistant_id = %s",
+                                        (assistant_id,))).fetchone()
+    return str(row[0]) if row else None
+
+
+async def thread_owner(thread_id: str) -> str | None:
+    async with platform.connection() as conn:
+        row = await (await conn.execute("SELECT user_id FROM thread WHERE thread_id = %s", (thread_id,))).fetchone()
+    return str(row[0]) if row else None
+
+
+async def thread_has_run(thread_id: str) -> bool:
+    async with platform.connection() as conn:
+        row = await (await conn.execute("SELECT 1 FROM runs WHERE thread_id = %s LIMIT 1", (thread_id,))).fetchone()
+    return row is not None
+
+
+async def playbook_exists(tenant: str, name: str) -> bool:
+    """Whether the tenant's playbook `name` has any record (the CLI's `require_known` asks the same of its store)."""
+    async with platform.connection() as conn:
+        row = await (await conn.execute("SELECT 1 FROM store WHERE prefix = %s LIMIT 1",
+                                        (".".join(playbook_namespace(tenant, name)),))).fetchone()
+    return row is not None
+
+
+async def problem(payload: dict[str, Any], tenant: str, thread_id: str | None) -> JSONResponse | None:
+    """The 422 for a run request that cannot run, or None."""
+    graph = await graph_of(payload.get("assistant_id"))
+    if graph not in GRAPHS:
+        return None  # Aegra answers an unknown assistant (404) or a missing one (422)
+    try:
+        checked_context(payload.get("context"))
+        run_input = payload.get("input")
+        if graph in CHECKED_INPUTS and run_input is not None:
+            bare = isinstance(run_input, dict) and not any(run_input.get(k) for k in ("task", "document", "pages"))
+            follow_up = bare and thread_id is not None and await thread_has_run(thread_id)  # one query, when needed
+            check_run_input(graph, run_input, payload.get("context"), continues_thread=follow_up)
+            playbook = run_input.get("playbook", "default")
+            if playbook != "default" and not await playbook_exists(tenant, playbook):
+                raise RunInputError(f"unknown playbook {playbook!r} for tenant {tenant!r}: learn or import it first, "
+                                    "or leave playbook out to use 'default'", "playbook")
+    except RunInputError as exc:
+        return refusal(str(exc), exc.field)
+    return None
+
+
+class RunChecks:
+    """The middleware (server/app.py adds it outermost: a refused run never reaches double-texting or Aegra)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method, path = scope.get("method"), scope.get("path", "")
+        if scope["type"] != "http" or method not in ("GET", "POST"):
+            await self.app(scope, receive, send)
+            return
+        if method == "GET" and (listing := THREAD_RUNS.match(path)):
+            await self.list_runs(scope, receive, send, listing["thread_id"])
+            return
+        create = RUN_CREATE.match(path) if method == "POST" else None
+        if create is None:
+            await self.app(scope, receive, send)
+            return
+        body, payload, tenant = await json_request(scope, receive)
+        if isinstance(payload, dict) and tenant is not None:  # else Aegra answers: 422, 401
+            refused = await problem(payload, tenant, create["thread_id"])
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, replay(body, receive), send)
+
+    async def list_runs(self, scope: Scope, receive: Receive, send: Send, thread_id: str) -> None:
+        from parallax.server.auth import key_from, tenant_for_key
+
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        tenant = tenant_for_key(key_from(headers))
+        if tenant is not None and await thread_owner(thread_id) != tenant:
+            await not_found(thread_id)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

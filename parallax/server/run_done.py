@@ -1,0 +1,208 @@
+"""`runs.wait`, `runs.join` and the stateless wait return when the run ends, not at Aegra's next 2 s poll.
+
+Why: Aegra 0.11's Redis executor (`WorkerExecutor.wait_for_completion`, which every wait and join
+of the graph API goes through: aegra_api/services/run_waiters.py) checks a "done" key every 2 s.
+A run that ends in 120 ms is answered after 2 s, so every `runs.wait`, `runs.join` and
+`RemoteGraph.invoke` paid a 2 s floor (issue 31: median 2,031 ms), while `runs.stream` ended at once.
+
+What this changes, the small patch we would send upstream (installed by server/app.py, on every replica):
+
+- the worker that finishes a run, after it sets Aegra's done key (`run_executor._signal_run_done`,
+  which runs once the run's row is final), also PUBLISHes the run id on one Redis channel,
+  `{REDIS_CHANNEL_PREFIX}done`;
+- each replica keeps one subscription to that channel (one connection, whatever the number of
+  waiters) and wakes the waiters of that run id, whichever replica ran it;
+- a waiter subscribes *before* it looks at the done key, so a run that ends in between is seen
+  either way; the 2 s check of the key (and every other time the runs table) stays as the safety
+  net: a replica of an older version that publishes nothing, or a Redis hiccup, costs the old
+  2 s, never a lost wake-up.
+
+How each wait ended is counted in `parallax_run_waits_total{ended}`: already (over at the first
+look), notified, polled (the safety net found it: look at Redis if this grows) or timeout. Without Redis (one replica, local
+executor) Aegra waits on the run's task itself, and nothing here applies.
+
+Why a patch and not a route of ours: the wait is inside Aegra's endpoints (thread wait, join,
+stateless wait, its cleanup of stateless runs); replacing the executor method keeps them all,
+their heartbeat and their response bodies, unchanged. `install` refuses to patch an Aegra whose
+functions are not the ones this was written against (it logs why, and Aegra keeps polling).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+log = logging.getLogger("parallax.run_done")
+
+POLL_S = 2.0
+"""The safety net's period (Aegra's own): how late a wait is when no notification reaches it."""
+RESUBSCRIBE_S = 1.0
+"""Pause before the subscriber reconnects after Redis failed it."""
+
+
+def channel() -> str:
+    from aegra_api.settings import settings
+
+    return f"{settings.redis.REDIS_CHANNEL_PREFIX}done"
+
+
+def done_key(run_id: str) -> str:
+    from aegra_api.settings import settings
+
+    return f"{settings.redis.REDIS_CHANNEL_PREFIX}done:{run_id}"
+
+
+class DoneSignals:
+    """One replica's subscription to the done channel, and the waiters it wakes (one event loop)."""
+
+    def __init__(self) -> None:
+        self.waiters: dict[str, set[asyncio.Event]] = {}
+        self.subscribed = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    def watch(self, run_id: str) -> asyncio.Event:
+        event = asyncio.Event()
+        self.waiters.setdefault(run_id, set()).add(event)
+        if self.task is None or self.task.done():  # started by the first wait, kept for the process
+            self.task = asyncio.create_task(self.listen(), name="parallax-run-done")
+        return event
+
+    def unwatch(self, run_id: str, event: asyncio.Event) -> None:
+        events = self.waiters.get(run_id)
+        if events is not None:
+            events.discard(event)
+            if not events:
+                del self.waiters[run_id]
+
+    def wake(self, run_id: str) -> None:
+        for event in self.waiters.get(run_id, ()):
+            event.set()
+
+    async def listen(self) -> None:
+        """Subscribe, wake the waiters of each run id published; on a Redis error resubscribe (waiters poll
+        meanwhile). It lives as long as the process: one idle connection per replica."""
+        from aegra_api.core.redis_manager import redis_manager
+
+        while True:
+            pubsub = None
+            try:
+                pubsub = redis_manager.get_client().pubsub(ignore_subscribe_messages=True)
+                await pubsub.subscribe(channel())
+                self.subscribed.set()
+                while True:
+                    message = await pubsub.get_message(timeout=POLL_S)
+                    if message is not None and message.get("type") == "message":
+                        data = message["data"]
+                        self.wake(data.decode() if isinstance(data, bytes) else str(data))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any Redis failure: fall back to the poll, try again
+                log.warning("run-done subscription failed (%s: %s): waits poll until it is back",
+                            type(exc).__name__, exc)
+                self.subscribed.clear()
+                await asyncio.sleep(RESUBSCRIBE_S)
+            finally:
+                self.subscribed.clear()
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()
+
+
+_signals: dict[asyncio.AbstractEventLoop, DoneSignals] = {}
+
+
+def signals() -> DoneSignals:
+    loop = asyncio.get_running_loop()
+    if loop not in _signals:
+        for old in [other for other in _signals if other.is_closed()]:
+            del _signals[old]
+        _signals[loop] = DoneSignals()
+    return _signals[loop]
+
+
+async def publish_done(run_id: str) -> None:
+    """Tell every replica's waiters that `run_id` ended (best effort: the poll is the safety net)."""
+    from aegra_api.core.redis_manager import redis_manager
+
+    try:
+        await redis_manager.get_client().publish(channel(), run_id)
+    except Exception as exc:  # noqa: BLE001
+        log.debug("run-done publish failed for %s: %s", run_id, exc)
+
+
+async def wait_for_completion(run_id: str, *, timeout: float = 300.0,
+                              is_terminal: Callable[[str], Awaitable[bool]] | None = None) -> str:
+    """Return once `run_id` has ended ("notified" or "polled": how it was seen); TimeoutError after `timeout`.
+    `is_terminal` reads the runs table (Aegra's `_is_run_terminal`)."""
+    from aegra_api.core.redis_manager import redis_manager
+
+    from parallax.server import metrics
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    hub = signals()
+    event = hub.watch(run_id)
+    client = redis_manager.get_client()
+    polls = 0
+    try:
+        with contextlib.suppress(TimeoutError):  # subscribed before the first look, so no end goes unseen
+            await asyncio.wait_for(hub.subscribed.wait(), min(timeout, POLL_S))
+        while True:
+            notified = event.is_set()
+            event.clear()
+            try:
+                if await client.exists(done_key(run_id)):
+                    how = "notified" if notified else "polled" if polls else "already"
+                    break
+            except Exception:  # noqa: BLE001, S110 - Redis down: the runs table below still answers
+                pass
+            if polls % 2 == 1 and is_terminal is not None and await is_terminal(run_id):
+                how = "polled"
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                metrics.RUN_WAITS.labels(ended="timeout").inc()
+                raise TimeoutError(f"Run {run_id} did not complete within {timeout}s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), min(remaining, POLL_S))
+            if not event.is_set():
+                polls += 1
+    finally:
+        hub.unwatch(run_id, event)
+    metrics.RUN_WAITS.labels(ended=how).inc()
+    return how
+
+
+def install() -> bool:
+    """Patch Aegra's Redis executor (see the module docstring); False, and a log line, when it cannot be."""
+    try:
+        from aegra_api.services import run_executor, worker_executor
+    except ImportError as exc:
+        log.warning("run-done notifications not installed: %s", exc)
+        return False
+    original_signal = getattr(run_executor, "_signal_run_done", None)
+    executor_class = getattr(worker_executor, "WorkerExecutor", None)
+    is_terminal = getattr(worker_executor, "_is_run_terminal", None)
+    if getattr(original_signal, "parallax_notifies", False):
+        return True
+    if original_signal is None or executor_class is None or is_terminal is None \
+            or not hasattr(executor_class, "wait_for_completion"):
+        log.warning("run-done notifications not installed: this Aegra has no run_executor._signal_run_done, "
+                    "WorkerExecutor.wait_for_completion or _is_run_terminal; waits keep Aegra's 2 s poll")
+        return False
+
+    async def signal_run_done(run_id: str) -> None:
+        await original_signal(run_id)
+        await publish_done(run_id)
+
+    async def notified_wait(self: Any, run_id: str, *, timeout: float = 300.0) -> None:
+        await wait_for_completion(run_id, timeout=timeout, is_terminal=is_terminal)
+
+    signal_run_done.parallax_notifies = True  # type: ignore[attr-defined]
+    notified_wait.__doc__ = wait_for_completion.__doc__
+    run_executor._signal_run_done = signal_run_done
+    executor_class.wait_for_completion = notified_wait
+    return True
