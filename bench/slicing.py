@@ -30,7 +30,7 @@ from tests.support.sleeping_model import prompt_text, sleeping
 
 def slice_reply(prompt: str) -> str:
     """A finding that quotes the first words of the part it was given (so the fact check keeps it)."""
-    part = re.split(r"\nPart \d+:\n", prompt, maxsplit=1)[-1]
+    part = re.split(r"\nPart \d+(?: of \d+)?:\n", prompt, maxsplit=1)[-1]
     return json.dumps({"relevant": True, "points": [{"quote": part.strip()[:40], "point": "x"}]})
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "qmsum" / "val.jsonl"
 

@@ -25,6 +25,7 @@ from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.runtime.superstep import fan_out_limit
+from parallax.runtime.wave_request import MAX_CHOICES, Seat, WaveRequest
 from parallax.state.context import Context, filled
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import Answer, BranchRecord, SliceFinding, VoteAnswer
@@ -66,9 +67,11 @@ def planned(spec: BranchSpec) -> Lifecycle:
     return Lifecycle([{"state": "PENDING", "at": spec.get("planned_at", 0.0), "reason": ""}])
 
 
-async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: WorkShared | None = None) -> dict[str, Any]:
+async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: WorkShared | None = None,
+                     seat: Seat | None = None) -> dict[str, Any]:
     """One branch: its prompt holds only its own text, the question and its lessons, in the served template.
-    `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data."""
+    `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data. `seat`:
+    a vote's place in the one request its wave's votes of the same model and temperature share."""
     output_schema = shared.get("output_schema", spec.get("output_schema")) if shared else spec.get("output_schema")
     typed = output_schema is not None
     template = _template(spec, shared.get("prompts") if shared else None, typed)
@@ -76,7 +79,7 @@ async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: Wo
     record, reply = await call_branch(_identity(spec, template, typed), branch_messages(spec, template, output_schema),
                                       reply_schema(spec["kind"], output_schema), ctx,
                                       model=spec["model"], temperature=spec["temperature"], lifecycle=life,
-                                      run_metadata=dict(meta) if meta is not None else None)
+                                      run_metadata=dict(meta) if meta is not None else None, seat=seat)
     if spec["kind"] == "vote" and reply is not None:
         record.vote = normal(reply.model_dump()["data"]) if typed else final_value(reply.model_dump()["answer"])
     if reply is None:
@@ -98,6 +101,7 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     wave = state.get("vote_watch")
     votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
                             "votes") if wave is not None else None
+    seats = wave_seats(state["branches"], services.takes_n)
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)
@@ -106,8 +110,8 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
             votes.started(spec["id"], asyncio.current_task())  # type: ignore[arg-type]  # gather wraps each in a task
         try:
             async with limit:
-                record = await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state), life, watch,
-                                           limit)
+                record = await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state,
+                                                                        seats.get(spec["id"])), life, watch, limit)
         except asyncio.CancelledError:
             if votes is None or spec["id"] not in votes.cancelled:
                 raise
@@ -117,6 +121,23 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         return record
 
     return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
+
+
+def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool]) -> dict[str, Seat]:
+    """Branch id -> its seat in a request with `n`: this task's votes grouped by model and temperature (a
+    run's votes share their prompt), in requests of at most MAX_CHOICES; a vote alone in its group gets none."""
+    groups: dict[tuple[str, float], list[str]] = {}
+    for spec in specs:
+        if spec["kind"] == "vote":
+            groups.setdefault((spec["model"], spec["temperature"]), []).append(spec["id"])
+    seats: dict[str, Seat] = {}
+    for ids in groups.values():
+        for start in range(0, len(ids), MAX_CHOICES):
+            chunk = ids[start : start + MAX_CHOICES]
+            if len(chunk) > 1:
+                request = WaveRequest(len(chunk), takes_n)
+                seats.update({branch: Seat(request, branch) for branch in chunk})
+    return seats
 
 
 def cancelled(spec: BranchSpec, state: WorkShared, why: str) -> dict[str, Any]:

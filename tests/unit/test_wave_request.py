@@ -1,0 +1,184 @@
+"""Votes of one wave in one request with `n`, against a server that bills as OpenAI does (tests/support/billing_server.py).
+
+Each choice is its own vote branch with its own record; an endpoint that refuses `n` or gives fewer
+choices is asked separately, and remembered; a bad choice is re-asked on its own; votes at different
+temperatures keep their own requests; a seat cancelled while it waits leaves the request to the others."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from parallax.graphs.solve import graph
+from parallax.logic.branch_plans import request_groups
+from parallax.runtime.chat_models import forget_clients
+from parallax.runtime.services import process_services
+from parallax.runtime.wave_request import Seat, WaveRequest, share_usage
+from parallax.state.context import Context
+from tests.support.billing_server import BillingServer, Pricing
+
+ONE_TEMPERATURE = {"vote_temperature_min": 0.7, "vote_temperature_max": 0.7, "straggler_factor": 0.0}
+PAGE = " ".join(f"word{i}" for i in range(300))
+
+
+def answer(body: dict, k: int) -> str:
+    return json.dumps({"reasoning": "counted the apples", "answer": "42"})
+
+
+@pytest.fixture
+def billing(monkeypatch):
+    """Start a BillingServer with `reply` and `pricing`; every model call of the test goes to it."""
+    running: list[BillingServer] = []
+
+    def start(reply=answer, pricing: Pricing | None = None) -> BillingServer:
+        server = BillingServer(reply, pricing or Pricing(base_ms=5, decode_ms_per_token=0.1))
+        monkeypatch.setenv("OPENAI_BASE_URL", server.start())
+        monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")
+        forget_clients()
+        running.append(server)
+        return server
+
+    yield start
+    for server in running:
+        server.stop()
+    forget_clients()
+
+
+def vote(votes: int = 3, early_stop: bool = False, **context) -> dict:
+    run = {"task": f"{PAGE}\n\nHow many apples are in the basket?", "mode": "vote", "votes": votes}
+    return graph.invoke(run, context=Context(early_stop=early_stop, **{**ONE_TEMPERATURE, **context}))
+
+
+def votes_of(out: dict) -> list[dict]:
+    return [b for b in out["branches"] if b["kind"] == "vote"]
+
+
+def test_a_wave_of_votes_is_one_request_and_each_choice_its_own_branch(billing):
+    server = billing()
+    out = vote(3)
+    assert out["status"] == "ok" and out["vote_counts"] == {"42": 3}
+    assert [(e["n"], e["choices"]) for e in server.log()] == [(3, 3)]  # one request, three choices
+    branches = votes_of(out)
+    assert len({b["id"] for b in branches}) == 3 and all(b["status"] == "ok" and b["attempts"] == 1 for b in branches)
+    bill = server.bill()
+    # the prompt was billed once; its tokens are split over the three votes and sum to the bill
+    assert sum(b["tokens"]["prompt"] for b in branches) == bill.prompt_tokens
+    assert sum(b["tokens"]["completion"] for b in branches) == bill.completion_tokens
+    assert max(b["tokens"]["prompt"] for b in branches) - min(b["tokens"]["prompt"] for b in branches) <= 1
+
+
+def test_adaptive_waves_ask_one_request_each_and_a_later_wave_reads_the_cache(billing):
+    answers = ["42", "42", "41", "41", "42", "41", "42", "42"]
+    server = billing(lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}))
+    out = vote(8, early_stop=True)
+    log = server.log()
+    assert log[0]["n"] == 3 and len(log) >= 2 and sum(e["n"] for e in log) == out["votes_asked"]  # a request a wave
+    assert log[0]["cached_tokens"] == 0 and all(e["cached_tokens"] > 300 for e in log[1:])  # later waves: cached
+    branches = votes_of(out)
+    assert sum(b["tokens"]["cached_tokens"] for b in branches) == server.bill().cached_tokens > 0
+
+
+def test_an_endpoint_that_refuses_n_is_asked_separately_and_remembered(billing):
+    server = billing(pricing=Pricing(base_ms=5, decode_ms_per_token=0.1, n_support="refuse"))
+    out = vote(3)
+    assert out["status"] == "ok" and out["vote_counts"] == {"42": 3}
+    assert server.bill().refused == 1 and [e["n"] for e in server.log()] == [1, 1, 1]
+    assert all(b["attempts"] == 1 for b in votes_of(out))  # the refused request is not a failed attempt
+    assert list(process_services().takes_n.values()) == [False]
+    vote(3)  # the same process does not ask with n again
+    assert server.bill().refused == 1 and len(server.log()) == 6
+
+
+def test_an_endpoint_that_ignores_n_has_its_one_choice_used_and_the_rest_asked_alone(billing):
+    server = billing(pricing=Pricing(base_ms=5, decode_ms_per_token=0.1, n_support="ignore"))
+    out = vote(3)
+    assert out["vote_counts"] == {"42": 3}
+    assert [(e["n"], e["choices"]) for e in server.log()] == [(3, 1), (1, 1), (1, 1)]
+    assert list(process_services().takes_n.values()) == [False]
+
+
+def test_a_bad_choice_is_re_asked_on_its_own(billing):
+    server = billing(lambda body, k: "not json" if k == 1 else json.dumps({"reasoning": "r", "answer": "42"}))
+    out = vote(3)
+    assert out["vote_counts"] == {"42": 3}
+    assert [e["n"] for e in server.log()] == [3, 1]  # the wave, then one re-ask
+    assert sorted(b["reasks"] for b in votes_of(out)) == [0, 0, 1]
+
+
+def test_votes_at_different_temperatures_keep_their_own_requests(billing):
+    server = billing()
+    out = vote(3, vote_temperature_min=0.3, vote_temperature_max=1.0)
+    assert out["vote_counts"] == {"42": 3}
+    assert sorted(e["temperature"] for e in server.log()) == [0.3, 0.65, 1.0]
+    assert all(e["n"] == 1 for e in server.log())
+
+
+def test_votes_that_can_share_a_request_travel_in_one_task():
+    def spec(i: int, temperature: float, model: str = "") -> dict:
+        return {"id": f"vote-{i}", "kind": "vote", "model": model, "temperature": temperature}
+
+    same = [spec(i, 0.7) for i in range(5)]
+    assert [len(t) for t in request_groups(same)] == [5]  # type: ignore[arg-type]
+    spread = [spec(i, 0.3 + i / 10) for i in range(5)]
+    assert [len(t) for t in request_groups(spread)] == [1] * 5  # type: ignore[arg-type]
+    two_models = [spec(i, 0.7, "ab"[i % 2]) for i in range(6)]
+    assert [[s["model"] for s in t] for t in request_groups(two_models)] == [["a"] * 3, ["b"] * 3]  # type: ignore[arg-type]
+    assert [len(t) for t in request_groups([spec(i, 0.7) for i in range(40)])] == [16, 16, 8]  # type: ignore[arg-type]
+
+
+def test_the_usage_is_split_so_the_branches_sum_to_the_bill():
+    usage = {"input_tokens": 100, "output_tokens": 31, "total_tokens": 131, "input_token_details": {"cache_read": 64}}
+    replies = [AIMessage(content=c, usage_metadata=dict(usage)) for c in ("a" * 10, "b" * 20, "")]  # type: ignore[arg-type]
+    share_usage(replies)
+    shares = [r.usage_metadata for r in replies]
+    assert [s["input_tokens"] for s in shares] == [34, 33, 33]  # type: ignore[index]
+    assert sum(s["output_tokens"] for s in shares) == 31 and shares[2]["output_tokens"] == 0  # type: ignore[index]
+    assert sum(s["input_token_details"]["cache_read"] for s in shares) == 64  # type: ignore[index]
+
+
+def test_a_seat_cancelled_while_waiting_leaves_the_request_to_the_others():
+    async def scenario() -> None:
+        release = asyncio.Event()
+        sent: list[int] = []
+
+        async def send(n: int) -> list[AIMessage]:
+            sent.append(n)
+            await release.wait()
+            return [AIMessage(content=str(i), usage_metadata={"input_tokens": 9, "output_tokens": 1,
+                                                              "total_tokens": 10}) for i in range(n)]
+
+        wave = WaveRequest(3, {})
+        key = ("http://x/v1", "m")
+        seats = [asyncio.create_task(Seat(wave, f"v{i}").take(key, send)) for i in range(3)]
+        await asyncio.sleep(0.01)
+        seats[1].cancel()
+        await asyncio.sleep(0.01)
+        release.set()
+        got = await asyncio.gather(*seats, return_exceptions=True)
+        assert sent == [3] and isinstance(got[1], asyncio.CancelledError)
+        assert [str(m.content) for m in got if isinstance(m, AIMessage)] == ["0", "1"]
+        # a second copy of a branch (a straggler's backup) asks on its own
+        assert await Seat(wave, "v0").take(key, send) is None
+
+        lonely = WaveRequest(2, {})
+        cancelled = asyncio.Event()
+
+        async def hang(n: int) -> list[AIMessage]:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return []
+
+        both = [asyncio.create_task(Seat(lonely, f"w{i}").take(key, hang)) for i in range(2)]
+        await asyncio.sleep(0.01)
+        for task in both:
+            task.cancel()
+        await asyncio.gather(*both, return_exceptions=True)
+        await asyncio.wait_for(cancelled.wait(), 1)  # nobody waits any more: the request is cancelled
+
+    asyncio.run(scenario())
