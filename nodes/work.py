@@ -22,6 +22,7 @@ from parallax.logic.user_schema import answer_schema, normal, reply_model, slice
 from parallax.logic.vote import final_value
 from parallax.logic.vote_watch import VoteWatch
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.prefix_lead import PrefixLead
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.runtime.superstep import fan_out_limit
@@ -92,7 +93,9 @@ async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: Wo
 
 async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """A `Send` target: run this group's branches under the fan-out's shared limit and straggler watch; the
-    votes of an adaptive wave also under its vote watch, which cancels them once the vote has settled."""
+    votes of an adaptive wave also under its vote watch, which cancels them once the vote has settled. Votes
+    that share model and temperature take their choices of one request (runtime/wave_request.py); the slices
+    of a section run wait for slice 0 to come back, so their shared prefix is cached (runtime/prefix_lead.py)."""
     ctx = context_of(runtime)
     services, fan_out = services_of(ctx), state["fan_out"]
     limit = fan_out_limit(services, fan_out, filled(ctx.max_concurrency))
@@ -102,6 +105,10 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
                             "votes") if wave is not None else None
     seats = wave_seats(state["branches"], services.takes_n)
+    slices = [spec["index"] for spec in state["branches"] if spec["kind"] == "slice"]
+    lead = services.shared(fan_out, PrefixLead, "prefix") if slices else None
+    if lead is not None:
+        lead.carries(slices)
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)
@@ -109,6 +116,8 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         if votes is not None:
             votes.started(spec["id"], asyncio.current_task())  # type: ignore[arg-type]  # gather wraps each in a task
         try:
+            if lead is not None:  # slice 0 first: its siblings then find their shared prefix cached
+                await lead.wait_turn(spec["index"], spec.get("total", 0))
             async with limit:
                 record = await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state,
                                                                         seats.get(spec["id"])), life, watch, limit)
@@ -116,6 +125,9 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
             if votes is None or spec["id"] not in votes.cancelled:
                 raise
             return cancelled(spec, state, votes.reason)
+        finally:
+            if lead is not None:
+                lead.done(spec["index"])
         if votes is not None:
             votes.finished(spec["id"], record.get("vote") if record["status"] == "ok" else None)
         return record

@@ -98,6 +98,7 @@ class BillingState:
     cached_blocks: set[str] = field(default_factory=set)
     given: dict[str, int] = field(default_factory=dict)
     entries: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def block_keys(self, tokens: list[str]) -> list[str]:
@@ -114,6 +115,8 @@ async def chat(request: Request) -> JSONResponse:
     body = await request.json()
     n = int(body.get("n") or 1)
     pricing = state.pricing
+    with state.lock:
+        state.arrivals += 1
     if n > 1 and pricing.n_support == "refuse":
         with state.lock:
             state.bill.refused += 1
@@ -188,6 +191,11 @@ class BillingServer:
         with self.state.lock:
             return list(self.state.entries)
 
+    def arrivals(self) -> int:
+        """Chat requests received so far, finished or not."""
+        with self.state.lock:
+            return self.state.arrivals
+
     def reset(self, pricing: Pricing | None = None) -> None:
         """A fresh bill, log, cache and answer count (and, given, new pricing)."""
         with self.state.lock:
@@ -197,6 +205,7 @@ class BillingServer:
             self.state.cached_blocks.clear()
             self.state.given.clear()
             self.state.entries.clear()
+            self.state.arrivals = 0
 
     def start(self) -> str:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -14,37 +14,13 @@ from langchain_core.messages import AIMessage
 
 from parallax.graphs.solve import graph
 from parallax.logic.branch_plans import request_groups
-from parallax.runtime.chat_models import forget_clients
 from parallax.runtime.services import process_services
 from parallax.runtime.wave_request import Seat, WaveRequest, share_usage
 from parallax.state.context import Context
-from tests.support.billing_server import BillingServer, Pricing
+from tests.support.billing_server import Pricing
 
 ONE_TEMPERATURE = {"vote_temperature_min": 0.7, "vote_temperature_max": 0.7, "straggler_factor": 0.0}
 PAGE = " ".join(f"word{i}" for i in range(300))
-
-
-def answer(body: dict, k: int) -> str:
-    return json.dumps({"reasoning": "counted the apples", "answer": "42"})
-
-
-@pytest.fixture
-def billing(monkeypatch):
-    """Start a BillingServer with `reply` and `pricing`; every model call of the test goes to it."""
-    running: list[BillingServer] = []
-
-    def start(reply=answer, pricing: Pricing | None = None) -> BillingServer:
-        server = BillingServer(reply, pricing or Pricing(base_ms=5, decode_ms_per_token=0.1))
-        monkeypatch.setenv("OPENAI_BASE_URL", server.start())
-        monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")
-        forget_clients()
-        running.append(server)
-        return server
-
-    yield start
-    for server in running:
-        server.stop()
-    forget_clients()
 
 
 def vote(votes: int = 3, early_stop: bool = False, **context) -> dict:
@@ -114,6 +90,34 @@ def test_votes_at_different_temperatures_keep_their_own_requests(billing):
     assert out["vote_counts"] == {"42": 3}
     assert sorted(e["temperature"] for e in server.log()) == [0.3, 0.65, 1.0]
     assert all(e["n"] == 1 for e in server.log())
+
+
+async def test_a_run_killed_while_its_second_wave_is_out_resumes_asking_only_that_wave_again(billing):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from parallax.graphs.solve import builder
+
+    answers = ["42", "41", "40", "42", "42", "42", "42", "42", "42", "42", "42"]
+    server = billing(lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}),
+                     Pricing(base_ms=5, decode_ms_per_token=0.1))
+    run_graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "killed-n"}}
+    ctx = Context(**ONE_TEMPERATURE)
+    task = {"task": "How many apples are in the basket?", "mode": "vote", "votes": 8}
+    run = asyncio.create_task(run_graph.ainvoke(task, config, context=ctx, durability="sync"))
+    while not server.log():  # the first wave has come back: slow the endpoint down, then kill the run mid-wave
+        await asyncio.sleep(0.01)
+    server.state.pricing.base_ms = 2000
+    while server.arrivals() < 2:
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    server.state.pricing.base_ms = 5
+    out = await run_graph.ainvoke(None, config, context=ctx)
+    # wave 1 (one request, 3 votes, finished) was not asked again; wave 2 (one request, cut off) was asked once more
+    assert [e["n"] for e in server.log()] == [3, out["votes_asked"] - 3] and server.arrivals() == 3
+    assert out["status"] == "ok" and out["vote_counts"]["42"] >= 3
 
 
 def test_votes_that_can_share_a_request_travel_in_one_task():
