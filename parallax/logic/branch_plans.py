@@ -68,7 +68,7 @@ def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) ->
 
     if route == "vote":
         n = votes_of(state)
-        temperatures = spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
+        temperatures = spread(filled(ctx.vote_temperature_min), filled(ctx.vote_temperature_max), n)
         models = ctx.models_for_votes(n)
         return [spec("vote", task, selections[0], model=models[i], temperature=temperatures[i], index=i)
                 for i in (votes if votes is not None else range(n))]

@@ -149,7 +149,8 @@ async def chat(request: Request) -> JSONResponse:
         bill.cached_tokens += cached
         bill.completion_tokens += sum(completion)
         state.entries.append({"n": n, "choices": given, "prompt_tokens": len(tokens), "cached_tokens": cached,
-                              "temperature": body.get("temperature"), "messages_hash": digest})
+                              "temperature": body.get("temperature"), "messages_hash": digest,
+                              "schema": ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")})
     usage = {"prompt_tokens": len(tokens), "completion_tokens": sum(completion),
              "total_tokens": len(tokens) + sum(completion), "prompt_tokens_details": {"cached_tokens": cached}}
     return JSONResponse({"id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": 0,

@@ -186,3 +186,21 @@ def test_a_seat_cancelled_while_waiting_leaves_the_request_to_the_others():
         await asyncio.wait_for(cancelled.wait(), 1)  # nobody waits any more: the request is cancelled
 
     asyncio.run(scenario())
+
+
+def test_parallax_trace_shows_the_tokens_a_run_read_from_the_endpoints_cache(billing):
+    from typer.testing import CliRunner
+
+    from parallax.cli import app
+
+    server = billing()
+    runner = CliRunner()
+    ask = ["run", f"{PAGE}\n\nHow many apples are in the basket?", "--mode", "direct", "--json"]
+    first, second = (json.loads(runner.invoke(app, ask).stdout) for _ in range(2))
+    cached = [e["cached_tokens"] for e in server.log()]
+    assert cached[0] == 0 and cached[1] > 300  # the second run sent the same prompt
+    shown = runner.invoke(app, ["trace", second["trace_id"], "--json"]).stdout
+    assert json.loads(shown)["tokens"]["cached_tokens"] == cached[1]
+    table = runner.invoke(app, ["trace", second["trace_id"]]).stdout
+    assert f"({cached[1]} of them cached)" in " ".join(table.split())
+    assert json.loads(runner.invoke(app, ["trace", first["trace_id"], "--json"]).stdout)["tokens"]["cached_tokens"] == 0
