@@ -10,6 +10,7 @@ carries its lifecycle (state/lifecycle.py); a straggler may race a backup copy
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
 
 from langgraph.errors import NodeError
@@ -104,7 +105,7 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     wave = state.get("vote_watch")
     votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
                             "votes") if wave is not None else None
-    seats = wave_seats(state["branches"], services.takes_n)
+    seats = wave_seats(state["branches"], services.takes_n, votes.arrived if votes is not None else None)
     slices = [spec["index"] for spec in state["branches"] if spec["kind"] == "slice"]
     lead = services.shared(fan_out, PrefixLead, "prefix") if slices else None
     if lead is not None:
@@ -135,9 +136,11 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
 
 
-def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool]) -> dict[str, Seat]:
+def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool],
+               arrived: Callable[[list[str]], None] | None = None) -> dict[str, Seat]:
     """Branch id -> its seat in a request with `n`: this task's votes grouped by model and temperature (a
-    run's votes share their prompt), in requests of at most MAX_CHOICES; a vote alone in its group gets none."""
+    run's votes share their prompt), in requests of at most MAX_CHOICES; a vote alone in its group gets none.
+    `arrived`: the vote watch hears which votes came back together, so it cancels none of them."""
     groups: dict[tuple[str, float], list[str]] = {}
     for spec in specs:
         if spec["kind"] == "vote":
@@ -147,7 +150,7 @@ def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool]) ->
         for start in range(0, len(ids), MAX_CHOICES):
             chunk = ids[start : start + MAX_CHOICES]
             if len(chunk) > 1:
-                request = WaveRequest(len(chunk), takes_n)
+                request = WaveRequest(len(chunk), takes_n, arrived)
                 seats.update({branch: Seat(request, branch) for branch in chunk})
     return seats
 

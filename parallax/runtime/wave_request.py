@@ -79,10 +79,13 @@ def share_usage(replies: list[AIMessage]) -> None:
 class WaveRequest:
     """The one request of a group of vote branches (same prompt, model, temperature) and its choices."""
 
-    def __init__(self, seats: int, support: dict[tuple[str, str], bool]) -> None:
+    def __init__(self, seats: int, support: dict[tuple[str, str], bool],
+                 on_back: Callable[[list[str]], None] | None = None) -> None:
         """`seats`: the votes of the group (at most MAX_CHOICES); `support`: the process's record of which
-        (endpoint, model) take `n` (runtime/services.py)."""
-        self.seats, self.support = seats, support
+        (endpoint, model) take `n` (runtime/services.py); `on_back(branch ids)`: called when the choices of
+        the waiting seats have arrived, before any seat reads its own (a vote watch then cancels none of them:
+        they came back together)."""
+        self.seats, self.support, self.on_back = seats, support, on_back
         self._task: asyncio.Task[list[AIMessage]] | None = None
         self._taken: set[str] = set()
         self._waiting = 0
@@ -102,6 +105,8 @@ class WaveRequest:
             raise
         self.support[key] = len(replies) >= n  # fewer choices than asked: it ignores `n`
         share_usage(replies)
+        if self.on_back is not None:
+            self.on_back(sorted(self._taken))
         return replies
 
     async def take(self, branch: str, key: tuple[str, str], send: Send) -> AIMessage | None:

@@ -57,6 +57,17 @@ def test_adaptive_waves_ask_one_request_each_and_a_later_wave_reads_the_cache(bi
     assert sum(b["tokens"]["cached_tokens"] for b in branches) == server.bill().cached_tokens > 0
 
 
+def test_choices_that_came_back_together_are_all_counted_none_cancelled_in_flight(billing):
+    # 2-1, then 4-1-1; the third wave asks the 2 votes left, and its first choice alone would settle the vote (5-1)
+    answers = ["42", "41", "42", "42", "42", "40", "42", "42"]
+    server = billing(lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}))
+    out = vote(8, early_stop=True)
+    assert [e["n"] for e in server.log()] == [3, 3, 2]
+    branches = votes_of(out)
+    assert [b["status"] for b in branches] == ["ok"] * 8 and out["vote_counts"] == {"42": 6, "41": 1, "40": 1}
+    assert sum(b["tokens"]["prompt"] for b in branches) == server.bill().prompt_tokens  # every choice is recorded
+
+
 def test_an_endpoint_that_refuses_n_is_asked_separately_and_remembered(billing):
     server = billing(pricing=Pricing(base_ms=5, decode_ms_per_token=0.1, n_support="refuse"))
     out = vote(3)
