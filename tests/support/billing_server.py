@@ -65,6 +65,9 @@ class Pricing:
 
 @dataclass
 class Bill:
+    """What the server billed since its last reset."""
+
+    cached_rate: float = 0.1
     requests: int = 0
     refused: int = 0
     choices: int = 0
@@ -76,8 +79,6 @@ class Bill:
     def billed_input(self) -> float:
         """Input tokens at full price: uncached prompt tokens plus cached ones at the cached rate."""
         return self.prompt_tokens - self.cached_tokens + self.cached_tokens * self.cached_rate
-
-    cached_rate: float = 0.1
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "refused": self.refused, "choices": self.choices,
