@@ -16,7 +16,9 @@ waits leaves the request to the others; the request is cancelled when no seat wa
 Support is learned per endpoint and model and kept in the process's services: an endpoint that
 refuses `n` (HTTP 400/422) or answers with fewer choices is asked separately from then on in this
 process; the replies it did give are used. A transient failure (429, 5xx, timeout) says nothing
-about `n` and is retried by each seat on its own.
+about `n` and is retried by each seat on its own, after its backoff. Any other failure (a choice cut
+at the token limit fails the whole parsed response) sends each seat to ask on its own at once, so
+one choice's fault stays its own vote's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import Any
 import openai
 from langchain_core.messages import AIMessage
 
+from parallax.runtime.retry import TRANSIENT_ERRORS
+
 MAX_CHOICES = 16
 """Most choices one request asks for (OpenAI allows 128; a bigger wave is several requests)."""
 
@@ -35,8 +39,8 @@ Send = Callable[[int], Awaitable[list[AIMessage]]]
 """Sends the group's prompt once with `n` choices; returns the replies the endpoint gave."""
 
 
-class NRefused(Exception):
-    """The endpoint refused a request with `n` > 1 (it does not take `n`)."""
+class NotServed(Exception):
+    """The request with `n` failed in a way each vote should meet on its own: its seats ask alone."""
 
 
 def refuses_n(exc: BaseException) -> bool:
@@ -98,11 +102,14 @@ class WaveRequest:
     async def _request(self, send: Send, n: int, key: tuple[str, str]) -> list[AIMessage]:
         try:
             replies = await send(n)
+        except TRANSIENT_ERRORS:
+            raise  # each seat backs off and retries on its own (runtime/retry.py)
         except Exception as exc:
+            # anything else (a refusal of `n`, one choice cut at the token limit, which fails the whole parsed
+            # response): each seat asks on its own, so one choice's fault is only its own vote's
             if refuses_n(exc):
                 self.support[key] = False
-                raise NRefused(str(exc)) from exc
-            raise
+            raise NotServed(str(exc)) from exc
         self.support[key] = len(replies) >= n  # fewer choices than asked: it ignores `n`
         share_usage(replies)
         if self.on_back is not None:
@@ -122,7 +129,7 @@ class WaveRequest:
         self._waiting += 1
         try:
             replies = await asyncio.shield(self._task)
-        except NRefused:
+        except NotServed:
             return None
         finally:
             self._waiting -= 1

@@ -48,7 +48,8 @@ from starlette.routing import Route
 
 from parallax.runtime.model_server import wait_for_200
 
-Reply = Callable[[dict[str, Any], int], str]
+Reply = Callable[[dict[str, Any], int], str | dict[str, str]]
+"""The content of choice k, or {"content", "finish_reason"} (e.g. "length": a reply cut at the token limit)."""
 
 
 @dataclass
@@ -139,7 +140,9 @@ async def chat(request: Request) -> JSONResponse:
         state.cached_blocks.update(keys)  # the prompt has been read: its blocks are cached from now on
         first = state.given.get(digest, 0)
         state.given[digest] = first + given
-    contents = [state.reply(body, first + k) for k in range(given)]
+    replies = [state.reply(body, first + k) for k in range(given)]
+    contents = [r["content"] if isinstance(r, dict) else r for r in replies]
+    finish = [r.get("finish_reason", "stop") if isinstance(r, dict) else "stop" for r in replies]
     completion = [len(c.split()) for c in contents]
     await asyncio.sleep(pricing.decode_ms_per_token * max(completion) / 1000)
     with state.lock:
@@ -157,7 +160,7 @@ async def chat(request: Request) -> JSONResponse:
     return JSONResponse({"id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": 0,
                          "model": body.get("model", "scripted"),
                          "choices": [{"index": k, "message": {"role": "assistant", "content": c},
-                                      "finish_reason": "stop"} for k, c in enumerate(contents)],
+                                      "finish_reason": finish[k]} for k, c in enumerate(contents)],
                          "usage": usage})
 
 

@@ -95,6 +95,20 @@ def test_a_bad_choice_is_re_asked_on_its_own(billing):
     assert sorted(b["reasks"] for b in votes_of(out)) == [0, 0, 1]
 
 
+def test_a_choice_cut_at_the_token_limit_fails_only_its_own_vote(billing):
+    # the cut choice makes the whole parsed response fail (openai's parse): each vote then asks on its own
+    def reply(body: dict, k: int):
+        if k == 1:
+            return {"content": '{"reasoning": "r", "ans', "finish_reason": "length"}
+        return json.dumps({"reasoning": "r", "answer": "42"})
+
+    server = billing(reply)
+    out = vote(3)
+    assert [e["n"] for e in server.log()] == [3, 1, 1, 1]
+    assert out["vote_counts"] == {"42": 3} and all(b["status"] == "ok" for b in votes_of(out))
+    assert False not in process_services().takes_n.values()  # nothing to do with n: it is still asked with n
+
+
 def test_votes_at_different_temperatures_keep_their_own_requests(billing):
     server = billing()
     out = vote(3, vote_temperature_min=0.3, vote_temperature_max=1.0)
