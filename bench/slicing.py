@@ -31,7 +31,7 @@ from tests.support.sleeping_model import prompt_text, sleeping
 
 def slice_reply(prompt: str) -> str:
     """A finding that quotes the first words of the part it was given (so the fact check keeps it)."""
-    part = re.split(r"\nPart \d+:\n", prompt, maxsplit=1)[-1]
+    part = re.split(r"\nPart \d+(?: of \d+)?:\n", prompt, maxsplit=1)[-1]
     return json.dumps({"relevant": True, "points": [{"quote": part.strip()[:40], "point": "x"}]})
 DEFAULT_DATA = SAMPLES / "qmsum" / "val.jsonl.gz"
 """20 QMSum dev meetings kept in the repository (its README says which); `--data` names a full copy."""

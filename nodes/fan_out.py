@@ -11,7 +11,7 @@ from __future__ import annotations
 from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
-from parallax.logic.branch_plans import adaptive, branch_specs, first_wave, group, run_metadata
+from parallax.logic.branch_plans import adaptive, branch_specs, first_wave, request_groups, run_metadata
 from parallax.logic.speculation import candidate_specs, check_spec
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import new_fan_out
@@ -60,6 +60,6 @@ def _work(state: SolveState, ctx: Context, specs: list[BranchSpec], earlier: lis
     if earlier is not None:
         shared["vote_watch"] = {"earlier": earlier, "threshold": filled(ctx.vote_stop_threshold),
                                 "min_leader": state.get("min_votes") or 0}
-    tasks: list[WorkTask] = [{"branches": branches, **shared} for branches in group(specs)] if specs else []
+    tasks: list[WorkTask] = [{"branches": branches, **shared} for branches in request_groups(specs)] if specs else []
     return [Send("work", task) for task in tasks]
 

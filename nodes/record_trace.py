@@ -2,7 +2,8 @@
 
 The trace is what `parallax trace TRACE_ID` shows: the outcome and every branch's
 lifecycle, redacted; and what `parallax stats` and `parallax export` read: the run's
-duration, its thread, the playbook and prompt versions it was served (and by which arm
+duration, its tokens (summed over its branches, with the prompt tokens the endpoint read from its
+prefix cache), its thread, the playbook and prompt versions it was served (and by which arm
 of a gray release), whether it matched its target when it had one, and the prompts its
 business branches were sent (logic/run_record.py). A plan run's trace also holds its plan,
 its tasks (each task's branches listed with the task's id) and its verification layers,
@@ -24,7 +25,7 @@ from typing import Any, cast
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from parallax.logic.run_record import branch_place, kept_prompts, outcome, used_subjects
+from parallax.logic.run_record import branch_place, kept_prompts, outcome, token_totals, used_subjects
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
@@ -49,6 +50,7 @@ def trace_of(state: SolveState, prompt_chars: int) -> dict[str, Any]:
                             | {"branch_ids": [b["id"] for b in t.get("branches", [])]} for t in tasks])
         trace["branches"] += [{**{k: v for k, v in b.items() if k != "input"}, "task": t["id"], "round": t["round"]}
                               for t in tasks for b in t.get("branches", [])]
+    trace["tokens"] = token_totals(trace["branches"])
     return trace
 
 

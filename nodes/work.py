@@ -10,6 +10,7 @@ carries its lifecycle (state/lifecycle.py); a straggler may race a backup copy
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
 
 from langgraph.errors import NodeError
@@ -22,9 +23,11 @@ from parallax.logic.user_schema import answer_schema, normal, reply_model, slice
 from parallax.logic.vote import final_value
 from parallax.logic.vote_watch import VoteWatch
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.prefix_lead import PrefixLead
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.runtime.superstep import fan_out_limit
+from parallax.runtime.wave_request import MAX_CHOICES, Seat, WaveRequest
 from parallax.state.context import Context, filled
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import Answer, BranchRecord, SliceFinding, VoteAnswer
@@ -66,9 +69,11 @@ def planned(spec: BranchSpec) -> Lifecycle:
     return Lifecycle([{"state": "PENDING", "at": spec.get("planned_at", 0.0), "reason": ""}])
 
 
-async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: WorkShared | None = None) -> dict[str, Any]:
+async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: WorkShared | None = None,
+                     seat: Seat | None = None) -> dict[str, Any]:
     """One branch: its prompt holds only its own text, the question and its lessons, in the served template.
-    `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data."""
+    `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data. `seat`:
+    a vote's place in the one request its wave's votes of the same model and temperature share."""
     output_schema = shared.get("output_schema", spec.get("output_schema")) if shared else spec.get("output_schema")
     typed = output_schema is not None
     template = _template(spec, shared.get("prompts") if shared else None, typed)
@@ -76,7 +81,7 @@ async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: Wo
     record, reply = await call_branch(_identity(spec, template, typed), branch_messages(spec, template, output_schema),
                                       reply_schema(spec["kind"], output_schema), ctx,
                                       model=spec["model"], temperature=spec["temperature"], lifecycle=life,
-                                      run_metadata=dict(meta) if meta is not None else None)
+                                      run_metadata=dict(meta) if meta is not None else None, seat=seat)
     if spec["kind"] == "vote" and reply is not None:
         record.vote = normal(reply.model_dump()["data"]) if typed else final_value(reply.model_dump()["answer"])
     if reply is None:
@@ -89,7 +94,9 @@ async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: Wo
 
 async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """A `Send` target: run this group's branches under the fan-out's shared limit and straggler watch; the
-    votes of an adaptive wave also under its vote watch, which cancels them once the vote has settled."""
+    votes of an adaptive wave also under its vote watch, which cancels them once the vote has settled. Votes
+    that share model and temperature take their choices of one request (runtime/wave_request.py); the slices
+    of a section run wait for slice 0 to come back, so their shared prefix is cached (runtime/prefix_lead.py)."""
     ctx = context_of(runtime)
     services, fan_out = services_of(ctx), state["fan_out"]
     limit = fan_out_limit(services, fan_out, filled(ctx.max_concurrency))
@@ -98,6 +105,11 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     wave = state.get("vote_watch")
     votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
                             "votes") if wave is not None else None
+    seats = wave_seats(state["branches"], services.takes_n, votes.arrived if votes is not None else None)
+    slices = [spec["index"] for spec in state["branches"] if spec["kind"] == "slice"]
+    lead = services.shared(fan_out, PrefixLead, "prefix") if slices else None
+    if lead is not None:
+        lead.carries(slices)
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)
@@ -105,18 +117,42 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         if votes is not None:
             votes.started(spec["id"], asyncio.current_task())  # type: ignore[arg-type]  # gather wraps each in a task
         try:
+            if lead is not None:  # slice 0 first: its siblings then find their shared prefix cached
+                await lead.wait_turn(spec["index"], spec.get("total", 0))
             async with limit:
-                record = await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state), life, watch,
-                                           limit)
+                record = await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state,
+                                                                        seats.get(spec["id"])), life, watch, limit)
         except asyncio.CancelledError:
             if votes is None or spec["id"] not in votes.cancelled:
                 raise
             return cancelled(spec, state, votes.reason)
+        finally:
+            if lead is not None:
+                lead.done(spec["index"])
         if votes is not None:
             votes.finished(spec["id"], record.get("vote") if record["status"] == "ok" else None)
         return record
 
     return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
+
+
+def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool],
+               arrived: Callable[[list[str]], None] | None = None) -> dict[str, Seat]:
+    """Branch id -> its seat in a request with `n`: this task's votes grouped by model and temperature (a
+    run's votes share their prompt), in requests of at most MAX_CHOICES; a vote alone in its group gets none.
+    `arrived`: the vote watch hears which votes came back together, so it cancels none of them."""
+    groups: dict[tuple[str, float], list[str]] = {}
+    for spec in specs:
+        if spec["kind"] == "vote":
+            groups.setdefault((spec["model"], spec["temperature"]), []).append(spec["id"])
+    seats: dict[str, Seat] = {}
+    for ids in groups.values():
+        for start in range(0, len(ids), MAX_CHOICES):
+            chunk = ids[start : start + MAX_CHOICES]
+            if len(chunk) > 1:
+                request = WaveRequest(len(chunk), takes_n, arrived)
+                seats.update({branch: Seat(request, branch) for branch in chunk})
+    return seats
 
 
 def cancelled(spec: BranchSpec, state: WorkShared, why: str) -> dict[str, Any]:

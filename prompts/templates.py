@@ -50,12 +50,12 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
         "direct and vote branches"),
     PromptTemplate(
         "slice",
-        "You read part $number of $total of a longer document. Report only what this part says that helps answer "
+        "You read part of a longer document, one part at a time. Report only what this part says that helps answer "
         "the question; set `relevant` to false if nothing does. Reply with a JSON object with two keys: \"relevant\" "
         '(true or false) and "points" (a list of findings from this part; each is an object with "quote", a few '
         'words copied exactly from the part, and "point", the finding in one short sentence). A point whose quote '
         "is not in the part is discarded. $json_rule$lessons",
-        "Brief: $brief\nQuestion: $question\n\nPart $number:\n$part",
+        "Brief: $brief\nQuestion: $question\n\nPart $number of $total:\n$part",
         ("number", "total", "json_rule", "lessons", "brief", "question", "part"), ("lessons", "part"),
         "section branches, one per slice"),
     PromptTemplate(
@@ -68,12 +68,12 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
         "direct and vote branches asked for the user's object (an output schema)"),
     PromptTemplate(
         "typed_slice",
-        "You read part $number of $total of a longer document and fill in only what this part says. Reply with a "
+        "You read part of a longer document, one part at a time, and fill in only what this part says. Reply with a "
         'JSON object with two keys: "relevant" (true or false) and "data": an object with the fields of the schema '
         'below that this part gives, leaving out the others; each value is written as {"quote": a few words copied '
         'exactly from the part that support it, "value": the value}. A value whose quote is not in the part is '
         "discarded. $json_rule$lessons\n\nJSON Schema of the values: $schema",
-        "Brief: $brief\nQuestion: $question\n\nPart $number:\n$part",
+        "Brief: $brief\nQuestion: $question\n\nPart $number of $total:\n$part",
         ("number", "total", "json_rule", "lessons", "brief", "question", "part", "schema"), ("lessons", "part", "schema"),
         "section branches asked for the user's object, one per slice"),
     PromptTemplate(
@@ -85,10 +85,11 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
         "the arbitration call when votes disagree"),
     PromptTemplate(
         "candidate",
-        "You solve tasks carefully. Approach: $approach Reply with a JSON object with keys \"reasoning\" (one or two "
-        'sentences on how you approach it), "answer" (the complete answer to the task$check_note) and "files" (a list '
-        'of further files as {"path", "content"}; usually empty). $json_rule$lessons',
-        "$ask",
+        "You solve tasks carefully, in the approach given after the task. Reply with a JSON object with keys "
+        '"reasoning" (one or two sentences on how you approach it), "answer" (the complete answer to the '
+        'task$check_note) and "files" (a list of further files as {"path", "content"}; usually empty). '
+        "$json_rule$lessons",
+        "$ask\n\nApproach: $approach",
         ("approach", "check_note", "json_rule", "lessons", "ask"), ("approach", "lessons", "ask"),
         "speculative candidates, each with its own approach"),
     PromptTemplate(

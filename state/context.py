@@ -41,8 +41,11 @@ class Context:
         "Comma-separated models cycled over vote branches (PARALLAX_VOTE_MODELS; '' = model)."))
     temperature: float | None = field(default=None, metadata=_describe(
         "Temperature of direct and slice branches (PARALLAX_TEMPERATURE)."))
-    vote_temperature_min: float = field(default=0.3, metadata=_describe("Lowest temperature of the vote spread."))
-    vote_temperature_max: float = field(default=1.0, metadata=_describe("Highest temperature of the vote spread."))
+    vote_temperature_min: float | None = field(default=None, metadata=_describe(
+        "Lowest temperature of the vote spread (PARALLAX_VOTE_TEMPERATURE_MIN); equal to the highest, a wave's "
+        "votes are one request with n where the endpoint takes it."))
+    vote_temperature_max: float | None = field(default=None, metadata=_describe(
+        "Highest temperature of the vote spread (PARALLAX_VOTE_TEMPERATURE_MAX)."))
     request_timeout_s: float | None = field(default=None, metadata=_describe(
         "Seconds per model call attempt (PARALLAX_REQUEST_TIMEOUT_S)."))
     max_attempts: int | None = field(default=None, metadata=_describe(

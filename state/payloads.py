@@ -142,6 +142,8 @@ class Tokens(BaseModel):
     prompt: int = 0
     completion: int = 0
     total: int = 0
+    cached_tokens: int = Field(default=0, description="of `prompt`, the tokens the endpoint read from its prefix cache "
+                                                      "(usage.prompt_tokens_details.cached_tokens), billed at a discount")
 
 
 class BranchRecord(BaseModel):

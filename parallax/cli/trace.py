@@ -70,6 +70,10 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     console.print(f"trace {found['trace_id']} ({found['tenant']}): [bold]{found['status']}[/] {found['mode']}, "
                   f"confidence {found['confidence']}" + (f" - {escape(found['reason'])}" if found["reason"] else ""))
     console.print(trace_table(found))
+    tokens = found.get("tokens")
+    if tokens:
+        console.print(f"tokens: {tokens['prompt']} prompt ({tokens.get('cached_tokens', 0)} of them cached), "
+                      f"{tokens['completion']} completion, {tokens['total']} total")
     speculation = (found.get("verification") or {}).get("speculation")
     if speculation:
         console.print(speculation_table(speculation))

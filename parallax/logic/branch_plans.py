@@ -20,6 +20,7 @@ from parallax.logic.routing import votes_of
 from parallax.logic.speculation import candidate_prompts
 from parallax.logic.stopping import decide
 from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
+from parallax.runtime.wave_request import MAX_CHOICES
 from parallax.state.context import Context, filled
 from parallax.state.records import BranchAsk, BranchSpec, BusinessKind, JsonSchema, PlaybookItemData, PromptVersion, RunMeta
 from parallax.state.solve import SolveState
@@ -67,7 +68,7 @@ def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) ->
 
     if route == "vote":
         n = votes_of(state)
-        temperatures = spread(ctx.vote_temperature_min, ctx.vote_temperature_max, n)
+        temperatures = spread(filled(ctx.vote_temperature_min), filled(ctx.vote_temperature_max), n)
         models = ctx.models_for_votes(n)
         return [spec("vote", task, selections[0], model=models[i], temperature=temperatures[i], index=i)
                 for i in (votes if votes is not None else range(n))]
@@ -146,3 +147,19 @@ def group(specs: list[T]) -> list[list[T]]:
     """Split branches (or learn tasks) into at most MAX_TASKS groups, in order."""
     size = -(-len(specs) // min(len(specs), MAX_TASKS))
     return [specs[i : i + size] for i in range(0, len(specs), size)]
+
+
+def request_groups(specs: list[BranchSpec]) -> list[list[BranchSpec]]:
+    """Business branches into `Send` tasks. Votes that can be one request with `n` (the same model and
+    temperature; a run's votes share their prompt) travel in one task, at most MAX_CHOICES of them, so the
+    `work` node can ask them at once (runtime/wave_request.py); then at most MAX_TASKS tasks, as `group`.
+    One task is also one checkpoint write: a resumed run asks again only the requests that had not finished."""
+    if not specs or any(spec["kind"] != "vote" for spec in specs):
+        return group(specs)
+    buckets: dict[tuple[str, float], list[BranchSpec]] = {}
+    for spec in specs:
+        buckets.setdefault((spec["model"], spec["temperature"]), []).append(spec)
+    chunks = [bucket[i : i + MAX_CHOICES] for bucket in buckets.values() for i in range(0, len(bucket), MAX_CHOICES)]
+    if len(chunks) <= MAX_TASKS:
+        return chunks
+    return [[spec for chunk in part for spec in chunk] for part in group(chunks)]

@@ -10,6 +10,8 @@
   distinct prompt under a content key that each branch record names (`prompt_key`), and
   left out, with the reason, past `limit_chars` (PARALLAX_TRACE_PROMPT_CHARS). The store
   redacts them like the rest of the trace.
+- `token_totals`: the tokens of every branch summed, with the prompt tokens the endpoint read from
+  its prefix cache (`cached_tokens`), which providers bill at a discount.
 """
 
 from __future__ import annotations
@@ -83,3 +85,17 @@ def branch_place(record: Mapping[str, Any]) -> tuple[str, int]:
     if record["kind"] == "candidate":
         return "candidate", (record.get("speculation") or {}).get("index") or 0
     return record["kind"], record.get("slice_index") or 0
+
+
+TOKEN_FIELDS = ("prompt", "completion", "total", "cached_tokens")
+
+
+def token_totals(branches: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The run's tokens: each field of the branches' `tokens` summed (a branch recorded before
+    `cached_tokens` existed counts none cached)."""
+    totals = dict.fromkeys(TOKEN_FIELDS, 0)
+    for branch in branches:
+        tokens = branch.get("tokens") or {}
+        for name in TOKEN_FIELDS:
+            totals[name] += int(tokens.get(name, 0) or 0)
+    return totals

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from parallax.runtime.services import services_of
 from parallax.runtime.structured_call import BranchError, ask
+from parallax.runtime.wave_request import Seat
 from parallax.state.context import Context
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import BranchRecord
@@ -30,7 +31,7 @@ def _count(n: int, what: str) -> str:
 async def call_branch(
     record: dict[str, Any], messages: list[BaseMessage], schema: type[T], ctx: Context, *, model: str, temperature: float,
     lifecycle: Lifecycle | None = None, run_metadata: dict[str, Any] | None = None,
-    check: Callable[[T], object] | None = None,
+    check: Callable[[T], object] | None = None, seat: Seat | None = None,
 ) -> tuple[BranchRecord, T | None]:
     """(record, parsed reply); the reply is None when the branch failed or timed out.
 
@@ -39,7 +40,8 @@ async def call_branch(
     The record ends COMPLETED or ESCALATED; a cancelled call ends CANCELLED and re-raises.
     The call's callback metadata (LangSmith) names the branch (id, kind, parent, prompt) plus
     `run_metadata` (the run's trace id, playbook and prompt versions). `check` rejects a parsed reply
-    with a ValueError, which is re-asked (runtime/structured_call.py)."""
+    with a ValueError, which is re-asked (runtime/structured_call.py). `seat`: a vote's place in its wave's one
+    request with `n` (runtime/wave_request.py)."""
     if lifecycle is None:
         lifecycle = Lifecycle()
         lifecycle.move("PENDING")
@@ -56,7 +58,7 @@ async def call_branch(
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=timeout_s,
                            max_attempts=max_attempts, max_reasks=ctx.max_reasks, max_tokens=max_tokens,
                            lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata, check=check,
-                           services=services_of(ctx))
+                           services=services_of(ctx), seat=seat)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
         # an open circuit fails before any attempt: the FAILED step then carries the error

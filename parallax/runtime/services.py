@@ -39,9 +39,13 @@ def _recent() -> defaultdict[str, deque[float]]:
 @dataclass(eq=False)
 class Services:
     """Per process (or per test): the circuit breaker of each endpoint, the recent branch durations of each model,
-    and what the tasks of one fan-out share (its call limit, straggler and vote watches, a plan's task board)."""
+    which endpoints take `n` (several choices of one prompt), and what the tasks of one fan-out share (its call
+    limit, straggler and vote watches, a plan's task board)."""
 
     breakers: dict[str, CircuitBreaker] = field(default_factory=dict)
+    takes_n: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """(base URL, model) -> whether the endpoint answered a request with `n` with as many choices
+    (runtime/wave_request.py); learned on the first wave asked, kept for the process's life."""
     recent: defaultdict[str, deque[float]] = field(default_factory=_recent)
     _shared: weakref.WeakValueDictionary[tuple[object, ...], Any] = field(default_factory=weakref.WeakValueDictionary)
     _held: dict[tuple[object, ...], Any] = field(default_factory=dict)

@@ -18,12 +18,13 @@ import asyncio
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ValidationError
 
@@ -35,10 +36,12 @@ from parallax.runtime.failure_cause import cause_of
 from parallax.runtime.fencing import check_lease
 from parallax.runtime.retry import TRANSIENT_ERRORS, is_timeout, with_retries
 from parallax.runtime.services import Services, process_services
+from parallax.runtime.wave_request import Seat
 from parallax.state.context import ChatModelFactory
 from parallax.state.lifecycle import Lifecycle
 
 T = TypeVar("T", bound=BaseModel)
+_R = TypeVar("_R")
 
 
 class ParseFailure(ValueError):
@@ -86,7 +89,13 @@ class CallResult(Generic[T]):
     value: T
     attempts: int = 1
     reasks: int = 0
-    tokens: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "completion": 0, "total": 0})
+    tokens: dict[str, int] = field(default_factory=lambda: no_tokens())
+
+
+def no_tokens() -> dict[str, int]:
+    """A branch's token counts before its first call; `cached_tokens` are the prompt tokens the endpoint
+    read from its prefix cache (`usage.prompt_tokens_details.cached_tokens`), part of `prompt`."""
+    return {"prompt": 0, "completion": 0, "total": 0, "cached_tokens": 0}
 
 
 def _add_usage(tokens: dict[str, int], message: AIMessage) -> None:
@@ -94,6 +103,7 @@ def _add_usage(tokens: dict[str, int], message: AIMessage) -> None:
     tokens["prompt"] += usage.get("input_tokens", 0)
     tokens["completion"] += usage.get("output_tokens", 0)
     tokens["total"] += usage.get("total_tokens", 0)
+    tokens["cached_tokens"] += (usage.get("input_token_details") or {}).get("cache_read") or 0
 
 
 def _describe(exc: BaseException) -> str:
@@ -138,6 +148,7 @@ async def ask(
     metadata: dict[str, Any] | None = None,
     check: Callable[[T], object] | None = None,
     services: Services | None = None,
+    seat: Seat | None = None,
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
 
@@ -148,7 +159,9 @@ async def ask(
     callbacks, so LangSmith (LANGSMITH_TRACING=true) shows which branch made it. `check(value)`
     may raise ValueError for a reply that parses but cannot be used (a plan with a cycle): it is
     re-asked like bad JSON, with the check's message, inside the same branch. `services`: whose circuit
-    breakers count the calls (runtime/services.py; default the process's)."""
+    breakers count the calls (runtime/services.py; default the process's). `seat`: the branch's place in its
+    wave's one request with `n` (runtime/wave_request.py): its first attempt takes a choice of that request;
+    re-asks and retries ask on their own."""
     life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict[str, Any] = {"temperature": temperature}
@@ -164,7 +177,7 @@ async def ask(
     config: RunnableConfig | None = (
         {"metadata": dict(metadata or {}), "tags": ["parallax", str((metadata or {}).get("kind", "call"))],
          "run_name": f"parallax {(metadata or {}).get('kind', 'call')}"} if current.langsmith_tracing else None)
-    tokens = {"prompt": 0, "completion": 0, "total": 0}
+    tokens = no_tokens()
     attempts = reasks = 0
     conversation = list(messages)
 
@@ -172,24 +185,34 @@ async def ask(
     endpoint = str(base_url or type(llm).__name__)
     breaker = (services or process_services()).breaker_for(endpoint)
 
-    async def call_once() -> AIMessage:
+    def start() -> None:
         nonlocal attempts
+        attempts += 1
+        again = f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "")
+        life.move("IN_PROGRESS", again if attempts > 1 else "")
+
+    def failed(exc: BaseException) -> None:
+        life.move("TIMEOUT" if is_timeout(exc) else "FAILED", _describe(exc))
+
+    async def request(send: Callable[[], Awaitable[_R]], starting: bool = True) -> _R:
+        """One HTTP request under the endpoint's breaker, connection slot, lease and timeout; `starting`: it
+        begins an attempt (a seat whose wave's request gave it no choice is already in one)."""
         # an open circuit: wait for its probe if it comes back within this attempt's deadline
         probe = await breaker.admit(breaker.clock() + timeout_s)
         slots = endpoint_slot(base_url)
         async with slots:  # waiting for a slot is ours, not the endpoint's: outside the timeout
             await check_lease("model call")  # a run that lost its lease calls nothing (runtime/fencing.py)
-            attempts += 1
-            again = f"attempt {attempts}" + (f", re-ask {reasks}" if reasks else "")
-            life.move("IN_PROGRESS", again if attempts > 1 else "")
+            if starting:
+                start()
             try:
                 async with asyncio.timeout(timeout_s):
-                    reply = await llm.ainvoke(conversation, config, **call_kwargs)
+                    reply = await send()
             except TRANSIENT_ERRORS as exc:
                 breaker.record_failure(_describe(exc), probe=probe)
                 if cause_of(exc) == "connection":  # refused or reset: fewer connections at once
                     slots.overloaded()
-                life.move("TIMEOUT" if is_timeout(exc) else "FAILED", _describe(exc))
+                if starting:
+                    failed(exc)
                 raise
             except BaseException:
                 if probe:  # not the endpoint's fault: let the next call probe
@@ -199,6 +222,37 @@ async def ask(
         breaker.record_success()
         await check_lease("model reply")  # the lease was lost during the call: its reply is not used
         return reply
+
+    async def send_n(n: int) -> list[AIMessage]:
+        """The wave's prompt once, for `n` choices (runtime/wave_request.py)."""
+        async def choices() -> list[AIMessage]:
+            result = await llm.agenerate([conversation], callbacks=(config or {}).get("callbacks"),
+                                         tags=(config or {}).get("tags"), metadata=(config or {}).get("metadata"),
+                                         run_name=(config or {}).get("run_name"), n=n, **call_kwargs)
+            return [cast(AIMessage, g.message) for g in result.generations[0] if isinstance(g, ChatGeneration)]
+        return await request(choices, starting=False)
+
+    # `n` only on an OpenAI-compatible endpoint (a chat model with a base URL)
+    seated = seat if seat is not None and base_url else None
+
+    async def call_once() -> AIMessage:
+        nonlocal seated
+        if seated is None:
+            return await request(lambda: llm.ainvoke(conversation, config, **call_kwargs))
+        taking, seated = seated, None  # the first attempt: this vote's choice of its wave's one request
+        start()
+        try:
+            choice = await taking.take((str(base_url), str(getattr(llm, "model_name", ""))), send_n)
+        except TRANSIENT_ERRORS as exc:
+            failed(exc)
+            raise
+        if choice is not None:
+            return choice
+        try:  # the endpoint does not take `n`, or gave this vote no choice: the same attempt, on its own
+            return await request(lambda: llm.ainvoke(conversation, config, **call_kwargs), starting=False)
+        except TRANSIENT_ERRORS as exc:
+            failed(exc)
+            raise
 
     try:
         while True:

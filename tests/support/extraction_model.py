@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tests.support.fault_server import FaultServer
 
-PART = re.compile(r"\nPart \d+:\n(?P<part>.*)\Z", re.S)
+PART = re.compile(r"\nPart \d+(?: of \d+)?:\n(?P<part>.*)\Z", re.S)
 
 
 def schema_of(body: dict) -> dict:

@@ -235,3 +235,19 @@ def test_speculate_small_run_prints_its_figures_and_leaves_no_worktree(capsys):
     assert runs[(5, False)]["checks_run"] == 5 and runs[(5, False)]["model_calls"] == 5  # waiting for all checks all
     assert runs[(5, True)]["checks_run"] < 5  # the first to pass cancels the rest
     assert set(result["early_vs_all"]) == {"k3", "k5"}
+
+
+def test_cost_small_run_bills_votes_with_n_below_separate_requests_and_caches_the_slices_prefix(capsys):
+    from bench import cost
+
+    result = cost.main(["--questions", "4", "--prompt-tokens", "300", "--parallel", "4", "--slices", "5",
+                        "--prefix-tokens", "400", "--base-ms", "5"])
+    assert json.loads(capsys.readouterr().out) == result
+    votes = result["votes"]
+    assert votes["same_accuracy"] and votes["same_ok_share"] and votes["n_recorded_equals_billed"]
+    assert votes["separate"]["bill"]["refused"] >= 1 and votes["n"]["bill"]["refused"] == 0
+    assert votes["n"]["bill"]["choices"] == votes["separate"]["bill"]["choices"]  # as many votes, fewer requests
+    assert votes["billed_input_ratio"] < 0.6 and votes["requests_ratio"] < 0.6
+    section = result["section"]
+    assert section["slices"] == section["requests"] == 5 and section["first_slice_cached"] == 0
+    assert section["prefix_cached_share_after_first"] >= 0.9 and section["shared_prefix_tokens"] > 300

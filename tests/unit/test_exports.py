@@ -248,7 +248,7 @@ def test_sft_of_speculate_runs_is_the_candidate_that_passed_its_check(speculated
     (line,) = lines(path)
     assert roles(line["messages"]) == ["system", "user", "assistant"] and reply(line["messages"][2:]) == "PASS add"
     assert asked(line["messages"][:2]) == speculated["PASS add"]  # the winner's own prompt, its approach in it
-    assert "Approach: Solve it the most direct, conventional way." in line["messages"][0]["content"]
+    assert "Approach: Solve it the most direct, conventional way." in line["messages"][1]["content"]  # said last
     assert report["left_out"] == {"no candidate passed its check": 1}
 
 

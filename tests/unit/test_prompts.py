@@ -31,7 +31,8 @@ def test_default_templates_render_the_prompts_the_branches_always_had():
         'and "answer" (only the final answer: a number, a word, yes/no or a short phrase). Reply with one JSON object only, '
         "no other text.\n\nLessons from earlier runs (use them when they apply):\n- [pb-1] L")
     assert user.content == "T\n\nQuestion: Q?"
-    assert slice_messages("B", "Q", "P", 0, 2, [])[1].content == "Brief: B\nQuestion: Q\n\nPart 1:\nP"
+    # a slice's place is said last, beside its text, so the slices share everything before (a cacheable prefix)
+    assert slice_messages("B", "Q", "P", 0, 2, [])[1].content == "Brief: B\nQuestion: Q\n\nPart 1 of 2:\nP"
     assert "- a\n- b" in judge_messages("T", "", ["a", "b"])[1].content
     assert red_team_messages("T", "", "42")[1].content == "T\n\nProposed answer: 42"
     # a dollar sign in the task is text, never a placeholder

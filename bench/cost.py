@@ -1,0 +1,270 @@
+"""What a user pays: billed input tokens of votes asked with `n`, and the prefix cache of section runs.
+
+Why: a vote of 8 over a long page used to send 8 requests with the whole prompt each. Votes of one
+wave that share model and temperature now go as one request with `n` (runtime/wave_request.py), and
+a section run's slices put what they share first and send slice 0 ahead (runtime/prefix_lead.py).
+This measures both through the real path (the solve graph, ChatOpenAI) against the scripted server
+of tests/support/billing_server.py, which bills as OpenAI documents (prompt tokens per request, once
+for all `n` choices; cached input at `--cached-rate` of the price) and caches prefixes block by
+block as vLLM does; tokens are words. Latency: 50 ms + 0.02 ms per uncached prompt token + 2 ms per
+completion token (`--base-ms`, ...).
+
+1. Votes: adaptive votes of at most 8 (one temperature for the run's votes, `vote_temperature_min` =
+   `max`) on `--questions` questions (bench/adaptive_vote.py's `mostly-easy` mix: the k-th vote of a
+   question gets the k-th sample of its seeded stream, so both configurations see the same answers),
+   each over its own page of `--prompt-tokens` words, `--parallel` questions at a time. `separate`:
+   an endpoint that refuses `n` (Parallax then asks each vote on its own, as before); `n`: the same
+   endpoint taking `n`. Goals (issue 32): billed input <= 0.3x separate, same accuracy and `ok` share,
+   wall <= 1.1x.
+2. Section: one run of `--slices` slices whose shared prefix (system text, brief, a long question)
+   is about `--prefix-tokens` words. Goal: >= 90% of the shared prefix tokens of slices 2.. cached.
+3. `--embedded`: the same vote and section runs against the embedded llama.cpp server (does it honour
+   `n` and reuse a cached prompt?), with its own usage figures. Slow on a shared CPU: off by default.
+
+    python -m bench.cost                   # small: 40 questions, 2,000-token pages, 20 slices
+    python -m bench.cost --questions 200   # the issue's size
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+from bench.adaptive_vote import Question, Voter, make_questions
+from tests.support.billing_server import BillingServer, Pricing
+
+ONE_TEMPERATURE = {"vote_temperature_min": 0.7, "vote_temperature_max": 0.7}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def page(question: Question, tokens: int) -> str:
+    """The question's own page: `tokens` words no other question's page starts with."""
+    return " ".join(f"b{question.number}w{i}" for i in range(tokens))
+
+
+def point_at(url: str) -> None:
+    from parallax.runtime.chat_models import forget_clients
+    from parallax.runtime.services import reload_settings, renew_process_services
+
+    os.environ["OPENAI_BASE_URL"] = url
+    os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_schema")
+    renew_process_services()  # what the process learned about `n` is forgotten between configurations
+    reload_settings()
+    forget_clients()
+
+
+async def vote_config(name: str, questions: list[Question], tokens: int, parallel: int,
+                      context: dict[str, Any]) -> dict[str, Any]:
+    from parallax.graphs.solve import graph
+    from parallax.logic.vote import final_value
+    from parallax.state.context import Context
+
+    ctx = Context(early_stop=True, straggler_factor=0.0, **context)
+    gate = asyncio.Semaphore(parallel)
+    rows: list[dict[str, Any]] = []
+
+    async def one(question: Question) -> None:
+        async with gate:
+            began = time.perf_counter()
+            out = await graph.ainvoke({"task": f"{page(question, tokens)}\n\n{question.text()}", "mode": "vote",
+                                       "votes": 8}, context=ctx)
+            votes = out["branches"]  # the judge's call is billed too
+            rows.append({"status": out["status"], "answer": out.get("answer", ""), "right": question.right,
+                         "asked": out.get("votes_asked", 8), "seconds": time.perf_counter() - began,
+                         "prompt": sum(b["tokens"]["prompt"] for b in votes),
+                         "cached": sum(b["tokens"].get("cached_tokens", 0) for b in votes)})
+
+    began = time.perf_counter()
+    await asyncio.gather(*(one(q) for q in questions))
+    wall = time.perf_counter() - began
+    return {"config": name, "questions": len(rows),
+            "accuracy": round(sum(final_value(r["answer"]) == r["right"] for r in rows) / len(rows), 4),
+            "ok_share": round(sum(r["status"] == "ok" for r in rows) / len(rows), 4),
+            "votes_per_question": round(statistics.mean(r["asked"] for r in rows), 3),
+            "wall_s": round(wall, 2), "mean_run_s": round(statistics.mean(r["seconds"] for r in rows), 3),
+            "recorded_prompt_tokens": sum(r["prompt"] for r in rows),
+            "recorded_cached_tokens": sum(r["cached"] for r in rows)}
+
+
+def by_schema(entries: list[dict[str, Any]], rate: float) -> dict[str, dict[str, float]]:
+    """Requests and billed input per kind of call (the schema it asked for: votes, the judge)."""
+    kinds: dict[str, dict[str, float]] = {}
+    for e in entries:
+        kind = kinds.setdefault(e["schema"] or "?", {"requests": 0, "billed_input_tokens": 0.0})
+        kind["requests"] += 1
+        kind["billed_input_tokens"] += e["prompt_tokens"] - e["cached_tokens"] * (1 - rate)
+    return kinds
+
+
+def votes(args: argparse.Namespace) -> dict[str, Any]:
+    questions = make_questions(args.questions, args.seed, "mostly-easy")
+    voter = Voter(questions, args.seed)
+    base = dict(cached_rate=args.cached_rate, base_ms=args.base_ms, prefill_ms_per_token=args.prefill_ms,
+                decode_ms_per_token=args.decode_ms)
+    server = BillingServer(lambda body, k: voter(body), Pricing(**base, n_support="refuse"))
+    reports = {}
+    with server as url:
+        for name, support in (("separate", "refuse"), ("n", "yes")):
+            voter.reset()
+            server.reset(Pricing(**base, n_support=support))
+            point_at(url)
+            report = asyncio.run(vote_config(name, questions, args.prompt_tokens, args.parallel, ONE_TEMPERATURE))
+            report["bill"] = server.bill().as_dict()
+            report["by_schema"] = by_schema(server.log(), args.cached_rate)
+            reports[name] = report
+            log(json.dumps(report))
+    separate, n = reports["separate"], reports["n"]
+    billed = n["bill"]["billed_input_tokens"] / separate["bill"]["billed_input_tokens"]
+    return {"separate": separate, "n": n,
+            "billed_input_ratio": round(billed, 3),
+            # the issue's baseline: separate requests each billed the whole prompt (no prefix cache discount)
+            "billed_input_ratio_vs_separate_uncached": round(n["bill"]["billed_input_tokens"]
+                                                             / separate["bill"]["prompt_tokens"], 3),
+            # what no scheduling of separate requests can avoid: a wave's requests arrive together, none cached
+            "separate_floor_note": "separate requests pay each first-wave prompt in full (they arrive together); "
+                                   "one request with n pays one",
+            "requests_ratio": round(n["bill"]["requests"] / separate["bill"]["requests"], 3),
+            "wall_ratio": round(n["wall_s"] / separate["wall_s"], 3),
+            "same_accuracy": n["accuracy"] == separate["accuracy"], "same_ok_share": n["ok_share"] == separate["ok_share"],
+            # every request of the n configuration is some branch's: their recorded tokens sum to the bill
+            "n_recorded_equals_billed": (n["recorded_prompt_tokens"], n["recorded_cached_tokens"])
+            == (n["bill"]["prompt_tokens"], n["bill"]["cached_tokens"]),
+            "goals": {"billed_input_ratio_max": 0.3, "wall_ratio_max": 1.1}}
+
+
+def section_run(slices: int, prefix_tokens: int) -> dict[str, Any]:
+    from parallax.graphs.solve import graph
+    from parallax.state.context import Context
+
+    question = "Which figures does this filing report? " + " ".join(f"term{i}" for i in range(prefix_tokens - 120))
+    pages = [f"Page {i}: item {i} costs {i * 7} dollars and grew {i} percent. " * 4 for i in range(slices)]
+    began = time.perf_counter()
+    out = graph.invoke({"pages": pages, "question": question, "mode": "section"}, context=Context(slice_chars=400))
+    return {"slices": len([b for b in out["branches"] if b["kind"] == "slice"]), "status": out["status"],
+            "wall_s": round(time.perf_counter() - began, 2)}
+
+
+def shared_prefix_tokens(slices: int, prefix_tokens: int) -> int:
+    """The words every slice's prompt starts with, as the billing server counts them."""
+    from parallax.logic.branch_plans import branch_messages
+
+    question = "Which figures does this filing report? " + " ".join(f"term{i}" for i in range(prefix_tokens - 120))
+    prompts = [[w for m in branch_messages({"kind": "slice", "text": f"part {i}", "question": question, "playbook": [],
+                                            "index": i, "total": slices, "brief": "b"}, None)
+                for w in f"{'system' if m.type == 'system' else 'user'}: {m.content}".split()] for i in range(2)]
+    return next(i for i, (a, b) in enumerate(zip(*prompts, strict=False)) if a != b)
+
+
+def section(args: argparse.Namespace) -> dict[str, Any]:
+    server = BillingServer(lambda body, k: json.dumps({"relevant": False, "points": []}),
+                           Pricing(cached_rate=args.cached_rate, base_ms=args.base_ms,
+                                   prefill_ms_per_token=args.prefill_ms, decode_ms_per_token=args.decode_ms))
+    with server as url:
+        point_at(url)
+        run = section_run(args.slices, args.prefix_tokens)
+        entries = server.log()
+    shared = shared_prefix_tokens(args.slices, args.prefix_tokens)
+    later = entries[1:]
+    share = sum(min(e["cached_tokens"], shared) for e in later) / (shared * len(later)) if later else 0.0
+    report = {**run, "requests": len(entries), "shared_prefix_tokens": shared,
+              "first_slice_cached": entries[0]["cached_tokens"] if entries else None,
+              "prefix_cached_share_after_first": round(share, 4), "bill": server.bill().as_dict(),
+              "goal": {"prefix_cached_share_min": 0.9}}
+    log(json.dumps(report))
+    return report
+
+
+async def embedded_votes(name: str, products: list[tuple[int, int]], tokens: int, context: dict[str, Any]) -> dict[str, Any]:
+    """Adaptive votes of at most 8 on "what is a * b?" after a page of `tokens` words, one question at a time."""
+    from parallax.graphs.solve import graph
+    from parallax.logic.vote import final_value
+    from parallax.state.context import Context
+
+    ctx = Context(early_stop=True, straggler_factor=0.0, **context)
+    rows = []
+    began = time.perf_counter()
+    for i, (a, b) in enumerate(products):
+        filler = " ".join(f"p{i}w{j}" for j in range(tokens))
+        out = await graph.ainvoke({"task": f"{filler}\n\nWhat is {a} * {b}?", "mode": "vote", "votes": 8},
+                                  context=ctx)
+        rows.append({"status": out["status"], "right": final_value(out.get("answer", "")) == str(a * b),
+                     "asked": out.get("votes_asked", 8),
+                     "prompt": sum(x["tokens"]["prompt"] for x in out["branches"]),
+                     "cached": sum(x["tokens"].get("cached_tokens", 0) for x in out["branches"])})
+    return {"config": name, "questions": len(rows), "accuracy": round(sum(r["right"] for r in rows) / len(rows), 3),
+            "ok_share": round(sum(r["status"] == "ok" for r in rows) / len(rows), 3),
+            "votes_per_question": round(statistics.mean(r["asked"] for r in rows), 2),
+            "wall_s": round(time.perf_counter() - began, 1),
+            "prompt_tokens": sum(r["prompt"] for r in rows), "cached_tokens": sum(r["cached"] for r in rows)}
+
+
+def embedded(args: argparse.Namespace) -> dict[str, Any]:
+    """The same vote runs against the embedded llama.cpp server, with the usage it reports (small sizes: it is
+    slow on a shared CPU). `separate`: the default temperature spread (a request per vote); `n`: one temperature."""
+    import httpx
+
+    from parallax.runtime import model_server
+    from parallax.runtime.chat_models import forget_clients
+    from parallax.runtime.services import process_services, reload_settings, renew_process_services
+    from parallax.runtime.settings import load
+
+    os.environ.pop("OPENAI_BASE_URL", None)
+    os.environ["PARALLAX_RESPONSE_FORMAT"] = "json_schema"
+    renew_process_services()
+    reload_settings()
+    forget_clients()
+    url = model_server.endpoint(load())
+    messages = [{"role": "system", "content": "You answer with a number. " * 30},
+                {"role": "user", "content": "What is 6 * 7?"}]
+    probe = httpx.post(f"{url}/chat/completions", json={"messages": messages, "n": 3, "max_tokens": 16},
+                       timeout=600).json()
+    again = httpx.post(f"{url}/chat/completions", json={"messages": messages, "max_tokens": 16}, timeout=600).json()
+    products = [(3 + i, 7 + 2 * i) for i in range(args.embedded_questions)]
+    report: dict[str, Any] = {"endpoint": url,
+                              "n_probe": {"choices": len(probe.get("choices", [])), "usage": probe.get("usage")},
+                              "same_prompt_again": {"usage": again.get("usage")}}
+    for name, context in (("separate", {"vote_temperature_min": 0.3, "vote_temperature_max": 1.0}),
+                          ("n", ONE_TEMPERATURE)):
+        result = asyncio.run(embedded_votes(name, products, args.embedded_prompt_tokens, context))
+        result["takes_n"] = {f"{k[0]} {k[1]}": v for k, v in process_services().takes_n.items()}
+        report[name] = result
+        log(json.dumps(result))
+    report["prompt_tokens_ratio"] = round(report["n"]["prompt_tokens"] / max(report["separate"]["prompt_tokens"], 1), 3)
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(prog="python -m bench.cost", description=__doc__.split("\n\n")[0])
+    p.add_argument("--questions", type=int, default=40, help="vote questions (the issue's size: 200)")
+    p.add_argument("--prompt-tokens", type=int, default=2000, help="words of each question's page")
+    p.add_argument("--parallel", type=int, default=20, help="questions asked at once")
+    p.add_argument("--slices", type=int, default=20)
+    p.add_argument("--prefix-tokens", type=int, default=1000, help="about how many words the slices share")
+    p.add_argument("--cached-rate", type=float, default=0.1, help="price of a cached input token, of a full one")
+    p.add_argument("--base-ms", type=float, default=50.0)
+    p.add_argument("--prefill-ms", type=float, default=0.02, help="ms per uncached prompt token")
+    p.add_argument("--decode-ms", type=float, default=2.0, help="ms per completion token")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--embedded", action="store_true", help="also measure the embedded llama.cpp server (slow)")
+    p.add_argument("--embedded-questions", type=int, default=4)
+    p.add_argument("--embedded-prompt-tokens", type=int, default=300)
+    args = p.parse_args(argv)
+    result: dict[str, Any] = {"bench": "cost", "machine_note": "shared 2-core machine: wall times are noisy",
+                              "votes": votes(args), "section": section(args)}
+    if args.embedded:
+        result["embedded"] = embedded(args)
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""One request for the votes of a wave: `n` choices of one prompt, each still its own vote branch.
+
+Why: the votes of a wave that share their prompt, model and temperature differ only by chance, so
+an endpoint that takes `n` (OpenAI, vLLM, the llama.cpp server of the `xllamacpp` wheel) reads the
+prompt once and samples `n` replies, and bills the prompt once. Eight separate requests bill it
+eight times.
+
+A `WaveRequest` stands for one such group (made by the `work` node, runtime/services.py keeps
+nothing of it). Each vote branch holds a `Seat`. The first seat to ask sends the one request, for
+as many choices as the group has seats; every seat then takes its own choice, in the order the
+seats ask, with its share of the usage (`share_usage`). What does not fit is asked on its own, as
+before: a seat whose choice is missing, a backup copy of a straggler (its seat was taken by the
+original), a re-ask of a bad reply, a retry after the request failed. A seat cancelled while it
+waits leaves the request to the others; the request is cancelled when no seat waits for it.
+
+Support is learned per endpoint and model and kept in the process's services: an endpoint that
+refuses `n` (HTTP 400/422) or answers with fewer choices is asked separately from then on in this
+process; the replies it did give are used. A transient failure (429, 5xx, timeout) says nothing
+about `n` and is retried by each seat on its own, after its backoff. Any other failure (a choice cut
+at the token limit fails the whole parsed response) sends each seat to ask on its own at once, so
+one choice's fault stays its own vote's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import openai
+from langchain_core.messages import AIMessage
+
+from parallax.runtime.retry import TRANSIENT_ERRORS
+
+MAX_CHOICES = 16
+"""Most choices one request asks for (OpenAI allows 128; a bigger wave is several requests)."""
+
+Send = Callable[[int], Awaitable[list[AIMessage]]]
+"""Sends the group's prompt once with `n` choices; returns the replies the endpoint gave."""
+
+
+class NotServed(Exception):
+    """The request with `n` failed in a way each vote should meet on its own: its seats ask alone."""
+
+
+def refuses_n(exc: BaseException) -> bool:
+    """A client error answering a request with `n`: the endpoint does not take it (4xx, not 429)."""
+    return isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError))
+
+
+def _split(total: int, weights: list[int]) -> list[int]:
+    """`total` in parts proportional to `weights` (equal when they are all 0), summing exactly to `total`."""
+    n = len(weights)
+    if not sum(weights):
+        weights = [1] * n
+    whole = sum(weights)
+    parts = [total * w // whole for w in weights]
+    for i in range(total - sum(parts)):  # the remainder, one each, to the first ones
+        parts[i % n] += 1
+    return parts
+
+
+def share_usage(replies: list[AIMessage]) -> None:
+    """Give each choice its share of the request's usage, in place, so the branches' tokens sum to the bill.
+
+    An OpenAI-compatible endpoint reports one usage for the request (LangChain copies it onto every
+    choice). The prompt was read once: its tokens, and the cached ones among them, are split evenly
+    over the choices. Completion tokens are split in proportion to each choice's length in characters
+    (the usage does not say which choice spent how many)."""
+    if not replies:
+        return
+    usage: dict[str, Any] = dict(replies[0].usage_metadata or {})
+    n = len(replies)
+    prompt = _split(int(usage.get("input_tokens", 0) or 0), [1] * n)
+    cached = _split(int((usage.get("input_token_details") or {}).get("cache_read", 0) or 0), [1] * n)
+    completion = _split(int(usage.get("output_tokens", 0) or 0), [len(str(r.content)) for r in replies])
+    for i, reply in enumerate(replies):
+        reply.usage_metadata = {"input_tokens": prompt[i], "output_tokens": completion[i],
+                                "total_tokens": prompt[i] + completion[i],
+                                "input_token_details": {"cache_read": cached[i]}}
+
+
+class WaveRequest:
+    """The one request of a group of vote branches (same prompt, model, temperature) and its choices."""
+
+    def __init__(self, seats: int, support: dict[tuple[str, str], bool],
+                 on_back: Callable[[list[str]], None] | None = None) -> None:
+        """`seats`: the votes of the group (at most MAX_CHOICES); `support`: the process's record of which
+        (endpoint, model) take `n` (runtime/services.py); `on_back(branch ids)`: called when the choices of
+        the waiting seats have arrived, before any seat reads its own (a vote watch then cancels none of them:
+        they came back together)."""
+        self.seats, self.support, self.on_back = seats, support, on_back
+        self._task: asyncio.Task[list[AIMessage]] | None = None
+        self._taken: set[str] = set()
+        self._waiting = 0
+        self._next = 0
+
+    def worth_asking(self, key: tuple[str, str]) -> bool:
+        """Whether to ask with `n`: two or more seats, on an endpoint (`key`: base URL, model) not known to refuse it."""
+        return self.seats > 1 and self.support.get(key, True)
+
+    async def _request(self, send: Send, n: int, key: tuple[str, str]) -> list[AIMessage]:
+        try:
+            replies = await send(n)
+        except TRANSIENT_ERRORS:
+            raise  # each seat backs off and retries on its own (runtime/retry.py)
+        except Exception as exc:
+            # anything else (a refusal of `n`, one choice cut at the token limit, which fails the whole parsed
+            # response): each seat asks on its own, so one choice's fault is only its own vote's
+            if refuses_n(exc):
+                self.support[key] = False
+            raise NotServed(str(exc)) from exc
+        self.support[key] = len(replies) >= n  # fewer choices than asked: it ignores `n`
+        share_usage(replies)
+        if self.on_back is not None:
+            self.on_back(sorted(self._taken))
+        return replies
+
+    async def take(self, branch: str, key: tuple[str, str], send: Send) -> AIMessage | None:
+        """This branch's choice; None when it must ask on its own (see the module docstring). Raises what the
+        request raised when it failed for a reason other than `n` (the seat's retries then ask alone).
+        `key`: the endpoint's base URL and the model, under which support for `n` is remembered."""
+        if branch in self._taken or not self.worth_asking(key):
+            return None
+        self._taken.add(branch)
+        if self._task is None:
+            self._task = asyncio.create_task(self._request(send, self.seats, key))
+            self._task.add_done_callback(_retrieved)  # a request nobody awaits any more must not warn
+        self._waiting += 1
+        try:
+            replies = await asyncio.shield(self._task)
+        except NotServed:
+            return None
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0 and not self._task.done() and len(self._taken) >= self.seats:
+                self._task.cancel()  # every seat has left: nobody needs the request any more
+        index, self._next = self._next, self._next + 1
+        return replies[index].model_copy() if index < len(replies) else None
+
+
+def _retrieved(task: asyncio.Task[list[AIMessage]]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class Seat:
+    """One vote branch's place in a `WaveRequest`."""
+
+    def __init__(self, wave: WaveRequest, branch: str) -> None:
+        self.wave, self.branch = wave, branch
+
+    async def take(self, key: tuple[str, str], send: Send) -> AIMessage | None:
+        return await self.wave.take(self.branch, key, send)

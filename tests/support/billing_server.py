@@ -1,0 +1,241 @@
+"""An OpenAI-compatible chat server that bills and caches as real endpoints do, for tests and bench/cost.py.
+
+Why: what a run costs depends on how the endpoint bills, and Parallax cannot see the bill. This server
+keeps one, as documented by OpenAI and vLLM:
+
+- prompt tokens are billed per request, once, whatever `n` is: the `n` choices of a request share one
+  prompt (OpenAI: "you will be charged based on the number of generated tokens across all of the
+  choices", prompt tokens once);
+- a prefix sent before is read from the cache and billed at `cached_rate` of the input price
+  (`usage.prompt_tokens_details.cached_tokens`); OpenAI's rate is 0.1 to 0.5 by model, 0.1 for its
+  current models;
+- the cache works as vLLM's automatic prefix caching: the prompt is cut into blocks of `block_tokens`
+  (vLLM's default 16) and a block is a hit when the same block, after the same blocks before it, was
+  computed for an earlier request whose prompt was read before this one arrived; only whole leading
+  blocks hit. A request sent while an identical one is still being read gets no hit (as in vLLM,
+  where blocks are cached once computed).
+
+Tokens are words (whitespace-separated), counted over each message as `role: content`, so a test
+knows what to expect. Latency: `base_ms` + `prefill_ms_per_token` per uncached prompt token + 
+`decode_ms_per_token` per completion token of the longest choice (choices of one request decode
+side by side, as a batching server does).
+
+`n_support`: "yes" (as OpenAI and vLLM), "refuse" (HTTP 400 for n > 1) or "ignore" (one choice,
+as llama-cpp-python's server). Replies come from `reply(body, k)`, k the choice's place among all
+choices this server gave for the same messages (so the k-th vote of a question gets the k-th answer,
+asked singly or with `n`). The bill and a log of requests are read with `bill()` and `log()`.
+
+    with BillingServer(reply=lambda body, k: '{"answer": "42"}') as base_url:  # http://127.0.0.1:PORT/v1
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from parallax.runtime.model_server import wait_for_200
+
+Reply = Callable[[dict[str, Any], int], str | dict[str, str]]
+"""The content of choice k, or {"content", "finish_reason"} (e.g. "length": a reply cut at the token limit)."""
+
+
+@dataclass
+class Pricing:
+    """How the server bills and how fast it reads and writes."""
+
+    cached_rate: float = 0.1
+    block_tokens: int = 16
+    base_ms: float = 50.0
+    prefill_ms_per_token: float = 0.02
+    decode_ms_per_token: float = 2.0
+    n_support: str = "yes"
+
+
+@dataclass
+class Bill:
+    """What the server billed since its last reset."""
+
+    cached_rate: float = 0.1
+    requests: int = 0
+    refused: int = 0
+    choices: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def billed_input(self) -> float:
+        """Input tokens at full price: uncached prompt tokens plus cached ones at the cached rate."""
+        return self.prompt_tokens - self.cached_tokens + self.cached_tokens * self.cached_rate
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "refused": self.refused, "choices": self.choices,
+                "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
+                "completion_tokens": self.completion_tokens, "billed_input_tokens": round(self.billed_input, 1)}
+
+
+def words(body: dict[str, Any]) -> list[str]:
+    """The prompt's tokens: the words of each message as `role: content`."""
+    return [w for m in body.get("messages", []) for w in f"{m.get('role', '')}: {m.get('content', '')}".split()]
+
+
+@dataclass
+class BillingState:
+    reply: Reply
+    pricing: Pricing
+    bill: Bill = field(default_factory=Bill)
+    cached_blocks: set[str] = field(default_factory=set)
+    given: dict[str, int] = field(default_factory=dict)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def block_keys(self, tokens: list[str]) -> list[str]:
+        """One key per whole block: a hash of every token up to the block's end (a block's place matters)."""
+        size, keys, running = self.pricing.block_tokens, [], hashlib.sha256()
+        for end in range(size, len(tokens) + 1, size):
+            running.update(" ".join(tokens[end - size : end]).encode() + b"\x00")
+            keys.append(running.copy().hexdigest())
+        return keys
+
+
+async def chat(request: Request) -> JSONResponse:
+    state: BillingState = request.app.state.billing
+    body = await request.json()
+    n = int(body.get("n") or 1)
+    pricing = state.pricing
+    with state.lock:
+        state.arrivals += 1
+    if n > 1 and pricing.n_support == "refuse":
+        with state.lock:
+            state.bill.refused += 1
+        return JSONResponse({"error": {"message": "n > 1 is not supported", "type": "invalid_request_error",
+                                       "param": "n", "code": None}}, status_code=400)
+    given = 1 if pricing.n_support == "ignore" else n
+    tokens = words(body)
+    keys = state.block_keys(tokens)
+    with state.lock:
+        hits = 0
+        for key in keys:
+            if key not in state.cached_blocks:
+                break
+            hits += 1
+    cached = min(hits * pricing.block_tokens, max(len(tokens) - 1, 0))
+    await asyncio.sleep((pricing.base_ms + pricing.prefill_ms_per_token * (len(tokens) - cached)) / 1000)
+    digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()
+    with state.lock:
+        state.cached_blocks.update(keys)  # the prompt has been read: its blocks are cached from now on
+        first = state.given.get(digest, 0)
+        state.given[digest] = first + given
+    replies = [state.reply(body, first + k) for k in range(given)]
+    contents = [r["content"] if isinstance(r, dict) else r for r in replies]
+    finish = [r.get("finish_reason", "stop") if isinstance(r, dict) else "stop" for r in replies]
+    completion = [len(c.split()) for c in contents]
+    await asyncio.sleep(pricing.decode_ms_per_token * max(completion) / 1000)
+    with state.lock:
+        bill = state.bill
+        bill.requests += 1
+        bill.choices += given
+        bill.prompt_tokens += len(tokens)
+        bill.cached_tokens += cached
+        bill.completion_tokens += sum(completion)
+        state.entries.append({"n": n, "choices": given, "prompt_tokens": len(tokens), "cached_tokens": cached,
+                              "temperature": body.get("temperature"), "messages_hash": digest,
+                              "schema": ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")})
+    usage = {"prompt_tokens": len(tokens), "completion_tokens": sum(completion),
+             "total_tokens": len(tokens) + sum(completion), "prompt_tokens_details": {"cached_tokens": cached}}
+    return JSONResponse({"id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": 0,
+                         "model": body.get("model", "scripted"),
+                         "choices": [{"index": k, "message": {"role": "assistant", "content": c},
+                                      "finish_reason": finish[k]} for k, c in enumerate(contents)],
+                         "usage": usage})
+
+
+async def models(request: Request) -> JSONResponse:
+    return JSONResponse({"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+
+async def health(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ok"})
+
+
+class BillingServer:
+    """The billing server in a background thread on a free loopback port; `with` yields its /v1 URL."""
+
+    def __init__(self, reply: Reply, pricing: Pricing | None = None) -> None:
+        pricing = pricing or Pricing()
+        self.state = BillingState(reply, pricing, Bill(cached_rate=pricing.cached_rate))
+        self.app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
+                                     Route("/v1/models", models), Route("/health", health)])
+        self.app.state.billing = self.state
+        self.port = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def bill(self) -> Bill:
+        return self.state.bill
+
+    def log(self) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return list(self.state.entries)
+
+    def arrivals(self) -> int:
+        """Chat requests received so far, finished or not."""
+        with self.state.lock:
+            return self.state.arrivals
+
+    def reset(self, pricing: Pricing | None = None) -> None:
+        """A fresh bill, log, cache and answer count (and, given, new pricing)."""
+        with self.state.lock:
+            if pricing is not None:
+                self.state.pricing = pricing
+            self.state.bill = Bill(cached_rate=self.state.pricing.cached_rate)
+            self.state.cached_blocks.clear()
+            self.state.given.clear()
+            self.state.entries.clear()
+            self.state.arrivals = 0
+
+    def start(self) -> str:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(256)
+        self.port = sock.getsockname()[1]
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False))
+        server = self._server
+        self._thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True,
+                                        name=f"billing-server-{self.port}")
+        self._thread.start()
+        if wait_for_200(f"http://127.0.0.1:{self.port}/health", 10.0, interval_s=0.02) != "ready":
+            raise RuntimeError("billing server did not start")
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
