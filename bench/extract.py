@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from tests.support.extraction_model import ExtractionModel, Fact
 from tests.support.fault_server import FaultConfig, FaultServer
 

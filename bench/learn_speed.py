@@ -50,7 +50,7 @@ from typing_extensions import TypedDict
 from parallax.graphs.learn import builder
 from parallax.logic.task_files import load_tasks
 from parallax.runtime import embeddings
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
 from parallax.state.context import Context
