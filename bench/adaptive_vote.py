@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.samples import SAMPLES
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from tests.support.fault_server import FaultConfig, FaultServer
 
 MIXES = {  # kind -> (share of questions, the answers a vote draws from); "trap": the most likely answer is wrong

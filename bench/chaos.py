@@ -36,7 +36,8 @@ from collections import Counter
 
 from langgraph.store.memory import InMemoryStore
 
-from parallax.runtime.services import reload_settings, renew_process_services
+from parallax.runtime.services import renew_process_services
+from parallax.runtime.settings import reload_settings
 from tests.support.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
 QUESTION = "How many meetings were held?"

@@ -53,7 +53,8 @@ def page(question: Question, tokens: int) -> str:
 
 def point_at(url: str) -> None:
     from parallax.runtime.chat_models import forget_clients
-    from parallax.runtime.services import reload_settings, renew_process_services
+    from parallax.runtime.services import renew_process_services
+    from parallax.runtime.settings import reload_settings
 
     os.environ["OPENAI_BASE_URL"] = url
     os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_schema")

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.samples import SAMPLES, read_jsonl
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from tests.support.extraction_model import ExtractionModel, Fact
 from tests.support.fault_server import FaultConfig, FaultServer
 

@@ -23,7 +23,7 @@ from bench.samples import read_jsonl
 from bench.slicing import DEFAULT_DATA, first_question, meeting_document
 from parallax.graphs.solve import graph
 from parallax.runtime.run_context import resolved
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 
 
 def log(message: str) -> None:

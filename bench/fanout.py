@@ -43,7 +43,7 @@ from typing_extensions import TypedDict
 from parallax.graphs.solve import builder as solve_builder
 from parallax.logic.branch_plans import group
 from parallax.prompts.solve import answer_messages
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.state.context import Context
 from tests.support.sleeping_model import SleepingChatModel, sleeping

@@ -51,7 +51,7 @@ from bench.samples import SAMPLES, read_lines
 from parallax.graphs.learn import builder
 from parallax.logic.task_files import parse_task
 from parallax.runtime import embeddings
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
 from parallax.state.context import Context

@@ -253,7 +253,7 @@ async def verdicts(store: Any, world: World, rounds: list[dict[str, Any]], kille
 
 
 def time_iso() -> str:
-    from parallax.runtime.storage.store_calls import now_iso
+    from parallax.runtime.timestamps import now_iso
 
     return now_iso()
 

@@ -30,7 +30,7 @@ from langgraph.store.memory import InMemoryStore
 from bench.fanout import TASK, Timer, log
 from parallax.graphs.solve import builder as solve_builder
 from parallax.runtime import telemetry
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.state.context import Context
 from tests.support.sleeping_model import sleeping

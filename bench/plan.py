@@ -48,7 +48,7 @@ from langgraph.store.memory import InMemoryStore
 from parallax.graphs.plan import builder as plan_builder
 from parallax.logic.dag_schedule import DagRun
 from parallax.logic.plan_check import critical_path, levels
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.state.context import Context
 from parallax.state.plan import Plan

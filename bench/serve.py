@@ -68,7 +68,7 @@ import threading
 import time
 from pathlib import Path
 
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from tests.support.aegra_cluster import Cluster, missing_services, readme_retry_helper
 from tests.support.fault_server import FaultConfig, FaultServer
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.samples import SAMPLES, read_jsonl
 from parallax.prompts.solve import slice_messages
 from parallax.runtime.run_context import resolved
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from parallax.state.context import Context
 from tests.support.sleeping_model import prompt_text, sleeping
 

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from tests.support.fault_server import FaultConfig, FaultServer, chat_log
 
 ENDPOINT_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PARALLAX_RESPONSE_FORMAT", "PARALLAX_HOME")

@@ -12,8 +12,8 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.loop import canary_state, free_slot, gate_of, release_candidate, save_round
 from parallax.logic.release_decision import Rule
-from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.stores import playbooks_in
+from parallax.runtime.timestamps import now_iso
 from parallax.state.context import Context
 from parallax.state.loop import LoopOutput, LoopState
 

@@ -16,7 +16,7 @@ from parallax.logic.run_stats import parse_since
 from parallax.logic.trace_learning import LEASE_S
 from parallax.runtime.run_context import tenant_of
 from parallax.runtime.storage.namespaces import check_playbook_name
-from parallax.runtime.storage.store_calls import now_iso
+from parallax.runtime.timestamps import now_iso
 from parallax.state.context import Context
 from parallax.state.loop import LoopState
 

@@ -27,9 +27,9 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.run_record import branch_place, kept_prompts, outcome, token_totals, used_subjects
 from parallax.runtime.run_context import context_of
-from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
+from parallax.runtime.timestamps import now_iso
 from parallax.state.context import Context, filled
 from parallax.state.payloads import BUSINESS
 from parallax.state.plan import PlanState

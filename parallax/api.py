@@ -116,7 +116,7 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
     each candidate's folder, its answer saved there as `check_file`; with `repo`, a git worktree of it) the first that
     passes wins, without one a judge compares them both ways round (`verification["speculation"]` says why each lost)."""
     from parallax.graphs.solve import builder
-    from parallax.runtime.services import reload_settings
+    from parallax.runtime.settings import reload_settings
     from parallax.runtime.storage.stores import durable_graph
 
     reload_settings()  # a call is an entry point: it sees the environment and .env as they are now

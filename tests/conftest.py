@@ -28,7 +28,7 @@ os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
 
 
 class SettingsMonkeyPatch(pytest.MonkeyPatch):
-    """pytest's MonkeyPatch that has the process re-read its settings (runtime/services.py's `reload_settings`)
+    """pytest's MonkeyPatch that has the process re-read its settings (runtime/settings.py's `reload_settings`)
     whenever a test changes the environment or the working folder (`.env`, ./.parallax), and again when the
     changes are undone: the process reads its settings once, as a CLI command or an API call would, and a
     test that sets a variable is a process changing its environment on purpose."""
@@ -51,7 +51,7 @@ class SettingsMonkeyPatch(pytest.MonkeyPatch):
 
 
 def _reload_settings() -> None:
-    from parallax.runtime.services import reload_settings
+    from parallax.runtime.settings import reload_settings
 
     reload_settings()
 

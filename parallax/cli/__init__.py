@@ -72,7 +72,7 @@ def check_settings(
     import os
 
     from parallax.runtime.home import legacy_notice
-    from parallax.runtime.services import reload_settings
+    from parallax.runtime.settings import reload_settings
 
     reload_settings()  # each command reads the environment and .env once, as they are when it starts
     try:

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from parallax.cli.common import fail
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 
 Model = Annotated[str | None, typer.Option(
     "--model", help="Model for this command's calls (overrides PARALLAX_MODEL; the judge and voters too unless "

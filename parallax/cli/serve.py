@@ -37,13 +37,15 @@ from parallax.cli.common import err, fail
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.runtime import settings as settings_mod
 
-REPO_CONFIG = Path(__file__).resolve().parents[2] / "aegra.json"
+PACKAGED_CONFIG = Path(__file__).resolve().parents[1] / "server" / "aegra.json"
+"""The Aegra config installed with the package: its graph paths are relative to it (server/graphs.py), the rest
+module paths, so it serves the installed package, from a wheel as from a checkout."""
 INSTALL_HINT = "install the server extra in a Python 3.12 venv: pip install -e '.[server]' (docs/deploy.md)"
 
 
 def default_config() -> Path:
     here = Path.cwd() / "aegra.json"
-    return here if here.is_file() else REPO_CONFIG
+    return here if here.is_file() else PACKAGED_CONFIG
 
 
 def migrate(url: str) -> float:
@@ -103,7 +105,7 @@ def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> N
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on (0.0.0.0 for every one).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 2026,
-    config: Annotated[Path | None, typer.Option(help="Aegra config (default: ./aegra.json, else the repository's).")]
+    config: Annotated[Path | None, typer.Option(help="Aegra config (default: ./aegra.json, else the installed package's).")]
     = None,
     model: Model = None,
     base_url: BaseUrl = None,
@@ -127,7 +129,7 @@ def serve(
         fail(str(exc))
     config = (config or default_config()).resolve()
     if not config.is_file():
-        fail(f"no Aegra config at {config}: pass --config, or run from the repository")
+        fail(f"no Aegra config at {config}: pass --config with the path of an aegra.json (docs/deploy.md)")
     try:
         import aegra_api  # noqa: F401
         import uvicorn
@@ -151,7 +153,6 @@ def serve(
     err.print(f"migrated {url.split('@')[-1]} in {seconds:.1f}s; serving {config} on {host}:{port}")
     here = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     threading.Thread(target=announce_ready, args=(f"http://{here}:{port}", starting), daemon=True).start()
-    sys.path.insert(0, str(config.parent))
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the handler it found:
     # exit through Python then, so atexit stops the embedded model server this replica may have started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

@@ -180,7 +180,7 @@ async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> 
     from parallax.nodes.work import run_branch
     from parallax.runtime.redaction import redact_value
     from parallax.runtime.run_context import resolved
-    from parallax.runtime.storage.store_calls import now_iso
+    from parallax.runtime.timestamps import now_iso
     from parallax.state.lifecycle import Lifecycle
 
     async with traces.lock.hold(f"dlq/{traces.tenant}/{branch_id}"):

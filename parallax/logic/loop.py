@@ -34,8 +34,9 @@ from parallax.logic.release_decision import Rule
 from parallax.logic.releases import count_trial, end_release, start_release
 from parallax.runtime.storage.labels import move_label
 from parallax.runtime.storage.namespaces import StoreError, check_playbook_name, check_tenant
-from parallax.runtime.storage.store_calls import call_store, now_iso, scan
+from parallax.runtime.storage.store_calls import call_store, scan
 from parallax.runtime.storage.stores import lock_for, playbooks_in
+from parallax.runtime.timestamps import now_iso
 
 BY = "loop"
 SLOT_S = 3600.0

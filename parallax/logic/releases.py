@@ -23,8 +23,8 @@ from parallax.logic.run_stats import summarize
 from parallax.prompts.templates import DEFAULTS
 from parallax.runtime.storage.labels import UNCHANGED, LabelStore, move_label
 from parallax.runtime.storage.namespaces import StoreError
-from parallax.runtime.storage.store_calls import now_iso
 from parallax.runtime.storage.stores import playbooks_in, prompts_in, traces_in
+from parallax.runtime.timestamps import now_iso
 from parallax.state.playbook import PlaybookVersion
 from parallax.state.records import ServedVersion
 

@@ -13,6 +13,8 @@ import asyncio
 import httpx
 import openai
 
+from parallax.runtime.circuit_breaker import CircuitOpen
+
 CAUSES = ("connection", "timeout", "circuit_open", "rate_limit", "server_error", "client_error", "parse", "length",
           "input", "crash")
 """connection: refused, reset or dropped; timeout: no answer within the request timeout; circuit_open: the call was
@@ -21,11 +23,12 @@ that never matched the schema; length: a reply cut at the token limit; input: a 
 crash: an unexpected error in Parallax itself."""
 
 
+class ParseFailure(ValueError):
+    """The model never produced JSON matching the schema (cause "parse"; raised by runtime/structured_call.py)."""
+
+
 def cause_of(exc: BaseException) -> str:
     """The cause of an exception a model call gave up on (see CAUSES)."""
-    from parallax.runtime.circuit_breaker import CircuitOpen
-    from parallax.runtime.structured_call import ParseFailure
-
     if isinstance(exc, CircuitOpen):
         return "circuit_open"
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError, httpx.TimeoutException)):

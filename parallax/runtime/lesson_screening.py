@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from parallax.runtime.redaction import redact
 from parallax.runtime.screening import screen
-from parallax.runtime.storage.store_calls import now_iso
+from parallax.runtime.timestamps import now_iso
 from parallax.state.playbook import Operation, PlaybookItem
 
 TEXT_OPS = ("add", "update")

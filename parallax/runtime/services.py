@@ -8,9 +8,9 @@ its own and passes it as `Context(services=...)`, and a fan-out names itself (`n
 `Send` payloads), so nothing reads LangGraph's internals. Graphs served by `langgraph dev` or Aegra, whose
 callers send a Context as JSON, get the process's.
 
-The process's settings live here too (`Services.settings`): read from the environment and `.env` on first use
-and kept, so the many `settings.load()` calls of a run cost nothing; an entry point (a CLI command, a Python
-API call) or code that changes the environment on purpose calls `reload_settings()`.
+The process's settings are runtime/settings.py's (`load()`, read once and kept until `reload_settings()`);
+renewing the process's services re-reads them too, so a fresh process Services starts from the environment as
+it is.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.circuit_breaker import CircuitBreaker
-from parallax.runtime.settings import Settings
 from parallax.state.context import Context
 
 T = TypeVar("T")
@@ -49,20 +48,6 @@ class Services:
     recent: defaultdict[str, deque[float]] = field(default_factory=_recent)
     _shared: weakref.WeakValueDictionary[tuple[object, ...], Any] = field(default_factory=weakref.WeakValueDictionary)
     _held: dict[tuple[object, ...], Any] = field(default_factory=dict)
-    _settings: Settings | None = field(default=None, repr=False)
-
-    @property
-    def settings(self) -> Settings:
-        """The settings this process read (on first use); `SettingsError` for a bad variable, on every use until
-        it is fixed and the settings reloaded."""
-        current = self._settings
-        if current is None:
-            current = self._settings = settings_mod.read()
-        return current
-
-    def reload_settings(self) -> None:
-        """Forget the settings read, so the next use reads the environment and `.env` again."""
-        self._settings = None
 
     def breaker_for(self, endpoint: str) -> CircuitBreaker:
         """The breaker of an endpoint (the PARALLAX_BREAKER_* settings), made on its first call."""
@@ -113,16 +98,12 @@ def process_services() -> Services:
 
 
 def renew_process_services() -> Services:
-    """A fresh process Services (tests start from one; a long-lived process after a configuration change)."""
+    """A fresh process Services, with the settings re-read on their next use (tests start from one; a long-lived
+    process after a configuration change)."""
     global _process
+    settings_mod.reload_settings()
     _process = Services()
     return _process
-
-
-def reload_settings() -> None:
-    """The process re-reads its settings on their next use: call it where the environment changed on purpose
-    (an entry point starting, `--base-url`, a benchmark or a test setting a variable)."""
-    process_services().reload_settings()
 
 
 def services_of(ctx: Context) -> Services:

@@ -9,10 +9,11 @@ per-run ones through its `Context` (state/context.py); `run_context.resolved`
 fills what the run left unset from here.
 
 When: once per entry point. `read()` reads the environment and `.env` (pydantic-settings' `env_file`; an
-exported variable wins over the file); the process's `Services` (runtime/services.py) holds what it read, and
-`load()` hands that out, so a branch's many `load()` calls cost an attribute read, not a re-read. Each CLI
-command and each Python API call re-reads it first (`reload_settings()`), as does any code that changes the
-environment on purpose (`--base-url`, the benchmarks, the tests' `monkeypatch`).
+exported variable wins over the file); `load()` hands out what the process read last (reading on first use), so
+a branch's many `load()` calls cost a global read, not a re-read. Each CLI command and each Python API call
+re-reads it first (`reload_settings()`), as does any code that changes the environment on purpose
+(`--base-url`, the benchmarks, the tests' `monkeypatch`), and so does renewing the process's services
+(runtime/services.py builds on this module, never the other way round).
 
 A bad value (`PARALLAX_MAX_TOKENS=lots`) raises `SettingsError`, whose message names the
 variable and says what it should be.
@@ -256,12 +257,24 @@ def _variables() -> tuple[str, ...]:
 VARIABLES = _variables()
 
 
-def load() -> Settings:
-    """The process's settings, read once by its `Services` (runtime/services.py) and kept until
-    `reload_settings()`: cheap enough to call per model call."""
-    from parallax.runtime.services import process_services  # services holds the settings read here
+_held: Settings | None = None
 
-    return process_services().settings
+
+def load() -> Settings:
+    """The process's settings, read on first use and kept until `reload_settings()`: cheap enough to call per model
+    call. `SettingsError` for a bad variable, on every call until it is fixed and the settings reloaded."""
+    global _held
+    current = _held
+    if current is None:
+        current = _held = read()
+    return current
+
+
+def reload_settings() -> None:
+    """The process re-reads its settings on their next use: call it where the environment changed on purpose
+    (an entry point starting, `--base-url`, a benchmark or a test setting a variable)."""
+    global _held
+    _held = None
 
 
 def read() -> Settings:

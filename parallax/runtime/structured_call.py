@@ -32,7 +32,7 @@ from parallax.runtime import chat_models
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.circuit_breaker import CircuitOpen, clock_time
 from parallax.runtime.endpoint_limits import endpoint_slot
-from parallax.runtime.failure_cause import cause_of
+from parallax.runtime.failure_cause import ParseFailure, cause_of
 from parallax.runtime.fencing import check_lease
 from parallax.runtime.retry import TRANSIENT_ERRORS, is_timeout, with_retries
 from parallax.runtime.services import Services, process_services
@@ -42,10 +42,6 @@ from parallax.state.lifecycle import Lifecycle
 
 T = TypeVar("T", bound=BaseModel)
 _R = TypeVar("_R")
-
-
-class ParseFailure(ValueError):
-    """The model never produced JSON matching the schema."""
 
 
 def extract_json(text: str) -> dict[str, Any]:

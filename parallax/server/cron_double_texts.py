@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
-from parallax.server import metrics, platform
+from parallax.server import metrics
 from parallax.server.auth import key_for_tenant
+from parallax.server.connections import connection
 from parallax.server.run_requests import ASGIApp, ThreadLock, stop_runs
 
 WAITING = f"""
@@ -33,7 +34,7 @@ ORDER BY r.created_at LIMIT 20
 
 async def stop_runs_before_cron_runs(app: ASGIApp) -> int:
     """Stop the runs in flight ahead of each waiting interrupt/rollback cron run; how many cron runs were served."""
-    async with platform.connection() as conn:
+    async with connection() as conn:
         rows = await (await conn.execute(WAITING)).fetchall()
     served = 0
     for run_id, thread_id, tenant, strategy in rows:

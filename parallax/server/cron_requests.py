@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
-from parallax.server import platform
+from parallax.server.connections import connection
 from parallax.server.run_requests import (
     STRATEGIES,
     ASGIApp,
@@ -56,7 +56,7 @@ def linked(config: Any, link: str) -> dict[str, Any]:
 
 async def stored_config(cron_id: str, tenant: str) -> tuple[Any, str | None] | None:
     """The tenant's cron's stored config and link; None when it has no such cron (Aegra answers 404)."""
-    async with platform.connection() as conn:
+    async with connection() as conn:
         row = await (await conn.execute(
             "SELECT payload -> 'config', payload -> 'config' -> 'metadata' ->> %s FROM crons "
             "WHERE cron_id = %s AND user_id = %s", (webhooks.CRON_LINK_KEY, cron_id, tenant))).fetchone()

@@ -31,11 +31,12 @@ from typing import Any
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
 from parallax.runtime.storage import retention
-from parallax.runtime.storage.postgres import conninfo, lock_key
+from parallax.runtime.storage.postgres import lock_key
 from parallax.server import metrics
+from parallax.server.connections import close, connection
+from parallax.server.cron_double_texts import stop_runs_before_cron_runs
 
 log = logging.getLogger("parallax.platform")
-_pool: Any = None
 
 HELD_RUNS = """
 SELECT r.run_id, r.thread_id, r.execution_params FROM runs r
@@ -46,20 +47,6 @@ WHERE r.status = 'pending' AND r.claimed_by IS NULL AND r.created_at < now() - i
 ORDER BY r.created_at LIMIT 100
 """
 """Pending runs that are next on a free thread (the trigger would let a worker claim them now)."""
-
-
-@asynccontextmanager
-async def connection() -> AsyncIterator[Any]:
-    """An autocommit connection of this replica's small pool (opened by the lifespan, or on first use)."""
-    global _pool
-    if _pool is None:
-        from psycopg_pool import AsyncConnectionPool
-
-        _pool = AsyncConnectionPool(conninfo(os.environ["DATABASE_URL"]), min_size=1, max_size=4,
-                                    kwargs={"autocommit": True}, open=False)
-        await _pool.open()
-    async with _pool.connection() as conn:
-        yield conn
 
 
 async def dispatch_held_runs() -> int:
@@ -134,11 +121,9 @@ async def every(seconds: Callable[[], float], work: Callable[[], Awaitable[Any]]
 
 @asynccontextmanager
 async def lifespan(app: Any) -> AsyncIterator[None]:
-    global _pool
     if not os.environ.get("DATABASE_URL"):
         yield
         return
-    from parallax.server.cron_double_texts import stop_runs_before_cron_runs  # it builds on this module
     from parallax.server.db_pool import ride_out_restarts
 
     ride_out_restarts()  # a run picked up right after a database restart waits for the pool, not 30 s
@@ -155,6 +140,4 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
-        if _pool is not None:
-            pool, _pool = _pool, None
-            await pool.close()
+        await close()

@@ -37,7 +37,7 @@ from starlette.responses import JSONResponse
 
 from parallax.logic.run_input import RunInputError, check_run_input, checked_context
 from parallax.runtime.storage.namespaces import playbook_namespace
-from parallax.server import platform
+from parallax.server.connections import connection
 from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, json_request, replay
 
 RUN_CREATE = re.compile(r"^(?:/threads/(?P<thread_id>[^/]+))?/runs(?:/stream|/wait|/crons)?/?$")
@@ -62,27 +62,27 @@ async def graph_of(assistant_id: Any) -> str | None:
         return None
     if assistant_id in GRAPHS:
         return assistant_id
-    async with platform.connection() as conn:
+    async with connection() as conn:
         row = await (await conn.execute("SELECT graph_id FROM assistant WHERE assistant_id = %s",
                                         (assistant_id,))).fetchone()
     return str(row[0]) if row else None
 
 
 async def thread_owner(thread_id: str) -> str | None:
-    async with platform.connection() as conn:
+    async with connection() as conn:
         row = await (await conn.execute("SELECT user_id FROM thread WHERE thread_id = %s", (thread_id,))).fetchone()
     return str(row[0]) if row else None
 
 
 async def thread_has_run(thread_id: str) -> bool:
-    async with platform.connection() as conn:
+    async with connection() as conn:
         row = await (await conn.execute("SELECT 1 FROM runs WHERE thread_id = %s LIMIT 1", (thread_id,))).fetchone()
     return row is not None
 
 
 async def playbook_exists(tenant: str, name: str) -> bool:
     """Whether the tenant's playbook `name` has any record (the CLI's `require_known` asks the same of its store)."""
-    async with platform.connection() as conn:
+    async with connection() as conn:
         row = await (await conn.execute("SELECT 1 FROM store WHERE prefix = %s LIMIT 1",
                                         (".".join(playbook_namespace(tenant, name)),))).fetchone()
     return row is not None

@@ -47,8 +47,9 @@ from parallax.runtime import webhooks
 from parallax.runtime.storage.platform_schema import THREAD_LOCK_CLASS
 from parallax.runtime.storage.postgres import LockTimeout, advisory_lock
 from parallax.runtime.storage.retention import delete_run_checkpoints
-from parallax.server import metrics, platform
+from parallax.server import metrics
 from parallax.server.auth import key_from, tenant_for_key
+from parallax.server.connections import connection
 from parallax.server.trace_context import carry_trace_context
 
 Scope = MutableMapping[str, Any]
@@ -174,7 +175,7 @@ async def stop_runs(app: ASGIApp, headers: dict[str, str], lock: ThreadLock, run
 async def arm_webhook(tenant: str, url: str) -> str:
     """A new outbox row for a run about to be created; its id."""
     webhook_id = str(uuid.uuid4())
-    async with platform.connection() as conn:
+    async with connection() as conn:
         await conn.execute(webhooks.ARM_SQL, {"id": webhook_id, "tenant": tenant, "url": url})
     return webhook_id
 

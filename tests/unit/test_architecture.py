@@ -1,4 +1,5 @@
-"""The floors only point down: import-linter's contracts (pyproject.toml) hold, and they catch a bad arrow.
+"""The floors only point down and nothing imports in a circle: import-linter's contracts (pyproject.toml) hold,
+and they catch a bad arrow.
 
 Plain `lint-imports` works in a checkout: parallax/graphs, nodes, prompts and state are symlinks
 to the top-level folders that pyproject's `package-dir` installs under those names, so
@@ -35,7 +36,7 @@ def copy_with(tmp_path: Path, module: str, line: str) -> Path:
 def test_every_contract_is_kept_in_the_checkout():
     result = lint(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
 
 
 def test_an_arrow_pointing_up_breaks_the_floors(tmp_path):
@@ -50,3 +51,14 @@ def test_a_node_importing_another_node_is_refused(tmp_path):
     layout = copy_with(tmp_path, "nodes/judge.py", "from parallax.nodes.merge import merge  # deliberate")
     result = lint(layout, pythonpath=layout)
     assert result.returncode == 1 and "nodes do not import each other" in result.stdout
+
+
+def test_a_circle_breaks_the_no_circles_contract_even_through_a_function_level_import(tmp_path):
+    # structured_call imports circuit_breaker; an import back, even one deferred into a function, is a circle
+    layout = copy_with(tmp_path, "runtime/circuit_breaker.py",
+                       "def _late():\n    from parallax.runtime.structured_call import ask  # deliberate: a circle")
+    result = lint(layout, pythonpath=layout)
+    assert result.returncode == 1 and "Floors only point down: entry points > graphs" in result.stdout
+    assert "No import circles" in result.stdout and "BROKEN" in result.stdout and "3 kept, 1 broken" in result.stdout
+    assert "No cycles are allowed in parallax.runtime." in result.stdout
+    assert ".circuit_breaker -> .structured_call" in result.stdout

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_parallax_serve_and_langgraph_dev_mount_the_same_face():
-    aegra, langgraph = (json.loads((ROOT / name).read_text()) for name in ("aegra.json", "langgraph.json"))
+    aegra, langgraph = (json.loads((ROOT / name).read_text()) for name in ("parallax/server/aegra.json", "langgraph.json"))
     assert aegra["http"]["app"] == "parallax.server.app:app"
     assert langgraph["http"]["app"] == "./parallax/server/dev_app.py:app"
     assert 'app.mount("/v1", openai_face.app)' in (ROOT / "parallax/server/app.py").read_text()  # needs Aegra to import

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from parallax.logic.routing import choose_route
 from parallax.logic.slicing import split_into_slices
 from parallax.logic.vote import normalize_answer, strict_majority, tally
-from parallax.runtime.structured_call import ParseFailure, extract_json, parse_reply, response_format
+from parallax.runtime.failure_cause import ParseFailure
+from parallax.runtime.structured_call import extract_json, parse_reply, response_format
 from parallax.state.payloads import Answer, JudgeDecision, Objection, SliceFinding
 
 texty = st.lists(st.sampled_from(["a", "bb", " ", ".", "\n", "#", "## T\n", "\n\n", ". ", "word "]), max_size=120).map("".join)

@@ -12,7 +12,7 @@ from parallax.cli import app
 from parallax.graphs.solve import graph
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.run_context import resolved
-from parallax.runtime.services import reload_settings
+from parallax.runtime.settings import reload_settings
 from parallax.state.context import Context
 
 runner = CliRunner()

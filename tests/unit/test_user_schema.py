@@ -18,7 +18,8 @@ from parallax.logic.user_schema import (
     reply_model,
     slice_schema,
 )
-from parallax.runtime.structured_call import ParseFailure, parse_reply, response_format
+from parallax.runtime.failure_cause import ParseFailure
+from parallax.runtime.structured_call import parse_reply, response_format
 
 FILING = {"type": "object", "properties": {
     "revenue": {"type": "number"}, "currency": {"type": "string"},

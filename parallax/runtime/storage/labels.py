@@ -27,7 +27,8 @@ from typing import Any
 from langgraph.store.base import BaseStore
 
 from parallax.runtime.storage.commit_locks import CommitLock
-from parallax.runtime.storage.store_calls import call_store, now_iso
+from parallax.runtime.storage.store_calls import call_store
+from parallax.runtime.timestamps import now_iso
 
 KEY = "labels"
 UNCHANGED = object()

@@ -40,7 +40,8 @@ from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.labels import LabelStore
 from parallax.runtime.storage.namespaces import NotFound, StoreError, check_playbook_name, check_tenant, playbook_namespace
 from parallax.runtime.storage.playbook_files import diff_items, parse_playbook, to_markdown
-from parallax.runtime.storage.store_calls import call_store, now_iso, scan
+from parallax.runtime.storage.store_calls import call_store, scan
+from parallax.runtime.timestamps import now_iso
 from parallax.state.playbook import Operation, PlaybookVersion, apply_operations
 
 

@@ -22,7 +22,8 @@ from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.labels import KEY as LABELS_KEY
 from parallax.runtime.storage.labels import LabelStore, empty_labels
 from parallax.runtime.storage.namespaces import NotFound, StoreError, check_tenant
-from parallax.runtime.storage.store_calls import call_store, now_iso, scan
+from parallax.runtime.storage.store_calls import call_store, scan
+from parallax.runtime.timestamps import now_iso
 
 
 def prompt_namespace(tenant: str, name: str) -> tuple[str, str, str]:

@@ -1,6 +1,6 @@
 """Calls to any LangGraph `BaseStore`, whichever store the runtime brings.
 
-Two things every reader of the store needs (and one every writer does: `now_iso`): a sync-only store (`SqliteStore`) raises
+Two things every reader of the store needs: a sync-only store (`SqliteStore`) raises
 NotImplementedError on the async API, so its calls go to a thread; and `search` returns
 10 items unless given a limit, so a namespace is read page by page with explicit
 limit/offset. Stores order search results by update time, so a concurrent write can
@@ -10,17 +10,11 @@ only repeat a record in a scan, never hide one.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.store.base import BaseStore
 
 PAGE = 100
-
-
-def now_iso() -> str:
-    """The time stamp stored records carry: UTC, ISO 8601, microseconds (so they sort)."""
-    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 async def call_store(store: BaseStore, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -22,7 +22,8 @@ from parallax.runtime import fencing
 from parallax.runtime.redaction import redact_value
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.namespaces import NotFound, check_tenant, dead_letters_namespace, traces_namespace
-from parallax.runtime.storage.store_calls import call_store, now_iso, scan
+from parallax.runtime.storage.store_calls import call_store, scan
+from parallax.runtime.timestamps import now_iso
 
 SHORT_PREFIX = 6
 """Fewest characters of a trace id that `get_trace` looks up as a prefix (tables show 8)."""
