@@ -49,12 +49,15 @@ class PlanTask(BaseModel):
     kind: TaskKind = Field("solve", description="solve: answer it; section: read a long document in slices; "
                                                 "vote: several independent short answers; tool: run a tool; "
                                                 "edit: change files in the repository")
-    deps: list[int] = Field(default_factory=list, json_schema_extra=_most(PLAN_TASKS), description="ids of the tasks whose results this task needs")
+    deps: list[int] = Field(default_factory=list, json_schema_extra=_most(PLAN_TASKS),
+                            description="ids of the tasks whose results this task needs")
     inputs: dict[str, Bounded] = Field(default_factory=dict, json_schema_extra={"maxProperties": PLAN_LIST_ITEMS},
                                        description="named inputs; may hold $N placeholders")
-    writes: list[Bounded] = Field(default_factory=list, json_schema_extra=_most(PLAN_LIST_ITEMS), description="files an edit task changes (paths in the repository)")
+    writes: list[Bounded] = Field(default_factory=list, json_schema_extra=_most(PLAN_LIST_ITEMS),
+                                  description="files an edit task changes (paths in the repository)")
     optional: bool = Field(False, description="the plan can finish without this task")
-    key: str = Field("", json_schema_extra={"maxLength": 60}, description="board key the result is written under (default: the task id)")
+    key: str = Field("", json_schema_extra={"maxLength": 60},
+                     description="board key the result is written under (default: the task id)")
 
     @field_validator("goal")
     @classmethod
@@ -74,9 +77,10 @@ class Plan(BaseModel):
     tasks: list[PlanTask] = Field(json_schema_extra=_most(PLAN_TASKS), description="the tasks, in plan order")
     synthesis: Synthesis = Field("concat", description="concat (plan order), reduce (fold pairwise), "
                                                        "vote (over equivalent tasks), assembly (fill `template`)")
-    template: str = Field("", json_schema_extra={"maxLength": 4 * PLAN_TEXT_CHARS}, description="for assembly: the answer with ${N} where task N's result goes")
-    outputs: list[int] = Field(default_factory=list, json_schema_extra=_most(PLAN_TASKS), description="tasks whose results are synthesised "
-                                                                 "(default: those no task depends on)")
+    template: str = Field("", json_schema_extra={"maxLength": 4 * PLAN_TEXT_CHARS},
+                          description="for assembly: the answer with ${N} where task N's result goes")
+    outputs: list[int] = Field(default_factory=list, json_schema_extra=_most(PLAN_TASKS),
+                               description="tasks whose results are synthesised (default: those no task depends on)")
     board_policy: BoardPolicy = Field("keep_both", description="when two tasks write one board key: append the "
                                                                "results, keep both, or mark a conflict for the joiner")
     min_votes: int | None = Field(None, ge=1, description="for vote synthesis: results that must agree "
