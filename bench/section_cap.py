@@ -130,7 +130,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     meetings = read_meetings(args.data)[: args.limit]
-    started, results = time.perf_counter(), []
+    started, results = time.perf_counter(), list[dict[str, Any]]()
     try:
         asyncio.run(measure(meetings, args.chars, results))
     except KeyboardInterrupt:  # Ctrl-C (SIGINT): report the runs that finished, and say so
