@@ -23,7 +23,7 @@ from parallax.prompts.solve import judge_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
 from parallax.state.context import Context
-from parallax.state.payloads import Answer, JudgeDecision
+from parallax.state.payloads import Answer, judge_reply
 from parallax.state.plan import FINISHED, Plan, PlanState
 
 
@@ -50,8 +50,8 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
         if not entry.get("conflict") or entry.get("resolved"):
             continue
         candidates = [str(e["value"]) for e in entry["entries"]]
-        record, decision = await call_branch(identity("judge"), judge_messages(state["request"], f"board key {key}",
-                                                                               candidates), JudgeDecision, ctx,
+        asked = judge_messages(state["request"], f"board key {key}", candidates)
+        record, decision = await call_branch(identity("judge"), asked, judge_reply(tuple(dict.fromkeys(candidates))), ctx,
                                              model=ctx.reviewer_model, temperature=0.0)
         calls.append(record.model_dump())
         chosen = [c for c in candidates if decision and normalize_answer(c) == normalize_answer(decision.choice)]

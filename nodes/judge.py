@@ -8,6 +8,9 @@ support among the valid votes reaches the ok threshold (logic/run_status.py). Th
 answers, it does not vote: it is not called when fewer valid votes came back than the
 quorum, nor when there is only one candidate (seen on the embedded model: 5 of 6 votes
 failed, the judge "chose" the only answer, and the run ended `ok` at confidence 0.17).
+Its reply schema lists the candidates as the only values `choice` may take (state/payloads.py
+`judge_reply`); an endpoint that ignores the schema may still reply something else, and the reason
+then quotes it, so the judge's row in the table and the run's reason say the same.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from parallax.prompts.solve import judge_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
 from parallax.state.context import Context, filled
-from parallax.state.payloads import Answer, BranchRecord, JudgeDecision
+from parallax.state.payloads import Answer, BranchRecord, judge_reply
 from parallax.state.solve import SolveState
 
 
@@ -44,7 +47,7 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge",
                 "prompt": {"name": "judge", "version": template.get("version", 0) if template else 0}}
     messages = judge_messages(state["task"], state.get("question", ""), candidates, version=template)
-    record, decision = await call_branch(identity, messages, JudgeDecision, ctx,
+    record, decision = await call_branch(identity, messages, judge_reply(tuple(candidates)), ctx,
                                          model=ctx.reviewer_model, temperature=0.0, run_metadata=dict(run_metadata(state)))
     if decision is None:
         return {"branches": [record.model_dump()], "status": "needs_review",
@@ -53,7 +56,8 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     choice = final_value(decision.choice)
     if choice not in counts:
         return {"branches": [record.model_dump()], "status": "needs_review",
-                "reason": f"{state.get('reason', '')}; the judge did not pick a candidate".strip("; ")}
+                "reason": f"{state.get('reason', '')}; the judge did not pick a candidate: it replied "
+                          f"{decision.choice[:60]!r}, which is none of them".strip("; ")}
     leader = max(counts, key=lambda v: counts[v])
     if counts[choice] < counts[leader]:
         return {"branches": [record.model_dump()], "status": "needs_review", "answer": originals[leader],

@@ -84,7 +84,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
             return {**asked, "next_wave": decision.next_wave}
         stop = decision.reason
     else:
-        stop = f"asked all {votes_of(state)} votes (early stopping off)"
+        stop = "all of them: early stopping off"
     if schema is not None:
         return {**_typed(state, schema, records, ok, fields, failed, partial, filled(ctx.ok_confidence)), **asked,
                 **({"stop_reason": stop} if asked else {})}

@@ -6,9 +6,10 @@ before a merge may use it, so a malformed reply becomes a failed branch, not a b
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, create_model, field_validator
 
 from parallax.state.lifecycle import BranchState, Transition
 
@@ -17,11 +18,19 @@ BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "
 BranchStatus = Literal["ok", "failed", "timeout", "cancelled"]
 """`cancelled`: a vote still in flight when the vote settled without it (never counted, never asked again)."""
 BUSINESS = ("direct", "slice", "vote")
+"""Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
 VOTE_REASONING_CHARS = 300
 VOTE_ANSWER_CHARS = 60
 """A vote's working and final value, in characters (about 75 and 15 tokens): measured on the embedded
 model, replies then end well inside the 384-token cap, where unbounded ones hit it one time in four."""
-"""Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
+SLICE_POINTS = 3
+QUOTE_CHARS = 120
+POINT_CHARS = 160
+"""A slice reply: at most 3 findings, each a quote of at most 120 and a point of at most 160 characters
+(about 30 + 40 tokens, with the keys under 100): the whole reply stays under 320 of the 384-token cap.
+Unbounded, every slice of a HotpotQA document ran to the cap (bench/section_cap.py measures it)."""
+JUDGE_REASON_CHARS = 200
+"""The judge's one sentence (about 50 tokens); its choice is one of the candidates (`judge_reply`)."""
 
 
 def nonblank(value: str, why: str) -> str:
@@ -85,17 +94,21 @@ class Comparison(BaseModel):
 class QuotedPoint(BaseModel):
     """One finding and the words of the source it rests on (checked against the slice, no model call).
 
-    `quote` comes first so that a small model copies the evidence before it writes the point."""
+    `quote` comes first so that a small model copies the evidence before it writes the point. Both are
+    bounded in the schema only (as a vote's reply is): a longer one from an endpoint that ignores the
+    bounds is still read."""
 
-    quote: str = Field(description="a few words copied exactly from this part that support the point")
-    point: str = Field(description="the finding, in one short sentence")
+    quote: str = Field(json_schema_extra={"maxLength": QUOTE_CHARS},
+                       description="a few words copied exactly from this part that support the point")
+    point: str = Field(json_schema_extra={"maxLength": POINT_CHARS}, description="the finding, in one short sentence")
 
 
 class SliceFinding(BaseModel):
     """Reply of a `slice` branch: what this slice alone says about the question, each point with its quote."""
 
     relevant: bool = Field(description="does this part of the document help answer the question")
-    points: list[QuotedPoint] = Field(default_factory=list, description="findings from this part only, each with a quote")
+    points: list[QuotedPoint] = Field(default_factory=list, json_schema_extra={"maxItems": SLICE_POINTS},
+                                      description="at most three findings from this part only, each with a quote")
 
     @field_validator("points", mode="before")
     @classmethod
@@ -107,10 +120,23 @@ class SliceFinding(BaseModel):
 
 
 class JudgeDecision(BaseModel):
-    """Reply of the arbitration call when the votes do not agree."""
+    """Reply of the arbitration call when the votes do not agree (asked through `judge_reply`)."""
 
     choice: str = Field(description="the candidate answer judged correct, copied exactly")
-    reason: str = Field(default="")
+    reason: str = Field(default="", json_schema_extra={"maxLength": JUDGE_REASON_CHARS})
+
+
+@functools.lru_cache(maxsize=32)
+def judge_reply(candidates: tuple[str, ...]) -> type[JudgeDecision]:
+    """The judge's reply schema for these candidates: `choice` is one of them (a JSON Schema `enum`).
+
+    Why: with a free-text choice the embedded model wrote `{"choice": "1", "reason": "17"}`, an index
+    or a new answer, which picks nothing; an endpoint that turns the schema into a grammar (llama.cpp)
+    can now only write one of the candidates, copied exactly. Schema only, as the vote's bounds: a reply
+    from an endpoint that ignores the enum is still read, and nodes/judge.py says what it chose instead."""
+    return create_model("JudgeDecision", __base__=JudgeDecision,
+                        choice=(str, Field(json_schema_extra={"enum": list(candidates)},
+                                           description="the candidate answer judged correct, copied exactly")))
 
 
 class Objection(BaseModel):

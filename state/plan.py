@@ -26,21 +26,38 @@ BoardPolicy = Literal["append", "keep_both", "conflict"]
 TaskStatus = Literal["PENDING", "RUNNING", "DONE", "NEEDS_REVIEW", "FAILED", "SKIPPED"]
 FINISHED = ("DONE", "NEEDS_REVIEW")
 """Task states whose output dependants may use."""
+PLAN_TASKS = 20
+PLAN_TEXT_CHARS = 200
+PLAN_LIST_ITEMS = 10
+"""Bounds of the planner's reply, in its JSON Schema only (as a vote's reply is bounded, state/payloads.py):
+an endpoint that turns the schema into a grammar (llama.cpp) cannot let a small model write one goal, input
+or template without end; a plan given by a caller, or from an endpoint that ignores the bounds, is still
+read, and plan_check.py's limits (PARALLAX_PLAN_MAX_TASKS, default 20 = PLAN_TASKS) decide. A template may
+be as long as four goals."""
+Bounded = Annotated[str, Field(json_schema_extra={"maxLength": PLAN_TEXT_CHARS})]
+
+
+def _most(items: int) -> Any:
+    return {"maxItems": items}
 
 
 class PlanTask(BaseModel):
     """One step of a plan. `$N` or `${N}` in `goal` or an input stands for task N's result."""
 
     id: int = Field(ge=1, description="1, 2, 3 ... unique within the plan")
-    goal: str = Field(description="what this task must produce")
+    goal: str = Field(json_schema_extra={"maxLength": PLAN_TEXT_CHARS}, description="what this task must produce")
     kind: TaskKind = Field("solve", description="solve: answer it; section: read a long document in slices; "
                                                 "vote: several independent short answers; tool: run a tool; "
                                                 "edit: change files in the repository")
-    deps: list[int] = Field(default_factory=list, description="ids of the tasks whose results this task needs")
-    inputs: dict[str, str] = Field(default_factory=dict, description="named inputs; may hold $N placeholders")
-    writes: list[str] = Field(default_factory=list, description="files an edit task changes (paths in the repository)")
+    deps: list[int] = Field(default_factory=list, json_schema_extra=_most(PLAN_TASKS),
+                            description="ids of the tasks whose results this task needs")
+    inputs: dict[str, Bounded] = Field(default_factory=dict, json_schema_extra={"maxProperties": PLAN_LIST_ITEMS},
+                                       description="named inputs; may hold $N placeholders")
+    writes: list[Bounded] = Field(default_factory=list, json_schema_extra=_most(PLAN_LIST_ITEMS),
+                                  description="files an edit task changes (paths in the repository)")
     optional: bool = Field(False, description="the plan can finish without this task")
-    key: str = Field("", description="board key the result is written under (default: the task id)")
+    key: str = Field("", json_schema_extra={"maxLength": 60},
+                     description="board key the result is written under (default: the task id)")
 
     @field_validator("goal")
     @classmethod
@@ -57,12 +74,13 @@ class PlanTask(BaseModel):
 class Plan(BaseModel):
     """Reply of the planner: tasks in plan order, and how their results become one answer."""
 
-    tasks: list[PlanTask] = Field(description="the tasks, in plan order")
+    tasks: list[PlanTask] = Field(json_schema_extra=_most(PLAN_TASKS), description="the tasks, in plan order")
     synthesis: Synthesis = Field("concat", description="concat (plan order), reduce (fold pairwise), "
                                                        "vote (over equivalent tasks), assembly (fill `template`)")
-    template: str = Field("", description="for assembly: the answer with ${N} where task N's result goes")
-    outputs: list[int] = Field(default_factory=list, description="tasks whose results are synthesised "
-                                                                 "(default: those no task depends on)")
+    template: str = Field("", json_schema_extra={"maxLength": 4 * PLAN_TEXT_CHARS},
+                          description="for assembly: the answer with ${N} where task N's result goes")
+    outputs: list[int] = Field(default_factory=list, json_schema_extra=_most(PLAN_TASKS),
+                               description="tasks whose results are synthesised (default: those no task depends on)")
     board_policy: BoardPolicy = Field("keep_both", description="when two tasks write one board key: append the "
                                                                "results, keep both, or mark a conflict for the joiner")
     min_votes: int | None = Field(None, ge=1, description="for vote synthesis: results that must agree "

@@ -17,7 +17,7 @@
     plan show          cli/plan.py      a plan run's DAG as Mermaid or PNG
     --version          cli/version.py   the installed version
 Shared helpers are in cli/common.py, which imports no command; the examples that end `--help`
-are in cli/examples.py.
+are in cli/examples.py; click's own usage errors get the same `error:` prefix (cli/usage_errors.py).
 
 Help is click's plain layout (`rich_markup_mode=None`): Typer's rich panels print a type
 placeholder after every option, flags too (`--json <bool>`), which reads as if a flag took a
@@ -49,6 +49,7 @@ from parallax.cli import (
 )
 from parallax.cli.common import err, fail
 from parallax.cli.examples import epilog
+from parallax.cli.usage_errors import ParallaxGroup
 from parallax.cli.version import print_version
 from parallax.runtime import settings as settings_mod
 
@@ -59,6 +60,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
     rich_markup_mode=None,
+    cls=ParallaxGroup,
 )
 
 

@@ -16,7 +16,7 @@ from parallax.cli.common import err
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
-NOTICE = "note: tiny local model SmolLM2-135M answered, usually wrong; use --base-url URL"
+NOTICE = "note: tiny SmolLM2-135M answered, often wrong; use --base-url URL --model NAME"
 """One line that fits 80 columns; `--base-url`'s help and docs/cli.md name the variables (OPENAI_BASE_URL,
 OPENAI_API_KEY, PARALLAX_MODEL) and PARALLAX_QUIET_MODEL_NOTICE."""
 

@@ -32,7 +32,7 @@ from parallax.cli.common import (
     with_playbooks,
     write_atomically,
 )
-from parallax.cli.tables import elide, gate_summary, new_table, when
+from parallax.cli.tables import elide, gate_summary, new_table, print_table, when
 from parallax.runtime.storage.namespaces import StoreError
 
 if TYPE_CHECKING:
@@ -63,7 +63,9 @@ def show(playbook: Name = "default", tenant: Tenant = "default",
     pv = with_playbooks(work, tenant)
     if as_json:
         return emit(pv.model_dump(mode="json"))
-    Console().print(items_table(playbook, pv, all_items))
+    print_table(Console(), items_table(playbook, pv, all_items),
+                f"no {'items' if all_items else 'active lessons'} yet; learn some from tasks with a known answer: "
+                f"parallax learn TASKS.jsonl --playbook {playbook} (docs/learning.md)")
 
 
 def items_table(playbook: str, pv: PlaybookVersion, all_items: bool = False) -> Table:
@@ -92,7 +94,8 @@ def history(playbook: Name = "default", tenant: Tenant = "default",
     if as_json:
         return emit(rows + ([{**e, "created_at": e["at"]} for e in events] if with_labels else []))
     console = Console(highlight=False)
-    console.print(history_table(playbook, rows))
+    print_table(console, history_table(playbook, rows), "no versions yet: parallax learn TASKS.jsonl --playbook "
+                f"{playbook} makes the first")
     for e in events:
         console.print(f"{e['at'][:19].replace('T', ' ')} label {e['label']}: {e['from']} -> {e['to']} by {e['by']}: {e['why']}")
 
@@ -216,7 +219,7 @@ def candidates(playbook: Name = "default", tenant: Tenant = "default", as_json: 
     if as_json:
         return emit([{**summary(c), "candidate": c.candidate_id, "reason": c.reason,
                       "operations": len(c.operations)} for c in found])
-    Console().print(candidates_table(playbook, found))
+    print_table(Console(), candidates_table(playbook, found), "none: no candidate version has been rejected")
 
 
 def candidates_table(playbook: str, found: list[Candidate]) -> Table:
@@ -237,7 +240,7 @@ def quarantine(playbook: Name = "default", tenant: Tenant = "default", as_json: 
     held = with_playbooks(work, tenant)
     if as_json:
         return emit(held)
-    Console().print(quarantine_table(playbook, held))
+    print_table(Console(), quarantine_table(playbook, held), "none: no lesson failed the injection screen")
 
 
 def quarantine_table(playbook: str, held: list[dict[str, Any]]) -> Table:

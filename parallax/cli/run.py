@@ -383,15 +383,16 @@ def _print_result(result: dict[str, Any]) -> None:
 
         console.print(speculation_table(speculation))
     if result.get("votes_asked"):
-        stop = f" ({result['stop_reason']})" if result.get("stop_reason") else ""
+        stop = f" ({result['stop_reason']})" if result.get("stop_reason") else ""  # "(the most allowed)", ...
         console.print(f"votes asked: {result['votes_asked']}{stop}", highlight=False)
     if result.get("vote_counts"):
         shown = (f"{elide(k, 40) if len(k) > 40 else repr(k)}: {v}" for k, v in result["vote_counts"].items())
         console.print("votes: " + ", ".join(shown), highlight=False)
     if result.get("objection"):
         console.print(f"red team: {result['objection']}")
+    guess = result.get("status") == "needs_review" and result.get("data") is None and bool(result.get("answer"))
     console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
-                  + (f" - {result['reason']}" if result.get("reason") else ""))
+                  + (f" - {result['reason']}" if result.get("reason") and not guess else ""))
     console.print(f"trace {result.get('trace_id')}", highlight=False)
     console.print(f"thread {result['thread_id']}  playbook v{result.get('playbook_version')}", highlight=False)
     if result.get("data") is not None:
@@ -400,8 +401,22 @@ def _print_result(result: dict[str, Any]) -> None:
         verified = sum(1 for p in provenance if p.get("verified"))
         console.print(f"provenance: {verified} of {len(provenance)} values verified (--json lists each, with its quote "
                       "and page)", highlight=False)
+    elif guess:
+        console.print(leading_guess(result), highlight=False)
     else:
         console.print(result.get("answer") or "(no answer)", highlight=False)
+
+
+def leading_guess(result: dict[str, Any]) -> str:
+    """A `needs_review` answer as what it is: the leading guess, its support among the votes, and why it needs
+    review. Printed bare, it read as Parallax's answer (the embedded model's junk on the README's first command)."""
+    from parallax.logic.vote import final_value
+
+    counts = result.get("vote_counts") or {}
+    votes = counts.get(final_value(result["answer"])) if counts else None
+    support = f" ({votes} of {sum(counts.values())} votes)" if votes is not None else ""
+    return (f"leading guess{support}: {result['answer']} — needs review"
+            + (f": {result['reason']}" if result.get("reason") else ""))
 
 
 def _finish(name: str | None, payload: dict[str, Any] | None, thread_id: str, context: Context, as_json: bool) -> None:

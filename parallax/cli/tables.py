@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
 SHORT_ID = 8
@@ -36,6 +37,17 @@ def new_table(title: str | None, columns: tuple[str, ...], text: tuple[str, ...]
         else:
             table.add_column(column, no_wrap=True, overflow="ellipsis")
     return table
+
+
+def print_table(console: Console, table: Table, empty: str) -> None:
+    """`table`, or when it has no rows one line instead: its title and `empty`, what to do next.
+
+    Why: a table with no rows printed its title over a header and nothing else (`parallax playbook show`
+    on a new store), which says neither that nothing is there nor how that changes."""
+    if table.row_count:
+        console.print(table)
+    else:
+        console.print(f"{table.title or 'nothing'}: {empty}", highlight=False, markup=False, soft_wrap=True)
 
 
 def short_id(value: str | None) -> str:

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from parallax.cli.common import AsJson, Tenant, base_context, emit, err, fail, no_store_yet, with_store
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
-from parallax.cli.tables import elide, new_table, short_id, when
+from parallax.cli.tables import elide, new_table, print_table, short_id, when
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.state.context import Context
 
@@ -145,7 +145,9 @@ def dlq_list(tenant: Tenant = "default",
     letters = [d for d in with_traces(lambda traces: traces.dead_letters(), tenant) if show_all or d["status"] == "open"]
     if as_json:
         return emit([_letter_row(d) for d in letters])
-    Console().print(letters_table(tenant, letters))
+    print_table(Console(), letters_table(tenant, letters),
+                "none" + ("" if show_all else " open (--all lists retried and dropped ones too)")
+                + ": no branch has given up after its retries")
 
 
 def letters_table(tenant: str, letters: list[dict[str, Any]]) -> Table:

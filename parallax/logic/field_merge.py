@@ -11,9 +11,11 @@ Per field:
 - a list: the verified items of every slice, in document order, duplicates (same normalised
   value) once;
 - a single value: the verified value; two slices giving *different* verified values is a
-  conflict, reported with both values and their pages, and the run goes to review: picking
-  one silently would hide that the document says two things (the data keeps the value most
-  slices gave, the first in the document on a tie, so it still has the field's type).
+  conflict, and the field is LEFT OUT of the data: picking one (the data used to keep the value
+  most slices gave) would hide that the document says two things, and a caller reading `data`
+  alone would take it for the answer. The conflict is in the run's reason (each value with its
+  pages), in `verification.facts.conflicts`, and in the provenance (one record per value, each
+  `conflict: true`); the run goes to review.
 """
 
 from __future__ import annotations
@@ -148,10 +150,10 @@ def _single(path: str, group: list[Found], merged: Merged) -> None:
     values: dict[str, list[Found]] = {}
     for found in group:
         values.setdefault(normal(found.value), []).append(found)
-    chosen = max(values.values(), key=len)  # max keeps the first (earliest in the document) on a tie
-    set_at(merged.data, path, chosen[0].value)
     if len(values) == 1:
-        merged.provenance.append(chosen[0].record())
+        only = next(iter(values.values()))[0]
+        set_at(merged.data, path, only.value)
+        merged.provenance.append(only.record())
         return
     merged.conflicts.append({"path": path, "values": [
         {"value": same[0].value, "pages": sorted({f.page for f in same if f.page is not None}),

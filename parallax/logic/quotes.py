@@ -67,15 +67,25 @@ def check_findings(findings: list[tuple[int, str, str]], slices: list[str]) -> F
     return result
 
 
-_FIGURE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+_LETTER = r"[^\W\d_]"
+_FIGURE = re.compile(rf"(?<!\w)(?<!\d[.,])(?<!{_LETTER}-)"  # nothing word-like glued on the left
+                     r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+                     rf"(?!\w)(?![.,]\d)(?!-{_LETTER})")  # nor on the right
+"""A figure is a number of its own, a token: digits, with thousands commas and a decimal point, that touch
+no letter, digit or underscore on either side, directly or through a hyphen. So `$3`, `(3)`, `-3`, `3.5%`,
+`3,000`, `3 million` and `3.` at a sentence end print 3 (or 3.5, 3000); the 3 of `3M`, `Q3`, `FY3`, `3rd`,
+`3-D`, `10-K` or `COVID-3`, the 2 of `H2O`, and `3m` (`3m units`: a glued scale letter cannot be told from
+a name such as "3M Company" in PDF text) do not. Precision over recall: a value whose quote writes it
+glued to letters is dropped (and counted), never verified by a digit inside a name."""
 SCALES = (1, 1_000, 1_000_000, 1_000_000_000, 0.01)
 """A figure may be printed in thousands, millions or billions ("in millions"), or as a percentage."""
 
 
 def number_shown(value: float, quote: str) -> bool:
-    """Whether `quote` prints the number `value` (up to sign, rounding to the printed digits, and a scale
-    of thousands, millions, billions or per cent). A quote that occurs in the source but shows another
-    number does not support the value: a misread figure with a true quote is caught here."""
+    """Whether `quote` prints the number `value` as a figure of its own (`_FIGURE`), up to sign, rounding to
+    the printed digits, and a scale of thousands, millions, billions or per cent. A quote that occurs in the
+    source but shows another number does not support the value: a misread figure with a true quote is caught
+    here, and so is a digit inside a name ("3M Company and Subsidiaries" does not print 3)."""
     target = abs(value)
     for match in _FIGURE.finditer(quote or ""):
         printed = float(match.group().replace(",", ""))

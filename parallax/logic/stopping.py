@@ -76,7 +76,7 @@ def decide_units(units: list[list[int]], asked: int, max_votes: int, *, threshol
         return Decision(True, 0, posterior, f"settled: P(leader ahead) {posterior:.3f} >= {threshold}")
     remaining = max_votes - asked
     if remaining <= 0:
-        return Decision(True, 0, posterior, f"asked the most votes ({max_votes})")
+        return Decision(True, 0, posterior, "the most allowed")
     needed = max(next((k for k in range(1, remaining + 1)
                        if leader_posterior(ranked[0] + k, ranked[1]) >= threshold and ranked[0] + k >= min_leader),
                       remaining)

@@ -94,10 +94,11 @@ def section_outcome(schema: JsonSchema, ok: list[BranchRecord], slices: list[str
             f"{c['path']}: " + " vs ".join(f"{v['value']!r}" + (f" (page {', '.join(map(str, v['pages']))})"
                                                                  if v["pages"] else "") for v in c["values"])
             for c in merged.conflicts))
-    missing = missing_required(schema, merged.data)
+    disputed = {c["path"] for c in merged.conflicts}  # left out of the data: already said above
+    missing = [m for m in missing_required(schema, merged.data) if m not in disputed]
     if missing:
         notes.append(f"no verified value for required field(s): {_names(missing)}")
-    problems = [] if missing else validation_errors(schema, merged.data)
+    problems = [] if missing or disputed else validation_errors(schema, merged.data)
     if problems:
         notes.append(f"the merged object does not match the schema: {problems[0]}")
     if not merged.verified:

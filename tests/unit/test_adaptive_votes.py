@@ -54,7 +54,7 @@ async def test_a_judge_choosing_a_one_vote_minority_ends_needs_review(scripted_e
     monkeypatch.setenv("PARALLAX_EARLY_STOP", "false")
     scripted_endpoint(FaultConfig(reply=by_index(["42", "41", "42", "41", "40"], judge="40", votes=5)))
     out = await builder.compile().ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 5})
-    assert out["vote_counts"] == {"42": 2, "41": 2, "40": 1} and out["stop_reason"] == "asked all 5 votes (early stopping off)"
+    assert out["vote_counts"] == {"42": 2, "41": 2, "40": 1} and out["stop_reason"] == "all of them: early stopping off"
     assert out["status"] == "needs_review" and final_value(out["answer"]) in ("42", "41")
     assert "the judge chose '40', which 1 vote(s) gave against 2" in out["reason"]
 

@@ -92,12 +92,39 @@ def test_auto_route_follows_the_shape_of_the_input(task, question, route):
 
 
 @pytest.mark.parametrize("schema", [Answer, SliceFinding, JudgeDecision, Objection])
-def test_schemas_sent_to_llama_cpp_stay_small_and_ordered(schema):
-    """llama.cpp cannot parse grammars from maxLength; required keys come first in its grammar."""
+def test_schemas_sent_to_llama_cpp_are_json_object_with_required_keys_first(schema):
+    """llama.cpp takes the schema beside `json_object`; required keys come first in its grammar."""
     fmt = response_format(schema, "json_object_schema")
-    assert fmt["type"] == "json_object" and "maxLength" not in json.dumps(fmt["schema"]["properties"])
+    assert fmt["type"] == "json_object" and fmt["schema"] == schema.model_json_schema()
     if schema is Answer:
         assert fmt["schema"]["required"] == ["reasoning", "answer"]
+
+
+def test_slice_plan_and_judge_replies_are_bounded_in_their_schema_only():
+    """A small model cannot write a slice, plan or judge reply past the token cap through a grammar made from
+    these schemas (issue 30: all 4 slices of a HotpotQA document stopped at 384 tokens); longer replies from an
+    endpoint that ignores the bounds are still read."""
+    from parallax.state.payloads import POINT_CHARS, QUOTE_CHARS, SLICE_POINTS, judge_reply
+    from parallax.state.plan import PLAN_TASKS, PLAN_TEXT_CHARS, Plan
+
+    finding = SliceFinding.model_json_schema()
+    point = finding["$defs"]["QuotedPoint"]["properties"]
+    assert finding["properties"]["points"]["maxItems"] == SLICE_POINTS == 3
+    assert (point["quote"]["maxLength"], point["point"]["maxLength"]) == (QUOTE_CHARS, POINT_CHARS)
+    long = SliceFinding.model_validate({"relevant": True, "points": [{"quote": "q" * 500, "point": "p" * 500}] * 5})
+    assert len(long.points) == 5 and len(long.points[0].quote) == 500
+
+    judge = judge_reply(("22", "17 sheep"))
+    schema = judge.model_json_schema()["properties"]
+    assert schema["choice"]["enum"] == ["22", "17 sheep"] and schema["reason"]["maxLength"] == 200
+    assert judge.model_validate({"choice": "1", "reason": "r" * 900}).choice == "1"  # read; nodes/judge.py says so
+    assert judge_reply(("22", "17 sheep")) is judge  # one model per candidate list, not one per call
+
+    plan = Plan.model_json_schema()
+    task = plan["$defs"]["PlanTask"]["properties"]
+    assert plan["properties"]["tasks"]["maxItems"] == PLAN_TASKS
+    assert task["goal"]["maxLength"] == PLAN_TEXT_CHARS and task["inputs"]["additionalProperties"]["maxLength"] == 200
+    assert Plan.model_validate({"tasks": [{"id": 1, "goal": "g" * 900}]}).tasks[0].goal == "g" * 900
 
 
 @pytest.mark.parametrize("answer, target, question, scorer, correct", [

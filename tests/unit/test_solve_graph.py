@@ -86,7 +86,7 @@ async def test_min_votes_above_the_majority_and_an_unsure_judge_means_needs_revi
     out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "min_votes": 4}, context=model_ctx)
     assert out["status"] == "needs_review"
     assert "no answer reached 4 of 5 votes" in out["reason"]
-    assert "judge did not pick" in out["reason"]
+    assert "judge did not pick a candidate: it replied 'something else entirely', which is none of them" in out["reason"]
 
 
 async def test_parse_reasks_stay_inside_one_vote(monkeypatch):

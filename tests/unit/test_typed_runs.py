@@ -125,6 +125,28 @@ async def test_two_slices_with_different_verified_values_for_one_field_are_a_rep
     conflict, = out["verification"]["facts"]["conflicts"]
     assert [(v["value"], v["pages"]) for v in conflict["values"]] == [(4796, [1]), (4800, [4])]
     assert {p["value"] for p in out["provenance"] if p.get("conflict")} == {4796, 4800}
+    # the field is left out of the data (neither value is picked), the rest of the object is kept, and the
+    # reason does not call the disputed required field missing
+    assert out["data"] == {"segments": ["Digital Media", "Digital Experience"], "currency": "USD"}
+    assert "required field" not in out["reason"]
+
+
+async def test_a_digit_inside_a_name_does_not_verify_a_number(scripted_endpoint):
+    """Over a 10-K, the quote "3M Company and Subsidiaries" verified 3 for capital expenditure: the 3 of 3M is
+    no printed figure. The value is dropped and counted; its provenance record says it did not verify."""
+    from parallax.graphs.solve import graph
+
+    schema = {"type": "object", "properties": {"capex": {"type": "number"}, "company": {"type": "string"}}}
+    pages = ["3M Company and Subsidiaries\nConsolidated Statement of Cash Flows",
+             "Purchases of property, plant and equipment (PP&E) were $1,749 million."]
+    facts = [Fact("capex", 3, "3M Company and Subsidiaries"), Fact("company", "3M", "3M Company and Subsidiaries")]
+    scripted_endpoint(FaultConfig(reply=ExtractionModel(facts=facts)))
+    out = await graph.ainvoke({"pages": pages, "question": "capital expenditure?", "mode": "section",
+                               "output_schema": schema}, context={"slice_chars": 80})
+    assert out["data"] == {"company": "3M"}
+    capex, = [p for p in out["provenance"] if p["path"] == "capex"]
+    assert capex["value"] == 3 and capex["verified"] is False and capex["quote"] == "3M Company and Subsidiaries"
+    assert "1 of 2 values dropped" in out["reason"]
 
 
 async def test_a_section_run_missing_a_required_field_is_not_ok(scripted_endpoint):

@@ -147,7 +147,8 @@ def test_section_values_verify_against_their_slice_land_on_their_page_and_confli
         {"value": 4800, "pages": [3], "slices": [2], "branch_ids": ["slice-2"]}]}]
     dropped = [p for p in merged.provenance if not p["verified"]]
     assert [d["value"] for d in dropped] == ["Video", "digital media"]  # its quote is on page 2, not in slice 3
-    assert missing_required(FILING, merged.data) == ["currency"]
+    assert "revenue" not in merged.data  # a disputed field is left out, not picked
+    assert missing_required(FILING, merged.data) == ["revenue", "currency"]
 
 
 def test_a_quote_from_another_slice_does_not_verify():
