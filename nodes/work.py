@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from parallax.logic.branch_plans import branch_messages, prompt_name
+from parallax.logic.budget import BUDGET_CAUSE, tally_of
 from parallax.logic.stragglers import StragglerWatch, run_watched
 from parallax.logic.user_schema import answer_schema, normal, reply_model, slice_schema
 from parallax.logic.vote import final_value
@@ -98,6 +99,15 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     wave = state.get("vote_watch")
     votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
                             "votes") if wave is not None else None
+    spec_of_budget = state.get("budget")
+    budget = tally_of(services, spec_of_budget) if spec_of_budget is not None else None
+
+    async def copy(spec: BranchSpec, copy_life: Lifecycle, life: Lifecycle) -> dict[str, Any]:
+        """The branch, or its straggler backup, which the budget checks too (refused: the original runs on alone)."""
+        if copy_life is not life and budget is not None and (stop := budget.reached()):
+            copy_life.finish("CANCELLED", stop)
+            return {"status": "cancelled", "cause": BUDGET_CAUSE}
+        return await run_branch(spec, ctx, copy_life, state)
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)
@@ -106,12 +116,16 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
             votes.started(spec["id"], asyncio.current_task())  # type: ignore[arg-type]  # gather wraps each in a task
         try:
             async with limit:
-                record = await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state), life, watch,
-                                           limit)
+                if budget is not None and (stop := budget.reached()):  # checked when its turn comes, not when queued
+                    budget.refused += 1
+                    return cancelled(spec, state, stop, cause=BUDGET_CAUSE)
+                record = await run_watched(lambda copy_life: copy(spec, copy_life, life), life, watch, limit)
         except asyncio.CancelledError:
             if votes is None or spec["id"] not in votes.cancelled:
                 raise
             return cancelled(spec, state, votes.reason)
+        if budget is not None:
+            budget.add(record)
         if votes is not None:
             votes.finished(spec["id"], record.get("vote") if record["status"] == "ok" else None)
         return record
@@ -119,14 +133,16 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
 
 
-def cancelled(spec: BranchSpec, state: WorkShared, why: str) -> dict[str, Any]:
-    """The record of a vote cancelled in flight: not counted, not asked again, no dead letter."""
+def cancelled(spec: BranchSpec, state: WorkShared, why: str, cause: str | None = None) -> dict[str, Any]:
+    """The record of a vote cancelled in flight, or a branch the run's budget did not let start (`cause` "budget",
+    `error` the budget's reason): not counted, not asked again, no dead letter."""
     life = planned(spec)
     life.move("DISPATCHED")
     life.finish("CANCELLED", why)
     template = _template(spec, state.get("prompts"))
     return BranchRecord(**_identity(spec, template), model=spec["model"] or None, temperature=spec["temperature"],
-                        status="cancelled", state=life.state, transitions=life.transitions).model_dump()
+                        status="cancelled", state=life.state, transitions=life.transitions, cause=cause,
+                        error=why if cause else None).model_dump()
 
 
 def work_failed(state: WorkTask, error: NodeError) -> dict[str, Any]:

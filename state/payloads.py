@@ -139,6 +139,8 @@ class BranchRecord(BaseModel):
     reasks: int = 0
     latency_ms: float = 0.0
     tokens: Tokens = Field(default_factory=Tokens)
+    cost_usd: float | None = Field(default=None, description="what its tokens cost in USD at the price table in force "
+                                                             "when it ran (runtime/prices.py); None: the model has no price")
     output: dict[str, Any] | None = None
     error: str | None = None
     cause: str | None = Field(default=None, description="why it failed, in one word: connection, timeout, circuit_open, "
