@@ -88,6 +88,7 @@ def summarize(traces: list[dict[str, Any]]) -> dict[str, Any]:
     tokens = [sum(b.get("tokens", {}).get("total", 0) for b in t.get("branches", [])) for t in traces]
     costs = [spend_of(t.get("branches", []))["cost_usd"] for t in traces]
     known = [c for c in costs if c is not None]
+    cost_mean = round(sum(known) / len(known), 8) if known else None
     feedback = [s for t in traces if (s := latest_score(t)) is not None]
     return {
         "runs": len(traces),
@@ -99,7 +100,7 @@ def summarize(traces: list[dict[str, Any]]) -> dict[str, Any]:
         "recovery_rate": _share(sum(t.get("status") == "ok" for t in faulty), len(faulty)),
         "latency_ms_p50": percentile(durations, 50), "latency_ms_p95": percentile(durations, 95),
         "tokens_total": sum(tokens), "tokens_mean": _mean(tokens),
-        "cost_usd_total": round(sum(known), 6) if known else None, "cost_usd_mean": round(sum(known) / len(known), 8) if known else None,
+        "cost_usd_total": round(sum(known), 6) if known else None, "cost_usd_mean": cost_mean,
         "cost_unknown_runs": len(costs) - len(known),
         "budget_stops": sum(str(t.get("reason") or "").startswith("budget reached") for t in traces),
         "feedback_mean": _mean(feedback), "feedback_runs": len(feedback),
