@@ -166,8 +166,6 @@ class Settings(BaseSettings):
     prices: str | None = Field(None, description="model prices as JSON, USD per million tokens: "
                                                  '{"model": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}; '
                                                  "over the defaults and the home's prices.json (runtime/prices.py)")
-    tenant_budgets: str | None = Field(None, description="daily spend limit of each tenant on the served API, USD: "
-                                                         "comma list of tenant:usd (server/tenant_budget.py)")
     quiet_model_notice: bool = Field(False, description="hide the line a CLI run prints when the tiny embedded "
                                                         "model answered")
 
