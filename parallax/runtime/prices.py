@@ -98,8 +98,22 @@ def _file_text(path: Path, _mtime_ns: int) -> str:
     return path.read_text(encoding="utf-8")
 
 
+_read: tuple[Settings, dict[str, Price]] | None = None
+
+
 def price_table(settings: Settings) -> dict[str, Price]:
-    """The prices in force: the defaults, the home's prices.json, then PARALLAX_PRICES (SettingsError when bad)."""
+    """The prices in force: the defaults, the home's prices.json, then PARALLAX_PRICES (SettingsError when bad).
+    Read once per settings read, as every setting is (a CLI command, a Python API call, `reload_settings()`): a
+    branch's cost is then a dictionary look-up, not a file check."""
+    global _read
+    if _read is not None and _read[0] is settings:
+        return _read[1]
+    table = _read_table(settings)
+    _read = (settings, table)
+    return table
+
+
+def _read_table(settings: Settings) -> dict[str, Price]:
     path = settings.home / PRICES_FILE
     try:
         text: str | None = _file_text(path, path.stat().st_mtime_ns)
