@@ -14,8 +14,9 @@ unlimited runs of that mode. `--parallel` runs at once, each with `max_concurren
 
 Checked per run, from its branch records (every model call's tokens, cost, and timed lifecycle):
   crossing     the moment the finished calls' spend first reached the budget (end times, in order)
-  in_flight    calls that started before the crossing (+ `--slack-ms`, the event-loop step between a call's
-               end and its tally) and ended after it: what was already in flight
+  in_flight    calls let start before the crossing (+ `--slack-ms`: transition times are kept to the ms) and
+               ended at or after it: what was already in flight. A call's start is when the budget check let it
+               start (`budget_seen.at` on its record), else its first IN_PROGRESS
   over         spend - budget (> 0 only past the crossing)
   violations   runs whose `over` exceeds the in-flight calls' spend, or that started a call after the crossing
   unsaid       runs that refused work for their budget (a call, a wave, a task) but do not say "budget reached"
@@ -118,10 +119,14 @@ def records_of(out: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def interval(record: dict[str, Any]) -> tuple[float, float] | None:
-    """(start, end) of a record's model call(s): its first IN_PROGRESS and its last transition."""
+    """(start, end) of a record's model call(s): when the budget let it start (`budget_seen.at`; else its first
+    IN_PROGRESS, which a loaded event loop may stamp long after the check), and its last transition."""
     steps = record.get("transitions") or []
     starts = [s["at"] for s in steps if s["state"] == "IN_PROGRESS"]
-    return (min(starts), steps[-1]["at"]) if starts else None
+    if not starts:
+        return None
+    seen = record.get("budget_seen") or {}
+    return (float(seen.get("at", min(starts))), steps[-1]["at"])
 
 
 def amount(record: dict[str, Any], unit: str) -> float:
@@ -243,8 +248,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--parallel", type=int, default=8, help="runs at once")
     parser.add_argument("--concurrency", type=int, default=4, help="max_concurrency of each run")
-    parser.add_argument("--slack-ms", type=float, default=50.0, help="a call that started this soon after the "
-                        "crossing counts as in flight (the event-loop step before its tally sees a finished call)")
+    parser.add_argument("--slack-ms", type=float, default=2.0, help="a call let start this soon after the crossing "
+                        "counts as in flight (transition times are rounded to the millisecond)")
     parser.add_argument("--seed", type=int, default=7)
     print(json.dumps(asyncio.run(main_async(parser.parse_args())), indent=2))
 

@@ -19,6 +19,7 @@ rather than as free.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -65,16 +66,16 @@ class RunBudget:
     def __init__(self, limits: Limits, tokens: int = 0, cost: float = 0.0, unpriced: Iterable[str] = ()) -> None:
         self.limits = limits
         self.tokens, self.cost, self.unpriced = tokens, cost, set(unpriced)
-        self.seen: set[str] = set()
+        self.counted: set[str] = set()
         self.refused = 0
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Count a finished branch (once: a record seen before is skipped)."""
         ident = record.get("id")
         if ident is not None:
-            if ident in self.seen:
+            if ident in self.counted:
                 return
-            self.seen.add(ident)
+            self.counted.add(ident)
         one = spend_of((record,))
         self.tokens += one["tokens"]
         if one["cost_usd"] is None:
@@ -88,6 +89,10 @@ class RunBudget:
 
     def reached(self) -> str | None:
         return reached(self.limits, self.tokens, self.cost, self.unpriced)
+
+    def seen(self) -> dict[str, Any]:
+        """What a branch let start is stamped with: when, and what the run had spent then."""
+        return {"at": round(time.time(), 4), "tokens": self.tokens, "cost_usd": round(self.cost, 10)}
 
     def spec(self, key: str) -> BudgetSpec:
         return {**self.limits, "key": key, "spent_tokens": self.tokens, "spent_cost": self.cost,
