@@ -119,7 +119,11 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
                         if checked and cancel_rest:
                             watch.finished(spec["id"], False)
                         return _cancelled(spec, life, None, stop, cause=BUDGET_CAUSE)
+                    seen = budget.seen() if budget is not None else None
                     record = await _generate(task, ctx, life)
+                if budget is not None:  # counted before anything else is awaited: siblings check it at once
+                    record["budget_seen"] = seen
+                    budget.add(record)
                 await results.save(spec["id"], record)
             else:
                 record["speculation"]["reused"] = True  # made before a resume: not asked again

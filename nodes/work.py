@@ -116,10 +116,15 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
             votes.started(spec["id"], asyncio.current_task())  # type: ignore[arg-type]  # gather wraps each in a task
         try:
             async with limit:
-                if budget is not None and (stop := budget.reached()):  # checked when its turn comes, not when queued
-                    budget.refused += 1
-                    return cancelled(spec, state, stop, cause=BUDGET_CAUSE)
+                seen = None
+                if budget is not None:  # checked when its turn comes, not when it was queued
+                    if stop := budget.reached():
+                        budget.refused += 1
+                        return cancelled(spec, state, stop, cause=BUDGET_CAUSE)
+                    seen = budget.seen()
                 record = await run_watched(lambda copy_life: copy(spec, copy_life, life), life, watch, limit)
+                if seen is not None:
+                    record["budget_seen"] = seen
         except asyncio.CancelledError:
             if votes is None or spec["id"] not in votes.cancelled:
                 raise

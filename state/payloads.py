@@ -155,6 +155,9 @@ class BranchRecord(BaseModel):
     backup: dict[str, Any] | None = Field(default=None, description="the straggler race, when a backup copy ran")
     input: dict[str, Any] | None = Field(default=None, description="what an escalated branch was asked, for `dlq retry`")
     prompt: dict[str, Any] | None = Field(default=None, description="the prompt template it was built from: {name, version}")
+    budget_seen: dict[str, Any] | None = Field(
+        default=None, description="a run with a budget: when the branch was let start and what the run had spent then "
+                                  "({at, tokens, cost_usd}; logic/budget.py)")
     speculation: dict[str, Any] | None = Field(
         default=None, description="a speculative candidate: its approach, its check and whether it won (and why not)")
 
