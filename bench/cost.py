@@ -215,8 +215,8 @@ def embedded(args: argparse.Namespace) -> dict[str, Any]:
 
     from parallax.runtime import model_server
     from parallax.runtime.chat_models import forget_clients
-    from parallax.runtime.services import process_services, reload_settings, renew_process_services
-    from parallax.runtime.settings import load
+    from parallax.runtime.services import process_services, renew_process_services
+    from parallax.runtime.settings import load, reload_settings
 
     os.environ.pop("OPENAI_BASE_URL", None)
     os.environ["PARALLAX_RESPONSE_FORMAT"] = "json_schema"

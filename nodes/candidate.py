@@ -19,6 +19,7 @@ from typing import Any
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
+from parallax.logic.budget import BUDGET_CAUSE, tally_of
 from parallax.logic.candidate_watch import CandidateWatch
 from parallax.logic.speculation import check_note, failed_tests, passed_tests
 from parallax.prompts.solve import candidate_messages
@@ -103,6 +104,7 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
     life = Lifecycle([{"state": "PENDING", "at": spec["planned_at"], "reason": ""}])
     life.move("DISPATCHED")
     record: dict[str, Any] | None = None
+    budget = tally_of(services, task["budget"]) if task.get("budget") is not None else None
 
     async def attempt() -> dict[str, Any]:
         nonlocal record
@@ -113,10 +115,20 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
             record = await results.load(spec["id"])
             if record is None:
                 async with limit:
+                    if budget is not None and (stop := budget.reached()):  # checked when its turn comes
+                        if checked and cancel_rest:
+                            watch.finished(spec["id"], False)
+                        return _cancelled(spec, life, None, stop, cause=BUDGET_CAUSE)
+                    seen = budget.seen() if budget is not None else None
                     record = await _generate(task, ctx, life)
+                if budget is not None:  # counted before anything else is awaited: siblings check it at once
+                    record["budget_seen"] = seen
+                    budget.add(record)
                 await results.save(spec["id"], record)
             else:
                 record["speculation"]["reused"] = True  # made before a resume: not asked again
+            if budget is not None:
+                budget.add(record)
             if not checked or record["status"] != "ok":
                 if checked:
                     watch.finished(spec["id"], False)
@@ -134,15 +146,16 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
     return {"branches": [await asyncio.ensure_future(attempt())]}
 
 
-def _cancelled(spec: CandidateSpec, life: Lifecycle, made: dict[str, Any] | None, why: str) -> dict[str, Any]:
-    """The record of a candidate cancelled because another passed first: kept in the trace, never picked or counted.
-    A candidate already made keeps its reply (and its model call's figures)."""
+def _cancelled(spec: CandidateSpec, life: Lifecycle, made: dict[str, Any] | None, why: str,
+               cause: str | None = None) -> dict[str, Any]:
+    """The record of a candidate cancelled because another passed first (or not started: `cause` "budget"): kept in
+    the trace, never picked or counted. A candidate already made keeps its reply (and its model call's figures)."""
     if made is not None and made["status"] == "ok":
         return {**made, "status": "cancelled", "speculation": {**made["speculation"], "result": "cancelled", "why": why}}
     life.finish("CANCELLED", why)
     return BranchRecord(id=spec["id"], parent_id=spec["parent_id"], kind="candidate", status="cancelled",
                         model=spec["model"] or None, temperature=spec["temperature"], state=life.state,
-                        transitions=life.transitions,
+                        transitions=life.transitions, cause=cause, error=why if cause else None,
                         speculation={**_approach(spec), "result": "cancelled", "why": why}).model_dump()
 
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
+from parallax.logic.budget import fan_out_spec
 from parallax.logic.routing import votes_of
+from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.state.plan import PlanState, TaskPayload
 
 
@@ -24,6 +28,7 @@ async def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_direc
     current = state["round"]
     earlier = [r for r in state.get("tasks", []) if r["round"] < current and r["status"] == "DONE"]
     votes = votes_of(state)  # the input passed validate_plan_input (start_plan)
+    budget = fan_out_spec(services_of(context_of(get_runtime())), state)
 
     def payload(task: dict[str, Any]) -> TaskPayload:
         sent: TaskPayload = {"task": task, "plan": state["plan"], "round": current, "trace_id": state["trace_id"],
@@ -40,6 +45,8 @@ async def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_direc
             sent["test_command"] = state["test_command"]
         if state.get("candidates", 1) > 1:
             sent["candidates"] = state["candidates"]
+        if budget is not None:
+            sent["budget"] = budget
         return sent
 
     return [Send("run_task", payload(task)) for task in state["plan"]["tasks"]]

@@ -12,9 +12,10 @@ from langgraph.runtime import get_runtime
 from langgraph.types import Send
 
 from parallax.logic.branch_plans import adaptive, branch_specs, first_wave, request_groups, run_metadata
+from parallax.logic.budget import fan_out_spec
 from parallax.logic.speculation import candidate_specs, check_spec
 from parallax.runtime.run_context import context_of
-from parallax.runtime.services import new_fan_out
+from parallax.runtime.services import new_fan_out, services_of
 from parallax.state.context import Context, filled
 from parallax.state.records import BranchSpec, CandidateTask, SafetyTask, WorkShared, WorkTask
 from parallax.state.solve import SolveState
@@ -39,6 +40,8 @@ def _candidates(state: SolveState, ctx: Context) -> list[Send]:
     shared = {"fan_out": new_fan_out(), "check": check, "tenant": state.get("tenant", "default"),
               "prompts": state.get("prompts") or {},
               "meta": run_metadata(state)}
+    if (budget := fan_out_spec(services_of(ctx), state)) is not None:
+        shared["budget"] = budget
     tasks: list[CandidateTask] = [{"candidate": spec, **shared} for spec in candidate_specs(state, ctx)]  # type: ignore[typeddict-item]
     return [Send("candidate", task) for task in tasks]
 
@@ -60,6 +63,8 @@ def _work(state: SolveState, ctx: Context, specs: list[BranchSpec], earlier: lis
     if earlier is not None:
         shared["vote_watch"] = {"earlier": earlier, "threshold": filled(ctx.vote_stop_threshold),
                                 "min_leader": state.get("min_votes") or 0}
+    if (budget := fan_out_spec(services_of(ctx), state)) is not None:
+        shared["budget"] = budget
     tasks: list[WorkTask] = [{"branches": branches, **shared} for branches in request_groups(specs)] if specs else []
     return [Send("work", task) for task in tasks]
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from parallax.logic.budget import run_tally
 from parallax.logic.plan_outcome import plan_status, should_replan
 from parallax.logic.synthesis import synthesise
 from parallax.logic.vote import normalize_answer
@@ -22,6 +23,7 @@ from parallax.prompts.plan import combine_messages
 from parallax.prompts.solve import judge_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.state.context import Context
 from parallax.state.payloads import Answer, judge_reply
 from parallax.state.plan import FINISHED, Plan, PlanState
@@ -31,15 +33,31 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     plan = Plan.model_validate(state["plan"])
     records = {r["id"]: r for r in state.get("tasks", []) if r["round"] == state["round"]}
+    budget = run_tally(services_of(ctx), state)
+    stops: list[str] = []
     replan = should_replan(plan, records, state.get("max_replans", 1) - state["round"], state.get("stop", ""))
-    if replan:
+    if replan and budget is not None and (stop := budget.reached()):
+        stops.append(f"{stop}: no replan ({replan})")
+    elif replan:
         return {"decision": "replan", "reason": replan}
     calls: list[dict[str, Any]] = []
+
+    def refused(what: str) -> bool:
+        """The budget is reached: the call for `what` is not made (and the run says so)."""
+        if budget is None:
+            return False
+        budget.absorb(calls)
+        stop = budget.reached()
+        if stop:
+            stops.append(f"{stop}: {what} was not asked")
+        return stop is not None
 
     def identity(kind: str) -> dict[str, Any]:
         return {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": kind}
 
     async def combine(first: str, second: str) -> str | None:
+        if refused("a combine call"):
+            return None
         record, reply = await call_branch(identity("combine"), combine_messages(state["request"], first, second), Answer,
                                           ctx, model=ctx.reviewer_model, temperature=0.0)
         calls.append(record.model_dump())
@@ -50,6 +68,9 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
         if not entry.get("conflict") or entry.get("resolved"):
             continue
         candidates = [str(e["value"]) for e in entry["entries"]]
+        if refused(f"the judge of board key {key}"):
+            unresolved.append(key)
+            continue
         asked = judge_messages(state["request"], f"board key {key}", candidates)
         record, decision = await call_branch(identity("judge"), asked, judge_reply(tuple(dict.fromkeys(candidates))), ctx,
                                              model=ctx.reviewer_model, temperature=0.0)
@@ -70,8 +91,10 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     status, confidence, reasons = plan_status(plan, records, synthesis, verification, unresolved)
     if state.get("stop"):
         reasons.append(state["stop"])
+    if stops:
+        reasons.insert(0, stops[0])
     return {"decision": "finish", "answer": synthesis.answer, "status": status, "confidence": confidence,
             "vote_counts": synthesis.votes, "reason": "; ".join(reasons)[:1000], "verification": verification,
-            "branches": calls, "board": board_update,
+            "branches": calls, "board": board_update, **({"budget_stop": stops[0]} if stops else {}),
             "failed_branches": [b["id"] for r in records.values() for b in r.get("branches", [])
                                 if b.get("kind") in ("direct", "slice", "vote", "edit") and b.get("status") != "ok"]}

@@ -21,11 +21,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import run_metadata
+from parallax.logic.budget import state_reached
 from parallax.logic.run_status import final_status
 from parallax.logic.vote import final_value, quorum_shortfall
 from parallax.prompts.solve import judge_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
 from parallax.state.payloads import Answer, BranchRecord, judge_reply
 from parallax.state.solve import SolveState
@@ -40,9 +42,12 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     unsettled = quorum_shortfall(sum(r.status == "ok" for r in votes), len(votes), state.get("min_votes"))
     if not unsettled and len(candidates) < 2:
         unsettled = "a lone candidate cannot be judged into a result"
+    if not unsettled and (stop := state_reached(state, services_of(ctx))):
+        unsettled = f"{stop}: the judge was not asked"
     if unsettled:
         reason = state.get("reason", "")
-        return {"status": "needs_review", "reason": reason if unsettled in reason else f"{reason}; {unsettled}".strip("; ")}
+        return {"status": "needs_review", "reason": reason if unsettled in reason else f"{reason}; {unsettled}".strip("; "),
+                **({"budget_stop": unsettled} if unsettled.startswith("budget reached") else {})}
     template = (state.get("prompts") or {}).get("judge")
     identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge",
                 "prompt": {"name": "judge", "version": template.get("version", 0) if template else 0}}

@@ -18,6 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import adaptive
+from parallax.logic.budget import state_reached
 from parallax.logic.field_vote import FieldVote
 from parallax.logic.quotes import FactCheck, check_findings
 from parallax.logic.routing import votes_of
@@ -26,6 +27,7 @@ from parallax.logic.stopping import decide_units
 from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome, vote_tally
 from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
 from parallax.state.payloads import BUSINESS, Answer, BranchRecord, SliceFinding
 from parallax.state.records import JsonSchema
@@ -64,7 +66,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     ok = [r for r in business if r.status == "ok"]
     failed = [r.id for r in business if r.status != "ok"]
     partial = f"{len(failed)} of {len(business)} branches failed" if failed else ""
-    asked = {"votes_asked": len(business), "next_wave": 0} if state["mode"] == "vote" else {}
+    asked: dict[str, Any] = {"votes_asked": len(business), "next_wave": 0} if state["mode"] == "vote" else {}
     if not ok:
         errors = "; ".join(sorted({r.error or r.status for r in business}))[:500]
         return {"status": "failed", "answer": "", "data": None, "provenance": [], "confidence": 0.0, "vote_counts": {},
@@ -80,9 +82,12 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         units = fields.unit_counts if fields is not None else [list(Counter(r.vote for r in ok).values())]
         decision = decide_units(units, len(business), votes_of(state), threshold=filled(ctx.vote_stop_threshold),
                                 first_wave=filled(ctx.vote_first_wave), min_leader=min_votes or 0)
-        if not decision.stop:  # another wave (graphs/solve.py sends it), then this merge again
+        withheld = None if decision.stop else state_reached(state, services_of(ctx))
+        if not decision.stop and not withheld:  # another wave (graphs/solve.py sends it), then this merge again
             return {**asked, "next_wave": decision.next_wave}
-        stop = decision.reason
+        stop = decision.reason if withheld is None else f"{withheld}: the next wave was not asked"
+        if withheld is not None:
+            asked["budget_stop"] = stop
     else:
         stop = "all of them: early stopping off"
     if schema is not None:

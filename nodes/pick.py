@@ -16,11 +16,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import run_metadata
+from parallax.logic.budget import state_reached
 from parallax.logic.run_status import final_status
-from parallax.logic.speculation import Pick, match_result, pairs, pick_checked, tournament_pick
+from parallax.logic.speculation import UNCLEAR_CONFIDENCE, Pick, match_result, pairs, pick_checked, tournament_pick
 from parallax.prompts.solve import compare_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
 from parallax.state.payloads import BranchRecord, CandidateAnswer, Comparison
 from parallax.state.solve import SolveState
@@ -49,6 +51,10 @@ async def _tournament(state: SolveState, ctx: Context, ok: list[dict[str, Any]],
     ids = [c["id"] for c in ok]
     matches: list[dict[str, Any]] = []
     while len(ids) > 1:
+        if stop := state_reached({**state, "branches": [*state.get("branches", []), *records]}, services_of(ctx)):
+            why = {i: f"not compared: {stop}" for i in ids[1:]}
+            return Pick(ids[0], "needs_review", UNCLEAR_CONFIDENCE, f"{stop}; {ids[0]} was not compared with "
+                        f"{len(ids) - 1} other candidate(s)", why, matches)
         matched, bye = pairs(ids)
         verdicts = await asyncio.gather(*(asyncio.gather(_verdict(state, ctx, by_id[a], by_id[b], records),
                                                          _verdict(state, ctx, by_id[b], by_id[a], records))
@@ -86,7 +92,9 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     report = {"by": "check" if checked else "judge", "winner": choice.winner, "status": choice.status,
               "reason": choice.reason, "matches": choice.matches,
               "candidates": [_summary(c) for c in rewritten]}
-    return {"answer": _answer(winner), "status": status, "confidence": choice.confidence, "consensus": status == "ok",
+    stopped = choice.reason.startswith("budget reached")
+    return {**({"budget_stop": choice.reason} if stopped else {}),
+            "answer": _answer(winner), "status": status, "confidence": choice.confidence, "consensus": status == "ok",
             "failed_branches": failed, "vote_counts": {}, "branches": [*rewritten, *judged],
             "verification": {"speculation": report},
             "reason": "; ".join(x for x in (why, choice.reason, partial) if x)}

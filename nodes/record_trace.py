@@ -25,7 +25,9 @@ from typing import Any, cast
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from parallax.logic.budget import finish, run_records
 from parallax.logic.run_record import branch_place, kept_prompts, outcome, token_totals, used_subjects
+from parallax.logic.spend import spend_of
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
@@ -77,6 +79,8 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
         "thread_id": state.get("thread_key"),
         "duration_ms": round((time.time() - started) * 1000, 1) if started else None,
         "served": used_subjects(state), **outcome(state), "feedback": [],
+        **({"spend": state["spend"]} if "spend" in state else {}),
+        **({k: state[k] for k in ("max_cost", "max_tokens") if state.get(k) is not None}),
         "prompts": prompts, **({"prompts_omitted": omitted} if omitted else {}),
         "branches": [{**{k: v for k, v in b.items() if k != "input"},
                       **({"prompt_key": keys[branch_place(b)]} if branch_place(b) in keys else {})}
@@ -85,8 +89,11 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
 
 
 async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Settle what the run spent (and whether its budget stopped it: logic/budget.py), then keep its trace."""
+    update: dict[str, Any] = {**finish(state), "spend": spend_of(run_records(state))}
+    state = cast(SolveState, {**state, **update})
     if runtime.store is None:
-        return {}
+        return update
     tenant, parent = state.get("tenant", "default"), state.get("parent_trace")
     traces = TraceStore(runtime.store, tenant)
     if parent:  # part of a plan run: its dead letters name the plan's trace, which is stored there
@@ -100,7 +107,7 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str
     for record in state.get("branches", []):
         if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):
             await traces.put_dead_letter(dead_letter(dict(record), trace))
-    return {}
+    return update
 
 
 async def record_plan_trace(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:

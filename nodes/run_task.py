@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
+from parallax.logic.budget import BUDGET_CAUSE, RunBudget, tally_of
 from parallax.logic.dag_schedule import DagRun, blocked_by
 from parallax.logic.edit_agent import run_edit
 from parallax.logic.evaluate import Solver
@@ -34,6 +35,7 @@ from parallax.logic.plan_tools import ToolError, run_tool
 from parallax.logic.routing import InvalidInput
 from parallax.logic.speculative_edit import run_speculative_edit
 from parallax.runtime import settings as settings_mod
+from parallax.runtime.branch_call import SPENT
 from parallax.runtime.run_context import context_of, subgraph_config
 from parallax.runtime.services import services_of
 from parallax.runtime.storage.edit_conversations import EditConversations
@@ -63,6 +65,9 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
         run_input = {"task": text, "mode": SOLVE_MODES[task.kind]}
     run_input.update(tenant=payload["tenant"], playbook=payload["playbook"], votes=payload["votes"],
                      parent_trace=payload["trace_id"])
+    budget = payload.get("budget")
+    if budget is not None:  # the plan's budget: the task's run checks the plan's tally (the same key)
+        run_input.update({k: v for k, v in budget.items() if k in ("max_cost", "max_tokens")})
     if "min_votes" in payload:
         run_input["min_votes"] = payload["min_votes"]
     try:  # the subgraph's own checkpoint is written once, at its end: the task is the unit that is not redone
@@ -118,7 +123,7 @@ async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ct
 
 
 async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun, ctx: Context, solve: Solver,
-                   runtime: Runtime[Context]) -> dict[str, Any]:
+                   runtime: Runtime[Context], budget: RunBudget | None) -> dict[str, Any]:
     dependencies = await dag.results_of(task.deps)
     blocked = blocked_by(task, plan, dependencies)
     if blocked:
@@ -128,6 +133,9 @@ async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun
         return {**earlier, "round": payload["round"], "reused_from_round": earlier["round"]}
     goal, inputs = task_input(task, dependency_results(task, dependencies))
     async with dag.writes.hold(task.id, task.writes), dag.slots.slot(dag.priority[task.id]):
+        if budget is not None and (stop := budget.reached()):  # checked when its slot comes, not when it was sent
+            return task_record(task, payload["round"], dag.fingerprints[task.id], "SKIPPED", reason=stop,
+                               cause=BUDGET_CAUSE)
         started = time.time()
         _announce(runtime, task, payload, "RUNNING")
         if task.kind == "tool":
@@ -139,6 +147,8 @@ async def _execute(task: PlanTask, plan: Plan, payload: TaskPayload, dag: DagRun
             outcome = await _edit(task, payload, goal, inputs, ctx, runtime.store)
         else:
             outcome = await _solve(task, payload, goal, inputs, ctx, solve)
+        if budget is not None:
+            budget.absorb(cast(list[dict[str, Any]], outcome.get("branches") or []))
     return task_record(task, payload["round"], dag.fingerprints[task.id], outcome.pop("status"),
                        started_at=round(started, 3), seconds=round(time.time() - started, 3), **outcome)
 
@@ -160,16 +170,22 @@ async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: So
     dag.on_complete = release
     plan, task = dag.plan, dag.plan.task(payload["task"]["id"])
     print_ = dag.fingerprints[task.id]
+    # the plan's live tally, held from the start by every task of the dispatch (also while one waits for its
+    # dependencies), so it outlives each of them and the runs inside them add to the same one
+    budget = tally_of(services_of(ctx), payload["budget"]) if "budget" in payload else None
     results = PlanResults(runtime.store, payload["tenant"], payload["trace_id"])
     record = None
     try:
         await dag.load_once(lambda: results.load(payload["round"]))
         record = dag.finished(task.id)  # finished in an earlier process: not run again
         if record is None:
+            sink = SPENT.set(budget.add if budget is not None else None)  # the run inside the task inherits it
             try:
-                record = await _execute(task, plan, payload, dag, ctx, solve, runtime)
+                record = await _execute(task, plan, payload, dag, ctx, solve, runtime, budget)
             except Exception as exc:  # noqa: BLE001 - the boundary: any error is this task's failure, not the plan's
                 record = task_record(task, payload["round"], print_, "FAILED", reason=f"{type(exc).__name__}: {exc}"[:500])
+            finally:
+                SPENT.reset(sink)
             await results.save(record)
     finally:
         # whatever happened, dependants must hear of it; a cancelled task is re-run by LangGraph

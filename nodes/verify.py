@@ -16,11 +16,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from parallax.logic.budget import run_tally
 from parallax.logic.contradictions import find_contradictions
 from parallax.prompts.plan import contradiction_messages
 from parallax.runtime import embeddings
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
 from parallax.state.payloads import Contradiction
 from parallax.state.plan import FINISHED, PlanState
@@ -51,14 +53,21 @@ async def verify(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     records = [r for r in state.get("tasks", []) if r["round"] == state["round"]]
     facts, findings = _facts_layer(records)
     judged: list[dict[str, Any]] = []
+    budget = run_tally(services_of(ctx), state)
+    stops: list[str] = []
 
     async def judge(first: str, second: str) -> bool | None:
+        if budget is not None and (stop := budget.reached()):
+            stops.append(f"{stop}: a contradiction check was not asked")
+            return None
         identity = {"id": f"contradiction-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "contradiction"}
         record, verdict = await call_branch(identity, contradiction_messages(first, second), Contradiction, ctx,
                                             model=ctx.reviewer_model, temperature=0.0)
         judged.append(record.model_dump())
+        if budget is not None:
+            budget.add(judged[-1])
         return None if verdict is None else verdict.contradicts
 
     semantics = await find_contradictions(findings, ctx.embedder or embeddings.embed, judge, filled(ctx.plan_contradiction_pairs))
-    return {"branches": judged,
+    return {"branches": judged, **({"budget_stop": stops[0]} if stops else {}),
             "verification": {"schema": _schema_layer(records), "facts": facts, "semantics": semantics}}

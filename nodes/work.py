@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from parallax.logic.branch_plans import branch_messages, prompt_name
+from parallax.logic.budget import BUDGET_CAUSE, tally_of
 from parallax.logic.stragglers import StragglerWatch, run_watched
 from parallax.logic.user_schema import answer_schema, normal, reply_model, slice_schema
 from parallax.logic.vote import final_value
@@ -110,6 +111,15 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     lead = services.shared(fan_out, PrefixLead, "prefix") if slices else None
     if lead is not None:
         lead.carries(slices)
+    spec_of_budget = state.get("budget")
+    budget = tally_of(services, spec_of_budget) if spec_of_budget is not None else None
+
+    async def copy(spec: BranchSpec, copy_life: Lifecycle, life: Lifecycle) -> dict[str, Any]:
+        """The branch, or its straggler backup, which the budget checks too (refused: the original runs on alone)."""
+        if copy_life is not life and budget is not None and (stop := budget.reached()):
+            copy_life.finish("CANCELLED", stop)
+            return {"status": "cancelled", "cause": BUDGET_CAUSE}
+        return await run_branch(spec, ctx, copy_life, state, seats.get(spec["id"]))
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)
@@ -120,8 +130,15 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
             if lead is not None:  # slice 0 first: its siblings then find their shared prefix cached
                 await lead.wait_turn(spec["index"], spec.get("total", 0))
             async with limit:
-                record = await run_watched(lambda copy_life: run_branch(spec, ctx, copy_life, state,
-                                                                        seats.get(spec["id"])), life, watch, limit)
+                seen = None
+                if budget is not None:  # checked when its turn comes, not when it was queued
+                    if stop := budget.reached():
+                        budget.refused += 1
+                        return cancelled(spec, state, stop, cause=BUDGET_CAUSE)
+                    seen = budget.seen()
+                record = await run_watched(lambda copy_life: copy(spec, copy_life, life), life, watch, limit)
+                if seen is not None:
+                    record["budget_seen"] = seen
         except asyncio.CancelledError:
             if votes is None or spec["id"] not in votes.cancelled:
                 raise
@@ -129,6 +146,8 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         finally:
             if lead is not None:
                 lead.done(spec["index"])
+        if budget is not None:
+            budget.add(record)
         if votes is not None:
             votes.finished(spec["id"], record.get("vote") if record["status"] == "ok" else None)
         return record
@@ -155,14 +174,16 @@ def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool],
     return seats
 
 
-def cancelled(spec: BranchSpec, state: WorkShared, why: str) -> dict[str, Any]:
-    """The record of a vote cancelled in flight: not counted, not asked again, no dead letter."""
+def cancelled(spec: BranchSpec, state: WorkShared, why: str, cause: str | None = None) -> dict[str, Any]:
+    """The record of a vote cancelled in flight, or a branch the run's budget did not let start (`cause` "budget",
+    `error` the budget's reason): not counted, not asked again, no dead letter."""
     life = planned(spec)
     life.move("DISPATCHED")
     life.finish("CANCELLED", why)
     template = _template(spec, state.get("prompts"))
     return BranchRecord(**_identity(spec, template), model=spec["model"] or None, temperature=spec["temperature"],
-                        status="cancelled", state=life.state, transitions=life.transitions).model_dump()
+                        status="cancelled", state=life.state, transitions=life.transitions, cause=cause,
+                        error=why if cause else None).model_dump()
 
 
 def work_failed(state: WorkTask, error: NodeError) -> dict[str, Any]:

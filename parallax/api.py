@@ -26,7 +26,7 @@ from parallax.runtime.run_context import resolved
 from parallax.runtime.sync_graph import iterate
 from parallax.state.context import Context
 from parallax.state.payloads import BranchRecord
-from parallax.state.records import JsonSchema
+from parallax.state.records import JsonSchema, Spend
 
 M = TypeVar("M", bound=BaseModel)
 Mode = Literal["auto", "direct", "vote", "section", "speculate"]
@@ -64,17 +64,30 @@ class Result(BaseModel, Generic[M]):
     trace_id: str = ""
     thread_id: str = ""
     playbook_version: int = 0
+    spend: Spend | None = None
+    """What the run spent: `tokens`, `cost_usd` (None when a model has no price; `unpriced` names it), and the parts."""
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run cost in USD at the price table (runtime/prices.py); None: unknown (a model has no price)."""
+        return self.spend["cost_usd"] if self.spend is not None else None
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the run's model calls spent, all together."""
+        return self.spend["tokens"] if self.spend is not None else 0
+
 
 def _payload(task: str | None, question: str, document: Any, mode: str, schema: Any, votes: int,
              min_votes: int | None, red_team: bool, playbook: str, tenant: str, target: str | None,
-             speculation: dict[str, Any] | None = None) -> dict[str, Any]:
+             speculation: dict[str, Any] | None = None, budget: dict[str, Any] | None = None) -> dict[str, Any]:
     payload: dict[str, Any] = {"question": question, "mode": mode, "votes": votes, "red_team": red_team,
                                "playbook": playbook, "tenant": tenant}
+    payload.update({k: v for k, v in (budget or {}).items() if v is not None})
     payload.update({k: v for k, v in (speculation or {}).items() if v is not None})
     if document is not None:
         if task is not None:
@@ -109,12 +122,16 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
                  min_votes: int | None = None, red_team: bool = False, playbook: str = "default",
                  tenant: str = "default", thread_id: str | None = None, target: str | None = None,
                  candidates: int = 3, check: str | None = None, check_file: str | None = None,
-                 repo: str | os.PathLike[str] | None = None, context: Context | None = None) -> Result[M]:
+                 repo: str | os.PathLike[str] | None = None, max_cost: float | None = None,
+                 max_tokens: int | None = None, context: Context | None = None) -> Result[M]:
     """Run one task (or a document with a question) and return its typed result; see the module docstring.
 
     `mode="speculate"` makes `candidates` answers at once, each with its own approach; with `check` (a command run in
     each candidate's folder, its answer saved there as `check_file`; with `repo`, a git worktree of it) the first that
-    passes wins, without one a judge compares them both ways round (`verification["speculation"]` says why each lost)."""
+    passes wins, without one a judge compares them both ways round (`verification["speculation"]` says why each lost).
+
+    `max_cost` (USD) and `max_tokens` are the run's budget, all its model calls together: it stops there (plus what was
+    in flight) and ends `needs_review`, its reason "budget reached: ..."; `Result.cost_usd` says what it spent."""
     from parallax.graphs.solve import builder
     from parallax.runtime.settings import reload_settings
     from parallax.runtime.storage.stores import durable_graph
@@ -123,7 +140,7 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
     speculation = {"candidates": candidates, "check": check, "check_file": check_file,
                    "repo": os.fspath(repo) if repo is not None else None} if mode == "speculate" or check else None
     payload = _payload(task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target,
-                       speculation)
+                       speculation, {"max_cost": max_cost, "max_tokens": max_tokens})
     ctx = context or Context()
     validate(payload, resolved(ctx))
     thread = thread_id or uuid.uuid4().hex
@@ -155,5 +172,5 @@ def _result(out: dict[str, Any], thread_id: str, schema: Any) -> Result[Any]:
             data = None
     kind = Result[schema] if isinstance(schema, type) and issubclass(schema, BaseModel) else Result[Any]
     fields = {k: out[k] for k in ("status", "mode", "answer", "confidence", "reason", "vote_counts", "verification",
-                                  "branches", "trace_id", "playbook_version") if out.get(k) is not None}
+                                  "branches", "trace_id", "playbook_version", "spend") if out.get(k) is not None}
     return kind(**fields, data=data, raw_data=raw, provenance=out.get("provenance") or [], thread_id=thread_id)

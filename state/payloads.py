@@ -183,6 +183,8 @@ class BranchRecord(BaseModel):
     reasks: int = 0
     latency_ms: float = 0.0
     tokens: Tokens = Field(default_factory=Tokens)
+    cost_usd: float | None = Field(default=None, description="what its tokens cost in USD at the price table in force "
+                                                             "when it ran (runtime/prices.py); None: the model has no price")
     output: dict[str, Any] | None = None
     error: str | None = None
     cause: str | None = Field(default=None, description="why it failed, in one word: connection, timeout, circuit_open, "
@@ -197,6 +199,9 @@ class BranchRecord(BaseModel):
     backup: dict[str, Any] | None = Field(default=None, description="the straggler race, when a backup copy ran")
     input: dict[str, Any] | None = Field(default=None, description="what an escalated branch was asked, for `dlq retry`")
     prompt: dict[str, Any] | None = Field(default=None, description="the prompt template it was built from: {name, version}")
+    budget_seen: dict[str, Any] | None = Field(
+        default=None, description="a run with a budget: when the branch was let start and what the run had spent then "
+                                  "({at, tokens, cost_usd}; logic/budget.py)")
     speculation: dict[str, Any] | None = Field(
         default=None, description="a speculative candidate: its approach, its check and whether it won (and why not)")
 

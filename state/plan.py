@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, Field, field_validator
 from typing_extensions import TypedDict
 
+from parallax.state.records import BudgetSpec
 from parallax.state.solve import RunOutput, SolveInput
 
 TaskKind = Literal["solve", "section", "vote", "tool", "edit"]
@@ -191,6 +192,8 @@ class PlanState(PlanInput, PlanOutput, total=False):  # type: ignore[misc]
 
     request: str
     document: str
+    budget_stop: str
+    """Why the budget stopped a task or a replan from being started ("" or absent: it did not)."""
     round: int
     planned: bool
     """False when no valid plan could be made (the run then answers directly)."""
@@ -225,6 +228,8 @@ class TaskPayload(TypedDict):
     """Above 1 (with a test command): each edit task is speculative, that many candidate patches at once."""
     earlier: list[dict[str, Any]]
     """Finished task records of earlier rounds (a replanned task equal to one of them is not redone)."""
+    budget: NotRequired[BudgetSpec]
+    """The run's budget, when it has one: each task is checked against it before it starts (logic/budget.py)."""
 
 
 class EditStep(BaseModel):

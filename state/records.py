@@ -124,6 +124,36 @@ class RunMeta(TypedDict):
     prompt_versions: dict[str, int]
 
 
+class Spend(TypedDict):
+    """A run's (or trace's) spend (logic/spend.py): `cost_usd` None when a branch's model has no price (`unpriced`
+    names those models)."""
+
+    tokens: int
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    unpriced: list[str]
+
+
+class Limits(TypedDict, total=False):
+    """A run's budget (logic/budget.py); either may be absent."""
+
+    max_cost: float
+    """USD, all model calls of the run together."""
+    max_tokens: int
+    """Tokens (prompt plus completion), all model calls of the run together."""
+
+
+class BudgetSpec(Limits, total=False):
+    """What a fan-out gives its tasks: the run's limits, the key of its live tally and what the state says was spent."""
+
+    key: str
+    spent_tokens: int
+    spent_cost: float
+    unpriced: list[str]
+
+
 class WorkShared(TypedDict):
     """What the fan-out gives every group of branches alike."""
 
@@ -136,6 +166,8 @@ class WorkShared(TypedDict):
     """The user's schema, when the run has one: every branch of the group is asked for that object."""
     vote_watch: NotRequired[VoteWatchSpec]
     """An adaptive vote's wave: what its votes in flight are cancelled by once it settles (logic/vote_watch.py)."""
+    budget: NotRequired[BudgetSpec]
+    """The run's budget, when it has one: each branch is checked against it before it starts (logic/budget.py)."""
 
 
 class VoteWatchSpec(TypedDict):
@@ -249,6 +281,8 @@ class CandidateTask(TypedDict):
     tenant: str
     prompts: dict[str, PromptVersion]
     meta: RunMeta
+    budget: NotRequired[BudgetSpec]
+    """The run's budget, when it has one: the candidate is checked against it before it starts (logic/budget.py)."""
 
 
 class LearnTask(TypedDict):

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
-from parallax.state.records import BranchRecordData, JsonSchema, PlaybookItemData, PromptVersion, Provenance, ServedVersion
+from parallax.state.records import BranchRecordData, JsonSchema, PlaybookItemData, PromptVersion, Provenance, ServedVersion, Spend
 
 Mode = Literal["auto", "direct", "section", "vote", "speculate"]
 Route = Literal["direct", "section", "vote", "speculate"]
@@ -90,6 +90,13 @@ class SolveInput(TypedDict):
     follow_up: NotRequired[FollowUp]
     """Set by the chat graph when `task` is a follow-up rewritten to stand alone: the trace keeps what was asked and
     the rewrite's model call (among the branches). Like every input it stays on a thread until sent again."""
+    max_cost: NotRequired[float]
+    """The run's budget in USD, all its model calls together (at the price table: runtime/prices.py). Checked before
+    each wave, slice batch, plan task and candidate: the run stops there, plus at most what was in flight, and ends
+    `needs_review` with "budget reached" and what it has (logic/budget.py)."""
+    max_tokens: NotRequired[int]
+    """The run's budget in tokens (prompt plus completion, all its model calls together), checked as `max_cost` is.
+    Not the per-reply cap, which is the Context's `max_tokens` (PARALLAX_MAX_TOKENS)."""
     parent_trace: NotRequired[str]
     """The trace of the run this one is part of (a plan's task, or its direct answer). That trace keeps
     this run's branches, so this run stores no trace of its own (`parallax stats` counts the plan once);
@@ -112,11 +119,13 @@ class RunOutput(TypedDict):
     playbook_version: int
     verification: dict[str, Any]
     """What the merge checked: `rules` (vote quorum) or `facts` (section findings whose quotes verify)."""
+    spend: Spend
+    """What the run spent: tokens and their cost in USD (None with the models that have no price: logic/spend.py)."""
 
 
 NEW_RUN: dict[str, Any] = {"branches": Overwrite([]), "failed_branches": [], "objection": "", "answer": "", "reason": "",
-                           "verification": {}}
-"""The RunOutput keys a run starts from. A thread keeps its state between runs (a Studio
+                           "verification": {}, "budget_stop": ""}
+"""The keys a run starts from (RunOutput's, and the budget's stop). A thread keeps its state between runs (a Studio
 conversation, an API thread), so without these a second run on it would count the first one's
 branches and report its answer, objection and checks (`Overwrite` empties the branches past their reducer)."""
 
@@ -157,5 +166,7 @@ class SolveState(SolveInput, SolveOutput, total=False):  # type: ignore[misc]
     """The thread id (or, without one, the trace id): what the gray release hashes to pick a version."""
     served: dict[str, ServedVersion]
     """Per versioned subject ("playbook/<name>", "prompt/<name>"): {"version", "arm", "release_id"}."""
+    budget_stop: str
+    """Why the budget stopped a wave, the judge or the red team from being asked ("" or absent: it did not)."""
     prompts: dict[str, PromptVersion]
     """The prompt version each branch kind is built from: name -> {"name", "version", "system", "user", ...}."""

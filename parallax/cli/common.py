@@ -68,7 +68,7 @@ def emit(data: Any) -> None:
 
 
 def cell(value: float | None, kind: str) -> str:
-    """A figure as a table shows it: `share` as a percentage, `mean` with two decimals, else a whole
+    """A figure as a table shows it: `share` as a percentage, `mean` with two decimals, `usd` as dollars, else a whole
     number with thousands separators; None (nothing to measure) as "-". JSON keeps the exact values."""
     if value is None:
         return "-"
@@ -76,6 +76,8 @@ def cell(value: float | None, kind: str) -> str:
         return f"{value:.1%}"
     if kind == "mean":
         return f"{value:.2f}"
+    if kind == "usd":
+        return f"${value:,.4f}"
     return f"{value:,.0f}"
 
 

@@ -42,6 +42,7 @@ from parallax.cli.common import (
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.model_notice import print_model_notice
 from parallax.cli.tables import elide, new_table
+from parallax.logic.spend import cost_text
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
@@ -118,10 +119,13 @@ def load_schema(spec: str) -> dict[str, Any]:
 
 def branch_table(branches: list[dict[str, Any]]) -> Table:
     """One row per branch; `tries` counts attempts and re-asks; the vote, error or output elided to 80 characters."""
-    table = new_table("branches", ("id", "status", "ms", "tokens", "tries", "vote / output"), text=("vote / output",))
+    table = new_table("branches", ("id", "status", "ms", "tokens", "USD", "tries", "vote / output"),
+                      text=("vote / output",))
     for b in branches:
         shown = b.get("vote") or b.get("error") or json.dumps(b.get("output"), ensure_ascii=False)
+        cost = b.get("cost_usd")
         table.add_row(b["id"], b["status"], f"{b['latency_ms']:.0f}", str(b["tokens"]["total"]),
+                      "?" if cost is None and b["tokens"]["total"] else f"{cost or 0:.6f}",
                       str(b["attempts"] + b["reasks"]), elide(shown, 80))
     return table
 
@@ -274,6 +278,13 @@ def run(
         "--schema", help="The shape of the answer: a JSON Schema file, or package.module:Model (a pydantic model). "
                          "Branches are asked for that object, votes count field by field, section values need a "
                          "quote from their slice; --json gives `data` and `provenance`.")] = None,
+    max_cost: Annotated[float | None, typer.Option(
+        help="The run's budget in US dollars, all its model calls together, at the price table (PARALLAX_PRICES). "
+             "Checked before each wave, slice batch, plan task and candidate: the run stops there (plus what was in "
+             "flight) and ends needs_review, 'budget reached', with what it has.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(
+        help="The run's budget in tokens (prompt plus completion, all model calls), held as --max-cost is. Not the "
+             "per-reply cap (PARALLAX_MAX_TOKENS).")] = None,
     model: Model = None,
     base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
@@ -321,6 +332,10 @@ def run(
         payload["min_votes"] = min_votes
     if target is not None:
         payload["target"] = target
+    if max_cost is not None:
+        payload["max_cost"] = max_cost
+    if max_tokens is not None:
+        payload["max_tokens"] = max_tokens
     if schema is not None:
         if mode == "plan" or repo is not None:
             fail("--schema works with --mode auto, direct, vote or section, not plan (nor --repo)")
@@ -394,6 +409,8 @@ def _print_result(result: dict[str, Any]) -> None:
     console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
                   + (f" - {result['reason']}" if result.get("reason") and not guess else ""))
     console.print(f"trace {result.get('trace_id')}", highlight=False)
+    if result.get("spend"):
+        console.print(f"spent {result['spend']['tokens']} tokens, {cost_text(result['spend'])}", highlight=False)
     console.print(f"thread {result['thread_id']}  playbook v{result.get('playbook_version')}", highlight=False)
     if result.get("data") is not None:
         console.print_json(data=result["data"])

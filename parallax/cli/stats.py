@@ -33,7 +33,9 @@ METRICS = (("runs", "runs", "count"), ("ok", "ok_rate", "share"), ("accuracy (ru
            ("branches per run", "mean_branches", "mean"), ("model calls per run", "mean_model_calls", "mean"),
            ("runs that met a fault", "runs_with_faults", "count"), ("of those, ended ok", "recovery_rate", "share"),
            ("p50 latency ms", "latency_ms_p50", "ms"), ("p95 latency ms", "latency_ms_p95", "ms"),
-           ("tokens", "tokens_total", "count"), ("feedback (mean score)", "feedback_mean", "mean"))
+           ("tokens", "tokens_total", "count"), ("cost USD (runs with a price)", "cost_usd_total", "usd"),
+           ("runs of unknown cost (no price)", "cost_unknown_runs", "count"),
+           ("runs stopped by their budget", "budget_stops", "count"), ("feedback (mean score)", "feedback_mean", "mean"))
 """The table's rows: one per metric (its columns are the versions), so it reads on an 80-column terminal."""
 
 

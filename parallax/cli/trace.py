@@ -21,6 +21,7 @@ from rich.table import Table
 from parallax.cli.common import AsJson, Tenant, base_context, emit, err, fail, no_store_yet, with_store
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.tables import elide, new_table, print_table, short_id, when
+from parallax.logic.spend import cost_text, spend_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.state.context import Context
 
@@ -70,10 +71,9 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     console.print(f"trace {found['trace_id']} ({found['tenant']}): [bold]{found['status']}[/] {found['mode']}, "
                   f"confidence {found['confidence']}" + (f" - {escape(found['reason'])}" if found["reason"] else ""))
     console.print(trace_table(found))
-    tokens = found.get("tokens")
-    if tokens:
-        console.print(f"tokens: {tokens['prompt']} prompt ({tokens.get('cached_tokens', 0)} of them cached), "
-                      f"{tokens['completion']} completion, {tokens['total']} total")
+    spend = spend_of(found.get("branches") or [])
+    console.print(f"spent {spend['tokens']} tokens ({spend['prompt_tokens']} prompt, {spend['cached_tokens']} of them "
+                  f"cached, {spend['completion_tokens']} completion): {cost_text(spend)}", markup=False)
     speculation = (found.get("verification") or {}).get("speculation")
     if speculation:
         console.print(speculation_table(speculation))
@@ -100,7 +100,7 @@ def write_timeline(found: dict[str, Any], path: Path) -> None:
 
 def trace_table(found: dict[str, Any]) -> Table:
     """A trace's branches: lifecycle path and the reasons of its failures (elided to 300 characters)."""
-    table = new_table(None, ("branch", "state", "s", "tries", "path", "why"), text=("path", "why"))
+    table = new_table(None, ("branch", "state", "s", "tries", "tokens", "USD", "path", "why"), text=("path", "why"))
     for b in found["branches"]:
         steps = b.get("transitions") or []
         reasons = "; ".join(dict.fromkeys(elide(t["reason"], 160) for t in steps
@@ -114,8 +114,13 @@ def trace_table(found: dict[str, Any]) -> Table:
             reasons = "; ".join(x for x in (f"{speculation.get('approach')} at {speculation.get('temperature')}{verdict}: "
                                             f"{speculation.get('result') or '?'}", speculation.get("refused", ""),
                                             speculation.get("why", ""), reasons) if x)
+        if b.get("cause") == "budget":
+            reasons = "; ".join(x for x in (b.get("error") or "budget reached", reasons) if x)
+        tokens = (b.get("tokens") or {}).get("total", 0)
+        cost = b.get("cost_usd")
         table.add_row(b["id"], b.get("state") or b["status"], f"{seconds_between(steps):.2f}",
-                      str(b.get("attempts", 1)), path_of(steps), elide(reasons, 300))
+                      str(b.get("attempts", 1)), str(tokens), "?" if cost is None and tokens else f"{cost or 0:.6f}",
+                      path_of(steps), elide(reasons, 300))
     return table
 
 

@@ -8,8 +8,10 @@ Per group of runs (all of them, and each playbook version):
 - `recovery_rate`: of the runs that met at least one fault, retry, re-ask or straggler
   backup (`runs_with_faults`), the share that still ended `ok`;
 - `latency_ms_p50` / `latency_ms_p95`: run duration, nearest-rank percentiles;
-- `tokens_total`, `tokens_mean`; `feedback_mean` over runs with feedback (`feedback_runs`,
-  each run's latest score).
+- `tokens_total`, `tokens_mean`; `cost_usd_total`, `cost_usd_mean` over the runs whose cost is known, and
+  `cost_unknown_runs`: runs that used a model without a price (their cost is not guessed; None when no run's
+  cost is known; logic/spend.py); `budget_stops`: runs their budget stopped; `feedback_mean` over runs with
+  feedback (`feedback_runs`, each run's latest score).
 Traces written before a field existed simply do not count towards it (None when no run does).
 """
 
@@ -21,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from parallax.logic.run_record import latest_score
+from parallax.logic.spend import spend_of
 from parallax.state.payloads import BUSINESS
 
 SINCE = re.compile(r"^(\d+)\s*([mhdw])$")
@@ -83,6 +86,9 @@ def summarize(traces: list[dict[str, Any]]) -> dict[str, Any]:
     faulty = [t for t in traces if met_fault(t)]
     durations = [float(t["duration_ms"]) for t in traces if t.get("duration_ms") is not None]
     tokens = [sum(b.get("tokens", {}).get("total", 0) for b in t.get("branches", [])) for t in traces]
+    costs = [spend_of(t.get("branches", []))["cost_usd"] for t in traces]
+    known = [c for c in costs if c is not None]
+    cost_mean = round(sum(known) / len(known), 8) if known else None
     feedback = [s for t in traces if (s := latest_score(t)) is not None]
     return {
         "runs": len(traces),
@@ -94,6 +100,9 @@ def summarize(traces: list[dict[str, Any]]) -> dict[str, Any]:
         "recovery_rate": _share(sum(t.get("status") == "ok" for t in faulty), len(faulty)),
         "latency_ms_p50": percentile(durations, 50), "latency_ms_p95": percentile(durations, 95),
         "tokens_total": sum(tokens), "tokens_mean": _mean(tokens),
+        "cost_usd_total": round(sum(known), 6) if known else None, "cost_usd_mean": cost_mean,
+        "cost_unknown_runs": len(costs) - len(known),
+        "budget_stops": sum(str(t.get("reason") or "").startswith("budget reached") for t in traces),
         "feedback_mean": _mean(feedback), "feedback_runs": len(feedback),
     }
 

@@ -7,6 +7,7 @@ latency, tokens and errors are recorded the same way everywhere.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -14,7 +15,10 @@ from typing import Any, TypeVar
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
+from parallax.runtime.prices import branch_cost, price_table
 from parallax.runtime.services import services_of
+from parallax.runtime.settings import Settings
+from parallax.runtime.settings import load as load_settings
 from parallax.runtime.structured_call import BranchError, ask
 from parallax.runtime.wave_request import Seat
 from parallax.state.context import Context
@@ -22,6 +26,17 @@ from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import BranchRecord
 
 T = TypeVar("T", bound=BaseModel)
+
+SPENT: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] = contextvars.ContextVar("parallax_spent",
+                                                                                                default=None)
+"""Where each finished call's spend goes at once, when a caller set it: a plan task sets its plan's budget tally
+(logic/budget.py), so the calls of the run inside it (a judge, a candidate, a comparison) count the moment they
+finish, not when that run ends, and the plan's other tasks see them before they start more."""
+
+
+def _cost(settings: Settings, model: str, tokens: dict[str, int]) -> float | None:
+    """The call's cost at the prices in force, for the model it asked (the endpoint's usual one when unnamed)."""
+    return branch_cost(price_table(settings), model or settings.chat_model_name, tokens)
 
 
 def _count(n: int, what: str) -> str:
@@ -54,24 +69,37 @@ async def call_branch(
     timeout_s, max_attempts, max_tokens = ctx.request_timeout_s, ctx.max_attempts, ctx.max_tokens
     if timeout_s is None or max_attempts is None or max_tokens is None:
         raise TypeError("call_branch needs a resolved Context (runtime/run_context.py)")
+    services = services_of(ctx)
     try:
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=timeout_s,
                            max_attempts=max_attempts, max_reasks=ctx.max_reasks, max_tokens=max_tokens,
                            lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata, check=check,
-                           services=services_of(ctx), seat=seat)
+                           services=services, seat=seat)
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
         # an open circuit fails before any attempt: the FAILED step then carries the error
         lifecycle.finish("ESCALATED", f"gave up after {_count(exc.attempts, 'attempt')} and {_count(exc.reasks, 're-ask')}",
                          failure=str(exc))
-        return BranchRecord(**fields, status="timeout" if exc.timeout else "failed", error=str(exc)[:500], cause=exc.cause,
+        failed = BranchRecord(**fields, status="timeout" if exc.timeout else "failed", error=str(exc)[:500], cause=exc.cause,
                             attempts=exc.attempts, reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency,
-                            state=lifecycle.state, transitions=lifecycle.transitions), None
+                            cost_usd=_cost(load_settings(), model, exc.tokens),
+                            state=lifecycle.state, transitions=lifecycle.transitions)
+        _spent(failed)
+        return failed, None
     except asyncio.CancelledError:
         lifecycle.finish("CANCELLED", "cancelled")
         raise
     latency = round((time.perf_counter() - started) * 1000, 2)
     lifecycle.move("COMPLETED")
-    return BranchRecord(**fields, status="ok", output=result.value.model_dump(), attempts=result.attempts,
+    done = BranchRecord(**fields, status="ok", output=result.value.model_dump(), attempts=result.attempts,
                         reasks=result.reasks, tokens=result.tokens, latency_ms=latency,
-                        state=lifecycle.state, transitions=lifecycle.transitions), result.value
+                        cost_usd=_cost(load_settings(), model, result.tokens),
+                        state=lifecycle.state, transitions=lifecycle.transitions)
+    _spent(done)
+    return done, result.value
+
+
+def _spent(record: BranchRecord) -> None:
+    sink = SPENT.get()
+    if sink is not None:
+        sink({"id": record.id, "model": record.model, "tokens": record.tokens.model_dump(), "cost_usd": record.cost_usd})

@@ -41,7 +41,9 @@ InputCheck = Callable[[str, dict[str, Any]], object]
 Votes = Annotated[int, Field(ge=1, description="vote mode: how many independent answers")]
 Candidates = Annotated[int, Field(ge=1, description="speculate mode: how many candidates")]
 Playbook = Annotated[str, Field(pattern=NAME_PATTERN, description="the playbook whose lessons the run reads")]
-RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts")
+RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts", "spend")
+MaxCost = Annotated[float | None, Field(gt=0, description="the run's budget in USD, all its model calls together")]
+MaxTokens = Annotated[int | None, Field(ge=1, description="the run's budget in tokens (prompt plus completion)")]
 INSTRUCTIONS = ("Parallax answers a task through parallel branches (direct, vote, section, speculate) and a "
                 "checked merge; "
                 "plan runs a DAG of tasks. Every result says status (ok | needs_review | failed), confidence and "
@@ -60,6 +62,8 @@ class RunResult(BaseModel):
     mode: str = ""
     reason: str = Field("", description="why the run is not ok, or what it noticed")
     vote_counts: dict[str, int] = Field(default_factory=dict)
+    spend: dict[str, Any] | None = Field(None, description="what the run spent: tokens, and cost_usd (null: a model it "
+                                                           "used has no price)")
 
 
 class FeedbackResult(BaseModel):
@@ -101,6 +105,10 @@ def forbid_unknown_arguments(server: MCPServer) -> None:
         tool.parameters["additionalProperties"] = False
 
 
+def _budget(max_cost: float | None, max_tokens: int | None) -> dict[str, Any]:
+    return {k: v for k, v in (("max_cost", max_cost), ("max_tokens", max_tokens)) if v is not None}
+
+
 def build_server(backend: Backend, name: str = "parallax", check: InputCheck | None = None) -> MCPServer:
     """An MCPServer with the solve, plan and feedback tools, each calling `backend` with input `check` passed."""
     server = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")  # stderr is the agent's log
@@ -118,14 +126,17 @@ def build_server(backend: Backend, name: str = "parallax", check: InputCheck | N
     @server.tool()
     async def solve(task: str, ctx: Context, mode: SolveMode = "auto", votes: Votes = 5,
                     output_schema: dict[str, Any] | None = None, question: str = "",
-                    playbook: Playbook = "default", candidates: Candidates = 3) -> RunResult:
+                    playbook: Playbook = "default", candidates: Candidates = 3, max_cost: MaxCost = None,
+                    max_tokens: MaxTokens = None) -> RunResult:
         """Answer one task with Parallax: `auto` routes it; `vote` asks `votes` independent answers and
         keeps the majority; `section` reads a long document in slices (then `question` is what to ask of
         it); `speculate` drafts `candidates` answers, each its own way, and a judge picks one comparing
         them pairwise both ways round (for a function, a patch, a draft); `direct` is one call. With
         `output_schema` (a JSON Schema of an object) every branch is asked for that object and `data`
-        holds the one the merge settled on."""
-        run_input: dict[str, Any] = {"task": task, "mode": mode, "votes": votes, "playbook": playbook}
+        holds the one the merge settled on. `max_cost` (USD) and `max_tokens` are the run's budget, all its model
+        calls together: past it the run stops with what it has, needs_review, "budget reached"."""
+        run_input: dict[str, Any] = {"task": task, "mode": mode, "votes": votes, "playbook": playbook,
+                                     **_budget(max_cost, max_tokens)}
         if mode == "speculate":
             run_input["candidates"] = candidates
         if question:
@@ -135,10 +146,13 @@ def build_server(backend: Backend, name: str = "parallax", check: InputCheck | N
         return await reported(backend.solve(checked("solve", run_input), ctx))
 
     @server.tool()
-    async def plan(task: str, ctx: Context, playbook: Playbook = "default") -> RunResult:
+    async def plan(task: str, ctx: Context, playbook: Playbook = "default", max_cost: MaxCost = None,
+                   max_tokens: MaxTokens = None) -> RunResult:
         """Run a request with several steps or deliverables as a plan: a checked DAG of tasks, each
-        started when its inputs exist, joined and verified into one answer."""
-        return await reported(backend.plan(checked("plan", {"task": task, "mode": "plan", "playbook": playbook}), ctx))
+        started when its inputs exist, joined and verified into one answer. `max_cost` / `max_tokens`: its budget,
+        checked before each task."""
+        return await reported(backend.plan(checked("plan", {"task": task, "mode": "plan", "playbook": playbook,
+                                                            **_budget(max_cost, max_tokens)}), ctx))
 
     @server.tool()
     async def feedback(trace_id: str, score: str | float, ctx: Context, comment: str = "") -> FeedbackResult:

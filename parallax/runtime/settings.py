@@ -166,6 +166,9 @@ class Settings(BaseSettings):
     plan_max_tasks: int = Field(20, ge=1, description=about("plan_max_tasks"))
     plan_contradiction_pairs: int = Field(5, ge=0, description=about("plan_contradiction_pairs"))
     tool_timeout_s: float = Field(120.0, gt=0, description=about("tool_timeout_s"))
+    prices: str | None = Field(None, description="model prices as JSON, USD per million tokens: "
+                                                 '{"model": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}; '
+                                                 "over the defaults and the home's prices.json (runtime/prices.py)")
     quiet_model_notice: bool = Field(False, description="hide the line a CLI run prints when the tiny embedded "
                                                         "model answered")
 

@@ -33,6 +33,12 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
     parallax_run_waits_total{ended}            runs.wait / runs.join waits of this replica, by how the
                                                run's end was seen: already, notified, polled, timeout
                                                (server/run_done.py)
+    parallax_cost_usd_total{graph}             USD that finished solve and plan runs spent, at the price
+                                               table (runtime/prices.py)
+    parallax_tokens_total{graph}               tokens they spent
+    parallax_cost_unknown_runs_total{graph}    finished runs whose cost is unknown (a model without a
+                                               price: their tokens are counted, their cost is not)
+    parallax_budget_stops_total{graph}         runs their budget stopped ("budget reached")
 
 Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
 Each replica is its own process: scrape every replica. Only the server imports this module
@@ -69,6 +75,11 @@ WEBHOOKS = Counter("parallax_webhooks_total", "Webhook delivery attempts of this
                    "(delivered, retry, failed).", ["outcome"])
 RUN_WAITS = Counter("parallax_run_waits_total", "Waits for a run's end (runs.wait, runs.join) on this replica, by how "
                     "the end was seen: already, notified, polled (the 2 s safety net), timeout.", ["ended"])
+COST = Counter("parallax_cost_usd_total", "USD spent by finished runs on this replica, at the price table.", ["graph"])
+TOKENS = Counter("parallax_tokens_total", "Tokens spent by finished runs on this replica.", ["graph"])
+COST_UNKNOWN = Counter("parallax_cost_unknown_runs_total", "Finished runs whose cost is unknown: a model they "
+                       "used has no price (PARALLAX_PRICES).", ["graph"])
+BUDGET_STOPS = Counter("parallax_budget_stops_total", "Finished runs their budget stopped (budget reached).", ["graph"])
 SWEPT = Counter("parallax_swept_total", "Rows the retention sweeps of this replica deleted, by kind.", ["kind"])
 
 
@@ -96,6 +107,21 @@ def count_solve(inputs: dict[str, Any], outputs: dict[str, Any]) -> str:
             DEAD_LETTERS.inc()
     _raise_version(inputs.get("playbook", "default"), outputs.get("playbook_version"))
     return str(outputs.get("status") or "unknown")
+
+
+def count_spend(graph: str, outputs: dict[str, Any]) -> None:
+    """Count what a finished run spent (its `spend`, settled by its last node) and whether its budget stopped it."""
+    spend = outputs.get("spend")
+    if not isinstance(spend, dict):
+        return
+    TOKENS.labels(graph=graph).inc(max(0, int(spend.get("tokens") or 0)))
+    cost = spend.get("cost_usd")
+    if isinstance(cost, int | float):
+        COST.labels(graph=graph).inc(max(0.0, float(cost)))
+    else:
+        COST_UNKNOWN.labels(graph=graph).inc()
+    if str(outputs.get("reason") or "").startswith("budget reached"):
+        BUDGET_STOPS.labels(graph=graph).inc()
 
 
 class RunMetrics(BaseCallbackHandler):
@@ -134,6 +160,8 @@ class RunMetrics(BaseCallbackHandler):
         if parent_run_id is not None:
             return
         inputs, interrupted = self._finish(run_id)
+        if isinstance(outputs, dict) and self.graph in ("solve", "plan") and not interrupted:
+            count_spend(self.graph, outputs)
         if interrupted or _interrupted(outputs):
             status = "interrupted"
         elif self.graph == "solve" and isinstance(outputs, dict):

@@ -9,9 +9,11 @@ state and tested offline against the SDK's own types.
   run settled on no object) answers with `content` null and `refusal` saying why, which is what
   OpenAI clients already check before using content; finish_reason is "stop" either way.
 - `usage` sums the tokens of every branch of the run (votes, slices, judge, red team, safety),
-  what the run cost, not one call.
+  what the run cost, not one call, and `parallax_cost_usd` is their price in USD (null: a model
+  has no price, runtime/prices.py; `parallax.spend.unpriced` names it).
 - `parallax` carries what OpenAI has no field for: status (ok, needs_review, failed),
-  confidence, vote_counts, reason, mode, trace_id, thread_id and run_id. A `needs_review` run
+  confidence, vote_counts, reason, mode, trace_id, thread_id, run_id and `spend` (tokens and
+  `cost_usd`; a run its budget stopped is `needs_review`, its reason "budget reached: ..."). A `needs_review` run
   is still a 200 with its answer: the status says a person should look.
 - Streaming: progress (each branch or plan task as it finishes) goes out as
   `reasoning_content` deltas, which chat UIs show as the model's thinking, then the answer as
@@ -22,25 +24,39 @@ state and tested offline against the SDK's own types.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
+
+from parallax.logic.spend import spend_of
+from parallax.state.records import Spend
 
 REPORTED = ("status", "confidence", "vote_counts", "reason", "mode", "trace_id")
 
 
-def usage(state: dict[str, Any]) -> dict[str, int]:
-    """Tokens of every branch of the run, summed."""
-    totals = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+def usage(state: dict[str, Any]) -> dict[str, Any]:
+    """Tokens of every branch of the run, summed, and what they cost (`parallax_cost_usd`, None: unknown)."""
+    totals: dict[str, Any] = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     for branch in state.get("branches") or []:
         tokens = branch.get("tokens") or {} if isinstance(branch, dict) else {}
         for ours, theirs in (("prompt", "prompt_tokens"), ("completion", "completion_tokens"), ("total", "total_tokens")):
             value = tokens.get(ours)
             totals[theirs] += value if isinstance(value, int) else 0
+    totals["parallax_cost_usd"] = _spend(state)["cost_usd"]
     return totals
+
+
+def _spend(state: dict[str, Any]) -> Spend:
+    """The run's spend as the run settled it, or summed here (a run streamed before its end has no `spend` yet)."""
+    settled = state.get("spend")
+    if isinstance(settled, dict):
+        return cast(Spend, settled)
+    return spend_of(b for b in state.get("branches") or [] if isinstance(b, dict))
 
 
 def report(state: dict[str, Any], thread_id: str, run_id: str) -> dict[str, Any]:
     """The reply's `parallax` field."""
-    return {**{key: state.get(key) for key in REPORTED}, "thread_id": thread_id, "run_id": run_id}
+    spend = _spend(state)
+    return {**{key: state.get(key) for key in REPORTED}, "thread_id": thread_id, "run_id": run_id,
+            "cost_usd": spend["cost_usd"], "spend": spend}
 
 
 def answer(state: dict[str, Any], typed: bool) -> tuple[str | None, str | None]:

@@ -24,7 +24,8 @@ The mapping:
   has none.
 - Parallax's own options, which have no OpenAI field, come under `parallax` in the body
   (the openai SDK's `extra_body={"parallax": {...}}`): votes, min_votes, candidates, red_team, playbook,
-  max_replans (plan) and `context` (run configuration, as the graph API's `context`).
+  max_replans (plan), the run's budget `max_cost` (USD) and `max_tokens` (all its model calls; not OpenAI's
+  per-reply `max_tokens`, which is ignored as below) and `context` (run configuration, as the graph API's `context`).
 - Refused: `n` > 1, `tools`/`functions`, a `tool_choice` other than "none", non-text content,
   `json_object` without a schema, a missing model (400, `param: model`), an unknown model (404),
   an unknown option under `parallax` or an unknown top-level field (OPENAI_FIELDS: by name), and any
@@ -46,7 +47,7 @@ from parallax.logic.user_schema import SchemaProblem, checked_schema
 MODELS = {"parallax-auto": "auto", "parallax-direct": "direct", "parallax-vote": "vote", "parallax-section": "section",
           "parallax-speculate": "speculate", "parallax-plan": "plan"}
 """Model name -> mode."""
-OPTIONS = ("votes", "min_votes", "candidates", "red_team", "playbook", "max_replans", "context")
+OPTIONS = ("votes", "min_votes", "candidates", "red_team", "playbook", "max_replans", "max_cost", "max_tokens", "context")
 """What the body's `parallax` object may hold."""
 ROLES = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool",
          "function": "Tool"}

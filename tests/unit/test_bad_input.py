@@ -76,7 +76,8 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["task", "question", "mode", "votes", "min_votes", "tenant", "playbook"]),
+@given(st.dictionaries(st.sampled_from(["task", "question", "mode", "votes", "min_votes", "tenant", "playbook",
+                                        "max_cost", "max_tokens"]),
                        json_values, max_size=7))
 def test_graph_input_validation_only_ever_says_invalid_input(payload):
     """Whatever a client sends, validation accepts it or raises InvalidInput - never a crash."""

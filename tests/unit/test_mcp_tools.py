@@ -53,13 +53,29 @@ async def test_tools_take_the_documented_arguments_and_return_the_run():
     assert set(tools["solve"].input_schema["properties"]) >= {"task", "mode", "votes", "output_schema"}
     assert tools["solve"].input_schema["required"] == ["task"]
     assert solved.structured_content == {"status": "ok", "confidence": 0.6, "answer": "42", "data": None, "trace_id": "t1",
-                                         "thread_id": "th1", "mode": "vote", "reason": "", "vote_counts": {"42": 3, "41": 2}}
+                                         "thread_id": "th1", "mode": "vote", "reason": "", "vote_counts": {"42": 3, "41": 2},
+                                         "spend": None}
     assert planned.structured_content["status"] == "needs_review"
     assert scored.structured_content["score"] == 1.0
     assert backend.calls == [
         ("solve", {"task": "What is 6 * 7?", "mode": "vote", "votes": 5, "playbook": "default", "output_schema": schema}),
         ("plan", {"task": "Do A, then B.", "mode": "plan", "playbook": "default"}),
         ("feedback", ("t1", "up", "right")),
+    ]
+
+
+async def test_solve_and_plan_take_a_budget():
+    backend = Recording()
+    async with Client(build_server(backend)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        await client.call_tool("solve", {"task": "What is 6 * 7?", "max_cost": 0.01, "max_tokens": 5000})
+        await client.call_tool("plan", {"task": "Do A, then B.", "max_tokens": 900})
+    assert {"max_cost", "max_tokens"} <= set(tools["solve"].input_schema["properties"])
+    assert {"max_cost", "max_tokens"} <= set(tools["plan"].input_schema["properties"])
+    assert backend.calls == [
+        ("solve", {"task": "What is 6 * 7?", "mode": "auto", "votes": 5, "playbook": "default", "max_cost": 0.01,
+                   "max_tokens": 5000}),
+        ("plan", {"task": "Do A, then B.", "mode": "plan", "playbook": "default", "max_tokens": 900}),
     ]
 
 

@@ -9,21 +9,28 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from parallax.server.openai_replies import ChunkWriter, completion, progress, usage
 
 
-def branch(kind: str, n: int, prompt: int, done: int, vote: str | None = None) -> dict:
+def branch(kind: str, n: int, prompt: int, done: int, vote: str | None = None, cost: float | None = 0.0) -> dict:
     return {"id": f"{kind}-{n}", "kind": kind, "status": "ok", "tokens": {"prompt": prompt, "completion": done,
                                                                          "total": prompt + done},
-            "vote": vote, "latency_ms": 1500}
+            "vote": vote, "latency_ms": 1500, "model": "gpt-4o-mini", "cost_usd": cost}
 
 
 STATE = {"answer": "42", "status": "ok", "confidence": 1.0, "vote_counts": {"42": 2}, "reason": "", "mode": "vote",
-         "trace_id": "t1", "branches": [branch("vote", 1, 100, 7, "42"), branch("vote", 2, 90, 5, "42"),
+         "trace_id": "t1", "branches": [branch("vote", 1, 100, 7, "42", 0.001), branch("vote", 2, 90, 5, "42", 0.002),
                                         branch("safety", 1, 0, 0)]}
 
 
 def test_usage_sums_every_branch():
-    assert usage(STATE) == {"prompt_tokens": 190, "completion_tokens": 12, "total_tokens": 202}
+    assert usage(STATE) == {"prompt_tokens": 190, "completion_tokens": 12, "total_tokens": 202, "parallax_cost_usd": 0.003}
     assert usage({"branches": [{"tokens": None}, "junk"]}) == {"prompt_tokens": 0, "completion_tokens": 0,
-                                                              "total_tokens": 0}
+                                                              "total_tokens": 0, "parallax_cost_usd": 0.0}
+
+
+def test_a_model_without_a_price_makes_the_cost_unknown_not_zero():
+    unpriced = {**STATE, "branches": [*STATE["branches"], {**branch("judge", 1, 50, 3, cost=None), "model": "my-llama"}]}
+    assert usage(unpriced)["parallax_cost_usd"] is None
+    said = completion(unpriced, model="parallax-vote", run_id="r", thread_id="t", created=1, typed=False)["parallax"]
+    assert said["cost_usd"] is None and said["spend"]["unpriced"] == ["my-llama"]
 
 
 def test_a_completion_parses_as_the_sdks_chat_completion_and_carries_the_run():
@@ -31,8 +38,11 @@ def test_a_completion_parses_as_the_sdks_chat_completion_and_carries_the_run():
                                                      created=1, typed=False))
     assert reply.choices[0].message.content == "42" and reply.choices[0].finish_reason == "stop"
     assert reply.usage.total_tokens == 202 and reply.id == "chatcmpl-r1"
+    assert reply.usage.parallax_cost_usd == 0.003  # type: ignore[attr-defined]  # the SDK keeps extra fields
     assert reply.parallax == {"status": "ok", "confidence": 1.0, "vote_counts": {"42": 2}, "reason": "", "mode": "vote",
-                              "trace_id": "t1", "thread_id": "th1", "run_id": "r1"}
+                              "trace_id": "t1", "thread_id": "th1", "run_id": "r1", "cost_usd": 0.003,
+                              "spend": {"tokens": 202, "prompt_tokens": 190, "cached_tokens": 0, "completion_tokens": 12,
+                                        "cost_usd": 0.003, "unpriced": []}}
 
 
 def test_a_typed_reply_is_the_objects_json_and_no_object_is_a_refusal():

@@ -43,27 +43,32 @@ def trace(n: int, version: int, status: str, branches: list[dict], duration: flo
 
 FIXTURE = [
     # v1: right; no fault; 1 call, 100 tokens; feedback 0 then 1 (latest counts: 1.0)
-    trace(1, 1, "ok", [branch("direct", tokens=100)], 100, correct=True, feedback=[0.0, 1.0]),
+    trace(1, 1, "ok", [branch("direct", tokens=100, cost_usd=0.001)], 100, correct=True, feedback=[0.0, 1.0]),
     # v1: wrong but ok; three votes, one retried (a fault it recovered from); 4 calls, 150 tokens
-    trace(2, 1, "ok", [branch("vote", tokens=50), branch("vote", attempts=2, tokens=50), branch("vote", tokens=50)], 300,
-          correct=False),
-    # v1: no target; a re-ask (a fault) and still needs_review; 2 calls, 80 tokens; feedback 0
+    trace(2, 1, "ok", [branch("vote", tokens=50, cost_usd=0.0005), branch("vote", attempts=2, tokens=50, cost_usd=0.0005),
+                       branch("vote", tokens=50, cost_usd=0.0005)], 300, correct=False),
+    # v1: no target; a re-ask (a fault) and still needs_review; 2 calls, 80 tokens; feedback 0; its model has no
+    # price (no cost_usd): its cost is unknown, not 0
     trace(3, 1, "needs_review", [branch("direct", attempts=2, reasks=1, tokens=80)], 200, feedback=[0.0]),
     # v2: failed after 3 attempts; no tokens
     trace(4, 2, "failed", [branch("direct", status="failed", attempts=3)], 900),
     # v2: right, a straggler backup raced it (a fault, recovered); 30 days old
-    trace(5, 2, "ok", [branch("direct", tokens=60, backup={"winner": "original"})], 400, correct=True, days_ago=30),
+    trace(5, 2, "ok", [branch("direct", tokens=60, cost_usd=0.0006, backup={"winner": "original"})], 400, correct=True,
+          days_ago=30),
 ]
 
 OVERALL = {"runs": 5, "ok_rate": 0.6, "accuracy": 0.6667, "accuracy_runs": 3, "mean_branches": 1.4,
            "mean_model_calls": 2.2, "runs_with_faults": 4, "recovery_rate": 0.5, "latency_ms_p50": 300.0,
-           "latency_ms_p95": 900.0, "tokens_total": 390, "tokens_mean": 78.0, "feedback_mean": 0.5, "feedback_runs": 2}
+           "latency_ms_p95": 900.0, "tokens_total": 390, "tokens_mean": 78.0, "feedback_mean": 0.5, "feedback_runs": 2,
+           "cost_usd_total": 0.0031, "cost_usd_mean": 0.000775, "cost_unknown_runs": 1, "budget_stops": 0}
 V1 = {"runs": 3, "ok_rate": 0.6667, "accuracy": 0.5, "accuracy_runs": 2, "mean_branches": 1.6667,
       "mean_model_calls": 2.3333, "runs_with_faults": 2, "recovery_rate": 0.5, "latency_ms_p50": 200.0,
-      "latency_ms_p95": 300.0, "tokens_total": 330, "tokens_mean": 110.0, "feedback_mean": 0.5, "feedback_runs": 2}
+      "latency_ms_p95": 300.0, "tokens_total": 330, "tokens_mean": 110.0, "feedback_mean": 0.5, "feedback_runs": 2,
+      "cost_usd_total": 0.0025, "cost_usd_mean": 0.00125, "cost_unknown_runs": 1, "budget_stops": 0}
 V2 = {"runs": 2, "ok_rate": 0.5, "accuracy": 1.0, "accuracy_runs": 1, "mean_branches": 1.0, "mean_model_calls": 2.0,
       "runs_with_faults": 2, "recovery_rate": 0.5, "latency_ms_p50": 400.0, "latency_ms_p95": 900.0,
-      "tokens_total": 60, "tokens_mean": 30.0, "feedback_mean": None, "feedback_runs": 0}
+      "tokens_total": 60, "tokens_mean": 30.0, "feedback_mean": None, "feedback_runs": 0,
+      "cost_usd_total": 0.0006, "cost_usd_mean": 0.0003, "cost_unknown_runs": 0, "budget_stops": 0}
 
 
 def test_metrics_match_the_hand_computed_figures():
