@@ -9,6 +9,11 @@ mounts the same in server/dev_app.py), and:
 - /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py).
 - /metrics first refreshes `parallax_pending_runs` from the runs table (one count per scrape),
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
+- The Agent Protocol as LangGraph's clients expect it, where Aegra differs: /ok, thread copy, the
+  thread event stream over WebSocket, store namespaces as written (server/protocol_routes.py,
+  event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
+  cancel answering the end state (server/protocol_requests.py), graphs with stream transformers
+  of their own (server/stream_transformers.py). docs/deploy.md, "Agent Protocol conformance".
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
   webhooks, by the middleware of server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
@@ -24,14 +29,32 @@ from aegra_api.models.errors import AgentProtocolError, get_error_type
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from parallax.server import mcp_face, metrics, openai_face, platform
+from parallax.server import (
+    event_socket,
+    mcp_face,
+    metrics,
+    openai_face,
+    platform,
+    protocol_routes,
+    store_views,
+    stream_transformers,
+)
 from parallax.server.auth import pending_runs
 from parallax.server.cron_requests import CronRequests
+from parallax.server.protocol_requests import ProtocolRequests
 from parallax.server.run_requests import RunRequests
 
 app = FastAPI(lifespan=platform.lifespan)
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
+app.add_middleware(ProtocolRequests)  # Aegra's answers as LangGraph's clients read them (server/protocol_requests.py)
+# Agent Protocol routes Aegra lacks or answers differently, matched before Aegra's own (docs/deploy.md,
+# "Agent Protocol conformance"); and the patch to Aegra's v3 event stream (server/stream_transformers.py)
+app.include_router(protocol_routes.router)
+app.include_router(protocol_routes.threads_router)
+app.include_router(store_views.router)
+app.include_router(event_socket.router)
+stream_transformers.install()
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])
 
