@@ -45,7 +45,6 @@ from typing import Any
 from tests.support.aegra_cluster import ROOT, Cluster, config_with, free_port, missing_services
 
 TENANT, KEY = "peer", "key-peer"
-SDK_TESTS = Path("libs/sdk-py/tests/integration")
 SDK_GRAPHS = Path("libs/sdk-py/integration")
 AEGRA_TESTS = Path("libs/aegra-api/tests/e2e")
 AEGRA_SKIP = ["multi_instance", "manual_auth_tests"]  # servers of their own / the auth-only tests
@@ -72,7 +71,9 @@ def run_pytest(cwd: Path, targets: list[str], extra: list[str], env: dict[str, s
     started = time.monotonic()
     done = subprocess.run(command, cwd=cwd, env={**env, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), env.get("PYTHONPATH", "")])}, capture_output=True, text=True, timeout=timeout_s)
-    result = junit_counts(junit) if junit.is_file() else {"error": done.stdout[-3000:] + done.stderr[-3000:]}
+    result = junit_counts(junit) if junit.is_file() else {}
+    if not result.get("total"):
+        result["error"] = done.stdout[-3000:] + done.stderr[-3000:]
     result["seconds"] = round(time.monotonic() - started, 1)
     result["command"] = " ".join(command)
     return result
@@ -114,18 +115,20 @@ def sdk_on_parallax(langgraph: Path, work: Path) -> dict[str, Any]:
     cluster = serve(work, langgraph / SDK_GRAPHS / "langgraph.json",
                     {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "unused"})
     try:
-        return run_pytest(langgraph / "libs/sdk-py", [str(SDK_TESTS)], ["-m", "integration"],
+        return run_pytest(langgraph / "libs/sdk-py", ["tests/integration"], ["-m", "integration"],
                           client_env(cluster.replicas[0].url), work / "sdk-parallax.xml", 1800)
     finally:
         cluster.close()
 
 
 def sdk_on_langgraph_dev(langgraph: Path, work: Path) -> dict[str, Any]:
+    """langgraph dev resolves the config's paths from its working directory (the suite's integration/ folder,
+    where its in-memory state, .langgraph_api/, lands too)."""
     port, config = free_port(), langgraph / SDK_GRAPHS / "langgraph.json"
     cli = Path(sys.executable).with_name("langgraph")
     log = open(work / "langgraph-dev.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen([str(cli), "dev", "--config", str(config), "--port", str(port), "--host", "127.0.0.1",
-                                "--no-browser", "--no-reload"], cwd=work, stdout=log, stderr=subprocess.STDOUT,
+                                "--no-browser", "--no-reload"], cwd=config.parent, stdout=log, stderr=subprocess.STDOUT,
                                env={**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_ANALYTICS": "1"},
                                start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -134,16 +137,17 @@ def sdk_on_langgraph_dev(langgraph: Path, work: Path) -> dict[str, Any]:
 
         if wait_for_200(f"{url}/ok", 180, alive=lambda: process.poll() is None) != "ready":
             return {"error": "langgraph dev did not start: " + (work / "langgraph-dev.log").read_text()[-2000:]}
-        return run_pytest(langgraph / "libs/sdk-py", [str(SDK_TESTS)], ["-m", "integration"], client_env(url),
+        return run_pytest(langgraph / "libs/sdk-py", ["tests/integration"], ["-m", "integration"], client_env(url),
                           work / "sdk-dev.xml", 1800)
     finally:
         import signal
 
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
         log.close()
 
 
@@ -157,7 +161,7 @@ def aegra_on_parallax(aegra: Path, work: Path) -> dict[str, Any]:
     try:
         tests = aegra / AEGRA_TESTS
         ignore = [f"--ignore={tests / name}" for name in AEGRA_SKIP]
-        return run_pytest(aegra / "libs/aegra-api", [str(AEGRA_TESTS)], ["-m", "e2e and not auth_only", *ignore],
+        return run_pytest(aegra / "libs/aegra-api", ["tests/e2e"], ["-m", "e2e and not auth_only", *ignore],
                           client_env(cluster.replicas[0].url), work / "aegra.xml", 2400)
     finally:
         cluster.close()

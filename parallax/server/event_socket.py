@@ -143,7 +143,11 @@ async def _command(thread_id: str, user: Any, command: dict[str, Any]) -> dict[s
     from aegra_api.core.orm import _get_session_maker
     from aegra_api.services.event_streaming.commands import handle_command
 
+    from parallax.server.protocol_requests import settle_interrupt, starts_with_input
+
     command = {"params": {}, **command}
+    if starts_with_input(command):
+        await settle_interrupt(thread_id, user.identity)
     try:
         await handle_event(build_auth_context(user, "threads", "create_run"), {**command, "thread_id": thread_id})
     except HTTPException as exc:

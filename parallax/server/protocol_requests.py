@@ -1,6 +1,6 @@
 """Aegra's answers brought to the Agent Protocol as LangGraph's clients read it (ASGI middleware, outermost of ours).
 
-Three differences, each found by langgraph-sdk's integration suite or Aegra's own e2e suite run
+Four differences, each found by langgraph-sdk's integration suite or Aegra's own e2e suite run
 against `parallax serve` (docs/deploy.md, "Agent Protocol conformance"), each a patch to one
 Aegra route that could go upstream as it is:
 
@@ -24,6 +24,15 @@ Aegra route that could go upstream as it is:
   default 10 s; checked every 50 ms) and carries its final status (`interrupted` for
   cancel and interrupt alike, Aegra's terminal state for both); after the wait it answers what it
   has, as Aegra's `wait=1` does.
+- **A resume right after an interrupt resumes.** `RemoteGraph.astream_events(Command(resume=x),
+  version="v3")` sends `run.start` with `input: x`; Aegra (like langgraph-api) reads input on an
+  interrupted thread as the answer to the interrupt, but it judges "interrupted" by the thread's
+  status, which Aegra writes only once the interrupted run has finished. A client that resumes as
+  soon as it sees the interrupt event (the SDK's own test does) got there first, and `x` was taken
+  as a new input ("Input should be a valid dictionary"). Here a `run.start` with input, on a
+  thread whose latest checkpoint holds a pending interrupt and whose status is not yet
+  `interrupted`, waits for that status (at most 5 s, checked every 50 ms), then goes to Aegra
+  unchanged (langgraph-api reads the pending interrupt from the checkpoint itself).
 """
 
 from __future__ import annotations
@@ -36,10 +45,11 @@ import time
 from typing import Any
 
 from parallax.server.auth import key_from, tenant_for_key
-from parallax.server.run_requests import ASGIApp, Message, Receive, Scope, Send
+from parallax.server.run_requests import ASGIApp, Message, Receive, Scope, Send, json_request, replay
 
 ASSISTANT_PATH = re.compile(r"^/assistants/(?P<id>[^/]+)(?P<rest>/.*)?$")
 CRON_CREATE = re.compile(r"^(?:/threads/[^/]+)?/runs/crons/?$")
+COMMANDS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/commands/?$")
 CANCEL = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/cancel/?$")
 NOT_ASSISTANT_IDS = {"search", "count"}
 ENDED = ("success", "error", "interrupted", "timeout")
@@ -48,6 +58,13 @@ SELECT c.cron_id FROM runs r JOIN crons c
   ON c.payload -> 'config' -> 'metadata' ->> 'parallax_cron' = r.config -> 'metadata' ->> 'parallax_cron'
  AND c.user_id = r.user_id
 WHERE r.run_id = %s AND r.user_id = %s
+"""
+PENDING_INTERRUPT_SQL = """
+SELECT t.status, EXISTS (
+  SELECT 1 FROM checkpoint_writes w WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = '' AND w.channel = '__interrupt__'
+     AND w.checkpoint_id = (SELECT max(c.checkpoint_id) FROM checkpoints c
+                            WHERE c.thread_id = t.thread_id AND c.checkpoint_ns = ''))
+FROM thread t WHERE t.thread_id = %s AND t.user_id = %s
 """
 
 
@@ -129,8 +146,27 @@ async def ended_status(run_id: str, tenant: str, timeout_s: float) -> dict[str, 
             await asyncio.sleep(0.05)
 
 
+async def settle_interrupt(thread_id: str, tenant: str, timeout_s: float = 5.0) -> None:
+    """Return once the thread is `interrupted`, or at once when it has no pending interrupt (or `timeout_s` passed)."""
+    from parallax.server import platform
+
+    deadline = time.monotonic() + timeout_s
+    async with platform.connection() as conn:
+        while time.monotonic() < deadline:
+            row = await (await conn.execute(PENDING_INTERRUPT_SQL, (thread_id, tenant))).fetchone()
+            if row is None or row[0] == "interrupted" or not row[1]:
+                return
+            await asyncio.sleep(0.05)
+
+
+def starts_with_input(payload: Any) -> bool:
+    """A v2 `run.start` command that carries input (maybe the answer to a pending interrupt)."""
+    params = payload.get("params") if isinstance(payload, dict) else None
+    return isinstance(params, dict) and payload.get("method") == "run.start" and params.get("input") is not None
+
+
 class ProtocolRequests:
-    """The three rewrites above; every other request passes through untouched."""
+    """The four rewrites above; every other request passes through untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -148,6 +184,11 @@ class ProtocolRequests:
             await self.cron_create(scope, receive, send)
         elif method == "POST" and (found := CANCEL.match(path)) and b"wait=1" not in scope.get("query_string", b""):
             await self.cancel(scope, receive, send, found["run_id"])
+        elif method == "POST" and (found := COMMANDS.match(path)):
+            body, payload, tenant = await json_request(scope, receive)
+            if tenant and starts_with_input(payload):
+                await settle_interrupt(found["thread_id"], tenant)
+            await self.app(scope, replay(body, receive), send)
         else:
             await self.app(scope, receive, send)
 

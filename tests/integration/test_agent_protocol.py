@@ -180,3 +180,24 @@ async def test_remote_graph_invokes_and_streams_the_served_graph(cluster):
     updates = [chunk async for chunk in RemoteGraph(GRAPH, url=b.url, api_key=KEYS["acme"]).astream(
         {**INPUT, "ask": False}, stream_mode="updates")]
     assert [next(iter(u)) for u in updates] == ["work", "ask"]
+
+
+async def test_remote_graph_resumes_an_interrupt_as_soon_as_it_sees_it(cluster):
+    """RemoteGraph's v3 resume sends the answer as `input`; sent the moment the interrupt shows, before Aegra has
+    marked the thread interrupted, it must still resume (not start a run with "yes" as its input)."""
+    from langgraph.pregel.remote import RemoteGraph
+    from langgraph.types import Command
+
+    a, b = cluster.live()
+    for _ in range(3):  # the race is won or lost in milliseconds: try it more than once, each on a new thread
+        config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+        async with await RemoteGraph(GRAPH, url=a.url, api_key=KEYS["acme"]).astream_events(
+                INPUT, config=config, version="v3") as stream:
+            async for _ in stream.values:
+                if await stream.interrupted():
+                    break
+            assert await stream.interrupted()
+        async with await RemoteGraph(GRAPH, url=b.url, api_key=KEYS["acme"]).astream_events(
+                Command(resume="yes"), config=config, version="v3") as stream:
+            assert await stream.output() == {"items": ["worked", "asked:yes"]}
+            assert await stream.interrupted() is False
