@@ -7,6 +7,10 @@ bench/peer_suites.py prepares, without editing a line of their files:
   does the SDK's WebSocket handshake (which sends only the stream's own `headers=`, never the
   client's: against any server with keys a caller passes the key there); `get_client()` and
   `RemoteGraph` read LANGGRAPH_API_KEY (set by the runner);
+- a test that hangs (the suites set no time limit; one of langgraph-sdk's cancel tests never ends
+  against `langgraph dev`) fails after $PARALLAX_PEER_TEST_TIMEOUT_S seconds (default 120) with
+  "timed out", so one hang does not stop the count (SIGALRM in the main thread, where pytest runs
+  the test and its event loop);
 - langgraph-sdk's test_remote_graph_v3.py hard-codes `URL = "http://localhost:2024"` (where
   `langgraph dev` listens): a module-level `URL` with that value is pointed at $PARALLAX_PEER_URL.
 """
@@ -14,6 +18,8 @@ bench/peer_suites.py prepares, without editing a line of their files:
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -50,6 +56,25 @@ def pytest_configure(config: pytest.Config) -> None:
     for module in (ws, sync_ws):
         if hasattr(module, "websocket_headers"):
             module.websocket_headers = _handshake_with_key
+
+
+class TestTimedOut(Exception):
+    """The test ran longer than PARALLAX_PEER_TEST_TIMEOUT_S."""
+
+
+def _time_out(_signum: int, _frame: Any) -> None:
+    raise TestTimedOut(f"timed out after {os.environ.get('PARALLAX_PEER_TEST_TIMEOUT_S', '120')} s")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    previous = signal.signal(signal.SIGALRM, _time_out)
+    signal.alarm(int(os.environ.get("PARALLAX_PEER_TEST_TIMEOUT_S", "120")))
+    try:
+        return (yield)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

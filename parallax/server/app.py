@@ -13,7 +13,8 @@ mounts the same in server/dev_app.py), and:
   thread event stream over WebSocket, store namespaces as written (server/protocol_routes.py,
   event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
   cancel answering the end state (server/protocol_requests.py), graphs with stream transformers
-  of their own (server/stream_transformers.py). docs/deploy.md, "Agent Protocol conformance".
+  of their own (server/stream_transformers.py), named custom events (server/custom_events.py).
+  docs/deploy.md, "Agent Protocol conformance".
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
   webhooks, by the middleware of server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
@@ -30,6 +31,7 @@ from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from parallax.server import (
+    custom_events,
     event_socket,
     mcp_face,
     metrics,
@@ -55,6 +57,7 @@ app.include_router(protocol_routes.threads_router)
 app.include_router(store_views.router)
 app.include_router(event_socket.router)
 stream_transformers.install()
+custom_events.install()
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])
 

@@ -161,6 +161,14 @@ async def test_the_thread_stream_of_a_graph_with_its_own_transformers(cluster, t
     assert state["values"]["items"] == ["worked", "asked:yes"]
 
 
+async def test_a_named_custom_event_reaches_its_extension_as_written(cluster):
+    a, _ = cluster.live()
+    async with client(a).threads.stream(assistant_id=GRAPH) as thread:
+        await thread.run.start(input=INPUT)
+        events = [event async for event in thread.extensions["progress"]]  # ends at the interrupt
+    assert events == [{"name": "progress", "step": "work"}]
+
+
 async def test_the_websocket_refuses_a_caller_without_a_key(cluster):
     import websockets
 

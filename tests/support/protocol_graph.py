@@ -29,7 +29,7 @@ class State(TypedDict, total=False):
 
 
 async def work(state: State) -> dict[str, Any]:
-    get_stream_writer()({"progress": "work"})
+    get_stream_writer()({"name": "progress", "step": "work"})  # for thread.extensions["progress"]
     await asyncio.sleep(state.get("sleep_s", 0.0))
     return {"items": ["worked"]}
 
