@@ -96,10 +96,12 @@ def junit_counts(junit: Path) -> dict[str, Any]:
     return {**counts, "total": sum(counts.values()), "failures": failures}
 
 
-def serve(work: Path, suite_config: Path, env: dict[str, str]) -> Cluster:
-    config = config_with(work, suite_graphs(suite_config))
+def serve(work: Path, suite_config: Path, env: dict[str, str], tenant: str = TENANT) -> Cluster:
+    """One replica serving the suite's graphs beside Parallax's, and the store scopes its config names."""
+    scopes = json.loads(suite_config.read_text()).get("store", {}).get("scopes")
+    config = config_with(work, suite_graphs(suite_config), scopes)
     pythonpath = os.pathsep.join(suite_paths(suite_config) + [os.environ.get("PYTHONPATH", "")])
-    cluster = Cluster(work / "cluster", {"PARALLAX_API_KEYS": f"{KEY}:{TENANT}", "PYTHONPATH": pythonpath,
+    cluster = Cluster(work / "cluster", {"PARALLAX_API_KEYS": f"{KEY}:{tenant}", "PYTHONPATH": pythonpath,
                                          "PARALLAX_MAX_PENDING": "1000", **env}, config=config).create()
     cluster.start_replica(timeout_s=180)
     return cluster
@@ -156,8 +158,10 @@ def aegra_on_parallax(aegra: Path, work: Path) -> dict[str, Any]:
 
     model_port = free_port()
     model = peer_model.start(model_port)
+    # the key's tenant is "anonymous": Aegra's identity without auth, which its tests that write runs straight into
+    # the database give those runs (another tenant's runs are 404, as they should be)
     cluster = serve(work, aegra / "aegra.json", {"OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
-                                                  "OPENAI_API_KEY": "unused", "CRON_ENABLED": "true"})
+                                                  "OPENAI_API_KEY": "unused", "CRON_ENABLED": "true"}, "anonymous")
     try:
         tests = aegra / AEGRA_TESTS
         ignore = [f"--ignore={tests / name}" for name in AEGRA_SKIP]

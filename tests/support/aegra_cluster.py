@@ -45,10 +45,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def config_with(work: Path, graphs: dict[str, str]) -> Path:
+def config_with(work: Path, graphs: dict[str, str], scopes: dict[str, list[str]] | None = None) -> Path:
     """Parallax's aegra.json with `graphs` (name -> "path/to/file.py:attr") served beside its own, every path
     absolute, written to `work`/aegra.json (outside the repository): for `Cluster(config=...)`. A name Parallax
-    already serves keeps Parallax's graph. Auth, store scopes and the HTTP app stay Parallax's."""
+    already serves keeps Parallax's graph; `scopes` adds store scopes beside Parallax's (which win). Auth and
+    the HTTP app stay Parallax's."""
     import json
 
     ours = json.loads((ROOT / "aegra.json").read_text())
@@ -58,7 +59,8 @@ def config_with(work: Path, graphs: dict[str, str]) -> Path:
         served[name] = f"{(ROOT / path).resolve() if name in ours['graphs'] else Path(path).resolve()}:{attr}"
     work.mkdir(parents=True, exist_ok=True)
     target = work / "aegra.json"
-    target.write_text(json.dumps({**ours, "dependencies": [str(ROOT)], "graphs": served}, indent=2))
+    store = {**ours.get("store", {}), "scopes": {**(scopes or {}), **ours.get("store", {}).get("scopes", {})}}
+    target.write_text(json.dumps({**ours, "dependencies": [str(ROOT)], "graphs": served, "store": store}, indent=2))
     return target
 
 
