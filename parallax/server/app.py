@@ -13,6 +13,12 @@ mounts the same in server/dev_app.py), and:
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
 - A run that cannot run is refused before it is stored: 422 with the reason (server/run_checks.py,
   logic/run_input.py), for the graph API and the faces that start runs through it.
+- The Agent Protocol as LangGraph's clients expect it, where Aegra differs: /ok, thread copy, the
+  thread event stream over WebSocket, store namespaces as written (server/protocol_routes.py,
+  event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
+  cancel answering the end state (server/protocol_requests.py), graphs with stream transformers
+  of their own (server/stream_transformers.py), named custom events (server/custom_events.py).
+  docs/deploy.md, "Agent Protocol conformance".
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
   webhooks, by the middleware of server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
@@ -28,9 +34,22 @@ from aegra_api.models.errors import AgentProtocolError, get_error_type
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from parallax.server import mcp_face, metrics, openai_face, platform, run_done, timeline_face
+from parallax.server import (
+    custom_events,
+    event_socket,
+    mcp_face,
+    metrics,
+    openai_face,
+    platform,
+    protocol_routes,
+    run_done,
+    store_views,
+    stream_transformers,
+    timeline_face,
+)
 from parallax.server.auth import pending_runs
 from parallax.server.cron_requests import CronRequests
+from parallax.server.protocol_requests import ProtocolRequests
 from parallax.server.run_checks import RunChecks
 from parallax.server.run_requests import RunRequests
 
@@ -38,7 +57,16 @@ run_done.install()  # runs.wait / runs.join return when the run ends, not at Aeg
 app = FastAPI(lifespan=platform.lifespan)
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
+app.add_middleware(ProtocolRequests)  # Aegra's answers as LangGraph's clients read them (server/protocol_requests.py)
 app.add_middleware(RunChecks)  # outermost of ours: a run that cannot run is refused (422) before anything else
+# Agent Protocol routes Aegra lacks or answers differently, matched before Aegra's own (docs/deploy.md,
+# "Agent Protocol conformance"); and the patch to Aegra's v3 event stream (server/stream_transformers.py)
+app.include_router(protocol_routes.router)
+app.include_router(protocol_routes.threads_router)
+app.include_router(store_views.router)
+app.include_router(event_socket.router)
+stream_transformers.install()
+custom_events.install()
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.mount("/timeline", timeline_face.app)  # a run's timeline (server/timeline_face.py)
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])

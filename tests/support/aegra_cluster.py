@@ -45,6 +45,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def config_with(work: Path, graphs: dict[str, str], scopes: dict[str, list[str]] | None = None) -> Path:
+    """Parallax's aegra.json with `graphs` (name -> "path/to/file.py:attr") served beside its own, every path
+    absolute, written to `work`/aegra.json (outside the repository): for `Cluster(config=...)`. A name Parallax
+    already serves keeps Parallax's graph; `scopes` adds store scopes beside Parallax's (which win). Auth and
+    the HTTP app stay Parallax's."""
+    import json
+
+    ours = json.loads((ROOT / "aegra.json").read_text())
+    served = {}
+    for name, spec in {**graphs, **ours["graphs"]}.items():
+        path, _, attr = spec.partition(":")
+        served[name] = f"{(ROOT / path).resolve() if name in ours['graphs'] else Path(path).resolve()}:{attr}"
+    work.mkdir(parents=True, exist_ok=True)
+    target = work / "aegra.json"
+    store = {**ours.get("store", {}), "scopes": {**(scopes or {}), **ours.get("store", {}).get("scopes", {})}}
+    target.write_text(json.dumps({**ours, "dependencies": [str(ROOT)], "graphs": served, "store": store}, indent=2))
+    return target
+
+
 def missing_services() -> list[str]:
     """What the deploy tests need and this machine lacks (empty when all is there)."""
     missing = []
@@ -122,6 +141,8 @@ class Cluster:
     replicas: list[Replica] = field(default_factory=list)
     model: Any = None
     """The model server its replicas talk to, when the caller wants it at hand (a FaultServer in tests)."""
+    config: Path | None = None
+    """An Aegra config other than the repository's aegra.json (`parallax serve --config`)."""
 
     @property
     def database_url(self) -> str:
@@ -176,7 +197,8 @@ class Cluster:
         port = port or free_port()
         log_path = self.work / f"replica-{port}.log"
         with open(log_path, "ab") as log:
-            process = subprocess.Popen([str(PARALLAX), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            config = ["--config", str(self.config)] if self.config else []
+            process = subprocess.Popen([str(PARALLAX), "serve", "--host", "127.0.0.1", "--port", str(port), *config],
                                        cwd=ROOT, env=self.replica_env(port), stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         replica = Replica(port, process, log_path)
@@ -243,9 +265,10 @@ def readme_retry_helper():
 
 @contextmanager
 def two_replicas(work: Path, reply: Any, keys: dict[str, str], max_pending: int,
-                 extra_env: dict[str, str] | None = None) -> Iterator[Cluster]:
+                 extra_env: dict[str, str] | None = None, config: Path | None = None) -> Iterator[Cluster]:
     """A database, two replicas (the second started once the first answered /ready) and the scripted model
     (tests/support/fault_server.py answering with `reply`), for a deploy test module; removed after.
+    `config`: an Aegra config other than the repository's (`config_with`).
     Without the server venv's services this skips outside CI and fails in it (tests/conftest.py)."""
     import pytest
 
@@ -262,7 +285,7 @@ def two_replicas(work: Path, reply: Any, keys: dict[str, str], max_pending: int,
     env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
            "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in keys.items()), "PARALLAX_MAX_PENDING": str(max_pending),
            "PARALLAX_RETRY_AFTER_S": "1", "PARALLAX_STRAGGLER_FACTOR": "0", **(extra_env or {})}
-    cluster = Cluster(work, env).create()
+    cluster = Cluster(work, env, config=config).create()
     cluster.model = server
     try:
         cluster.start_replica()
