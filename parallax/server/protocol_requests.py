@@ -116,9 +116,9 @@ async def cron_answer(run: dict[str, Any], tenant: str) -> dict[str, Any] | None
     from aegra_api.core.orm import Cron as CronORM
     from aegra_api.core.orm import _get_session_maker
 
-    from parallax.server import platform
+    from parallax.server.connections import connection
 
-    async with platform.connection() as conn:
+    async with connection() as conn:
         row = await (await conn.execute(CRON_OF_RUN_SQL, (run["run_id"], tenant))).fetchone()
     if row is None:
         return None
@@ -132,10 +132,10 @@ async def cron_answer(run: dict[str, Any], tenant: str) -> dict[str, Any] | None
 
 async def ended_status(run_id: str, tenant: str, timeout_s: float) -> dict[str, Any] | None:
     """The run's status and updated_at once it has ended (None: still going after `timeout_s`)."""
-    from parallax.server import platform
+    from parallax.server.connections import connection
 
     deadline = time.monotonic() + timeout_s
-    async with platform.connection() as conn:
+    async with connection() as conn:
         while True:
             row = await (await conn.execute("SELECT status, updated_at FROM runs WHERE run_id = %s AND user_id = %s",
                                             (run_id, tenant))).fetchone()
@@ -148,10 +148,10 @@ async def ended_status(run_id: str, tenant: str, timeout_s: float) -> dict[str, 
 
 async def settle_interrupt(thread_id: str, tenant: str, timeout_s: float = 5.0) -> None:
     """Return once the thread is `interrupted`, or at once when it has no pending interrupt (or `timeout_s` passed)."""
-    from parallax.server import platform
+    from parallax.server.connections import connection
 
     deadline = time.monotonic() + timeout_s
-    async with platform.connection() as conn:
+    async with connection() as conn:
         while time.monotonic() < deadline:
             row = await (await conn.execute(PENDING_INTERRUPT_SQL, (thread_id, tenant))).fetchone()
             if row is None or row[0] == "interrupted" or not row[1]:
