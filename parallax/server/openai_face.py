@@ -98,8 +98,10 @@ def loopback(request: Request) -> LangGraphClient:
 
 
 def credentials(request: Request) -> dict[str, str]:
-    """The caller's key, passed on as it came: the graph API's auth decides what it means."""
-    return {name: request.headers[name] for name in ("authorization", "x-api-key") if name in request.headers}
+    """The caller's key, passed on as it came: the graph API's auth decides what it means; and the caller's W3C
+    trace context, so the run's OpenTelemetry spans join the caller's trace (server/trace_context.py)."""
+    return {name: request.headers[name] for name in ("authorization", "x-api-key", "traceparent", "tracestate")
+            if name in request.headers}
 
 
 def error_response(refusal: Refusal) -> JSONResponse:

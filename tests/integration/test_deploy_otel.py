@@ -47,3 +47,18 @@ async def test_a_served_runs_spans_join_the_clients_trace(mode, cluster, phoenix
     (root,) = [s for s in phoenix.spans(caller_trace) if s["name"].startswith("parallax.run")]
     assert root["attributes"]["parallax.trace_id"] == out["trace_id"]
     print("phoenix", {"face": "parallax serve", **compared, "joined_the_callers_trace": True})
+
+
+def test_an_openai_face_request_with_traceparent_joins_the_callers_trace(cluster, phoenix):
+    from openai import OpenAI
+
+    caller_trace, caller_span = secrets.token_hex(16), secrets.token_hex(8)
+    client = OpenAI(base_url=f"{cluster.replicas[1].url}/v1", api_key=KEYS["acme"], max_retries=0)
+    reply = client.chat.completions.create(model="parallax-vote", messages=[{"role": "user", "content": "What is 6 * 7?"}],
+                                           extra_body={"parallax": {"votes": 3}},
+                                           extra_headers={"traceparent": f"00-{caller_trace}-{caller_span}-01"})
+    trace_id = reply.parallax["trace_id"]
+    spans = phoenix.spans(caller_trace, want=8)  # the run, safety, 3 votes and their calls, in one batch
+    roots = [s for s in spans if s["name"].startswith("parallax.run")]
+    assert len(roots) == 1 and roots[0]["parent_id"] == caller_span
+    assert roots[0]["attributes"]["parallax.trace_id"] == trace_id
