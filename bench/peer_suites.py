@@ -142,14 +142,9 @@ def sdk_on_langgraph_dev(langgraph: Path, work: Path) -> dict[str, Any]:
         return run_pytest(langgraph / "libs/sdk-py", ["tests/integration"], ["-m", "integration"], client_env(url),
                           work / "sdk-dev.xml", 1800)
     finally:
-        import signal
+        from tests.support.processes import stop_group
 
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        stop_group(process)
         log.close()
 
 

@@ -11,7 +11,6 @@ and serves them at `GET /v1/projects/{project}/spans`. Without it a test skips, 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 180.0
@@ -110,9 +111,4 @@ def phoenix_server(work: Path) -> Iterator[Phoenix]:
             time.sleep(1)
         yield server
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        stop_group(process)
