@@ -8,7 +8,7 @@ from pathlib import Path
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from parallax.server import dev_app, openai_face
+from parallax.server import dev_app, openai_face, timeline_face
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,8 +18,9 @@ def test_parallax_serve_and_langgraph_dev_mount_the_same_face():
     assert aegra["http"]["app"] == "parallax.server.app:app"
     assert langgraph["http"]["app"] == "./parallax/server/dev_app.py:app"
     assert 'app.mount("/v1", openai_face.app)' in (ROOT / "parallax/server/app.py").read_text()  # needs Aegra to import
+    assert 'app.mount("/timeline", timeline_face.app)' in (ROOT / "parallax/server/app.py").read_text()
     mounts = [r for r in dev_app.app.routes if isinstance(r, Mount)]
-    assert [(m.path, m.app) for m in mounts] == [("/v1", openai_face.app)]
+    assert [(m.path, m.app) for m in mounts] == [("/v1", openai_face.app), ("/timeline", timeline_face.app)]
 
 
 def test_refusals_are_openai_error_json_before_any_thread_exists(monkeypatch):
