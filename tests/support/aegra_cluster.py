@@ -52,11 +52,12 @@ def config_with(work: Path, graphs: dict[str, str], scopes: dict[str, list[str]]
     the HTTP app stay Parallax's."""
     import json
 
-    ours = json.loads((ROOT / "aegra.json").read_text())
+    packaged = ROOT / "parallax" / "server" / "aegra.json"  # its graph paths are relative to itself
+    ours = json.loads(packaged.read_text())
     served = {}
     for name, spec in {**graphs, **ours["graphs"]}.items():
         path, _, attr = spec.partition(":")
-        served[name] = f"{(ROOT / path).resolve() if name in ours['graphs'] else Path(path).resolve()}:{attr}"
+        served[name] = f"{(packaged.parent / path).resolve() if name in ours['graphs'] else Path(path).resolve()}:{attr}"
     work.mkdir(parents=True, exist_ok=True)
     target = work / "aegra.json"
     store = {**ours.get("store", {}), "scopes": {**(scopes or {}), **ours.get("store", {}).get("scopes", {})}}
