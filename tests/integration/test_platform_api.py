@@ -288,7 +288,7 @@ async def cron_of(sdk, thread_id: str) -> str:
     return cron["cron_id"]
 
 
-async def runs_of(sdk, thread_id: str, n: int, timeout_s: float = 20.0) -> list[dict]:
+async def runs_of(sdk, thread_id: str, n: int, timeout_s: float = 60.0) -> list[dict]:
     """The thread's runs, oldest first, once there are `n`."""
     deadline = time.monotonic() + timeout_s
     while len(found := await sdk.runs.list(thread_id)) < n:
