@@ -1,7 +1,7 @@
 """The repository stands alone: no file in it reaches for data beside the checkout.
 
 Why: the team's data sits in a folder next to the repository on the machines it was written on,
-and code that read `../shared/data/...` passed there and failed in every user's clone (five tests
+and code that read from that sibling folder passed there and failed in every user's clone (five tests
 failed, one skipped). What a test, benchmark or example reads is kept in the repository
 (bench/data/samples/, examples/, tests/data/), each sample with its source and licence; this test
 fails on any file in the repository (committed, or new and not ignored) that names a path out of it
@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+SHARED = "shared"
+"""The sibling folder's name, kept apart in the examples below so this file itself names no path out."""
 REACHING_OUT = re.compile(
-    r"\.\./+shared\b"  # ../shared, ../../shared/data
+    r"\.\./+shared\b"  # the sibling folder by a relative path, however many levels up
     r"|/work/(?:shared)\b"  # the absolute path of the team's data folder
     r"|/\s*[\"'](?:shared)[\"']"  # Path(...).parents[2] / "shared"
-    r"|[\"'](?:shared)/data\b"  # "shared/data/formula" joined to a parent
+    r"|[\"'](?:shared)/data\b"  # its data folder as one string, joined to a parent
     r"|os\.path\.join\([^)\n]*[\"'](?:shared)[\"']"
 )
 SAMPLE_FOLDERS = ["bench/data/samples/formula", "bench/data/samples/gsm8k", "bench/data/samples/qmsum",
@@ -38,10 +40,10 @@ def repository_files() -> list[Path]:
 @pytest.mark.parametrize("line", [
     'DATA = ROOT.parent / "shared" / "data"',
     'FORMULA = Path(__file__).resolve().parents[3] / "shared" / "data" / "formula"',
-    "parallax learn ../shared/data/formula/train.jsonl",
-    'open("/work/shared/data/gsm8k/test.jsonl")',
+    f"parallax learn ../{SHARED}/data/formula/train.jsonl",
+    f'open("/work/{SHARED}/data/gsm8k/test.jsonl")',
     'os.path.join(here, "..", "shared", "data")',
-    'root / "shared/data/qmsum/val.jsonl"',
+    f'root / "{SHARED}/data/qmsum/val.jsonl"',
 ])
 def test_the_check_sees_every_way_a_path_reached_out(line):
     assert REACHING_OUT.search(line)
