@@ -84,8 +84,9 @@ def tenant_of(scope: Scope) -> str | None:
     return tenant_for_key(key_from(headers))
 
 
-async def buffered(app: ASGIApp, scope: Scope, receive: Receive) -> tuple[Message, bytes, list[Message]]:
-    """Run `app` and keep its answer: (the start message, the whole body, every message in order)."""
+async def buffered(app: ASGIApp, scope: Scope, receive: Receive) -> tuple[Message, Any, list[Message]]:
+    """Run `app` and keep its answer: (the start message, its JSON when it is a 200 that parses, else None,
+    every message in order)."""
     messages: list[Message] = []
 
     async def keep(message: Message) -> None:
@@ -94,7 +95,11 @@ async def buffered(app: ASGIApp, scope: Scope, receive: Receive) -> tuple[Messag
     await app(scope, receive, keep)
     start = next((m for m in messages if m["type"] == "http.response.start"), {"status": 500, "headers": []})
     body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
-    return start, body, messages
+    try:
+        answered = json.loads(body) if start["status"] == 200 else None
+    except ValueError:
+        answered = None
+    return start, answered, messages
 
 
 async def answer(send: Send, start: Message, payload: Any) -> None:
@@ -193,12 +198,8 @@ class ProtocolRequests:
             await self.app(scope, receive, send)
 
     async def cron_create(self, scope: Scope, receive: Receive, send: Send) -> None:
-        start, body, messages = await buffered(self.app, scope, receive)
+        start, run, messages = await buffered(self.app, scope, receive)
         tenant = tenant_of(scope)
-        try:
-            run = json.loads(body) if start["status"] == 200 else None
-        except ValueError:
-            run = None
         if tenant and isinstance(run, dict) and "run_id" in run and "cron_id" not in run:
             if (cron := await cron_answer(run, tenant)) is not None:
                 await answer(send, start, cron)
@@ -206,12 +207,8 @@ class ProtocolRequests:
         await replay_messages(send, messages)
 
     async def cancel(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
-        start, body, messages = await buffered(self.app, scope, receive)
+        start, run, messages = await buffered(self.app, scope, receive)
         tenant = tenant_of(scope)
-        try:
-            run = json.loads(body) if start["status"] == 200 else None
-        except ValueError:
-            run = None
         if tenant and isinstance(run, dict) and run.get("status") in ("pending", "running"):
             ended = await ended_status(run_id, tenant, float(os.environ.get("PARALLAX_CANCEL_WAIT_S", "10")))
             if ended is not None:
