@@ -9,9 +9,8 @@ import secrets
 
 import pytest
 
-from tests.integration.test_phoenix import check_tree, reply
 from tests.support.aegra_cluster import two_replicas
-from tests.support.phoenix import phoenix_server
+from tests.support.phoenix import check_tree, phoenix_server, reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme"}

@@ -13,25 +13,17 @@ import json
 import os
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.support.fault_server import FaultConfig, FaultServer, default_reply
-from tests.support.phoenix import Phoenix, phoenix_server
+from tests.support.fault_server import FaultConfig, FaultServer
+from tests.support.phoenix import check_tree, phoenix_server, reply
 
 pytestmark = pytest.mark.integration
 PARALLAX = Path(sys.executable).with_name("parallax")
-PLAN = {"tasks": [{"id": 1, "goal": "List the vendors"}, {"id": 2, "goal": "Total the invoices"},
-                  {"id": 3, "goal": "Summarise $1 and $2", "deps": [1, 2]}]}
 DOCUMENT = "\n\n".join(f"Section {i}. Invoice {i} from ACME Tools totals {100 + i}.50 EUR and is paid." * 6
                        for i in range(1, 7))
-
-
-def reply(body: dict) -> str:
-    name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
-    return json.dumps(PLAN) if name.lower().startswith("plan") else default_reply(body)
 
 
 @pytest.fixture(scope="module")
@@ -58,43 +50,6 @@ def stored(trace_id: str, env: dict[str, str]) -> dict:
     shown = subprocess.run([str(PARALLAX), "trace", trace_id, "--json"], env=env, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr
     return json.loads(shown.stdout)
-
-
-def check_tree(phoenix: Phoenix, trace: dict, root_parent: str | None = None) -> dict:
-    """Phoenix's spans of the run against the stored trace (`trace_id`: the OTel trace it is in; `root_parent`:
-    the caller's span, when the run joined a caller's trace); what was compared."""
-    branches = trace["branches"]
-    copies = [b for b in branches for _ in range(2 if b.get("backup") else 1)]
-    calls = sum(sum(1 for t in b["transitions"] if t["state"] == "IN_PROGRESS") for b in branches if b["kind"] != "safety")
-    calls += sum(sum(1 for t in (b.get("backup") or {}).get("other_transitions", []) if t["state"] == "IN_PROGRESS")
-                 for b in branches if b["kind"] != "safety")
-    tasks = [t for t in trace.get("tasks", []) if t.get("started_at")]
-    want = 1 + len(tasks) + len(copies) + calls
-    spans = phoenix.spans(trace["trace_id"], want=want)
-    names = Counter(s["name"].split(" ")[0] for s in spans)
-    expected = {"parallax.run": 1, "parallax.task": len(tasks), "parallax.branch": len(copies), "chat": calls}
-    assert names == Counter(expected), names
-    (root,) = [s for s in spans if s["name"].startswith("parallax.run")]
-    assert root["parent_id"] == root_parent
-    assert root_parent is not None or root["attributes"]["parallax.trace_id"] == trace["trace_id"]
-    assert root["attributes"]["parallax.status"] == trace["status"]
-    by_id = {s["context"]["span_id"]: s for s in spans}
-    task_spans = {s["attributes"]["parallax.task"]: s["context"]["span_id"] for s in spans if s["name"] == "parallax.task"}
-    branch_spans = [s for s in spans if s["name"].startswith("parallax.branch")]
-    assert Counter(s["attributes"]["parallax.branch_id"] for s in branch_spans) == Counter(b["id"] for b in copies)
-    recorded = {b["id"]: b for b in branches}
-    for span in branch_spans:
-        branch = recorded[span["attributes"]["parallax.branch_id"]]
-        expected_parent = task_spans[branch["task"]] if branch.get("task") is not None else root["context"]["span_id"]
-        assert span["parent_id"] == expected_parent, (span["name"], branch["id"])
-        if span["attributes"].get("parallax.status") != "cancelled":
-            assert span["attributes"]["parallax.status"] == branch["status"]
-    for span in spans:
-        if span["name"].startswith("chat"):
-            assert by_id[span["parent_id"]]["name"].startswith("parallax.branch")
-    return {"mode": trace["mode"], "status": trace["status"], "spans": len(spans), "branches_recorded": len(copies),
-            "branch_spans": len(branch_spans), "model_call_spans": names["chat"], "plan_task_spans": names["parallax.task"],
-            "parents_matched": True}
 
 
 @pytest.mark.parametrize("mode", ["direct", "vote", "section", "plan", "speculate"])
