@@ -80,14 +80,17 @@ def migrate(url: str) -> float:
 
 
 def migrate_platform(url: str) -> None:
-    """Parallax's own tables and triggers beside Aegra's (webhook outbox, run order per thread)."""
+    """Parallax's own tables and triggers beside Aegra's (webhook outbox, run order per thread, the spend ledger),
+    and this configuration's tenant daily budgets (PARALLAX_DAILY_BUDGETS) where the cron-run trigger reads them."""
     import psycopg
 
-    from parallax.runtime.storage import platform_schema
+    from parallax.runtime.storage import platform_schema, spend_ledger
     from parallax.runtime.storage.postgres import conninfo
 
     with psycopg.connect(conninfo(url)) as conn:
         platform_schema.migrate(conn)
+        with conn.transaction():
+            spend_ledger.write_budgets(conn, settings_mod.load().tenant_daily_budgets)
 
 
 def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> None:
@@ -125,6 +128,7 @@ def serve(
     try:
         url = conninfo(url)
         settings.api_key_tenants  # noqa: B018  (a bad entry raises here, before anything starts)
+        settings.tenant_daily_budgets  # noqa: B018  (and so does a bad daily budget)
     except (StoreError, settings_mod.SettingsError) as exc:
         fail(str(exc))
     config = (config or default_config()).resolve()

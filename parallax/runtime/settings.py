@@ -34,6 +34,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from parallax.runtime.home import default_home
 from parallax.state.context import Context
+from parallax.state.records import Limits
 
 DOTENV = ".env"
 """The file read besides the environment, relative to the working directory (docs/configuration.md)."""
@@ -139,6 +140,9 @@ class Settings(BaseSettings):
     max_pending: int = Field(20, ge=1, description="pending or running runs a tenant may have on the graph API "
                                                    "before new ones get 429")
     retry_after_s: int = Field(2, ge=1, description="Retry-After of a 429 from the graph API")
+    daily_budgets: str | None = Field(None, description="per-tenant daily budgets on the served API (UTC days): comma "
+                                                        "list of tenant:LIMIT, LIMIT 5usd, 200000tokens or both "
+                                                        "(2usd+200000tokens); tenant * for every tenant not named")
     multitask_strategy: MultitaskStrategy = Field(
         "enqueue", description="double-texting strategy of a run created without one, on a thread that has a run in flight")
     double_text_wait_s: float = Field(30.0, gt=0, description="how long an interrupt or rollback waits for the run in "
@@ -200,6 +204,17 @@ class Settings(BaseSettings):
         return _parse_keys(self.api_keys)
 
     @property
+    def tenant_daily_budgets(self) -> dict[str, Limits]:
+        """tenant -> daily budget from PARALLAX_DAILY_BUDGETS ("acme:5usd,beta:2usd+100000tokens,*:1usd");
+        SettingsError for a bad entry."""
+        return _parse_budgets(self.daily_budgets)
+
+    def daily_budget(self, tenant: str) -> Limits | None:
+        """The tenant's daily budget (its own, else the `*` one), or None: it has none."""
+        budgets = self.tenant_daily_budgets
+        return budgets.get(tenant, budgets.get("*"))
+
+    @property
     def webhook_tenant_secrets(self) -> dict[str, str]:
         """tenant -> secret from PARALLAX_WEBHOOK_SECRETS ("tenant:secret,..."); SettingsError for a bad entry."""
         return _parse_secrets(self.webhook_secrets)
@@ -232,6 +247,34 @@ def _parse_keys(spec: str | None) -> dict[str, str]:
             raise SettingsError(f"PARALLAX_API_KEYS entry {n} is not key:tenant (tenant: 1-64 letters, digits, '-' or '_')")
         keys[key] = tenant
     return keys
+
+
+BUDGET_LIMIT_RE = re.compile(r"^(?P<amount>\d+(?:\.\d+)?)(?P<unit>usd|tokens)$")
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_budgets(spec: str | None) -> dict[str, Limits]:
+    budgets: dict[str, Limits] = {}
+    for n, part in enumerate((spec or "").split(","), start=1):
+        if not part.strip():
+            continue
+        tenant, sep, limits = part.strip().partition(":")
+        budget: Limits = {}
+        for limit in limits.split("+") if sep else ["?"]:
+            found = BUDGET_LIMIT_RE.match(limit.strip().lower())
+            if found is None or float(found["amount"]) <= 0 or (found["unit"] == "tokens" and "." in found["amount"]):
+                budget = {}
+                break
+            if found["unit"] == "usd":
+                budget["max_cost"] = float(found["amount"])
+            else:
+                budget["max_tokens"] = int(found["amount"])
+        if not budget or (tenant != "*" and not TENANT_RE.match(tenant)) or tenant in budgets:
+            raise SettingsError(f"PARALLAX_DAILY_BUDGETS entry {n} ({part.strip()!r}) is not tenant:LIMIT with LIMIT like "
+                                "5usd, 200000tokens or 2usd+200000tokens (above 0; tenant: 1-64 letters, digits, '-' or '_', "
+                                "or * for every other tenant; each tenant once)")
+        budgets[tenant] = budget
+    return budgets
 
 
 @functools.lru_cache(maxsize=4)

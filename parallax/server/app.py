@@ -13,6 +13,8 @@ mounts the same in server/dev_app.py), and:
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
 - A run that cannot run is refused before it is stored: 422 with the reason (server/run_checks.py,
   logic/run_input.py), for the graph API and the faces that start runs through it.
+- A tenant past its daily budget is refused before anything is stored: 429 until 00:00 UTC; a run under
+  it is capped at what the tenant has left (server/tenant_budgets.py).
 - The Agent Protocol as LangGraph's clients expect it, where Aegra differs: /ok, thread copy, the
   thread event stream over WebSocket, store namespaces as written (server/protocol_routes.py,
   event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
@@ -45,6 +47,7 @@ from parallax.server import (
     run_done,
     store_views,
     stream_transformers,
+    tenant_budgets,
     timeline_face,
 )
 from parallax.server.auth import pending_runs
@@ -58,6 +61,7 @@ app = FastAPI(lifespan=platform.lifespan)
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
 app.add_middleware(ProtocolRequests)  # Aegra's answers as LangGraph's clients read them (server/protocol_requests.py)
+app.add_middleware(tenant_budgets.DailyBudgets)  # a tenant past its daily budget: 429 before anything is stored
 app.add_middleware(RunChecks)  # outermost of ours: a run that cannot run is refused (422) before anything else
 # Agent Protocol routes Aegra lacks or answers differently, matched before Aegra's own (docs/deploy.md,
 # "Agent Protocol conformance"); and the patch to Aegra's v3 event stream (server/stream_transformers.py)
@@ -84,4 +88,5 @@ async def error_with_headers(_request: Request, exc: HTTPException) -> JSONRespo
 async def refresh_pending_runs(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
     if request.url.path == "/metrics":
         metrics.PENDING_RUNS.set(await pending_runs())
+        await tenant_budgets.refresh_spend_metrics()
     return await call_next(request)

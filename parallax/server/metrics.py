@@ -39,6 +39,15 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
     parallax_cost_unknown_runs_total{graph}    finished runs whose cost is unknown (a model without a
                                                price: their tokens are counted, their cost is not)
     parallax_budget_stops_total{graph}         runs their budget stopped ("budget reached")
+    parallax_daily_budget_refusals_total{face} new runs refused (429) because their tenant's daily budget
+                                               is reached, by the face asked: graph_api (runs and crons),
+                                               openai (/v1); a cron's run refused as it is created is not
+                                               counted here (its row says why)
+    parallax_tenant_spend_tokens{tenant}       today's (UTC) charged tokens of each tenant with a daily
+    parallax_tenant_spend_usd{tenant}          budget, and their USD: read from the spend ledger at each
+                                               scrape, the same on every replica (server/tenant_budgets.py).
+                                               The one tenant label: only tenants the operator gave a
+                                               budget (or every tenant that spent today, under `*`)
 
 Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
 Each replica is its own process: scrape every replica. Only the server imports this module
@@ -80,6 +89,12 @@ TOKENS = Counter("parallax_tokens_total", "Tokens spent by finished runs on this
 COST_UNKNOWN = Counter("parallax_cost_unknown_runs_total", "Finished runs whose cost is unknown: a model they "
                        "used has no price (PARALLAX_PRICES).", ["graph"])
 BUDGET_STOPS = Counter("parallax_budget_stops_total", "Finished runs their budget stopped (budget reached).", ["graph"])
+BUDGET_REFUSALS = Counter("parallax_daily_budget_refusals_total", "New runs refused (429) because their tenant's "
+                          "daily budget is reached, by face (graph_api, openai).", ["face"])
+TENANT_SPEND_TOKENS = Gauge("parallax_tenant_spend_tokens", "Tokens charged today (UTC) to a tenant with a daily budget "
+                            "(every replica: read from the spend ledger at each scrape).", ["tenant"])
+TENANT_SPEND_USD = Gauge("parallax_tenant_spend_usd", "USD charged today (UTC) to a tenant with a daily budget "
+                         "(every replica: read from the spend ledger at each scrape).", ["tenant"])
 SWEPT = Counter("parallax_swept_total", "Rows the retention sweeps of this replica deleted, by kind.", ["kind"])
 
 

@@ -30,7 +30,8 @@ it holds the caller's connection loses that connection, not the run.
 
 Errors never leave as tracebacks: what Parallax cannot do is refused before anything is
 created (server/openai_request.py, with logic/run_input.py's checks), and the graph API's refusals
-come back with their status (401 unknown key, 429 with Retry-After, ...) in OpenAI's error JSON;
+come back with their status (401 unknown key, 429 with Retry-After, ...) in OpenAI's error JSON (a tenant past
+its daily budget: 429, type "insufficient_quota", code "daily_budget_exceeded", asked before the thread is created);
 its 422 (bad input only the server can see: an unknown playbook, server/run_checks.py) as a 400
 naming the `param`, its empty thread deleted. Any other path under /v1 is a 404 in the same JSON.
 """
@@ -40,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -65,6 +67,8 @@ OPENAI_KIND = {400: "invalid_request_error", 401: "invalid_request_error", 403: 
                404: "invalid_request_error", 409: "invalid_request_error", 422: "invalid_request_error",
                429: "requests"}
 OPENAI_CODE = {401: "invalid_api_key", 403: "permission_denied", 404: "not_found", 429: "rate_limit_exceeded"}
+QUOTA_KIND, QUOTA_CODE = "insufficient_quota", "daily_budget_exceeded"
+"""A tenant past its daily budget: OpenAI's type for an account out of quota, and our code (docs/openai.md)."""
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, LangGraphClient]] = weakref.WeakKeyDictionary()
 """event loop -> {base url: langgraph-sdk client}: one connection pool per loop, no credentials in it."""
@@ -119,12 +123,32 @@ def from_graph_api(exc: httpx.HTTPStatusError) -> Refusal:
         body = {}
     message = (body.get("message") or body.get("detail") if isinstance(body, dict) else None) or exc.response.text
     headers = {"Retry-After": exc.response.headers["retry-after"]} if "retry-after" in exc.response.headers else {}
+    if status == 429 and isinstance(body, dict) and body.get("error") == QUOTA_KIND:  # the daily budget
+        return quota_refusal(str(message), headers)
     if status == 422:  # the graph API refused the run's input (server/run_checks.py): the caller's mistake, so 400
         details = body.get("details") if isinstance(body, dict) else None
         field = details.get("field") if isinstance(details, dict) else None
         return Refusal(str(message), param=param_of(field), code="invalid_value")
     return Refusal(str(message), status=status, kind=OPENAI_KIND.get(status, "server_error"), code=OPENAI_CODE.get(status),
                    headers=headers)
+
+
+def quota_refusal(message: str, headers: dict[str, str]) -> Refusal:
+    """A tenant past its daily budget (server/tenant_budgets.py), as OpenAI answers an account out of quota."""
+    return Refusal(message, status=429, kind=QUOTA_KIND, code=QUOTA_CODE, headers=headers)
+
+
+async def budget_refused(request: Request) -> JSONResponse | None:
+    """The 429 of a tenant past its daily budget, before any thread is created; None under it, or without budgets
+    (the graph API checks again, and caps the run). Imported here, not at the top: /v1 is mounted under langgraph dev
+    too, which has no budgets and no server extra."""
+    from parallax.server.auth import key_from, tenant_for_key
+    from parallax.server.tenant_budgets import refusal
+
+    refused = await refusal(tenant_for_key(key_from(dict(request.headers))), "openai")
+    if refused is None:
+        return None
+    return error_response(quota_refusal(str(refused.body["message"]), {"Retry-After": str(refused.retry_after_s)}))
 
 
 def unexpected(exc: BaseException) -> Refusal:
@@ -172,6 +196,8 @@ async def chat_completions(request: Request) -> Response:
         asked = parse(body)
     except Refusal as refusal:
         return error_response(refusal)
+    if "DATABASE_URL" in os.environ and (refused := await budget_refused(request)):
+        return refused
     return RunReply(asked, loopback(request), credentials(request))
 
 

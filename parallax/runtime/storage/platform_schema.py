@@ -26,11 +26,16 @@ the pinned Aegra's migrations define (docs/deploy.md says what to re-check on an
    `error_message`) when its thread has a run in flight, under the per-thread double-text lock that
    the HTTP routes take too (THREAD_LOCK_CLASS), so no worker ever starts it. A cron stored without a
    link (created before Parallax linked crons) gets one at the migration.
+   A cron's run of a tenant past its daily budget is stored already ended the same way (status "error",
+   "daily budget reached ..."), and one under it has its `max_cost` / `max_tokens` capped at what the
+   tenant has left (runtime/storage/spend_ledger.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from parallax.runtime.storage import spend_ledger
 
 CLAIM_LOCK_CLASS = 0x7061_7278  # "parx": the first key of the per-thread claim lock (the second: hashtext(thread_id))
 THREAD_LOCK_CLASS = 0x7061_7274  # "part": the per-thread double-text lock (the second key: hashtext(thread_id))
@@ -108,6 +113,8 @@ DECLARE
     url text;
     hook text;
     busy text;
+    refused text;
+    capped jsonb;
 BEGIN
     SELECT c.payload ->> 'webhook' INTO url FROM crons c
     WHERE c.user_id = NEW.user_id AND c.payload -> 'config' -> 'metadata' ->> 'parallax_cron' = link LIMIT 1;
@@ -116,6 +123,23 @@ BEGIN
         INSERT INTO parallax_webhooks (id, tenant, url) VALUES (hook, NEW.user_id, url);
         NEW.execution_params := jsonb_set(coalesce(NEW.execution_params, '{{}}'::jsonb), '{{run_metadata}}',
             coalesce(NEW.execution_params -> 'run_metadata', '{{}}'::jsonb) || jsonb_build_object('parallax_webhook', hook));
+    END IF;
+    IF NEW.status = 'pending' THEN  -- the tenant's daily budget (runtime/storage/spend_ledger.py)
+        refused := parallax_budget_refusal(NEW.user_id);
+        IF refused IS NOT NULL THEN
+            NEW.status := 'error';
+            NEW.error_message := refused;
+            IF hook IS NOT NULL THEN
+                PERFORM parallax_webhook_due(hook, NEW);
+            END IF;
+            RETURN NEW;
+        END IF;
+        capped := parallax_budget_capped(NEW.user_id, NEW.execution_params ->> 'graph_id',
+                                         NEW.execution_params -> 'execution' -> 'input_data');
+        IF capped IS DISTINCT FROM NEW.execution_params -> 'execution' -> 'input_data' THEN
+            NEW.execution_params := jsonb_set(NEW.execution_params, '{{execution,input_data}}', capped);
+            NEW.input := capped;
+        END IF;
     END IF;
     IF NEW.status = 'pending' AND NEW.execution_params -> 'behavior' ->> 'multitask_strategy' = 'reject' THEN
         PERFORM pg_advisory_xact_lock({THREAD_LOCK_CLASS}, hashtext(NEW.thread_id));
@@ -154,4 +178,5 @@ def migrate(conn: Any) -> None:
     """Create or update the tables, functions and triggers (idempotent) on a psycopg connection, in one transaction.
     Needs Aegra's `runs` table: run after Aegra's migrations, under the "migrate" lock."""
     with conn.transaction():
+        spend_ledger.migrate(conn)  # first: the cron-run trigger calls its functions
         conn.execute(DDL)

@@ -1,0 +1,96 @@
+"""A tenant's daily budget on the served API: what it has left today, why it is refused, when the day resets.
+
+Why apart from logic/budget.py: a run's budget is held inside the run (its checks before each wave, slice
+batch, task and candidate); a tenant's day is held at the door. The server (server/tenant_budgets.py) reads
+what the tenant's finished runs were charged today (runtime/storage/spend_ledger.py) and either refuses a new
+run (429 until the reset) or lets it in with its own `max_cost` / `max_tokens` capped at what is left, so the
+per-run machinery stops it with "budget reached" there. The day is the UTC calendar day: it resets at
+00:00 UTC, whatever the server's or the caller's time zone.
+
+The rules, the per-run ones applied to a day: a limit is reached when the day's spend is at or past it; a
+cost budget with a run of unknown cost today (a model without a price) cannot be held, so it counts as
+reached (until the reset), never as free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+from parallax.state.records import Limits
+
+
+@dataclass(frozen=True)
+class DaySpend:
+    """What a tenant's finished runs were charged on one UTC day."""
+
+    tokens: int = 0
+    cost_usd: float = 0.0
+    runs: int = 0
+    unpriced_runs: int = 0
+    """Runs whose cost is unknown (their tokens are counted, their cost is not)."""
+
+
+def next_reset(now: datetime) -> datetime:
+    """The next 00:00 UTC after `now` (an aware datetime)."""
+    today = now.astimezone(UTC).date()
+    return datetime.combine(today + timedelta(days=1), time(0), tzinfo=UTC)
+
+
+def retry_after_s(now: datetime) -> int:
+    """Whole seconds until the reset, at least 1 (the Retry-After header)."""
+    return max(1, math.ceil((next_reset(now) - now).total_seconds()))
+
+
+def reset_text(now: datetime) -> str:
+    """The reset as ISO 8601 UTC: `2026-12-04T00:00:00Z`."""
+    return next_reset(now).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def reached(budget: Limits, spent: DaySpend) -> str | None:
+    """Why the day's budget is reached ("daily budget reached: ..."), or None while there is some left."""
+    max_cost, max_tokens = budget.get("max_cost"), budget.get("max_tokens")
+    if max_cost is not None and spent.unpriced_runs:
+        return (f"daily budget reached: {spent.unpriced_runs} run(s) today used a model without a price, so the daily "
+                f"max_cost ${max_cost:g} cannot be held (set PARALLAX_PRICES)")
+    if max_cost is not None and round(max_cost - spent.cost_usd, 8) <= 0:  # what is left rounds as a run's cap does
+        return f"daily budget reached: spent ${spent.cost_usd:.6f} of ${max_cost:g} today ({spent.tokens} tokens)"
+    if max_tokens is not None and spent.tokens >= max_tokens:
+        return f"daily budget reached: spent {spent.tokens} of {max_tokens} tokens today"
+    return None
+
+
+def remaining(budget: Limits, spent: DaySpend) -> Limits:
+    """What is left of each limit the budget sets (call only while `reached` is None: each is then above 0)."""
+    left: Limits = {}
+    if (max_cost := budget.get("max_cost")) is not None:
+        left["max_cost"] = round(max_cost - spent.cost_usd, 8)
+    if (max_tokens := budget.get("max_tokens")) is not None:
+        left["max_tokens"] = max_tokens - spent.tokens
+    return left
+
+
+def capped(run_input: dict[str, Any], left: Limits) -> dict[str, Any]:
+    """A solve or plan input whose own `max_cost` / `max_tokens` are at most what the tenant has left today (a run
+    asking for less keeps its own)."""
+    out = dict(run_input)
+    for key in ("max_cost", "max_tokens"):
+        if key not in left:
+            continue
+        limit: float = left[key]
+        own = out.get(key)
+        if not isinstance(own, int | float) or isinstance(own, bool) or own > limit:
+            out[key] = limit
+    return out
+
+
+def refusal_body(tenant: str, why: str, now: datetime, budget: Limits, spent: DaySpend) -> dict[str, Any]:
+    """The graph API's 429 body (Aegra's error shape: error, message, details)."""
+    resets = reset_text(now)
+    return {"error": "insufficient_quota",
+            "message": f"tenant {tenant!r}: {why}; the budget resets at {resets} (00:00 UTC)",
+            "details": {"reason": why, "resets_at": resets, "tenant": tenant, "budget": dict(budget),
+                        "spent": {"tokens": spent.tokens, "cost_usd": round(spent.cost_usd, 8),
+                                  "runs": spent.runs, "unpriced_runs": spent.unpriced_runs}}}

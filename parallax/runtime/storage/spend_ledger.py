@@ -1,0 +1,171 @@
+"""What each tenant's finished runs spent, per UTC day, in the deployment's PostgreSQL (tenant daily budgets).
+
+Why PostgreSQL and not Redis: the day's spend is money owed; it must survive whatever the deployment
+survives. The Redis of a deployment may keep nothing on disk (this one: `save ""`, `appendonly no`), and
+a Redis restart that forgot the day's spend would hand every tenant its whole budget again. PostgreSQL
+already holds the runs, the threads and the checkpoints, is shared by every replica, and is where a run's
+end is written: the charge can be made in that very transaction.
+
+How a run is charged, exactly once: the trigger `parallax_charge_run` on Aegra's `runs` table fires when
+a run's status becomes `success` (Aegra writes the run's final state into `runs.output` in the same
+UPDATE; whichever replica, worker, reaper or takeover finished it), reads the run's `spend` (settled by
+its last node, nodes/record_trace.py) and, in that transaction,
+1. inserts the run's row into `parallax_run_charges` (primary key: the run id; ON CONFLICT DO NOTHING),
+2. only when that row was new, adds it to the tenant's day in `parallax_tenant_spend` (one row per
+   tenant and UTC day, updated in place: the admission check reads one row).
+So a run finalized twice, replayed, retried or taken over is charged once; the day's row is the sum of the
+rows in `parallax_run_charges` (the ledger, for audits). Runs without a `spend` (graphs other than solve
+and plan, runs that ended in error, cancelled or interrupted) are not charged: their output holds no
+settled spend (docs/deploy.md, "Tenant daily budgets", says what that leaves open).
+
+Runs created by crons pass no HTTP route: `parallax_budget_refusal` and `parallax_budget_capped` are
+called by the cron-run trigger (runtime/storage/platform_schema.py) as Aegra inserts such a run, from
+the budgets the replicas wrote into `parallax_tenant_budgets` at start (`write_budgets`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parallax.state.records import Limits
+
+DDL = """
+CREATE TABLE IF NOT EXISTS parallax_run_charges (
+    run_id text PRIMARY KEY,
+    tenant text NOT NULL,
+    day date NOT NULL,
+    tokens bigint NOT NULL,
+    cost_usd numeric(20, 10),
+    charged_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS parallax_run_charges_day ON parallax_run_charges (tenant, day);
+
+CREATE TABLE IF NOT EXISTS parallax_tenant_spend (
+    tenant text NOT NULL,
+    day date NOT NULL,
+    tokens bigint NOT NULL DEFAULT 0,
+    cost_usd numeric(20, 10) NOT NULL DEFAULT 0,
+    runs integer NOT NULL DEFAULT 0,
+    unpriced_runs integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, day)
+);
+
+CREATE TABLE IF NOT EXISTS parallax_tenant_budgets (
+    tenant text PRIMARY KEY,
+    max_cost numeric(20, 10),
+    max_tokens bigint
+);
+
+CREATE OR REPLACE FUNCTION parallax_utc_day() RETURNS date LANGUAGE sql STABLE AS $$
+    SELECT (now() AT TIME ZONE 'UTC')::date
+$$;
+
+CREATE OR REPLACE FUNCTION parallax_charge_run() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    spent jsonb := CASE WHEN jsonb_typeof(NEW.output) = 'object' THEN NEW.output -> 'spend' END;
+    tokens bigint;
+    cost numeric;
+    today date := parallax_utc_day();
+BEGIN
+    IF jsonb_typeof(spent) IS DISTINCT FROM 'object' THEN
+        RETURN NULL;
+    END IF;
+    tokens := CASE WHEN jsonb_typeof(spent -> 'tokens') = 'number'
+                   THEN greatest(0, floor((spent ->> 'tokens')::numeric))::bigint ELSE 0 END;
+    cost := CASE WHEN jsonb_typeof(spent -> 'cost_usd') = 'number' THEN greatest(0, (spent ->> 'cost_usd')::numeric) END;
+    INSERT INTO parallax_run_charges (run_id, tenant, day, tokens, cost_usd)
+    VALUES (NEW.run_id, NEW.user_id, today, tokens, cost) ON CONFLICT (run_id) DO NOTHING;
+    IF FOUND THEN
+        INSERT INTO parallax_tenant_spend AS s (tenant, day, tokens, cost_usd, runs, unpriced_runs)
+        VALUES (NEW.user_id, today, tokens, coalesce(cost, 0), 1, CASE WHEN cost IS NULL AND tokens > 0 THEN 1 ELSE 0 END)
+        ON CONFLICT (tenant, day) DO UPDATE SET tokens = s.tokens + EXCLUDED.tokens, cost_usd = s.cost_usd + EXCLUDED.cost_usd,
+            runs = s.runs + 1, unpriced_runs = s.unpriced_runs + EXCLUDED.unpriced_runs;
+    END IF;
+    RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS parallax_charge_run ON runs;
+CREATE TRIGGER parallax_charge_run AFTER UPDATE OF status ON runs FOR EACH ROW
+    WHEN (NEW.status = 'success' AND OLD.status IS DISTINCT FROM 'success') EXECUTE FUNCTION parallax_charge_run();
+
+-- the tenant's budget (its own row, else '*'), or none
+CREATE OR REPLACE FUNCTION parallax_budget_of(who text) RETURNS parallax_tenant_budgets LANGUAGE sql STABLE AS $$
+    SELECT b FROM parallax_tenant_budgets b WHERE b.tenant IN (who, '*') ORDER BY b.tenant = '*' LIMIT 1
+$$;
+
+-- why a new run of the tenant is refused today (logic/daily_budget.py `reached`), or NULL
+CREATE OR REPLACE FUNCTION parallax_budget_refusal(who text) RETURNS text LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    b parallax_tenant_budgets := parallax_budget_of(who);
+    s parallax_tenant_spend;
+BEGIN
+    IF b.tenant IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO s FROM parallax_tenant_spend WHERE tenant = who AND day = parallax_utc_day();
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF b.max_cost IS NOT NULL AND s.unpriced_runs > 0 THEN
+        RETURN format('daily budget reached: %s run(s) today used a model without a price, so the daily max_cost '
+                      '$%s cannot be held; resets at %s', s.unpriced_runs, b.max_cost::float8,
+                      to_char(parallax_utc_day() + 1, 'YYYY-MM-DD"T00:00:00Z"'));
+    END IF;
+    IF (b.max_cost IS NOT NULL AND round(b.max_cost - s.cost_usd, 8) <= 0) OR (b.max_tokens IS NOT NULL AND s.tokens >= b.max_tokens) THEN
+        RETURN format('daily budget reached: spent $%s and %s tokens today (budget: %s); resets at %s',
+                      s.cost_usd::float8, s.tokens,
+                      concat_ws(', ', '$' || b.max_cost::float8, b.max_tokens || ' tokens'),
+                      to_char(parallax_utc_day() + 1, 'YYYY-MM-DD"T00:00:00Z"'));
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- a solve or plan input with max_cost / max_tokens at most what the tenant has left today
+-- (logic/daily_budget.py `capped`); other inputs as they are
+CREATE OR REPLACE FUNCTION parallax_budget_capped(who text, graph text, given jsonb) RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    b parallax_tenant_budgets := parallax_budget_of(who);
+    s parallax_tenant_spend;
+    out jsonb := given;
+    left_cost numeric;
+    left_tokens bigint;
+BEGIN
+    IF b.tenant IS NULL OR graph NOT IN ('solve', 'plan') OR jsonb_typeof(given) IS DISTINCT FROM 'object' THEN
+        RETURN given;
+    END IF;
+    SELECT * INTO s FROM parallax_tenant_spend WHERE tenant = who AND day = parallax_utc_day();
+    IF b.max_cost IS NOT NULL THEN
+        left_cost := round(b.max_cost - coalesce(s.cost_usd, 0), 8);
+        IF jsonb_typeof(out -> 'max_cost') IS DISTINCT FROM 'number' OR (out ->> 'max_cost')::numeric > left_cost THEN
+            out := out || jsonb_build_object('max_cost', left_cost::float8);
+        END IF;
+    END IF;
+    IF b.max_tokens IS NOT NULL THEN
+        left_tokens := b.max_tokens - coalesce(s.tokens, 0);
+        IF jsonb_typeof(out -> 'max_tokens') IS DISTINCT FROM 'number' OR (out ->> 'max_tokens')::numeric > left_tokens THEN
+            out := out || jsonb_build_object('max_tokens', left_tokens);
+        END IF;
+    END IF;
+    RETURN out;
+END $$;
+"""
+
+
+def migrate(conn: Any) -> None:
+    """Create or update the tables, functions and the charge trigger (idempotent). Needs Aegra's `runs` table."""
+    conn.execute(DDL)
+
+
+def write_budgets(conn: Any, budgets: dict[str, Limits]) -> None:
+    """Make `parallax_tenant_budgets` the budgets of this configuration (every replica writes the same at start:
+    PARALLAX_DAILY_BUDGETS must be the same on all of them). For the cron-run trigger; the HTTP routes read the
+    settings themselves."""
+    conn.execute("DELETE FROM parallax_tenant_budgets")
+    for tenant, budget in budgets.items():
+        conn.execute("INSERT INTO parallax_tenant_budgets (tenant, max_cost, max_tokens) VALUES (%s, %s, %s)",
+                     (tenant, budget.get("max_cost"), budget.get("max_tokens")))
+
+
+SPENT_TODAY_SQL = ("SELECT tokens, cost_usd::float8, runs, unpriced_runs FROM parallax_tenant_spend "
+                   "WHERE tenant = %s AND day = parallax_utc_day()")
+SPEND_TODAY_SQL = "SELECT tenant, tokens, cost_usd::float8 FROM parallax_tenant_spend WHERE day = parallax_utc_day()"

@@ -1,0 +1,263 @@
+"""A tenant's daily budget on the deployed API: two Aegra replicas (`parallax serve`) on one PostgreSQL database and
+Redis, driven with langgraph-sdk and the openai SDK, the scripted fault server as the model (priced through
+PARALLAX_PRICES, so its calls cost money as well as tokens).
+
+What an operator relies on: a tenant under its budget runs (capped at what it has left), one past it gets 429 with
+Retry-After and the reason (Aegra's error JSON on the graph API, OpenAI's on /v1) and nothing is created for it,
+other tenants are unaffected, a cron's run is refused as it is created, and many requests of one tenant at once on
+both replicas do not spend past the budget beyond what the runs in flight could, each run charged exactly once.
+Needs the server venv (`.ci/run` runs it with `-m deploy`; a skip fails in CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import psycopg
+import pytest
+from langgraph_sdk import get_client
+
+from tests.integration.test_deploy import scrape, total
+from tests.support.aegra_cluster import two_replicas
+from tests.support.fault_server import default_reply
+
+pytestmark = [pytest.mark.integration, pytest.mark.deploy]
+KEYS = {"acme": "key-acme", "beta": "key-beta", "crowd": "key-crowd", "cronny": "key-cronny", "free": "key-free"}
+PRICE = 1000.0
+"""USD per million tokens, prompt and reply alike: a call of ~200 tokens costs ~$0.2."""
+CROWD_TOKENS = 2500
+ENV = {"PARALLAX_PRICES": json.dumps({"fault-model": {"input": PRICE, "output": PRICE}}),
+       "PARALLAX_DAILY_BUDGETS": f"acme:0.05usd,beta:1000usd,crowd:{CROWD_TOKENS}tokens,cronny:0.05usd",
+       "PARALLAX_MAX_TOKENS": "64", "CRON_ENABLED": "true", "CRON_POLL_INTERVAL_SECONDS": "1"}
+YEARLY = "0 0 1 1 *"
+DIRECT = {"task": "What is 6 * 7?", "mode": "direct"}
+VOTES = 4
+VOTE = {"task": "What is 6 * 7?", "mode": "vote", "votes": VOTES}
+ONE_AT_A_TIME = {"max_concurrency": 1}
+"""A vote's calls one after another: the run's budget is checked before each, so its cap decides how many it makes."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with two_replicas(tmp_path_factory.mktemp("budgets"), default_reply, KEYS, 40, ENV) as running:
+        yield running
+
+
+def client(replica, tenant: str):
+    return get_client(url=replica.url, api_key=KEYS[tenant])
+
+
+def openai_client(replica, tenant: str):
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{replica.url}/v1", api_key=KEYS[tenant], max_retries=0)
+
+
+def sql(cluster, query: str, *args) -> list[tuple]:
+    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+        cursor = conn.execute(query, args)
+        return cursor.fetchall() if cursor.description else []
+
+
+def next_midnight() -> datetime:
+    return datetime.combine(datetime.now(UTC).date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+
+
+def check_retry_after(headers) -> None:
+    """Retry-After: the whole seconds to 00:00 UTC."""
+    expected = (next_midnight() - datetime.now(UTC)).total_seconds()
+    assert abs(int(headers["retry-after"]) - expected) <= 5, (headers["retry-after"], expected)
+
+
+def check_graph_refusal(exc: httpx.HTTPStatusError, tenant: str) -> None:
+    assert exc.response.status_code == 429
+    check_retry_after(exc.response.headers)
+    body = exc.response.json()
+    resets = next_midnight().strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert body["error"] == "insufficient_quota" and body["details"]["resets_at"] == resets
+    assert body["details"]["reason"].startswith("daily budget reached") and f"resets at {resets}" in body["message"]
+    assert body["details"]["tenant"] == tenant
+
+
+async def test_a_tenant_past_its_budget_gets_429_everywhere_and_nothing_is_created_while_others_run(cluster):
+    import openai
+
+    a, b = cluster.live()
+    acme = client(a, "acme")
+    before = [await scrape(r) for r in (a, b)]
+    # under budget: the run runs, its own max_cost capped at what the tenant has left ($0.05, all of it), which
+    # stops it after its first call (~$0.07): needs_review, "budget reached", with the answer it has
+    thread = await acme.threads.create()
+    await acme.runs.wait(thread["thread_id"], "solve", input={**VOTE, "max_cost": 3.0}, context=ONE_AT_A_TIME)
+    (run,) = await acme.runs.list(thread["thread_id"])
+    assert run["status"] == "success" and run["input"]["max_cost"] == 0.05
+    assert run["output"]["status"] == "needs_review" and run["output"]["reason"].startswith("budget reached")
+    assert run["output"]["answer"] == "42"
+    spent = run["output"]["spend"]
+    assert 0.05 < spent["cost_usd"] < 0.1  # one call: past the day's budget by what was in flight, no more
+    assert sql(cluster, "SELECT tokens, cost_usd::float8 FROM parallax_tenant_spend WHERE tenant = 'acme'") == [
+        (spent["tokens"], pytest.approx(spent["cost_usd"]))]
+
+    # past it: every way of starting a run, on both replicas, is 429 with the reason and the reset time
+    threads_before = len(await acme.threads.search(limit=100))
+    runs_before = sql(cluster, "SELECT count(*) FROM runs WHERE user_id = 'acme'")
+    crons_before = sql(cluster, "SELECT count(*) FROM crons WHERE user_id = 'acme'")
+    for replica in (a, b):
+        sdk = client(replica, "acme")
+        attempts = [sdk.runs.wait(thread["thread_id"], "solve", input=DIRECT),
+                    sdk.runs.create(thread["thread_id"], "solve", input=DIRECT),
+                    sdk.runs.wait(None, "solve", input=DIRECT),
+                    sdk.crons.create("solve", schedule=YEARLY, input=DIRECT),
+                    sdk.crons.create_for_thread(thread["thread_id"], "solve", schedule=YEARLY, input=DIRECT)]
+        for attempt in attempts:
+            with pytest.raises(httpx.HTTPStatusError) as refused:
+                await attempt
+            check_graph_refusal(refused.value, "acme")
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            async for _ in sdk.runs.stream(None, "solve", input=DIRECT):
+                pass
+        check_graph_refusal(refused.value, "acme")
+        # /v1: OpenAI's error JSON, an insufficient_quota RateLimitError for the openai SDK
+        for stream in (False, True):
+            with pytest.raises(openai.RateLimitError) as quota:
+                openai_client(replica, "acme").chat.completions.create(
+                    model="parallax-direct", messages=[{"role": "user", "content": "What is 6 * 7?"}], stream=stream)
+            assert quota.value.status_code == 429
+            check_retry_after(quota.value.response.headers)
+            assert set(quota.value.body) == {"message", "type", "param", "code"}
+            assert (quota.value.body["type"], quota.value.body["code"]) == ("insufficient_quota", "daily_budget_exceeded")
+            assert "daily budget reached" in quota.value.body["message"]
+            assert next_midnight().strftime("%Y-%m-%dT%H:%M:%SZ") in quota.value.body["message"]
+    # nothing half-written: no run, no thread, no cron, no thread state
+    assert len(await acme.threads.search(limit=100)) == threads_before
+    assert sql(cluster, "SELECT count(*) FROM runs WHERE user_id = 'acme'") == runs_before
+    assert sql(cluster, "SELECT count(*) FROM crons WHERE user_id = 'acme'") == crons_before
+    assert len(await acme.runs.list(thread["thread_id"])) == 1
+
+    # another tenant is unaffected, on both replicas and both faces
+    beta = await client(b, "beta").runs.wait(None, "solve", input=DIRECT)
+    assert beta["answer"] == "42"
+    reply = openai_client(a, "beta").chat.completions.create(
+        model="parallax-direct", messages=[{"role": "user", "content": "What is 6 * 7?"}])
+    assert reply.choices[0].message.content == "42"
+    # and so is a tenant without a budget, whose runs are not capped
+    free = client(a, "free")
+    free_thread = await free.threads.create()
+    await free.runs.wait(free_thread["thread_id"], "solve", input=DIRECT)
+    assert "max_cost" not in (await free.runs.list(free_thread["thread_id"]))[0]["input"]
+
+    after = [await scrape(r) for r in (a, b)]
+    refusals = 'parallax_daily_budget_refusals_total{face="%s"}'
+    assert total(after, refusals % "graph_api") - total(before, refusals % "graph_api") == 12
+    assert total(after, refusals % "openai") - total(before, refusals % "openai") == 4
+    for replica in after:  # each replica reads the shared ledger
+        assert replica['parallax_tenant_spend_tokens{tenant="acme"}'] == spent["tokens"]
+        assert replica['parallax_tenant_spend_usd{tenant="acme"}'] == pytest.approx(spent["cost_usd"])
+
+
+async def test_a_crons_run_is_capped_under_the_budget_and_refused_past_it(cluster):
+    a, b = cluster.live()
+    sdk = client(a, "cronny")
+    thread_id = (await sdk.threads.create())["thread_id"]
+    first = await sdk.crons.create_for_thread(thread_id, "solve", schedule=YEARLY, input=DIRECT)
+    await sdk.runs.join(thread_id, first["run_id"])
+    (run,) = await sdk.runs.list(thread_id)
+    assert run["status"] == "success" and run["input"]["max_cost"] == 0.05  # capped as Aegra stored it
+    assert run["output"]["spend"]["cost_usd"] > 0.05
+    (cron,) = await client(b, "cronny").crons.search(thread_id=thread_id)
+    sql(cluster, "UPDATE crons SET next_run_date = now() WHERE cron_id = %s", cron["cron_id"])  # the scheduler fires it
+    deadline = time.monotonic() + 60
+    while len(runs := await sdk.runs.list(thread_id)) < 2:
+        assert time.monotonic() < deadline, runs
+        await asyncio.sleep(0.2)
+    refused = next(r for r in runs if r["run_id"] != first["run_id"])
+    assert refused["status"] == "error" and refused["error_message"].startswith("daily budget reached")
+    assert next_midnight().strftime("%Y-%m-%dT%H:%M:%SZ") in refused["error_message"]
+    assert sql(cluster, "SELECT count(*) FROM parallax_run_charges WHERE tenant = 'cronny'") == [(1,)]
+
+
+async def test_many_runs_of_one_tenant_at_once_on_two_replicas_hold_the_budget_and_are_charged_once(cluster):
+    """Six callers, three per replica, each starting a vote run (four calls, one at a time) as soon as its last one
+    ended, until refused. Each run is capped at what the tenant had left when admitted; the day ends past the
+    budget by at most what the runs in flight at the crossing could still spend (each: its cap plus its one call in
+    flight); then every request on either replica is refused; the ledger holds each run once and sums to the runs'
+    own `spend`."""
+    a, b = cluster.live()
+    admitted: list[tuple[str, str]] = []
+    refused = 0
+
+    async def caller(replica) -> None:
+        nonlocal refused
+        sdk = client(replica, "crowd")
+        for _ in range(20):
+            thread_id = (await sdk.threads.create())["thread_id"]
+            try:
+                run = await sdk.runs.create(thread_id, "solve", input=VOTE, context=ONE_AT_A_TIME)
+            except httpx.HTTPStatusError as exc:
+                check_graph_refusal(exc, "crowd")
+                refused += 1
+                return
+            admitted.append((thread_id, run["run_id"]))
+            await sdk.runs.join(thread_id, run["run_id"])
+        raise AssertionError("20 runs in a row were admitted: the budget never held")
+
+    await asyncio.gather(*(caller(r) for r in (a, b, a, b, a, b)))
+    assert refused == 6 and len(admitted) >= 6
+
+    runs = []
+    for thread_id, run_id in admitted:
+        run = await client(a, "crowd").runs.get(thread_id, run_id)
+        assert run["status"] == "success"
+        runs.append(run)
+    calls = [branch["tokens"]["total"] for run in runs for branch in run["output"]["branches"]]
+    biggest_call = max(calls)
+    by_id = {run["run_id"]: run for run in runs}
+    for run in runs:  # each run held its cap (the run's own budget machinery), and said so when it stopped
+        cap, spent = run["input"]["max_tokens"], run["output"]["spend"]["tokens"]
+        assert 0 < cap <= CROWD_TOKENS and spent < cap + biggest_call, (cap, spent)
+    natural = max(run["output"]["spend"]["tokens"] for run in runs)
+    for run in runs:  # a run stopped by its cap says so (whether one is depends on what was left when it came)
+        if run["output"]["spend"]["tokens"] < natural:
+            assert run["output"]["reason"].startswith("budget reached") and run["output"]["status"] == "needs_review"
+
+    # charged once each, by whichever replica ran it, summing to the runs' own spend
+    ledger = sql(cluster, "SELECT run_id, tokens, charged_at FROM parallax_run_charges WHERE tenant = 'crowd' "
+                          "ORDER BY charged_at, run_id")
+    assert sorted(r[0] for r in ledger) == sorted(by_id)
+    assert all(tokens == by_id[run_id]["output"]["spend"]["tokens"] for run_id, tokens, _ in ledger)
+    day_total = sum(r[1] for r in ledger)
+    assert sql(cluster, "SELECT tokens, runs FROM parallax_tenant_spend WHERE tenant = 'crowd'") == [(day_total, len(runs))]
+
+    # the bound: past the budget by at most what the runs not yet charged at the crossing could spend
+    cumulative, crossing = 0, None
+    for n, (_, tokens, _) in enumerate(ledger):
+        cumulative += tokens
+        if cumulative >= CROWD_TOKENS:
+            crossing = n
+            break
+    assert crossing is not None
+    in_flight = [by_id[run_id] for run_id, _, _ in ledger[crossing:]]
+    assert day_total - CROWD_TOKENS <= sum(r["input"]["max_tokens"] + biggest_call for r in in_flight)
+    crossed_at = ledger[crossing][2]
+    created = dict(sql(cluster, "SELECT run_id, created_at FROM runs WHERE user_id = 'crowd'"))
+    # a run admitted saw every charge committed well before it was created (on either replica): its cap says so
+    for run in runs:
+        seen = CROWD_TOKENS - run["input"]["max_tokens"]
+        earlier = sum(tokens for run_id, tokens, at in ledger if at < created[run["run_id"]] - timedelta(seconds=1))
+        assert seen >= earlier, (run["run_id"], seen, earlier)
+        assert created[run["run_id"]] < crossed_at + timedelta(seconds=1)  # none admitted once the day was spent
+
+    # and now nobody of the tenant gets in, on either replica, however many ask at once
+    async def one(replica) -> int:
+        try:
+            await client(replica, "crowd").runs.create(None, "solve", input=VOTE)
+        except httpx.HTTPStatusError as exc:
+            return exc.response.status_code
+        return 200
+
+    assert await asyncio.gather(*(one(r) for r in (a, b) * 5)) == [429] * 10
+    assert sql(cluster, "SELECT count(*) FROM runs WHERE user_id = 'crowd'") == [(len(runs),)]
