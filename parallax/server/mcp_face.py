@@ -82,6 +82,11 @@ class ServerBackend:
                     failed = True
         except RateLimitError as exc:
             retry = exc.response.headers.get("retry-after", "a few")
+            if "daily budget reached" in refusal_message(exc):  # server/tenant_budgets.py: says when it resets
+                if thread is not None:
+                    with contextlib.suppress(httpx.HTTPError):
+                        await client.threads.delete(thread["thread_id"])
+                raise ToolFailed(refusal_message(exc)) from None
             raise ToolFailed(f"the server is busy with this tenant's runs: retry after {retry} s") from None
         except httpx.HTTPStatusError as exc:
             if exc.response is None or not 400 <= exc.response.status_code < 500:

@@ -232,6 +232,13 @@ async def test_many_runs_of_one_tenant_at_once_on_two_replicas_hold_the_budget_a
     day_total = sum(r[1] for r in ledger)
     assert sql(cluster, "SELECT tokens, runs FROM parallax_tenant_spend WHERE tenant = 'crowd'") == [(day_total, len(runs))]
 
+    # a run's end written again (a replayed finalization) charges nothing more
+    replayed = runs[0]["run_id"]
+    sql(cluster, "UPDATE runs SET status = 'running' WHERE run_id = %s", replayed)
+    sql(cluster, "UPDATE runs SET status = 'success' WHERE run_id = %s", replayed)
+    assert sql(cluster, "SELECT tokens, runs FROM parallax_tenant_spend WHERE tenant = 'crowd'") == [(day_total, len(runs))]
+    assert sql(cluster, "SELECT count(*) FROM parallax_run_charges WHERE run_id = %s", replayed) == [(1,)]
+
     # the bound: past the budget by at most what the runs not yet charged at the crossing could spend
     cumulative, crossing = 0, None
     for n, (_, tokens, _) in enumerate(ledger):
