@@ -14,7 +14,8 @@ mounts the same in server/dev_app.py), and:
 - A run that cannot run is refused before it is stored: 422 with the reason (server/run_checks.py,
   logic/run_input.py), for the graph API and the faces that start runs through it.
 - A tenant past its daily budget is refused before anything is stored: 429 until 00:00 UTC; a run under
-  it is capped at what the tenant has left (server/tenant_budgets.py).
+  it is capped at what the tenant has left (server/tenant_budgets.py); runs that end without a settled spend
+  are charged what their replica saw them spend (server/run_charges.py).
 - The Agent Protocol as LangGraph's clients expect it, where Aegra differs: /ok, thread copy, the
   thread event stream over WebSocket, store namespaces as written (server/protocol_routes.py,
   event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
@@ -44,6 +45,7 @@ from parallax.server import (
     openai_face,
     platform,
     protocol_routes,
+    run_charges,
     run_done,
     store_views,
     stream_transformers,
@@ -57,6 +59,7 @@ from parallax.server.run_checks import RunChecks
 from parallax.server.run_requests import RunRequests
 
 run_done.install()  # runs.wait / runs.join return when the run ends, not at Aegra's next 2 s poll
+run_charges.install()  # a run that ends without a settled spend (cancelled, failed, other graphs) is charged too
 app = FastAPI(lifespan=platform.lifespan)
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)

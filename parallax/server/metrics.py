@@ -199,8 +199,10 @@ class RunMetrics(BaseCallbackHandler):
 
 
 def with_metrics(graph: Any, name: str) -> Any:
-    """The compiled graph, counting its runs (a copy: the original graph is untouched), with an empty fence
-    record in its config that Aegra copies for each execution (server/fencing.py)."""
+    """The compiled graph, counting its runs (a copy: the original graph is untouched) and adding up what each spends
+    for the tenant's day (server/run_charges.py), with an empty fence record in its config that Aegra copies for
+    each execution (server/fencing.py)."""
     from parallax.server.fencing import FENCE_KEY
+    from parallax.server.run_charges import SpendWatch
 
-    return graph.with_config({"callbacks": [RunMetrics(name)], "configurable": {FENCE_KEY: {}}})
+    return graph.with_config({"callbacks": [RunMetrics(name), SpendWatch()], "configurable": {FENCE_KEY: {}}})

@@ -268,3 +268,47 @@ async def test_many_runs_of_one_tenant_at_once_on_two_replicas_hold_the_budget_a
 
     assert await asyncio.gather(*(one(r) for r in (a, b) * 5)) == [429] * 10
     assert sql(cluster, "SELECT count(*) FROM runs WHERE user_id = 'crowd'") == [(len(runs),)]
+
+
+async def charge_of(cluster, run_id: str) -> list[tuple]:
+    """The run's charge, once made: the replica that ran it charges it just after it stores the run's end."""
+    deadline = time.monotonic() + 10
+    while not (found := sql(cluster, "SELECT tokens, cost_usd::float8 FROM parallax_run_charges WHERE run_id = %s",
+                            run_id)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return found
+
+
+async def test_a_cancelled_run_and_a_chat_run_are_charged_what_their_calls_cost(cluster):
+    """Runs that end without a settled `spend` are charged the model calls their replica saw: a vote cancelled after
+    its first calls (else a tenant could cancel each run just before its end and spend without limit), and a run of
+    the chat graph."""
+    a, b = cluster.live()
+    sdk = client(b, "beta")
+    thread_id = (await sdk.threads.create())["thread_id"]
+    cluster.set_model(latency_ms=1500)
+    try:
+        started = time.time()
+        run = await sdk.runs.create(thread_id, "solve", input=VOTE, context=ONE_AT_A_TIME)
+        deadline = time.monotonic() + 30
+        while not [e for e in cluster.model.log() if e["time"] >= started and e["status"] == 200]:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        await client(a, "beta").runs.cancel(thread_id, run["run_id"], wait=True)
+    finally:
+        cluster.set_model(latency_ms=20)
+    assert (await sdk.runs.get(thread_id, run["run_id"]))["status"] == "interrupted"
+    answered = [e for e in cluster.model.log() if e["time"] >= started and e["status"] == 200]
+    assert 1 <= len(answered) < VOTES
+    charged = await charge_of(cluster, run["run_id"])
+    assert charged == [(72 * len(answered), pytest.approx(72 * len(answered) * PRICE / 1e6))]  # 64 + 8 tokens a call
+
+    chat_thread = (await sdk.threads.create())["thread_id"]
+    chat = await sdk.runs.wait(chat_thread, "chat", input={"messages": [{"type": "human", "content": "What is 6 * 7?"}]})
+    assert chat["messages"][-1]["content"]
+    (chat_run,) = await sdk.runs.list(chat_thread)
+    assert "spend" not in chat_run["output"]  # nothing settled: the charge is what the replica saw
+    ((tokens, _),) = await charge_of(cluster, chat_run["run_id"])
+    assert tokens > 0
+    day = sql(cluster, "SELECT sum(tokens) FROM parallax_run_charges WHERE tenant = 'beta'")
+    assert sql(cluster, "SELECT tokens FROM parallax_tenant_spend WHERE tenant = 'beta'") == day

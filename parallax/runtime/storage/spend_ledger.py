@@ -14,9 +14,10 @@ its last node, nodes/record_trace.py) and, in that transaction,
 2. only when that row was new, adds it to the tenant's day in `parallax_tenant_spend` (one row per
    tenant and UTC day, updated in place: the admission check reads one row).
 So a run finalized twice, replayed, retried or taken over is charged once; the day's row is the sum of the
-rows in `parallax_run_charges` (the ledger, for audits). Runs without a `spend` (graphs other than solve
-and plan, runs that ended in error, cancelled or interrupted) are not charged: their output holds no
-settled spend (docs/deploy.md, "Tenant daily budgets", says what that leaves open).
+rows in `parallax_run_charges` (the ledger, for audits). Runs whose output holds no settled `spend`
+(other graphs, and runs that ended in error, cancelled or interrupted) are charged, once, by the
+replica that executed them, with the model calls it saw them make (server/run_charges.py,
+CHARGE_ENDED_SQL), through the same `parallax_charge`.
 
 Runs created by crons pass no HTTP route: `parallax_budget_refusal` and `parallax_budget_capped` are
 called by the cron-run trigger (runtime/storage/platform_schema.py) as Aegra inserts such a run, from
@@ -60,26 +61,34 @@ CREATE OR REPLACE FUNCTION parallax_utc_day() RETURNS date LANGUAGE sql STABLE A
     SELECT (now() AT TIME ZONE 'UTC')::date
 $$;
 
+-- charge a run once (its id is the key); true when this call charged it
+CREATE OR REPLACE FUNCTION parallax_charge(run text, who text, spent_tokens bigint, spent_cost numeric) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    today date := parallax_utc_day();
+BEGIN
+    INSERT INTO parallax_run_charges (run_id, tenant, day, tokens, cost_usd)
+    VALUES (run, who, today, greatest(0, spent_tokens), CASE WHEN spent_cost IS NOT NULL THEN greatest(0, spent_cost) END)
+    ON CONFLICT (run_id) DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO parallax_tenant_spend AS s (tenant, day, tokens, cost_usd, runs, unpriced_runs)
+    VALUES (who, today, greatest(0, spent_tokens), coalesce(greatest(0, spent_cost), 0), 1,
+            CASE WHEN spent_cost IS NULL AND spent_tokens > 0 THEN 1 ELSE 0 END)
+    ON CONFLICT (tenant, day) DO UPDATE SET tokens = s.tokens + EXCLUDED.tokens, cost_usd = s.cost_usd + EXCLUDED.cost_usd,
+        runs = s.runs + 1, unpriced_runs = s.unpriced_runs + EXCLUDED.unpriced_runs;
+    RETURN true;
+END $$;
+
 CREATE OR REPLACE FUNCTION parallax_charge_run() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     spent jsonb := CASE WHEN jsonb_typeof(NEW.output) = 'object' THEN NEW.output -> 'spend' END;
-    tokens bigint;
-    cost numeric;
-    today date := parallax_utc_day();
 BEGIN
-    IF jsonb_typeof(spent) IS DISTINCT FROM 'object' THEN
-        RETURN NULL;
-    END IF;
-    tokens := CASE WHEN jsonb_typeof(spent -> 'tokens') = 'number'
-                   THEN greatest(0, floor((spent ->> 'tokens')::numeric))::bigint ELSE 0 END;
-    cost := CASE WHEN jsonb_typeof(spent -> 'cost_usd') = 'number' THEN greatest(0, (spent ->> 'cost_usd')::numeric) END;
-    INSERT INTO parallax_run_charges (run_id, tenant, day, tokens, cost_usd)
-    VALUES (NEW.run_id, NEW.user_id, today, tokens, cost) ON CONFLICT (run_id) DO NOTHING;
-    IF FOUND THEN
-        INSERT INTO parallax_tenant_spend AS s (tenant, day, tokens, cost_usd, runs, unpriced_runs)
-        VALUES (NEW.user_id, today, tokens, coalesce(cost, 0), 1, CASE WHEN cost IS NULL AND tokens > 0 THEN 1 ELSE 0 END)
-        ON CONFLICT (tenant, day) DO UPDATE SET tokens = s.tokens + EXCLUDED.tokens, cost_usd = s.cost_usd + EXCLUDED.cost_usd,
-            runs = s.runs + 1, unpriced_runs = s.unpriced_runs + EXCLUDED.unpriced_runs;
+    IF jsonb_typeof(spent) = 'object' THEN
+        PERFORM parallax_charge(NEW.run_id, NEW.user_id,
+            CASE WHEN jsonb_typeof(spent -> 'tokens') = 'number' THEN floor((spent ->> 'tokens')::numeric)::bigint ELSE 0 END,
+            CASE WHEN jsonb_typeof(spent -> 'cost_usd') = 'number' THEN (spent ->> 'cost_usd')::numeric END);
     END IF;
     RETURN NULL;
 END $$;
@@ -111,7 +120,8 @@ BEGIN
                       '$%s cannot be held; resets at %s', s.unpriced_runs, b.max_cost::float8,
                       to_char(parallax_utc_day() + 1, 'YYYY-MM-DD"T00:00:00Z"'));
     END IF;
-    IF (b.max_cost IS NOT NULL AND round(b.max_cost - s.cost_usd, 8) <= 0) OR (b.max_tokens IS NOT NULL AND s.tokens >= b.max_tokens) THEN
+    IF (b.max_cost IS NOT NULL AND round(b.max_cost - s.cost_usd, 8) <= 0)
+            OR (b.max_tokens IS NOT NULL AND s.tokens >= b.max_tokens) THEN
         RETURN format('daily budget reached: spent $%s and %s tokens today (budget: %s); resets at %s',
                       s.cost_usd::float8, s.tokens,
                       concat_ws(', ', '$' || b.max_cost::float8, b.max_tokens || ' tokens'),
@@ -166,6 +176,10 @@ def write_budgets(conn: Any, budgets: dict[str, Limits]) -> None:
                      (tenant, budget.get("max_cost"), budget.get("max_tokens")))
 
 
+CHARGE_ENDED_SQL = ("SELECT parallax_charge(run_id, user_id, %(tokens)s::bigint, %(cost)s::numeric) FROM runs "
+                    "WHERE run_id = %(run_id)s AND status NOT IN ('pending', 'running')")
+"""Charge a run that has ended with what its replica saw it spend (server/run_charges.py); nothing when it was
+charged already (a solve or plan run's own `spend`, by the trigger) or has not ended."""
 SPENT_TODAY_SQL = ("SELECT tokens, cost_usd::float8, runs, unpriced_runs FROM parallax_tenant_spend "
                    "WHERE tenant = %s AND day = parallax_utc_day()")
 SPEND_TODAY_SQL = "SELECT tenant, tokens, cost_usd::float8 FROM parallax_tenant_spend WHERE day = parallax_utc_day()"

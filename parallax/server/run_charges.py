@@ -1,0 +1,183 @@
+"""Charge the tenant's day for runs that end without a settled `spend`: cancelled, failed, other graphs.
+
+Why: a solve or plan run that ends `success` carries its `spend` (settled by its last node), and a trigger
+charges it in the transaction that stores its end (runtime/storage/spend_ledger.py). A run cancelled
+mid-way, one that failed, one that timed out, and the runs of the other graphs (chat, learn, loop, ...)
+end with no such figure, yet their model calls were paid for. Left uncharged, a tenant could start runs
+and cancel each just before it ends, and spend without limit under a daily budget.
+
+How:
+- `SpendWatch`, a callback on every served graph (server/metrics.py `with_metrics`), adds up the usage of
+  each model call (the endpoint's `usage`: prompt, cached and completion tokens, priced as a branch is,
+  runtime/prices.py) under the root run it belongs to. Aegra makes the root run's id the run's own id
+  (its `create_run_config` sets `run_id`), so the tally is per run of the API;
+- a wrap of Aegra's `finalize_run` (as imported by its executor, `run_executor.finalize_run`; installed
+  by server/app.py) charges, after the run's end is stored, what this replica saw that run spend, through
+  `parallax_charge` keyed by the run id. A run the trigger already charged (a solve or plan success) is
+  not charged again: the key exists. A run whose lease was lost, or that a shutdown hands back to the
+  queue, is not finalized here and not charged here: the replica that finishes it charges it.
+What it leaves out: calls cancelled in flight (the endpoint reports no usage for them), and, for a run that
+was taken over and then did not end `success`, the calls the first replica made.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.prices import branch_cost, price_table
+from parallax.runtime.storage.spend_ledger import CHARGE_ENDED_SQL
+from parallax.server.connections import connection
+
+log = logging.getLogger("parallax.run_charges")
+
+KEEP_ENDED = 10_000
+"""Ended runs whose tally waits for their finalization (a run whose lease was lost is never finalized here)."""
+
+
+@dataclass
+class Observed:
+    """What one run was seen to spend in this process."""
+
+    tokens: int = 0
+    cost_usd: float | None = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    def add(self, tokens: int, cost: float | None) -> None:
+        self.tokens += tokens
+        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
+
+
+_live: dict[str, Observed] = {}
+_ended: OrderedDict[str, Observed] = OrderedDict()
+
+
+def usage_of(response: Any) -> dict[str, int]:
+    """{prompt, completion, cached} of one model response (all its choices), from the endpoint's `usage`."""
+    output = getattr(response, "llm_output", None) or {}
+    usage = output.get("token_usage") if isinstance(output, dict) else None
+    if isinstance(usage, dict):
+        details = usage.get("prompt_tokens_details") or {}
+        return {"prompt": int(usage.get("prompt_tokens") or 0), "completion": int(usage.get("completion_tokens") or 0),
+                "cached": int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0)}
+    total = {"prompt": 0, "completion": 0, "cached": 0}
+    for choices in getattr(response, "generations", None) or []:
+        for generation in choices[:1]:  # every choice of one request carries the request's usage
+            meta = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
+            total["prompt"] += int(meta.get("input_tokens") or 0)
+            total["completion"] += int(meta.get("output_tokens") or 0)
+            total["cached"] += int((meta.get("input_token_details") or {}).get("cache_read") or 0)
+    return total
+
+
+class SpendWatch(BaseCallbackHandler):
+    """Adds each model call's usage to the run (root) it belongs to."""
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self.root_of: dict[UUID, UUID] = {}
+        self.model_of: dict[UUID, str] = {}
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+                       **kwargs: Any) -> None:
+        if parent_run_id is None:
+            _live[str(run_id)] = Observed()
+        else:
+            self._join(run_id, parent_run_id)
+
+    def _join(self, run_id: UUID, parent_run_id: UUID) -> None:
+        root = self.root_of.get(parent_run_id, parent_run_id)
+        if str(root) in _live:
+            self.root_of[run_id] = root
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+                            invocation_params: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._model_start(run_id, parent_run_id, invocation_params)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
+                     invocation_params: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._model_start(run_id, parent_run_id, invocation_params)
+
+    def _model_start(self, run_id: UUID, parent_run_id: UUID | None, params: dict[str, Any] | None) -> None:
+        if parent_run_id is not None:
+            self._join(run_id, parent_run_id)
+        params = params or {}
+        self.model_of[run_id] = str(params.get("model") or params.get("model_name") or "")
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+        model = self.model_of.pop(run_id, "")
+        root = self.root_of.pop(run_id, None)
+        observed = _live.get(str(root)) if root is not None else None
+        if observed is None:
+            return
+        tokens = usage_of(response)
+        settings = settings_mod.load()
+        cost = branch_cost(price_table(settings), model or settings.chat_model_name, tokens, tokens["cached"])
+        observed.add(tokens["prompt"] + tokens["completion"], cost)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self.model_of.pop(run_id, None)
+        self.root_of.pop(run_id, None)
+
+    def _end(self, run_id: UUID, parent_run_id: UUID | None) -> None:
+        if parent_run_id is not None:
+            self.root_of.pop(run_id, None)
+            return
+        observed = _live.pop(str(run_id), None)
+        if observed is not None:
+            _ended[str(run_id)] = observed
+            while len(_ended) > KEEP_ENDED:
+                _ended.popitem(last=False)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+        self._end(run_id, parent_run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, parent_run_id: UUID | None = None,
+                       **kwargs: Any) -> None:
+        self._end(run_id, parent_run_id)
+
+
+async def charge_observed(run_id: str) -> None:
+    """Charge the ended run what this replica saw it spend, unless it was charged already (never raises)."""
+    observed = _ended.pop(run_id, None) or _live.pop(run_id, None)
+    if observed is None:
+        return
+    try:
+        async with connection() as conn:
+            await conn.execute(CHARGE_ENDED_SQL, {"run_id": run_id, "tokens": observed.tokens,
+                                                  "cost": observed.cost_usd})
+    except Exception as exc:  # noqa: BLE001 - the run's end is stored; a lost charge is logged, never raised
+        log.warning("could not charge run %s (%d tokens): %s: %s", run_id, observed.tokens, type(exc).__name__, exc)
+
+
+def install() -> bool:
+    """Wrap Aegra's executor's `finalize_run` (see the module docstring); False, and a log line, when it cannot be."""
+    try:
+        from aegra_api.services import run_executor
+    except ImportError as exc:
+        log.warning("charges of unsettled runs not installed: %s", exc)
+        return False
+    original: Callable[..., Awaitable[bool]] | None = getattr(run_executor, "finalize_run", None)
+    if original is None:
+        log.warning("charges of unsettled runs not installed: this Aegra has no run_executor.finalize_run")
+        return False
+    if getattr(original, "parallax_charges", False):
+        return True
+
+    async def finalize_and_charge(run_id: str, *args: Any, **kwargs: Any) -> bool:
+        finalized = await original(run_id, *args, **kwargs)
+        await charge_observed(run_id)  # finalized or not: the run has ended (here, or by its cancel)
+        return finalized
+
+    finalize_and_charge.parallax_charges = True  # type: ignore[attr-defined]
+    run_executor.finalize_run = finalize_and_charge
+    return True
