@@ -191,6 +191,17 @@ async def json_request(scope: Scope, receive: Receive) -> tuple[bytes, Any, str 
     return body, payload, tenant_for_key(key_from(headers))
 
 
+async def tenant_request(app: ASGIApp, scope: Scope, receive: Receive,
+                         send: Send) -> tuple[bytes, dict[str, Any], str] | None:
+    """A request's body, JSON object and the caller's tenant; None when it was passed on to `app` as it came
+    (not a JSON object, or no valid key: Aegra answers those, 422 or 401)."""
+    body, payload, tenant = await json_request(scope, receive)
+    if not isinstance(payload, dict) or tenant is None:
+        await app(scope, replay(body, receive), send)
+        return None
+    return body, payload, tenant
+
+
 class RunRequests:
     """The middleware (server/app.py adds it to the app Aegra serves)."""
 
@@ -203,10 +214,9 @@ class RunRequests:
         if thread is None and not (post and STATELESS_RUN.match(scope.get("path", ""))):
             await self.app(scope, receive, send)
             return
-        body, payload, tenant = await json_request(scope, receive)
-        if not isinstance(payload, dict) or tenant is None:  # Aegra answers these: 422, 401
-            await self.app(scope, replay(body, receive), send)
+        if (request := await tenant_request(self.app, scope, receive, send)) is None:
             return
+        _, payload, tenant = request
         refused = await self.handle(scope, receive, send, payload, tenant, thread["thread_id"] if thread else None)
         if refused is not None:
             await refused(scope, receive, send)

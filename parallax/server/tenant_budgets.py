@@ -43,7 +43,7 @@ from parallax.runtime.storage.spend_ledger import SPEND_TODAY_SQL, SPENT_TODAY_S
 from parallax.server import metrics
 from parallax.server.connections import connection
 from parallax.server.run_checks import RUN_CREATE, graph_of
-from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, json_request, replay, with_length
+from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, replay, tenant_request, with_length
 from parallax.state.records import Limits
 
 CAPPED_GRAPHS = ("solve", "plan")
@@ -119,10 +119,9 @@ class DailyBudgets:
         if create is None or not settings_mod.load().daily_budgets:
             await self.app(scope, receive, send)
             return
-        body, payload, tenant = await json_request(scope, receive)
-        if not isinstance(payload, dict) or tenant is None:  # Aegra answers these: 422, 401
-            await self.app(scope, replay(body, receive), send)
+        if (request := await tenant_request(self.app, scope, receive, send)) is None:
             return
+        body, payload, tenant = request
         refused, left = await admission(tenant)
         if refused is not None:
             metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()
