@@ -143,9 +143,16 @@ async def _command(thread_id: str, user: Any, command: dict[str, Any]) -> dict[s
     from aegra_api.core.orm import _get_session_maker
     from aegra_api.services.event_streaming.commands import handle_command
 
+    from parallax.server import metrics
     from parallax.server.protocol_requests import settle_interrupt, starts_with_input
+    from parallax.server.tenant_budgets import admit_command
 
     command = {"params": {}, **command}
+    refused = await admit_command(user.identity, command)  # the tenant's daily budget (server/tenant_budgets.py)
+    if refused is not None:
+        metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()
+        return {"type": "error", "id": command["id"], "error": "insufficient_quota",
+                "message": str(refused.body["message"])}
     if starts_with_input(command):
         await settle_interrupt(thread_id, user.identity)
     try:

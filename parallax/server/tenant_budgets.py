@@ -5,9 +5,11 @@ named, in USD and/or tokens; the day is the UTC day (logic/daily_budget.py). Wha
 is the sum its finished runs were charged, each once, by a trigger in PostgreSQL
 (runtime/storage/spend_ledger.py): every replica reads the same row.
 
-On each run creation (POST /threads/{id}/runs[/stream|/wait], /runs[/stream|/wait], and cron creation
-/runs/crons, /threads/{id}/runs/crons), for a caller with a valid key and a budget, before anything is
-stored (the middleware sits outside double-texting, webhooks and Aegra, inside the 422 checks):
+On each run creation (POST /threads/{id}/runs[/stream|/wait], /runs[/stream|/wait], cron creation
+/runs/crons, /threads/{id}/runs/crons, and the v2 commands that start a run, `run.start` and
+`input.respond`, on POST /threads/{id}/commands and the WebSocket, server/event_socket.py), for a caller
+with a valid key and a budget, before anything is stored (the middleware sits outside double-texting,
+webhooks and Aegra, inside the 422 checks):
 - past the budget: 429, `Retry-After` the seconds to 00:00 UTC, the body Aegra's error shape with
   `error: "insufficient_quota"`, the reason and `details.resets_at` (ISO 8601 UTC). No run, no thread
   state, no cron, no webhook row;
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -107,6 +110,27 @@ async def refresh_spend_metrics() -> None:
             metrics.TENANT_SPEND_USD.labels(tenant=tenant).set(cost)
 
 
+COMMANDS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/commands/?$")
+"""Agent Protocol v2 commands (Aegra's POST /threads/{id}/commands; the WebSocket sends the same)."""
+RUN_COMMANDS = ("run.start", "input.respond")
+"""The commands that start a run."""
+
+
+async def admit_command(tenant: str, command: dict[str, Any]) -> Refused | None:
+    """The 429 for a v2 command that would start a run of a tenant past its budget; under it, a `run.start` of solve
+    or plan has its input capped (in place). None for other commands, or no budget."""
+    if command.get("method") not in RUN_COMMANDS or not settings_mod.load().daily_budgets:
+        return None
+    refused, left = await admission(tenant)
+    if refused is not None:
+        return refused
+    params = command.get("params")
+    if left is not None and isinstance(params, dict) and isinstance(params.get("input"), dict) \
+            and await graph_of(params.get("assistant_id")) in CAPPED_GRAPHS:
+        params["input"] = daily_budget.capped(params["input"], left)
+    return None
+
+
 class DailyBudgets:
     """The middleware (server/app.py adds it just inside the 422 checks of server/run_checks.py)."""
 
@@ -114,14 +138,24 @@ class DailyBudgets:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        create = RUN_CREATE.match(scope.get("path", "")) if scope["type"] == "http" and scope.get("method") == "POST" \
-            else None
-        if create is None or not settings_mod.load().daily_budgets:
+        post, path = scope["type"] == "http" and scope.get("method") == "POST", scope.get("path", "")
+        create = RUN_CREATE.match(path) if post else None
+        command = COMMANDS.match(path) if post else None
+        if (create is None and command is None) or not settings_mod.load().daily_budgets:
             await self.app(scope, receive, send)
             return
         if (request := await tenant_request(self.app, scope, receive, send)) is None:
             return
         body, payload, tenant = request
+        if command is not None:
+            refused = await admit_command(tenant, payload)
+            if refused is not None:
+                metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()
+                await refused.response()(scope, receive, send)
+                return
+            body = json.dumps(payload).encode()
+            await self.app(with_length(scope, len(body)), replay(body, receive), send)
+            return
         refused, left = await admission(tenant)
         if refused is not None:
             metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()

@@ -132,6 +132,22 @@ async def test_a_tenant_past_its_budget_gets_429_everywhere_and_nothing_is_creat
             assert (quota.value.body["type"], quota.value.body["code"]) == ("insufficient_quota", "daily_budget_exceeded")
             assert "daily budget reached" in quota.value.body["message"]
             assert next_midnight().strftime("%Y-%m-%dT%H:%M:%SZ") in quota.value.body["message"]
+    # the v2 protocol's run.start, over HTTP (POST /threads/{id}/commands) and over the WebSocket
+    for transport in ("sse", "websocket"):
+        with pytest.raises(Exception) as refused:  # noqa: PT011 - httpx's over HTTP, the SDK's protocol error else
+            async with client(b, "acme").threads.stream(thread_id=thread["thread_id"], assistant_id="solve",
+                                                        transport=transport, headers={"x-api-key": KEYS["acme"]}) as v2:
+                await v2.run.start(input=DIRECT)
+        check_graph_refusal(refused.value, "acme")  # the SDK sends run.start over HTTP on either transport
+    import websockets  # a command sent on the socket itself is answered with the protocol's error envelope
+
+    socket_url = b.url.replace("http://", "ws://") + f"/threads/{thread['thread_id']}/stream/events"
+    async with websockets.connect(socket_url, additional_headers={"x-api-key": KEYS["acme"]}) as socket:
+        await socket.send(json.dumps({"id": 7, "method": "run.start", "params": {"assistant_id": "solve",
+                                                                                  "input": DIRECT}}))
+        answer = json.loads(await asyncio.wait_for(socket.recv(), 10))
+    assert (answer["type"], answer["id"], answer["error"]) == ("error", 7, "insufficient_quota")
+    assert "daily budget reached" in answer["message"]
     # nothing half-written: no run, no thread, no cron, no thread state
     assert len(await acme.threads.search(limit=100)) == threads_before
     assert sql(cluster, "SELECT count(*) FROM runs WHERE user_id = 'acme'") == runs_before
@@ -152,7 +168,7 @@ async def test_a_tenant_past_its_budget_gets_429_everywhere_and_nothing_is_creat
 
     after = [await scrape(r) for r in (a, b)]
     refusals = 'parallax_daily_budget_refusals_total{face="%s"}'
-    assert total(after, refusals % "graph_api") - total(before, refusals % "graph_api") == 12
+    assert total(after, refusals % "graph_api") - total(before, refusals % "graph_api") == 15
     assert total(after, refusals % "openai") - total(before, refusals % "openai") == 4
     for replica in after:  # each replica reads the shared ledger
         assert replica['parallax_tenant_spend_tokens{tenant="acme"}'] == spent["tokens"]
