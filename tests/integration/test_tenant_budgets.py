@@ -148,6 +148,16 @@ async def test_a_tenant_past_its_budget_gets_429_everywhere_and_nothing_is_creat
         answer = json.loads(await asyncio.wait_for(socket.recv(), 10))
     assert (answer["type"], answer["id"], answer["error"]) == ("error", 7, "insufficient_quota")
     assert "daily budget reached" in answer["message"]
+    # /mcp: a tool error saying why and when it resets (not "busy, retry after 43000 s")
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEYS['acme']}"}, timeout=60)
+    async with Client(streamable_http_client(f"{a.url}/mcp", http_client=http)) as mcp:
+        tool = await mcp.call_tool("solve", DIRECT)
+    assert tool.is_error and "daily budget reached" in tool.content[0].text
+    assert next_midnight().strftime("%Y-%m-%dT%H:%M:%SZ") in tool.content[0].text
     # nothing half-written: no run, no thread, no cron, no thread state
     assert len(await acme.threads.search(limit=100)) == threads_before
     assert sql(cluster, "SELECT count(*) FROM runs WHERE user_id = 'acme'") == runs_before
@@ -168,7 +178,7 @@ async def test_a_tenant_past_its_budget_gets_429_everywhere_and_nothing_is_creat
 
     after = [await scrape(r) for r in (a, b)]
     refusals = 'parallax_daily_budget_refusals_total{face="%s"}'
-    assert total(after, refusals % "graph_api") - total(before, refusals % "graph_api") == 15
+    assert total(after, refusals % "graph_api") - total(before, refusals % "graph_api") == 16
     assert total(after, refusals % "openai") - total(before, refusals % "openai") == 4
     for replica in after:  # each replica reads the shared ledger
         assert replica['parallax_tenant_spend_tokens{tenant="acme"}'] == spent["tokens"]
