@@ -2,15 +2,34 @@
 
 Why: a slice reply whose schema has no bounds lets a small model write past PARALLAX_MAX_TOKENS
 (384 by default): the reply ends mid-JSON (`LengthFinishReasonError`, cause `length`) and the
-branch is lost; when every slice of a run is lost, the run fails (seen on a HotpotQA document:
+branch is lost; when every slice of a run is lost, the run fails (issue 30, a HotpotQA document:
 4 of 4). The slice, plan and judge reply schemas carry maxLength/maxItems now
 (state/payloads.py), which llama.cpp's server turns into its grammar. This runs the REAL solve
-graph in `mode: "section"` on the REAL embedded model over QMSum dev meetings and counts the slice
-branches that stopped at the cap (goal: at most 10%).
+graph in `mode: "section"` on the REAL embedded model and counts the slice branches that stopped
+at the cap (goal: at most 10%).
 
-Each meeting is laid out as bench/slicing.py does (one `## Topic:` section per topic) and cut to
-its first `--chars` characters at a line end, so a run has a few slices, not a dozen: the figure
-is a share per slice branch, and the machine is shared. Wall times are printed but are noisy.
+`--data` is QMSum dev meetings (the default; each laid out as bench/slicing.py does) or a
+FinanceBench folder (two consecutive filing pages a run, pdftotext -layout text, the filings in
+turn, each pair with a question about its filing). Each document is cut to its first `--chars`
+characters at a line end, so a run has a few slices, not a dozen: the figure is a share per slice
+branch, and the machine is shared. Wall times are printed but are noisy. The JSON's `code` says
+which checkout ran (PYTHONPATH may point at another) and whether its slice schema is bounded.
+
+QMSum transcripts do not show the problem: on 9 meetings the unbounded schema stopped 0 of 24
+slices at the cap. Filing tables do, so the figure is taken on FinanceBench (2026-12-03, shared
+2-core machine, SmolLM2-135M, max_tokens 384, PARALLAX_SLICE_CHARS=3000, `--chars 6000`, 20 runs,
+56 slices each time):
+
+    PARALLAX_SLICE_CHARS=3000 python -m bench.section_cap --data bench/data/samples/financebench --chars 6000
+
+| slice schema | slices at the cap | runs failed |
+| --- | --- | --- |
+| unbounded (main with e98ee2d's slice bounds taken out) | 47 of 56 (84%) | 11 of 20 |
+| 3 findings, quotes 120 / points 160 characters (e98ee2d) | 10 of 56 (18%) | 0 |
+| 2 findings, quotes 60 / points 90 characters (now) | 0 of 56 (0%; longest reply 370 tokens) | 0 |
+
+The 3 x (120 + 160) bounds were sized at four characters a token; on tables SmolLM2 fills a point
+with digits ("1.0000.0000…"), one token each, so they are sized now for a token per character.
 
 Prints one JSON object on stdout; progress goes to stderr.
 """
