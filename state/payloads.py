@@ -23,12 +23,15 @@ VOTE_REASONING_CHARS = 300
 VOTE_ANSWER_CHARS = 60
 """A vote's working and final value, in characters (about 75 and 15 tokens): measured on the embedded
 model, replies then end well inside the 384-token cap, where unbounded ones hit it one time in four."""
-SLICE_POINTS = 3
-QUOTE_CHARS = 120
-POINT_CHARS = 160
-"""A slice reply: at most 3 findings, each a quote of at most 120 and a point of at most 160 characters
-(about 30 + 40 tokens, with the keys under 100): the whole reply stays under 320 of the 384-token cap.
-Unbounded, every slice of a HotpotQA document ran to the cap (bench/section_cap.py measures it)."""
+SLICE_POINTS = 2
+QUOTE_CHARS = 60
+POINT_CHARS = 90
+"""A slice reply: at most 2 findings, each a quote of at most 60 and a point of at most 90 characters.
+Sized for the worst case, a token per character: SmolLM2 writes a digit as one token, and on filing
+tables it fills a point with "1.0000.0000…". The longest reply the schema allows is then 376
+characters as compact JSON and 354 tokens as the model lays it out, under the 384-token cap. Unbounded,
+every slice of a HotpotQA document ran to the cap; bounded at 3 findings of 120 + 160 characters (sized
+at four characters a token), 18% of slices over FinanceBench pages still did (bench/section_cap.py)."""
 JUDGE_REASON_CHARS = 200
 """The judge's one sentence (about 50 tokens); its choice is one of the candidates (`judge_reply`)."""
 
@@ -108,7 +111,7 @@ class SliceFinding(BaseModel):
 
     relevant: bool = Field(description="does this part of the document help answer the question")
     points: list[QuotedPoint] = Field(default_factory=list, json_schema_extra={"maxItems": SLICE_POINTS},
-                                      description="at most three findings from this part only, each with a quote")
+                                      description="at most two findings from this part only, each with a quote")
 
     @field_validator("points", mode="before")
     @classmethod

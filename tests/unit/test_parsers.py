@@ -109,7 +109,7 @@ def test_slice_plan_and_judge_replies_are_bounded_in_their_schema_only():
 
     finding = SliceFinding.model_json_schema()
     point = finding["$defs"]["QuotedPoint"]["properties"]
-    assert finding["properties"]["points"]["maxItems"] == SLICE_POINTS == 3
+    assert finding["properties"]["points"]["maxItems"] == SLICE_POINTS == 2
     assert (point["quote"]["maxLength"], point["point"]["maxLength"]) == (QUOTE_CHARS, POINT_CHARS)
     long = SliceFinding.model_validate({"relevant": True, "points": [{"quote": "q" * 500, "point": "p" * 500}] * 5})
     assert len(long.points) == 5 and len(long.points[0].quote) == 500
@@ -125,6 +125,21 @@ def test_slice_plan_and_judge_replies_are_bounded_in_their_schema_only():
     assert plan["properties"]["tasks"]["maxItems"] == PLAN_TASKS
     assert task["goal"]["maxLength"] == PLAN_TEXT_CHARS and task["inputs"]["additionalProperties"]["maxLength"] == 200
     assert Plan.model_validate({"tasks": [{"id": 1, "goal": "g" * 900}]}).tasks[0].goal == "g" * 900
+
+
+def test_the_longest_slice_reply_the_schema_allows_fits_under_the_token_cap():
+    """Issue 30: a grammar made from the slice schema must end the reply before PARALLAX_MAX_TOKENS, even
+    when every character is a token (SmolLM2 writes each digit as one; on FinanceBench tables it filled
+    points with "1.0000.0000…" and 18% of slices hit the cap with 3 points of 120 + 160 characters). The
+    longest reply is built from the schema's own bounds; its compact JSON, a character a token, bounds
+    the tokens (measured on the embedded model: 376 characters, 354 tokens as the model lays it out)."""
+    from parallax.runtime.settings import Settings
+
+    schema = SliceFinding.model_json_schema()
+    bounds = schema["$defs"]["QuotedPoint"]["properties"]
+    point = {key: "0" * bounds[key]["maxLength"] for key in ("quote", "point")}
+    longest = {"relevant": False, "points": [point] * schema["properties"]["points"]["maxItems"]}
+    assert len(json.dumps(longest, separators=(",", ":"))) <= Settings.model_fields["max_tokens"].default == 384
 
 
 @pytest.mark.parametrize("answer, target, question, scorer, correct", [
