@@ -19,10 +19,12 @@ BranchStatus = Literal["ok", "failed", "timeout", "cancelled"]
 """`cancelled`: a vote still in flight when the vote settled without it (never counted, never asked again)."""
 BUSINESS = ("direct", "slice", "vote")
 """Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
-VOTE_REASONING_CHARS = 300
+VOTE_REASONING_CHARS = 280
 VOTE_ANSWER_CHARS = 60
-"""A vote's working and final value, in characters (about 75 and 15 tokens): measured on the embedded
-model, replies then end well inside the 384-token cap, where unbounded ones hit it one time in four."""
+"""A vote's working and final value, in characters (about 70 and 15 tokens at four characters a token):
+measured on the embedded model, replies then end well inside the 384-token cap, where unbounded ones hit
+it one time in four. Sized, as the slice's, for the worst case of a token per character: the longest
+reply the schema allows is 368 characters as compact JSON (300 + 60 made it 388, over the cap)."""
 SLICE_POINTS = 2
 QUOTE_CHARS = 60
 POINT_CHARS = 90

@@ -113,7 +113,7 @@ def test_the_vote_schema_bounds_what_a_grammar_lets_a_model_write():
     from parallax.state.payloads import VOTE_ANSWER_CHARS, VoteAnswer
 
     schema = VoteAnswer.model_json_schema()["properties"]
-    assert schema["answer"]["maxLength"] == VOTE_ANSWER_CHARS and schema["reasoning"]["maxLength"] == 300
+    assert schema["answer"]["maxLength"] == VOTE_ANSWER_CHARS and schema["reasoning"]["maxLength"] == 280
     assert VoteAnswer(reasoning="r" * 1000, answer="the answer is 42").answer == "the answer is 42"  # read, not re-asked
 
 

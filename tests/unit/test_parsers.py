@@ -13,7 +13,7 @@ from parallax.logic.slicing import split_into_slices
 from parallax.logic.vote import normalize_answer, strict_majority, tally
 from parallax.runtime.failure_cause import ParseFailure
 from parallax.runtime.structured_call import extract_json, parse_reply, response_format
-from parallax.state.payloads import Answer, JudgeDecision, Objection, SliceFinding
+from parallax.state.payloads import VOTE_ANSWER_CHARS, Answer, JudgeDecision, Objection, SliceFinding, VoteAnswer, judge_reply
 
 texty = st.lists(st.sampled_from(["a", "bb", " ", ".", "\n", "#", "## T\n", "\n\n", ". ", "word "]), max_size=120).map("".join)
 
@@ -127,19 +127,29 @@ def test_slice_plan_and_judge_replies_are_bounded_in_their_schema_only():
     assert Plan.model_validate({"tasks": [{"id": 1, "goal": "g" * 900}]}).tasks[0].goal == "g" * 900
 
 
-def test_the_longest_slice_reply_the_schema_allows_fits_under_the_token_cap():
-    """Issue 30: a grammar made from the slice schema must end the reply before PARALLAX_MAX_TOKENS, even
+def test_the_longest_reply_the_schema_allows_fits_under_the_token_cap():
+    """Issue 30: a grammar made from a reply schema must end the reply before PARALLAX_MAX_TOKENS, even
     when every character is a token (SmolLM2 writes each digit as one; on FinanceBench tables it filled
-    points with "1.0000.0000…" and 18% of slices hit the cap with 3 points of 120 + 160 characters). The
-    longest reply is built from the schema's own bounds; its compact JSON, a character a token, bounds
-    the tokens (measured on the embedded model: 376 characters, 354 tokens as the model lays it out)."""
+    slice points with "1.0000.0000…" and 18% of slices hit the cap with 3 points of 120 + 160 characters).
+    The longest slice, vote and judge replies are built from the schemas' own bounds; their compact JSON,
+    a character a token, bounds the tokens (measured on the embedded model for the slice: 376 characters,
+    354 tokens as the model lays it out). The judge's choice is one of the votes' answers."""
     from parallax.runtime.settings import Settings
 
+    cap = Settings.model_fields["max_tokens"].default
+    assert cap == 384
     schema = SliceFinding.model_json_schema()
     bounds = schema["$defs"]["QuotedPoint"]["properties"]
     point = {key: "0" * bounds[key]["maxLength"] for key in ("quote", "point")}
-    longest = {"relevant": False, "points": [point] * schema["properties"]["points"]["maxItems"]}
-    assert len(json.dumps(longest, separators=(",", ":"))) <= Settings.model_fields["max_tokens"].default == 384
+    longest_slice = {"relevant": False, "points": [point] * schema["properties"]["points"]["maxItems"]}
+    vote = VoteAnswer.model_json_schema()["properties"]
+    longest_vote = {key: "0" * vote[key]["maxLength"] for key in ("reasoning", "answer")}
+    candidates = tuple("0" * (VOTE_ANSWER_CHARS - i) for i in range(3))
+    judge = judge_reply(candidates).model_json_schema()["properties"]
+    longest_judge = {"choice": max(candidates, key=len), "reason": "0" * judge["reason"]["maxLength"]}
+    sizes = {name: len(json.dumps(reply, separators=(",", ":")))
+             for name, reply in (("slice", longest_slice), ("vote", longest_vote), ("judge", longest_judge))}
+    assert max(sizes.values()) <= cap, sizes
 
 
 @pytest.mark.parametrize("answer, target, question, scorer, correct", [
