@@ -1,25 +1,29 @@
 """What a user pays: billed input tokens of votes asked with `n`, and the prefix cache of section runs.
 
 Why: a vote of 8 over a long page used to send 8 requests with the whole prompt each. Votes of one
-wave that share model and temperature now go as one request with `n` (runtime/wave_request.py), and
-a section run's slices put what they share first and send slice 0 ahead (runtime/prefix_lead.py).
+wave share model and temperature by default and go as one request with `n` (runtime/wave_request.py),
+and a section run's slices put what they share first and send slice 0 ahead (runtime/prefix_lead.py).
 This measures both through the real path (the solve graph, ChatOpenAI) against the scripted server
 of tests/support/billing_server.py, which bills as OpenAI documents (prompt tokens per request, once
-for all `n` choices; cached input at `--cached-rate` of the price) and caches prefixes block by
-block as vLLM does; tokens are words. Latency: 50 ms + 0.02 ms per uncached prompt token + 2 ms per
-completion token (`--base-ms`, ...).
+for all `n` choices; cached input at a share of the price: 0.1, the GPT-5 family's 90% discount, and
+0.5, GPT-4o's 50%, both reported) and caches prefixes block by block as vLLM does; tokens are words.
+When a prompt's blocks enter the cache is run both ways (`--timings`): `scheduled`, as vLLM v1 (when
+the request is scheduled: separate requests sent together share the first one's reading), and
+`read` (once its prompt is read: they all miss, as on hosted APIs). Latency: 50 ms + 0.02 ms per
+uncached prompt token + 2 ms per completion token (`--base-ms`, ...).
 
-1. Votes: adaptive votes of at most 8 (one temperature for the run's votes, `vote_temperature_min` =
-   `max`) on `--questions` questions (bench/adaptive_vote.py's `mostly-easy` mix: the k-th vote of a
-   question gets the k-th sample of its seeded stream, so both configurations see the same answers),
-   each over its own page of `--prompt-tokens` words, `--parallel` questions at a time. `separate`:
-   an endpoint that refuses `n` (Parallax then asks each vote on its own, as before); `n`: the same
-   endpoint taking `n`. Goals (issue 32): billed input <= 0.3x separate, same accuracy and `ok` share,
-   wall <= 1.1x.
+1. Votes: adaptive votes of at most 8 at the default vote temperature on `--questions` questions
+   (bench/adaptive_vote.py's `mostly-easy` mix: the k-th vote of a question gets the k-th sample of
+   its seeded stream, so both configurations see the same answers), each over its own page of
+   `--prompt-tokens` words, `--parallel` questions at a time. `separate`: an endpoint that refuses `n`
+   (Parallax then asks each vote on its own, a wave's requests at once); `n`: the same endpoint taking
+   `n`. Goals (issue 32): billed input <= 0.3x separate, same accuracy and `ok` share, wall <= 1.1x.
+   `floor_ratio`: the least any asking could bill (each page read once in full, the judge as billed)
+   over separate's bill.
 2. Section: one run of `--slices` slices whose shared prefix (system text, brief, a long question)
    is about `--prefix-tokens` words. Goal: >= 90% of the shared prefix tokens of slices 2.. cached.
-3. `--embedded`: the same vote and section runs against the embedded llama.cpp server (does it honour
-   `n` and reuse a cached prompt?), with its own usage figures. Slow on a shared CPU: off by default.
+3. `--embedded`: the same votes against the embedded llama.cpp server (does it honour `n` and reuse a
+   cached prompt?), with its own usage figures. Slow on a shared CPU: off by default.
 
     python -m bench.cost                   # small: 40 questions, 2,000-token pages, 20 slices
     python -m bench.cost --questions 200   # the issue's size
@@ -39,7 +43,8 @@ from typing import Any
 from bench.adaptive_vote import Question, Voter, make_questions
 from tests.support.billing_server import BillingServer, Pricing
 
-ONE_TEMPERATURE = {"vote_temperature_min": 0.7, "vote_temperature_max": 0.7}
+DEFAULTS: dict[str, Any] = {}
+"""Run settings of the votes: the defaults (every vote at 0.7, so a wave can be one request)."""
 
 
 def log(message: str) -> None:
@@ -140,7 +145,7 @@ def votes(args: argparse.Namespace) -> dict[str, Any]:
                 voter.reset()
                 server.reset(Pricing(**base, n_support=support, cache_timing=timing))
                 point_at(url)
-                report = asyncio.run(vote_config(name, questions, args.prompt_tokens, args.parallel, ONE_TEMPERATURE))
+                report = asyncio.run(vote_config(name, questions, args.prompt_tokens, args.parallel, DEFAULTS))
                 logs[name] = server.log()
                 report["bill"] = server.bill().as_dict()
                 report["by_schema"] = by_schema(logs[name], args.cached_rate)
@@ -246,9 +251,17 @@ async def embedded_votes(name: str, products: list[tuple[int, int]], tokens: int
             "prompt_tokens": sum(r["prompt"] for r in rows), "cached_tokens": sum(r["cached"] for r in rows)}
 
 
+class NeverN(dict[tuple[str, str], bool]):
+    """A record of which endpoints take `n` that says none does (the `separate` run on the embedded server)."""
+
+    def get(self, key: tuple[str, str], default: bool | None = None) -> bool:  # type: ignore[override]
+        return False
+
+
 def embedded(args: argparse.Namespace) -> dict[str, Any]:
     """The same vote runs against the embedded llama.cpp server, with the usage it reports (small sizes: it is
-    slow on a shared CPU). `separate`: the default temperature spread (a request per vote); `n`: one temperature."""
+    slow on a shared CPU). Both at the default one vote temperature; `separate`: as if the endpoint refused `n` (a
+    request per vote); `n`: as Parallax asks it (a wave in one request)."""
     import httpx
 
     from parallax.runtime import model_server
@@ -271,9 +284,11 @@ def embedded(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"endpoint": url,
                               "n_probe": {"choices": len(probe.get("choices", [])), "usage": probe.get("usage")},
                               "same_prompt_again": {"usage": again.get("usage")}}
-    for name, context in (("separate", {"vote_temperature_min": 0.3, "vote_temperature_max": 1.0}),
-                          ("n", ONE_TEMPERATURE)):
-        result = asyncio.run(embedded_votes(name, products, args.embedded_prompt_tokens, context))
+    for name in ("separate", "n"):
+        renew_process_services()
+        if name == "separate":  # as if the endpoint refused `n`: a request per vote, on the same server
+            process_services().takes_n = NeverN()
+        result = asyncio.run(embedded_votes(name, products, args.embedded_prompt_tokens, DEFAULTS))
         result["takes_n"] = {f"{k[0]} {k[1]}": v for k, v in process_services().takes_n.items()}
         report[name] = result
         log(json.dumps(result))
