@@ -41,10 +41,13 @@ import time
 from typing import Any
 
 from bench.adaptive_vote import Question, Voter, make_questions
+from parallax.runtime.settings import Settings
 from tests.support.billing_server import BillingServer, Pricing
 
-DEFAULTS: dict[str, Any] = {}
-"""Run settings of the votes: the defaults (every vote at 0.7, so a wave can be one request)."""
+DEFAULTS: dict[str, Any] = {name: Settings.model_fields[name].default
+                             for name in ("vote_temperature_min", "vote_temperature_max")}
+"""The votes' temperatures: Parallax's defaults (every vote at 0.7, so a wave can be one request), whatever the
+environment says."""
 
 
 def log(message: str) -> None:
