@@ -240,7 +240,7 @@ async def embedded_votes(name: str, products: list[tuple[int, int]], tokens: int
     rows = []
     began = time.perf_counter()
     for i, (a, b) in enumerate(products):
-        filler = " ".join(f"{name}{i}w{j}" for j in range(tokens))  # its own pages: no reading of the other run's
+        filler = " ".join(f"{name[0]}{i}w{j}" for j in range(tokens))  # own pages (s.., n..: as long) to read
         out = await graph.ainvoke({"task": f"{filler}\n\nWhat is {a} * {b}?", "mode": "vote", "votes": 8},
                                   context=ctx)
         rows.append({"status": out["status"], "right": final_value(out.get("answer", "")) == str(a * b),
