@@ -251,7 +251,8 @@ async def embedded_votes(name: str, products: list[tuple[int, int]], tokens: int
             "ok_share": round(sum(r["status"] == "ok" for r in rows) / len(rows), 3),
             "votes_per_question": round(statistics.mean(r["asked"] for r in rows), 2),
             "wall_s": round(time.perf_counter() - began, 1),
-            "prompt_tokens": sum(r["prompt"] for r in rows), "cached_tokens": sum(r["cached"] for r in rows)}
+            "prompt_tokens": sum(r["prompt"] for r in rows), "cached_tokens": sum(r["cached"] for r in rows),
+            "completion_tokens_note": "llama.cpp reports one choice's completion tokens for a request with n"}
 
 
 class NeverN(dict[tuple[str, str], bool]):
@@ -296,6 +297,8 @@ def embedded(args: argparse.Namespace) -> dict[str, Any]:
         report[name] = result
         log(json.dumps(result))
     report["prompt_tokens_ratio"] = round(report["n"]["prompt_tokens"] / max(report["separate"]["prompt_tokens"], 1), 3)
+    report["billed_input_ratio"] = {str(r): round(billed([report["n"]], r) / max(billed([report["separate"]], r), 1), 3)
+                                    for r in RATES}
     return report
 
 
