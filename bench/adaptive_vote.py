@@ -61,6 +61,8 @@ MIXES = {  # kind -> (share of questions, the answers a vote draws from); "trap"
 }
 SPELLINGS = ("{n}", "{n}.0", "The answer is {n}.", "{h} + {rest} = {n}", "{n} apples")
 QUESTION = re.compile(r"Question #(\d+):")
+SPREAD = {"vote_temperature_min": 0.3, "vote_temperature_max": 1.0}
+"""Vote temperatures of the runs against the scripted server: a spread, so each vote is a request of its own."""
 
 
 def log(message: str) -> None:
@@ -138,7 +140,8 @@ async def run_config(name: str, questions: list[Question], voter: Voter, url: st
 
     voter.reset()
     httpx.post(f"{url[:-3]}/_reset")
-    context = Context(early_stop=early_stop, max_concurrency=max_votes, straggler_factor=0.0)
+    # each vote its own temperature, so its own request: calls count votes here (`n` is bench/cost.py's)
+    context = Context(early_stop=early_stop, max_concurrency=max_votes, straggler_factor=0.0, **SPREAD)
     gate = asyncio.Semaphore(parallel)
     rows: list[dict[str, Any]] = []
 

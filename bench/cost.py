@@ -1,25 +1,29 @@
 """What a user pays: billed input tokens of votes asked with `n`, and the prefix cache of section runs.
 
 Why: a vote of 8 over a long page used to send 8 requests with the whole prompt each. Votes of one
-wave that share model and temperature now go as one request with `n` (runtime/wave_request.py), and
-a section run's slices put what they share first and send slice 0 ahead (runtime/prefix_lead.py).
+wave share model and temperature by default and go as one request with `n` (runtime/wave_request.py),
+and a section run's slices put what they share first and send slice 0 ahead (runtime/prefix_lead.py).
 This measures both through the real path (the solve graph, ChatOpenAI) against the scripted server
 of tests/support/billing_server.py, which bills as OpenAI documents (prompt tokens per request, once
-for all `n` choices; cached input at `--cached-rate` of the price) and caches prefixes block by
-block as vLLM does; tokens are words. Latency: 50 ms + 0.02 ms per uncached prompt token + 2 ms per
-completion token (`--base-ms`, ...).
+for all `n` choices; cached input at a share of the price: 0.1, the GPT-5 family's 90% discount, and
+0.5, GPT-4o's 50%, both reported) and caches prefixes block by block as vLLM does; tokens are words.
+When a prompt's blocks enter the cache is run both ways (`--timings`): `scheduled`, as vLLM v1 (when
+the request is scheduled: separate requests sent together share the first one's reading), and
+`read` (once its prompt is read: they all miss, as on hosted APIs). Latency: 50 ms + 0.02 ms per
+uncached prompt token + 2 ms per completion token (`--base-ms`, ...).
 
-1. Votes: adaptive votes of at most 8 (one temperature for the run's votes, `vote_temperature_min` =
-   `max`) on `--questions` questions (bench/adaptive_vote.py's `mostly-easy` mix: the k-th vote of a
-   question gets the k-th sample of its seeded stream, so both configurations see the same answers),
-   each over its own page of `--prompt-tokens` words, `--parallel` questions at a time. `separate`:
-   an endpoint that refuses `n` (Parallax then asks each vote on its own, as before); `n`: the same
-   endpoint taking `n`. Goals (issue 32): billed input <= 0.3x separate, same accuracy and `ok` share,
-   wall <= 1.1x.
+1. Votes: adaptive votes of at most 8 at the default vote temperature on `--questions` questions
+   (bench/adaptive_vote.py's `mostly-easy` mix: the k-th vote of a question gets the k-th sample of
+   its seeded stream, so both configurations see the same answers), each over its own page of
+   `--prompt-tokens` words, `--parallel` questions at a time. `separate`: an endpoint that refuses `n`
+   (Parallax then asks each vote on its own, a wave's requests at once); `n`: the same endpoint taking
+   `n`. Goals (issue 32): billed input <= 0.3x separate, same accuracy and `ok` share, wall <= 1.1x.
+   `floor_ratio`: the least any asking could bill (each page read once in full, the judge as billed)
+   over separate's bill.
 2. Section: one run of `--slices` slices whose shared prefix (system text, brief, a long question)
    is about `--prefix-tokens` words. Goal: >= 90% of the shared prefix tokens of slices 2.. cached.
-3. `--embedded`: the same vote and section runs against the embedded llama.cpp server (does it honour
-   `n` and reuse a cached prompt?), with its own usage figures. Slow on a shared CPU: off by default.
+3. `--embedded`: the same votes against the embedded llama.cpp server (does it honour `n` and reuse a
+   cached prompt?), with its own usage figures. Slow on a shared CPU: off by default.
 
     python -m bench.cost                   # small: 40 questions, 2,000-token pages, 20 slices
     python -m bench.cost --questions 200   # the issue's size
@@ -37,9 +41,13 @@ import time
 from typing import Any
 
 from bench.adaptive_vote import Question, Voter, make_questions
+from parallax.runtime.settings import Settings
 from tests.support.billing_server import BillingServer, Pricing
 
-ONE_TEMPERATURE = {"vote_temperature_min": 0.7, "vote_temperature_max": 0.7}
+DEFAULTS: dict[str, Any] = {name: Settings.model_fields[name].default
+                             for name in ("vote_temperature_min", "vote_temperature_max")}
+"""The votes' temperatures: Parallax's defaults (every vote at 0.7, so a wave can be one request), whatever the
+environment says."""
 
 
 def log(message: str) -> None:
@@ -96,50 +104,85 @@ async def vote_config(name: str, questions: list[Question], tokens: int, paralle
             "recorded_cached_tokens": sum(r["cached"] for r in rows)}
 
 
+RATES = (0.1, 0.5)
+"""Cached input at 10% of the input price (OpenAI's GPT-5 family: a 90% discount) and at 50% (GPT-4o's)."""
+TIMINGS = ("scheduled", "read")
+"""When a prompt's blocks enter the cache (tests/support/billing_server.py): vLLM v1, or once read (hosted APIs)."""
+
+
+def billed(entries: list[dict[str, Any]], rate: float) -> float:
+    """Input tokens at full price: uncached prompt tokens, and cached ones at `rate` of the price."""
+    return sum(e["prompt_tokens"] - e["cached_tokens"] * (1 - rate) for e in entries)
+
+
 def by_schema(entries: list[dict[str, Any]], rate: float) -> dict[str, dict[str, float]]:
     """Requests and billed input per kind of call (the schema it asked for: votes, the judge)."""
     kinds: dict[str, dict[str, float]] = {}
     for e in entries:
         kind = kinds.setdefault(e["schema"] or "?", {"requests": 0, "billed_input_tokens": 0.0})
         kind["requests"] += 1
-        kind["billed_input_tokens"] += e["prompt_tokens"] - e["cached_tokens"] * (1 - rate)
+        kind["billed_input_tokens"] = round(kind["billed_input_tokens"] + billed([e], rate), 1)
     return kinds
 
 
+def floor(entries: list[dict[str, Any]], rate: float) -> float:
+    """The least any way of asking these votes could bill: each question's vote prompt read once in full (no vote
+    request can hit a page no earlier request sent), plus the judge's calls as billed."""
+    once = {e["messages_hash"]: e["prompt_tokens"] for e in entries if e["schema"] == "VoteAnswer"}
+    return sum(once.values()) + billed([e for e in entries if e["schema"] != "VoteAnswer"], rate)
+
+
 def votes(args: argparse.Namespace) -> dict[str, Any]:
+    """For each cache timing: `separate` (an endpoint that refuses `n`: a request per vote, a wave's requests sent
+    together) and `n` (the same endpoint taking `n`), billed at each cached rate."""
     questions = make_questions(args.questions, args.seed, "mostly-easy")
     voter = Voter(questions, args.seed)
     base = dict(cached_rate=args.cached_rate, base_ms=args.base_ms, prefill_ms_per_token=args.prefill_ms,
                 decode_ms_per_token=args.decode_ms)
     server = BillingServer(lambda body, k: voter(body), Pricing(**base, n_support="refuse"))
-    reports = {}
+    out: dict[str, Any] = {}
     with server as url:
-        for name, support in (("separate", "refuse"), ("n", "yes")):
-            voter.reset()
-            server.reset(Pricing(**base, n_support=support))
-            point_at(url)
-            report = asyncio.run(vote_config(name, questions, args.prompt_tokens, args.parallel, ONE_TEMPERATURE))
-            report["bill"] = server.bill().as_dict()
-            report["by_schema"] = by_schema(server.log(), args.cached_rate)
-            reports[name] = report
-            log(json.dumps(report))
-    separate, n = reports["separate"], reports["n"]
-    billed = n["bill"]["billed_input_tokens"] / separate["bill"]["billed_input_tokens"]
-    return {"separate": separate, "n": n,
-            "billed_input_ratio": round(billed, 3),
-            # the issue's baseline: separate requests each billed the whole prompt (no prefix cache discount)
-            "billed_input_ratio_vs_separate_uncached": round(n["bill"]["billed_input_tokens"]
-                                                             / separate["bill"]["prompt_tokens"], 3),
-            # what no scheduling of separate requests can avoid: a wave's requests arrive together, none cached
-            "separate_floor_note": "separate requests pay each first-wave prompt in full (they arrive together); "
-                                   "one request with n pays one",
-            "requests_ratio": round(n["bill"]["requests"] / separate["bill"]["requests"], 3),
-            "wall_ratio": round(n["wall_s"] / separate["wall_s"], 3),
-            "same_accuracy": n["accuracy"] == separate["accuracy"], "same_ok_share": n["ok_share"] == separate["ok_share"],
-            # every request of the n configuration is some branch's: their recorded tokens sum to the bill
-            "n_recorded_equals_billed": (n["recorded_prompt_tokens"], n["recorded_cached_tokens"])
-            == (n["bill"]["prompt_tokens"], n["bill"]["cached_tokens"]),
-            "goals": {"billed_input_ratio_max": 0.3, "wall_ratio_max": 1.1}}
+        for timing in args.timings:
+            reports, logs = {}, {}
+            for name, support in (("separate", "refuse"), ("n", "yes")):
+                voter.reset()
+                server.reset(Pricing(**base, n_support=support, cache_timing=timing))
+                point_at(url)
+                report = asyncio.run(vote_config(name, questions, args.prompt_tokens, args.parallel, DEFAULTS))
+                logs[name] = server.log()
+                report["bill"] = server.bill().as_dict()
+                report["by_schema"] = by_schema(logs[name], args.cached_rate)
+                reports[name] = report
+                log(json.dumps({"cache_timing": timing, **report}))
+            separate, n = reports["separate"], reports["n"]
+            out[timing] = {
+                "separate": separate, "n": n,
+                # billed input of n over that of separate requests on the same endpoint, at each cached rate
+                "billed_input_ratio": {str(r): round(billed(logs["n"], r) / billed(logs["separate"], r), 3)
+                                       for r in RATES},
+                # over separate requests each billed its whole prompt (the issue's "8 requests, each with the
+                # full prompt": an endpoint without a prefix cache, or one whose cache they all miss)
+                "billed_input_ratio_vs_separate_uncached": {
+                    str(r): round(billed(logs["n"], r) / separate["bill"]["prompt_tokens"], 3) for r in RATES},
+                # the least any asking could bill (each page read once, the judge as billed), over separate's bill
+                "floor_ratio": {str(r): round(floor(logs["n"], r) / billed(logs["separate"], r), 3) for r in RATES},
+                "requests_ratio": round(n["bill"]["requests"] / separate["bill"]["requests"], 3),
+                "completion_tokens_ratio": round(n["bill"]["completion_tokens"]
+                                                 / max(separate["bill"]["completion_tokens"], 1), 3),
+                "wall_ratio": round(n["wall_s"] / separate["wall_s"], 3),
+                "same_accuracy": n["accuracy"] == separate["accuracy"],
+                "same_ok_share": n["ok_share"] == separate["ok_share"],
+                # every request of the n configuration is some branch's: their recorded tokens sum to the bill
+                "n_recorded_equals_billed": (n["recorded_prompt_tokens"], n["recorded_cached_tokens"])
+                == (n["bill"]["prompt_tokens"], n["bill"]["cached_tokens"])}
+    out["goals"] = {"billed_input_ratio_max": 0.3, "wall_ratio_max": 1.1}
+    out["baselines"] = {
+        "separate": "the same endpoint refusing n: Parallax asks each vote alone, a wave's requests at once",
+        "separate_uncached": "the same requests, each billed its whole prompt",
+        "scheduled": "vLLM v1: a prompt's blocks are cached when it is scheduled, so a wave's separate requests "
+                     "sent at once share the first one's reading",
+        "read": "a prompt's blocks are cached once it has been read: a wave's separate requests all miss"}
+    return out
 
 
 def section_run(slices: int, prefix_tokens: int) -> dict[str, Any]:
@@ -166,22 +209,25 @@ def shared_prefix_tokens(slices: int, prefix_tokens: int) -> int:
 
 
 def section(args: argparse.Namespace) -> dict[str, Any]:
-    server = BillingServer(lambda body, k: json.dumps({"relevant": False, "points": []}),
-                           Pricing(cached_rate=args.cached_rate, base_ms=args.base_ms,
-                                   prefill_ms_per_token=args.prefill_ms, decode_ms_per_token=args.decode_ms))
-    with server as url:
-        point_at(url)
-        run = section_run(args.slices, args.prefix_tokens)
-        entries = server.log()
+    """One section run per cache timing; slice 0 goes ahead in both (runtime/prefix_lead.py)."""
+    out: dict[str, Any] = {}
     shared = shared_prefix_tokens(args.slices, args.prefix_tokens)
-    later = entries[1:]
-    share = sum(min(e["cached_tokens"], shared) for e in later) / (shared * len(later)) if later else 0.0
-    report = {**run, "requests": len(entries), "shared_prefix_tokens": shared,
-              "first_slice_cached": entries[0]["cached_tokens"] if entries else None,
-              "prefix_cached_share_after_first": round(share, 4), "bill": server.bill().as_dict(),
-              "goal": {"prefix_cached_share_min": 0.9}}
-    log(json.dumps(report))
-    return report
+    for timing in args.timings:
+        server = BillingServer(lambda body, k: json.dumps({"relevant": False, "points": []}),
+                               Pricing(cached_rate=args.cached_rate, base_ms=args.base_ms, cache_timing=timing,
+                                       prefill_ms_per_token=args.prefill_ms, decode_ms_per_token=args.decode_ms))
+        with server as url:
+            point_at(url)
+            run = section_run(args.slices, args.prefix_tokens)
+            entries = server.log()
+        later = entries[1:]
+        share = sum(min(e["cached_tokens"], shared) for e in later) / (shared * len(later)) if later else 0.0
+        out[timing] = {**run, "requests": len(entries), "shared_prefix_tokens": shared,
+                       "first_slice_cached": entries[0]["cached_tokens"] if entries else None,
+                       "prefix_cached_share_after_first": round(share, 4), "bill": server.bill().as_dict()}
+        log(json.dumps({"cache_timing": timing, **out[timing]}))
+    out["goal"] = {"prefix_cached_share_min": 0.9}
+    return out
 
 
 async def embedded_votes(name: str, products: list[tuple[int, int]], tokens: int, context: dict[str, Any]) -> dict[str, Any]:
@@ -194,7 +240,7 @@ async def embedded_votes(name: str, products: list[tuple[int, int]], tokens: int
     rows = []
     began = time.perf_counter()
     for i, (a, b) in enumerate(products):
-        filler = " ".join(f"p{i}w{j}" for j in range(tokens))
+        filler = " ".join(f"{name[0]}{i}w{j}" for j in range(tokens))  # own pages (s.., n..: as long) to read
         out = await graph.ainvoke({"task": f"{filler}\n\nWhat is {a} * {b}?", "mode": "vote", "votes": 8},
                                   context=ctx)
         rows.append({"status": out["status"], "right": final_value(out.get("answer", "")) == str(a * b),
@@ -205,12 +251,21 @@ async def embedded_votes(name: str, products: list[tuple[int, int]], tokens: int
             "ok_share": round(sum(r["status"] == "ok" for r in rows) / len(rows), 3),
             "votes_per_question": round(statistics.mean(r["asked"] for r in rows), 2),
             "wall_s": round(time.perf_counter() - began, 1),
-            "prompt_tokens": sum(r["prompt"] for r in rows), "cached_tokens": sum(r["cached"] for r in rows)}
+            "prompt_tokens": sum(r["prompt"] for r in rows), "cached_tokens": sum(r["cached"] for r in rows),
+            "completion_tokens_note": "llama.cpp reports one choice's completion tokens for a request with n"}
+
+
+class NeverN(dict[tuple[str, str], bool]):
+    """A record of which endpoints take `n` that says none does (the `separate` run on the embedded server)."""
+
+    def get(self, key: tuple[str, str], default: bool | None = None) -> bool:  # type: ignore[override]
+        return False
 
 
 def embedded(args: argparse.Namespace) -> dict[str, Any]:
     """The same vote runs against the embedded llama.cpp server, with the usage it reports (small sizes: it is
-    slow on a shared CPU). `separate`: the default temperature spread (a request per vote); `n`: one temperature."""
+    slow on a shared CPU). Both at the default one vote temperature; `separate`: as if the endpoint refused `n` (a
+    request per vote); `n`: as Parallax asks it (a wave in one request)."""
     import httpx
 
     from parallax.runtime import model_server
@@ -233,13 +288,17 @@ def embedded(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"endpoint": url,
                               "n_probe": {"choices": len(probe.get("choices", [])), "usage": probe.get("usage")},
                               "same_prompt_again": {"usage": again.get("usage")}}
-    for name, context in (("separate", {"vote_temperature_min": 0.3, "vote_temperature_max": 1.0}),
-                          ("n", ONE_TEMPERATURE)):
-        result = asyncio.run(embedded_votes(name, products, args.embedded_prompt_tokens, context))
+    for name in ("separate", "n"):
+        renew_process_services()
+        if name == "separate":  # as if the endpoint refused `n`: a request per vote, on the same server
+            process_services().takes_n = NeverN()
+        result = asyncio.run(embedded_votes(name, products, args.embedded_prompt_tokens, DEFAULTS))
         result["takes_n"] = {f"{k[0]} {k[1]}": v for k, v in process_services().takes_n.items()}
         report[name] = result
         log(json.dumps(result))
     report["prompt_tokens_ratio"] = round(report["n"]["prompt_tokens"] / max(report["separate"]["prompt_tokens"], 1), 3)
+    report["billed_input_ratio"] = {str(r): round(billed([report["n"]], r) / max(billed([report["separate"]], r), 1), 3)
+                                    for r in RATES}
     return report
 
 
@@ -250,7 +309,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--parallel", type=int, default=20, help="questions asked at once")
     p.add_argument("--slices", type=int, default=20)
     p.add_argument("--prefix-tokens", type=int, default=1000, help="about how many words the slices share")
-    p.add_argument("--cached-rate", type=float, default=0.1, help="price of a cached input token, of a full one")
+    p.add_argument("--cached-rate", type=float, default=0.1,
+                   help="price of a cached input token, of a full one, in the bills shown (ratios: 0.1 and 0.5)")
+    p.add_argument("--timings", nargs="+", choices=TIMINGS, default=list(TIMINGS),
+                   help="when the server caches a prompt's blocks: scheduled (vLLM v1), read (hosted APIs)")
     p.add_argument("--base-ms", type=float, default=50.0)
     p.add_argument("--prefill-ms", type=float, default=0.02, help="ms per uncached prompt token")
     p.add_argument("--decode-ms", type=float, default=2.0, help="ms per completion token")

@@ -42,8 +42,9 @@ class Context:
     temperature: float | None = field(default=None, metadata=_describe(
         "Temperature of direct and slice branches (PARALLAX_TEMPERATURE)."))
     vote_temperature_min: float | None = field(default=None, metadata=_describe(
-        "Lowest temperature of the vote spread (PARALLAX_VOTE_TEMPERATURE_MIN); equal to the highest, a wave's "
-        "votes are one request with n where the endpoint takes it."))
+        "Lowest temperature of the vote spread (PARALLAX_VOTE_TEMPERATURE_MIN; 0.7, as the highest: all votes at "
+        "one temperature, so a wave's votes are one request with n where the endpoint takes it; below the highest, "
+        "vote i of n gets min + (max - min)*i/(n-1), each its own request)."))
     vote_temperature_max: float | None = field(default=None, metadata=_describe(
         "Highest temperature of the vote spread (PARALLAX_VOTE_TEMPERATURE_MAX)."))
     request_timeout_s: float | None = field(default=None, metadata=_describe(

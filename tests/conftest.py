@@ -25,6 +25,11 @@ def pytest_runtest_makereport(item, call):
 
 # Unit tests never touch a real endpoint; integration tests set what they need.
 os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
+# Votes sample at one temperature by default, so a wave is one request with `n`. The tests script each vote's
+# reply by its temperature, so they give votes a spread (each vote its own temperature and request); the tests of
+# the default (test_wave_request.py) unset these.
+os.environ.setdefault("PARALLAX_VOTE_TEMPERATURE_MIN", "0.3")
+os.environ.setdefault("PARALLAX_VOTE_TEMPERATURE_MAX", "1.0")
 
 
 class SettingsMonkeyPatch(pytest.MonkeyPatch):

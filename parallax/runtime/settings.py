@@ -104,8 +104,8 @@ class Settings(BaseSettings):
     # the run settings: a run's Context (state/context.py) may override each; their meaning is said there,
     # their default and bounds here, and run_context.resolved fills a Context from them by name
     temperature: float = Field(0.2, description=about("temperature"))
-    vote_temperature_min: float = Field(0.3, ge=0, le=2, description=about("vote_temperature_min"))
-    vote_temperature_max: float = Field(1.0, ge=0, le=2, description=about("vote_temperature_max"))
+    vote_temperature_min: float = Field(0.7, ge=0, le=2, description=about("vote_temperature_min"))
+    vote_temperature_max: float = Field(0.7, ge=0, le=2, description=about("vote_temperature_max"))
     request_timeout_s: float = Field(180.0, gt=0, description=about("request_timeout_s"))
     max_attempts: int = Field(3, ge=1, description=about("max_attempts"))
     max_concurrency: int = Field(8, ge=1, description=about("max_concurrency"))

@@ -32,7 +32,7 @@ The mapping:
   input or run setting the graph API would refuse (logic/run_input.py, the one definition of a
   valid run input, with `param` naming the field: `parallax.votes`, `parallax.context.max_concurrency`). OpenAI's sampling knobs
   (temperature, top_p, max_tokens, seed, stop, ...) are accepted and not used: each branch
-  has its own temperature (a vote spreads them), and the merge, not one sample, is the answer.
+  has its own temperature (a vote's are PARALLAX_VOTE_TEMPERATURE_MIN/MAX), and the merge, not one sample, is the answer.
 """
 
 from __future__ import annotations

@@ -10,10 +10,19 @@ keeps one, as documented by OpenAI and vLLM:
   (`usage.prompt_tokens_details.cached_tokens`); OpenAI's rate is 0.1 to 0.5 by model, 0.1 for its
   current models;
 - the cache works as vLLM's automatic prefix caching: the prompt is cut into blocks of `block_tokens`
-  (vLLM's default 16) and a block is a hit when the same block, after the same blocks before it, was
-  computed for an earlier request whose prompt was read before this one arrived; only whole leading
-  blocks hit. A request sent while an identical one is still being read gets no hit (as in vLLM,
-  where blocks are cached once computed).
+  (vLLM's default 16) and a block is a hit when the same block, after the same blocks before it, is
+  in the cache; only whole leading blocks hit. When a request's blocks enter the cache is
+  `cache_timing`:
+  - "scheduled" (the default; vLLM v1): when the request is scheduled, before its prompt is read.
+    vLLM's design notes (docs/design/prefix_caching.md, "Block Allocation"): "If an allocated block
+    is already full of tokens, we immediately add it to the cache block, so that the block can be
+    reused by other requests in the same batch" (`KVCacheManager.allocate_slots` caches up to the
+    tokens scheduled in the step). So of several identical requests sent at once, the first one
+    the server takes reads the prompt and the others hit.
+  - "read": once the request's prompt has been read. A request sent while an identical one is still
+    being read misses. This is what hosted APIs do in practice (Anthropic documents it: a cache
+    entry is available once the first response begins; parallel requests should wait for it), and
+    what vLLM v0 did.
 
 Tokens are words (whitespace-separated), counted over each message as `role: content`, so a test
 knows what to expect. Latency: `base_ms` + `prefill_ms_per_token` per uncached prompt token + 
@@ -62,6 +71,8 @@ class Pricing:
     prefill_ms_per_token: float = 0.02
     decode_ms_per_token: float = 2.0
     n_support: str = "yes"
+    cache_timing: str = "scheduled"
+    """When a request's blocks enter the cache: "scheduled" (vLLM v1) or "read" (see the module docstring)."""
 
 
 @dataclass
@@ -133,11 +144,13 @@ async def chat(request: Request) -> JSONResponse:
             if key not in state.cached_blocks:
                 break
             hits += 1
+        if pricing.cache_timing == "scheduled":
+            state.cached_blocks.update(keys)  # vLLM v1: cached when allocated, for requests of the same batch too
     cached = min(hits * pricing.block_tokens, max(len(tokens) - 1, 0))
     await asyncio.sleep((pricing.base_ms + pricing.prefill_ms_per_token * (len(tokens) - cached)) / 1000)
     digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()
     with state.lock:
-        state.cached_blocks.update(keys)  # the prompt has been read: its blocks are cached from now on
+        state.cached_blocks.update(keys)  # the prompt has been read: its blocks are cached from now on (both timings)
         first = state.given.get(digest, 0)
         state.given[digest] = first + given
     replies = [state.reply(body, first + k) for k in range(given)]

@@ -352,19 +352,21 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
         if fault == "500":
             state.close_entry(entry, 500)
             return _error(500, "internal error (injected fault)", "server_error")
+        n = max(1, int(body.get("n") or 1))
         try:
-            content = cfg.reply(body) if callable(cfg.reply) else default_reply(body) if cfg.reply == "auto" else cfg.reply
+            # each of `n` choices is its own sample: a reply function is asked once per choice
+            contents = [cfg.reply(body) if callable(cfg.reply) else default_reply(body) if cfg.reply == "auto"
+                        else cfg.reply for _ in range(n)]
         except Exception as exc:  # a test's reply function failed: say so instead of hanging up
             state.close_entry(entry, 500)
             return _error(500, f"reply function failed: {exc!r}", "server_error")
         finish = "stop"
         if fault == "malformed":
-            content = malformed(content)
+            contents = [malformed(c) for c in contents]
         elif fault == "truncated":
-            content, finish = truncated(content), "length"
-        n = max(1, int(body.get("n") or 1))
+            contents, finish = [truncated(c) for c in contents], "length"
         prompt_tokens = _tokens(_prompt_text(body["messages"]))
-        completion_tokens = _tokens(content) * n
+        completion_tokens = sum(_tokens(c) for c in contents)
         state.close_entry(entry, 200)
         return JSONResponse({
             "id": f"chatcmpl-fault-{entry['id']}",
@@ -373,8 +375,8 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
             "model": body.get("model") or cfg.model_name,
             "system_fingerprint": None,
             "choices": [
-                {"index": i, "message": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": finish}
-                for i in range(n)
+                {"index": i, "message": {"role": "assistant", "content": c}, "logprobs": None, "finish_reason": finish}
+                for i, c in enumerate(contents)
             ],
             "usage": {
                 "prompt_tokens": prompt_tokens,

@@ -69,8 +69,10 @@ def test_a_section_run_sends_its_first_slice_ahead_so_the_others_read_the_shared
 
     from parallax.graphs.solve import graph
     from parallax.state.context import Context
+    from tests.support.billing_server import Pricing
 
-    server = billing(lambda body, k: json.dumps({"relevant": False, "points": []}))
+    # cached once read, as hosted APIs do: slices sent together would all miss (vLLM v1 would let them hit anyway)
+    server = billing(lambda body, k: json.dumps({"relevant": False, "points": []}), Pricing(cache_timing="read"))
     question = "Which figures does the filing report? " + " ".join(f"detail{i}" for i in range(400))
     pages = [f"Page {i} says item {i} costs {i} dollars. " * 3 for i in range(8)]
     out = graph.invoke({"pages": pages, "question": question, "mode": "section"}, context=Context(slice_chars=200))

@@ -109,6 +109,17 @@ def test_a_choice_cut_at_the_token_limit_fails_only_its_own_vote(billing):
     assert False not in process_services().takes_n.values()  # nothing to do with n: it is still asked with n
 
 
+def test_by_default_a_wave_of_votes_is_one_request_at_one_temperature(billing, monkeypatch):
+    monkeypatch.delenv("PARALLAX_VOTE_TEMPERATURE_MIN", raising=False)
+    monkeypatch.delenv("PARALLAX_VOTE_TEMPERATURE_MAX", raising=False)
+    server = billing()
+    run = {"task": f"{PAGE}\n\nHow many apples are in the basket?", "mode": "vote", "votes": 5}
+    out = graph.invoke(run, context=Context(straggler_factor=0.0))  # no temperature set: the defaults
+    assert out["status"] == "ok" and out["votes_asked"] == 3  # the first wave of 3 agreed
+    assert [(e["n"], e["temperature"]) for e in server.log()] == [(3, 0.7)]  # one request, the prompt billed once
+    assert server.bill().prompt_tokens == server.log()[0]["prompt_tokens"]
+
+
 def test_votes_at_different_temperatures_keep_their_own_requests(billing):
     server = billing()
     out = vote(3, vote_temperature_min=0.3, vote_temperature_max=1.0)
