@@ -13,8 +13,7 @@ mounts the same in server/dev_app.py), and:
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
 - A run that cannot run is refused before it is stored: 422 with the reason (server/run_checks.py,
   logic/run_input.py), for the graph API and the faces that start runs through it; a v2 command that
-  starts a run is checked the same way and passes the create_run hook, backpressure included, which
-  Aegra's commands route skips (server/run_commands.py).
+  starts a run (`run.start`, `input.respond`) is checked the same way.
 - A tenant past its daily budget is refused before anything is stored: 429 until 00:00 UTC; a run under
   it is capped at what the tenant has left (server/tenant_budgets.py); runs that end without a settled spend
   are charged what their replica saw them spend (server/run_charges.py).
@@ -58,7 +57,6 @@ from parallax.server.auth import pending_runs
 from parallax.server.cron_requests import CronRequests
 from parallax.server.protocol_requests import ProtocolRequests
 from parallax.server.run_checks import RunChecks
-from parallax.server.run_commands import RunCommands
 from parallax.server.run_requests import RunRequests
 
 run_done.install()  # runs.wait / runs.join return when the run ends, not at Aegra's next 2 s poll
@@ -67,7 +65,6 @@ app = FastAPI(lifespan=platform.lifespan)
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
 app.add_middleware(ProtocolRequests)  # Aegra's answers as LangGraph's clients read them (server/protocol_requests.py)
-app.add_middleware(RunCommands)  # v2 commands that start a run pass the create_run hook (backpressure) as classic runs
 app.add_middleware(tenant_budgets.DailyBudgets)  # a tenant past its daily budget: 429 before anything is stored
 app.add_middleware(RunChecks)  # outermost of ours: a run that cannot run is refused (422) before anything else
 # Agent Protocol routes Aegra lacks or answers differently, matched before Aegra's own (docs/deploy.md,

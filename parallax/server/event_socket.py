@@ -137,18 +137,25 @@ async def _forward(stream: Any, send: Any, websocket: WebSocket) -> None:
         await websocket.close(code=1000)
 
 
+ERROR_CODES = {403: "permission_denied", 404: "no_such_run", 429: "unknown_error"}
+"""The protocol's error code for a status the create_run hook raised: Aegra's mapping (`handle_command`) and, for
+backpressure's 429, the error type Aegra's HTTP body gives it (the protocol has no code for "come back later";
+the message says when)."""
+
+
 async def _command(thread_id: str, user: Any, command: dict[str, Any]) -> dict[str, Any]:
     """A run.start, input.respond, ... handled as POST /threads/{id}/commands handles it, with the same checks in
-    the same order: the run's input and context (server/run_checks.py), the tenant's daily budget
-    (server/tenant_budgets.py) and Aegra's threads.create_run hook (server/run_commands.py: the per-tenant
-    backpressure), each refusal as the protocol's error envelope and before anything is stored."""
+    the same order, each refusal as the protocol's error envelope and before anything is stored: the run's input
+    and context (server/run_checks.py), the tenant's daily budget (server/tenant_budgets.py), and Aegra's
+    threads.create_run hook, which Aegra's route enforcer (aegra_api/core/auth_registry.py) runs for that route and
+    which holds Parallax's per-tenant backpressure (server/auth.py)."""
+    from aegra_api.core.auth_handlers import build_auth_context, handle_event
     from aegra_api.core.orm import _get_session_maker
     from aegra_api.services.event_streaming.commands import handle_command
 
     from parallax.server import metrics
     from parallax.server.protocol_requests import settle_interrupt, starts_with_input
     from parallax.server.run_checks import command_problem, command_refusal
-    from parallax.server.run_commands import create_run_refusal, envelope
     from parallax.server.tenant_budgets import admit_command
 
     command = {"params": {}, **command}
@@ -161,8 +168,11 @@ async def _command(thread_id: str, user: Any, command: dict[str, Any]) -> dict[s
         metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()
         return {"type": "error", "id": command["id"], "error": "insufficient_quota",
                 "message": str(refused.body["message"])}
-    if (busy := await create_run_refusal(user, thread_id, command)) is not None:
-        return envelope(command["id"], busy)
+    try:
+        await handle_event(build_auth_context(user, "threads", "create_run"), {**command, "thread_id": thread_id})
+    except HTTPException as exc:
+        return {"type": "error", "id": command["id"], "error": ERROR_CODES.get(exc.status_code, "invalid_argument"),
+                "message": str(exc.detail)}
     async with _get_session_maker()() as session:
         response, _run_id = await handle_command(command, session=session, thread_id=thread_id, user=user)
     result: dict[str, Any] = response

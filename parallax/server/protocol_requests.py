@@ -55,7 +55,7 @@ CRON_CREATE = re.compile(r"^(?:/threads/[^/]+)?/runs/crons/?$")
 COMMANDS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/commands/?$")
 """Agent Protocol v2 commands (Aegra's POST /threads/{id}/commands; the WebSocket sends the same)."""
 RUN_COMMANDS = ("run.start", "input.respond")
-"""The commands that start a run (the run checks, backpressure and daily budget see these: docs/deploy.md)."""
+"""The commands that start a run: the run checks (server/run_checks.py) and the daily budget look at these."""
 CANCEL = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/cancel/?$")
 NOT_ASSISTANT_IDS = {"search", "count"}
 ENDED = ("success", "error", "interrupted", "timeout")
