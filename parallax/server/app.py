@@ -12,7 +12,8 @@ mounts the same in server/dev_app.py), and:
 - /metrics first refreshes `parallax_pending_runs` from the runs table (one count per scrape),
   then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
 - A run that cannot run is refused before it is stored: 422 with the reason (server/run_checks.py,
-  logic/run_input.py), for the graph API and the faces that start runs through it.
+  logic/run_input.py), for the graph API and the faces that start runs through it; a v2 command that
+  starts a run (`run.start`, `input.respond`) is checked the same way.
 - A tenant past its daily budget is refused before anything is stored: 429 until 00:00 UTC; a run under
   it is capped at what the tenant has left (server/tenant_budgets.py); runs that end without a settled spend
   are charged what their replica saw them spend (server/run_charges.py).

@@ -15,7 +15,8 @@ command `{"id": int, "method": str, "params": {...}}`; a malformed one gets
   subscribe replaces the first; `subscription.unsubscribe` stops it. Both are answered
   `{"type": "success", "id", "result": {}}`.
 - any other method (run.start, input.respond, ...) goes to Aegra's command handler, exactly
-  as `POST /threads/{id}/commands` does, and its response envelope is sent back.
+  as `POST /threads/{id}/commands` does, after the same checks (a run's input, the daily budget,
+  the per-tenant backpressure), and its response envelope is sent back.
 When the event stream ends (the thread's runs finished and the idle grace passed) the socket
 is closed with 1000, which the SDK reads as a clean end.
 
@@ -136,30 +137,42 @@ async def _forward(stream: Any, send: Any, websocket: WebSocket) -> None:
         await websocket.close(code=1000)
 
 
+ERROR_CODES = {403: "permission_denied", 404: "no_such_run", 429: "unknown_error"}
+"""The protocol's error code for a status the create_run hook raised: Aegra's mapping (`handle_command`) and, for
+backpressure's 429, the error type Aegra's HTTP body gives it (the protocol has no code for "come back later";
+the message says when)."""
+
+
 async def _command(thread_id: str, user: Any, command: dict[str, Any]) -> dict[str, Any]:
-    """A run.start, input.respond, ... handled as POST /threads/{id}/commands handles it, with the same
-    authorization (threads.create_run: Parallax's per-tenant backpressure answers 429 there)."""
+    """A run.start, input.respond, ... handled as POST /threads/{id}/commands handles it, with the same checks in
+    the same order, each refusal as the protocol's error envelope and before anything is stored: the run's input
+    and context (server/run_checks.py), the tenant's daily budget (server/tenant_budgets.py), and Aegra's
+    threads.create_run hook, which Aegra's route enforcer (aegra_api/core/auth_registry.py) runs for that route and
+    which holds Parallax's per-tenant backpressure (server/auth.py)."""
     from aegra_api.core.auth_handlers import build_auth_context, handle_event
     from aegra_api.core.orm import _get_session_maker
     from aegra_api.services.event_streaming.commands import handle_command
 
     from parallax.server import metrics
     from parallax.server.protocol_requests import settle_interrupt, starts_with_input
+    from parallax.server.run_checks import command_problem, command_refusal
     from parallax.server.tenant_budgets import admit_command
 
     command = {"params": {}, **command}
+    if starts_with_input(command):
+        await settle_interrupt(thread_id, user.identity)
+    if (why := await command_problem(command, user.identity, thread_id)) is not None:
+        return command_refusal(command["id"], why)
     refused = await admit_command(user.identity, command)  # the tenant's daily budget (server/tenant_budgets.py)
     if refused is not None:
         metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()
         return {"type": "error", "id": command["id"], "error": "insufficient_quota",
                 "message": str(refused.body["message"])}
-    if starts_with_input(command):
-        await settle_interrupt(thread_id, user.identity)
     try:
         await handle_event(build_auth_context(user, "threads", "create_run"), {**command, "thread_id": thread_id})
     except HTTPException as exc:
-        return {"type": "error", "id": command["id"], "error": "permission_denied" if exc.status_code == 403
-                else "invalid_argument", "message": str(exc.detail)}
+        return {"type": "error", "id": command["id"], "error": ERROR_CODES.get(exc.status_code, "invalid_argument"),
+                "message": str(exc.detail)}
     async with _get_session_maker()() as session:
         response, _run_id = await handle_command(command, session=session, thread_id=thread_id, user=user)
     result: dict[str, Any] = response

@@ -32,7 +32,10 @@ Aegra route that could go upstream as it is:
   as a new input ("Input should be a valid dictionary"). Here a `run.start` with input, on a
   thread whose latest checkpoint holds a pending interrupt and whose status is not yet
   `interrupted`, waits for that status (at most 5 s, checked every 50 ms), then goes to Aegra
-  unchanged (langgraph-api reads the pending interrupt from the checkpoint itself).
+  unchanged (langgraph-api reads the pending interrupt from the checkpoint itself). The wait is
+  `settle_interrupt`, called where the command is first read (server/run_checks.py, and
+  server/event_socket.py for one sent on the WebSocket): whether `x` is an input to check or an
+  answer depends on it.
 """
 
 from __future__ import annotations
@@ -45,11 +48,14 @@ import time
 from typing import Any
 
 from parallax.server.auth import key_from, tenant_for_key
-from parallax.server.run_requests import ASGIApp, Message, Receive, Scope, Send, json_request, replay
+from parallax.server.run_requests import ASGIApp, Message, Receive, Scope, Send
 
 ASSISTANT_PATH = re.compile(r"^/assistants/(?P<id>[^/]+)(?P<rest>/.*)?$")
 CRON_CREATE = re.compile(r"^(?:/threads/[^/]+)?/runs/crons/?$")
 COMMANDS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/commands/?$")
+"""Agent Protocol v2 commands (Aegra's POST /threads/{id}/commands; the WebSocket sends the same)."""
+RUN_COMMANDS = ("run.start", "input.respond")
+"""The commands that start a run: the run checks (server/run_checks.py) and the daily budget look at these."""
 CANCEL = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/cancel/?$")
 NOT_ASSISTANT_IDS = {"search", "count"}
 ENDED = ("success", "error", "interrupted", "timeout")
@@ -189,11 +195,6 @@ class ProtocolRequests:
             await self.cron_create(scope, receive, send)
         elif method == "POST" and (found := CANCEL.match(path)) and b"wait=1" not in scope.get("query_string", b""):
             await self.cancel(scope, receive, send, found["run_id"])
-        elif method == "POST" and (found := COMMANDS.match(path)):
-            body, payload, tenant = await json_request(scope, receive)
-            if tenant and starts_with_input(payload):
-                await settle_interrupt(found["thread_id"], tenant)
-            await self.app(scope, replay(body, receive), send)
         else:
             await self.app(scope, receive, send)
 

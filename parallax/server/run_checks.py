@@ -19,6 +19,18 @@ crons' /runs/crons, /threads/{id}/runs/crons), for a caller with a valid key:
 The answer is Aegra's error body, 422 {"error": "validation_error", "message", "details":
 {"field"}}, `field` naming the input key or `context.<name>` at fault.
 
+The Agent Protocol v2 commands that start a run (`run.start`, `input.respond` on POST
+/threads/{id}/commands; server/event_socket.py asks `command_problem` for those sent on the
+WebSocket) are checked the same way, as the run Aegra would build from them (its
+services/event_streaming/commands.py): `run.start`'s `input` is the run's input unless the thread
+is interrupted, where Aegra takes it as the answer to the interrupt (a resume: only the context
+is checked, as for a classic run resumed with a `command`); `input.respond` is a resume of the
+assistant named or, else, of the thread's latest run. The answer is that route's own error
+shape: HTTP 200 with the protocol's envelope {"type": "error", "id", "error": "invalid_argument",
+"message"}, as Aegra answers a command's other bad params (langgraph-sdk raises "Protocol error
+[invalid_argument]: <message>"). No run and no thread are created (the SDK mints a thread's id,
+and Aegra creates the thread with the first run).
+
 Also: GET /threads/{id}/runs of a thread the caller does not own (another tenant's, or none)
 is 404, as every other route of a thread answers, not an empty list.
 
@@ -38,6 +50,7 @@ from starlette.responses import JSONResponse
 from parallax.logic.run_input import RunInputError, check_run_input, checked_context
 from parallax.runtime.storage.namespaces import playbook_namespace
 from parallax.server.connections import connection
+from parallax.server.protocol_requests import COMMANDS, RUN_COMMANDS, settle_interrupt, starts_with_input
 from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, json_request, replay
 
 RUN_CREATE = re.compile(r"^(?:/threads/(?P<thread_id>[^/]+))?/runs(?:/stream|/wait|/crons)?/?$")
@@ -88,8 +101,8 @@ async def playbook_exists(tenant: str, name: str) -> bool:
     return row is not None
 
 
-async def problem(payload: dict[str, Any], tenant: str, thread_id: str | None) -> JSONResponse | None:
-    """The 422 for a run request that cannot run, or None."""
+async def problem(payload: dict[str, Any], tenant: str, thread_id: str | None) -> RunInputError | None:
+    """Why a run request cannot run (the 422's message and field), or None."""
     graph = await graph_of(payload.get("assistant_id"))
     if graph not in GRAPHS:
         return None  # Aegra answers an unknown assistant (404) or a missing one (422)
@@ -105,8 +118,38 @@ async def problem(payload: dict[str, Any], tenant: str, thread_id: str | None) -
                 raise RunInputError(f"unknown playbook {playbook!r} for tenant {tenant!r}: learn or import it first, "
                                     "or leave playbook out to use 'default'", "playbook")
     except RunInputError as exc:
-        return refusal(str(exc), exc.field)
+        return exc
     return None
+
+
+async def thread_run_state(thread_id: str, tenant: str) -> tuple[str | None, str | None]:
+    """(the thread's status, the assistant of its latest run) for the tenant; (None, None): no such thread of its."""
+    async with connection() as conn:
+        row = await (await conn.execute(
+            "SELECT t.status, (SELECT r.assistant_id FROM runs r WHERE r.thread_id = t.thread_id AND r.user_id = %s "
+            "ORDER BY r.created_at DESC LIMIT 1) FROM thread t WHERE t.thread_id = %s AND t.user_id = %s",
+            (tenant, thread_id, tenant))).fetchone()
+    return (None, None) if row is None else (row[0], row[1])
+
+
+async def command_problem(command: Any, tenant: str, thread_id: str) -> RunInputError | None:
+    """Why the run a v2 `run.start` / `input.respond` would start cannot run, or None (other commands, malformed
+    ones: Aegra answers those). Call it once a pending interrupt has settled (protocol_requests.settle_interrupt)."""
+    params = command.get("params") if isinstance(command, dict) else None
+    if not isinstance(params, dict) or command.get("method") not in RUN_COMMANDS:
+        return None
+    status, last_assistant = await thread_run_state(thread_id, tenant)
+    if command["method"] == "run.start":
+        resume = params.get("input") is not None and status == "interrupted"  # Aegra's reading of it
+        payload = {**params, "input": None if resume else params.get("input")}
+    else:
+        payload = {**params, "assistant_id": params.get("assistant_id") or last_assistant, "input": None}
+    return await problem(payload, tenant, thread_id)
+
+
+def command_refusal(command_id: Any, why: RunInputError) -> dict[str, Any]:
+    """The protocol's error envelope for a command whose run cannot run."""
+    return {"type": "error", "id": command_id, "error": "invalid_argument", "message": str(why)}
 
 
 class RunChecks:
@@ -124,14 +167,23 @@ class RunChecks:
             await self.list_runs(scope, receive, send, listing["thread_id"])
             return
         create = RUN_CREATE.match(path) if method == "POST" else None
-        if create is None:
+        command = COMMANDS.match(path) if method == "POST" else None
+        if create is None and command is None:
             await self.app(scope, receive, send)
             return
         body, payload, tenant = await json_request(scope, receive)
         if isinstance(payload, dict) and tenant is not None:  # else Aegra answers: 422, 401
-            refused = await problem(payload, tenant, create["thread_id"])
-            if refused is not None:
-                await refused(scope, receive, send)
+            if create is None:
+                assert command is not None
+                if starts_with_input(payload):
+                    await settle_interrupt(command["thread_id"], tenant)
+                why = await command_problem(payload, tenant, command["thread_id"])
+                answer = None if why is None else JSONResponse(command_refusal(payload.get("id"), why))
+            else:
+                why = await problem(payload, tenant, create["thread_id"])
+                answer = None if why is None else refusal(str(why), why.field)
+            if answer is not None:
+                await answer(scope, receive, send)
                 return
         await self.app(scope, replay(body, receive), send)
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +44,7 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.spend_ledger import SPEND_TODAY_SQL, SPENT_TODAY_SQL
 from parallax.server import metrics
 from parallax.server.connections import connection
+from parallax.server.protocol_requests import COMMANDS, RUN_COMMANDS
 from parallax.server.run_checks import RUN_CREATE, graph_of
 from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, replay, tenant_request, with_length
 from parallax.state.records import Limits
@@ -108,12 +108,6 @@ async def refresh_spend_metrics() -> None:
             tokens, cost = seen.get(tenant, (0, 0.0))
             metrics.TENANT_SPEND_TOKENS.labels(tenant=tenant).set(tokens)
             metrics.TENANT_SPEND_USD.labels(tenant=tenant).set(cost)
-
-
-COMMANDS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/commands/?$")
-"""Agent Protocol v2 commands (Aegra's POST /threads/{id}/commands; the WebSocket sends the same)."""
-RUN_COMMANDS = ("run.start", "input.respond")
-"""The commands that start a run."""
 
 
 async def admit_command(tenant: str, command: dict[str, Any]) -> Refused | None:
