@@ -113,6 +113,30 @@ def branch_messages(spec: BranchAsk, template: PromptVersion | None, schema: Jso
                            version=template)
 
 
+class VotePrompts:
+    """The messages of the branches of one `work` task, each vote's built once per distinct prompt.
+
+    Why: a run's votes share their prompt (the task, the question, the lessons, the served template), so
+    building two langchain messages per vote made a thousand-vote fan-out render one prompt a thousand
+    times. A vote gets the same message objects as its siblings (a model call copies the list before it
+    appends a re-ask, runtime/structured_call.py); a slice or direct branch gets its own, as before."""
+
+    def __init__(self) -> None:
+        self.built: dict[tuple[object, ...], list[BaseMessage]] = {}
+
+    def messages(self, spec: BranchAsk, template: PromptVersion | None, schema: JsonSchema | None = None) -> list[BaseMessage]:
+        """`branch_messages(spec, template, schema)`, shared by the votes asked the same thing."""
+        if spec["kind"] != "vote":
+            return branch_messages(spec, template, schema)
+        key = (spec["text"], spec["question"], tuple((item["id"], item["text"]) for item in spec["playbook"]),
+               (template["system"], template["user"]) if template else None,
+               schema_text(schema) if schema is not None else None)
+        built = self.built.get(key)
+        if built is None:
+            built = self.built[key] = branch_messages(spec, template, schema)
+        return list(built)
+
+
 def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]]:
     """(kind, slice or candidate index, else 0) -> the messages those business branches (or speculative
     candidates) were sent. Votes share one prompt. Rebuilt from the state for the trace, so the checkpoint

@@ -104,7 +104,12 @@ def _is_number(text: str) -> bool:
 
 def tally(answers: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:
     """Counts per final value, and the winner if it alone reaches `min_votes`."""
-    counts = Counter(final_value(a) for a in answers)
+    return tally_values([final_value(a) for a in answers], min_votes)
+
+
+def tally_values(values: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:
+    """`tally` of answers whose final values are already known (a vote record's `vote`), in the same order."""
+    counts = Counter(values)
     ranked = counts.most_common()
     if not ranked:
         return None, {}
