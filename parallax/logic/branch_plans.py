@@ -10,8 +10,8 @@ fan-out near the speed of a bare `asyncio.gather` (see bench/fanout.py).
 from __future__ import annotations
 
 import json
+import secrets
 import time
-import uuid
 from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -57,7 +57,7 @@ def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) ->
 
     def spec(kind: BusinessKind, text: str, lessons: list[PlaybookItemData], model: str, temperature: float, index: int,
              total: int | None = None, brief: str | None = None) -> BranchSpec:
-        planned: BranchSpec = {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "kind": kind, "parent_id": state["trace_id"],
+        planned: BranchSpec = {"id": f"{kind}-{secrets.token_hex(4)}", "kind": kind, "parent_id": state["trace_id"],
                                "planned_at": now, "text": text, "question": question, "playbook": lessons,
                                "model": model, "temperature": temperature, "index": index}
         if total is not None:
