@@ -36,6 +36,9 @@ class StragglerWatch:
         self.factor, self.min_s, self.min_finished = factor, min_s, min_finished
         self.durations: list[float] = []
         self.recent: deque[float] = recent if recent is not None else deque(maxlen=RECENT)
+        self._due: deque[tuple[float, _Race]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def enabled(self) -> bool:
@@ -53,6 +56,28 @@ class StragglerWatch:
             return list(self.recent), "recent branches of this model"
         return None
 
+    def _watch_from_min_s(self, race: _Race) -> None:
+        """`race.begin()` once its branch has run `min_s`, if it still runs. One timer serves the fan-out, armed for
+        the earliest branch due (branches are due in the order they started), not one timer per branch."""
+        loop = asyncio.get_running_loop()
+        self._due.append((loop.time() + self.min_s, race))
+        if self._timer is None or self._timer_loop is not loop:  # none armed, or armed on a loop that has ended
+            self._arm(loop)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer, self._timer_loop = loop.call_at(self._due[0][0], self._fire), loop
+
+    def _fire(self) -> None:
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self._due and (self._due[0][1].ended or self._due[0][0] <= now):
+            _, race = self._due.popleft()
+            if not race.ended:
+                race.begin()
+        if self._due:
+            self._arm(loop)
+
     def threshold(self) -> float | None:
         """Seconds after which a running branch is a straggler; None without a baseline."""
         baseline = self.baseline() if self.enabled else None
@@ -66,8 +91,8 @@ def _usable(task: asyncio.Task[dict[str, Any]]) -> bool:
 
 
 class _Race:
-    """A branch's watch while its original runs in the caller's task: nothing more than one timer until the
-    branch has run `min_s`; then a watcher task that starts the backup copy once the branch straggles, and
+    """A branch's watch while its original runs in the caller's task: nothing more than its place in the watch's
+    queue until the branch has run `min_s`; then a watcher task that starts the backup copy once the branch straggles, and
     that, when the backup finishes first with a usable reply, cancels the original (the caller's task, which
     `run_watched` then lets go on with the backup's record)."""
 
@@ -81,6 +106,8 @@ class _Race:
         self.backup_life = Lifecycle()
         self.why = ""
         self.took_over = False
+        self.ended = False
+        """The original has ended (or the caller was cancelled): no watcher starts any more."""
 
     def begin(self) -> None:
         """The timer: the original has run `min_s`."""
@@ -115,6 +142,7 @@ class _Race:
             return await self.run_copy(self.backup_life)
 
     def stop_watching(self) -> None:
+        self.ended = True
         if self.watcher is not None and not self.watcher.done():
             self.watcher.cancel()
 
@@ -154,18 +182,18 @@ class _Race:
 async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch, limit: asyncio.Semaphore) -> dict[str, Any]:
     """Run a branch (its slot already held) and, if it straggles, race it against a backup copy.
 
-    The original runs in the caller's task, as without a watch: a fan-out's branch costs one timer more, no
-    task, until it has run `min_s`. The backup takes its own slot under `limit`. Returns the winner's record;
-    with a race, `record["backup"]` tells who won, why the copy started and the loser's path.
+    The original runs in the caller's task, as without a watch: until it has run `min_s`, a fan-out's branch
+    costs an entry in the watch's queue (one timer serves them all), no task. The backup takes its own slot
+    under `limit`. Returns the winner's record; with a race, `record["backup"]` tells who won, why the copy
+    started and the loser's path.
     """
     if not watch.enabled:
         return await run_copy(life)
     race = _Race(run_copy, life, watch, limit)
-    timer = asyncio.get_running_loop().call_later(watch.min_s, race.begin)
+    watch._watch_from_min_s(race)
     try:
         record = await run_copy(life)
     except asyncio.CancelledError:
-        timer.cancel()
         if race.cancelled_for_backup():
             won = await race.settle(None)
             assert won is not None  # the watcher only cancels the original for a usable backup
@@ -175,12 +203,10 @@ async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch,
             race.backup.cancel()
         raise
     except Exception:
-        timer.cancel()
         won = await race.settle(None)
         if won is None:
             raise
         return won
-    timer.cancel()
     won = await race.settle(record)
     assert won is not None
     return won

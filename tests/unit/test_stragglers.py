@@ -85,3 +85,24 @@ async def test_a_fast_branch_starts_no_task():
 
     assert await run_watched(run_copy, dispatched(), watch_with_siblings(), asyncio.Semaphore(1)) == {"status": "ok"}
     assert seen == [before]
+
+
+def test_one_timer_serves_the_fan_out_and_a_watch_outlives_its_event_loop():
+    """The watch's one timer was armed on a loop that ended before it fired: a straggler on the next loop
+    still gets its backup."""
+    watch = watch_with_siblings()
+    stopped: list[str] = []
+
+    async def fast_branches() -> list[dict]:
+        return await asyncio.gather(*(run_watched(copies(0.0, 5.0, stopped), dispatched(), watch, asyncio.Semaphore(2))
+                                      for _ in range(50)))
+
+    assert all(r["who"] == "original" and "backup" not in r for r in asyncio.run(fast_branches()))
+    assert len(watch._due) == 50  # due at min_s, after this loop ended: none of them started a watcher
+
+    async def straggler() -> dict:
+        return await asyncio.wait_for(run_watched(copies(5.0, 0.01, stopped), dispatched(), watch,
+                                                  asyncio.Semaphore(2)), 2.0)
+
+    record = asyncio.run(straggler())
+    assert record["who"] == "backup" and record["backup"]["winner"] == "backup" and stopped == ["original"]
