@@ -13,6 +13,7 @@ the same model in this process instead, once there are enough of them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import statistics
 import time
 from collections import deque
@@ -100,6 +101,7 @@ class _Race:
         self.run_copy, self.life, self.watch, self.limit = run_copy, life, watch, limit
         self.started = time.monotonic()
         self.caller = asyncio.current_task()
+        self.context = contextvars.copy_context()  # the branch's: its backup runs in it, whichever branch armed the timer
         self.cancelling = self.caller.cancelling() if self.caller is not None else 0
         self.watcher: asyncio.Task[None] | None = None
         self.backup: asyncio.Task[dict[str, Any]] | None = None
@@ -111,7 +113,7 @@ class _Race:
 
     def begin(self) -> None:
         """The timer: the original has run `min_s`."""
-        self.watcher = asyncio.ensure_future(self._watch())
+        self.watcher = asyncio.get_running_loop().create_task(self._watch(), context=self.context)
 
     async def _watch(self) -> None:
         watch = self.watch

@@ -5,6 +5,7 @@ outside (a settled vote, a cancelled run) during a race still stops both copies 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -106,3 +107,29 @@ def test_one_timer_serves_the_fan_out_and_a_watch_outlives_its_event_loop():
 
     record = asyncio.run(straggler())
     assert record["who"] == "backup" and record["backup"]["winner"] == "backup" and stopped == ["original"]
+
+
+BRANCH: contextvars.ContextVar[str] = contextvars.ContextVar("branch", default="none")
+
+
+async def test_a_backup_runs_in_its_own_branchs_context_not_the_one_that_armed_the_timer():
+    """What a branch's task set (LangGraph's config of its Send task, a plan's budget sink) its backup sees too."""
+    watch = watch_with_siblings()
+    seen: dict[str, str] = {}
+
+    async def branch(name: str, original_s: float) -> dict:
+        BRANCH.set(name)
+
+        async def run_copy(life: Lifecycle) -> dict:
+            who = "backup" if life.transitions[0]["reason"].startswith("backup copy") else "original"
+            await asyncio.sleep(original_s if who == "original" else 0.01)
+            seen[f"{name} {who}"] = BRANCH.get()
+            return {"status": "ok", "who": who}
+
+        return await run_watched(run_copy, dispatched(), watch, asyncio.Semaphore(4))
+
+    first = asyncio.create_task(branch("first", 0.0))  # arms the watch's one timer, and is done long before it fires
+    await asyncio.sleep(0)
+    slow = await asyncio.wait_for(branch("slow", 5.0), 2.0)
+    await first
+    assert slow["who"] == "backup" and seen["slow backup"] == "slow"
