@@ -25,7 +25,7 @@ from parallax.logic.routing import votes_of
 from parallax.logic.run_status import final_status
 from parallax.logic.stopping import decide_units
 from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome, vote_tally
-from parallax.logic.vote import normalize_answer, quorum, quorum_shortfall, tally
+from parallax.logic.vote import final_value, normalize_answer, quorum, quorum_shortfall, tally_values
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
@@ -98,9 +98,10 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     settled = True
     if route == "vote":
-        answers = [Answer.model_validate(r.output).answer for r in ok]
+        # each vote's final value was worked out when it came back (nodes/work.py); a record without one, its answer's
+        values = [r.vote if r.vote is not None else final_value(Answer.model_validate(r.output).answer) for r in ok]
         shortfall = quorum_shortfall(len(ok), len(business), min_votes)
-        winner, votes = tally(answers, quorum(len(business), min_votes))
+        winner, votes = tally_values(values, quorum(len(business), min_votes))
         winner = None if shortfall else winner
         leader = winner or next(iter(votes))
         answer = next(Answer.model_validate(r.output).answer.strip() for r in ok if r.vote == leader)

@@ -17,7 +17,7 @@ from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from parallax.logic.branch_plans import branch_messages, prompt_name
+from parallax.logic.branch_plans import VotePrompts, branch_messages, prompt_name
 from parallax.logic.budget import BUDGET_CAUSE, tally_of
 from parallax.logic.stragglers import StragglerWatch, run_watched
 from parallax.logic.user_schema import answer_schema, normal, reply_model, slice_schema
@@ -71,20 +71,23 @@ def planned(spec: BranchSpec) -> Lifecycle:
 
 
 async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: WorkShared | None = None,
-                     seat: Seat | None = None) -> dict[str, Any]:
+                     seat: Seat | None = None, prompts: VotePrompts | None = None) -> dict[str, Any]:
     """One branch: its prompt holds only its own text, the question and its lessons, in the served template.
     `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data. `seat`:
-    a vote's place in the one request its wave's votes of the same model and temperature share."""
+    a vote's place in the one request its wave's votes of the same model and temperature share. `prompts`: the
+    messages its task's votes share, built once (logic/branch_plans.py)."""
     output_schema = shared.get("output_schema", spec.get("output_schema")) if shared else spec.get("output_schema")
     typed = output_schema is not None
     template = _template(spec, shared.get("prompts") if shared else None, typed)
     meta = shared.get("meta") if shared else None
-    record, reply = await call_branch(_identity(spec, template, typed), branch_messages(spec, template, output_schema),
+    messages = (prompts.messages(spec, template, output_schema) if prompts is not None
+                else branch_messages(spec, template, output_schema))
+    record, reply = await call_branch(_identity(spec, template, typed), messages,
                                       reply_schema(spec["kind"], output_schema), ctx,
                                       model=spec["model"], temperature=spec["temperature"], lifecycle=life,
                                       run_metadata=dict(meta) if meta is not None else None, seat=seat)
-    if spec["kind"] == "vote" and reply is not None:
-        record.vote = normal(reply.model_dump()["data"]) if typed else final_value(reply.model_dump()["answer"])
+    if spec["kind"] == "vote" and reply is not None and record.output is not None:  # the output: the reply, dumped
+        record.vote = normal(record.output["data"]) if typed else final_value(record.output["answer"])
     if reply is None:
         asked: BranchSpec = {**spec, "prompt": template} if template else spec.copy()
         if output_schema is not None:
@@ -113,13 +116,14 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         lead.carries(slices)
     spec_of_budget = state.get("budget")
     budget = tally_of(services, spec_of_budget) if spec_of_budget is not None else None
+    prompts = VotePrompts()
 
     async def copy(spec: BranchSpec, copy_life: Lifecycle, life: Lifecycle) -> dict[str, Any]:
         """The branch, or its straggler backup, which the budget checks too (refused: the original runs on alone)."""
         if copy_life is not life and budget is not None and (stop := budget.reached()):
             copy_life.finish("CANCELLED", stop)
             return {"status": "cancelled", "cause": BUDGET_CAUSE}
-        return await run_branch(spec, ctx, copy_life, state, seats.get(spec["id"]))
+        return await run_branch(spec, ctx, copy_life, state, seats.get(spec["id"]), prompts)
 
     async def bounded(spec: BranchSpec) -> dict[str, Any]:
         life = planned(spec)

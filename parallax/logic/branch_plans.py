@@ -10,8 +10,8 @@ fan-out near the speed of a bare `asyncio.gather` (see bench/fanout.py).
 from __future__ import annotations
 
 import json
+import secrets
 import time
-import uuid
 from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -57,7 +57,7 @@ def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) ->
 
     def spec(kind: BusinessKind, text: str, lessons: list[PlaybookItemData], model: str, temperature: float, index: int,
              total: int | None = None, brief: str | None = None) -> BranchSpec:
-        planned: BranchSpec = {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "kind": kind, "parent_id": state["trace_id"],
+        planned: BranchSpec = {"id": f"{kind}-{secrets.token_hex(4)}", "kind": kind, "parent_id": state["trace_id"],
                                "planned_at": now, "text": text, "question": question, "playbook": lessons,
                                "model": model, "temperature": temperature, "index": index}
         if total is not None:
@@ -111,6 +111,30 @@ def branch_messages(spec: BranchAsk, template: PromptVersion | None, schema: Jso
                               spec["playbook"], version=template)
     return answer_messages(spec["text"], spec["question"], spec["playbook"], short=spec["kind"] == "vote",
                            version=template)
+
+
+class VotePrompts:
+    """The messages of the branches of one `work` task, each vote's built once per distinct prompt.
+
+    Why: a run's votes share their prompt (the task, the question, the lessons, the served template), so
+    building two langchain messages per vote made a thousand-vote fan-out render one prompt a thousand
+    times. A vote gets the same message objects as its siblings (a model call copies the list before it
+    appends a re-ask, runtime/structured_call.py); a slice or direct branch gets its own, as before."""
+
+    def __init__(self) -> None:
+        self.built: dict[tuple[object, ...], list[BaseMessage]] = {}
+
+    def messages(self, spec: BranchAsk, template: PromptVersion | None, schema: JsonSchema | None = None) -> list[BaseMessage]:
+        """`branch_messages(spec, template, schema)`, shared by the votes asked the same thing."""
+        if spec["kind"] != "vote":
+            return branch_messages(spec, template, schema)
+        key = (spec["text"], spec["question"], tuple((item["id"], item["text"]) for item in spec["playbook"]),
+               (template["system"], template["user"]) if template else None,
+               schema_text(schema) if schema is not None else None)
+        built = self.built.get(key)
+        if built is None:
+            built = self.built[key] = branch_messages(spec, template, schema)
+        return list(built)
 
 
 def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]]:

@@ -18,6 +18,7 @@ not a vote at all, and no judge can make it one.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from decimal import Decimal, InvalidOperation
@@ -77,8 +78,10 @@ def _digits_for_words(text: str) -> str | None:
     return converted if converted != text else None
 
 
+@functools.lru_cache(maxsize=1024)
 def final_value(answer: str) -> str:
-    """The canonical final value of a vote's answer (see the module docstring); idempotent."""
+    """The canonical final value of a vote's answer (see the module docstring); idempotent. Kept for the last
+    1,024 answers: the votes of a run mostly give the same few, and the rules read nothing but the answer."""
     text = normalize_answer(answer)
     if _is_number(text) or text in ("yes", "no"):
         return text
@@ -104,7 +107,12 @@ def _is_number(text: str) -> bool:
 
 def tally(answers: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:
     """Counts per final value, and the winner if it alone reaches `min_votes`."""
-    counts = Counter(final_value(a) for a in answers)
+    return tally_values([final_value(a) for a in answers], min_votes)
+
+
+def tally_values(values: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:
+    """`tally` of answers whose final values are already known (a vote record's `vote`), in the same order."""
+    counts = Counter(values)
     ranked = counts.most_common()
     if not ranked:
         return None, {}

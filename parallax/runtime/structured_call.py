@@ -44,13 +44,16 @@ T = TypeVar("T", bound=BaseModel)
 _R = TypeVar("_R")
 
 
+_DECODER = json.JSONDecoder()
+_FENCE = re.compile(r"```(?:json)?")
+
+
 def extract_json(text: str) -> dict[str, Any]:
     """The first JSON object in a reply: code fences stripped, prose around it ignored."""
-    cleaned = re.sub(r"```(?:json)?", "", text or "")
-    decoder = json.JSONDecoder()
+    cleaned = _FENCE.sub("", text) if text and "```" in text else (text or "")
     for match in re.finditer(r"\{", cleaned):
         try:
-            value, _ = decoder.raw_decode(cleaned, match.start())
+            value, _ = _DECODER.raw_decode(cleaned, match.start())
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):

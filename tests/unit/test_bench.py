@@ -35,14 +35,17 @@ def test_fanout_small_run_prints_sane_json(capsys):
     assert json.loads(capsys.readouterr().out) == result  # the one object on stdout
     for key in ("raw_s", "graph_s", "plain_send_s", "grouped_send_s", "ratio_vs_raw", "ceiling_ratio_vs_raw",
                 "overhead_ms_per_branch", "plain_send_overhead_ms_per_branch", "peak_rss_mb", "branches", "latency_ms",
-                "concurrency"):
+                "concurrency", "cpu_over_floor_ms_per_branch", "cpu_ratio_vs_floor"):
         assert key in result, key
     # 50 calls of 5 ms at 10 in flight cannot finish in under 25 ms
     assert min(result["raw_s"], result["graph_s"], result["plain_send_s"], result["grouped_send_s"]) >= 0.025
     # a graph adds work on top of the raw calls: it is not faster than them (beyond timer noise)
     assert result["ratio_vs_raw"] >= 0.8 and result["ceiling_ratio_vs_raw"] >= 0.8
     assert 50 < result["peak_rss_mb"] < 2000  # this process, with langgraph loaded
-    assert set(result["goals_met"]) == {"ratio_vs_raw_le_1.1", "overhead_le_half_plain_send", "peak_rss_le_300mb"}
+    assert set(result["goals_met"]) == {"ratio_vs_raw_le_1.1", "ratio_vs_raw_le_1.3", "cpu_over_floor_le_0.3ms",
+                                        "overhead_le_half_plain_send", "peak_rss_le_300mb"}
+    cpu = result["cpu_ms_per_branch"]  # the floor is the grouped Send graph of the same run
+    assert result["cpu_over_floor_ms_per_branch"] == pytest.approx(cpu["graph"] - cpu["grouped_send"], abs=2e-4)
     assert all(isinstance(v, bool) for v in result["goals_met"].values())
 
 

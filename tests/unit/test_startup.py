@@ -1,0 +1,32 @@
+"""freeze_startup_objects (runtime/startup.py): the youngest generation is collected every YOUNG_THRESHOLD
+allocations, not every 700; garbage in reference cycles is still collected."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+from parallax.runtime.startup import YOUNG_THRESHOLD, freeze_startup_objects
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+def test_the_young_generation_is_collected_less_often_and_cycles_still_go():
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, *before[1:])
+        freeze_startup_objects()
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *before[1:])
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        del a, b
+        alive = [Node() for _ in range(YOUNG_THRESHOLD + 100)]  # allocations alone collect it, no gc.collect()
+        assert gone() is None
+        assert len(alive) > YOUNG_THRESHOLD
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
