@@ -39,6 +39,7 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,10 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+DRAWS: Counter[bytes] = Counter()
+"""Samples drawn so far per prompt and temperature."""
+
+
 def reply(body: dict[str, Any]) -> str:
     """A valid reply of the schema asked for, with working of random length and a vote among three answers."""
     _, schema = _requested_schema(body)
@@ -61,7 +66,9 @@ def reply(body: dict[str, Any]) -> str:
         return "42"
     value = schema_instance(schema)
     seed = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
-    rng = random.Random(seed + str(body.get("temperature")).encode())
+    key = seed + str(body.get("temperature")).encode()
+    DRAWS[key] += 1  # the k-th sample of one prompt is its own draw: votes at one temperature (one request with `n`) differ
+    rng = random.Random(key + str(DRAWS[key]).encode())
     if isinstance(value, dict):
         if "reasoning" in value:
             value["reasoning"] = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 60)))[:290]
@@ -240,8 +247,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "note": "machine shared with other sessions: wall times are not comparable"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m bench.budgets", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=300, help="runs per mode, each with a random budget")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--calibrate", type=int, default=5, help="unlimited runs per mode the budgets are drawn against")
@@ -251,7 +258,9 @@ def main() -> None:
     parser.add_argument("--slack-ms", type=float, default=2.0, help="a call let start this soon after the crossing "
                         "counts as in flight (transition times are rounded to the millisecond)")
     parser.add_argument("--seed", type=int, default=7)
-    print(json.dumps(asyncio.run(main_async(parser.parse_args())), indent=2))
+    result: dict[str, Any] = asyncio.run(main_async(parser.parse_args(argv)))
+    print(json.dumps(result, indent=2))
+    return result
 
 
 if __name__ == "__main__":

@@ -259,3 +259,16 @@ def test_cost_small_run_bills_votes_with_n_below_separate_requests_and_caches_th
         assert section["prefix_cached_share_after_first"] >= 0.9 and section["shared_prefix_tokens"] > 300
     # separate requests sent at once: a vLLM v1 cache lets all but the first hit, a cache filled once read none
     assert result["votes"]["read"]["billed_input_ratio"]["0.1"] < 0.6 < result["votes"]["scheduled"]["billed_input_ratio"]["0.1"]
+
+
+def test_budgets_small_run_stops_vote_runs_and_none_goes_over_beyond_what_was_in_flight(capsys, monkeypatch):
+    from bench import budgets
+
+    for name in ("PARALLAX_VOTE_TEMPERATURE_MIN", "PARALLAX_VOTE_TEMPERATURE_MAX"):  # the default: a wave asks with n
+        monkeypatch.delenv(name, raising=False)
+    result = budgets.main(["--runs", "12", "--modes", "vote", "section", "--seed", "3"])
+    assert json.loads(capsys.readouterr().out) == result
+    modes = result["modes"]
+    assert modes["vote"]["stopped_by_budget"] >= 1  # the choices of one request with n differ, so budgets bite
+    assert result["total"]["over_beyond_in_flight"] == 0 and result["total"]["unsaid"] == 0
+    assert result["total"]["calls_started_after_budget_reached"] == 0
