@@ -18,12 +18,11 @@ import json
 import uuid
 
 import httpx
-import psycopg
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import RateLimitError, UnprocessableEntityError
 
-from tests.support.aegra_cluster import ROOT, config_with, two_replicas
+from tests.support.aegra_cluster import ROOT, config_with, sql, two_replicas
 from tests.support.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
@@ -44,11 +43,6 @@ def cluster(tmp_path_factory):
 
 def client(replica, tenant: str = "acme"):
     return get_client(url=replica.url, api_key=KEYS[tenant])
-
-
-def sql(cluster, query: str, *args) -> list[tuple]:
-    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
-        return conn.execute(query, args).fetchall()
 
 
 async def post_command(replica, tenant: str, thread_id: str, command: dict) -> httpx.Response:

@@ -17,12 +17,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
-import psycopg
 import pytest
 from langgraph_sdk import get_client
 
 from tests.integration.test_deploy import scrape, total
-from tests.support.aegra_cluster import two_replicas
+from tests.support.aegra_cluster import sql, two_replicas
 from tests.support.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
@@ -55,12 +54,6 @@ def openai_client(replica, tenant: str):
     from openai import OpenAI
 
     return OpenAI(base_url=f"{replica.url}/v1", api_key=KEYS[tenant], max_retries=0)
-
-
-def sql(cluster, query: str, *args) -> list[tuple]:
-    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
-        cursor = conn.execute(query, args)
-        return cursor.fetchall() if cursor.description else []
 
 
 def next_midnight() -> datetime:

@@ -306,3 +306,13 @@ async def fill_pending(client: Any, runs: int) -> list[tuple[str, str]]:
         run = await client.runs.create(thread["thread_id"], "solve", input={"task": "What is 1 + 1?", "mode": "direct"})
         started.append((thread["thread_id"], run["run_id"]))
     return started
+
+
+def sql(cluster: Any, query: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Rows of `query` on the cluster's database (none for a statement that returns none). psycopg is imported
+    here: it is the server venv's, and the main venv collects the deploy test modules without it."""
+    import psycopg
+
+    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+        cursor = conn.execute(query, args)
+        return cursor.fetchall() if cursor.description else []
