@@ -41,6 +41,7 @@ import sys
 import time
 from collections import Counter
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -226,7 +227,8 @@ async def run_mode(mode: str, args: argparse.Namespace, url: str) -> dict[str, A
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     from parallax.runtime.chat_models import forget_clients
 
-    with FaultServer(FaultConfig(reply=reply, latency_ms=args.latency_ms)) as url:
+    # the environment this sets is undone after (patch.dict), so a caller in the same process (a test) keeps its own
+    with mock.patch.dict(os.environ), FaultServer(FaultConfig(reply=reply, latency_ms=args.latency_ms)) as url:
         os.environ["OPENAI_BASE_URL"] = url
         os.environ["PARALLAX_MODEL"] = "gpt-4o-mini"
         os.environ["PARALLAX_RESPONSE_FORMAT"] = "json_schema"
@@ -234,6 +236,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         reload_settings()
         forget_clients()
         modes = [await run_mode(mode, args, url) for mode in args.modes]
+    reload_settings()
+    forget_clients()
     total = {"runs": sum(m["runs"] for m in modes), "stopped_by_budget": sum(m["stopped_by_budget"] for m in modes),
              "over_beyond_in_flight": sum(m["over_beyond_in_flight"] for m in modes),
              "calls_started_after_budget_reached": sum(m["calls_started_after_budget_reached"] for m in modes),
