@@ -239,9 +239,12 @@ async def test_a_run_that_ends_posts_its_signed_webhook_from_every_kind_of_run_c
         # the wait endpoint and a stateless run (whose thread is gone once it ends) post theirs too
         await client(b).runs.wait(thread_id, "chat", input=human("again"), webhook=receiver.url)
         await client(b).runs.wait(None, "solve", input={"task": "What is 2 + 2?", "mode": "direct"}, webhook=receiver.url)
+        # two webhooks due within one delivery round go out at once, in no promised order (docs/deploy.md)
         later = [json.loads(r.body) for r in receiver.wait_for(3)[1:]]
-        assert [x["status"] for x in later] == ["success", "success"] and later[0]["thread_id"] == thread_id
-        assert later[1]["values"]["answer"] == "42"
+        assert [x["status"] for x in later] == ["success", "success"]
+        on_thread = [x for x in later if x["thread_id"] == thread_id]
+        stateless = [x for x in later if x["thread_id"] != thread_id]
+        assert len(on_thread) == len(stateless) == 1 and stateless[0]["values"]["answer"] == "42"
 
 
 async def test_webhooks_to_refused_addresses_or_without_a_secret_are_422_and_create_no_run(cluster):
@@ -386,10 +389,12 @@ async def test_a_cron_firing_on_a_busy_thread_follows_its_strategy_reject_ends_i
         refused = (await runs_of(client(b), thread_id, 4))[3]
         assert refused["status"] == "error", refused  # stored ended: no worker starts it
         assert (await client(a).runs.get(thread_id, busy["run_id"]))["status"] == "running"  # the run in flight goes on
-        hooks = [json.loads(r.body) for r in receiver.wait_for(2)]
-        assert [(h["run_id"], h["status"]) for h in hooks] == [(rejecting["run_id"], "success"),
-                                                               (refused["run_id"], "error")]
-        assert f"in flight ({busy['run_id']})" in hooks[1]["error"] and "reject" in hooks[1]["error"]
+        # the two may be due within one delivery round, which posts them at once in no promised order
+        hooks = {h["run_id"]: h for h in (json.loads(r.body) for r in receiver.wait_for(2))}
+        assert {run_id: h["status"] for run_id, h in hooks.items()} == {rejecting["run_id"]: "success",
+                                                                         refused["run_id"]: "error"}
+        error = hooks[refused["run_id"]]["error"]
+        assert f"in flight ({busy['run_id']})" in error and "reject" in error
         await client(a).runs.join(thread_id, queued["run_id"])
         for cron in await client(a).crons.search(thread_id=thread_id):
             await client(a).crons.delete(cron["cron_id"])
