@@ -97,7 +97,8 @@ def no_tokens() -> dict[str, int]:
     return {"prompt": 0, "completion": 0, "total": 0, "cached_tokens": 0}
 
 
-def _add_usage(tokens: dict[str, int], message: AIMessage) -> None:
+def add_usage(tokens: dict[str, int], message: AIMessage) -> None:
+    """Add a model reply's `usage_metadata` to `tokens` (the shape of `no_tokens`)."""
     usage = getattr(message, "usage_metadata", None) or {}
     tokens["prompt"] += usage.get("input_tokens", 0)
     tokens["completion"] += usage.get("output_tokens", 0)
@@ -256,7 +257,7 @@ async def ask(
     try:
         while True:
             reply = await with_retries(call_once, max_attempts, life)
-            _add_usage(tokens, reply)
+            add_usage(tokens, reply)
             try:
                 value = parse_reply(str(reply.content), schema)
                 if check is not None:

@@ -35,6 +35,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.prices import branch_cost, price_table
 from parallax.runtime.storage.spend_ledger import CHARGE_ENDED_SQL
+from parallax.runtime.structured_call import add_usage, no_tokens
 from parallax.server.connections import connection
 
 log = logging.getLogger("parallax.run_charges")
@@ -61,20 +62,20 @@ _ended: OrderedDict[str, Observed] = OrderedDict()
 
 
 def usage_of(response: Any) -> dict[str, int]:
-    """{prompt, completion, cached} of one model response (all its choices), from the endpoint's `usage`."""
+    """{prompt, completion, total, cached_tokens} of one model response (all its choices), from the endpoint's
+    `usage`, else from its first choice's message as a branch reads it (runtime/structured_call.py)."""
     output = getattr(response, "llm_output", None) or {}
     usage = output.get("token_usage") if isinstance(output, dict) else None
     if isinstance(usage, dict):
         details = usage.get("prompt_tokens_details") or {}
         return {"prompt": int(usage.get("prompt_tokens") or 0), "completion": int(usage.get("completion_tokens") or 0),
-                "cached": int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0)}
-    total = {"prompt": 0, "completion": 0, "cached": 0}
+                "total": int(usage.get("total_tokens") or 0),
+                "cached_tokens": int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0)}
+    total = no_tokens()
     for choices in getattr(response, "generations", None) or []:
         for generation in choices[:1]:  # every choice of one request carries the request's usage
-            meta = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
-            total["prompt"] += int(meta.get("input_tokens") or 0)
-            total["completion"] += int(meta.get("output_tokens") or 0)
-            total["cached"] += int((meta.get("input_token_details") or {}).get("cache_read") or 0)
+            if (message := getattr(generation, "message", None)) is not None:
+                add_usage(total, message)
     return total
 
 
@@ -121,7 +122,7 @@ class SpendWatch(BaseCallbackHandler):
             return
         tokens = usage_of(response)
         settings = settings_mod.load()
-        cost = branch_cost(price_table(settings), model or settings.chat_model_name, tokens, tokens["cached"])
+        cost = branch_cost(price_table(settings), model or settings.chat_model_name, tokens)
         observed.add(tokens["prompt"] + tokens["completion"], cost)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
