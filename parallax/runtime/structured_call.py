@@ -45,12 +45,12 @@ _R = TypeVar("_R")
 
 
 _DECODER = json.JSONDecoder()
-_FENCE = re.compile(r"```(?:json)?")
 
 
 def extract_json(text: str) -> dict[str, Any]:
-    """The first JSON object in a reply: code fences stripped, prose around it ignored."""
-    cleaned = _FENCE.sub("", text) if text and "```" in text else (text or "")
+    """The first JSON object in a reply: prose and code fences around it ignored (decoding starts at each `{`, so a
+    fence is never stripped from inside the object: a string value may hold ``` itself)."""
+    cleaned = text or ""
     for match in re.finditer(r"\{", cleaned):
         try:
             value, _ = _DECODER.raw_decode(cleaned, match.start())
