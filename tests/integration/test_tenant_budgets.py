@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -331,3 +332,76 @@ async def test_a_cancelled_run_and_a_chat_run_are_charged_what_their_calls_cost(
     assert tokens > 0
     day = sql(cluster, "SELECT sum(tokens) FROM parallax_run_charges WHERE tenant = 'beta'")
     assert sql(cluster, "SELECT tokens FROM parallax_tenant_spend WHERE tenant = 'beta'") == day
+
+
+async def test_a_run_stopped_by_interrupt_before_and_resumed_is_charged_once_in_all(cluster):
+    """The stopped run is charged its calls as it stops; the run that resumes it settles a `spend` that counts them
+    too, and is charged only the rest: a tenant pays a resumed run's work once."""
+    a, b = cluster.live()
+    thread_id = (await client(a, "beta").threads.create())["thread_id"]
+    stopped = await client(a, "beta").runs.create(thread_id, "solve", input=VOTE, interrupt_before=["record_trace"])
+    await client(a, "beta").runs.join(thread_id, stopped["run_id"])
+    stopped = await client(a, "beta").runs.get(thread_id, stopped["run_id"])
+    assert stopped["status"] == "success" and "spend" not in stopped["output"]  # how Aegra ends it: unsettled
+    assert (await client(a, "beta").threads.get_state(thread_id))["next"] == ["record_trace"]
+    ((stopped_tokens, stopped_cost),) = await charge_of(cluster, stopped["run_id"])
+    assert stopped_tokens >= 72 * 2 and stopped_tokens % 72 == 0  # its votes' calls (72 tokens each), as it stopped
+
+    # no input of its own: it carries on from where the run stopped (Aegra wants the checkpoint named)
+    latest = (await client(b, "beta").threads.get_state(thread_id))["checkpoint"]["checkpoint_id"]
+    resumed = await client(b, "beta").runs.create(thread_id, "solve", checkpoint_id=latest)
+    await client(b, "beta").runs.join(thread_id, resumed["run_id"])
+    run = await client(b, "beta").runs.get(thread_id, resumed["run_id"])
+    assert run["status"] == "success"
+    spend = run["output"]["spend"]
+    assert spend["tokens"] == stopped_tokens  # its spend counts the stopped run's calls: it made none of its own
+    assert await charge_of(cluster, resumed["run_id"]) == [(0, 0.0)]
+    assert stopped_cost == pytest.approx(spend["cost_usd"])
+
+
+def test_a_resumed_runs_charge_leaves_out_what_the_runs_it_resumes_were_charged_whichever_is_charged_first(cluster):
+    """Order-independence of the two charges, on runs written straight into the ledger's tables (an `error` run made
+    `success` fires the charge trigger as Aegra's end of a run does): the stopped run's own charge may come after
+    the resumed run's (its replica was slow); a new input after an interrupted run starts new work, charged whole."""
+    def thread(*runs: tuple[str, str | None]) -> list[str]:
+        thread_id = f"ledger-{uuid.uuid4()}"
+        sql(cluster, "INSERT INTO thread (thread_id, user_id) VALUES (%s, 'ledger')", thread_id)
+        ids = []
+        for offset, (status, given) in enumerate(runs):
+            ids.append(run_id := str(uuid.uuid4()))
+            sql(cluster, "INSERT INTO runs (run_id, thread_id, status, input, user_id, created_at, execution_params) "
+                         "VALUES (%s, %s, %s, %s::jsonb, 'ledger', now() + %s * interval '1 second', "
+                         "'{\"graph_id\": \"solve\"}')", run_id, thread_id, status, given, offset)
+        return ids
+
+    def succeed(run_id: str, tokens: int) -> None:
+        sql(cluster, "UPDATE runs SET status = 'success', output = %s::jsonb WHERE run_id = %s",
+            json.dumps({"spend": {"tokens": tokens, "cost_usd": tokens / 1000}}), run_id)
+
+    def ended(run_id: str, tokens: int) -> None:
+        sql(cluster, "SELECT parallax_charge_ended(%s, %s::bigint, %s::numeric)", run_id, tokens, tokens / 1000)
+
+    def charged(*run_ids: str) -> list[int]:
+        rows = dict(sql(cluster, "SELECT run_id, tokens FROM parallax_run_charges WHERE run_id = ANY(%s)", list(run_ids)))
+        return [rows[run_id] for run_id in run_ids]
+
+    task = json.dumps(VOTE)
+    try:
+        first, again, last = thread(("interrupted", task), ("success", None), ("error", None))  # review, then before
+        ended(first, 200)
+        ended(again, 50)
+        succeed(last, 300)
+        assert charged(first, again, last) == [200, 50, 50]
+        stopped, resumed = thread(("interrupted", task), ("error", "null"))
+        succeed(resumed, 300)
+        ended(stopped, 200)  # late: its calls are in the resumed run's charge
+        assert charged(stopped, resumed) == [0, 300]
+        stopped, fresh = thread(("interrupted", task), ("error", task))
+        ended(stopped, 200)
+        succeed(fresh, 300)
+        assert charged(stopped, fresh) == [200, 300]
+        assert sql(cluster, "SELECT tokens FROM parallax_tenant_spend WHERE tenant = 'ledger'") == [(1100,)]
+    finally:
+        sql(cluster, "DELETE FROM thread WHERE user_id = 'ledger'")
+        sql(cluster, "DELETE FROM parallax_run_charges WHERE tenant = 'ledger'")
+        sql(cluster, "DELETE FROM parallax_tenant_spend WHERE tenant = 'ledger'")

@@ -14,7 +14,14 @@ its last node, nodes/record_trace.py) and, in that transaction,
 2. only when that row was new, adds it to the tenant's day in `parallax_tenant_spend` (one row per
    tenant and UTC day, updated in place: the admission check reads one row).
 So a run finalized twice, replayed, retried or taken over is charged once; the day's row is the sum of the
-rows in `parallax_run_charges` (the ledger, for audits). Runs whose output holds no settled `spend`
+rows in `parallax_run_charges` (the ledger, for audits).
+A run resumed after an interrupt (`interrupt_before`, a person's review: a run with no input of its own, after a
+run of its thread and graph that stopped without settling, `interrupted` or, as Aegra ends a run stopped by
+`interrupt_before`, `success` with no `spend`) carries on the work of the runs it resumes, and its `spend` counts
+theirs too, while each of them was charged at its stop what its calls cost. So the resumed run is charged its
+`spend` less what those runs were charged (`parallax_resumed_runs`), and a stopped run charged after the run that
+resumed it (its replica was slow to charge) is charged 0: its calls are in that run's charge already. Both take a
+per-thread lock (CHARGE_LOCK_CLASS), so whichever comes second sees the first. Runs whose output holds no settled `spend`
 (other graphs, and runs that ended in error, cancelled or interrupted) are charged, once, by the
 replica that executed them, with the model calls it saw them make (server/run_charges.py,
 CHARGE_ENDED_SQL), through the same `parallax_charge`.
@@ -30,7 +37,9 @@ from typing import Any
 
 from parallax.state.records import Limits
 
-DDL = """
+CHARGE_LOCK_CLASS = 0x7061_7263  # "parc": the per-thread charge lock (the second key: hashtext(thread_id))
+
+DDL = f"""
 CREATE TABLE IF NOT EXISTS parallax_run_charges (
     run_id text PRIMARY KEY,
     tenant text NOT NULL,
@@ -81,16 +90,71 @@ BEGIN
     RETURN true;
 END $$;
 
+-- the runs whose work a run carries on: walking back its thread while the run has no input of its own (a resume)
+-- and the run before it, of the same graph, stopped unsettled: `interrupted` (an interrupt for a person), or
+-- `success` without a `spend` (Aegra ends a run stopped by `interrupt_before` / `interrupt_after` `success`)
+CREATE OR REPLACE FUNCTION parallax_resumed_runs(run text) RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    cur runs;
+    prev runs;
+    carried text[] := ARRAY[]::text[];
+BEGIN
+    SELECT * INTO cur FROM runs WHERE run_id = run;
+    WHILE FOUND AND (cur.input IS NULL OR jsonb_typeof(cur.input) = 'null' OR cur.input = '{{}}'::jsonb) LOOP
+        SELECT * INTO prev FROM runs o WHERE o.thread_id = cur.thread_id
+            AND (o.created_at, o.run_id) < (cur.created_at, cur.run_id) ORDER BY o.created_at DESC, o.run_id DESC LIMIT 1;
+        EXIT WHEN NOT FOUND
+            OR prev.execution_params ->> 'graph_id' IS DISTINCT FROM cur.execution_params ->> 'graph_id'
+            OR NOT (prev.status = 'interrupted'
+                    OR (prev.status = 'success' AND jsonb_typeof(prev.output -> 'spend') IS DISTINCT FROM 'object'));
+        carried := carried || prev.run_id;
+        cur := prev;
+    END LOOP;
+    RETURN carried;
+END $$;
+
 CREATE OR REPLACE FUNCTION parallax_charge_run() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     spent jsonb := CASE WHEN jsonb_typeof(NEW.output) = 'object' THEN NEW.output -> 'spend' END;
+    spent_tokens bigint;
+    spent_cost numeric;
+    earlier_tokens bigint;
+    earlier_cost numeric;
 BEGIN
     IF jsonb_typeof(spent) = 'object' THEN
-        PERFORM parallax_charge(NEW.run_id, NEW.user_id,
-            CASE WHEN jsonb_typeof(spent -> 'tokens') = 'number' THEN floor((spent ->> 'tokens')::numeric)::bigint ELSE 0 END,
-            CASE WHEN jsonb_typeof(spent -> 'cost_usd') = 'number' THEN (spent ->> 'cost_usd')::numeric END);
+        PERFORM pg_advisory_xact_lock({CHARGE_LOCK_CLASS}, hashtext(NEW.thread_id));
+        spent_tokens := CASE WHEN jsonb_typeof(spent -> 'tokens') = 'number'
+                             THEN floor((spent ->> 'tokens')::numeric)::bigint ELSE 0 END;
+        spent_cost := CASE WHEN jsonb_typeof(spent -> 'cost_usd') = 'number' THEN (spent ->> 'cost_usd')::numeric END;
+        SELECT coalesce(sum(c.tokens), 0), coalesce(sum(c.cost_usd), 0) INTO earlier_tokens, earlier_cost
+        FROM parallax_run_charges c WHERE c.run_id = ANY(parallax_resumed_runs(NEW.run_id));
+        PERFORM parallax_charge(NEW.run_id, NEW.user_id, spent_tokens - earlier_tokens, spent_cost - earlier_cost);
     END IF;
     RETURN NULL;
+END $$;
+
+-- charge a run that has ended (not pending or running) what its replica saw it spend (server/run_charges.py),
+-- 0 when a run that resumes it was charged its `spend` already; true when this call charged it
+CREATE OR REPLACE FUNCTION parallax_charge_ended(run text, seen_tokens bigint, seen_cost numeric) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    r runs;
+BEGIN
+    SELECT * INTO r FROM runs WHERE run_id = run AND status NOT IN ('pending', 'running');
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_advisory_xact_lock({CHARGE_LOCK_CLASS}, hashtext(r.thread_id));
+    IF EXISTS (
+            SELECT 1 FROM runs later JOIN parallax_run_charges c ON c.run_id = later.run_id
+            WHERE later.thread_id = r.thread_id AND later.status = 'success'
+              AND jsonb_typeof(later.output -> 'spend') = 'object'
+              AND (later.created_at, later.run_id) > (r.created_at, r.run_id)
+              AND r.run_id = ANY(parallax_resumed_runs(later.run_id))) THEN
+        seen_tokens := 0;
+        seen_cost := 0;
+    END IF;
+    RETURN parallax_charge(r.run_id, r.user_id, seen_tokens, seen_cost);
 END $$;
 
 DROP TRIGGER IF EXISTS parallax_charge_run ON runs;
@@ -176,8 +240,7 @@ def write_budgets(conn: Any, budgets: dict[str, Limits]) -> None:
                      (tenant, budget.get("max_cost"), budget.get("max_tokens")))
 
 
-CHARGE_ENDED_SQL = ("SELECT parallax_charge(run_id, user_id, %(tokens)s::bigint, %(cost)s::numeric) FROM runs "
-                    "WHERE run_id = %(run_id)s AND status NOT IN ('pending', 'running')")
+CHARGE_ENDED_SQL = "SELECT parallax_charge_ended(%(run_id)s, %(tokens)s::bigint, %(cost)s::numeric)"
 """Charge a run that has ended with what its replica saw it spend (server/run_charges.py); nothing when it was
 charged already (a solve or plan run's own `spend`, by the trigger) or has not ended."""
 SPENT_TODAY_SQL = ("SELECT tokens, cost_usd::float8, runs, unpriced_runs FROM parallax_tenant_spend "
