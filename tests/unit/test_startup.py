@@ -30,3 +30,20 @@ def test_the_young_generation_is_collected_less_often_and_cycles_still_go():
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+async def test_a_served_replica_freezes_what_it_loaded_once_its_graphs_are_loaded(monkeypatch):
+    """parallax serve's lifespan (server/platform.py) runs inside Aegra's, after the graphs are loaded."""
+    from parallax.server.platform import lifespan
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    before = gc.get_threshold()
+    try:
+        gc.unfreeze()
+        gc.set_threshold(700, *before[1:])
+        async with lifespan(object()):
+            assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+            assert gc.get_freeze_count() > 10_000  # the modules imported so far, at least
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
