@@ -64,8 +64,7 @@ def sweep(
     if as_json:
         print(json.dumps(out))
     else:
-        kinds = ("threads", "checkpoints", "traces", "dead_letters", "webhooks")
-        err.print("swept " + ", ".join(f"{getattr(swept, k)} {k.replace('_', ' ')}" for k in kinds)
+        err.print("swept " + ", ".join(f"{getattr(swept, k)} {k.replace('_', ' ')}" for k in retention.KINDS)
                   + f" in {swept.seconds:.1f}s", highlight=False)
 
 

@@ -163,6 +163,9 @@ class Settings(BaseSettings):
     retain_dead_letters_days: float | None = Field(None, gt=0, description="dead letters written longer ago are deleted "
                                                                            "(unset: kept)")
     retain_webhooks_days: float = Field(7.0, gt=0, description="delivered or failed webhooks are kept this long")
+    retain_charges_days: float = Field(400.0, gt=0, description="daily-budget ledger rows (each run's charge, each "
+                                                                "tenant's day) are kept this long, for audits; "
+                                                                "budgets read only today's")
     sweep_interval_s: float = Field(3600.0, ge=0, description="seconds between two retention sweeps of a replica "
                                                               "(0: none; `parallax sweep` sweeps once)")
     sweep_batch: int = Field(200, ge=1, description="rows (threads, checkpoints, records) one sweep transaction deletes")

@@ -26,7 +26,8 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
                                                by the strategy applied (server/run_requests.py)
     parallax_webhooks_total{outcome}           webhook attempts: delivered, retry, failed
     parallax_swept_total{kind}                 rows deleted by retention sweeps (threads,
-                                               checkpoints, traces, dead_letters, webhooks)
+                                               checkpoints, traces, dead_letters, webhooks,
+                                               charges)
     parallax_fenced_total{what}                model calls and writes refused because the run's
                                                lease was lost (server/fencing.py)
     parallax_fence_waits_total                 fence checks that waited for the database

@@ -101,9 +101,9 @@ async def sweep_once() -> retention.Swept | None:
             swept = await retention.sweep(conn, retention.from_settings(settings))
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-    for kind in ("threads", "checkpoints", "traces", "dead_letters", "webhooks"):
+    for kind in retention.KINDS:
         metrics.SWEPT.labels(kind=kind).inc(getattr(swept, kind))
-    if any(getattr(swept, kind) for kind in ("threads", "checkpoints", "traces", "dead_letters", "webhooks")):
+    if any(getattr(swept, kind) for kind in retention.KINDS):
         log.info("retention sweep: %s", swept.as_dict())
     return swept
 

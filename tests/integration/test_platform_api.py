@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -34,6 +35,7 @@ ENV = {"PARALLAX_WEBHOOK_SECRETS": f"acme:{SECRET}", "PARALLAX_WEBHOOK_ALLOW_NET
        "PARALLAX_WEBHOOK_TIMEOUT_S": "3", "PARALLAX_WEBHOOK_BACKOFF_S": "0.5", "PARALLAX_WEBHOOK_BACKOFF_MAX_S": "1",
        "PARALLAX_RETAIN_THREADS_DAYS": "30", "PARALLAX_RETAIN_CHECKPOINTS_DAYS": "30",
        "PARALLAX_RETAIN_TRACES_DAYS": "30", "PARALLAX_RETAIN_DEAD_LETTERS_DAYS": "30", "PARALLAX_SWEEP_INTERVAL_S": "1",
+       "PARALLAX_RETAIN_CHARGES_DAYS": "30",
        "PARALLAX_MAX_TOKENS": "64", "CRON_ENABLED": "true", "CRON_POLL_INTERVAL_SECONDS": "1"}
 YEARLY = "0 0 1 1 *"  # a cron fires at creation, and then only when a test makes it due (`fire`)
 
@@ -521,6 +523,10 @@ async def test_the_replicas_sweep_removes_what_is_old_and_keeps_young_rows_and_r
                  f"('dlq.acme', 'old-letter', '{{}}', {OLD}, {OLD}), ('dlq.acme', 'young-letter', '{{}}', now(), now()),"
                  f"('plan_results.acme.t1', 'old-result', '{{}}', {OLD}, {OLD}),"
                  f"('playbooks.acme.fin', 'old-playbook', '{{}}', {OLD}, {OLD})")
+    sql(cluster, "INSERT INTO parallax_run_charges (run_id, tenant, day, tokens) VALUES "
+                 f"('old-charge', 'acme', ({OLD})::date, 10), ('young-charge', 'acme', parallax_utc_day() - 1, 10)")
+    sql(cluster, "INSERT INTO parallax_tenant_spend (tenant, day, tokens) VALUES "
+                 f"('ledger-acme', ({OLD})::date, 10), ('ledger-acme', parallax_utc_day() - 1, 10)")
     first_turn, latest = sql(cluster, "SELECT min(checkpoint_id), max(checkpoint_id) FROM checkpoints "
                                       "WHERE thread_id = %s AND checkpoint_ns = ''", history)[0]
     with slow_model(cluster, 6000):
@@ -550,6 +556,9 @@ async def test_the_replicas_sweep_removes_what_is_old_and_keeps_young_rows_and_r
     assert [k for k, _ in await messages(sdk, history)] == ["human", "ai", "human", "ai"]
     records = {key for (key,) in sql(cluster, "SELECT key FROM store WHERE key LIKE 'old-%%' OR key LIKE 'young-%%'")}
     assert records == {"young-trace", "young-letter", "old-playbook"}  # playbooks are not swept
+    assert sql(cluster, "SELECT run_id FROM parallax_run_charges WHERE run_id LIKE '%%-charge'") == [("young-charge",)]
+    assert sql(cluster, "SELECT day FROM parallax_tenant_spend WHERE tenant = 'ledger-acme'") == [
+        (datetime.now(UTC).date() - timedelta(days=1),)]
     assert sum(await asyncio.gather(*(swept_threads(r) for r in (a, b)))) >= 1  # /metrics counts what was swept
 
 

@@ -19,11 +19,12 @@ def test_limits_come_from_the_settings_and_unset_ones_keep_everything(monkeypatc
     monkeypatch.setenv("PARALLAX_RETAIN_THREADS_DAYS", "30")
     monkeypatch.setenv("PARALLAX_RETAIN_TRACES_DAYS", "0.5")
     monkeypatch.setenv("PARALLAX_SWEEP_BATCH", "50")
-    for name in ("PARALLAX_RETAIN_CHECKPOINTS_DAYS", "PARALLAX_RETAIN_DEAD_LETTERS_DAYS", "PARALLAX_RETAIN_WEBHOOKS_DAYS"):
+    for name in ("PARALLAX_RETAIN_CHECKPOINTS_DAYS", "PARALLAX_RETAIN_DEAD_LETTERS_DAYS", "PARALLAX_RETAIN_WEBHOOKS_DAYS",
+                 "PARALLAX_RETAIN_CHARGES_DAYS"):
         monkeypatch.delenv(name, raising=False)
     limits = retention.from_settings(settings_mod.load())
     assert limits == retention.Retention(threads_days=30, checkpoints_days=None, traces_days=0.5,
-                                         dead_letters_days=None, webhooks_days=7, batch=50)
+                                         dead_letters_days=None, webhooks_days=7, charges_days=400, batch=50)
 
 
 def test_a_limit_of_zero_or_less_is_refused_naming_the_variable(monkeypatch):

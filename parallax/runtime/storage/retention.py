@@ -9,7 +9,10 @@ What is swept (each only when its PARALLAX_RETAIN_*_DAYS is set; docs/deploy.md,
 - traces (and the plan results and edit candidates' conversations filed under them) and dead letters
   whose record was last written longer ago than `traces_days` / `dead_letters_days` (the store's `updated_at`);
 - webhook outbox rows delivered or failed longer ago than `webhooks_days`, and armed ones whose
-  run never came or is gone.
+  run never came or is gone;
+- the daily-budget ledger's rows (runtime/storage/spend_ledger.py: each run's charge, each tenant's
+  day) of UTC days more than `charges_days` ago. Budgets read only today's row; what is lost is the
+  audit trail of those days, and a run resumed after that long is charged its whole `spend`.
 
 Never touched: a thread with a run pending or running. Thread work happens under the thread's row
 lock (`FOR UPDATE SKIP LOCKED`), taken before the active-run check: creating a run updates the
@@ -40,6 +43,7 @@ class Retention:
     traces_days: float | None = None
     dead_letters_days: float | None = None
     webhooks_days: float | None = None
+    charges_days: float | None = None
     batch: int = 200
 
 
@@ -52,10 +56,15 @@ class Swept:
     traces: int = 0
     dead_letters: int = 0
     webhooks: int = 0
+    charges: int = 0
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+KINDS = ("threads", "checkpoints", "traces", "dead_letters", "webhooks", "charges")
+"""Swept's counts (the metric's `kind` label)."""
 
 
 NO_ACTIVE_RUN = f"NOT EXISTS (SELECT 1 FROM runs r WHERE r.thread_id = t.thread_id AND r.status IN {ACTIVE})"
@@ -137,11 +146,20 @@ DELETE FROM parallax_webhooks WHERE id IN (
     LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 """
 
+OLD_DAY = "day < ((now() AT TIME ZONE 'UTC') - make_interval(secs => %(age_s)s))::date"
+DELETE_CHARGES = [
+    f"""DELETE FROM parallax_run_charges WHERE run_id IN (
+        SELECT run_id FROM parallax_run_charges WHERE {OLD_DAY} LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+    f"""DELETE FROM parallax_tenant_spend WHERE (tenant, day) IN (
+        SELECT tenant, day FROM parallax_tenant_spend WHERE {OLD_DAY} LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+]
+
 
 async def _tables(conn: Any) -> set[str]:
     cursor = await conn.execute(
         "SELECT c FROM unnest(%s::text[]) AS c WHERE to_regclass(c) IS NOT NULL",
-        (["thread", "runs", "checkpoints", "checkpoint_writes", "checkpoint_blobs", "store", "parallax_webhooks"],))
+        (["thread", "runs", "checkpoints", "checkpoint_writes", "checkpoint_blobs", "store", "parallax_webhooks",
+          "parallax_run_charges", "parallax_tenant_spend"],))
     return {row[0] for row in await cursor.fetchall()}
 
 
@@ -218,6 +236,10 @@ async def sweep(conn: Any, retention: Retention) -> Swept:
     if retention.webhooks_days is not None and {"parallax_webhooks", "runs"} <= tables:
         swept.webhooks = await _delete_until_done(conn, DELETE_WEBHOOKS, {"age_s": retention.webhooks_days * DAY_S,
                                                                           "batch": retention.batch})
+    if retention.charges_days is not None and {"parallax_run_charges", "parallax_tenant_spend"} <= tables:
+        for statement in DELETE_CHARGES:
+            swept.charges += await _delete_until_done(conn, statement, {"age_s": retention.charges_days * DAY_S,
+                                                                        "batch": retention.batch})
     swept.seconds = round(time.perf_counter() - started, 3)
     return swept
 
@@ -226,4 +248,5 @@ def from_settings(settings: Any) -> Retention:
     """The Retention of PARALLAX_RETAIN_*_DAYS and PARALLAX_SWEEP_BATCH."""
     return Retention(threads_days=settings.retain_threads_days, checkpoints_days=settings.retain_checkpoints_days,
                      traces_days=settings.retain_traces_days, dead_letters_days=settings.retain_dead_letters_days,
-                     webhooks_days=settings.retain_webhooks_days, batch=settings.sweep_batch)
+                     webhooks_days=settings.retain_webhooks_days, charges_days=settings.retain_charges_days,
+                     batch=settings.sweep_batch)
