@@ -246,13 +246,16 @@ async def embedded_votes(name: str, products: list[tuple[int, int]], tokens: int
         rows.append({"status": out["status"], "right": final_value(out.get("answer", "")) == str(a * b),
                      "asked": out.get("votes_asked", 8),
                      "prompt": sum(x["tokens"]["prompt"] for x in out["branches"]),
-                     "cached": sum(x["tokens"].get("cached_tokens", 0) for x in out["branches"])})
+                     "cached": sum(x["tokens"].get("cached_tokens", 0) for x in out["branches"]),
+                     "completion": sum(x["tokens"]["completion"] for x in out["branches"])})
     return {"config": name, "questions": len(rows), "accuracy": round(sum(r["right"] for r in rows) / len(rows), 3),
             "ok_share": round(sum(r["status"] == "ok" for r in rows) / len(rows), 3),
             "votes_per_question": round(statistics.mean(r["asked"] for r in rows), 2),
             "wall_s": round(time.perf_counter() - began, 1),
             "prompt_tokens": sum(r["prompt"] for r in rows), "cached_tokens": sum(r["cached"] for r in rows),
-            "completion_tokens_note": "llama.cpp reports one choice's completion tokens for a request with n"}
+            "completion_tokens": sum(r["completion"] for r in rows),
+            "completion_tokens_note": "llama.cpp reports the first choice's completion tokens for a request with n; "
+                                      "the others are estimated from it (runtime/wave_request.py share_usage)"}
 
 
 class NeverN(dict[tuple[str, str], bool]):

@@ -229,7 +229,11 @@ async def ask(
             result = await llm.agenerate([conversation], callbacks=(config or {}).get("callbacks"),
                                          tags=(config or {}).get("tags"), metadata=(config or {}).get("metadata"),
                                          run_name=(config or {}).get("run_name"), n=n, **call_kwargs)
-            return [cast(AIMessage, g.message) for g in result.generations[0] if isinstance(g, ChatGeneration)]
+            replies = [cast(AIMessage, g.message) for g in result.generations[0] if isinstance(g, ChatGeneration)]
+            fingerprint = (result.llm_output or {}).get("system_fingerprint")
+            for reply in replies:  # LangChain leaves the response's own fields off the choices when there are several
+                reply.response_metadata.setdefault("system_fingerprint", fingerprint)
+            return replies
         return await request(choices, starting=False)
 
     # `n` only on an OpenAI-compatible endpoint (a chat model with a base URL)

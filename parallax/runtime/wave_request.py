@@ -24,6 +24,7 @@ one choice's fault stays its own vote's.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -60,20 +61,44 @@ def _split(total: int, weights: list[int]) -> list[int]:
     return parts
 
 
+LLAMA_CPP_BUILD = re.compile(r"^b\d+-")
+"""llama.cpp's server names its build as the `system_fingerprint` ("b<build number>-<commit>", "b0-unknown" for the
+embedded default's wheel)."""
+CHARS_PER_TOKEN = 4.0
+"""For a first choice too short to measure its tokens per character by (under 20 characters)."""
+
+
+def usage_of_first_choice(replies: list[AIMessage]) -> bool:
+    """Whether the request's usage counts only its first choice's completion: llama.cpp's server does so when asked
+    for `n` (measured on the embedded default: four requests of 3 choices reported 14, 8, 12, 28 completion tokens,
+    each the first choice's own count plus its end token; the three choices held 53, 54, 68, 87)."""
+    fingerprint = replies[0].response_metadata.get("system_fingerprint") if replies else None
+    return len(replies) > 1 and isinstance(fingerprint, str) and LLAMA_CPP_BUILD.match(fingerprint) is not None
+
+
 def share_usage(replies: list[AIMessage]) -> None:
     """Give each choice its share of the request's usage, in place, so the branches' tokens sum to the bill.
 
     An OpenAI-compatible endpoint reports one usage for the request (LangChain copies it onto every
     choice). The prompt was read once: its tokens, and the cached ones among them, are split evenly
     over the choices. Completion tokens are split in proportion to each choice's length in characters
-    (the usage does not say which choice spent how many)."""
+    (the usage does not say which choice spent how many). Where the usage counts only the first
+    choice's completion (`usage_of_first_choice`), that choice keeps it and each other choice is given
+    as many tokens per character as the first one spent: else the run would record, and its
+    `max_tokens` budget would hold against, a third of what three choices cost."""
     if not replies:
         return
     usage: dict[str, Any] = dict(replies[0].usage_metadata or {})
     n = len(replies)
     prompt = _split(int(usage.get("input_tokens", 0) or 0), [1] * n)
     cached = _split(int((usage.get("input_token_details") or {}).get("cache_read", 0) or 0), [1] * n)
-    completion = _split(int(usage.get("output_tokens", 0) or 0), [len(str(r.content)) for r in replies])
+    chars = [len(str(r.content)) for r in replies]
+    reported = int(usage.get("output_tokens", 0) or 0)
+    if usage_of_first_choice(replies):
+        per_char = reported / chars[0] if chars[0] >= 20 else 1 / CHARS_PER_TOKEN
+        completion = [reported] + [round(c * per_char) for c in chars[1:]]
+    else:
+        completion = _split(reported, chars)
     for i, reply in enumerate(replies):
         reply.usage_metadata = {"input_tokens": prompt[i], "output_tokens": completion[i],
                                 "total_tokens": prompt[i] + completion[i],

@@ -73,6 +73,9 @@ class Pricing:
     n_support: str = "yes"
     cache_timing: str = "scheduled"
     """When a request's blocks enter the cache: "scheduled" (vLLM v1) or "read" (see the module docstring)."""
+    usage_of: str = "request"
+    """What the usage's completion tokens count: "request" (all choices, as OpenAI and vLLM) or "first_choice" (as
+    llama.cpp's server does with `n`, naming its build as the system_fingerprint)."""
 
 
 @dataclass
@@ -168,10 +171,12 @@ async def chat(request: Request) -> JSONResponse:
         state.entries.append({"n": n, "choices": given, "prompt_tokens": len(tokens), "cached_tokens": cached,
                               "temperature": body.get("temperature"), "messages_hash": digest,
                               "schema": ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")})
-    usage = {"prompt_tokens": len(tokens), "completion_tokens": sum(completion),
-             "total_tokens": len(tokens) + sum(completion), "prompt_tokens_details": {"cached_tokens": cached}}
+    reported = completion[0] if pricing.usage_of == "first_choice" else sum(completion)
+    usage = {"prompt_tokens": len(tokens), "completion_tokens": reported,
+             "total_tokens": len(tokens) + reported, "prompt_tokens_details": {"cached_tokens": cached}}
     return JSONResponse({"id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": 0,
                          "model": body.get("model", "scripted"),
+                         "system_fingerprint": "b4500-1a2b3c4" if pricing.usage_of == "first_choice" else None,
                          "choices": [{"index": k, "message": {"role": "assistant", "content": c},
                                       "finish_reason": finish[k]} for k, c in enumerate(contents)],
                          "usage": usage})

@@ -120,6 +120,22 @@ def test_by_default_a_wave_of_votes_is_one_request_at_one_temperature(billing, m
     assert server.bill().prompt_tokens == server.log()[0]["prompt_tokens"]
 
 
+def test_an_endpoint_that_reports_only_the_first_choices_usage_still_has_every_choice_recorded(billing, monkeypatch):
+    """llama.cpp's server, the embedded default, answers `n` choices with the first one's completion tokens only: the
+    run records (and its `max_tokens` holds against) what all of them cost, not a third."""
+    monkeypatch.delenv("PARALLAX_VOTE_TEMPERATURE_MIN", raising=False)
+    monkeypatch.delenv("PARALLAX_VOTE_TEMPERATURE_MAX", raising=False)
+    server = billing(lambda body, k: json.dumps({"reasoning": " ".join(["counted"] * (4 + 8 * k)), "answer": "42"}),
+                     Pricing(base_ms=5, decode_ms_per_token=0.1, usage_of="first_choice"))
+    out = graph.invoke({"task": "How many apples are in the basket?", "mode": "vote", "votes": 5},
+                       context=Context(straggler_factor=0.0))
+    assert [e["n"] for e in server.log()] == [3]
+    recorded = [b["tokens"]["completion"] for b in out["branches"] if b["kind"] == "vote"]
+    truth = server.bill().completion_tokens  # the server's own count of all three choices' words
+    assert len(recorded) == 3 and abs(sum(recorded) - truth) <= 0.1 * truth, (recorded, truth)
+    assert len(set(recorded)) == 3  # each its own length, not an even share
+
+
 def test_votes_at_different_temperatures_keep_their_own_requests(billing):
     server = billing()
     out = vote(3, vote_temperature_min=0.3, vote_temperature_max=1.0)
