@@ -51,7 +51,7 @@ from parallax.logic.run_input import RunInputError, check_run_input, checked_con
 from parallax.runtime.storage.namespaces import playbook_namespace
 from parallax.server.connections import connection
 from parallax.server.protocol_requests import COMMANDS, RUN_COMMANDS, settle_interrupt, starts_with_input
-from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, json_request, replay
+from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, replay, tenant_request
 
 RUN_CREATE = re.compile(r"^(?:/threads/(?P<thread_id>[^/]+))?/runs(?:/stream|/wait|/crons)?/?$")
 THREAD_RUNS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/?$")
@@ -171,20 +171,21 @@ class RunChecks:
         if create is None and command is None:
             await self.app(scope, receive, send)
             return
-        body, payload, tenant = await json_request(scope, receive)
-        if isinstance(payload, dict) and tenant is not None:  # else Aegra answers: 422, 401
-            if create is None:
-                assert command is not None
-                if starts_with_input(payload):
-                    await settle_interrupt(command["thread_id"], tenant)
-                why = await command_problem(payload, tenant, command["thread_id"])
-                answer = None if why is None else JSONResponse(command_refusal(payload.get("id"), why))
-            else:
-                why = await problem(payload, tenant, create["thread_id"])
-                answer = None if why is None else refusal(str(why), why.field)
-            if answer is not None:
-                await answer(scope, receive, send)
-                return
+        if (request := await tenant_request(self.app, scope, receive, send)) is None:
+            return  # Aegra answers it: 422, 401
+        body, payload, tenant = request
+        if create is None:
+            assert command is not None
+            if starts_with_input(payload):
+                await settle_interrupt(command["thread_id"], tenant)
+            why = await command_problem(payload, tenant, command["thread_id"])
+            answer = None if why is None else JSONResponse(command_refusal(payload.get("id"), why))
+        else:
+            why = await problem(payload, tenant, create["thread_id"])
+            answer = None if why is None else refusal(str(why), why.field)
+        if answer is not None:
+            await answer(scope, receive, send)
+            return
         await self.app(scope, replay(body, receive), send)
 
     async def list_runs(self, scope: Scope, receive: Receive, send: Send, thread_id: str) -> None:

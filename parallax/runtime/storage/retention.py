@@ -25,7 +25,7 @@ threads never wait for it, and several replicas may sweep side by side.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 DAY_S = 86_400.0
@@ -63,7 +63,7 @@ class Swept:
         return asdict(self)
 
 
-KINDS = ("threads", "checkpoints", "traces", "dead_letters", "webhooks", "charges")
+KINDS = tuple(f.name for f in fields(Swept) if f.name != "seconds")
 """Swept's counts (the metric's `kind` label)."""
 
 
