@@ -166,6 +166,16 @@ class Settings(BaseSettings):
     retain_charges_days: float = Field(400.0, gt=0, description="daily-budget ledger rows (each run's charge, each "
                                                                 "tenant's day) are kept this long, for audits; "
                                                                 "budgets read only today's")
+    document_max_bytes: int = Field(20_000_000, ge=1, description="largest document (PDF, DOCX, HTML, text) a run "
+                                                                 "reads, in bytes as sent (before base64)")
+    document_max_pages: int = Field(2_000, ge=1, description="most pages of a PDF a run reads")
+    document_max_unpacked_bytes: int = Field(64_000_000, ge=1, description="most bytes a document may inflate to: a "
+                                                                           "PDF's page content streams decoded, a DOCX's "
+                                                                           "ZIP members unpacked (declared and actual)")
+    document_max_chars: int = Field(2_000_000, ge=1, description="most characters of text a document may yield")
+    document_parse_s: float = Field(30.0, gt=0, description="seconds a document's parser (a child process) may take "
+                                                            "before it is killed")
+    document_parse_memory_mb: int = Field(1024, ge=64, description="address space of a document's parser process, MB")
     sweep_interval_s: float = Field(3600.0, ge=0, description="seconds between two retention sweeps of a replica "
                                                               "(0: none; `parallax sweep` sweeps once)")
     sweep_batch: int = Field(200, ge=1, description="rows (threads, checkpoints, records) one sweep transaction deletes")
