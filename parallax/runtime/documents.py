@@ -225,7 +225,8 @@ def _read_pdf(data: bytes, label: str, limits: DocumentLimits) -> list[str]:
         if count > limits.max_pages:
             raise _over(label, f"has {count:,} pages", limits.max_pages, "DOCUMENT_MAX_PAGES",
                         "send the pages the question is about")
-        pages, unpacked, chars = [], 0, 0
+        pages: list[str] = []
+        unpacked = chars = 0
         for page in reader.pages:
             unpacked += _content_bytes(page)
             if unpacked > limits.max_unpacked_bytes:
