@@ -150,7 +150,12 @@ class Settings(BaseSettings):
     webhook_secrets: str | None = Field(None, description="per-tenant webhook signing secrets: comma list of tenant:secret")
     webhook_allow_networks: str | None = Field(
         None, description="comma list of CIDR networks webhooks may reach although not public (e.g. 127.0.0.0/8)")
-    webhook_timeout_s: float = Field(10.0, gt=0, description="seconds one webhook delivery attempt may take")
+    webhook_timeout_s: float = Field(10.0, gt=0, description="seconds one webhook delivery attempt may take, all of it: "
+                                                             "resolving, connecting, sending and the answer")
+    webhook_max_response_bytes: int = Field(65_536, ge=0, description="most bytes of a webhook receiver's answer read "
+                                                                      "before the connection is closed")
+    webhook_max_in_flight: int = Field(20, ge=1, description="webhook attempts a replica has under way at once, each "
+                                                             "independent of the others")
     webhook_max_attempts: int = Field(10, ge=1, description="delivery attempts of a webhook before it is marked failed")
     webhook_backoff_s: float = Field(2.0, gt=0, description="wait before the first retry of a webhook; doubles per attempt")
     webhook_backoff_max_s: float = Field(600.0, gt=0, description="longest wait between two attempts of a webhook")
