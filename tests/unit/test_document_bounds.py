@@ -114,3 +114,41 @@ def test_the_parser_child_sees_no_keys(monkeypatch):
     read_document(hostile.many_pages_pdf(1))
     assert set(seen["env"]) == {"PATH", "LANG"} and "sk-secret-of-the-server" not in str(seen["env"])
     assert os.environ["OPENAI_API_KEY"] == "sk-secret-of-the-server"
+
+
+def test_documents_read_at_once_each_get_their_own_text():
+    from concurrent.futures import ThreadPoolExecutor
+
+    files = [hostile.docx(hostile.docx_xml(f"document number {n}")) for n in range(4)]
+    files += [hostile.inflating_pdf(1_000, f"pdf number {n}".encode()) for n in range(4)]
+    with ThreadPoolExecutor(8) as pool:
+        texts = list(pool.map(lambda data: read_document(data).text, files))
+    assert texts == [f"document number {n}" for n in range(4)] + [f"pdf number {n}" for n in range(4)]
+
+
+async def test_the_graph_and_the_async_api_parse_a_document_off_the_event_loop(monkeypatch):
+    """The parse blocks its caller until the child answers: the route node and `asolve` wait for it in a thread."""
+    import asyncio
+    import threading
+
+    import parallax
+    from parallax.graphs.solve import graph
+    from parallax.runtime import documents
+    from tests.support.scripted_model import scripted
+
+    threads: list[threading.Thread] = []
+
+    def parse(data, name, label, limits):
+        threads.append(threading.current_thread())
+        raise DocumentError(f"{label} is refused here")
+
+    monkeypatch.setattr(documents, "_parse_bounded", parse)
+    loop_thread = threading.current_thread()
+    ctx, calls = scripted(lambda p, t, i: "{}")
+    document = {"name": "r.pdf", "base64": base64.b64encode(hostile.many_pages_pdf(1)).decode()}
+    with pytest.raises(Exception, match="is refused here"):
+        await graph.ainvoke({"document": document, "question": "revenue?"}, context=ctx)
+    with pytest.raises(parallax.InvalidInput, match="is refused here"):
+        await parallax.asolve(document=hostile.many_pages_pdf(1), question="revenue?")
+    assert len(threads) == 2 and loop_thread not in threads and calls == []
+    assert asyncio.get_running_loop().is_running()
