@@ -21,6 +21,10 @@ import re2
 
 MAX_PATTERN_CHARS = 1_000
 """Longest pattern a user may give (a schema's `pattern`): longer is refused before it is compiled."""
+MAX_MEM = 1 << 20
+"""Memory one compiled pattern may use, its program and its DFA cache (RE2's default is 8 MiB): a pattern whose
+program does not fit is refused, and a search whose DFA outgrows it goes on in RE2's NFA, slower but still linear.
+With the 128 patterns google-re2 keeps compiled, at most 128 MiB however many patterns users send."""
 
 
 class Match(Protocol):
@@ -59,12 +63,13 @@ class PatternRefused(ValueError):
 def _options() -> re2.Options:
     options = re2.Options()
     options.log_errors = False  # a refused pattern is reported to its author, not logged to stderr by RE2
+    options.max_mem = MAX_MEM
     return options
 
 
-@functools.lru_cache(maxsize=256)
-def compile(pattern: str, *, ignore_case: bool = False, multiline: bool = False) -> Pattern:  # noqa: A001
-    """`pattern` compiled by RE2 (kept for the last 256), or PatternRefused saying why it cannot be."""
+@functools.lru_cache(maxsize=128)
+def compile(pattern: str, *, ignore_case: bool = False, multiline: bool = False) -> Pattern:
+    """`pattern` compiled by RE2 (kept for the last 128), or PatternRefused saying why it cannot be."""
     flags = ("i" if ignore_case else "") + ("m" if multiline else "")
     source = f"(?{flags}){pattern}" if flags else pattern
     try:

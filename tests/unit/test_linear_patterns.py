@@ -119,3 +119,11 @@ def test_a_reply_of_braces_or_deep_nesting_is_a_parse_failure_and_a_late_object_
     with pytest.raises(ParseFailure):
         extract_json("{" * LONG)
     assert extract_json("{" * LONG + '{"answer": 12}') == {"answer": 12}
+
+
+def test_a_pattern_whose_program_is_too_large_is_refused_and_a_large_enough_one_runs():
+    with pytest.raises(SchemaProblem, match=r"compiles to a program too large to run, which this server does not run"):
+        checked_schema(_field(r"\pL{1000}"))  # every letter of Unicode, a thousand times: over RE2's 1 MiB here
+    schema = _field(r"^[a-z]{1000}$")
+    checked_schema(schema)
+    assert validation_errors(schema, {"code": "q" * 1_000}) == []
