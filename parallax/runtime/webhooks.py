@@ -45,6 +45,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,6 +55,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+
+log = logging.getLogger("parallax.webhooks")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -370,7 +373,13 @@ class Deliveries:
         return len(rows)
 
     async def _deliver(self, row: dict[str, Any], policy: DeliveryPolicy) -> str:
-        outcome = await record(self.connect, row, policy, self.me, await deliver_one(row, policy, self.resolver))
+        attempt = await deliver_one(row, policy, self.resolver)
+        try:
+            outcome = await record(self.connect, row, policy, self.me, attempt)
+        except Exception as exc:  # noqa: BLE001 - the database is away: the lease runs out and the row is claimed again
+            log.warning("webhook %s: attempt %s, but its outcome could not be stored (%s: %s); it will be tried again",
+                        row["id"], attempt[0], type(exc).__name__, exc)
+            return "unrecorded"
         self.on_outcome(outcome)
         return outcome
 
