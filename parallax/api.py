@@ -139,8 +139,9 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
     reload_settings()  # a call is an entry point: it sees the environment and .env as they are now
     speculation = {"candidates": candidates, "check": check, "check_file": check_file,
                    "repo": os.fspath(repo) if repo is not None else None} if mode == "speculate" or check else None
-    payload = _payload(task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target,
-                       speculation, {"max_cost": max_cost, "max_tokens": max_tokens})
+    payload = await asyncio.to_thread(  # a document is parsed by a child process: the caller's loop goes on meanwhile
+        _payload, task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target,
+        speculation, {"max_cost": max_cost, "max_tokens": max_tokens})
     ctx = context or Context()
     validate(payload, resolved(ctx))
     thread = thread_id or uuid.uuid4().hex

@@ -150,7 +150,12 @@ class Settings(BaseSettings):
     webhook_secrets: str | None = Field(None, description="per-tenant webhook signing secrets: comma list of tenant:secret")
     webhook_allow_networks: str | None = Field(
         None, description="comma list of CIDR networks webhooks may reach although not public (e.g. 127.0.0.0/8)")
-    webhook_timeout_s: float = Field(10.0, gt=0, description="seconds one webhook delivery attempt may take")
+    webhook_timeout_s: float = Field(10.0, gt=0, description="seconds one webhook delivery attempt may take, all of it: "
+                                                             "resolving, connecting, sending and the answer")
+    webhook_max_response_bytes: int = Field(65_536, ge=0, description="most bytes of a webhook receiver's answer read "
+                                                                      "before the connection is closed")
+    webhook_max_in_flight: int = Field(20, ge=1, description="webhook attempts a replica has under way at once, each "
+                                                             "independent of the others")
     webhook_max_attempts: int = Field(10, ge=1, description="delivery attempts of a webhook before it is marked failed")
     webhook_backoff_s: float = Field(2.0, gt=0, description="wait before the first retry of a webhook; doubles per attempt")
     webhook_backoff_max_s: float = Field(600.0, gt=0, description="longest wait between two attempts of a webhook")
@@ -166,6 +171,16 @@ class Settings(BaseSettings):
     retain_charges_days: float = Field(400.0, gt=0, description="daily-budget ledger rows (each run's charge, each "
                                                                 "tenant's day) are kept this long, for audits; "
                                                                 "budgets read only today's")
+    document_max_bytes: int = Field(20_000_000, ge=1, description="largest document (PDF, DOCX, HTML, text) a run "
+                                                                 "reads, in bytes as sent (before base64)")
+    document_max_pages: int = Field(2_000, ge=1, description="most pages of a PDF a run reads")
+    document_max_unpacked_bytes: int = Field(64_000_000, ge=1, description="most bytes a document may inflate to: a "
+                                                                           "PDF's page content streams decoded, a DOCX's "
+                                                                           "ZIP members unpacked (declared and actual)")
+    document_max_chars: int = Field(2_000_000, ge=1, description="most characters of text a document may yield")
+    document_parse_s: float = Field(30.0, gt=0, description="seconds a document's parser (a child process) may take "
+                                                            "before it is killed")
+    document_parse_memory_mb: int = Field(1024, ge=64, description="address space of a document's parser process, MB")
     sweep_interval_s: float = Field(3600.0, ge=0, description="seconds between two retention sweeps of a replica "
                                                               "(0: none; `parallax sweep` sweeps once)")
     sweep_batch: int = Field(200, ge=1, description="rows (threads, checkpoints, records) one sweep transaction deletes")
