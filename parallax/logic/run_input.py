@@ -105,6 +105,9 @@ def _held_to_server(given: Mapping[str, Any], prefix: str) -> None:
         if rule == "ceiling" and value > server:
             raise RunInputError(f"{field} must be at most {server} on this server ({_variable(name)}), got {value}: "
                                 "lower it or leave it out", field)
+        if rule == "floor" and name == "straggler_factor" and server == 0 and value != 0:
+            raise RunInputError(f"{field} must be 0 on this server: it starts no backup copies ({_variable(name)}), got "
+                                f"{value}: leave it out", field)
         if rule == "floor" and value < server and not (name == "straggler_factor" and value == 0):
             off = " or 0 (no backup copies)" if name == "straggler_factor" else ""
             raise RunInputError(f"{field} must be at least {server}{off} on this server ({_variable(name)}), got "

@@ -228,6 +228,10 @@ def test_a_served_caller_may_lower_a_ceiling_raise_a_floor_and_pick_an_allowed_m
     ctx = check_run_input("solve", TASK, {"max_tokens": 100, "max_attempts": 1, "straggler_factor": 0,
                                           "straggler_min_s": 5, "model": "small", "judge_model": ""}, served=True)
     assert (ctx.max_tokens, ctx.max_attempts, ctx.straggler_factor, ctx.model) == (100, 1, 0, "small")
+    server.setenv("PARALLAX_STRAGGLER_FACTOR", "0")  # no backup copies on this server: a caller may not start them
+    reload_settings()
+    with pytest.raises(RunInputError, match="context.straggler_factor must be 0 on this server"):
+        check_run_input("solve", TASK, {"straggler_factor": 5}, served=True)
     server.setenv("PARALLAX_ALLOWED_MODELS", "gpt-5, gpt-5-mini")
     reload_settings()
     assert check_run_input("solve", TASK, {"vote_models": "gpt-5,gpt-5-mini"}, served=True).vote_models
