@@ -43,7 +43,7 @@ EXPECTED = {
     "runs.create context max_concurrency -3": (422, cm.GRAPH_SHAPE, "context.max_concurrency"),
     "runs.stream unknown input field (vote)": (422, cm.GRAPH_SHAPE, "vote"),
     "runs.wait unknown playbook": (422, cm.GRAPH_SHAPE, "playbook"),
-    "runs.wait plan with an output schema": (422, cm.GRAPH_SHAPE, ""),
+    "runs.wait plan with an output schema": (422, cm.GRAPH_SHAPE, "output_schema"),
     "runs.list on another tenant's thread": (404, cm.GRAPH_SHAPE, ""),
 }
 
