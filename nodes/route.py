@@ -99,7 +99,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
     started = time.time()
     ctx = context_of(runtime)
-    state = read_input_document(state)
+    state = await asyncio.to_thread(read_input_document, state)  # a parser's child process: not on the event loop
     if not state.get("task") and state.get("pages"):
         state = {**state, "task": "\n\n".join(state["pages"])}
     validate(state, ctx)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from parallax.runtime import linear_regex
 from parallax.runtime.lesson_screening import quarantine_entry
 from parallax.state.context import Embedder
 
@@ -65,20 +66,23 @@ divide do don't double-check ensure exclude express extract identify include kee
 never always note prefer read recall record remember report round scale select separate start subtract sum tag take
 treat use verify watch write annualize annualise average discount net normalize normalise interpret assign choose
 """.split())
-_ADVICE = re.compile(r"\b(should|must|needs? to|have to|has to|always|never|make sure|be sure|remember|"
-                     r"do not|don't|avoid|prefer|rather than|instead of)\b", re.I)
-_RULE = re.compile(r"(=|\bequals?\b|\bis (?:calculated|computed|defined|measured|found|obtained|given) (?:as|by)\b|"
+# A lesson is model text: the patterns that read it whole run on RE2 (linear time); `\bover\b.*\bratio\b` or
+# `\d[\d,.\s]*...[\s.)]*$` on `re` took seconds on a long enough lesson. _WORD and _CAMEL read one word each.
+_ADVICE = linear_regex.compile(r"\b(should|must|needs? to|have to|has to|always|never|make sure|be sure|remember|"
+                     r"do not|don't|avoid|prefer|rather than|instead of)\b", ignore_case=True)
+_RULE = linear_regex.compile(r"(=|\bequals?\b|\bis (?:calculated|computed|defined|measured|found|obtained|given) (?:as|by)\b|"
                    r"\bdivided by\b|\bmultiplied by\b|\bover\b.*\bratio\b|\bmeans\b|\bcorresponds? to\b|"
-                   r"\bis tagged\b|\bmaps? to\b|\bgoes? (?:to|under)\b)", re.I)
-_CONDITION = re.compile(r"^(when|if|for|whenever|before|after|in a|in an|with)\b[^,]{3,},\s*\S", re.I)
-_VERDICT = re.compile(
+                   r"\bis tagged\b|\bmaps? to\b|\bgoes? (?:to|under)\b)", ignore_case=True)
+_CONDITION = linear_regex.compile(r"^(when|if|for|whenever|before|after|in a|in an|with)\b[^,]{3,},\s*\S", ignore_case=True)
+_VERDICT = linear_regex.compile(
     r"^(?:(?:the|this|that|my|your|its)\s+)?(?:final\s+)?"
     r"(?:(?:solution|answer|response|result|output|reply|calculation|prediction|run|attempt|model|solver|it)"
     r"(?:\s+(?:given|provided|here|above|returned|computed|calculated|produced|chosen))?\s+)?"
     r"(?:is|was|were|are|looks|seems)?\s*(?:not\s+)?(?:entirely\s+|completely\s+|totally\s+|clearly\s+)?"
     r"(?:correct|incorrect|wrong|right|accurate|inaccurate|ok|okay|fine|good|bad|perfect|true|false|"
-    r"well done|good job|great|excellent|nice|a mistake|an error|mistaken)\b[\s.!]*$", re.I)
-_NUMBERISH = re.compile(r"^[\s$€£¥+\-−~≈()]*\d[\d,.\s]*(?:%|percent|x|times|bn|m|k|million|billion|thousand)?[\s.)]*$", re.I)
+    r"well done|good job|great|excellent|nice|a mistake|an error|mistaken)\b[\s.!]*$", ignore_case=True)
+_NUMBERISH = linear_regex.compile(r"^[\s$€£¥+\-−~≈()]*\d[\d,.\s]*(?:%|percent|x|times|bn|m|k|million|billion|thousand)?[\s.)]*$",
+                                  ignore_case=True)
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,15 @@ allows a small relative tolerance, so "2.0", "2.00" and "$2" all match a target 
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from parallax.logic.vote import normalize_answer
+from parallax.runtime import linear_regex
 
-DECIMALS = re.compile(r"(\d+)\s+decimal places?", re.I)
-NUMBER = re.compile(r"[-+]?\$?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
+# answers and questions are model and user text: RE2 (linear time), not `re`, reads them
+DECIMALS = linear_regex.compile(r"(\d+)\s+decimal places?", ignore_case=True)
+NUMBER = linear_regex.compile(r"[-+]?\$?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+")
 
 
 def first_number(text: str) -> Decimal | None:

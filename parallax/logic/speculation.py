@@ -16,7 +16,6 @@ picks one:
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,12 +24,12 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from parallax.prompts.solve import candidate_messages
+from parallax.runtime import linear_regex
 from parallax.state.context import Context, filled
 from parallax.state.records import CandidateSpec, CheckSpec
 from parallax.state.solve import SolveState
 
 DEFAULT_CANDIDATES = 3
-MAX_CANDIDATES = 10
 DEFAULT_CHECK_FILE = "candidate.txt"
 TEMPERATURE_LOW, TEMPERATURE_HIGH = 0.2, 1.0
 CHECK_PASSED_CONFIDENCE = 0.9
@@ -48,10 +47,11 @@ APPROACHES: tuple[tuple[str, str], ...] = (
 )
 """Prompt variants, cycled over the candidates; with more candidates than variants, temperatures still differ."""
 
-PASSED = re.compile(r"(\d+) passed")
-FAILED = re.compile(r"(\d+) (?:failed|errors?)")
-RAN = re.compile(r"^Ran (\d+) tests?", re.M)
-UNITTEST_BAD = re.compile(r"(?:failures|errors)=(\d+)")
+# A check's output is whatever the code under test prints: RE2 (linear time), not `re`, reads it.
+PASSED = linear_regex.compile(r"(\d+) passed")
+FAILED = linear_regex.compile(r"(\d+) (?:failed|errors?)")
+RAN = linear_regex.compile(r"^Ran (\d+) tests?", multiline=True)
+UNITTEST_BAD = linear_regex.compile(r"(?:failures|errors)=(\d+)")
 
 
 def spread(low: float, high: float, n: int) -> list[float]:

@@ -15,6 +15,11 @@ Each kind of branch is then asked for a wrapper around that schema:
   field required: a slice reports only what its own text supports, and every value carries
   the words it rests on, so the merge can check them against the slice (logic/quotes.py).
 
+A schema's `pattern`s run on the model's replies, so they run on RE2 (runtime/linear_regex.py), in time linear
+in the reply; a pattern RE2 cannot run (a backreference, lookaround) is refused with that reason before any
+model call (`check_patterns`), and so is `patternProperties`: a branch is asked for named fields, and the
+validator would match those patterns with Python's backtracking `re`.
+
 Paths name a value inside the object: `revenue`, `segments[]` (any item of a list),
 `segments[2].name` (one item, as reported).
 """
@@ -28,11 +33,12 @@ from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, cast
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
+from jsonschema import Draft202012Validator, FormatChecker, validators
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from parallax.logic.vote import normalize_answer
+from parallax.runtime import linear_regex
 from parallax.state.records import JsonSchema
 
 Shape = Literal["object", "array", "scalar"]
@@ -51,8 +57,9 @@ def checked_schema(schema: object) -> JsonSchema:
     or one that branches cannot be asked for."""
     if not isinstance(schema, dict):
         raise SchemaProblem(f"output_schema must be a JSON Schema object, got {type(schema).__name__}")
+    check_patterns(schema)
     try:
-        Draft202012Validator.check_schema(schema)
+        Draft202012Validator.check_schema(schema, format_checker=_SCHEMA_FORMATS)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "the top level"
         raise SchemaProblem(f"output_schema is not a valid JSON Schema at {where}: {exc.message}") from None
@@ -62,6 +69,79 @@ def checked_schema(schema: object) -> JsonSchema:
                             '{"type": "object", "properties": {"revenue": {"type": "number"}}}')
     _check_askable(inlined, "", 0)
     return cast(dict[str, Any], inlined)
+
+
+def check_patterns(schema: object) -> None:
+    """SchemaProblem for the first `pattern` in `schema` that this server does not run (one RE2 refuses, or
+    longer than linear_regex.MAX_PATTERN_CHARS) and for any `patternProperties`, naming where it is and why;
+    None when every pattern runs in linear time. A schema that is not even an object is left to `checked_schema`."""
+    for where, keyword, value in _schema_keywords(schema, "output_schema"):
+        if keyword == "patternProperties":
+            raise SchemaProblem(f"{where} uses patternProperties, which this server does not run: replies are asked "
+                                "for and checked field by field, so name the fields under properties")
+        if keyword == "pattern" and isinstance(value, str):
+            reason = linear_regex.refusal(linear_regex.from_ecmascript(value))
+            if reason:
+                raise SchemaProblem(f"{where}: pattern {value[:80]!r} {reason}, which this server does not run (it runs "
+                                    "patterns on RE2, in time linear in the reply): rewrite the pattern without it")
+
+
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+_SUBSCHEMAS = ("not", "if", "then", "else", "contains", "items", "additionalItems", "additionalProperties",
+               "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+
+
+def _schema_keywords(node: object, where: str) -> Iterator[tuple[str, str, Any]]:
+    """(where, keyword, value) of every keyword of `node` and of its subschemas (not of `enum`, `const`,
+    `default` or `examples`, whose values are data), `where` naming the subschema."""
+    if not isinstance(node, dict):
+        return
+    for keyword, value in node.items():
+        yield where, keyword, value
+    for keyword in _SUBSCHEMA_MAPS:
+        if isinstance(node.get(keyword), dict):
+            for name, sub in node[keyword].items():
+                yield from _schema_keywords(sub, f"{where}/{keyword}/{name}")
+    for keyword in _SUBSCHEMA_LISTS:
+        if isinstance(node.get(keyword), list):
+            for i, sub in enumerate(node[keyword]):
+                yield from _schema_keywords(sub, f"{where}/{keyword}/{i}")
+    for keyword in _SUBSCHEMAS:
+        yield from _schema_keywords(node.get(keyword), f"{where}/{keyword}")
+
+
+def _linear_pattern(pattern: str) -> linear_regex.Pattern:
+    return linear_regex.compile(linear_regex.from_ecmascript(pattern))
+
+
+_SCHEMA_FORMATS = FormatChecker()
+"""The formats the meta-schema checks, "regex" (what `pattern` must be) read as RE2 reads it: an ECMAScript
+named group `(?<year>...)`, which Python's `re` rejects, is a pattern this server runs."""
+
+
+@_SCHEMA_FORMATS.checks("regex", raises=linear_regex.PatternRefused)
+def _is_linear_regex(instance: object) -> bool:
+    if isinstance(instance, str):
+        _linear_pattern(instance)
+    return True
+
+
+def _pattern_on_re2(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """The `pattern` keyword with RE2 in place of `re` (a pattern RE2 refuses matches nothing)."""
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = _linear_pattern(pattern).search(instance)
+    except linear_regex.PatternRefused as exc:
+        yield ValidationError(f"pattern {pattern!r} is not run: it {exc}")
+        return
+    if found is None:
+        yield ValidationError(f"{instance[:80]!r} does not match {pattern!r}")
+
+
+ReplyValidator = validators.extend(Draft202012Validator, {"pattern": _pattern_on_re2})  # type: ignore[no-untyped-call]
+"""Draft 2020-12 as jsonschema validates it, but with every `pattern` run by RE2."""
 
 
 def _inline(node: Any, root: JsonSchema, seen: tuple[str, ...]) -> Any:
@@ -196,7 +276,7 @@ def quoted(node: JsonSchema) -> JsonSchema:
 @functools.lru_cache(maxsize=64)
 def _reply_model(schema_json: str, name: str) -> type[BaseModel]:
     schema = json.loads(schema_json)
-    validator = Draft202012Validator(schema)
+    validator = ReplyValidator(schema)
 
     class Reply(BaseModel):
         """A reply checked against a JSON Schema given at run time (what `ask` validates and re-asks on)."""
@@ -228,7 +308,7 @@ def reply_model(schema: JsonSchema, name: str) -> type[BaseModel]:
 
 def validation_errors(schema: JsonSchema, value: Any) -> list[str]:
     """Each way `value` fails `schema`, as `path: message` (empty when it conforms)."""
-    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    errors = sorted(ReplyValidator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
     return [f"{'.'.join(str(p) for p in e.absolute_path) or 'object'}: {e.message[:160]}" for e in errors]
 
 

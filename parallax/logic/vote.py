@@ -14,31 +14,36 @@ else its canonical form. The rules read the answer alone, never the question.
 A vote also has a quorum: the valid votes needed before any answer may count as settled
 (`min_votes`, else a strict majority of the votes asked). Fewer valid votes than that is
 not a vote at all, and no judge can make it one.
+
+An answer is model text of any length, so every pattern here runs on RE2 (runtime/linear_regex.py): time
+linear in the answer, where Python's `re` took seconds on a long run of digits that ends in something else.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 
 from text_to_num import alpha2digit
 
+from parallax.runtime import linear_regex
+
 YES = {"yes", "y", "true", "correct", "right", "yeah", "yep"}
 NO = {"no", "n", "false", "incorrect", "wrong", "nope"}
-NUMBER = re.compile(r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?$")
-NUMBER_WITH_UNIT = re.compile(
+NUMBER_WITH_UNIT = linear_regex.compile(
     r"^(?:the answer is\s+)?(?:[$€£¥]\s*)?(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)"
     r"\s*(?P<pct>%|percent\b)?\s*(?P<unit>[a-z$€£¥][a-z.$€£¥ ]{0,20})?$"
 )
+LEADING_POINT = linear_regex.compile(r"^([-+]?)\.(\d)")
+CANONICAL_NUMBER = linear_regex.compile(r"-?\d+(?:\.\d+)?%?")
 NOT_A_UNIT = {"is", "are", "was", "were", "be", "not", "no", "and", "or", "but", "because", "than", "if", "so"}
 """Words after a number that make an answer a statement about it, not a quantity ("221 is not prime")."""
-OPTION = re.compile(r"^\s*(?:(?:the\s+)?answer\s*(?:is)?\s*:?\s*)?(?:option|choice)?\s*\(?([A-Ea-e])(?:\)|[.:](?=\s|$)|$)",
-                    re.I)
-LEADING_WORD = re.compile(r"^\s*([A-Za-z]+)\b[\s,.;:!-]")
-ENDS_WITH_NUMBER = re.compile(r"(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?)\s*"
-                              r"(?P<tail>(?:[A-Za-z$€£%.'\-/]+\s*){0,2})[\s.!?)\]\"'*]*$")
+OPTION = linear_regex.compile(r"^\s*(?:(?:the\s+)?answer\s*(?:is)?\s*:?\s*)?(?:option|choice)?\s*\(?([A-Ea-e])"
+                              r"(?:\)|[.:](?:\s|$)|$)", ignore_case=True)
+LEADING_WORD = linear_regex.compile(r"^\s*([A-Za-z]+)\b[\s,.;:!-]")
+ENDS_WITH_NUMBER = linear_regex.compile(r"(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?)\s*"
+                                           r"(?P<tail>(?:[A-Za-z$€£%.'\-/]+\s*){0,2})[\s.!?)\]\"'*]*$")
 
 
 def _canonical_number(raw: str) -> str | None:
@@ -48,14 +53,14 @@ def _canonical_number(raw: str) -> str | None:
         return None
     if value == 0:
         return "0"
-    text = format(value.normalize(), "f")
+    text = format(value.normalize(Context(prec=max(28, len(raw)))), "f")  # every digit kept, not 28
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def normalize_answer(answer: str) -> str:
     """Canonical form of an answer for vote counting (idempotent)."""
     text = " ".join(str(answer).strip().lower().split())
-    text = re.sub(r"^([-+]?)\.(?=\d)", r"\g<1>0.", text)  # ".2" is 0.2, not 2 once the dot is stripped
+    text = LEADING_POINT.sub(r"\g<1>0.\2", text)  # ".2" is 0.2, not 2 once the dot is stripped
     text = text.strip(" \t\"'`*.,;:!?()[]{}")
     if text in YES:
         return "yes"
@@ -102,7 +107,7 @@ def final_value(answer: str) -> str:
 
 
 def _is_number(text: str) -> bool:
-    return bool(re.fullmatch(r"-?\d+(?:\.\d+)?%?", text))
+    return bool(CANONICAL_NUMBER.fullmatch(text))
 
 
 def tally(answers: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:

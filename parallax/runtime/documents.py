@@ -25,23 +25,39 @@ Design choices:
   text must be findable again by `logic/quotes.py`'s `quote_occurs`.
 - A path is read from the local disk; a face that serves other people (an HTTP API)
   should take bytes, not paths, from its callers.
+- A document is a stranger's file, so reading one is bounded (`DocumentLimits`, from the
+  PARALLAX_DOCUMENT_* settings): its bytes (checked before it is read or decoded), a PDF's
+  pages, what it inflates to (a PDF's page content streams decoded; a DOCX's ZIP members,
+  as declared and as they actually unpack), the characters of text it yields, and the time
+  and memory its parser takes. Parsers are pure Python and a hostile file can keep them busy
+  for as long as it likes (pypdf took 9.7 s on one page whose 68 KB content stream inflates
+  to 70 MB, 44 s on 50,000 tiny pages), so every file that needs one is read by a child
+  Python (started afresh, with no environment: no keys, no database URL) that has an
+  address-space limit and is killed when its time is up; it answers in JSON. The caller
+  waits in a thread, never on an event loop. A document over a bound is refused with one
+  line naming the bound and its setting.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import io
+import json
 import logging
 import os
 import re
+import subprocess
+import sys
+import threading
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from bs4 import Tag
@@ -61,6 +77,32 @@ _MARKDOWN_HEADING = re.compile(r"^#{1,6} \S", re.MULTILINE)
 
 class DocumentError(ValueError):
     """One line: what is wrong with the file and what to do about it (the CLI prints it, exit 2)."""
+
+
+@dataclass(frozen=True)
+class DocumentLimits:
+    """How much of a stranger's file is read (the PARALLAX_DOCUMENT_* settings; docs/configuration.md)."""
+
+    max_bytes: int = 20_000_000
+    max_pages: int = 2_000
+    max_unpacked_bytes: int = 64_000_000
+    max_chars: int = 2_000_000
+    parse_s: float = 30.0
+    parse_memory_mb: int = 1024
+
+    @classmethod
+    def from_settings(cls) -> DocumentLimits:
+        from parallax.runtime.settings import load
+
+        settings = load()
+        return cls(max_bytes=settings.document_max_bytes, max_pages=settings.document_max_pages,
+                   max_unpacked_bytes=settings.document_max_unpacked_bytes, max_chars=settings.document_max_chars,
+                   parse_s=settings.document_parse_s, parse_memory_mb=settings.document_parse_memory_mb)
+
+
+def _over(label: str, what: str, bound: int | float, setting: str, fix: str) -> DocumentError:
+    """The one line of a document over a bound: which bound, its value, the setting that raises it."""
+    return DocumentError(f"{label} {what}, over the limit of {bound:,} (PARALLAX_{setting}): {fix}")
 
 
 @dataclass(frozen=True)
@@ -161,7 +203,15 @@ def detect_kind(data: bytes, name: str, label: str) -> str:
 
 # --- the readers: bytes -> page texts ----------------------------------------------------
 
-def _read_pdf(data: bytes, label: str) -> list[str]:
+def _content_bytes(page: Any) -> int:
+    """Bytes a PDF page's content streams decode to (what its text is extracted from)."""
+    contents = page.get("/Contents")
+    contents = contents.get_object() if contents is not None else None
+    streams = list(contents) if isinstance(contents, list) else [contents] if contents is not None else []
+    return sum(len(stream.get_object().get_data()) for stream in streams)
+
+
+def _read_pdf(data: bytes, label: str, limits: DocumentLimits) -> list[str]:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
@@ -171,7 +221,23 @@ def _read_pdf(data: bytes, label: str) -> list[str]:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted and not reader.decrypt(""):  # an owner password alone still opens
             raise DocumentError(encrypted)
-        return [page.extract_text() or "" for page in reader.pages]
+        count = len(reader.pages)
+        if count > limits.max_pages:
+            raise _over(label, f"has {count:,} pages", limits.max_pages, "DOCUMENT_MAX_PAGES",
+                        "send the pages the question is about")
+        pages: list[str] = []
+        unpacked = chars = 0
+        for page in reader.pages:
+            unpacked += _content_bytes(page)
+            if unpacked > limits.max_unpacked_bytes:
+                raise _over(label, f"inflates to more than {unpacked:,} bytes of page content by page {len(pages) + 1}",
+                            limits.max_unpacked_bytes, "DOCUMENT_MAX_UNPACKED_BYTES", "send a smaller document")
+            pages.append(page.extract_text() or "")
+            chars += len(pages[-1])
+            if chars > limits.max_chars:
+                raise _over(label, f"yields more than {chars:,} characters of text by page {len(pages)}",
+                            limits.max_chars, "DOCUMENT_MAX_CHARS", "send the pages the question is about")
+        return pages
     except DocumentError:
         raise
     except FileNotDecryptedError:
@@ -180,6 +246,8 @@ def _read_pdf(data: bytes, label: str) -> list[str]:
         raise DocumentError(f"{label} cannot be decrypted here ({_reason(exc)}): decrypt it first, e.g. qpdf --decrypt") from None
     except RecursionError:
         raise DocumentError(f"{label} is a damaged PDF (nested too deeply): download or export it again") from None
+    except MemoryError:  # over the parser's address-space limit: said as that, not as damage
+        raise
     except Exception as exc:  # noqa: BLE001 - a damaged file can make pypdf raise almost anything
         if b"%%EOF" not in data[-2048:]:
             raise DocumentError(f"{label} is a truncated PDF (it does not end with %%EOF): download or export it again") from None
@@ -208,11 +276,41 @@ def _docx_blocks(document: DocxDocument) -> Iterator[str]:
         yield f"{'#' * level} {' '.join(text.split())}" if level and text else text
 
 
-def _read_docx(data: bytes, label: str) -> list[str]:
+def _check_zip(data: bytes, label: str, limits: DocumentLimits) -> None:
+    """A DOCX's ZIP unpacks to no more than the limit, as its headers declare and as it actually inflates (a zip
+    bomb either declares a huge size or lies about it; zipfile stops a member at its declared size and then fails
+    its CRC, so a lie is caught here, before any XML parser sees the member)."""
+    bound = limits.max_unpacked_bytes
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+            declared = sum(member.file_size for member in members)
+            if declared > bound:
+                raise _over(label, f"unpacks to {declared:,} bytes, as its ZIP declares", bound,
+                            "DOCUMENT_MAX_UNPACKED_BYTES", "send a smaller document")
+            actual = 0
+            for member in members:
+                with archive.open(member) as unpacking:
+                    while chunk := unpacking.read(1 << 20):
+                        actual += len(chunk)
+                        if actual > bound:
+                            raise _over(label, f"unpacks to more than {actual:,} bytes", bound,
+                                        "DOCUMENT_MAX_UNPACKED_BYTES", "send a smaller document")
+    except DocumentError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError, ValueError) as exc:
+        raise DocumentError(f"{label} is a damaged DOCX, or one whose ZIP lies about its sizes ({_reason(exc)}): "
+                            "open it and save it again") from None
+
+
+def _read_docx(data: bytes, label: str, limits: DocumentLimits) -> list[str]:
     import docx
 
+    _check_zip(data, label, limits)
     try:
         blocks = [b for b in _docx_blocks(docx.Document(io.BytesIO(data))) if b.strip()]
+    except MemoryError:  # over the parser's address-space limit: said as that, not as damage
+        raise
     except Exception as exc:  # noqa: BLE001 - python-docx, lxml and zipfile each raise their own
         raise DocumentError(f"{label} is a damaged DOCX ({_reason(exc)}): open it and save it again") from None
     return ["\n\n".join(blocks)]
@@ -297,7 +395,7 @@ def _inline_text(tag: Tag) -> str:
     return " ".join(" ".join(collector.blocks).split())
 
 
-def _read_html(data: bytes, label: str) -> list[str]:
+def _read_html(data: bytes, label: str, limits: DocumentLimits) -> list[str]:
     from bs4 import BeautifulSoup
 
     try:
@@ -313,12 +411,14 @@ def _read_html(data: bytes, label: str) -> list[str]:
         collector.flush()
     except RecursionError:
         raise DocumentError(f"{label} is HTML nested too deeply to read: save the page as PDF or text") from None
+    except MemoryError:  # over the parser's address-space limit: said as that, not as damage
+        raise
     except Exception as exc:  # noqa: BLE001 - html.parser is lenient, but a reader must never crash the CLI
         raise DocumentError(f"{label} is HTML that cannot be read ({_reason(exc)}): save the page as PDF or text") from None
     return ["\n\n".join(collector.blocks)]
 
 
-def _read_text(data: bytes, label: str) -> list[str]:
+def _read_text(data: bytes, label: str, limits: DocumentLimits) -> list[str]:
     try:
         return [data.decode("utf-8-sig")]
     except UnicodeDecodeError as exc:
@@ -326,24 +426,106 @@ def _read_text(data: bytes, label: str) -> list[str]:
                             f"e.g. iconv -f latin1 -t utf-8 in.txt > out.txt") from None
 
 
-_READERS: dict[str, Callable[[bytes, str], list[str]]] = {
+_READERS: dict[str, Callable[[bytes, str, DocumentLimits], list[str]]] = {
     "pdf": _read_pdf, "docx": _read_docx, "html": _read_html, "markdown": _read_text, "text": _read_text}
+
+
+# --- reading in a child process ----------------------------------------------------------
+
+_PARSERS = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
+"""Documents parsed at once by this process (a child each): a burst of uploads waits its turn."""
+
+
+def _parse(data: bytes, name: str, label: str, limits: DocumentLimits) -> tuple[str, tuple[str, ...]]:
+    """The document's kind and cleaned pages; DocumentError when it cannot be read or is over a bound."""
+    kind = detect_kind(data, name, label)
+    with _quiet():
+        pages = tuple(clean(page) for page in _READERS[kind](data, label, limits))
+    chars = sum(len(page) for page in pages)
+    if chars > limits.max_chars:
+        raise _over(label, f"yields {chars:,} characters of text", limits.max_chars, "DOCUMENT_MAX_CHARS",
+                    "send the part the question is about")
+    return kind, pages
+
+
+def _memory_error(label: str, limits: DocumentLimits) -> DocumentError:
+    return _over(label, "needs more memory to read (MB)", limits.parse_memory_mb, "DOCUMENT_PARSE_MEMORY_MB",
+                 "send a smaller or simpler document")
+
+
+def _needs_parser(data: bytes, name: str) -> bool:
+    """Whether reading `data` takes a parser (PDF, ZIP, HTML, or a name that says so), not just a UTF-8 decode."""
+    head = data[:1024]
+    sniff = head.decode("latin-1").lstrip("\ufeff\xef\xbb\xbf \t\r\n").lower()
+    return (b"%PDF-" in head or data.startswith((b"PK\x03\x04", _OLE2)) or sniff.startswith("<")
+            or Path(name).suffix.lower() in (".pdf", ".docx", ".html", ".htm", ".xhtml"))
+
+
+def _parse_bounded(data: bytes, name: str, label: str, limits: DocumentLimits) -> tuple[str, tuple[str, ...]]:
+    """`_parse` in a child Python (`python -m parallax.runtime.documents`) with an address-space limit, no
+    environment (no keys, no database URL), killed after `limits.parse_s`; its answer comes back as JSON.
+    Blocks: call it off an event loop. Text needs no parser and is read here."""
+    if not _needs_parser(data, name):
+        return _parse(data, name, label, limits)
+    header = json.dumps({"name": name, "label": label, "limits": dataclasses.asdict(limits)}).encode()
+    with _PARSERS:
+        child = subprocess.Popen([sys.executable, "-I", "-m", "parallax.runtime.documents"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"})
+        try:
+            out, _ = child.communicate(header + b"\n" + data, timeout=limits.parse_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            raise _over(label, "took too long to read (seconds)", limits.parse_s, "DOCUMENT_PARSE_S",
+                        "send a smaller or simpler document") from None
+    try:
+        answer = json.loads(out)
+    except ValueError:  # the child died without a word: out of memory in C code, or killed
+        raise _memory_error(label, limits) from None
+    if "error" in answer:
+        raise DocumentError(str(answer["error"]))
+    return str(answer["kind"]), tuple(str(page) for page in answer["pages"])
+
+
+def _child_main() -> None:
+    """The child's side of `_parse_bounded`: a JSON header line, then the document's bytes, on stdin."""
+    import resource
+
+    header_line, _, data = sys.stdin.buffer.read().partition(b"\n")
+    header = json.loads(header_line)
+    limits = DocumentLimits(**header["limits"])
+    memory = limits.parse_memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    try:
+        kind, pages = _parse(data, header["name"], header["label"], limits)
+        answer: dict[str, object] = {"kind": kind, "pages": list(pages)}
+    except DocumentError as exc:
+        answer = {"error": str(exc)}
+    except MemoryError:
+        answer = {"error": str(_memory_error(header["label"], limits))}
+    sys.stdout.buffer.write(json.dumps(answer).encode())
 
 
 # --- the interface -----------------------------------------------------------------------
 
-def read_document(source: str | os.PathLike[str] | bytes, name: str = "") -> Document:
-    """A file (path) or its bytes as a Document; DocumentError (one line) when it cannot be read.
+def read_document(source: str | os.PathLike[str] | bytes, name: str = "", limits: DocumentLimits | None = None) -> Document:
+    """A file (path) or its bytes as a Document; DocumentError (one line) when it cannot be read or is over one of
+    `limits` (default: the settings'). Blocks while a child process parses: from async code, call it in a thread.
 
     `name` names bytes (its suffix helps when the content does not decide); for a path it
     defaults to the file's name. Messages name the path as given, else `name`, else "the input".
     """
+    limits = limits or DocumentLimits.from_settings()
     if isinstance(source, bytes | bytearray | memoryview):
         data, label = bytes(source), name or "the input"
+        _check_size(len(data), label, limits)
     elif isinstance(source, str | os.PathLike):
         path = Path(source)
         name, label = name or path.name, str(source)
         try:
+            if path.is_file():
+                _check_size(path.stat().st_size, label, limits)  # before a byte is read
             data = path.read_bytes()
         except FileNotFoundError:
             raise DocumentError(f"{label}: no such file") from None
@@ -352,19 +534,23 @@ def read_document(source: str | os.PathLike[str] | bytes, name: str = "") -> Doc
         except OSError as exc:
             raise DocumentError(f"{label} cannot be read ({exc.strerror or _reason(exc)}): "
                                 "check the path and its permissions") from None
+        _check_size(len(data), label, limits)  # a pipe or a special file has no size until it is read
     else:
         raise DocumentError(f"a document is a path or bytes, not {type(source).__name__}")
     if not data.strip():
         raise DocumentError(f"{label} is empty: give a document with some text")
-    kind = detect_kind(data, name, label)
-    with _quiet():
-        pages = tuple(clean(page) for page in _READERS[kind](data, label))
+    kind, pages = _parse_bounded(data, name, label, limits)
     if not any(pages):
         if kind == "pdf" and pages:
             raise DocumentError(f"{label} has no text layer (scanned?): run OCR first, e.g. ocrmypdf in.pdf out.pdf")
         what = "has no pages" if kind == "pdf" else "has no text"
         raise DocumentError(f"{label} {what}: give a document with some text")
     return Document(name=name, kind=kind, pages=pages)
+
+
+def _check_size(size: int, label: str, limits: DocumentLimits) -> None:
+    if size > limits.max_bytes:
+        raise _over(label, f"is {size:,} bytes", limits.max_bytes, "DOCUMENT_MAX_BYTES", "send a smaller document")
 
 
 def document_from_input(value: object) -> Document:
@@ -382,12 +568,14 @@ def document_from_input(value: object) -> Document:
         name = value.get("name", "")
         if not isinstance(name, str):
             raise DocumentError(f"document name must be text, got {type(name).__name__}")
+        limits = DocumentLimits.from_settings()
+        label = f"document {name!r}" if name else "document"
+        _check_size(len(value["base64"]) // 4 * 3, label, limits)  # before it is decoded
         try:
             data = base64.b64decode(value["base64"], validate=True)
         except (binascii.Error, ValueError):
-            label = f"document {name!r}" if name else "document"
             raise DocumentError(f"{label} is not valid base64: send the file's bytes base64-encoded") from None
-        return read_document(data, name=Path(name).name)
+        return read_document(data, name=Path(name).name, limits=limits)
     raise DocumentError(f"document must be a path, bytes or {{\"name\": ..., \"base64\": ...}}, got {type(value).__name__}")
 
 
@@ -401,3 +589,7 @@ class RunInput(TypedDict):
 def run_input(document: Document) -> RunInput:
     """The graph input a document stands for: its text as `task`, and its pages when it has real ones (a PDF)."""
     return {"task": document.text, "pages": list(document.pages) if document.paged else []}
+
+
+if __name__ == "__main__":
+    _child_main()

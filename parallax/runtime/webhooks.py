@@ -10,10 +10,23 @@ How:
   every attempt, because DNS answers change. `check_url` resolves the host and checks EVERY
   address it resolves to: one loopback, private, link-local, shared, multicast or otherwise
   non-public address refuses the URL, unless the operator allowed its network
-  (PARALLAX_WEBHOOK_ALLOW_NETWORKS, e.g. 127.0.0.0/8). IPv4 addresses wrapped in IPv6 (mapped,
-  6to4, Teredo) are judged by the IPv4 inside. The POST then goes to the address that was
-  checked (the host name stays in the Host header and in TLS's SNI and certificate check), so
-  a second DNS answer cannot redirect it; redirects are not followed.
+  (PARALLAX_WEBHOOK_ALLOW_NETWORKS, e.g. 127.0.0.0/8). An IPv6 address that carries an IPv4
+  one (IPv4-mapped ::ffff:0:0/96, IPv4-compatible ::/96, 6to4 2002::/16, Teredo 2001::/32,
+  NAT64 64:ff9b::/96 and the local-use 64:ff9b:1::/48) is refused whatever the IPv4 inside:
+  a gateway on the way may deliver it to that IPv4 address, which no check of the IPv6 one
+  sees (allowing the IPv4 address's network, or the form's, lets it through). The POST then
+  goes to the address that was checked (the host name stays in the Host header and in TLS's
+  SNI and certificate check), so a second DNS answer cannot redirect it; redirects are not
+  followed.
+- An attempt is bounded as a whole: resolving, connecting, sending and the answer share one
+  deadline (PARALLAX_WEBHOOK_TIMEOUT_S; httpx's own timeout is per read, so a receiver that
+  drips a byte a second would hold it forever), and at most PARALLAX_WEBHOOK_MAX_RESPONSE_BYTES
+  of the answer are read before the connection is closed (only its status counts).
+- Attempts are independent (`Deliveries`): each claimed webhook is attempted in its own task and
+  records its own outcome on a pool connection taken for that one statement, so a receiver that
+  stalls holds back nobody else's delivery, and no connection is held while a receiver thinks.
+  A replica has at most PARALLAX_WEBHOOK_MAX_IN_FLIGHT attempts under way; it claims only as
+  many as it has room for.
 - The outbox is the table `parallax_webhooks` (runtime/storage/platform_schema.py). A row is
   "armed" when the run is created; a trigger on Aegra's runs table makes it "due", with the run
   as payload, in the same transaction that makes the run terminal, so a run that ended always
@@ -32,6 +45,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,6 +55,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+
+log = logging.getLogger("parallax.webhooks")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -76,33 +92,58 @@ def parse_networks(spec: str | None) -> list[IPNetwork]:
     return networks
 
 
-def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 one carries (mapped ::ffff:a.b.c.d, 6to4 2002::/16, Teredo), or None."""
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return address.ipv4_mapped
-        if address.sixtofour is not None:
-            return address.sixtofour
-        if address.teredo is not None:
-            return address.teredo[1]
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+"""NAT64's well-known prefix (RFC 6052): the IPv4 address is the last 32 bits."""
+NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""NAT64's local-use prefix (RFC 8215): a network's own translator, the IPv4 address placed as its prefix says."""
+
+
+def _embedded_ipv4(address: IPAddress) -> tuple[str, ipaddress.IPv4Address] | None:
+    """(the form, the IPv4 address) of an IPv6 address that carries one, or None."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    low32 = ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    if address.ipv4_mapped is not None:
+        return "IPv4-mapped", address.ipv4_mapped
+    if address in NAT64:
+        return "NAT64", low32
+    if address in NAT64_LOCAL:
+        return "local-use NAT64", low32
+    if address.sixtofour is not None:
+        return "6to4", address.sixtofour
+    if address.teredo is not None:
+        return "Teredo", address.teredo[1]
+    if int(address) >> 32 == 0 and int(address) > 1:  # ::a.b.c.d, not :: or ::1
+        return "IPv4-compatible", low32
     return None
+
+
+def _kind(ip: IPAddress) -> str:
+    return ("loopback" if ip.is_loopback else "link-local" if ip.is_link_local
+            else "multicast" if ip.is_multicast else "unspecified" if ip.is_unspecified
+            else "private" if ip.is_private else "not public")
 
 
 def refusal(address: str | IPAddress, allowed: Sequence[IPNetwork] = ()) -> str | None:
     """Why a webhook may not be sent to `address` (None: it may). Public addresses may; the others
-    (loopback, private, link-local, shared, multicast, reserved, unspecified) only inside `allowed`."""
+    (loopback, private, link-local, shared, multicast, reserved, unspecified) and IPv6 forms that carry
+    an IPv4 address only inside `allowed` (the IPv6 address's network or the carried IPv4 one's)."""
     ip = ipaddress.ip_address(address) if isinstance(address, str) else address
-    inner = _embedded_ipv4(ip)
+    embedded = _embedded_ipv4(ip)
+    inner = embedded[1] if embedded else None
     for candidate in (ip, inner):
         if candidate is not None and any(candidate.version == net.version and candidate in net for net in allowed):
             return None
-    judged = inner or ip
-    if judged.is_global and not judged.is_multicast:
+    allow = "allow its network with PARALLAX_WEBHOOK_ALLOW_NETWORKS"
+    if embedded is not None:
+        form, carried = embedded
+        if not carried.is_global or carried.is_multicast:
+            return f"{ip} is a {_kind(carried)} address ({form}, with the IPv4 address {carried} inside; {allow})"
+        return (f"{ip} is a {form} address (with the IPv4 address {carried} inside), which a gateway may deliver "
+                f"where no check of the IPv6 address looks: give the IPv4 address or a native IPv6 one, or {allow}")
+    if ip.is_global and not ip.is_multicast:
         return None
-    kind = ("loopback" if judged.is_loopback else "link-local" if judged.is_link_local
-            else "multicast" if judged.is_multicast else "unspecified" if judged.is_unspecified
-            else "private" if judged.is_private else "not public")
-    return f"{ip} is a {kind} address (allow its network with PARALLAX_WEBHOOK_ALLOW_NETWORKS)"
+    return f"{ip} is a {_kind(ip)} address ({allow})"
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
@@ -178,18 +219,26 @@ def body_of(row: dict[str, Any]) -> bytes:
                       sort_keys=True, default=str).encode()
 
 
-async def post(target: Target, body: bytes, headers: dict[str, str], timeout_s: float) -> int:
-    """POST `body` to the checked address of `target` (Host and TLS name stay the URL's host); the status code."""
+async def post(target: Target, body: bytes, headers: dict[str, str], timeout_s: float,
+               max_response_bytes: int = 65_536) -> int:
+    """POST `body` to the checked address of `target` (Host and TLS name stay the URL's host); the status code.
+    At most `max_response_bytes` of the answer's body are read, then the connection is closed. `timeout_s` bounds
+    each step here; the caller bounds the whole attempt."""
     parts = urlsplit(target.url)
     literal = f"[{target.address}]" if ":" in target.address else target.address
     pinned = urlunsplit((parts.scheme, f"{literal}:{target.port}", parts.path or "/", parts.query, ""))
     host_header = target.host if target.port == (443 if target.scheme == "https" else 80) else f"{target.host}:{target.port}"
     auth: Any = httpx.BasicAuth(parts.username, parts.password or "") if parts.username else httpx.USE_CLIENT_DEFAULT
     async with httpx.AsyncClient(trust_env=False, timeout=timeout_s, follow_redirects=False) as client:
-        response = await client.post(pinned, content=body, auth=auth,
-                                      headers={**headers, "Host": host_header, "Content-Type": "application/json"},
-                                      extensions={"sni_hostname": target.host} if target.scheme == "https" else None)
-    return response.status_code
+        async with client.stream("POST", pinned, content=body, auth=auth,
+                                 headers={**headers, "Host": host_header, "Content-Type": "application/json"},
+                                 extensions={"sni_hostname": target.host} if target.scheme == "https" else None) as response:
+            read = 0
+            async for chunk in response.aiter_raw():
+                read += len(chunk)
+                if read >= max_response_bytes:
+                    break  # enough: only the status counts, and the connection closes with the client
+            return response.status_code
 
 
 def replica_name() -> str:
@@ -234,18 +283,31 @@ class DeliveryPolicy:
     max_attempts: int
     backoff_s: float
     backoff_max_s: float
+    max_response_bytes: int = 65_536
+    max_in_flight: int = 20
 
 
 def policy_from(settings: Any) -> DeliveryPolicy:
     """The DeliveryPolicy of PARALLAX_WEBHOOK_* (SettingsError / ValueError for a bad secret list or network)."""
     return DeliveryPolicy(secrets=settings.webhook_tenant_secrets, allowed=tuple(parse_networks(settings.webhook_allow_networks)),
                           timeout_s=settings.webhook_timeout_s, max_attempts=settings.webhook_max_attempts,
-                          backoff_s=settings.webhook_backoff_s, backoff_max_s=settings.webhook_backoff_max_s)
+                          backoff_s=settings.webhook_backoff_s, backoff_max_s=settings.webhook_backoff_max_s,
+                          max_response_bytes=settings.webhook_max_response_bytes,
+                          max_in_flight=settings.webhook_max_in_flight)
 
 
 async def deliver_one(row: dict[str, Any], policy: DeliveryPolicy,
                       resolver: Resolver = system_resolver) -> tuple[str, int | None, str | None]:
-    """One attempt: ("delivered" | "retry" | "failed", HTTP status or None, error or None)."""
+    """One attempt, bounded as a whole by `policy.timeout_s`: ("delivered" | "retry" | "failed", HTTP status or None,
+    error or None)."""
+    try:
+        async with asyncio.timeout(policy.timeout_s):
+            return await _attempt(row, policy, resolver)
+    except TimeoutError:
+        return "retry", None, f"no answer within {policy.timeout_s:g} s (PARALLAX_WEBHOOK_TIMEOUT_S)"
+
+
+async def _attempt(row: dict[str, Any], policy: DeliveryPolicy, resolver: Resolver) -> tuple[str, int | None, str | None]:
     secret = policy.secrets.get(row["tenant"])
     if secret is None:
         return "failed", None, f"no webhook secret for tenant {row['tenant']!r} (PARALLAX_WEBHOOK_SECRETS)"
@@ -259,7 +321,7 @@ async def deliver_one(row: dict[str, Any], policy: DeliveryPolicy,
     headers = {SIGNATURE_HEADER: sign(secret, body), DELIVERY_HEADER: row["id"],
                "X-Parallax-Attempt": str(row["attempts"]), "User-Agent": "parallax-webhooks"}
     try:
-        code = await post(target, body, headers, policy.timeout_s)
+        code = await post(target, body, headers, policy.timeout_s, policy.max_response_bytes)
     except httpx.HTTPError as exc:
         return "retry", None, f"{type(exc).__name__}: {exc}"[:500]
     if 200 <= code < 300:
@@ -267,29 +329,62 @@ async def deliver_one(row: dict[str, Any], policy: DeliveryPolicy,
     return ("failed" if code == 410 else "retry"), code, f"HTTP {code}"
 
 
-async def deliver_due(connect: Callable[[], AbstractAsyncContextManager[Any]], policy: DeliveryPolicy, me: str,
-                      limit: int = 20, resolver: Resolver = system_resolver) -> list[str]:
-    """Claim up to `limit` due webhooks, attempt each once (side by side) and record how it went; the outcomes
-    ("delivered", "retry", "failed"), one per claimed webhook. `connect()` gives an autocommit psycopg
-    AsyncConnection (a pool's `connection`)."""
-    from psycopg.rows import dict_row
+async def record(connect: Callable[[], AbstractAsyncContextManager[Any]], row: dict[str, Any], policy: DeliveryPolicy,
+                 me: str, attempt: tuple[str, int | None, str | None]) -> str:
+    """Store how one attempt went (retry later with backoff, or delivered / failed for good); the outcome."""
+    outcome, code, error = attempt
+    async with connect() as conn:
+        if outcome == "retry" and row["attempts"] < policy.max_attempts:
+            wait_s = backoff_s(row["attempts"], policy.backoff_s, policy.backoff_max_s)
+            await conn.execute(RETRY_SQL, {"wait_s": wait_s, "code": code, "error": error, "id": row["id"], "me": me})
+            return "retry"
+        outcome = "delivered" if outcome == "delivered" else "failed"
+        await conn.execute(DONE_SQL, {"status": outcome, "code": code, "error": error, "id": row["id"], "me": me})
+    return outcome
 
-    lease_s = policy.timeout_s + 5.0
-    async with connect() as conn:
-        cursor = conn.cursor(row_factory=dict_row)
-        await cursor.execute(CLAIM_SQL, {"lease_s": lease_s, "me": me, "limit": limit})
-        rows = await cursor.fetchall()
-    if not rows:
-        return []
-    attempts = await asyncio.gather(*(deliver_one(row, policy, resolver) for row in rows))
-    outcomes = []
-    async with connect() as conn:
-        for row, (outcome, code, error) in zip(rows, attempts, strict=True):
-            if outcome == "retry" and row["attempts"] < policy.max_attempts:
-                wait_s = backoff_s(row["attempts"], policy.backoff_s, policy.backoff_max_s)
-                await conn.execute(RETRY_SQL, {"wait_s": wait_s, "code": code, "error": error, "id": row["id"], "me": me})
-            else:
-                outcome = "delivered" if outcome == "delivered" else "failed"
-                await conn.execute(DONE_SQL, {"status": outcome, "code": code, "error": error, "id": row["id"], "me": me})
-            outcomes.append(outcome)
-    return outcomes
+
+class Deliveries:
+    """A replica's webhook attempts in flight, each its own task (see the module docstring).
+
+    `round()` claims as many due webhooks as there is room for and starts them; it does not wait for them.
+    `connect()` gives an autocommit psycopg AsyncConnection (a pool's `connection`), held for one statement at a
+    time; `on_outcome` hears each attempt's outcome ("delivered", "retry", "failed") as it is recorded."""
+
+    def __init__(self, connect: Callable[[], AbstractAsyncContextManager[Any]], me: str,
+                 on_outcome: Callable[[str], None] = lambda _outcome: None, resolver: Resolver = system_resolver) -> None:
+        self.connect, self.me, self.on_outcome, self.resolver = connect, me, on_outcome, resolver
+        self.in_flight: set[asyncio.Task[str]] = set()
+
+    async def round(self, policy: DeliveryPolicy) -> int:
+        """Claim and start up to the free room of due webhooks; how many were started."""
+        from psycopg.rows import dict_row
+
+        room = policy.max_in_flight - len(self.in_flight)
+        if room <= 0:
+            return 0
+        async with self.connect() as conn:
+            cursor = conn.cursor(row_factory=dict_row)
+            await cursor.execute(CLAIM_SQL, {"lease_s": policy.timeout_s + 5.0, "me": self.me, "limit": room})
+            rows = await cursor.fetchall()
+        for row in rows:
+            task = asyncio.create_task(self._deliver(row, policy), name=f"parallax-webhook-{row['id']}")
+            self.in_flight.add(task)
+            task.add_done_callback(self.in_flight.discard)
+        return len(rows)
+
+    async def _deliver(self, row: dict[str, Any], policy: DeliveryPolicy) -> str:
+        attempt = await deliver_one(row, policy, self.resolver)
+        try:
+            outcome = await record(self.connect, row, policy, self.me, attempt)
+        except Exception as exc:  # noqa: BLE001 - the database is away: the lease runs out and the row is claimed again
+            log.warning("webhook %s: attempt %s, but its outcome could not be stored (%s: %s); it will be tried again",
+                        row["id"], attempt[0], type(exc).__name__, exc)
+            return "unrecorded"
+        self.on_outcome(outcome)
+        return outcome
+
+    async def close(self) -> None:
+        """Stop the attempts in flight (their leases run out, and a replica claims them again)."""
+        for task in self.in_flight:
+            task.cancel()
+        await asyncio.gather(*self.in_flight, return_exceptions=True)

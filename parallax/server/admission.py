@@ -46,7 +46,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from parallax.logic.run_input import RunInputError, check_run_input, checked_context
+from parallax.logic.run_input import GRAPHS, RunInputError, check_run_input, checked_context
 from parallax.runtime import settings as settings_mod
 from parallax.server import metrics, tenant_budgets
 from parallax.server.auth import backpressure, pending_runs
@@ -64,7 +64,6 @@ from parallax.server.run_checks import (
     thread_facts,
 )
 from parallax.server.run_fields import (
-    GRAPHS,
     check_config,
     check_metadata,
     check_resume,
@@ -87,8 +86,8 @@ PUBLIC = frozenset({"/", "/ok", "/health", "/ready", "/live", "/info", "/docs", 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RUN_COMMANDS = ("run.start", "input.respond")
 """The v2 commands that start a run."""
-PLAYBOOK_GRAPHS = ("solve", "plan")
-"""The graphs whose input names a playbook to read (it must exist; learn creates one)."""
+PLAYBOOK_READERS = ("solve", "plan", "chat")
+"""The graphs whose input names a playbook to read (it must exist; learn creates one, the others read none)."""
 ROUTES: list[tuple[frozenset[str], re.Pattern[str], str]] = [
     (frozenset({"POST"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs(?:/stream|/wait)?/?$"), "run"),
     (frozenset({"POST"}), re.compile(r"^/runs(?:/stream|/wait)?/?$"), "run"),
@@ -163,17 +162,26 @@ def _as_refused(exc: RunInputError) -> Refused:
     return invalid(str(exc), exc.field)
 
 
-def check_context_of(given: Any, configurable: dict[str, Any], assistant_context: dict[str, Any]) -> dict[str, Any]:
-    """The run's context as Aegra will build it (the caller's, else config.configurable's run settings, over the
-    assistant's), each part in range; refused (422) naming the part at fault."""
+def context_of(given: Any, configurable: dict[str, Any], assistant_context: dict[str, Any]) -> dict[str, Any]:
+    """The run's context as Aegra will build it: the caller's, else config.configurable's run settings, over the
+    assistant's. config.configurable is checked here under its own name (422 naming it); the whole is checked
+    once by the caller of this, with the run's input (logic/run_input.py, served)."""
     try:
-        checked_context(given)
-        checked_context(configurable or None, "config.configurable")
-        effective = {**assistant_context, **(given or configurable or {})}
-        checked_context(effective or None)
+        if given is not None and not isinstance(given, dict):
+            checked_context(given, served=True)  # refuses what is no object, naming context
+        if configurable:
+            checked_context(configurable, "config.configurable", served=True)
     except RunInputError as exc:
         raise _as_refused(exc) from None
-    return effective
+    return {**assistant_context, **(given or configurable or {})}
+
+
+def check_context(context: dict[str, Any]) -> None:
+    """A run's whole context within its bounds and the server's own settings (served), when it has no input."""
+    try:
+        checked_context(context or None, served=True)
+    except RunInputError as exc:
+        raise _as_refused(exc) from None
 
 
 async def admit_run(caller: Caller, payload: dict[str, Any], thread_id: str | None, *, cron: bool = False) -> Admitted:
@@ -187,18 +195,18 @@ async def admit_run(caller: Caller, payload: dict[str, Any], thread_id: str | No
     if thread.owner is not None and thread.owner != caller.identity:
         raise Refused(404, f"Thread '{thread_id}' not found")
     graph = assistant.graph
-    ours = graph in GRAPHS
-    if ours:
-        context = check_context_of(payload.get("context"), configurable_settings(payload.get("config")),
-                                   assistant.context)
+    if graph in GRAPHS:
+        context = context_of(payload.get("context"), configurable_settings(payload.get("config")), assistant.context)
         run_input = payload.get("input")
-        if run_input is not None:
-            try:
-                check_run_input(graph, run_input, context or None, continues_thread=thread.has_run)
+        if run_input is None:
+            check_context(context)
+        else:
+            try:  # the graph's one definition of its input, and the context with it (logic/run_input.py)
+                check_run_input(graph, run_input, context or None, continues_thread=thread.has_run, served=True)
             except RunInputError as exc:
                 raise _as_refused(exc) from None
             playbook = run_input.get("playbook", "default") if isinstance(run_input, dict) else "default"
-            if graph in PLAYBOOK_GRAPHS and playbook != "default" \
+            if graph in PLAYBOOK_READERS and playbook != "default" \
                     and not await playbook_exists(caller.tenant, str(playbook)):
                 raise invalid(f"unknown playbook {playbook!r} for tenant {caller.tenant!r}: learn or import it first, "
                               "or leave playbook out to use 'default'", "playbook")
@@ -436,7 +444,7 @@ class Admission:
                 found = await assistant_of(assistant_id, caller.tenant)
                 graph = None if found is None else found.graph
             if graph in GRAPHS:
-                check_context_of(payload.get("context"), configurable_settings(payload.get("config")), {})
+                check_context(context_of(payload.get("context"), configurable_settings(payload.get("config")), {}))
         await self.app(scope, replay(body, receive), send)
 
     async def run_list(self, scope: Scope, receive: Receive, send: Send, caller: Caller, payload: Any, body: bytes,

@@ -10,12 +10,17 @@ while this one stops). Four loops, each on every replica, each safe with any num
   looks); without Redis (one replica): submitted to the local executor unless it runs here.
   Aegra's own lease reaper would also re-enqueue such a run, but only after
   STUCK_PENDING_THRESHOLD_SECONDS (120 s by default).
-- webhooks (every half second): claim due outbox rows and attempt them (runtime/webhooks.py).
+- webhooks (every half second): claim as many due outbox rows as there is room for and start an attempt
+  for each, without waiting for any (runtime/webhooks.py `Deliveries`: a receiver that stalls holds back
+  no other delivery and no pool connection).
 - cron double-texts (every second): stop the runs in flight ahead of an "interrupt" or "rollback"
   cron's run (server/cron_double_texts.py).
 - sweep (every PARALLAX_SWEEP_INTERVAL_S; 0 turns it off): one retention sweep
   (runtime/storage/retention.py) at a time across the deployment, under the advisory lock "sweep"
-  (a replica that finds it held skips its turn).
+  (a replica that finds it held skips its turn), on that lock's own connection.
+
+No loop holds a connection of the replica's small pool (server/connections.py) while it waits: each takes
+one for a statement or a claim and gives it back before it sleeps, delivers a webhook or sweeps.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage import retention
-from parallax.runtime.storage.postgres import lock_key
+from parallax.runtime.storage.postgres import LockTimeout, advisory_lock
 from parallax.server import metrics
 from parallax.server.connections import close, connection
 from parallax.server.cron_double_texts import stop_runs_before_cron_runs
@@ -82,25 +87,21 @@ async def dispatch_held_runs() -> int:
     return handed
 
 
-async def deliver_webhooks() -> int:
-    settings = settings_mod.load()
-    outcomes = await webhooks.deliver_due(connection, webhooks.policy_from(settings), webhooks.replica_name())
-    for outcome in outcomes:
-        metrics.WEBHOOKS.labels(outcome=outcome).inc()
-    return len(outcomes)
+def webhook_deliveries() -> webhooks.Deliveries:
+    """The replica's webhook attempts, on its pool, counted in the webhooks metric as each ends."""
+    return webhooks.Deliveries(connection, webhooks.replica_name(),
+                               on_outcome=lambda outcome: metrics.WEBHOOKS.labels(outcome=outcome).inc())
 
 
 async def sweep_once() -> retention.Swept | None:
-    """One retention sweep unless another replica is sweeping (None then)."""
+    """One retention sweep unless another replica is sweeping (None then). It runs on the lock's own connection,
+    not one of the replica's pool: a sweep of many batches would hold one of its 4 connections for as long."""
     settings = settings_mod.load()
-    async with connection() as conn:
-        key = lock_key("sweep")
-        if not (await (await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))).fetchone())[0]:
-            return None
-        try:
+    try:
+        async with advisory_lock(os.environ["DATABASE_URL"], "sweep", timeout=0) as conn:
             swept = await retention.sweep(conn, retention.from_settings(settings))
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    except LockTimeout:
+        return None
     for kind in retention.KINDS:
         metrics.SWEPT.labels(kind=kind).inc(getattr(swept, kind))
     if any(getattr(swept, kind) for kind in retention.KINDS):
@@ -134,8 +135,10 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
     ride_out_restarts()  # a run picked up right after a database restart waits for the pool, not 30 s
     settings = settings_mod.load()
     webhooks.policy_from(settings)  # a bad secret list or network fails the start, not every delivery
+    deliveries = webhook_deliveries()
     loops = [asyncio.create_task(every(lambda: 1.0, dispatch_held_runs, "dispatcher")),
-             asyncio.create_task(every(lambda: 0.5, deliver_webhooks, "webhook delivery")),
+             asyncio.create_task(every(lambda: 0.5, lambda: deliveries.round(webhooks.policy_from(settings_mod.load())),
+                                       "webhook delivery")),
              asyncio.create_task(every(lambda: 1.0, lambda: stop_runs_before_cron_runs(app), "cron double-texts"))]
     if settings.sweep_interval_s > 0:
         loops.append(asyncio.create_task(every(lambda: settings_mod.load().sweep_interval_s, sweep_once, "sweep")))
@@ -145,4 +148,5 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
+        await deliveries.close()
         await close()

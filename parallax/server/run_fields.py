@@ -34,11 +34,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from parallax.logic.review_request import BadDecision, decision_of
-from parallax.logic.run_input import RunContext
+from parallax.logic.run_input import GRAPHS, RunContext
 from parallax.server.refusals import invalid
 
-GRAPHS = ("solve", "learn", "stats", "feedback", "release", "plan", "chat", "loop")
-"""aegra.json's graph ids: Parallax's graphs, whose context is Parallax's Context."""
 CONFIG_KEYS = ("configurable", "metadata", "tags", "recursion_limit", "run_name")
 MAX_RECURSION_LIMIT = 10_000
 """The most supersteps a run may ask for (the CLI's learn asks as many)."""

@@ -1,9 +1,12 @@
 """A webhook receiver for the deploy tests: a loopback HTTP server that records every POST it gets.
 
-How it answers is scripted: `answers` is consumed one entry per request (an HTTP status, or "hang":
-keep the request open, answering nothing, until `release()` or `stop()`), and `default` answers the
-rest. Each request is recorded as it arrives (`received`, oldest first) with its headers and raw
-body, so a test can check the signature over the exact bytes sent.
+How it answers is scripted: `answers` is consumed one entry per request (an HTTP status; "hang":
+keep the request open, answering nothing, until `release()` or `stop()`; "drip": answer 200 with a
+body it sends one byte every 0.1 s until released, which no per-read timeout ever ends; "flood":
+answer 200 with a 64 MB body, as fast as the client reads it), and `default` answers the rest.
+Each request is recorded as it arrives (`received`, oldest first) with its headers and raw body, so a
+test can check the signature over the exact bytes sent; `Received.sent` is how many body bytes of a
+"drip" or "flood" answer got out before the client closed.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+FLOOD_BYTES = 64 * 1024 * 1024
+
 
 @dataclass
 class Received:
@@ -22,6 +27,7 @@ class Received:
     body: bytes
     time: float
     answered: int | str | None = None
+    sent: int = 0
 
 
 @dataclass
@@ -46,6 +52,22 @@ class WebhookReceiver:
                 if answer == "hang":
                     receiver._release.wait(60)
                     self.close_connection = True
+                    return
+                if answer in ("drip", "flood"):
+                    self.close_connection = True
+                    self.send_response(200)
+                    self.send_header("content-length", str(FLOOD_BYTES))
+                    self.end_headers()
+                    chunk = b"x" if answer == "drip" else b"x" * 65_536
+                    try:
+                        while entry.sent < FLOOD_BYTES and not receiver._release.is_set():
+                            self.wfile.write(chunk)
+                            self.wfile.flush()
+                            entry.sent += len(chunk)
+                            if answer == "drip":
+                                receiver._release.wait(0.1)
+                    except OSError:  # the client closed: what it read is what was sent
+                        pass
                     return
                 self.send_response(int(answer))
                 self.send_header("content-length", "0")

@@ -42,9 +42,29 @@ def test_addresses_that_are_not_public_are_refused_and_say_what_they_are(address
     assert why is not None and f"a {kind} address" in why and "PARALLAX_WEBHOOK_ALLOW_NETWORKS" in why
 
 
-@pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8"])
+@pytest.mark.parametrize("address", ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111", "2a00:1450:4001::200e"])
 def test_public_addresses_may_be_reached(address):
     assert webhooks.refusal(address) is None
+
+
+@pytest.mark.parametrize("address, form, inside", [
+    ("64:ff9b::7f00:1", "NAT64", "127.0.0.1"), ("64:ff9b::a9fe:a9fe", "NAT64", "169.254.169.254"),
+    ("64:ff9b::808:808", "NAT64", "8.8.8.8"),
+    ("64:ff9b:1::a00:1", "local-use NAT64", "10.0.0.1"), ("64:ff9b:1:2::808:808", "local-use NAT64", "8.8.8.8"),
+    ("::ffff:127.0.0.1", "IPv4-mapped", "127.0.0.1"), ("::ffff:8.8.8.8", "IPv4-mapped", "8.8.8.8"),
+    ("::127.0.0.1", "IPv4-compatible", "127.0.0.1"), ("::10.0.0.1", "IPv4-compatible", "10.0.0.1"),
+    ("::8.8.8.8", "IPv4-compatible", "8.8.8.8"),
+    ("2002:7f00:1::1", "6to4", "127.0.0.1"), ("2002:808:808::1", "6to4", "8.8.8.8"),
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", "Teredo", "127.0.0.1"),  # the client's address, inverted, at the end
+    ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", "Teredo", "8.8.8.8"),
+])
+def test_ipv6_forms_that_carry_an_ipv4_address_are_refused_whatever_is_inside(address, form, inside):
+    why = webhooks.refusal(address)
+    assert why is not None and form in why and f"with the IPv4 address {inside} inside" in why, why
+    assert "PARALLAX_WEBHOOK_ALLOW_NETWORKS" in why and "\n" not in why
+    # the operator may allow the form's network (a DNS64 network of its own, say) or the IPv4 network inside
+    assert webhooks.refusal(address, webhooks.parse_networks("64:ff9b::/32,2001::/32,2002::/16,::/80")) is None
+    assert webhooks.refusal(address, webhooks.parse_networks(f"{inside}/32")) is None
 
 
 def test_the_operator_allows_networks_one_by_one():
@@ -151,3 +171,22 @@ async def test_the_post_goes_to_the_checked_address_with_the_host_name_kept():
         outcome = await webhooks.deliver_one(row(url), policy(), resolver=fake)
         assert outcome == ("delivered", 200, None)
         assert receiver.wait_for(1)[0].headers["host"] == f"hooks.example:{port}"
+
+
+async def test_an_attempt_has_one_deadline_however_slowly_the_receiver_drips():
+    """httpx's timeout is per read: a byte every 0.1 s under a 1 s timeout never trips it (the attempt lasted until
+    the receiver gave up, 64 MB later). One deadline for the whole attempt ends it at 1 s, to be tried again."""
+    with WebhookReceiver(answers=["drip"]) as receiver:
+        outcome = await webhooks.deliver_one(row(receiver.url), policy(timeout_s=1.0))
+        sent = receiver.wait_for(1)[0].sent
+    assert outcome == ("retry", None, "no answer within 1 s (PARALLAX_WEBHOOK_TIMEOUT_S)")
+    assert sent < 30  # about ten bytes in the second it had
+
+
+async def test_at_most_the_response_cap_is_read_then_the_connection_is_closed():
+    with WebhookReceiver(answers=["flood"]) as receiver:
+        outcome = await webhooks.deliver_one(row(receiver.url), policy(max_response_bytes=65_536, timeout_s=20.0))
+        receiver.release()
+        got = receiver.wait_for(1)[0]
+    assert outcome == ("delivered", 200, None)
+    assert got.sent < 16 * 1024 * 1024  # of 64 MB: what the socket buffers took before the close, not the body
