@@ -190,7 +190,7 @@ async def test_config_and_metadata_that_would_pose_as_the_server_are_refused_by_
         ({"config": {"run_id": str(uuid.uuid4())}}, "config.run_id", "is not accepted"),
         ({"config": {"callbacks": []}}, "config.callbacks", "is not accepted"),
         ({"config": {"recursion_limit": 10**9}}, "config.recursion_limit", "from 1 to"),
-        ({"config": {"configurable": {"max_tokens": 0}}}, "config.configurable.max_tokens", "greater than"),
+        ({"config": {"configurable": {"max_tokens": 0}}}, "config.configurable.max_tokens", "from 1 to"),
         ({"metadata": {"parallax_webhook": "x"}}, "metadata.parallax_webhook", "Parallax's own"),
         ({"metadata": {f"k{i}": i for i in range(40)}}, "metadata", "at most 32"),
         ({"checkpoint": {"checkpoint_id": str(uuid.uuid4()), "checkpoint_map": {}}}, "checkpoint.checkpoint_map",
@@ -217,7 +217,7 @@ async def test_config_and_metadata_that_would_pose_as_the_server_are_refused_by_
                              headers=key()), 404, None, "not found", "POST beta's thread runs/wait with acme's key")
         # a custom assistant cannot carry what a run may not: its config and context are checked as a run's
         refused(await h.post("/assistants", headers=key(), json={"graph_id": "learn", "context": {"max_tokens": 0}}),
-                422, "context.max_tokens", "greater than", "POST /assistants context max_tokens 0")
+                422, "context.max_tokens", "from 1 to", "POST /assistants context max_tokens 0")
         refused(await h.post("/assistants", headers=key(),
                              json={"graph_id": "solve", "config": {"configurable": {"user_id": "beta"}}}),
                 422, "config.configurable.user_id", "set by the server", "POST /assistants configurable user_id")
@@ -229,11 +229,11 @@ async def test_config_and_metadata_that_would_pose_as_the_server_are_refused_by_
 async def test_a_resume_answers_only_what_the_interrupt_asked(cluster):
     a, b = cluster.live()
     async with httpx.AsyncClient(timeout=60) as h:
-        # a thread that waits for nothing: no resume
+        # a graph that never interrupts takes no answer
         solved = await solved_thread(a)
         refused(await h.post(f"{a.url}/threads/{solved}/runs/wait", headers=key(),
                              json={"assistant_id": "solve", "command": {"resume": "yes"}}),
-                409, "command.resume", "is not waiting for an answer", "resume a thread that is not interrupted")
+                422, "command.resume", "never asks for an answer", "resume a solve thread")
         # a chat review: the answer must be a review decision, bounded
         thread = await client(a).threads.create()
         asked = await client(a).runs.wait(thread["thread_id"], "chat",
@@ -248,6 +248,9 @@ async def test_a_resume_answers_only_what_the_interrupt_asked(cluster):
         edit = {"decisions": [{"type": "edit", "edited_action": {"name": "answer", "args": {"answer": "95"}}}]}
         done = await client(b).runs.wait(thread["thread_id"], "chat", command={"resume": edit})
         assert done["messages"][-1]["content"] == "95"
+        # answered: the thread waits for nothing now
+        refused(await h.post(route, headers=key(), json={"assistant_id": "chat", "command": {"resume": edit}}),
+                409, "command.resume", "is not waiting for an answer", "resume a chat review already answered")
 
 
 async def test_without_a_key_the_body_is_never_read_and_memory_does_not_grow(cluster):
