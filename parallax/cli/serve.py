@@ -104,7 +104,8 @@ def check_versions(allow_untested: bool) -> None:
     untested = served_versions.untested()
     if untested and not allow_untested:
         fail(served_versions.refusal(untested))
-    err.print(("running on UNTESTED versions: " if untested else "") + served_versions.summary(), highlight=False)
+    err.print(("running on UNTESTED versions: " if untested else "") + served_versions.summary(), highlight=False,
+              soft_wrap=True)
 
 
 def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> None:
