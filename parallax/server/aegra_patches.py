@@ -2,10 +2,11 @@
 
 Parallax serves its graphs with Aegra (aegra-api 0.11.x) and changes a few of Aegra's functions where Aegra does
 less than LangGraph's own server, or does it later. Each change is a `Patch` in PATCHES: what it changes
-(`targets`, each with the signature it was written against), why, the versions it was written against, the test
-that holds it, and the function that makes it, which lives in the module that owns the behaviour and documents it
-in full. CALLED lists the private Aegra functions Parallax calls without changing them: a rename breaks those
-callers just the same. docs/deploy.md, "Aegra patches", shows both lists as tables.
+(`targets`, each with the signature it was written against), why, the versions it was written against, the tests
+that hold it (CONTRACT_TESTS, and the deploy test of its behaviour), and the function that makes it, which lives in
+the module that owns the behaviour and documents it in full. CALLED lists the private Aegra functions Parallax
+calls without changing them: a rename breaks those callers just the same. docs/deploy.md, "Aegra patches", shows
+both lists as tables.
 
 The contract tests (tests/integration/test_aegra_patches.py, in the server venv, against the installed Aegra) fail
 when a target is renamed or moved, when its signature changes, when Aegra stops looking a replaced name up where
@@ -56,8 +57,9 @@ class Patch:
     apply: Callable[[], None]
     callers: Mapping[str, str] = field(default_factory=dict)
     """Aegra function -> the name it must look up at call time for a rebinding to reach it."""
+    behaviour_test: str = ""
+    """The deploy test that shows what the patch does, end to end (its contract: CONTRACT_TESTS)."""
     written_for: str = WRITTEN_FOR
-    test: str = CONTRACT_TESTS
 
 
 PATCHES: tuple[Patch, ...] = (
@@ -68,6 +70,7 @@ PATCHES: tuple[Patch, ...] = (
                  "aegra_api.services.worker_executor.WorkerExecutor.wait_for_completion": "(self, run_id, *, timeout=300.0)"},
         why="runs.wait / runs.join return when the run ends (a Redis notification), not at Aegra's next 2 s poll",
         apply=run_done.install,
+        behaviour_test="tests/integration/test_deploy_waits.py",
         callers={"aegra_api.services.run_executor.execute_run": "_signal_run_done",
                  "aegra_api.services.run_waiters.heartbeat_wait_body": "wait_for_completion"},
     ),
@@ -78,6 +81,7 @@ PATCHES: tuple[Patch, ...] = (
                  "(run_id, thread_id, *, user_id, status, thread_status, output=None, error=None)"},
         why="a run that ends without a settled spend (cancelled, failed, other graphs) is charged to its tenant's day",
         apply=run_charges.install,
+        behaviour_test="tests/integration/test_tenant_budgets.py (a cancelled run and a chat run are charged)",
         callers={"aegra_api.services.run_executor.execute_run": "finalize_run"},
     ),
     Patch(
@@ -91,6 +95,7 @@ PATCHES: tuple[Patch, ...] = (
                  "(self, input, config=None, *, version='v2', transformers=None, **kwargs)"},
         why="a graph that registers its own stream transformers runs on the v2 event stream (no duplicate projection)",
         apply=stream_transformers.install,
+        behaviour_test="tests/integration/test_agent_protocol.py (the protocol graph's own transformers)",
         callers={"aegra_api.services.run_executor._stream_native_v2": "stream_native_v3_events",
                  "aegra_api.services.event_streaming.native_stream.stream_native_v3_events": "astream_events"},
     ),
@@ -100,6 +105,7 @@ PATCHES: tuple[Patch, ...] = (
         targets={"aegra_api.services.event_streaming.session._custom_events": "(method, data, namespace)"},
         why="a named custom event reaches thread.extensions[name] as the graph wrote it",
         apply=custom_events.install,
+        behaviour_test="tests/integration/test_agent_protocol.py (thread.extensions)",
         callers={"aegra_api.services.event_streaming.session.ThreadEventSession._channel_events": "_custom_events"},
     ),
     Patch(
@@ -108,6 +114,7 @@ PATCHES: tuple[Patch, ...] = (
         targets={"aegra_api.core.database.DatabaseManager.initialize": "(self)"},
         why="a run picked up right after a database restart waits for the LangGraph pool (120 s), not 30 s",
         apply=db_pool.install,
+        behaviour_test="tests/integration/test_faults.py (db_restart)",
     ),
     Patch(
         name="fencing",
@@ -115,6 +122,7 @@ PATCHES: tuple[Patch, ...] = (
         targets={"aegra_api.services.langgraph_service._copy_graph_config": "(config)"},
         why="a replica that lost a run's lease calls no model for it (the guard every model call awaits)",
         apply=fencing.install,
+        behaviour_test="tests/integration/test_faults.py, test_lease_fence.py",
     ),
 )
 

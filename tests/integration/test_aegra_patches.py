@@ -229,3 +229,13 @@ def test_serve_refuses_an_untested_aegra_in_one_line_with_exit_2_unless_told_to_
     lines = allowed.stderr.strip().splitlines()
     assert lines[0].startswith("running on UNTESTED versions: aegra-api 0.12.0, langgraph "), allowed.stderr
     assert allowed.returncode == 1 and lines[-1].startswith("error: cannot migrate the database")  # past the check
+
+
+def test_the_docs_table_lists_every_patch_and_its_targets():
+    section = (ROOT / "docs" / "deploy.md").read_text().split("## Aegra patches", 1)[1].split("\n## ", 1)[0]
+    for patch in aegra_patches.PATCHES:
+        row = next((line for line in section.splitlines() if line.startswith(f"| `{patch.name}` ")), "")
+        assert row, f"docs/deploy.md, Aegra patches: no row for {patch.name}"
+        for path in patch.targets:
+            assert path.rsplit(".", 1)[-1] in row, f"{patch.name}: {path} missing from its row"
+    assert all(path.rsplit(".", 1)[-1] in section for path in aegra_patches.CALLED)
