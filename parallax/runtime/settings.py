@@ -137,6 +137,8 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, description="PostgreSQL URL of a deployment's store: the CLI then reads and "
                                                        "writes playbooks, traces and dead letters there instead of SQLite")
     api_keys: str | None = Field(None, description="the graph API's keys: comma list of key:tenant")
+    allow_untested_aegra: bool = Field(False, description="`parallax serve` starts on an Aegra or LangGraph outside the "
+                                                         "tested ranges (a patch whose target changed is left out)")
     max_pending: int = Field(20, ge=1, description="pending or running runs a tenant may have on the graph API "
                                                    "before new ones get 429")
     retry_after_s: int = Field(2, ge=1, description="Retry-After of a 429 from the graph API")

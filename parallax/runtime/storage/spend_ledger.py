@@ -222,7 +222,7 @@ BEGIN
     END IF;
     RETURN out;
 END $$;
-"""
+"""  # nosec B608 # constants only; values are bound
 
 
 def migrate(conn: Any) -> None:
