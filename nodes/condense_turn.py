@@ -22,6 +22,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.chat_reply import text_of
 from parallax.logic.conversation import earlier_exchanges, transcript_task
+from parallax.logic.graph_inputs import validate_chat_input
 from parallax.logic.routing import InvalidInput
 from parallax.prompts.chat import condense_messages
 from parallax.runtime.branch_call import call_branch
@@ -35,6 +36,7 @@ NO_STREAM = ["nostream"]
 
 
 async def condense_turn(state: ChatState, runtime: Runtime[Context]) -> dict[str, Any]:
+    validate_chat_input(state, context_of(runtime), with_messages=False)  # the run options; messages are the thread's
     messages = list(state.get("messages") or [])
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].type == "human"), None)
     asked = text_of(messages[last]) if last is not None else ""

@@ -51,6 +51,7 @@ async def start_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, A
     ctx = context_of(runtime)
     stale = leftovers(state)
     given: dict[str, Any] = {**state, **stale}  # the input, without what the last run left behind
+    given.pop("document", None)  # the plan's own channel (the text a request is about), no input of a caller
     if "plan" in stale:
         del given["plan"]  # the last run's plan, not input (the channel is emptied below)
     validate_plan_input(given, ctx)

@@ -11,7 +11,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from parallax.logic.feedback import BadFeedback, correct_answer, give_feedback
+from parallax.logic.feedback import correct_answer, give_feedback
+from parallax.logic.graph_inputs import validate_feedback_input
 from parallax.logic.run_record import latest_score
 from parallax.runtime.run_context import tenant_of
 from parallax.state.context import Context
@@ -22,9 +23,8 @@ async def store_feedback(state: FeedbackState, runtime: Runtime[Context]) -> dic
     store = runtime.store
     if store is None:
         raise RuntimeError("the feedback graph needs a store: run it on the graph API (or compile it with one)")
+    validate_feedback_input(state)  # one of score and correct, each within its bounds
     tenant = tenant_of(state.get("tenant"))
-    if ("score" in state) == ("correct" in state):
-        raise BadFeedback("give `score` (0..1, up or down) or `correct` (the right answer), one of the two")
     if "correct" in state:
         trace = await correct_answer(store, tenant, state["trace_id"], state["correct"], state.get("by", "api"))
     else:

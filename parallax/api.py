@@ -21,15 +21,15 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from parallax.logic.routing import InvalidInput, validate
-from parallax.runtime.run_context import resolved
+from parallax.logic.routing import InvalidInput
+from parallax.logic.run_input import check_run_input
 from parallax.runtime.sync_graph import iterate
 from parallax.state.context import Context
 from parallax.state.payloads import BranchRecord
 from parallax.state.records import JsonSchema, Spend
+from parallax.state.solve import Mode
 
 M = TypeVar("M", bound=BaseModel)
-Mode = Literal["auto", "direct", "vote", "section", "speculate"]
 
 __all__ = ["InvalidInput", "Provenance", "Result", "asolve", "solve"]
 
@@ -143,7 +143,7 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
         _payload, task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target,
         speculation, {"max_cost": max_cost, "max_tokens": max_tokens})
     ctx = context or Context()
-    validate(payload, resolved(ctx))
+    check_run_input("solve", payload, ctx)  # the one definition of a valid run every face checks (logic/run_input.py)
     thread = thread_id or uuid.uuid4().hex
     config = {"configurable": {"thread_id": thread}, "metadata": {"parallax_graph": "solve"}}
     async with durable_graph(builder) as graph:

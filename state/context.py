@@ -6,6 +6,25 @@ Every field is optional: what a run leaves unset (None) comes from the process s
 honour the same `.env` file, while an API caller can still override a field per run, and
 Studio shows each field with its description.
 
+Each field a caller may set says here what it means and its absolute bounds (`_setting`): the process
+setting of the same name takes them (runtime/settings.py), and so does what a caller sends
+(logic/run_input.py), so no run setting can be set past them anywhere. A served caller is held
+closer still, by the field's `served` rule (SERVED_RULES says why each is what it is):
+
+- "ceiling": the field costs the operator (tokens, time, connections, memory, model calls): a caller
+  may lower it but not raise it above the server's own setting. A run's cost is the operator's to
+  bound, and each of these multiplies it: max_tokens per reply, max_attempts and max_reasks per
+  call, request_timeout_s and tool_timeout_s per wait, max_concurrency per fan-out,
+  max_input_chars / slice_chars / playbook_chars per prompt, plan_max_tasks and
+  plan_contradiction_pairs per plan, trace_prompt_chars per stored trace.
+- "floor": the field costs the operator when lowered: a straggler's backup copy is a second call,
+  so a caller may start backups later (a higher straggler_factor or straggler_min_s) or never
+  (straggler_factor 0), not sooner than the server would.
+- "model": a model name picks what the endpoint is asked to run (and bill): a served caller may
+  name only a model the operator allows (PARALLAX_ALLOWED_MODELS; unset: the configured ones).
+- none: the field changes how a run decides (temperatures, vote stopping, confidence, learning
+  thresholds), not what it may spend beyond the input's own bounds (votes, candidates, budget).
+
 Three fields are for code, not for API callers: `chat_model` and `embedder` let a test or a
 benchmark hand the graph a scripted model or a fake embedder instead of patching modules, and
 `services` the process services (circuit breakers, straggler history, fan-out registry) it made.
@@ -13,9 +32,12 @@ benchmark hand the graph a scripted model or a fake embedder instead of patching
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+from parallax.state.inputs import INPUT_CHARS, MAX_VOTES
 
 T = TypeVar("T")
 
@@ -23,80 +45,106 @@ ChatModelFactory = Callable[..., Awaitable[Any]]
 """`await factory(model=..., timeout_s=..., max_tokens=...)` -> a LangChain chat model."""
 Embedder = Callable[[list[str]], Any]
 """texts -> an (n, d) numpy array of unit vectors, one row per text, in order."""
+ServedRule = Literal["ceiling", "floor", "model"]
+SERVED_RULES: dict[ServedRule, str] = {
+    "ceiling": "a served caller may lower it, not raise it above the server's setting",
+    "floor": "a served caller may raise it (or set 0: off), not lower it below the server's setting",
+    "model": "a served caller may name only a model the server allows (PARALLAX_ALLOWED_MODELS)",
+}
+"""What each served rule lets a caller of the served API do (the module docstring says why)."""
+MODEL_CHARS = 200
+"""The longest model name."""
+MAX_SECONDS = 3600.0
+"""The longest wait a run setting may ask for (a model call, a test command, a backup's start)."""
 
 
-def _describe(text: str) -> dict[str, str]:
-    return {"description": text}
+def _setting(text: str, served: ServedRule | None = None, **bounds: float) -> dict[str, Any]:
+    """A field's metadata: its description, its absolute bounds (pydantic's ge, gt, le, lt, max_length) and its
+    served rule."""
+    return {"description": text, "bounds": bounds, "served": served}
+
+
+def _code(text: str) -> dict[str, Any]:
+    return {"description": text, "code_only": True}
 
 
 @dataclass(kw_only=True)
 class Context:
     """Which models answer, how hard we retry, and how big the pieces are (None = the process setting)."""
 
-    model: str | None = field(default=None, metadata=_describe(
-        "Model for direct and slice branches (PARALLAX_MODEL; '' = the endpoint's usual model)."))
-    judge_model: str | None = field(default=None, metadata=_describe(
-        "Model for the judge, red-team, reflect and curate calls (PARALLAX_JUDGE_MODEL; '' = model)."))
-    vote_models: str | None = field(default=None, metadata=_describe(
-        "Comma-separated models cycled over vote branches (PARALLAX_VOTE_MODELS; '' = model)."))
-    temperature: float | None = field(default=None, metadata=_describe(
-        "Temperature of direct and slice branches (PARALLAX_TEMPERATURE)."))
-    vote_temperature_min: float | None = field(default=None, metadata=_describe(
+    model: str | None = field(default=None, metadata=_setting(
+        "Model for direct and slice branches (PARALLAX_MODEL; '' = the endpoint's usual model).",
+        served="model", max_length=MODEL_CHARS))
+    judge_model: str | None = field(default=None, metadata=_setting(
+        "Model for the judge, red-team, reflect and curate calls (PARALLAX_JUDGE_MODEL; '' = model).",
+        served="model", max_length=MODEL_CHARS))
+    vote_models: str | None = field(default=None, metadata=_setting(
+        "Comma-separated models cycled over vote branches (PARALLAX_VOTE_MODELS; '' = model).",
+        served="model", max_length=10 * MODEL_CHARS))
+    temperature: float | None = field(default=None, metadata=_setting(
+        "Temperature of direct and slice branches (PARALLAX_TEMPERATURE).", ge=0, le=2))
+    vote_temperature_min: float | None = field(default=None, metadata=_setting(
         "Lowest temperature of the vote spread (PARALLAX_VOTE_TEMPERATURE_MIN; 0.7, as the highest: all votes at "
         "one temperature, so a wave's votes are one request with n where the endpoint takes it; below the highest, "
-        "vote i of n gets min + (max - min)*i/(n-1), each its own request)."))
-    vote_temperature_max: float | None = field(default=None, metadata=_describe(
-        "Highest temperature of the vote spread (PARALLAX_VOTE_TEMPERATURE_MAX)."))
-    request_timeout_s: float | None = field(default=None, metadata=_describe(
-        "Seconds per model call attempt (PARALLAX_REQUEST_TIMEOUT_S)."))
-    max_attempts: int | None = field(default=None, metadata=_describe(
-        "Tries per model call on 429, 5xx, timeouts and connection errors (PARALLAX_MAX_ATTEMPTS)."))
-    max_concurrency: int | None = field(default=None, metadata=_describe(
-        "Most model calls in flight per fan-out (PARALLAX_MAX_CONCURRENCY)."))
-    straggler_factor: float | None = field(default=None, metadata=_describe(
+        "vote i of n gets min + (max - min)*i/(n-1), each its own request).", ge=0, le=2))
+    vote_temperature_max: float | None = field(default=None, metadata=_setting(
+        "Highest temperature of the vote spread (PARALLAX_VOTE_TEMPERATURE_MAX).", ge=0, le=2))
+    request_timeout_s: float | None = field(default=None, metadata=_setting(
+        "Seconds per model call attempt (PARALLAX_REQUEST_TIMEOUT_S).", served="ceiling", gt=0, le=MAX_SECONDS))
+    max_attempts: int | None = field(default=None, metadata=_setting(
+        "Tries per model call on 429, 5xx, timeouts and connection errors (PARALLAX_MAX_ATTEMPTS).",
+        served="ceiling", ge=1, le=20))
+    max_concurrency: int | None = field(default=None, metadata=_setting(
+        "Most model calls in flight per fan-out (PARALLAX_MAX_CONCURRENCY).", served="ceiling", ge=1, le=1024))
+    straggler_factor: float | None = field(default=None, metadata=_setting(
         "Start a backup copy of a branch running this many times longer than the median of its finished "
-        "siblings; 0 = never (PARALLAX_STRAGGLER_FACTOR)."))
-    straggler_min_s: float | None = field(default=None, metadata=_describe(
-        "No backup copy before a branch has run this many seconds (PARALLAX_STRAGGLER_MIN_S)."))
-    max_reasks: int = field(default=2, metadata=_describe(
-        "Re-asks after a reply that does not parse; a re-ask belongs to the same branch, never a new vote."))
-    max_tokens: int | None = field(default=None, metadata=_describe(
-        "Most tokens per model reply (PARALLAX_MAX_TOKENS)."))
-    early_stop: bool | None = field(default=None, metadata=_describe(
+        "siblings; 0 = never (PARALLAX_STRAGGLER_FACTOR).", served="floor", ge=0, le=100))
+    straggler_min_s: float | None = field(default=None, metadata=_setting(
+        "No backup copy before a branch has run this many seconds (PARALLAX_STRAGGLER_MIN_S).",
+        served="floor", ge=0, le=MAX_SECONDS))
+    max_reasks: int | None = field(default=None, metadata=_setting(
+        "Re-asks after a reply that does not parse; a re-ask belongs to the same branch, never a new vote "
+        "(PARALLAX_MAX_REASKS).", served="ceiling", ge=0, le=10))
+    max_tokens: int | None = field(default=None, metadata=_setting(
+        "Most tokens per model reply (PARALLAX_MAX_TOKENS).", served="ceiling", ge=1, le=200_000))
+    early_stop: bool | None = field(default=None, metadata=_setting(
         "Ask a vote's branches in waves and stop once the leading answer is settled; votes is then the most "
         "asked (PARALLAX_EARLY_STOP; logic/stopping.py)."))
-    vote_stop_threshold: float | None = field(default=None, metadata=_describe(
+    vote_stop_threshold: float | None = field(default=None, metadata=_setting(
         "How sure the stopping rule must be that the leader is ahead, P(p > 1/2) under a Beta posterior "
-        "(PARALLAX_VOTE_STOP_THRESHOLD)."))
-    vote_first_wave: int | None = field(default=None, metadata=_describe(
-        "Votes the first wave asks at once (PARALLAX_VOTE_FIRST_WAVE)."))
-    ok_confidence: float | None = field(default=None, metadata=_describe(
-        "The confidence a run needs to end ok; below it, needs_review (PARALLAX_OK_CONFIDENCE)."))
-    slice_chars: int | None = field(default=None, metadata=_describe(
-        "Largest slice a section branch receives, in characters (PARALLAX_SLICE_CHARS)."))
-    max_input_chars: int | None = field(default=None, metadata=_describe(
-        "Input size limit, task plus question (PARALLAX_MAX_INPUT_CHARS)."))
-    playbook_chars: int | None = field(default=None, metadata=_describe(
-        "Budget for playbook lessons in one branch prompt (PARALLAX_PLAYBOOK_CHARS)."))
-    dedupe_threshold: float | None = field(default=None, metadata=_describe(
-        "Embedding similarity above which two lessons are one item (PARALLAX_DEDUPE_THRESHOLD; default: the merge's 0.80)."))
-    guard_floor: float | None = field(default=None, metadata=_describe(
+        "(PARALLAX_VOTE_STOP_THRESHOLD).", gt=0.5, lt=1))
+    vote_first_wave: int | None = field(default=None, metadata=_setting(
+        "Votes the first wave asks at once (PARALLAX_VOTE_FIRST_WAVE).", ge=1, le=MAX_VOTES))
+    ok_confidence: float | None = field(default=None, metadata=_setting(
+        "The confidence a run needs to end ok; below it, needs_review (PARALLAX_OK_CONFIDENCE).", ge=0, le=1))
+    slice_chars: int | None = field(default=None, metadata=_setting(
+        "Largest slice a section branch receives, in characters (PARALLAX_SLICE_CHARS).", served="ceiling", ge=1, le=INPUT_CHARS))
+    max_input_chars: int | None = field(default=None, metadata=_setting(
+        "Input size limit, task plus question (PARALLAX_MAX_INPUT_CHARS).", served="ceiling", ge=1, le=INPUT_CHARS))
+    playbook_chars: int | None = field(default=None, metadata=_setting(
+        "Budget for playbook lessons in one branch prompt (PARALLAX_PLAYBOOK_CHARS).", served="ceiling", ge=0, le=1_000_000))
+    dedupe_threshold: float | None = field(default=None, metadata=_setting(
+        "Embedding similarity above which two lessons are one item (PARALLAX_DEDUPE_THRESHOLD; default: the merge's 0.80).",
+        ge=-1, le=1))
+    guard_floor: float | None = field(default=None, metadata=_setting(
         "Fewest lessons a learn batch must yield per reflection before the guard redoes the merge "
-        "(PARALLAX_GUARD_FLOOR)."))
-    plan_max_tasks: int | None = field(default=None, metadata=_describe(
-        "Most tasks a plan may have; a longer plan is re-asked, then refused (PARALLAX_PLAN_MAX_TASKS)."))
-    plan_contradiction_pairs: int | None = field(default=None, metadata=_describe(
-        "Most pairs of similar findings a plan run asks the judge about (PARALLAX_PLAN_CONTRADICTION_PAIRS)."))
-    tool_timeout_s: float | None = field(default=None, metadata=_describe(
-        "Seconds an edit task's test command may run (PARALLAX_TOOL_TIMEOUT_S)."))
-    trace_prompt_chars: int | None = field(default=None, metadata=_describe(
+        "(PARALLAX_GUARD_FLOOR).", ge=0, le=100))
+    plan_max_tasks: int | None = field(default=None, metadata=_setting(
+        "Most tasks a plan may have; a longer plan is re-asked, then refused (PARALLAX_PLAN_MAX_TASKS).",
+        served="ceiling", ge=1, le=200))
+    plan_contradiction_pairs: int | None = field(default=None, metadata=_setting(
+        "Most pairs of similar findings a plan run asks the judge about (PARALLAX_PLAN_CONTRADICTION_PAIRS).",
+        served="ceiling", ge=0, le=1000))
+    tool_timeout_s: float | None = field(default=None, metadata=_setting(
+        "Seconds an edit task's test command may run (PARALLAX_TOOL_TIMEOUT_S).", served="ceiling", gt=0, le=MAX_SECONDS))
+    trace_prompt_chars: int | None = field(default=None, metadata=_setting(
         "Most characters of branch prompts a run's trace keeps, for `parallax export`; a run with more keeps none "
-        "and says so (PARALLAX_TRACE_PROMPT_CHARS)."))
-    chat_model: Any = field(default=None, metadata=_describe(
+        "and says so (PARALLAX_TRACE_PROMPT_CHARS).", served="ceiling", ge=0, le=INPUT_CHARS))
+    chat_model: Any = field(default=None, metadata=_code(
         "For code only: a ChatModelFactory used instead of ChatOpenAI on the configured endpoint."))
-    embedder: Any = field(default=None, metadata=_describe(
+    embedder: Any = field(default=None, metadata=_code(
         "For code only: an Embedder used instead of the local MiniLM."))
-    services: Any = field(default=None, metadata=_describe(
+    services: Any = field(default=None, metadata=_code(
         "For code only: the Services (runtime/services.py) of the entry point that started the run; "
         "unset, the process's."))
 
@@ -119,3 +167,24 @@ def filled(value: T | None) -> T:
     if value is None:
         raise UnresolvedContext("a Context setting is unset: resolve the Context first (parallax.runtime.run_context)")
     return value
+
+
+CODE_ONLY = tuple(f.name for f in dataclasses.fields(Context) if f.metadata.get("code_only"))
+"""Context fields for code only, never from a caller over the wire."""
+RUN_SETTINGS = tuple(f.name for f in dataclasses.fields(Context) if not f.metadata.get("code_only"))
+"""Context fields a caller may set: each is also a process setting of the same name (runtime/settings.py)."""
+
+
+def bounds(name: str) -> dict[str, Any]:
+    """The absolute bounds of run setting `name`, as pydantic `Field` arguments (ge, gt, le, lt, max_length)."""
+    return dict(_metadata(name)["bounds"])
+
+
+def served_rule(name: str) -> ServedRule | None:
+    """How the served API holds run setting `name` (SERVED_RULES), or None: as any caller."""
+    rule: ServedRule | None = _metadata(name)["served"]
+    return rule
+
+
+def _metadata(name: str) -> Any:
+    return next(f.metadata for f in dataclasses.fields(Context) if f.name == name)

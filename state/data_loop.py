@@ -6,17 +6,27 @@ release|canary` reachable under the graph API, reading and writing the server's 
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
+from pydantic import Field, with_config
 from typing_extensions import TypedDict
 
+from parallax.state.inputs import CALLER, RULE, ErrorRate, Id, Margin, Name, Note, Runs, Share, Since, Version, Who
 
+SUBJECT_PATTERN = "^(playbook|prompt)/[A-Za-z0-9_-]{1,64}$"
+"""A versioned subject: "playbook/<name>" or "prompt/<name>" (names as state/inputs.py NAME_PATTERN)."""
+SCORE_CHARS = 32
+
+
+@with_config(CALLER)
 class StatsInput(TypedDict):
-    tenant: NotRequired[str]
-    since: NotRequired[str]
+    """What a caller sends (each field with its type and bounds; `since` is read by logic/run_stats.py)."""
+
+    tenant: NotRequired[Name]
+    since: NotRequired[Since]
     """7d, 12h, 30m, 2w, or an ISO date."""
-    playbook: NotRequired[str]
-    version: NotRequired[int]
+    playbook: NotRequired[Name]
+    version: NotRequired[Version]
 
 
 class StatsOutput(TypedDict):
@@ -32,15 +42,18 @@ class StatsState(StatsInput, StatsOutput, total=False):  # type: ignore[misc]
     pass
 
 
+@with_config(CALLER)
 class FeedbackInput(TypedDict):
-    trace_id: str
-    score: NotRequired[str | float]
+    """What a caller sends (each field with its type and bounds; logic/feedback.py reads the score)."""
+
+    trace_id: Id
+    score: NotRequired[Annotated[str, Field(max_length=SCORE_CHARS)] | float]
     """0..1 (1 = right), or "up" / "down"; or give `correct` instead."""
-    correct: NotRequired[str]
+    correct: NotRequired[Note]
     """The right answer: stored as the run's target, the strongest signal the learning loop reads."""
-    comment: NotRequired[str]
-    by: NotRequired[str]
-    tenant: NotRequired[str]
+    comment: NotRequired[Note]
+    by: NotRequired[Who]
+    tenant: NotRequired[Name]
 
 
 class FeedbackOutput(TypedDict):
@@ -56,22 +69,25 @@ class FeedbackState(FeedbackInput, FeedbackOutput, total=False):  # type: ignore
     pass
 
 
+@with_config(CALLER)
 class ReleaseInput(TypedDict):
-    subject: str
+    """What a caller sends (each field with its type and bounds; logic/release_decision.py checks the rule)."""
+
+    subject: Annotated[str, Field(pattern=SUBJECT_PATTERN, json_schema_extra={RULE: 'playbook/<name> or prompt/<name>'})]
     """"playbook/<name>" or "prompt/<name>"."""
     action: Literal["status", "release", "promote", "rollback"]
-    version: NotRequired[int]
-    canary: NotRequired[float]
+    version: NotRequired[Version]
+    canary: NotRequired[Share]
     """Percent of threads for `release`; leave out to serve the version to every run."""
     manual: NotRequired[bool]
-    error_rate: NotRequired[float]
-    margin: NotRequired[float]
-    min_runs: NotRequired[int]
-    max_runs: NotRequired[int]
-    by: NotRequired[str]
+    error_rate: NotRequired[ErrorRate]
+    margin: NotRequired[Margin]
+    min_runs: NotRequired[Runs]
+    max_runs: NotRequired[Runs]
+    by: NotRequired[Who]
     """Who, for the history; set it from your authentication layer on a shared server."""
-    reason: NotRequired[str]
-    tenant: NotRequired[str]
+    reason: NotRequired[Note]
+    tenant: NotRequired[Name]
 
 
 class ReleaseOutput(TypedDict):

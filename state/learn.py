@@ -7,12 +7,23 @@ write clears it when the next batch starts, so a batch never sees the previous o
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, cast
 
+from pydantic import Field, with_config
 from typing_extensions import TypedDict
 
+from parallax.state.inputs import CALLER, Answer, Fraction, Id, InputText, LeaseSeconds, Name, Since, Votes
 from parallax.state.records import PromptVersion
-from parallax.state.solve import Mode
+from parallax.state.solve import Mode, Scorer
+
+MAX_TASKS = 10_000
+"""The most training (or validation) tasks one learn run takes, and the most stored runs it learns from."""
+MAX_EPOCHS = 100
+"""The most passes over the training tasks."""
+MAX_BATCH = 1000
+"""The most tasks run (and reflected on) in parallel per update."""
+MAX_TASK_RUNS = 100_000
+"""The most training tasks one learn run solves in all (tasks times epochs)."""
 
 
 def batch_runs(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -21,11 +32,31 @@ def batch_runs(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | 
 
 def validation_sample(state: LearnState) -> list[dict[str, Any]]:
     """The same first `val_size` validation tasks for every gate of the run."""
-    return list(state.get("val_tasks") or [])[: state.get("val_size", 50)]
+    tasks = cast(list[dict[str, Any]], state.get("val_tasks") or [])  # what a TrainingTask is, as a plain dict
+    return tasks[: state.get("val_size", 50)]
 
 
+@with_config(CALLER)
+class TrainingTask(TypedDict):
+    """One training or validation task as a caller sends it (logic/task_files.py reads a JSONL line into one)."""
+
+    input: Annotated[InputText, Field(min_length=1)]
+    """The task's text (its length is also held to the run's PARALLAX_MAX_INPUT_CHARS when it runs)."""
+    target: NotRequired[Answer | int | float | None]
+    """The right answer, when known."""
+    scorer: NotRequired[Scorer | None]
+    id: NotRequired[Id]
+
+
+Tasks = Annotated[list[TrainingTask], Field(max_length=MAX_TASKS)]
+
+
+@with_config(CALLER)
 class LearnInput(TypedDict):
-    tasks: NotRequired[list[dict[str, Any]]]
+    """What a caller sends: training tasks (or `from_traces`) and how to learn from them; each field with its type and
+    bounds, logic/graph_inputs.py `validate_learn_input` for what holds between them (tasks times epochs)."""
+
+    tasks: NotRequired[Tasks]
     """Training tasks: {"id", "input", "target"} (see parallax/logic/task_files.py for the file format);
     leave out with `from_traces`."""
     from_traces: NotRequired[bool]
@@ -33,28 +64,28 @@ class LearnInput(TypedDict):
     feedback, else its status is the signal (logic/trace_signal.py); runs without one are skipped, and no run
     teaches the playbook twice (runtime/storage/consumed.py). Runs that carry a target are the gate's
     validation tasks, replayed, unless `val_tasks` are given."""
-    since: NotRequired[str]
+    since: NotRequired[Since]
     """With `from_traces`: only runs this recent (7d, 12h, 30m, 2w, or an ISO date)."""
-    limit: NotRequired[int]
+    limit: NotRequired[Annotated[int, Field(ge=1, le=MAX_TASKS)]]
     """With `from_traces`: the most runs to learn from (oldest first); with tasks, the first N tasks."""
-    lease_s: NotRequired[float]
+    lease_s: NotRequired[LeaseSeconds]
     """With `from_traces`: seconds a claim on runs lasts if this learn run dies before consuming them (1800)."""
     ties_to_canary: NotRequired[bool]
     """A candidate the gate finds not worse but not measurably better passes ("not worse offline"), because a
     canary judges it on live runs next; the loop sets it (logic/loop.py). Otherwise such a tie needs `approve`."""
-    val_tasks: NotRequired[list[dict[str, Any]]]
-    batch: NotRequired[int]
-    epochs: NotRequired[int]
-    val_size: NotRequired[int]
-    playbook: NotRequired[str]
-    tenant: NotRequired[str]
+    val_tasks: NotRequired[Tasks]
+    batch: NotRequired[Annotated[int, Field(ge=1, le=MAX_BATCH)]]
+    epochs: NotRequired[Annotated[int, Field(ge=1, le=MAX_EPOCHS)]]
+    val_size: NotRequired[Annotated[int, Field(ge=1, le=MAX_TASKS)]]
+    playbook: NotRequired[Name]
+    tenant: NotRequired[Name]
     """Whose playbooks this run reads and writes (default "default"); no other tenant's are reachable."""
     approve: NotRequired[bool]
     mode: NotRequired[Mode]
     """Solve mode of the runs; default `direct` (one call per task)."""
-    votes: NotRequired[int]
+    votes: NotRequired[Votes]
     """The most votes a vote of these runs asks (default: the solve graph's, 5)."""
-    margin: NotRequired[float]
+    margin: NotRequired[Fraction]
 
 
 class LearnOutput(TypedDict):
@@ -76,8 +107,8 @@ class LearnOutput(TypedDict):
 # `playbook` and `tenant`, which a caller may leave out, are always in the output: one channel, "optional in,
 # required out", which a TypedDict cannot say, so a type checker sees conflicting bases.
 class LearnState(LearnInput, LearnOutput, total=False):  # type: ignore[misc]
-    schedule: list[list[int]]
     batch_index: int
+    """The batch under way (-1 before the first): logic/learn_schedule.py `batch_of` says which tasks it holds."""
     runs: Annotated[list[dict[str, Any]], batch_runs]
     head_version: int
     head_accuracy: float | None

@@ -5,28 +5,36 @@ The output is the round record that `parallax loop status` lists (logic/loop.py)
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import Annotated, Any, NotRequired
 
+from pydantic import Field, with_config
 from typing_extensions import TypedDict
 
+from parallax.state.inputs import CALLER, CanaryShare, ErrorRate, LeaseSeconds, Margin, Name, Runs, Since
+from parallax.state.learn import MAX_BATCH
 
+
+@with_config(CALLER)
 class LoopInput(TypedDict):
-    playbook: NotRequired[str]
+    """What a caller (or the loop's cron) sends: each field with its type and bounds (logic/graph_inputs.py
+    `validate_loop_input` for the decision rule, logic/release_decision.py)."""
+
+    playbook: NotRequired[Name]
     """The playbook to improve (default "default"); only runs it served teach it."""
-    tenant: NotRequired[str]
+    tenant: NotRequired[Name]
     """Whose runs and playbook (default "default"; on the served API, the API key's tenant)."""
-    since: NotRequired[str]
+    since: NotRequired[Since]
     """Only runs this recent: 7d, 12h, 30m, 2w or an ISO date (default: any not yet consumed)."""
-    limit: NotRequired[int]
-    """The most runs one round learns from (default 200), oldest first."""
-    share: NotRequired[float]
+    limit: NotRequired[Annotated[int, Field(ge=1, le=MAX_BATCH)]]
+    """The most runs one round learns from (default 200), oldest first: the round's one learn batch."""
+    share: NotRequired[CanaryShare]
     """Percent of threads a new candidate's canary gets (default 10)."""
-    error_rate: NotRequired[float]
-    margin: NotRequired[float]
-    min_runs: NotRequired[int]
-    max_runs: NotRequired[int]
+    error_rate: NotRequired[ErrorRate]
+    margin: NotRequired[Margin]
+    min_runs: NotRequired[Runs]
+    max_runs: NotRequired[Runs]
     """The canary's decision rule (logic/release_decision.py; defaults 0.05, 0.05, 50, 1600)."""
-    lease_s: NotRequired[float]
+    lease_s: NotRequired[LeaseSeconds]
     """Seconds a claim on runs, and the round's slot, last if the round dies mid-way (default 1800)."""
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, with_config
 from typing_extensions import TypedDict
 
+from parallax.state.inputs import CALLER, JsonObject, PathText
 from parallax.state.records import BudgetSpec
 from parallax.state.solve import RunOutput, SolveInput
 
@@ -164,14 +165,23 @@ def merge_board(left: dict[str, Any] | None, right: dict[str, Any] | None) -> di
 # --- graph state -------------------------------------------------------------------------
 
 
-class PlanInput(SolveInput, total=False):
-    """What a caller sends: the request (`task`, or `question` about the document in `task`) and options."""
+PlanMode = Literal["auto", "plan"]
+MAX_REPLANS = 5
+"""The most new plans the joiner of one run may ask for."""
 
-    plan: dict[str, Any]
+
+# `mode` is narrower than the solve input's (a TypedDict may not say so: a type checker sees a conflict).
+@with_config(CALLER)
+class PlanInput(SolveInput, total=False):
+    """What a caller sends: the request (`task`, or `question` about the document in `task`) and options; the solve
+    input's fields (and bounds) and the plan's own. logic/routing.py's `validate_plan_input` says what else holds."""
+
+    mode: PlanMode  # type: ignore[misc]
+    plan: JsonObject
     """A plan to run instead of asking the planner (checked the same way; a bad one is refused)."""
-    max_replans: int
+    max_replans: Annotated[int, Field(ge=0, le=MAX_REPLANS)]
     """How often the joiner may ask for a new plan (default 1); an identical replan stops at once."""
-    test_command: str
+    test_command: PathText
     """Command an edit task may run in its worktree (its `test` tool), e.g. `python -m pytest -q`."""
 
 

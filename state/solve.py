@@ -9,13 +9,36 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, NotRequired
 
 from langgraph.types import Overwrite
+from pydantic import Field, with_config
 from typing_extensions import TypedDict
 
-from parallax.state.records import BranchRecordData, JsonSchema, PlaybookItemData, PromptVersion, Provenance, ServedVersion, Spend
+from parallax.state.inputs import (
+    CALLER,
+    Answer,
+    CostBudget,
+    Document,
+    InputText,
+    JsonObject,
+    Name,
+    PathText,
+    TokenBudget,
+    Votes,
+)
+from parallax.state.records import BranchRecordData, PlaybookItemData, PromptVersion, Provenance, ServedVersion, Spend
 
 Mode = Literal["auto", "direct", "section", "vote", "speculate"]
 Route = Literal["direct", "section", "vote", "speculate"]
 Status = Literal["ok", "needs_review", "failed"]
+Scorer = Literal["auto", "numeric", "exact", "contains"]
+"""How a run's answer is compared with its target (logic/scoring.py)."""
+MAX_CANDIDATES = 10
+"""The most candidates a speculative run makes at once."""
+MAX_PAGES = 10_000
+"""The most pages a caller may send as `pages` (their text together is bounded by PARALLAX_MAX_INPUT_CHARS)."""
+INTERNAL = frozenset({"follow_up", "parent_trace", "playbook_items", "playbook_version", "prompt_overrides"})
+"""SolveInput keys that Parallax's own graphs set when they run this one in process (the chat graph's follow-up,
+a plan's tasks, a gate's evaluation): what they carry (a branch record, lessons, prompts, another run's trace) is
+trusted as it is, so a caller of any face may not send them (logic/run_input.py refuses them by name)."""
 
 
 def merge_branches(left: list[BranchRecordData] | None,
@@ -45,56 +68,59 @@ class FollowUp(TypedDict):
     """The condense call's record: kept with the run's branches, so its trace shows it and `parallax stats` counts it."""
 
 
+@with_config(CALLER)
 class SolveInput(TypedDict):
-    """What a caller sends: the task text (or a document) and how to run it."""
+    """What a caller sends: the task text (or a document) and how to run it; each field with its type and bounds
+    (state/inputs.py), the keys in INTERNAL only from Parallax's own graphs. What depends on the run's settings (the
+    task's size: PARALLAX_MAX_INPUT_CHARS) or on other fields (min_votes <= votes) is logic/routing.py's `validate`."""
 
-    task: NotRequired[str]
+    task: NotRequired[InputText]
     """The text to work on; may be left out when `document` or `pages` gives it."""
-    document: NotRequired[Any]
+    document: NotRequired[Document]
     """A document to work on instead of `task`: a file path, raw bytes, or {"name", "base64"}; PDF, DOCX,
     HTML, Markdown or text (runtime/documents.py). A PDF keeps its pages, so values are placed on them."""
-    pages: NotRequired[list[str]]
+    pages: NotRequired[Annotated[list[InputText], Field(max_length=MAX_PAGES)]]
     """The text of each page, page 1 first, when the caller has read the document already (the CLI does)."""
-    output_schema: NotRequired[JsonSchema]
+    output_schema: NotRequired[JsonObject]
     """A JSON Schema of an object: what every branch is asked for, what the merge votes on or assembles
     field by field, and what `data` holds (logic/user_schema.py)."""
-    question: NotRequired[str]
+    question: NotRequired[InputText]
     mode: NotRequired[Mode]
-    votes: NotRequired[int]
-    min_votes: NotRequired[int]
+    votes: NotRequired[Votes]
+    min_votes: NotRequired[Votes]
     red_team: NotRequired[bool]
-    candidates: NotRequired[int]
+    candidates: NotRequired[Annotated[int, Field(ge=1, le=MAX_CANDIDATES)]]
     """Speculate mode: how many candidates are made at once, each with its own approach (default 3)."""
-    check: NotRequired[str]
+    check: NotRequired[PathText]
     """Speculate mode: a command run in each candidate's own folder (its answer saved there as `check_file`); exit 0
     passes. The first candidate that passes wins and the others are cancelled. Without it, a judge compares them."""
-    check_file: NotRequired[str]
+    check_file: NotRequired[PathText]
     """Speculate mode: where a candidate's answer is saved for the check, relative to its folder (default
     candidate.txt)."""
-    repo: NotRequired[str]
+    repo: NotRequired[PathText]
     """A git repository. Speculate: each candidate's folder is a worktree of its HEAD. Plan: the repository edit tasks
     change, each in its own worktree (nothing else is written)."""
-    playbook: NotRequired[str]
-    tenant: NotRequired[str]
+    playbook: NotRequired[Name]
+    tenant: NotRequired[Name]
     """Whose playbooks the run reads (default "default"); no other tenant's are reachable."""
     playbook_items: NotRequired[list[PlaybookItemData]]
     """Use these items instead of the stored head (gate evaluation of a candidate, `eval --version`)."""
     playbook_version: NotRequired[int]
     """The version those items are (reported back as is)."""
-    target: NotRequired[str]
+    target: NotRequired[Answer]
     """The right answer, when the caller knows it: the trace keeps whether the run got it (accuracy in `parallax stats`)."""
-    scorer: NotRequired[str]
+    scorer: NotRequired[Scorer]
     """How `target` is compared: auto | numeric | exact | contains (parallax/logic/scoring.py)."""
     prompt_overrides: NotRequired[dict[str, PromptVersion]]
     """Use these prompt versions ({name: {"version", "system", "user"}}) instead of the served ones (gate evaluations)."""
     follow_up: NotRequired[FollowUp]
     """Set by the chat graph when `task` is a follow-up rewritten to stand alone: the trace keeps what was asked and
     the rewrite's model call (among the branches). Like every input it stays on a thread until sent again."""
-    max_cost: NotRequired[float]
+    max_cost: NotRequired[CostBudget]
     """The run's budget in USD, all its model calls together (at the price table: runtime/prices.py). Checked before
     each wave, slice batch, plan task and candidate: the run stops there, plus at most what was in flight, and ends
     `needs_review` with "budget reached" and what it has (logic/budget.py)."""
-    max_tokens: NotRequired[int]
+    max_tokens: NotRequired[TokenBudget]
     """The run's budget in tokens (prompt plus completion, all its model calls together), checked as `max_cost` is.
     Not the per-reply cap, which is the Context's `max_tokens` (PARALLAX_MAX_TOKENS)."""
     parent_trace: NotRequired[str]

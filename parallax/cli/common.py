@@ -24,14 +24,16 @@ from parallax.runtime.storage.namespaces import NotFound, StoreError, check_tena
 from parallax.state.context import Context
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from langgraph.store.base import BaseStore
 
+    from parallax.logic.input_rules import InvalidInput
     from parallax.runtime.storage.playbook_store import PlaybookStore
 
 T = TypeVar("T")
 
 err = Console(stderr=True)
-MODES = ("auto", "direct", "section", "vote")
 CREATED_BY = "cli"
 
 Name = Annotated[str, typer.Option("--playbook", help="Playbook name.")]
@@ -88,6 +90,26 @@ def base_context(cli: typer.Context | None, **overrides: Any) -> Context:
 
     given = cli.find_object(Context) if cli is not None else None
     return dataclasses.replace(given or Context(), **{k: v for k, v in overrides.items() if v is not None})
+
+
+def as_option(exc: InvalidInput, options: Mapping[str, str]) -> str:
+    """A refusal of logic/run_input.py as a command says it: the input field or run setting it names, said as the
+    command's option that sets it (`votes must be ...` -> `--votes must be ...`); the rest of the sentence is the
+    one every face says."""
+    text, option = str(exc), options.get(exc.field or "")
+    return option + text[len(exc.field or ""):] if option and exc.field and text.startswith(exc.field + " ") else text
+
+
+def checked_options(context: Context, options: Mapping[str, str]) -> Context:
+    """`context`, its run settings within their bounds (logic/run_input.py `checked_context`); else one line naming
+    the option, exit 2."""
+    from parallax.logic.run_input import RunInputError, checked_context
+
+    try:
+        checked_context(context)
+        return context
+    except RunInputError as exc:
+        fail(as_option(exc, options))
 
 
 EarlyStop = Annotated[bool | None, typer.Option(

@@ -12,6 +12,7 @@ that `parallax trace` could not find.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import time
@@ -23,10 +24,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from parallax.cli.common import (
-    MODES,
     EarlyStop,
     Tenant,
     Votes,
+    as_option,
     base_context,
     checked_tenant,
     durable_graph,
@@ -44,12 +45,23 @@ from parallax.cli.model_notice import print_model_notice
 from parallax.runtime import settings as settings_mod
 from parallax.state.context import Context
 
+LEARN_OPTIONS = {"batch": "--batch", "epochs": "--epochs", "val_size": "--val-size", "limit": "--limit", "votes": "--votes",
+                 "mode": "--mode", "margin": "--margin", "since": "--since", "playbook": "--playbook", "tenant": "--tenant",
+                 "context.max_concurrency": "--concurrency", "context.early_stop": "--early-stop"}
+"""The option of `learn` and `eval` that sets each input field or run setting a refusal may name."""
+EACH_TASK = "?"
+"""The task `eval` checks its options with: each of its tasks runs as a solve input with them."""
 
-def checked_votes(votes: int | None) -> None:
-    from parallax.logic.routing import MAX_VOTES
 
-    if votes is not None and not 1 <= votes <= MAX_VOTES:
-        fail(f"--votes must be from 1 to {MAX_VOTES}, got {votes}")
+def checked_run(graph: str, payload: dict[str, Any], context: Context) -> None:
+    """The graph input's own checks (logic/run_input.py, as every face runs them), before any work starts; a refusal
+    names the option at fault."""
+    from parallax.logic.run_input import RunInputError, check_run_input
+
+    try:
+        check_run_input(graph, payload, context)
+    except RunInputError as exc:
+        fail(as_option(exc, LEARN_OPTIONS))
 
 
 def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[dict[str, Any]]:
@@ -158,37 +170,23 @@ def learn(
         fail("--since goes with --from-traces: a task file has no dates")
     if from_traces and epochs != 1:
         fail("--epochs: --from-traces learns from each stored run once")
-    if since is not None:
-        from parallax.logic.run_stats import BadFilter, parse_since
-
-        try:
-            parse_since(since)
-        except BadFilter as exc:
-            fail(str(exc))
-    if mode not in MODES:
-        fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    for name, value in (("--batch", batch), ("--epochs", epochs), ("--val-size", val_size), ("--concurrency", concurrency)):
-        if value < 1:
-            fail(f"{name} must be at least 1, got {value}")
-    if limit is not None and limit < 1:
-        fail(f"--limit must be at least 1, got {limit}")
-    checked_votes(votes)
     checked_tenant(tenant)
     tasks = _tasks(train, skip_bad, "training data", scorer)[:limit] if train is not None else []
     val_tasks = _tasks(val, skip_bad, "validation data", scorer) if val else []
+    source: dict[str, Any] = ({"from_traces": True, **({"since": since} if since else {})} if from_traces
+                              else {"tasks": tasks})
+    payload = {**source, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
+               "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin,
+               **({"votes": votes} if votes is not None else {}), **({"limit": limit} if limit is not None else {})}
+    context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
+    checked_run("learn", payload, context)
     if from_traces:
         from parallax.runtime.storage.stores import has_cli_store
 
         if not has_cli_store():
             no_store_yet()
-    source: dict[str, Any] = ({"from_traces": True, **({"since": since} if since else {}),
-                               **({"limit": limit} if limit is not None else {})} if from_traces else {"tasks": tasks})
-    payload = {**source, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
-               "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin,
-               **({"votes": votes} if votes is not None else {})}
     started = time.perf_counter()
     interactive = sys.stdin.isatty() and err.is_terminal
-    context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
     result = asyncio.run(run_learn(payload, thread or uuid.uuid4().hex, context, interactive, show=not as_json))
     result = {**result, **failure_totals(result.get("batches", [])), "seconds": round(time.perf_counter() - started, 1)}
     if as_json:
@@ -261,17 +259,14 @@ def evaluate_command(
 ) -> None:
     """Measure accuracy on tasks with a playbook version; per-item results go to a file."""
     use_endpoint(cli, model, base_url)
-    if mode not in MODES:
-        fail(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
     if limit is not None and limit < 1:
         fail(f"--limit must be at least 1, got {limit}")
-    if concurrency < 1:
-        fail(f"--concurrency must be at least 1, got {concurrency}")
-    checked_votes(votes)
-    checked_tenant(tenant)
+    context = base_context(cli, early_stop=early_stop)
+    checked_run("solve", {"task": EACH_TASK, "mode": mode, "playbook": playbook, "tenant": tenant,
+                          **({"votes": votes} if votes is not None else {})},
+                dataclasses.replace(context, max_concurrency=concurrency))
     tasks = _tasks(data, skip_bad, "evaluation data", scorer)[:limit]
     home = settings_mod.load().home
-    context = base_context(cli, early_stop=early_stop)
     out = asyncio.run(run_eval(tasks, playbook, tenant, version, mode, concurrency, context, show=not as_json,
                                votes=votes))
     target = results or home / "evals" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}.jsonl"

@@ -29,6 +29,7 @@ from parallax.cli.common import (
     AsJson,
     Name,
     Tenant,
+    as_option,
     base_context,
     checked_tenant,
     durable_graph,
@@ -53,22 +54,24 @@ MaxRuns = Annotated[int, typer.Option(help="Runs per arm at the rule's last look
 ErrorRate = Annotated[float, typer.Option(help="Stated error rate of the canary's automatic decision (each way).")]
 Margin = Annotated[float, typer.Option(help="How much worse (success rate) a canary may be and still be promoted.")]
 EVERY = re.compile(r"^(\d+)([mhd])$")
+LOOP_OPTIONS = {name: "--" + name.replace("_", "-") for name in ("playbook", "tenant", "since", "limit", "share",
+                                                                 "min_runs", "max_runs", "error_rate", "margin")}
+"""The option of `loop` that sets each field of the loop graph's input (they have the same names)."""
 
 
 def loop_input(playbook: str, tenant: str | None, since: str | None, limit: int, share: float, min_runs: int,
                max_runs: int, error_rate: float, margin: float) -> dict[str, Any]:
-    """The `loop` graph's input, checked here so a bad argument is one line and exit 2."""
-    from parallax.nodes.open_round import InvalidLoopInput, checked
+    """The `loop` graph's input, checked here (logic/run_input.py, as every face checks it) so a bad argument is one
+    line naming the option, exit 2."""
+    from parallax.logic.run_input import RunInputError, check_run_input
 
     given: dict[str, Any] = {"playbook": playbook, "limit": limit, "share": share, "min_runs": min_runs,
                              "max_runs": max_runs, "error_rate": error_rate, "margin": margin,
                              **({"since": since} if since else {}), **({"tenant": tenant} if tenant else {})}
-    if limit < 1:
-        fail(f"--limit must be at least 1, got {limit}")
     try:
-        checked(given)  # type: ignore[arg-type]
-    except InvalidLoopInput as exc:
-        fail(str(exc))
+        check_run_input("loop", given)
+    except RunInputError as exc:
+        fail(as_option(exc, LOOP_OPTIONS))
     return given
 
 
@@ -126,10 +129,9 @@ def once(
 
 async def run_once(given: dict[str, Any], context: Any) -> dict[str, Any]:
     from parallax.graphs.loop import builder
-    from parallax.nodes.open_round import InvalidLoopInput
     from parallax.nodes.schedule import InvalidLearnInput
 
-    with graph_failures(InvalidLoopInput, InvalidLearnInput, ValueError):
+    with graph_failures(InvalidLearnInput, ValueError):
         async with durable_graph(builder) as graph:
             out: dict[str, Any] = await graph.ainvoke(given, {"configurable": {"thread_id": f"loop-{uuid.uuid4().hex}"},
                                                               "recursion_limit": 10_000}, context=context)

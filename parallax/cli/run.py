@@ -18,7 +18,7 @@ import sys
 import uuid
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 from rich.console import Console
@@ -27,10 +27,11 @@ from rich.table import Table
 from rich.tree import Tree
 
 from parallax.cli.common import (
-    MODES,
     EarlyStop,
     Tenant,
+    as_option,
     base_context,
+    checked_options,
     checked_tenant,
     durable_graph,
     err,
@@ -50,9 +51,14 @@ if TYPE_CHECKING:
     from langgraph.graph import StateGraph
     from rich.status import Status
 from parallax.state.plan import PlanOutput
-from parallax.state.solve import SolveOutput
+from parallax.state.solve import Mode, SolveOutput
 
-RUN_MODES = (*MODES, "speculate", "plan")
+RUN_MODES = (*get_args(Mode), "plan")
+RUN_OPTIONS = {"votes": "--votes", "min_votes": "--min-votes", "candidates": "--candidates", "check_file": "--check-file",
+               "max_replans": "--max-replans", "max_cost": "--max-cost", "max_tokens": "--max-tokens",
+               "playbook": "--playbook", "tenant": "--tenant", "target": "--target", "test_command": "--test-command",
+               "question": "--question", "context.max_concurrency": "--concurrency", "context.early_stop": "--early-stop"}
+"""The option of `run` (and `resume`) that sets each input field or run setting a refusal may name."""
 OUTPUT_KEYS = {"solve": tuple(SolveOutput.__annotations__), "plan": tuple(PlanOutput.__annotations__)}
 GRAPH_KEY = "parallax_graph"
 """Checkpoint metadata naming the graph of a thread, so `resume` continues it with the same graph."""
@@ -291,18 +297,11 @@ def run(
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
     from parallax.logic.routing import wants_plan
-    from parallax.logic.speculation import MAX_CANDIDATES
 
     use_endpoint(cli, model, base_url)
 
     if mode not in RUN_MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(RUN_MODES)}")
-    if votes < 1:
-        fail(f"--votes must be at least 1, got {votes}")
-    if min_votes is not None and not 1 <= min_votes <= votes:
-        fail(f"--min-votes must be between 1 and --votes ({votes}), got {min_votes}")
-    if concurrency < 1:
-        fail(f"--concurrency must be at least 1, got {concurrency}")
     speculative = mode == "speculate" or (mode == "auto" and check is not None)
     if repo is not None and mode not in ("plan", "auto", "speculate"):
         fail(f"--repo needs --mode plan (edit tasks run in plan mode) or speculate with --check, not --mode {mode}")
@@ -310,8 +309,6 @@ def run(
         fail("--repo with --mode speculate needs --check: the command run in each candidate's worktree")
     if (check is not None or check_file is not None) and not speculative:
         fail(f"--check and --check-file work with --mode speculate, not --mode {mode}")
-    if candidates is not None and not 1 <= candidates <= MAX_CANDIDATES:
-        fail(f"--candidates must be from 1 to {MAX_CANDIDATES}, got {candidates}")
     if repo is not None and not repo.is_dir():
         fail(f"--repo {repo}: no such folder")
     checked_tenant(tenant)
@@ -351,24 +348,24 @@ def run(
         payload.pop("red_team")
         if repo is not None:
             payload["repo"] = str(repo.resolve())
-    _check_input(payload, name)
+    context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
+    _check_input(payload, name, context)
     thread_id = thread or uuid.uuid4().hex
-    _finish(name, payload, thread_id, base_context(cli, max_concurrency=concurrency, early_stop=early_stop), as_json)
+    _finish(name, payload, thread_id, context, as_json)
 
 
-def _check_input(payload: dict[str, Any], name: str) -> None:
-    """The graph's own input checks (logic/run_input.py, as every face runs them), before the checkpoint file is
-    touched (nothing written)."""
-    from parallax.logic.routing import InvalidInput
-    from parallax.logic.run_input import check_run_input
+def _check_input(payload: dict[str, Any], name: str, context: Context) -> None:
+    """The graph's own input checks (logic/run_input.py, as every face runs them: the run's options too), before the
+    checkpoint file is touched (nothing written); a refusal names the option at fault (--votes, not votes)."""
+    from parallax.logic.run_input import RunInputError, check_run_input
     from parallax.runtime.worktrees import GitError, repository_root
 
     try:
-        check_run_input(name, payload)
+        check_run_input(name, payload, context)
         if payload.get("repo"):
             repository_root(payload["repo"])
-    except InvalidInput as exc:
-        fail(str(exc))
+    except RunInputError as exc:
+        fail(as_option(exc, RUN_OPTIONS))
     except GitError as exc:
         fail(f"--repo {payload['repo']}: {exc} (give a git repository with at least one commit)")
     if payload["playbook"] != "default":  # a typo'd --playbook must not quietly run with no lessons
@@ -466,10 +463,9 @@ def resume(
 ) -> None:
     """Continue a run from its SQLite checkpoint; branches and plan tasks that had finished are not run again."""
     use_endpoint(cli, model, base_url)
-    if concurrency < 1:
-        fail(f"--concurrency must be at least 1, got {concurrency}")
+    context = checked_options(base_context(cli, max_concurrency=concurrency), RUN_OPTIONS)
     settings = settings_mod.load()
     if not settings.checkpoint_path.is_file():
         fail(f"no run with thread id {thread_id!r}: searched {settings.checkpoint_path}, which does not exist "
              "(set PARALLAX_HOME to the home of the original run)")
-    _finish(None, None, thread_id, base_context(cli, max_concurrency=concurrency), as_json)
+    _finish(None, None, thread_id, context, as_json)

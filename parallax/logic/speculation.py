@@ -30,7 +30,6 @@ from parallax.state.records import CandidateSpec, CheckSpec
 from parallax.state.solve import SolveState
 
 DEFAULT_CANDIDATES = 3
-MAX_CANDIDATES = 10
 DEFAULT_CHECK_FILE = "candidate.txt"
 TEMPERATURE_LOW, TEMPERATURE_HIGH = 0.2, 1.0
 CHECK_PASSED_CONFIDENCE = 0.9

@@ -66,13 +66,13 @@ async def call_branch(
     prompt = record.get("prompt") or {}
     metadata = {**(run_metadata or {}), "parallax_branch_id": record["id"], "kind": record["kind"],
                 "parent_id": record["parent_id"], "prompt": prompt.get("name"), "prompt_version": prompt.get("version")}
-    timeout_s, max_attempts, max_tokens = ctx.request_timeout_s, ctx.max_attempts, ctx.max_tokens
-    if timeout_s is None or max_attempts is None or max_tokens is None:
+    timeout_s, max_attempts, max_tokens, max_reasks = ctx.request_timeout_s, ctx.max_attempts, ctx.max_tokens, ctx.max_reasks
+    if timeout_s is None or max_attempts is None or max_tokens is None or max_reasks is None:
         raise TypeError("call_branch needs a resolved Context (runtime/run_context.py)")
     services = services_of(ctx)
     try:
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=timeout_s,
-                           max_attempts=max_attempts, max_reasks=ctx.max_reasks, max_tokens=max_tokens,
+                           max_attempts=max_attempts, max_reasks=max_reasks, max_tokens=max_tokens,
                            lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata, check=check,
                            services=services, seat=seat)
     except BranchError as exc:

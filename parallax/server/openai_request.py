@@ -43,6 +43,7 @@ from typing import Any
 from parallax.logic.routing import wants_plan
 from parallax.logic.run_input import RunInputError, check_run_input, checked_context
 from parallax.logic.user_schema import SchemaProblem, checked_schema
+from parallax.state.chat import MAX_MESSAGES, MAX_PARTS
 
 MODELS = {"parallax-auto": "auto", "parallax-direct": "direct", "parallax-vote": "vote", "parallax-section": "section",
           "parallax-speculate": "speculate", "parallax-plan": "plan"}
@@ -99,6 +100,9 @@ def _text(message: dict[str, Any], where: str) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
+        if len(content) > MAX_PARTS:
+            raise Refusal(f"{where}.content must be a list of at most {MAX_PARTS} parts, got {len(content)}",
+                          param=f"{where}.content")
         parts = []
         for n, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") not in ("text", "input_text") \
@@ -116,6 +120,8 @@ def conversation(messages: Any) -> tuple[str, str]:
     (task alone when there are no earlier turns)."""
     if not isinstance(messages, list) or not messages:
         raise Refusal("messages must be a non-empty list of {role, content} objects", param="messages")
+    if len(messages) > MAX_MESSAGES:  # the chat graph's bound (state/chat.py); their text together is the run's input
+        raise Refusal(f"messages must be a list of at most {MAX_MESSAGES} messages, got {len(messages)}", param="messages")
     turns = []
     for n, message in enumerate(messages):
         where = f"messages[{n}]"
@@ -189,10 +195,11 @@ def options(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_context(extra: dict[str, Any]) -> dict[str, Any]:
-    """The context sent with the run, each setting checked (logic/run_input.py: names, types, ranges)."""
+    """The context sent with the run, each setting checked (logic/run_input.py: names, types, bounds, and the
+    server's own settings, which a caller may not exceed)."""
     ctx = extra.pop("context", None) or {}
     try:
-        checked_context(ctx, "parallax.context")
+        checked_context(ctx, "parallax.context", served=True)
     except RunInputError as exc:
         raise Refusal(str(exc), param=exc.field, code="invalid_value") from None
     return dict(ctx)
@@ -250,7 +257,7 @@ def parse(body: Any) -> RunRequest:
         payload.pop("red_team", None)
         payload.pop("candidates", None)
     try:
-        check_run_input(graph, payload, context)
+        check_run_input(graph, payload, context, served=True)
     except RunInputError as exc:
         raise Refusal(str(exc), param=param_of(exc.field), code="invalid_value") from None
     stream = bool(body.get("stream"))

@@ -9,11 +9,12 @@ loopback, server/openai_face.py and server/mcp_face.py), so one check here cover
 On each run creation (POST /threads/{id}/runs[/stream|/wait], /runs[/stream|/wait], and the
 crons' /runs/crons, /threads/{id}/runs/crons), for a caller with a valid key:
 - the graph is the `assistant_id`: a graph id, or an assistant's id looked up in Aegra's table;
-- its `context` must be run settings in range (logic/run_input.py `checked_context`), whatever
-  the graph: every Parallax graph takes the same Context;
-- a solve or plan input must be valid (logic/run_input.py `check_run_input`: unknown fields
-  refused by name, the graph's own checks); a run on a thread that has run before may leave the
-  task out (the thread holds it);
+- its `context` must be run settings within their bounds and within the server's own settings
+  (logic/run_input.py `checked_context`, served), whatever the graph: every Parallax graph takes the
+  same Context;
+- its input must be valid for its graph (logic/run_input.py `check_run_input`, served: each graph's
+  one definition, unknown fields refused by name, the graph's own checks); a run on a thread that has
+  run before may leave the task (or a chat's message) out (the thread holds it);
 - a named playbook other than "default" must exist for the caller's tenant (the store table),
   as the run's first node would find (nodes/route.py).
 The answer is Aegra's error body, 422 {"error": "validation_error", "message", "details":
@@ -47,7 +48,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from parallax.logic.run_input import RunInputError, check_run_input, checked_context
+from parallax.logic.run_input import GRAPHS, RunInputError, check_run_input, checked_context
 from parallax.runtime.storage.namespaces import playbook_namespace
 from parallax.server.connections import connection
 from parallax.server.protocol_requests import COMMANDS, RUN_COMMANDS, settle_interrupt, starts_with_input
@@ -55,9 +56,8 @@ from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, replay, 
 
 RUN_CREATE = re.compile(r"^(?:/threads/(?P<thread_id>[^/]+))?/runs(?:/stream|/wait|/crons)?/?$")
 THREAD_RUNS = re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/?$")
-GRAPHS = ("solve", "learn", "stats", "feedback", "release", "plan", "chat", "loop")
-"""aegra.json's graph ids: the graphs whose context is Parallax's Context."""
-CHECKED_INPUTS = ("solve", "plan")
+PLAYBOOK_READERS = ("solve", "plan", "chat")
+"""Graphs whose run reads a named playbook (the others create it, or read none)."""
 
 
 def refusal(message: str, field: str | None) -> JSONResponse:
@@ -107,13 +107,14 @@ async def problem(payload: dict[str, Any], tenant: str, thread_id: str | None) -
     if graph not in GRAPHS:
         return None  # Aegra answers an unknown assistant (404) or a missing one (422)
     try:
-        checked_context(payload.get("context"))
+        checked_context(payload.get("context"), served=True)
         run_input = payload.get("input")
-        if graph in CHECKED_INPUTS and run_input is not None:
-            bare = isinstance(run_input, dict) and not any(run_input.get(k) for k in ("task", "document", "pages"))
+        if run_input is not None:
+            bare = isinstance(run_input, dict) and not any(run_input.get(k) for k in ("task", "document", "pages",
+                                                                                      "messages"))
             follow_up = bare and thread_id is not None and await thread_has_run(thread_id)  # one query, when needed
-            check_run_input(graph, run_input, payload.get("context"), continues_thread=follow_up)
-            playbook = run_input.get("playbook", "default")
+            check_run_input(graph, run_input, payload.get("context"), continues_thread=follow_up, served=True)
+            playbook = run_input.get("playbook", "default") if graph in PLAYBOOK_READERS else "default"
             if playbook != "default" and not await playbook_exists(tenant, playbook):
                 raise RunInputError(f"unknown playbook {playbook!r} for tenant {tenant!r}: learn or import it first, "
                                     "or leave playbook out to use 'default'", "playbook")

@@ -43,7 +43,7 @@ EXPECTED = {
     "runs.create context max_concurrency -3": (422, cm.GRAPH_SHAPE, "context.max_concurrency"),
     "runs.stream unknown input field (vote)": (422, cm.GRAPH_SHAPE, "vote"),
     "runs.wait unknown playbook": (422, cm.GRAPH_SHAPE, "playbook"),
-    "runs.wait plan with an output schema": (422, cm.GRAPH_SHAPE, ""),
+    "runs.wait plan with an output schema": (422, cm.GRAPH_SHAPE, "output_schema"),
     "runs.list on another tenant's thread": (404, cm.GRAPH_SHAPE, ""),
 }
 
@@ -72,7 +72,7 @@ async def test_every_mistake_is_a_client_error_in_the_faces_shape_with_no_run_an
         assert "Traceback" not in r.message and "execution failed" not in r.message, r
     reasons = {r.mistake: r.message for r in rows}
     assert "unknown playbook 'nope'" in reasons["unknown playbook (extra_body parallax.playbook)"]
-    assert "must be greater than or equal to 1" in reasons["context max_concurrency -3"]
+    assert "must be a whole number from 1 to 1024, got -3" in reasons["context max_concurrency -3"]
     assert "x-api-key" in reasons["unknown API key"] and "Authorization: Bearer" in reasons["unknown API key"]
     assert "does not serve embeddings" in reasons["POST /v1/embeddings"]
 

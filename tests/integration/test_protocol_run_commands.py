@@ -92,7 +92,7 @@ async def test_a_command_whose_run_cannot_run_is_refused_with_the_reason_and_not
                                                                "context": {"max_concurrency": 0}}}
     answer = await post_command(b, "acme", fresh[3], respond)
     assert answer.json() == {"type": "error", "id": 4, "error": "invalid_argument",
-                             "message": "context.max_concurrency must be greater than or equal to 1, got 0"}
+                             "message": "context.max_concurrency must be a whole number from 1 to 1024, got 0"}
     # sent on the WebSocket itself: the same envelope
     assert await socket_command(a, "acme", fresh[4], run_start(5, "solve", BAD)) == {
         "type": "error", "id": 5, "error": "invalid_argument", "message": reason}

@@ -33,8 +33,8 @@ def assert_refused(result, message: str) -> None:
 @pytest.mark.parametrize("args, message", [
     (["run", "x" * 50], "above the limit of 20"),
     (["run", "hi", "--question", "q" * 30], "above the limit of 20"),
-    (["run", "hi", "--votes", "5000"], "votes must be at most"),
-    (["run", "hi", "--playbook", "a/b"], "bad playbook"),
+    (["run", "hi", "--votes", "5000"], "--votes must be a whole number from 1 to 1000, got 5000"),
+    (["run", "hi", "--playbook", "a/b"], "--playbook must be 1-64 letters, digits, '-' or '_', got 'a/b'"),
     (["run", "hi", "--playbook", "typo"], "unknown playbook 'typo'"),
     (["run", "hi", "--tenant", "../x"], "bad tenant"),
     (["trace", "abc", "--tenant", "a b"], "bad tenant"),

@@ -129,7 +129,7 @@ def test_the_cli_takes_a_budget_and_refuses_a_bad_one(server):
     assert out["status"] == "needs_review" and out["reason"].startswith("budget reached: spent")
     assert calls(server) == 1 and out["spend"]["cost_usd"] > 0
     bad = runner.invoke(app, ["run", "What is 6 times 7?", "--max-cost", "0"])
-    assert bad.exit_code == 2 and "max_cost must be a number of US dollars above 0" in bad.output
+    assert bad.exit_code == 2 and "--max-cost must be a number above 0 and at most 100000, got 0" in bad.output
     assert "Traceback" not in bad.output and calls(server) == 1
 
 

@@ -17,9 +17,11 @@ runner = CliRunner()
     (["run", "   "], "the task is empty"),
     (["run"], "no task"),
     (["run", "hi", "--mode", "shout"], "unknown mode"),
-    (["run", "hi", "--votes", "0"], "--votes must be at least 1"),
-    (["run", "hi", "--votes", "-3"], "--votes must be at least 1"),
+    (["run", "hi", "--votes", "0"], "--votes must be a whole number from 1 to 1000, got 0"),
+    (["run", "hi", "--votes", "-3"], "--votes must be a whole number from 1 to 1000, got -3"),
     (["run", "hi", "--votes", "3", "--min-votes", "4"], "--min-votes must be between"),
+    (["run", "hi", "--concurrency", "2000"], "--concurrency must be a whole number from 1 to 1024, got 2000"),
+    (["run", "hi", "--max-tokens", "0"], "--max-tokens must be a whole number from 1 to 10000000000, got 0"),
     (["run", "--input-file", "/no/such/file.txt"], "input file not found"),
     (["run", "hi", "--input-file", "x.txt"], "not both"),
 ])

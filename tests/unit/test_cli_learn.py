@@ -62,8 +62,12 @@ def test_bad_jsonl_names_the_line_and_skip_bad_continues(tmp_path, fake):
 
 @pytest.mark.parametrize("args, message", [
     (["learn", "missing.jsonl"], "task file not found"),
-    (["learn", "TRAIN", "--batch", "0"], "--batch must be at least 1"),
-    (["learn", "TRAIN", "--epochs", "0"], "--epochs must be at least 1"),
+    (["learn", "TRAIN", "--batch", "0"], "--batch must be a whole number from 1 to 1000, got 0"),
+    (["learn", "TRAIN", "--epochs", "0"], "--epochs must be a whole number from 1 to 100, got 0"),
+    (["learn", "TRAIN", "--epochs", "100000000"], "--epochs must be a whole number from 1 to 100, got 100000000"),
+    (["learn", "TRAIN", "--concurrency", "2000"], "--concurrency must be a whole number from 1 to 1024, got 2000"),
+    (["learn", "TRAIN", "--votes", "1001"], "--votes must be a whole number from 1 to 1000, got 1001"),
+    (["eval", "TRAIN", "--votes", "1001"], "--votes must be a whole number from 1 to 1000, got 1001"),
     (["eval", "TRAIN", "--playbook", "nope"], "unknown playbook 'nope'"),
     (["eval", "TRAIN", "--version", "9"], "has no versions yet"),
 ])

@@ -83,10 +83,40 @@ async def test_approve_pauses_for_a_human_and_no_keeps_the_head(store, monkeypat
 
 async def test_bad_learn_input_is_refused(store, monkeypatch):
     model_ctx, _ = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
-    with pytest.raises(ValueError, match="batch must be at least 1"):
+    with pytest.raises(ValueError, match="batch must be a whole number from 1 to 1000, got 0"):
         await builder.compile(store=store).ainvoke({"tasks": tasks(1), "batch": 0}, context=model_ctx)
     with pytest.raises(ValueError, match="no training tasks"):
         await builder.compile(store=store).ainvoke({"tasks": []}, context=model_ctx)
+
+
+async def test_epochs_past_the_bound_are_refused_by_the_graph_itself_before_any_model_call(store):
+    """The learn graph's first node holds the input's bounds too: a caller of the compiled graph in process (no face,
+    no check_run_input) cannot start 100,000,000 epochs either."""
+    model_ctx, calls = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
+    graph = builder.compile(store=store)
+    for epochs, says in ((100_000_000, "epochs must be a whole number from 1 to 100, got 100000000"),
+                         (101, "epochs must be a whole number from 1 to 100, got 101")):
+        with pytest.raises(ValueError, match=says):
+            await graph.ainvoke({"tasks": tasks(1), "epochs": epochs}, {"recursion_limit": 12}, context=model_ctx)
+    assert calls == [] and (await playbooks_in(store).head("default")).version == 0
+
+
+async def test_a_learn_run_keeps_nothing_per_epoch_and_still_runs_every_epoch(store):
+    """What the run keeps in its state after planning is the same for 1 epoch and for 100 (the batches are worked
+    out when they start: logic/learn_schedule.py); and 3 epochs of 3 tasks in batches of 2 run the 9 task runs in
+    order, in 5 batches."""
+    model_ctx, calls = scripted(learning_script(lambda p: "2.0"), embedder=bag_of_words)
+    graph = builder.compile(store=store, checkpointer=InMemorySaver(), interrupt_after=["start"])
+    kept = {}
+    for epochs in (1, 100):
+        config = {"configurable": {"thread_id": f"epochs-{epochs}"}}
+        await graph.ainvoke({"tasks": tasks(3), "epochs": epochs, "mode": "direct"}, config, context=model_ctx)
+        values = (await graph.aget_state(config)).values
+        kept[epochs] = len(json.dumps({k: v for k, v in values.items() if k not in ("epochs", "learn_run_id")}))
+    assert kept[1] == kept[100], kept
+    out = await builder.compile(store=store).ainvoke({"tasks": tasks(3), "epochs": 3, "batch": 2, "mode": "direct"},
+                                                      context=model_ctx)
+    assert [b["reflections"] for b in out["batches"]] == [2, 2, 2, 2, 1]
 
 
 async def test_guard_fires_loudly_when_a_batch_yields_too_few_lessons(store, monkeypatch, caplog):

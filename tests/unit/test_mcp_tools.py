@@ -97,6 +97,35 @@ async def test_a_refusal_reaches_the_agent_as_one_line_and_a_crash_does_not_leak
     assert crashed.is_error and "internal detail" not in crashed.content[0].text
 
 
+async def test_a_bad_argument_is_refused_before_any_run_with_the_sentence_every_face_says(monkeypatch):
+    """The tools' arguments are checked by the one definition of a valid run (as /mcp hands it in: served), so the
+    agent reads the CLI's, /v1's and the graph API's sentence, not pydantic's; the input schema shows the bounds."""
+    from functools import partial
+
+    from parallax.logic.run_input import check_run_input
+    from parallax.runtime.settings import reload_settings
+
+    monkeypatch.setenv("PARALLAX_MAX_TOKENS", "384")
+    reload_settings()
+    backend = Recording()
+    async with Client(build_server(backend, check=partial(check_run_input, served=True))) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        votes = await client.call_tool("solve", {"task": "What is 6 * 7?", "mode": "vote", "votes": 1001})
+        typed = await client.call_tool("solve", {"task": "What is 6 * 7?", "votes": "five"})
+        schema = await client.call_tool("plan", {"task": "Do A, then B.", "max_tokens": 0})
+        score = await client.call_tool("feedback", {"trace_id": "t1", "score": "meh"})
+    assert votes.is_error and votes.content[0].text.endswith(": votes must be a whole number from 1 to 1000, got 1001")
+    assert typed.is_error and typed.content[0].text.endswith(": votes must be a whole number from 1 to 1000, got 'five'")
+    assert schema.is_error and schema.content[0].text.endswith("max_tokens must be a whole number from 1 to 10000000000, "
+                                                               "got 0")
+    assert score.is_error and score.content[0].text.endswith("bad score 'meh': give a number from 0 to 1, or up / down")
+    assert "validation error" not in votes.content[0].text and "\n" not in votes.content[0].text
+    assert backend.calls == []  # nothing ran
+    assert {k: tools["solve"].input_schema["properties"]["votes"][k] for k in ("minimum", "maximum")} == \
+        {"minimum": 1, "maximum": 1000}
+    reload_settings()
+
+
 async def test_a_vote_on_the_agents_object_stops_after_the_first_wave_when_the_required_fields_agree(scripted_endpoint):
     url = scripted_endpoint(FaultConfig(reply=ExtractionModel(answers=lambda i: {
         "revenue": 4796, "currency": "USD", "segments": [["Print"], [], ["Media"]][i % 3]})))

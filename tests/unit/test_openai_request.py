@@ -106,6 +106,30 @@ def test_what_cannot_run_is_refused_with_status_and_param(body, status, param):
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
 
 
+def test_a_refusal_says_what_every_face_says_and_holds_the_caller_to_the_servers_settings(monkeypatch):
+    """The same sentence as logic/run_input.py's (the CLI's, /mcp's, the graph API's), with OpenAI's `param`; the
+    served face holds a run's context to the server's settings (PARALLAX_MAX_TOKENS 384 here)."""
+    from parallax.logic.run_input import RunInputError, check_run_input
+    from parallax.runtime.settings import reload_settings
+
+    monkeypatch.setenv("PARALLAX_MAX_TOKENS", "384")
+    reload_settings()
+    with pytest.raises(RunInputError) as sentence:
+        check_run_input("solve", {"task": "What is 6 * 7?", "votes": 1001})
+    refusal = refused({"model": "parallax-vote", "messages": ASK, "parallax": {"votes": 1001}})
+    assert (refusal.status, refusal.param, refusal.message) == (400, "parallax.votes", str(sentence.value))
+    assert refusal.message == "votes must be a whole number from 1 to 1000, got 1001"
+    raised = refused({"model": "parallax-vote", "messages": ASK, "parallax": {"context": {"max_tokens": 385}}})
+    assert (raised.param, raised.message) == ("parallax.context.max_tokens", "parallax.context.max_tokens must be at "
+                                              "most 384 on this server (PARALLAX_MAX_TOKENS), got 385: lower it or "
+                                              "leave it out")
+    lowered = parse({"model": "parallax-vote", "messages": ASK, "parallax": {"context": {"max_tokens": 100}}})
+    assert lowered.context == {"max_tokens": 100}
+    too_many = refused({"model": "parallax-vote", "messages": ASK * 201})
+    assert (too_many.param, too_many.message) == ("messages", "messages must be a list of at most 200 messages, got 201")
+    reload_settings()
+
+
 def test_a_body_that_is_not_an_object_is_refused():
     assert refused([1, 2]).status == 400
     assert refused({"model": "gpt-4o", "messages": ASK}).code == "model_not_found"

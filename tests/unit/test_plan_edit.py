@@ -162,7 +162,7 @@ def test_cli_plan_json_resume_and_plan_show(tmp_path, monkeypatch):
 @pytest.mark.parametrize("args, message", [
     (["run", "x", "--mode", "plan", "--repo", "/no/such/folder"], "no such folder"),
     (["run", "x", "--mode", "vote", "--repo", "."], "--repo needs --mode plan"),
-    (["run", "x", "--mode", "plan", "--max-replans", "9"], "max_replans must be a whole number from 0 to 5"),
+    (["run", "x", "--mode", "plan", "--max-replans", "9"], "--max-replans must be a whole number from 0 to 5, got 9"),
     (["plan", "show", "abc", "--output", "x.svg"], "give a .png file name"),
 ])
 def test_cli_plan_bad_input_is_one_line_exit_2(args, message, tmp_path, monkeypatch):

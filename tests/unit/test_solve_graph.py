@@ -342,7 +342,7 @@ async def test_playbook_items_reach_prompts_and_are_recorded(monkeypatch):
 
 @pytest.mark.parametrize("bad, message", [
     ({"task": "   "}, "task is empty"),
-    ({"task": "hi", "mode": "shout"}, "unknown mode"),
+    ({"task": "hi", "mode": "shout"}, "mode must be one of auto, direct, section, vote, speculate, got .shout."),
     ({"task": "hi", "votes": 0}, "votes must be"),
     ({"task": "hi", "votes": 3, "min_votes": 5}, "min_votes must be"),
 ])

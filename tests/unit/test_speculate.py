@@ -227,7 +227,7 @@ def test_bad_speculative_input_is_refused_in_one_line(payload, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--mode", "vote", "--check", "true"], "--check and --check-file work with --mode speculate"),
-    (["--mode", "speculate", "--candidates", "11"], "--candidates must be from 1 to 10"),
+    (["--mode", "speculate", "--candidates", "11"], "--candidates must be a whole number from 1 to 10, got 11"),
     (["--mode", "speculate", "--repo", "."], "--repo with --mode speculate needs --check"),
 ])
 def test_cli_bad_speculative_input_exits_2_and_writes_nothing(args, message, tmp_path, monkeypatch):
