@@ -7,6 +7,8 @@ checkout. Writes go through `Worktree.write`, which refuses any path that leaves
 absolute paths, symlinks, `.git`): such a candidate is refused, not checked. The check is a
 subprocess with a timeout; cancelling it (another candidate passed first) kills it. The folder
 is removed when the candidate is done, whatever happened (the branch of a worktree is deleted too).
+The folder's name is made of the run's and the candidate's ids, each checked to be one plain name
+(`worktrees.work_folder`), and no folder is made in served mode.
 """
 
 from __future__ import annotations
@@ -22,18 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from parallax.runtime import settings as settings_mod
-from parallax.runtime.worktrees import Worktree, head_commit
+from parallax.runtime.run_context import refuse_when_served
+from parallax.runtime.worktrees import Worktree, head_commit, path_part, work_folder
 
 OUTPUT_CHARS = 3000
 
 
 def folder_of(trace_id: str, candidate_id: str) -> Path:
-    return (settings_mod.load().home / "candidates" / trace_id / candidate_id).resolve()
+    return work_folder("candidates", trace_id, candidate_id)
 
 
 def branch_of(trace_id: str, candidate_id: str) -> str:
-    return f"parallax/{trace_id[:8]}/{candidate_id}"
+    return f"parallax/{path_part(trace_id, 'trace id')[:8]}/{path_part(candidate_id, 'candidate id')}"
 
 
 @dataclass
@@ -44,6 +46,7 @@ class CheckFolder:
     @classmethod
     def create(cls, trace_id: str, candidate_id: str, repo: str) -> CheckFolder:
         """A fresh folder for the candidate (a leftover of a killed run is replaced)."""
+        refuse_when_served("a check folder")
         where = folder_of(trace_id, candidate_id)
         if repo:
             root = Path(repo)

@@ -44,10 +44,10 @@ from parallax.server import (
     mcp_face,
     metrics,
     openai_face,
-    platform,
     protocol_routes,
     run_charges,
     run_done,
+    serving,
     store_views,
     stream_transformers,
     tenant_budgets,
@@ -61,7 +61,7 @@ from parallax.server.run_requests import RunRequests
 
 run_done.install()  # runs.wait / runs.join return when the run ends, not at Aegra's next 2 s poll
 run_charges.install()  # a run that ends without a settled spend (cancelled, failed, other graphs) is charged too
-app = FastAPI(lifespan=platform.lifespan)
+app = FastAPI(lifespan=serving.lifespan)  # served mode (runtime/run_context.py), then server/platform.py
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
 app.add_middleware(ProtocolRequests)  # Aegra's answers as LangGraph's clients read them (server/protocol_requests.py)
