@@ -84,7 +84,8 @@ async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
                 folder.write(extra.path, extra.content)
         except PathRefused as exc:
             return {**record["speculation"], "refused": f"it writes outside its folder: {exc}"[:300]}
-        result = await run_check(check["command"], folder.tree.root, folder.tree.resolve(check["file"]), check["timeout_s"])
+        result = await run_check(check["command"], folder.tree.root, folder.tree.resolve(check["file"]), check["timeout_s"],
+                                 [folder.tree.repo] if folder.in_repo else [])
     finally:
         await _shielded(asyncio.ensure_future(asyncio.to_thread(folder.remove)))
     result.update(passed_tests=passed_tests(result["output"]), failed_tests=failed_tests(result["output"]))

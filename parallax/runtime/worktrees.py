@@ -4,9 +4,9 @@ Why worktrees: two agents editing one checkout step on each other's files, and a
 agent leaves half-written files behind. Each edit task gets its own `git worktree` on its
 own branch, all from the same base commit, outside the repository's folder (under
 PARALLAX_HOME, in a folder named by ids that are each checked to be one plain name:
-`work_folder`). Its tools — list, read, write, and a test command with a timeout — are
-bound to that worktree and refuse any path that resolves outside it (`..`, absolute paths,
-symlinks, `.git`), and `write` refuses files the task did not declare. After the tasks
+`work_folder`). Its tools — list, read, write (and the test command, run confined by
+runtime/sandbox.py) — are bound to that worktree and refuse any path that resolves outside it
+(`..`, absolute paths, symlinks, `.git`), and `write` refuses files the task did not declare. After the tasks
 finish, `git merge-tree --write-tree` merges each branch into an integration branch
 without touching any checkout: clean merges become commits (`commit-tree`, `update-ref`),
 a conflict is reported with its files and diff. The repository's own working tree, index
@@ -21,7 +21,6 @@ import builtins
 import difflib
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import threading
@@ -155,17 +154,6 @@ class Worktree:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
         return f"wrote {relative} ({len(content)} characters)"
-
-    def test(self, command: str, timeout_s: float) -> str:
-        if not command.strip():
-            return "no test command was given for this run"
-        try:
-            done = subprocess.run(shlex.split(command), cwd=self.root, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return f"test command timed out after {timeout_s:g}s"
-        except OSError as exc:
-            return f"test command could not start: {exc}"
-        return f"exit {done.returncode}\n{(done.stdout + done.stderr)[-3000:]}"
 
     def commit(self, message: str) -> str | None:
         """Commit everything the task changed on its branch; the new commit, or None when nothing changed."""
