@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from tests.support.aegra_cluster import Cluster, missing_services, sql
+from tests.support.aegra_cluster import Cluster, require_services, sql
 from tests.support.fault_server import FaultConfig, FaultServer, default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
@@ -28,12 +28,7 @@ FORGED = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0"
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
-    if missing := missing_services():
-        try:
-            import aegra_api  # noqa: F401
-        except ImportError:
-            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
-        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
+    require_services()
     server = FaultServer(FaultConfig(latency_ms=5, reply=default_reply))
     env = {"OPENAI_BASE_URL": server.start(), "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
            "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in KEYS.items()), "PARALLAX_STRAGGLER_FACTOR": "0"}
