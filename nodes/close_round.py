@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.loop import canary_state, free_slot, gate_of, release_candidate, save_round
 from parallax.logic.release_decision import Rule
+from parallax.runtime.run_context import tenant_of
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.runtime.timestamps import now_iso
 from parallax.state.context import Context
@@ -19,7 +20,7 @@ from parallax.state.loop import LoopOutput, LoopState
 
 
 async def close_round(state: LoopState, runtime: Runtime[Context]) -> dict[str, Any]:
-    store, tenant, playbook = runtime.store, state["tenant"], state["playbook"]
+    store, tenant, playbook = runtime.store, tenant_of(state.get("tenant")), state["playbook"]
     assert store is not None  # open_round refused to start without one
     update: dict[str, Any] = {}
     learned = state.get("learned")

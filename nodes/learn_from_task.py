@@ -32,7 +32,7 @@ from parallax.logic.reflect import reflect
 from parallax.prompts.templates import SOLVE_PROMPTS
 from parallax.runtime import embeddings
 from parallax.runtime.lesson_screening import screen_lessons, screen_operations
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.services import services_of
 from parallax.runtime.superstep import fan_out_limit
 from parallax.state.context import Context, filled
@@ -55,7 +55,7 @@ async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solv
     async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
             return await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
-                                   payload.get("tenant", "default"), payload.get("prompts"), payload.get("votes"))
+                                   tenant_of(payload.get("tenant")), payload.get("prompts"), payload.get("votes"))
 
     return {"runs": list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))}
 

@@ -115,7 +115,7 @@ def _summary(record: dict[str, Any]) -> dict[str, Any]:
     check = spec.get("check") or {}
     return {"id": record["id"], "approach": spec.get("approach"), "temperature": spec.get("temperature"),
             "status": record["status"], "result": spec.get("result"), "why": spec.get("why", ""),
-            "check": {k: check[k] for k in ("passed", "exit", "passed_tests", "failed_tests", "timed_out", "seconds")
-                      if k in check} or None,
+            "check": {k: check[k] for k in ("passed", "exit", "passed_tests", "failed_tests", "timed_out", "seconds",
+                                            "sandbox") if k in check} or None,
             **({"refused": spec["refused"]} if spec.get("refused") else {}),
             **({"reused": True} if spec.get("reused") else {})}

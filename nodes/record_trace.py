@@ -28,7 +28,7 @@ from langgraph.runtime import Runtime
 from parallax.logic.budget import finish, run_records
 from parallax.logic.run_record import branch_place, kept_prompts, outcome, token_totals, used_subjects
 from parallax.logic.spend import spend_of
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
 from parallax.runtime.timestamps import now_iso
@@ -60,7 +60,7 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
     prompts, keys, omitted = kept_prompts(state, prompt_chars)
     started = state.get("started_at")
     return {
-        "trace_id": state["trace_id"], "tenant": state.get("tenant", "default"),
+        "trace_id": state["trace_id"], "tenant": tenant_of(state.get("tenant")),
         "created_at": now_iso(),
         "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
         # the whole task, up to the prompts' limit: what `learn --from-traces` reflects on and replays
@@ -94,7 +94,7 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str
     state = cast(SolveState, {**state, **update})
     if runtime.store is None:
         return update
-    tenant, parent = state.get("tenant", "default"), state.get("parent_trace")
+    tenant, parent = tenant_of(state.get("tenant")), state.get("parent_trace")
     traces = TraceStore(runtime.store, tenant)
     if parent:  # part of a plan run: its dead letters name the plan's trace, which is stored there
         trace = {"trace_id": parent, "tenant": tenant}

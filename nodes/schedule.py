@@ -86,12 +86,13 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     tasks = cast(list[dict[str, Any]], state.get("tasks") or [])  # TrainingTasks (stored runs: with their record)
     if index >= batch_count(len(tasks), epochs, size):
         return "__end__"
-    head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
+    tenant = tenant_of(state.get("tenant"))
+    head = await playbooks_in(runtime.store, tenant).head(state["playbook"])
     batch = [tasks[t] for t in batch_of(index, len(tasks), epochs, size)]
     items = [i.as_data() for i in head.active]
     fan_out = new_fan_out()
     payloads: list[LearnTask] = [{"tasks": tasks, "items": items, "version": head.version, "mode": state.get("mode", "direct"),
-                                  "tenant": state["tenant"], "prompts": state.get("prompts") or {}, "fan_out": fan_out}
+                                  "tenant": tenant, "prompts": state.get("prompts") or {}, "fan_out": fan_out}
                                  for tasks in group(batch)]
     if state.get("votes") is not None:
         for payload in payloads:

@@ -125,9 +125,12 @@ def trace_table(found: dict[str, Any]) -> Table:
 
 
 def speculation_table(report: dict[str, Any]) -> Table:
-    """A speculative run's candidates: approach, temperature, check, result and why each one lost."""
-    table = new_table(f"candidates (picked by {report.get('by')})", ("candidate", "approach", "temp", "check", "result", "why"),
-                      text=("why",))
+    """A speculative run's candidates: approach, temperature, check, result and why each one lost; the title says
+    where the checks ran (in bubblewrap, or unconfined and why: runtime/sandbox.py)."""
+    where = sorted({c["check"]["sandbox"] for c in report.get("candidates", []) if (c.get("check") or {}).get("sandbox")})
+    ran = f"; checks: {', '.join(where)}" if where else ""
+    table = new_table(f"candidates (picked by {report.get('by')}{ran})", ("candidate", "approach", "temp", "check", "result",
+                                                                          "why"), text=("why",))
     for c in report.get("candidates", []):
         check = c.get("check") or {}
         shown = ("refused" if c.get("refused") else "-" if not check else "timed out" if check.get("timed_out")

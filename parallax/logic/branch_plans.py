@@ -20,6 +20,7 @@ from parallax.logic.routing import votes_of
 from parallax.logic.speculation import candidate_prompts
 from parallax.logic.stopping import decide
 from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
+from parallax.runtime.run_context import tenant_of
 from parallax.runtime.wave_request import MAX_CHOICES
 from parallax.state.context import Context, filled
 from parallax.state.records import BranchAsk, BranchSpec, BusinessKind, JsonSchema, PlaybookItemData, PromptVersion, RunMeta
@@ -161,7 +162,7 @@ def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]
 def run_metadata(state: SolveState) -> RunMeta:
     """What every model call of the run tells the callbacks (LangSmith): the run's trace id and versions."""
     served = state.get("served") or {}
-    return {"parallax_trace_id": state.get("trace_id"), "tenant": state.get("tenant", "default"),
+    return {"parallax_trace_id": state.get("trace_id"), "tenant": tenant_of(state.get("tenant")),
             "playbook": state.get("playbook", "default"), "playbook_version": state.get("playbook_version", 0),
             "playbook_arm": next((c["arm"] for s, c in served.items() if s.startswith("playbook/")), "pinned"),
             "prompt_versions": {n: p.get("version", 0) for n, p in (state.get("prompts") or {}).items()}}

@@ -61,6 +61,7 @@ export_dotenv_for_libraries()  # at import, as before: langsmith may read its va
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 ResponseFormat = Literal["json_object_schema", "json_schema", "json_object", "none"]
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+SandboxMode = Literal["auto", "bwrap", "off"]
 
 
 class SettingsError(ValueError):
@@ -196,6 +197,17 @@ class Settings(BaseSettings):
     plan_max_tasks: int = Field(20, **bounds("plan_max_tasks"), description=about("plan_max_tasks"))
     plan_contradiction_pairs: int = Field(5, **bounds("plan_contradiction_pairs"), description=about("plan_contradiction_pairs"))
     tool_timeout_s: float = Field(120.0, **bounds("tool_timeout_s"), description=about("tool_timeout_s"))
+    check_sandbox: SandboxMode = Field("auto", description="where speculate checks and edit tasks' test commands run: "
+                                                           "auto (in bubblewrap when it works, else unconfined, "
+                                                           "and the result says so), bwrap (bubblewrap or not at "
+                                                           "all), off (never in bubblewrap)")
+    check_memory_mb: int = Field(2048, ge=16, description="memory a check or test command's process may write, "
+                                                         "MiB (RLIMIT_DATA; its address space: 4 times that)")
+    check_file_mb: int = Field(1024, ge=1, description="largest file a check or test command may write, MiB "
+                                                      "(RLIMIT_FSIZE)")
+    check_processes: int = Field(256, ge=4, description="processes (threads) a check or test command may add to "
+                                                       "those its user already runs (RLIMIT_NPROC; Linux does not "
+                                                       "hold root to it)")
     prices: str | None = Field(None, description="model prices as JSON, USD per million tokens: "
                                                  '{"model": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}; '
                                                  "over the defaults and the home's prices.json (runtime/prices.py)")

@@ -46,8 +46,8 @@ from parallax.server import (
     mcp_face,
     metrics,
     openai_face,
-    platform,
     protocol_routes,
+    serving,
     store_views,
     tenant_budgets,
     timeline_face,
@@ -58,8 +58,9 @@ from parallax.server.protocol_requests import ProtocolRequests
 from parallax.server.run_checks import RunChecks
 from parallax.server.run_requests import RunRequests
 
-# the changes to Aegra's internals (server/aegra_patches.py) are made in the lifespan, never on import
-app = FastAPI(lifespan=aegra_patches.with_patches(platform.lifespan))
+# the changes to Aegra's internals (server/aegra_patches.py) are made in the lifespan, never on import;
+# inside them, served mode (runtime/run_context.py, server/serving.py), then server/platform.py
+app = FastAPI(lifespan=aegra_patches.with_patches(serving.lifespan))
 app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
 app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
 app.add_middleware(ProtocolRequests)  # Aegra's answers as LangGraph's clients read them (server/protocol_requests.py)
