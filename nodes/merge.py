@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import adaptive
-from parallax.logic.budget import state_reached
+from parallax.logic.budget import BUDGET_CAUSE, state_reached
 from parallax.logic.field_vote import FieldVote
 from parallax.logic.quotes import FactCheck, check_findings
 from parallax.logic.routing import votes_of
@@ -67,6 +67,11 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     failed = [r.id for r in business if r.status != "ok"]
     partial = f"{len(failed)} of {len(business)} branches failed" if failed else ""
     asked: dict[str, Any] = {"votes_asked": len(business), "next_wave": 0} if state["mode"] == "vote" else {}
+    refused = [r.error for r in records if r.kind in BUSINESS and r.cause == BUDGET_CAUSE and r.error]
+    if not business and refused:  # the run's budget let none ask: nothing failed, there is only nothing to show
+        return {"status": "needs_review", "answer": "", "data": None, "provenance": [], "confidence": 0.0,
+                "vote_counts": {}, "failed_branches": [], **asked, "consensus": False, "reason": refused[0],
+                **({"stop_reason": refused[0]} if asked else {})}
     if not ok:
         errors = "; ".join(sorted({r.error or r.status for r in business}))[:500]
         return {"status": "failed", "answer": "", "data": None, "provenance": [], "confidence": 0.0, "vote_counts": {},

@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.loop import BY, new_round_id, prepare, take_slot
 from parallax.logic.release_decision import check_rule, check_share
+from parallax.logic.routing import validate_budget
 from parallax.logic.run_stats import parse_since
 from parallax.logic.trace_learning import LEASE_S
 from parallax.runtime.run_context import tenant_of
@@ -36,6 +37,7 @@ def checked(state: LoopState) -> dict[str, Any]:
         check_share(float(given["share"]))
         check_rule(float(given["error_rate"]), float(given["margin"]), int(given["min_runs"]), int(given["max_runs"]))
         parse_since(state.get("since"))
+        validate_budget(state)
     except ValueError as exc:
         raise InvalidLoopInput(str(exc)) from None
     if not isinstance(given["limit"], int) or isinstance(given["limit"], bool) or given["limit"] < 1:

@@ -15,14 +15,16 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from parallax.logic.branch_plans import group
+from parallax.logic.budget import graph_tally, spent_by
 from parallax.logic.evaluate import Solver, correct_by_task, evaluate
 from parallax.logic.releases import serve_prompts
-from parallax.logic.routing import MAX_VOTES
+from parallax.logic.routing import MAX_VOTES, InvalidInput, validate_budget
 from parallax.logic.run_stats import BadFilter
 from parallax.logic.trace_learning import LEASE_S, claim_traces
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
+from parallax.runtime.request_budget import Purse, holding
 from parallax.runtime.run_context import context_of, task_scoped_id, tenant_of
-from parallax.runtime.services import new_fan_out
+from parallax.runtime.services import new_fan_out, services_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
@@ -61,6 +63,10 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     votes = state.get("votes")
     if votes is not None and (not isinstance(votes, int) or isinstance(votes, bool) or not 1 <= votes <= MAX_VOTES):
         raise InvalidLearnInput(f"votes must be a whole number from 1 to {MAX_VOTES}, got {votes!r}")
+    try:
+        validate_budget(state)
+    except InvalidInput as exc:
+        raise InvalidLearnInput(str(exc)) from None
     name = state.get("playbook", "default")
     tenant = tenant_of(state.get("tenant"))
     try:
@@ -82,9 +88,11 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     schedule = [order[i : i + batch] for i in range(0, len(order), batch)]
     sample = validation_sample(state) if not from_traces or state.get("val_tasks") else replay[: state.get("val_size", 50)]
     accuracy, results = None, {}
+    own = Purse()
     if sample:
-        measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
-                                  mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
+        with holding(graph_tally(services_of(ctx), run_id, state), own):  # the run's budget holds the head's measure too
+            measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
+                                      mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
     # the versions every run of this learning run uses, solve prompts included, read once
@@ -93,10 +101,17 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
             "batch_index": -1, "from_version": head.version, "to_version": head.version,
             "head_version": head.version, "head_accuracy": accuracy, "head_results": results,
             "val_accuracy_before": accuracy, "val_accuracy_after": accuracy, "accepted": False, "prompts": prompts,
-            "traces": found, **({"tasks": tasks, "val_tasks": sample} if from_traces else {})}
+            "traces": found, "spend": spent_by(own), "budget_stop": "",
+            **({"tasks": tasks, "val_tasks": sample} if from_traces else {})}
 
 
-def next_batch(state: LearnState) -> dict[str, Any]:
+def next_batch(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The next batch; none once the run's budget is reached (the run ends saying so)."""
+    budget = graph_tally(services_of(context_of(runtime)), state["learn_run_id"], state)
+    stop = budget.reached() or state.get("budget_stop") if budget is not None else None
+    if stop and state["batch_index"] + 1 < len(state["schedule"]):  # reached, or it cut runs short already
+        return {"batch_index": len(state["schedule"]), "runs": None, "candidate": {}, "decision": {},
+                "budget_stop": f"{stop}: batch {state['batch_index'] + 2} of {len(state['schedule'])} was not started"}
     return {"batch_index": state["batch_index"] + 1, "runs": None, "candidate": {}, "decision": {}}
 
 
@@ -115,4 +130,8 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     if state.get("votes") is not None:
         for payload in payloads:
             payload["votes"] = state["votes"]
+    budget = graph_tally(services_of(context_of(runtime)), state["learn_run_id"], state)
+    if budget is not None:
+        for payload in payloads:
+            payload["budget"] = budget.spec(state["learn_run_id"])
     return [Send("learn_from_task", payload) for payload in payloads]

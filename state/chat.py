@@ -35,6 +35,9 @@ class ChatInput(MessagesState, total=False):
     """Whose playbooks the run reads and under which its trace is stored (on the served API: the key's tenant)."""
     output_schema: dict[str, Any]
     """A JSON Schema of an object: the reply then carries the settled object as JSON (logic/user_schema.py)."""
+    max_cost: float
+    max_tokens: int
+    """The turn's budget (USD; tokens), its follow-up's rewrite and its run together (logic/budget.py)."""
 
 
 class ChatOutput(MessagesState, total=False):

@@ -28,6 +28,9 @@ class LoopInput(TypedDict):
     """The canary's decision rule (logic/release_decision.py; defaults 0.05, 0.05, 50, 1600)."""
     lease_s: NotRequired[float]
     """Seconds a claim on runs, and the round's slot, last if the round dies mid-way (default 1800)."""
+    max_cost: NotRequired[float]
+    max_tokens: NotRequired[int]
+    """The round's budget (USD; tokens): its learn run's (logic/budget.py)."""
 
 
 class LoopOutput(TypedDict):

@@ -25,6 +25,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from parallax.cli.common import (
     MODES,
     EarlyStop,
+    MaxCost,
+    MaxTokens,
     Tenant,
     Votes,
     base_context,
@@ -146,6 +148,8 @@ def learn(
     thread: Annotated[str | None, typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
     votes: Votes = None,
     early_stop: EarlyStop = None,
+    max_cost: MaxCost = None,
+    max_tokens: MaxTokens = None,
     model: Model = None,
     base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -185,7 +189,8 @@ def learn(
                                **({"limit": limit} if limit is not None else {})} if from_traces else {"tasks": tasks})
     payload = {**source, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
                "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin,
-               **({"votes": votes} if votes is not None else {})}
+               **({"votes": votes} if votes is not None else {}),
+               **{k: v for k, v in (("max_cost", max_cost), ("max_tokens", max_tokens)) if v is not None}}
     started = time.perf_counter()
     interactive = sys.stdin.isatty() and err.is_terminal
     context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)

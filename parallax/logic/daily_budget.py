@@ -73,8 +73,8 @@ def remaining(budget: Limits, spent: DaySpend) -> Limits:
 
 
 def capped(run_input: dict[str, Any], left: Limits) -> dict[str, Any]:
-    """A solve or plan input whose own `max_cost` / `max_tokens` are at most what the tenant has left today (a run
-    asking for less keeps its own)."""
+    """A run's input (of any graph that calls a model) whose own `max_cost` / `max_tokens` are at most what the tenant
+    has left today (a run asking for less keeps its own)."""
     out = dict(run_input)
     for key in ("max_cost", "max_tokens"):
         if key not in left:

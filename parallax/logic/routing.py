@@ -124,7 +124,7 @@ def validate(state: Mapping[str, Any], ctx: Context) -> None:
             raise InvalidInput(f"bad {field} {state[field]!r}: use 1-64 letters, digits, '-' or '_'")
     if not isinstance(state.get("parent_trace", ""), str):
         raise InvalidInput("parent_trace must be the text id of the trace this run is part of")
-    _validate_budget(state)
+    validate_budget(state)
     min_votes = state.get("min_votes")
     if min_votes is not None and not (_whole(min_votes) and 1 <= min_votes <= votes):
         raise InvalidInput(f"min_votes must be between 1 and votes ({votes}), got {min_votes!r}")
@@ -135,7 +135,7 @@ def validate(state: Mapping[str, Any], ctx: Context) -> None:
             raise InvalidInput(str(exc)) from None
 
 
-def _validate_budget(state: Mapping[str, Any]) -> None:
+def validate_budget(state: Mapping[str, Any]) -> None:
     """max_cost: USD above 0; max_tokens: a whole number of at least 1 (logic/budget.py)."""
     cost = state.get("max_cost")
     if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0 < cost < float("inf")):

@@ -37,6 +37,9 @@ from typing import Any
 
 from parallax.state.records import Limits
 
+BUDGETED_GRAPHS = ("solve", "plan", "chat", "learn", "loop")
+"""The graphs whose input takes a run budget (`max_cost`, `max_tokens`): every graph that calls a model. A tenant's
+daily budget caps each new run of them at what is left today."""
 CHARGE_LOCK_CLASS = 0x7061_7263  # "parc": the per-thread charge lock (the second key: hashtext(thread_id))
 
 DDL = f"""
@@ -194,7 +197,7 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- a solve or plan input with max_cost / max_tokens at most what the tenant has left today
+-- a budgeted graph's input with max_cost / max_tokens at most what the tenant has left today
 -- (logic/daily_budget.py `capped`); other inputs as they are
 CREATE OR REPLACE FUNCTION parallax_budget_capped(who text, graph text, given jsonb) RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -204,7 +207,8 @@ DECLARE
     left_cost numeric;
     left_tokens bigint;
 BEGIN
-    IF b.tenant IS NULL OR graph NOT IN ('solve', 'plan') OR jsonb_typeof(given) IS DISTINCT FROM 'object' THEN
+    IF b.tenant IS NULL OR graph NOT IN ({", ".join(f"'{name}'" for name in BUDGETED_GRAPHS)})
+            OR jsonb_typeof(given) IS DISTINCT FROM 'object' THEN
         RETURN given;
     END IF;
     SELECT * INTO s FROM parallax_tenant_spend WHERE tenant = who AND day = parallax_utc_day();
