@@ -17,7 +17,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from parallax.logic.branch_plans import adaptive
+from parallax.logic.branch_plans import adaptive, waves_of
 from parallax.logic.budget import BUDGET_CAUSE, state_reached
 from parallax.logic.field_vote import FieldVote
 from parallax.logic.quotes import FactCheck, check_findings
@@ -26,6 +26,7 @@ from parallax.logic.run_status import final_status
 from parallax.logic.stopping import decide_units
 from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome, vote_tally
 from parallax.logic.vote import final_value, normalize_answer, quorum, quorum_shortfall, tally_values
+from parallax.logic.vote_pricing import remember_vote, vote_model
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
@@ -85,8 +86,9 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     fields = vote_tally(schema, ok, len(business), min_votes) if schema is not None and route == "vote" else None
     if adaptive(state, ctx):
         units = fields.unit_counts if fields is not None else [list(Counter(r.vote for r in ok).values())]
+        first, least = waves_of(state, ctx)
         decision = decide_units(units, len(business), votes_of(state), threshold=filled(ctx.vote_stop_threshold),
-                                first_wave=filled(ctx.vote_first_wave), min_leader=min_votes or 0)
+                                first_wave=first, min_wave=least, min_leader=min_votes or 0)
         withheld = None if decision.stop else state_reached(state, services_of(ctx))
         if not decision.stop and not withheld:  # another wave (graphs/solve.py sends it), then this merge again
             return {**asked, "next_wave": decision.next_wave}
@@ -95,6 +97,8 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
             asked["budget_stop"] = stop
     else:
         stop = "all of them: early stopping off"
+    if route == "vote":  # its counts and reply sizes price the plans of the model's next votes
+        remember_vote(services_of(ctx), vote_model(ctx), state.get("branches") or [])
     if schema is not None:
         return {**_typed(state, schema, records, ok, fields, failed, partial, filled(ctx.ok_confidence)), **asked,
                 **({"stop_reason": stop} if asked else {})}

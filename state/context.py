@@ -69,7 +69,11 @@ class Context:
         "How sure the stopping rule must be that the leader is ahead, P(p > 1/2) under a Beta posterior "
         "(PARALLAX_VOTE_STOP_THRESHOLD)."))
     vote_first_wave: int | None = field(default=None, metadata=_describe(
-        "Votes the first wave asks at once (PARALLAX_VOTE_FIRST_WAVE)."))
+        "Votes the first wave asks at once, at least (PARALLAX_VOTE_FIRST_WAVE)."))
+    vote_plan: str | None = field(default=None, metadata=_describe(
+        "How a vote with early stopping chooses its waves: priced (the least expected cost at the run's prompt size, "
+        "the endpoint's cache and the price table), waves (the first wave, then the fewest votes that could settle, "
+        "at least the first wave's), one_request (every vote at once) (PARALLAX_VOTE_PLAN; logic/vote_plan.py)."))
     ok_confidence: float | None = field(default=None, metadata=_describe(
         "The confidence a run needs to end ok; below it, needs_review (PARALLAX_OK_CONFIDENCE)."))
     slice_chars: int | None = field(default=None, metadata=_describe(

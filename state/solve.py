@@ -138,6 +138,9 @@ class SolveOutput(RunOutput):
     """A vote: how many votes were asked (an adaptive vote stops early; cancelled ones are not counted)."""
     stop_reason: str
     """A vote: why it asked no more (settled, the most votes, or it could not settle)."""
+    vote_plan: dict[str, Any] | None
+    """An adaptive vote: its waves (first_wave, min_wave), their expected cost per question, the plans it was chosen
+    against and what they were priced on (logic/vote_pricing.py); None for other runs."""
     data: dict[str, Any] | None
     """With an `output_schema`: the object the run settled on (valid against the schema when `ok`), else None."""
     provenance: list[Provenance]

@@ -24,16 +24,23 @@ from typing import Any, TypeVar
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.circuit_breaker import CircuitBreaker
+from parallax.runtime.endpoint_seen import EndpointSeen
 from parallax.runtime.token_count import Counter
 from parallax.state.context import Context
 
 T = TypeVar("T")
 RECENT = 200
 """Branch durations kept per model, for fan-outs with too few finished siblings to compare with."""
+VOTES_SEEN = 500
+"""Finished votes kept per model (their answer counts and reply tokens), which a vote's plan is priced by."""
 
 
 def _recent() -> defaultdict[str, deque[float]]:
     return defaultdict(lambda: deque(maxlen=RECENT))
+
+
+def _votes_seen() -> defaultdict[str, deque[tuple[tuple[int, ...], float]]]:
+    return defaultdict(lambda: deque(maxlen=VOTES_SEEN))
 
 
 @dataclass(eq=False)
@@ -49,6 +56,10 @@ class Services:
     recent: defaultdict[str, deque[float]] = field(default_factory=_recent)
     counters: dict[tuple[str, str], Counter] = field(default_factory=dict)
     """(base URL, model) -> how its prompts are counted before a request is sent (runtime/token_count.py)."""
+    seen: defaultdict[tuple[str, str], EndpointSeen] = field(default_factory=lambda: defaultdict(EndpointSeen))
+    """(base URL, model) -> how much of a prompt sent again it served from its cache (runtime/endpoint_seen.py)."""
+    votes_seen: defaultdict[str, deque[tuple[tuple[int, ...], float]]] = field(default_factory=_votes_seen)
+    """model -> its last votes' answer counts and mean reply tokens (logic/vote_pricing.py)."""
     _shared: weakref.WeakValueDictionary[tuple[object, ...], Any] = field(default_factory=weakref.WeakValueDictionary)
     _held: dict[tuple[object, ...], Any] = field(default_factory=dict)
 

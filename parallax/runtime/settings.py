@@ -116,6 +116,7 @@ class Settings(BaseSettings):
     early_stop: bool = Field(True, description=about("early_stop"))
     vote_stop_threshold: float = Field(0.93, gt=0.5, lt=1, description=about("vote_stop_threshold"))
     vote_first_wave: int = Field(3, ge=1, description=about("vote_first_wave"))
+    vote_plan: Literal["priced", "waves", "one_request"] = Field("priced", description=about("vote_plan"))
     ok_confidence: float = Field(0.5, ge=0, le=1, description=about("ok_confidence"))
     slice_chars: int = Field(6000, ge=1, description=about("slice_chars"))
     max_input_chars: int = Field(2_000_000, ge=1, description=about("max_input_chars"))

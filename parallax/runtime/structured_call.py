@@ -32,6 +32,7 @@ from parallax.runtime import chat_models
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.circuit_breaker import CircuitOpen, clock_time
 from parallax.runtime.endpoint_limits import endpoint_slot
+from parallax.runtime.endpoint_seen import prompt_key
 from parallax.runtime.failure_cause import ParseFailure, cause_of
 from parallax.runtime.fencing import check_lease
 from parallax.runtime.prices import price_of, price_table
@@ -212,6 +213,10 @@ async def ask(
     model_name = str(getattr(llm, "model_name", "") or model or current.chat_model_name)
     price = price_of(price_table(current), model_name)
 
+    def observe(spent: dict[str, int]) -> None:
+        """What the endpoint served from its cache, for a prompt it may have read before (runtime/endpoint_seen.py)."""
+        services.seen[(str(base_url), model_name)].observe(prompt_key(conversation), spent["prompt"], spent["cached_tokens"])
+
     def capped(cap: int) -> dict[str, Any]:
         """The call's arguments with its reply cap lowered to `cap` (a budget's shrink)."""
         lowered: dict[str, Any] = {**call_kwargs, "max_completion_tokens": cap}
@@ -225,7 +230,9 @@ async def ask(
         its worst case reserved first (the prompt counted, `max_tokens` per choice), the request shrunk to fit;
         its spend settled when it returns. BudgetRefused when nothing fits."""
         if not held_purses():
-            return await send(choices, call_kwargs)
+            result = await send(choices, call_kwargs)
+            observe(usage(result))
+            return result
         counter = services.counter_for(str(base_url or ""), model_name, current.api_key) if base_url else None
         if not budgeted():  # only counters of what was spent: nothing to hold, nothing to count first
             prompt, method = 0, "none"
@@ -248,7 +255,9 @@ async def ask(
         except BaseException:  # cancelled, timed out, the connection lost: it may be billed all the same
             keep_worst(hold, model_name)
             raise
-        settle(hold, usage(result), price, model_name)
+        spent = usage(result)
+        settle(hold, spent, price, model_name)
+        observe(spent)
         return result
 
     def start() -> None:

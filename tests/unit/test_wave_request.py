@@ -61,7 +61,7 @@ def test_choices_that_came_back_together_are_all_counted_none_cancelled_in_fligh
     # 2-1, then 4-1-1; the third wave asks the 2 votes left, and its first choice alone would settle the vote (5-1)
     answers = ["42", "41", "42", "42", "42", "40", "42", "42"]
     server = billing(lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}))
-    out = vote(8, early_stop=True)
+    out = vote(8, early_stop=True, vote_plan="waves")  # today's waves: 3, then at least 3
     assert [e["n"] for e in server.log()] == [3, 3, 2]
     branches = votes_of(out)
     assert [b["status"] for b in branches] == ["ok"] * 8 and out["vote_counts"] == {"42": 6, "41": 1, "40": 1}
