@@ -48,7 +48,7 @@ from unittest import mock
 import numpy as np
 
 from parallax.runtime.prices import DEFAULT_PRICES
-from tests.support.billing_server import BillingServer, Pricing
+from tests.support.billing_server import BillingServer, Pricing, tag_of
 from tests.support.fault_server import _requested_schema, schema_instance
 
 KINDS = ("direct", "vote", "section", "speculate", "plan", "chat", "learn", "loop")
@@ -77,6 +77,8 @@ def reply(body: dict[str, Any], k: int) -> str:
         return json.dumps({"diagnosis": "did not add", "lessons": [LESSON], "item_tags": []})
     if name == "Curation":
         return json.dumps({"entries": [{"section": "sums", "text": LESSON, "about": ["sum"]}]})
+    if name == "CondensedTask":  # a chat's follow-up, standing alone: it keeps the turn's name
+        return json.dumps({"task": f"[run {tag_of(body)}] By how much did revenue grow?"})
     value = schema_instance(schema) if schema is not None else {"answer": "42"}
     if isinstance(value, dict):
         if "reasoning" in value:
@@ -187,10 +189,9 @@ class Runner:
             return dict(await learn.ainvoke({"tasks": tasks, "batch": 2, **budget}, context=ctx))
         store = InMemoryStore()
         solve = solve_builder.compile(store=store)
-        for i, task in enumerate(tasks[: rng.randint(2, 3)]):
-            await solve.ainvoke({"task": task["input"].replace(name, f"[run prep-{tag}]"), "mode": "direct"},
+        for i, task in enumerate(tasks[: rng.randint(2, 3)]):  # the stored runs the round learns from: not its bill
+            await solve.ainvoke({"task": task["input"], "mode": "direct"},
                                 {"configurable": {"thread_id": f"{tag}-{i}"}}, context=ctx)
-        self.server.log()  # the stored runs are the prep's
         started = time.time()
         out = dict(await loop_builder.compile(store=store).ainvoke({"share": 50, **budget}, context=ctx))
         out["_started"] = started
@@ -199,15 +200,15 @@ class Runner:
     def entries(self, tag: str, window: tuple[float, float] | None) -> list[dict[str, Any]]:
         every = self.server.log()
         if window is not None:
-            return [e for e in every if window[0] <= e["arrived"] <= window[1] and not e["tag"].startswith("prep-")]
+            return [e for e in every if window[0] <= e["arrived"] <= window[1]]
         return [e for e in every if e["tag"] == tag]
 
     async def one(self, kind: str, number: int, rng: random.Random) -> dict[str, Any]:
         """The run unbudgeted, then budgeted; its bill against its budget."""
         alone = kind in ALONE
         began = time.time()
-        await self.run(kind, number, f"{kind}-{number}-free", {})
-        free_window = (began, time.time()) if alone else None
+        free = await self.run(kind, number, f"{kind}-{number}-free", {})
+        free_window = (free.get("_started", began), time.time()) if alone else None
         unit = rng.choice(("tokens", "cost"))
         cost = billed(self.entries(f"{kind}-{number}-free", free_window), unit)
         low, high = self.args.budget_range

@@ -34,7 +34,7 @@ as llama-cpp-python's server). A reply is cut at the request's `max_completion_t
 words, `finish_reason` "length", as every endpoint does. `tokenize` (on by default): `POST /tokenize` counts
 a request's prompt as vLLM's does (`{"model", "messages"}` -> `{"count"}`), so Parallax knows this server's
 tokenizer (runtime/token_count.py); off, it answers 404 and Parallax estimates. Each logged request carries
-its `tag`: the first `[run NAME]` in its prompt (a bench names its runs so), to bill runs apart.
+its `tag`: the last `[run NAME]` in its prompt (a bench names its runs so), to bill runs apart.
 Replies come from `reply(body, k)`, k the choice's place among all choices this server gave for the
 same messages (so the k-th vote of a question gets the k-th answer, asked singly or with `n`).
 The bill and a log of requests are read with `bill()` and `log()`.
@@ -116,12 +116,10 @@ TAG = re.compile(r"\[run ([^\]]+)\]")
 
 
 def tag_of(body: dict[str, Any]) -> str:
-    """The first `[run NAME]` in the request's messages ("" when none)."""
-    for message in body.get("messages", []):
-        found = TAG.search(str(message.get("content", "")))
-        if found:
-            return found.group(1)
-    return ""
+    """The last `[run NAME]` in the request's messages, the newest text's ("" when none): a chat's rewrite quotes the
+    earlier turns before the follow-up it is for."""
+    found = [m.group(1) for message in body.get("messages", []) for m in TAG.finditer(str(message.get("content", "")))]
+    return found[-1] if found else ""
 
 
 def cap_of(body: dict[str, Any]) -> int | None:
