@@ -214,6 +214,11 @@ def reserve(worst: Worst, owners: list[str]) -> tuple[Hold, int, int]:
     return hold, choices, cap
 
 
+def hold_text(hold: Hold) -> str:
+    """The budgets a request was held against, with their figures."""
+    return " and ".join(p.describe() for p in hold.purses if p.limits)
+
+
 def settle(hold: Hold, usage: Mapping[str, Any] | None, price: Price | None, model: str) -> None:
     """The request returned (`usage`: {prompt, completion, cached_tokens} as reported) or failed without a bill
     (None: nothing spent): its hold becomes what it spent. Once per hold."""

@@ -36,7 +36,16 @@ from parallax.runtime.endpoint_seen import prompt_key
 from parallax.runtime.failure_cause import ParseFailure, cause_of
 from parallax.runtime.fencing import check_lease
 from parallax.runtime.prices import price_of, price_table
-from parallax.runtime.request_budget import BudgetRefused, Worst, budgeted, held_purses, keep_worst, reserve, settle
+from parallax.runtime.request_budget import (
+    BudgetRefused,
+    Worst,
+    budgeted,
+    held_purses,
+    hold_text,
+    keep_worst,
+    reserve,
+    settle,
+)
 from parallax.runtime.retry import TRANSIENT_ERRORS, is_timeout, with_retries
 from parallax.runtime.services import Services, process_services
 from parallax.runtime.wave_request import Seat, share_usage
@@ -248,6 +257,9 @@ async def ask(
             result = await send(granted, call_kwargs if cap == max_tokens else capped(cap))
         except openai.LengthFinishReasonError as exc:
             settle(hold, length_usage(exc), price, model_name)
+            if cap < max_tokens:  # cut at the cap the budget lowered: the budget's doing, and said so
+                raise BudgetRefused(f"budget reached: the reply was cut at {cap} tokens, all that was left of "
+                                    f"{hold_text(hold)}") from exc
             raise
         except openai.APIStatusError:  # answered with an error: nothing billed
             settle(hold, None, price, model_name)

@@ -310,3 +310,12 @@ def test_parallax_learn_takes_a_budget_and_refuses_a_bad_one(server, tmp_path):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["budget_stop"].startswith("budget reached") and billed_tokens(server) <= 500
+
+
+def test_a_reply_cut_at_the_cap_its_budget_lowered_ends_the_run_saying_so(server):
+    server.state.reply = lambda body, k: json.dumps({"reasoning": " ".join(["because"] * 80), "answer": "42"})
+    payload = {"task": page(100) + " What grew?", "mode": "direct"}
+    prompt = prompt_of(server, payload, max_tokens=120)
+    out = run(solve_graph, {**payload, "max_tokens": prompt + 40}, max_tokens=120)  # room for 40 of its 83 tokens
+    assert [e["max_tokens"] for e in server.log()] == [40] and billed_tokens(server) <= prompt + 40
+    assert out["status"] == "needs_review" and out["reason"].startswith("budget reached: the reply was cut at 40 tokens")
