@@ -244,7 +244,7 @@ def test_cost_small_run_bills_votes_with_n_below_separate_requests_and_caches_th
     from bench import cost
 
     result = cost.main(["--questions", "4", "--prompt-tokens", "300", "--parallel", "4", "--slices", "5",
-                        "--prefix-tokens", "400", "--base-ms", "5"])
+                        "--prefix-tokens", "400", "--base-ms", "5", "--only", "votes", "section"])
     assert json.loads(capsys.readouterr().out) == result
     for timing in ("scheduled", "read"):
         votes = result["votes"][timing]
@@ -259,6 +259,18 @@ def test_cost_small_run_bills_votes_with_n_below_separate_requests_and_caches_th
         assert section["prefix_cached_share_after_first"] >= 0.9 and section["shared_prefix_tokens"] > 300
     # separate requests sent at once: a vLLM v1 cache lets all but the first hit, a cache filled once read none
     assert result["votes"]["read"]["billed_input_ratio"]["0.1"] < 0.6 < result["votes"]["scheduled"]["billed_input_ratio"]["0.1"]
+
+
+def test_cost_plans_small_run_prices_every_point_against_one_request_and_the_waves(capsys):
+    from bench import cost
+
+    result = cost.main(["--only", "plans", "--plan-questions", "3", "--plan-prompts", "50", "3000", "--base-ms", "5"])
+    assert json.loads(capsys.readouterr().out) == result
+    plans = result["plans"]
+    assert len(plans["points"]) == 8 and all(set(p) >= {"priced", "one_request", "waves"} for p in plans["points"])
+    small = next(p for p in plans["points"] if p["prompt_words"] == 50)
+    assert small["waves"]["usd_per_question"] < small["one_request"]["usd_per_question"]  # waves win small prompts
+    assert all(p["priced"]["votes_per_question"] > 0 for p in plans["points"])
 
 
 def test_budgets_small_run_holds_every_budget_on_the_bill(capsys):
