@@ -91,8 +91,8 @@ class SolveInput(TypedDict):
     """Set by the chat graph when `task` is a follow-up rewritten to stand alone: the trace keeps what was asked and
     the rewrite's model call (among the branches). Like every input it stays on a thread until sent again."""
     max_cost: NotRequired[float]
-    """The run's budget in USD, all its model calls together (at the price table: runtime/prices.py). Checked before
-    each wave, slice batch, plan task and candidate: the run stops there, plus at most what was in flight, and ends
+    """The run's budget in USD, all its model calls together (at the price table: runtime/prices.py). Each request is
+    held at its worst case before it is sent, shrunk or not sent, so the run never spends past it; stopped, it ends
     `needs_review` with "budget reached" and what it has (logic/budget.py)."""
     max_tokens: NotRequired[int]
     """The run's budget in tokens (prompt plus completion, all its model calls together), checked as `max_cost` is.
