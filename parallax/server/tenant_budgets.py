@@ -68,7 +68,7 @@ async def spent_today(tenant: str) -> DaySpend:
     """What the tenant's finished runs were charged today (UTC), on every replica."""
     async with connection() as conn:
         row = await (await conn.execute(SPENT_TODAY_SQL, (tenant,))).fetchone()
-    return DaySpend() if row is None else DaySpend(int(row[0]), float(row[1]), int(row[2]), int(row[3]))
+    return DaySpend() if row is None else DaySpend(int(row[0]), float(row[1]), int(row[2]), int(row[3]), bool(row[4]))
 
 
 async def admission(tenant: str) -> tuple[Refused | None, Limits | None]:
