@@ -25,6 +25,7 @@ from parallax.logic.speculation import check_note, failed_tests, passed_tests
 from parallax.prompts.solve import candidate_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.check_folders import CheckFolder, run_check
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of, refuse_when_served, tenant_of
 from parallax.runtime.services import services_of
 from parallax.runtime.storage.candidate_results import CandidateResults
@@ -146,7 +147,8 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
                 raise
             return _cancelled(spec, life, record, watch.reason)
 
-    return {"branches": [await asyncio.ensure_future(attempt())]}
+    with holding(budget):  # the candidate's requests are held against the run's budget first
+        return {"branches": [await asyncio.ensure_future(attempt())]}
 
 
 def _cancelled(spec: CandidateSpec, life: Lifecycle, made: dict[str, Any] | None, why: str,

@@ -37,7 +37,8 @@ async def close_round(state: LoopState, runtime: Runtime[Context]) -> dict[str, 
                   if learned.get("batches") else None,
                   "status": "learned" if started else "nothing",
                   "why": (f"v{learned['to_version']} on canary for {state['share']:g}% of threads" if started else
-                          last.get("reason") or "no new runs with a signal to learn from")}
+                          last.get("reason") or "no new runs with a signal to learn from")
+                  + (f"; {learned['budget_stop']}" if learned.get("budget_stop") else "")}
     else:
         update = {"canary": canary_state(await playbooks_in(store, tenant).labels(playbook).get())}
     record = {k: v for k, v in {**state, **update, "finished_at": now_iso()}.items() if k in LoopOutput.__annotations__}

@@ -24,6 +24,7 @@ async def learn_round(state: LoopState, runtime: Runtime[Context], *, learn: Lea
     tenant = tenant_of(state.get("tenant"))
     given = {"from_traces": True, "playbook": state["playbook"], "tenant": tenant, "batch": state["limit"],
              "limit": state["limit"], "lease_s": state["lease_s"], "ties_to_canary": True, "mode": "direct",
+             **{k: state[k] for k in ("max_cost", "max_tokens") if state.get(k) is not None},  # the round's budget
              **({"since": state["since"]} if state.get("since") else {})}
     try:
         learned = await learn.ainvoke(given, subgraph_config(), context=runtime.context)

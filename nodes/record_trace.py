@@ -80,6 +80,7 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
         "duration_ms": round((time.time() - started) * 1000, 1) if started else None,
         "served": used_subjects(state), **outcome(state), "feedback": [],
         **({"spend": state["spend"]} if "spend" in state else {}),
+        **({"vote_plan": state["vote_plan"]} if state.get("vote_plan") else {}),
         **({k: state[k] for k in ("max_cost", "max_tokens") if state.get(k) is not None}),
         "prompts": prompts, **({"prompts_omitted": omitted} if omitted else {}),
         "branches": [{**{k: v for k, v in b.items() if k != "input"},

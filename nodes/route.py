@@ -26,8 +26,10 @@ from parallax.logic.releases import serve_playbook, serve_prompts
 from parallax.logic.routing import InvalidInput, choose_route, pages_of, validate
 from parallax.logic.slicing import split_into_slices, split_pages
 from parallax.logic.user_schema import checked_schema
+from parallax.logic.vote_pricing import vote_plan
 from parallax.prompts.templates import SOLVE_PROMPTS, SPECULATE_PROMPTS, TYPED_PROMPTS
 from parallax.runtime.run_context import context_of, served, task_scoped_id, tenant_of
+from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
 from parallax.state.payloads import BranchRecord
 from parallax.state.records import PlaybookItemData
@@ -135,7 +137,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         slices, slice_pages = (split_pages(pages, filled(ctx.slice_chars)) if pages
                                else (split_into_slices(state["task"], filled(ctx.slice_chars)), []))
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
-    return {
+    routed = {
         **NEW_RUN,
         **condensed_from(state, trace_id),
         **({"repo": state["repo"]} if state.get("repo") else {}),
@@ -161,3 +163,6 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         "served": served,
         "prompts": prompts,
     }
+    # an adaptive vote: its waves priced before the first is asked (logic/vote_pricing.py)
+    plan = await vote_plan({**state, **routed}, ctx, services_of(ctx)) if chosen == "vote" else None  # type: ignore[typeddict-item]
+    return {**routed, "vote_plan": plan}

@@ -35,7 +35,7 @@ from parallax.logic.plan_tasks import board_write, dependency_results, reusable,
 from parallax.logic.plan_tools import ToolError, run_tool
 from parallax.logic.routing import InvalidInput
 from parallax.logic.speculative_edit import run_speculative_edit
-from parallax.runtime.branch_call import SPENT
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of, refuse_when_served, subgraph_config, tenant_of
 from parallax.runtime.services import services_of
 from parallax.runtime.storage.edit_conversations import EditConversations
@@ -180,13 +180,11 @@ async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: So
         await dag.load_once(lambda: results.load(payload["round"]))
         record = dag.finished(task.id)  # finished in an earlier process: not run again
         if record is None:
-            sink = SPENT.set(budget.add if budget is not None else None)  # the run inside the task inherits it
             try:
-                record = await _execute(task, plan, payload, dag, ctx, solve, runtime, budget)
+                with holding(budget):  # every request of the run inside the task fits the plan's budget too
+                    record = await _execute(task, plan, payload, dag, ctx, solve, runtime, budget)
             except Exception as exc:  # noqa: BLE001 - the boundary: any error is this task's failure, not the plan's
                 record = task_record(task, payload["round"], print_, "FAILED", reason=f"{type(exc).__name__}: {exc}"[:500])
-            finally:
-                SPENT.reset(sink)
             await results.save(record)
     finally:
         # whatever happened, dependants must hear of it; a cancelled task is re-run by LangGraph

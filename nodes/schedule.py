@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from parallax.logic.branch_plans import group
+from parallax.logic.budget import graph_tally, spent_by
 from parallax.logic.evaluate import Solver, correct_by_task, evaluate
 from parallax.logic.graph_inputs import validate_learn_input
 from parallax.logic.learn_schedule import batch_count, batch_of
@@ -23,8 +24,9 @@ from parallax.logic.releases import serve_prompts
 from parallax.logic.run_stats import BadFilter
 from parallax.logic.trace_learning import LEASE_S, claim_traces
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
+from parallax.runtime.request_budget import Purse, holding
 from parallax.runtime.run_context import context_of, task_scoped_id, tenant_of
-from parallax.runtime.services import new_fan_out
+from parallax.runtime.services import new_fan_out, services_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
@@ -62,9 +64,11 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
         tasks = tasks[:limit]
     sample = validation_sample(state) if not from_traces or state.get("val_tasks") else replay[: state.get("val_size", 50)]
     accuracy, results = None, {}
+    own = Purse()
     if sample:
-        measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
-                                  mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
+        with holding(graph_tally(services_of(ctx), run_id, state), own):  # the run's budget holds the head's measure too
+            measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
+                                      mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
     # the versions every run of this learning run uses, solve prompts included, read once
@@ -73,10 +77,18 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
             "from_version": head.version, "to_version": head.version,
             "head_version": head.version, "head_accuracy": accuracy, "head_results": results,
             "val_accuracy_before": accuracy, "val_accuracy_after": accuracy, "accepted": False, "prompts": prompts,
-            "traces": found, **({"tasks": tasks, "val_tasks": sample} if from_traces else {"tasks": tasks} if cut else {})}
+            "traces": found, "spend": spent_by(own), "budget_stop": "",
+            **({"tasks": tasks, "val_tasks": sample} if from_traces else {"tasks": tasks} if cut else {})}
 
 
-def next_batch(state: LearnState) -> dict[str, Any]:
+def next_batch(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The next batch; none once the run's budget is reached (the run ends saying so)."""
+    budget = graph_tally(services_of(context_of(runtime)), state["learn_run_id"], state)
+    stop = budget.reached() or state.get("budget_stop") if budget is not None else None
+    count = batch_count(len(state.get("tasks") or []), state.get("epochs", 1), state.get("batch", 8))
+    if stop and state["batch_index"] + 1 < count:  # reached, or it cut runs short already
+        return {"batch_index": count, "runs": None, "candidate": {}, "decision": {},
+                "budget_stop": f"{stop}: batch {state['batch_index'] + 2} of {count} was not started"}
     return {"batch_index": state["batch_index"] + 1, "runs": None, "candidate": {}, "decision": {}}
 
 
@@ -97,4 +109,8 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     if state.get("votes") is not None:
         for payload in payloads:
             payload["votes"] = state["votes"]
+    budget = graph_tally(services_of(context_of(runtime)), state["learn_run_id"], state)
+    if budget is not None:
+        for payload in payloads:
+            payload["budget"] = budget.spec(state["learn_run_id"])
     return [Send("learn_from_task", payload) for payload in payloads]

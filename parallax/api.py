@@ -130,8 +130,9 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
     each candidate's folder, its answer saved there as `check_file`; with `repo`, a git worktree of it) the first that
     passes wins, without one a judge compares them both ways round (`verification["speculation"]` says why each lost).
 
-    `max_cost` (USD) and `max_tokens` are the run's budget, all its model calls together: it stops there (plus what was
-    in flight) and ends `needs_review`, its reason "budget reached: ..."; `Result.cost_usd` says what it spent."""
+    `max_cost` (USD) and `max_tokens` are the run's budget, all its model calls together: each request is held at its
+    worst case before it is sent, so the run never spends past it; stopped, it ends `needs_review`, its reason "budget
+    reached: ..."; `Result.cost_usd` says what it spent."""
     from parallax.graphs.solve import builder
     from parallax.runtime.settings import reload_settings
     from parallax.runtime.storage.stores import durable_graph

@@ -25,6 +25,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from parallax.cli.common import (
     EarlyStop,
+    MaxCost,
+    MaxTokens,
     Tenant,
     Votes,
     as_option,
@@ -158,6 +160,8 @@ def learn(
     thread: Annotated[str | None, typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
     votes: Votes = None,
     early_stop: EarlyStop = None,
+    max_cost: MaxCost = None,
+    max_tokens: MaxTokens = None,
     model: Model = None,
     base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -177,7 +181,8 @@ def learn(
                               else {"tasks": tasks})
     payload = {**source, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
                "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin,
-               **({"votes": votes} if votes is not None else {}), **({"limit": limit} if limit is not None else {})}
+               **({"votes": votes} if votes is not None else {}), **({"limit": limit} if limit is not None else {}),
+               **{k: v for k, v in (("max_cost", max_cost), ("max_tokens", max_tokens)) if v is not None}}
     context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
     checked_run("learn", payload, context)
     if from_traces:

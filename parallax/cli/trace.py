@@ -74,10 +74,31 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     spend = spend_of(found.get("branches") or [])
     console.print(f"spent {spend['tokens']} tokens ({spend['prompt_tokens']} prompt, {spend['cached_tokens']} of them "
                   f"cached, {spend['completion_tokens']} completion): {cost_text(spend)}", markup=False)
+    if found.get("vote_plan"):
+        console.print(plan_text(found["vote_plan"]), markup=False)
     speculation = (found.get("verification") or {}).get("speculation")
     if speculation:
         console.print(speculation_table(speculation))
     console.print(f"answer: {found['answer'] or '(none)'}", markup=False)
+
+
+def plan_text(plan: dict[str, Any]) -> str:
+    """A vote's plan in two lines: its waves and expected cost against the others, and what it was priced on."""
+    def money(value: float) -> str:
+        return f"${value:.6f}" if plan.get("unit") == "usd" else f"{value:,.0f} token-equivalents"
+
+    def waves(first: int, least: int) -> str:
+        return f"first wave {first}, later waves at least {least}"
+
+    against = "; ".join(f"{name.replace('_', ' ')} ({waves(c['first_wave'], c['min_wave'])}): {money(c['expected_cost'])}"
+                        for name, c in (plan.get("against") or {}).items())
+    on = plan.get("priced_on") or {}
+    return (f"vote plan: {plan['plan'].replace('_', ' ')} ({waves(plan['first_wave'], plan['min_wave'])}), expected "
+            f"{money(plan['expected_cost'])} a question, {plan['expected_votes']:g} votes in {plan['expected_requests']:g} "
+            f"requests; against {against}\n  priced on: a prompt of {on.get('prompt_tokens')} tokens (counted by "
+            f"{on.get('counted_by')}), replies of ~{on.get('reply_tokens')} tokens, {on.get('cache_hit', 0):.0%} of a "
+            f"repeated prompt cached, {'one request a wave' if on.get('takes_n') else 'a request a vote'}, "
+            f"{on.get('votes_seen', 0)} earlier votes of {on.get('model')}")
 
 
 def write_timeline(found: dict[str, Any], path: Path) -> None:

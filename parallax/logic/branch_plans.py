@@ -41,12 +41,20 @@ def adaptive(state: SolveState, ctx: Context) -> bool:
 
 
 def first_wave(state: SolveState, ctx: Context) -> range:
-    """The vote indices of the first wave (all of them without early stopping)."""
+    """The vote indices of the first wave (all of them without early stopping; its plan's first wave with it)."""
     n = votes_of(state)
     if not adaptive(state, ctx):
         return range(n)
-    return range(decide([], 0, n, threshold=filled(ctx.vote_stop_threshold), first_wave=filled(ctx.vote_first_wave),
+    return range(decide([], 0, n, threshold=filled(ctx.vote_stop_threshold), first_wave=waves_of(state, ctx)[0],
                         min_leader=state.get("min_votes") or 0).next_wave)
+
+
+def waves_of(state: SolveState, ctx: Context) -> tuple[int, int]:
+    """(first wave, least later wave) of an adaptive vote: its priced plan's (logic/vote_pricing.py), else the
+    first wave setting for both."""
+    plan = state.get("vote_plan") or {}
+    first = int(plan.get("first_wave") or filled(ctx.vote_first_wave))
+    return first, int(plan.get("min_wave") or first)
 
 
 def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) -> list[BranchSpec]:

@@ -123,6 +123,7 @@ class Settings(BaseSettings):
     early_stop: bool = Field(True, description=about("early_stop"))
     vote_stop_threshold: float = Field(0.93, **bounds("vote_stop_threshold"), description=about("vote_stop_threshold"))
     vote_first_wave: int = Field(3, **bounds("vote_first_wave"), description=about("vote_first_wave"))
+    vote_plan: Literal["priced", "waves", "one_request"] = Field("priced", description=about("vote_plan"))
     ok_confidence: float = Field(0.5, **bounds("ok_confidence"), description=about("ok_confidence"))
     slice_chars: int = Field(6000, **bounds("slice_chars"), description=about("slice_chars"))
     max_input_chars: int = Field(2_000_000, **bounds("max_input_chars"), description=about("max_input_chars"))

@@ -13,9 +13,9 @@ webhooks and Aegra, inside the 422 checks):
 - past the budget: 429, `Retry-After` the seconds to 00:00 UTC, the body Aegra's error shape with
   `error: "insufficient_quota"`, the reason and `details.resets_at` (ISO 8601 UTC). No run, no thread
   state, no cron, no webhook row;
-- under it, a solve or plan run's input gets `max_cost` / `max_tokens` at most what the tenant has left
-  today (its own when smaller), so the run's own budget stops it there ("budget reached", status
-  needs_review, logic/budget.py). A run resumed with a `command` and no input keeps the caps its thread
+- under it, the input of a run of any graph that calls a model (solve, plan, chat, learn, loop) gets
+  `max_cost` / `max_tokens` at most what the tenant has left today (its own when smaller), so the run's own
+  budget stops it there ("budget reached", logic/budget.py). A run resumed with a `command` and no input keeps the caps its thread
   was given when its input was last sent.
 The runs crons start later pass no route: the cron-run trigger refuses and caps them the same way
 (runtime/storage/platform_schema.py). The OpenAI face asks `refusal` before it creates its thread
@@ -41,7 +41,7 @@ from starlette.responses import JSONResponse
 from parallax.logic import daily_budget
 from parallax.logic.daily_budget import DaySpend
 from parallax.runtime import settings as settings_mod
-from parallax.runtime.storage.spend_ledger import SPEND_TODAY_SQL, SPENT_TODAY_SQL
+from parallax.runtime.storage.spend_ledger import BUDGETED_GRAPHS, SPEND_TODAY_SQL, SPENT_TODAY_SQL
 from parallax.server import metrics
 from parallax.server.connections import connection
 from parallax.server.protocol_requests import COMMANDS, RUN_COMMANDS
@@ -49,8 +49,8 @@ from parallax.server.run_checks import RUN_CREATE, graph_of
 from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, replay, tenant_request, with_length
 from parallax.state.records import Limits
 
-CAPPED_GRAPHS = ("solve", "plan")
-"""The graphs whose input takes a run budget (and whose finished runs are charged)."""
+CAPPED_GRAPHS = BUDGETED_GRAPHS
+"""The graphs whose input takes a run budget: every graph that calls a model (runtime/storage/spend_ledger.py)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ async def spent_today(tenant: str) -> DaySpend:
     """What the tenant's finished runs were charged today (UTC), on every replica."""
     async with connection() as conn:
         row = await (await conn.execute(SPENT_TODAY_SQL, (tenant,))).fetchone()
-    return DaySpend() if row is None else DaySpend(int(row[0]), float(row[1]), int(row[2]), int(row[3]))
+    return DaySpend() if row is None else DaySpend(int(row[0]), float(row[1]), int(row[2]), int(row[3]), bool(row[4]))
 
 
 async def admission(tenant: str) -> tuple[Refused | None, Limits | None]:
@@ -111,8 +111,8 @@ async def refresh_spend_metrics() -> None:
 
 
 async def admit_command(tenant: str, command: dict[str, Any]) -> Refused | None:
-    """The 429 for a v2 command that would start a run of a tenant past its budget; under it, a `run.start` of solve
-    or plan has its input capped (in place). None for other commands, or no budget."""
+    """The 429 for a v2 command that would start a run of a tenant past its budget; under it, a `run.start` of a
+    budgeted graph has its input capped (in place). None for other commands, or no budget."""
     if command.get("method") not in RUN_COMMANDS or not settings_mod.load().daily_budgets:
         return None
     refused, left = await admission(tenant)
