@@ -39,7 +39,7 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
     candidates = [originals[v] for v in state["vote_counts"]]
     votes = [r for r in records if r.kind == "vote" and r.status != "cancelled"]
-    unsettled = quorum_shortfall(sum(r.status == "ok" for r in votes), len(votes), state.get("min_votes"))
+    unsettled = quorum_shortfall(sum(r.status == "ok" and r.vote != "" for r in votes), len(votes), state.get("min_votes"))
     if not unsettled and len(candidates) < 2:
         unsettled = "a lone candidate cannot be judged into a result"
     if not unsettled and (stop := state_reached(state, services_of(ctx))):
@@ -69,9 +69,8 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "reason": f"{state.get('reason', '')}; the judge chose {originals[choice]!r}, which {counts[choice]} "
                           f"vote(s) gave against {counts[leader]} for {originals[leader]!r}: a minority pick is no "
                           f"result".strip("; ")}
-    confidence = round(counts[choice] / max(1, sum(r.status == "ok" for r in votes)), 3)
+    confidence = round(counts[choice] / max(1, sum(r.status == "ok" and r.vote != "" for r in votes)), 3)
     status, why = final_status(records, True, confidence, filled(ctx.ok_confidence))
+    broke = f"the judge broke the tie for {originals[choice]!r}; the judge's reason: \"{decision.reason}\""[:300]
     return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,
-            "confidence": confidence,
-            "reason": "; ".join(x for x in (why, f"judge broke the tie for {originals[choice]!r}: {decision.reason}"[:300])
-                                if x)}
+            "confidence": confidence, "reason": "; ".join(x for x in (why, broke) if x)}

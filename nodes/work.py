@@ -153,7 +153,7 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         if budget is not None:
             budget.add(record)
         if votes is not None:
-            votes.finished(spec["id"], record.get("vote") if record["status"] == "ok" else None)
+            votes.finished(spec["id"], (record.get("vote") or None) if record["status"] == "ok" else None)
         return record
 
     return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
