@@ -41,7 +41,7 @@ InputCheck = Callable[[str, dict[str, Any]], object]
 Votes = Annotated[int, Field(ge=1, description="vote mode: how many independent answers")]
 Candidates = Annotated[int, Field(ge=1, description="speculate mode: how many candidates")]
 Playbook = Annotated[str, Field(pattern=NAME_PATTERN, description="the playbook whose lessons the run reads")]
-RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts", "spend")
+RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts", "spend", "note")
 MaxCost = Annotated[float | None, Field(gt=0, description="the run's budget in USD, all its model calls together")]
 MaxTokens = Annotated[int | None, Field(ge=1, description="the run's budget in tokens (prompt plus completion)")]
 INSTRUCTIONS = ("Parallax answers a task through parallel branches (direct, vote, section, speculate) and a "
@@ -64,6 +64,7 @@ class RunResult(BaseModel):
     vote_counts: dict[str, int] = Field(default_factory=dict)
     spend: dict[str, Any] | None = Field(None, description="what the run spent: tokens, and cost_usd (null: a model it "
                                                            "used has no price)")
+    note: str = Field("", description="said beside the answer: that the embedded toy model answered, else empty")
 
 
 class FeedbackResult(BaseModel):
