@@ -215,10 +215,9 @@ def docs_python_block(page: str, containing: str) -> str:
 
 
 @pytest.mark.parametrize("example, expected", [
-    ("solve_vote.py", r"^ok No: 221 = 13 \* 17$"),
-    ("solve_filing.py", r"^ok revenue=4796\.0 net_income=629\.0 [0-9a-f]{32}\nrevenue 4796 page 1 'Total net revenue was "
-                        r"4,796 million'\nnet_income 629 page 2 'Net income was 629 million'$"),
-    ("deploy_client.py", r"^$"),  # makes a client; the calls are comments (tests/integration/test_deploy.py runs them)
+    ("solve_vote.py", r"^ok No: 221 = 13 \* 17\nreason: none \| vote counts: \{'no': 3\}$"),
+    ("solve_filing.py", r"^ok revenue=4796\.0 net_income=629\.0 [0-9a-f]{32}\nreason: none\nrevenue 4796 page 1 'Total net "
+                        r"revenue was 4,796 million'\nnet_income 629 page 2 'Net income was 629 million'$"),
     ("docs/python.md: votes=5", r"^ok No: 221 = 13 \* 17 1\.0 [0-9a-f]{32}$"),
 ])
 def test_the_python_examples_that_need_no_server_run_from_examples(example, expected, session):
