@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from parallax.logic.evaluate import Solver, correct_by_task, evaluate
+from parallax.logic.evaluate import Solver, correct_by_task, evaluate, validated
 from parallax.logic.gate_decision import approved, gate_verdict, paired_changes, settle, unmeasured
 from parallax.runtime.run_context import context_of
 from parallax.runtime.storage.playbook_files import diff_items
@@ -42,7 +43,8 @@ async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -
     results: dict[str, bool] = {}
     if sample:
         result = await evaluate(solve, sample, active, candidate["base_version"] + 1, ctx, mode=state.get("mode", "direct"),
-                                tenant=state["tenant"], votes=state.get("votes"))
+                                tenant=state["tenant"], votes=state.get("votes"),
+                                on_result=validated(get_stream_writer(), "candidate", len(sample)))
         before, results = state.get("head_accuracy") or 0.0, correct_by_task(result)
         changed = paired_changes(state.get("head_results") or {}, results)
         verdict, reason, band = gate_verdict(before, result["accuracy"], len(sample), state.get("margin", 0.0), changed)

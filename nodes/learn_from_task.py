@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from langgraph.config import get_stream_writer
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
@@ -52,10 +53,15 @@ async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solv
     # a stored run used the items it was served: its verdicts may name any active item of the head
     selections = [payload["items"] if t.get("run") else chosen for t, chosen in zip(tasks, selections, strict=True)]
 
+    progress = get_stream_writer()  # each task as it ends, for a watching caller (cli/learn_report.py)
+
     async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
-            return await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
-                                   payload.get("tenant", "default"), payload.get("prompts"), payload.get("votes"))
+            run = await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
+                                  payload.get("tenant", "default"), payload.get("prompts"), payload.get("votes"))
+        progress({"learn": "task", "correct": bool(run["correct"]), "cause": run.get("cause"),
+                  "lessons": len((run.get("reflection") or {}).get("lessons") or [])})
+        return run
 
     return {"runs": list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))}
 

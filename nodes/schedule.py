@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from parallax.logic.branch_plans import group
-from parallax.logic.evaluate import Solver, correct_by_task, evaluate
+from parallax.logic.evaluate import Solver, correct_by_task, evaluate, validated
 from parallax.logic.releases import serve_prompts
 from parallax.logic.routing import MAX_VOTES
 from parallax.logic.run_stats import BadFilter
@@ -82,9 +83,12 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     schedule = [order[i : i + batch] for i in range(0, len(order), batch)]
     sample = validation_sample(state) if not from_traces or state.get("val_tasks") else replay[: state.get("val_size", 50)]
     accuracy, results = None, {}
+    progress = get_stream_writer()  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise
+    progress({"learn": "start", "version": head.version, "batch_sizes": [len(b) for b in schedule], "total": len(sample)})
     if sample:
         measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
-                                  mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
+                                  mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"),
+                                  on_result=validated(progress, "head", len(sample)))
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
     # the versions every run of this learning run uses, solve prompts included, read once

@@ -43,6 +43,7 @@ ELSEWHERE = {
     "./.venv/bin/pip install -e '.[test]' && ./.venv/bin/python -m pytest": ".ci/run (step 2, in a clone)",
     "export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-... PARALLAX_MODEL=gpt-4o-mini":
         "a setting, not a command: tests/unit/test_cli_endpoint.py::test_without_flags_the_environment_chooses",
+    "pip install -e '.[studio]'": "tests/unit/test_readme.py (the test extra, which .ci/run installs, includes studio)",
     "parallax model serve &": "tests/integration/test_local_model.py::test_serve_forever_is_found_by_other_processes",
     "parallax model serve": "tests/integration/test_local_model.py::test_serve_forever_is_found_by_other_processes",
     "langgraph dev --no-browser": "tests/integration/test_graph_api.py (tests/support/langgraph_dev.py)",
@@ -65,7 +66,7 @@ def documented_lines(page: str) -> list[str]:
     for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = re.sub(r"\s+#\s.*$", "", line).strip()
-            if line and not line.startswith("#") and line != "cd examples":
+            if line and not line.startswith("#") and line not in ("cd examples", "cd .."):
                 found.append(" ".join(line.split()))
     return found
 
@@ -131,7 +132,8 @@ def test_the_readme_commands_run_as_written(session):
     shown = session.run(README_TRACE)
     assert session.ids["TRACE_ID"][:8] in shown and "COMPLETED" in shown
     learned = session.run(README_LEARN)
-    assert "playbook formula: v0 -> v1 (accepted); validation accuracy 0.0 -> 1.0" in learned, learned
+    assert re.search(r"^Learned \d+ lessons? in [\d.]+ s: playbook formula v0 -> v1, validation accuracy 0\.00 -> 1\.00; ",
+                     learned, re.M), learned
     other = session.run(README_ENDPOINT)
     assert "144" in other
     report = session.run_json(README_SCHEMA)
@@ -149,7 +151,7 @@ def test_the_learning_page_commands_run_as_written(session):
     assert first["val_accuracy_before"] == 0.0 and first["val_accuracy_after"] == 1.0
     approved = session.run(lines[1], stdin="y\n" * 10)
     asked = approved.count("Accept this playbook update? (yes/no)")
-    assert asked >= 2 and f"playbook formula: v1 -> v{1 + asked} (accepted)" in approved, approved[-2000:]
+    assert asked >= 2 and f"playbook formula v1 -> v{1 + asked}, no validation tasks;" in approved, approved[-2000:]
     evaluated = session.run_json(lines[2])
     assert (evaluated["n"], evaluated["accuracy"]) == (10, 1.0)
     session.run(lines[3])
