@@ -125,7 +125,8 @@ class LearnProgress:
         self.phase = ""
         number = int(batch["batch"]) + 1
         if batch["accepted"]:
-            said = f"accepted as v{batch['version']}: +{batch['items_added']} lessons ({batch['items_total']} in all)"
+            added = int(batch["items_added"])
+            said = f"accepted as v{batch['version']}: +{added} lesson{'s' if added != 1 else ''} ({batch['items_total']} in all)"
         elif not batch.get("operations"):
             said = "nothing to add: no reflection gave a lesson that passed the checks"
         else:
