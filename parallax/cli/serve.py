@@ -173,7 +173,7 @@ def serve(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     import aegra_api.main  # noqa: F401  (its import sets up Aegra's logging, which uvicorn then leaves as it is)
 
-    from parallax.server.plain_logs import plain_unless_terminal
+    from parallax.runtime.plain_logs import plain_unless_terminal
 
     plain_unless_terminal(sys.stdout)  # Aegra logs to stdout, in colour even into a file: plain text there
     uvicorn.run("aegra_api.main:app", host=host, port=port, log_level=os.environ.get("LOG_LEVEL", "info").lower(),

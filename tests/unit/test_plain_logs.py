@@ -1,4 +1,4 @@
-"""A replica's log lines carry no colour codes when written to a file (server/plain_logs.py); a terminal keeps them.
+"""A replica's log lines carry no colour codes when written to a file (runtime/plain_logs.py); a terminal keeps them.
 
 The handler is built as Aegra's logging set-up builds it (structlog's ProcessorFormatter, ConsoleRenderer with
 colors=True on the root logger); tests/integration/test_first_hour.py reads a real replica's log file."""
@@ -11,7 +11,7 @@ import logging
 import pytest
 import structlog
 
-from parallax.server.plain_logs import plain_unless_terminal
+from parallax.runtime.plain_logs import plain_unless_terminal
 
 
 class Terminal(io.StringIO):
