@@ -171,10 +171,7 @@ def serve(
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the handler it found:
     # exit through Python then, so atexit stops the embedded model server this replica may have started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    import aegra_api.main  # noqa: F401  (its import sets up Aegra's logging, which uvicorn then leaves as it is)
+    from parallax.runtime.plain_logs import plain_aegra_logs
 
-    from parallax.runtime.plain_logs import plain_unless_terminal
-
-    plain_unless_terminal(sys.stdout)  # Aegra logs to stdout, in colour even into a file: plain text there
-    uvicorn.run("aegra_api.main:app", host=host, port=port, log_level=os.environ.get("LOG_LEVEL", "info").lower(),
-                log_config=None)
+    plain_aegra_logs(sys.stdout)  # Aegra logs to stdout, in colour even into a file: plain text there
+    uvicorn.run("aegra_api.main:app", host=host, port=port, log_level=os.environ.get("LOG_LEVEL", "info").lower())

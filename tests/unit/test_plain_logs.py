@@ -28,7 +28,7 @@ def aegra_like_root():
     handler = logging.StreamHandler(written)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(processors=[
         structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.dev.ConsoleRenderer(colors=True)],
-        foreign_pre_chain=[structlog.stdlib.add_log_level]))
+        foreign_pre_chain=[structlog.stdlib.add_log_level, structlog.stdlib.ExtraAdder()]))
     root.handlers = [handler]
     try:
         yield written
@@ -43,8 +43,11 @@ def test_logs_to_a_file_are_plain_text(aegra_like_root, monkeypatch):
     assert plain_unless_terminal(io.StringIO()) == 1
     aegra_like_root.truncate(0)
     logging.getLogger("parallax.test").warning("the replica is ready")
-    line = aegra_like_root.getvalue()
-    assert "the replica is ready" in line and "warning" in line and "\x1b[" not in line
+    logging.getLogger("uvicorn.error").warning("Started server process [%d]", 7,  # as uvicorn logs it
+                                              extra={"color_message": "Started server process [\x1b[36m%d\x1b[0m]"})
+    lines = aegra_like_root.getvalue()
+    assert "the replica is ready" in lines and "warning" in lines and "Started server process [7]" in lines
+    assert "\x1b[" not in lines and "color_message" not in lines
 
 
 def test_a_terminal_keeps_its_colours_and_no_color_turns_them_off(aegra_like_root, monkeypatch):
