@@ -101,7 +101,10 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
 
 
 def next_batch(state: LearnState) -> dict[str, Any]:
-    return {"batch_index": state["batch_index"] + 1, "runs": None, "candidate": {}, "decision": {}}
+    index = state["batch_index"] + 1
+    if index < len(state["schedule"]):  # said as the batch starts: its first task ends a few model calls later
+        get_stream_writer()({"learn": "batch", "batch": index + 1, "total": len(state["schedule"][index])})
+    return {"batch_index": index, "runs": None, "candidate": {}, "decision": {}}
 
 
 async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] | Literal["__end__"]:

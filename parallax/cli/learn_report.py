@@ -9,7 +9,7 @@ seconds since the start, because a bar that is never redrawn shows nothing there
 
 At the end comes one sentence in plain words: what was learned, or why nothing was and what to
 change, naming the setting (`summary`). The graph's nodes send the events this reads through
-LangGraph's custom stream (`{"learn": "start" | "validation" | "task"}`, nodes/schedule.py,
+LangGraph's custom stream (`{"learn": "start" | "batch" | "validation" | "task"}`, nodes/schedule.py,
 nodes/gate.py, nodes/learn_from_task.py); the batch lines come from the commit node's update.
 """
 
@@ -97,15 +97,15 @@ class LearnProgress:
                 self.say(f"batch {self.batch}/{batches}: measuring the candidate playbook on {total} validation tasks")
             self.done += 1
             self._advance(f"  validation {self.done}/{total}: {self._verdict(event)}")
-        elif kind == "task":
-            if self.phase != "tasks":
-                self.batch += 1
-                size = self.sizes[self.batch - 1] if self.batch <= batches else 0
-                self._phase("tasks", f"batch {self.batch}/{batches}: tasks", size)
-                self.say(f"batch {self.batch}/{batches}: solving, reflecting on and curating {size} tasks")
+        elif kind == "batch" or (kind == "task" and self.phase != "tasks"):
+            self.batch = int(event.get("batch", self.batch + 1))
+            size = self.sizes[self.batch - 1] if self.batch <= batches else 0
+            self._phase("tasks", f"batch {self.batch}/{batches}: tasks", size)
+            self.say(f"batch {self.batch}/{batches}: solving, reflecting on and curating {size} tasks")
+        if kind == "task":
+            size = self.sizes[self.batch - 1] if self.batch <= batches else 0
             self.done += 1
             lessons = int(event.get("lessons", 0))
-            size = self.sizes[self.batch - 1] if self.batch <= batches else 0
             self._advance(f"  task {self.done}/{size}: {self._verdict(event)}, {lessons} lesson{'s' if lessons != 1 else ''}")
 
     def _advance(self, line: str) -> None:
@@ -162,7 +162,7 @@ def summary(result: dict[str, Any], *, max_tokens: int, embedded: bool) -> str:
         fixes.append("the embedded SmolLM2-135M rarely writes a lesson that helps: point learn at a real model "
                      "with --base-url URL --model NAME")
     elif not failed:
-        fixes.append("try more training tasks or a larger --batch, and check the lessons with --approve")
+        fixes.append("more validation tasks (--val-size) let the gate see a gain; --approve lets you decide")
     return f"Nothing learned in {seconds} s: {why} ({measured}); " + "; ".join(fixes) + "."
 
 
@@ -175,7 +175,5 @@ def _why_nothing(batches: list[dict[str, Any]], tasks: int) -> str:
         return "there was nothing to learn from"
     if not any(b.get("operations") for b in batches):
         return f"none of the {tasks} reflections gave a lesson that passed the checks"
-    reasons = [str(b.get("reason") or "") for b in batches if b.get("operations")]
-    if any("worse" in r or "below" in r for r in reasons):
-        return "the lessons made the playbook worse on the validation tasks, so the gate kept the old one"
-    return "the gate saw no gain from the lessons on the validation tasks, so it kept the old playbook"
+    reason = next(str(b.get("reason") or "") for b in reversed(batches) if b.get("operations"))
+    return f"the gate kept the old playbook ({reason})" if reason else "the gate kept the old playbook"

@@ -324,7 +324,7 @@ def test_the_committed_examples_are_what_make_samples_draws(tmp_path):
 
 README_VOTE = 'parallax run "Is 221 a prime number?" --mode vote --votes 5'
 README_TRACE = "parallax trace TRACE_ID"
-README_LEARN = "parallax learn train.jsonl --val val.jsonl --limit 8 --val-size 4 --batch 4 --playbook formula"
+README_LEARN = "parallax learn train.jsonl --val val.jsonl --limit 4 --val-size 4 --playbook formula"
 README_ENDPOINT = 'parallax run "What is 12 * 12?" --base-url http://localhost:11434/v1 --model qwen2.5:7b'
 README_SCHEMA = ('parallax run --input-file annual_report.pdf -q "What were revenue and net income?" --mode section '
                  "--schema filing.json --json")
