@@ -63,4 +63,4 @@ def plain_aegra_logs(stream: TextIO) -> None:
         aegra_setup()
         plain_unless_terminal(stream)
 
-    module.setup_logging = setup_logging
+    module.__dict__["setup_logging"] = setup_logging
