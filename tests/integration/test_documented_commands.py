@@ -136,6 +136,7 @@ def test_the_setup_block_serves_two_replicas_that_say_they_answer_with_the_toy_m
                     "PARALLAX_MODEL) to use a real model"] * 2, log[-3000:]
     assert f"ready {deployment.url(0)}" in log and f"ready {deployment.url(1)}" in log
     assert "\x1b[" not in log  # written to a file: plain text, no colour codes
+    print("\n".join(said), "\n/ok:", httpx.get(f"{deployment.url(0)}/ok", timeout=10).text)  # the evidence, with -s
     for i in (0, 1):
         ok = httpx.get(f"{deployment.url(i)}/ok", timeout=10).json()
         assert ok["ok"] is True and ok["model"]["embedded"] is True and "often wrong" in ok["model"]["note"]
@@ -170,6 +171,7 @@ def test_the_runs_output_carries_the_toy_model_note_on_every_face(deployment):
     reply = OpenAI(base_url=f"{deployment.url(0)}/v1", api_key="key-acme").chat.completions.create(
         model="parallax-direct", messages=[{"role": "user", "content": "What is 6 * 7?"}])
     assert reply.parallax["note"] == EMBEDDED_NOTE  # type: ignore[attr-defined]  # the reply's metadata
+    print("\nreply.parallax:", json.dumps(reply.parallax), "\nruns.wait note:", out["note"])  # type: ignore[attr-defined]
 
 
 def test_the_readmes_openai_client_runs_and_prints_the_answer_its_reason_and_the_parsed_object(deployment):
