@@ -41,9 +41,10 @@ def test_logs_to_a_file_are_plain_text(aegra_like_root, monkeypatch):
     logging.getLogger("parallax.test").warning("the replica is ready")
     assert "\x1b[" in aegra_like_root.getvalue()  # Aegra's renderer as it comes: colour codes, even into a file
     assert plain_unless_terminal(io.StringIO()) == 1
-    aegra_like_root.truncate(0)
+    aegra_like_root.seek(0)
+    aegra_like_root.truncate()
     logging.getLogger("parallax.test").warning("the replica is ready")
-    logging.getLogger("uvicorn.error").warning("Started server process [%d]", 7,  # as uvicorn logs it
+    logging.getLogger("parallax.test.uvicorn").warning("Started server process [%d]", 7,  # as uvicorn logs it
                                               extra={"color_message": "Started server process [\x1b[36m%d\x1b[0m]"})
     lines = aegra_like_root.getvalue()
     assert "the replica is ready" in lines and "warning" in lines and "Started server process [7]" in lines
