@@ -71,6 +71,7 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
                           f"result".strip("; ")}
     confidence = round(counts[choice] / max(1, sum(r.status == "ok" and r.vote != "" for r in votes)), 3)
     status, why = final_status(records, True, confidence, filled(ctx.ok_confidence))
-    broke = f"the judge broke the tie for {originals[choice]!r}; the judge's reason: \"{decision.reason}\""[:300]
+    said = decision.reason.strip()  # the judge's own words, labelled so (an empty one is left out)
+    broke = (f"the judge broke the tie for {originals[choice]!r}" + (f"; the judge's reason: \"{said}\"" if said else ""))[:300]
     return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,
             "confidence": confidence, "reason": "; ".join(x for x in (why, broke) if x)}

@@ -205,7 +205,9 @@ def plan_line(payload: dict[str, Any]) -> str:
     source = "the stored runs" if payload.get("from_traces") else f"{len(payload['tasks'])} tasks"
     val = min(len(payload.get("val_tasks") or []), payload["val_size"])
     epochs = f", {payload['epochs']} passes" if payload["epochs"] > 1 else ""
-    return (f"learning playbook {payload['playbook']} from {source} in batches of {payload['batch']}{epochs}; "
+    runs = len(payload.get("tasks") or []) * payload["epochs"]
+    batches = ("in one batch" if 0 < runs <= payload["batch"] else f"in batches of {payload['batch']}") + epochs
+    return (f"learning playbook {payload['playbook']} from {source} {batches}; "
             + (f"the gate measures it on {val} validation tasks before the first batch and after each" if val else
                "no validation tasks: the gate cannot measure the candidates"))
 

@@ -61,9 +61,10 @@ async def test_a_tie_goes_to_the_judge_whose_pick_is_ok_only_with_enough_support
     assert "confidence 0.40 is below the 0.5 an ok needs" in out["reason"]
     six = dict(zip(spread(0.3, 1.0, 6), ["42", "42", "42", "41", "41", "41"], strict=True))
     out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 6},
-                              context=scripted(lambda p, t, i: json.dumps({"choice": "41", "reason": "r"})
+                              context=scripted(lambda p, t, i: json.dumps({"choice": "41", "reason": ""})
                                                if "Candidate answers" in p else by_temperature(six)(p, t, i))[0])
     assert (out["status"], out["answer"], out["confidence"]) == ("ok", "41", 0.5)  # a 3-3 tie broken at half support
+    assert out["reason"] == "the judge broke the tie for '41'"  # a judge that gave no reason is not quoted as ""
 
 
 async def test_a_judge_that_picks_a_minority_answer_leaves_the_run_for_review(monkeypatch):
