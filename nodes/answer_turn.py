@@ -22,7 +22,7 @@ from parallax.state.chat import ChatState
 from parallax.state.context import Context
 
 PASSED_ON = ("mode", "votes", "min_votes", "red_team", "playbook", "output_schema")
-KEPT = ("answer", "status", "confidence", "reason", "mode", "trace_id", "vote_counts", "data", "objection")
+KEPT = ("answer", "status", "confidence", "reason", "mode", "trace_id", "vote_counts", "data", "objection", "note")
 NO_STREAM = ["nostream"]
 """LangGraph's tag for model calls whose tokens stream mode "messages" leaves out."""
 

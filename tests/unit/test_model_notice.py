@@ -84,3 +84,13 @@ def test_serve_says_at_start_what_its_runs_answer_with(advertised, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://10.1.2.3:8000/v1")
     monkeypatch.setenv("PARALLAX_MODEL", "qwen2.5:7b")
     assert model_line() == "model: qwen2.5:7b at http://10.1.2.3:8000/v1"
+
+
+async def test_the_chat_reply_says_so_in_its_metadata(advertised):
+    """Studio's chat mode and Agent Chat UI show the reply's metadata: the note travels with the turn."""
+    from parallax.graphs.chat import graph
+    from parallax.runtime.model_note import EMBEDDED_NOTE
+
+    out = await graph.ainvoke({"messages": [{"type": "human", "content": "Write a haiku about caching."}], "mode": "direct"})
+    assert out["messages"][-1].response_metadata["parallax"]["note"] == EMBEDDED_NOTE
+    assert out["last_run"]["note"] == EMBEDDED_NOTE
