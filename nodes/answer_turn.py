@@ -24,7 +24,7 @@ from parallax.state.context import Context
 PASSED_ON = ("mode", "votes", "min_votes", "red_team", "playbook", "output_schema", "max_cost", "max_tokens")
 """What the turn's run is given of the chat input; its budget too, which also holds the rewrite's call, whose record
 the run counts as its own first branch (`follow_up`)."""
-KEPT = ("answer", "status", "confidence", "reason", "mode", "trace_id", "vote_counts", "data", "objection")
+KEPT = ("answer", "status", "confidence", "reason", "mode", "trace_id", "vote_counts", "data", "objection", "note")
 NO_STREAM = ["nostream"]
 """LangGraph's tag for model calls whose tokens stream mode "messages" leaves out."""
 

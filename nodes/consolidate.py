@@ -60,9 +60,9 @@ async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict[str,
     floor = filled(ctx.guard_floor) * with_lessons
     guard = with_lessons > 0 and lessons_yielded(report) < floor
     if guard:
-        log.warning("GUARD: batch %s yielded %s lessons from %s reflections (floor %.2f per reflection); "
-                    "redoing the merge in %s smaller pieces", state["batch_index"], lessons_yielded(report),
-                    with_lessons, ctx.guard_floor, PIECES)
+        log.warning("batch %s: the merge kept %s lessons from %s reflections that had some, fewer than "
+                    "PARALLAX_GUARD_FLOOR (%.2f per reflection) expects; redoing the merge in %s smaller pieces",
+                    state["batch_index"] + 1, lessons_yielded(report), with_lessons, ctx.guard_floor, PIECES)
         redo_ops, redo_report = await asyncio.to_thread(_merge_in_pieces, op_lists, head.items, head.version + 1,
                                                          ctx.dedupe_threshold, embed)
         if lessons_yielded(redo_report) > lessons_yielded(report):

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from parallax.logic.budget import graph_tally, spent_by
-from parallax.logic.evaluate import Solver, correct_by_task, evaluate
+from parallax.logic.evaluate import Solver, correct_by_task, evaluate, validated
 from parallax.logic.gate_decision import approved, gate_verdict, paired_changes, settle, unmeasured
 from parallax.runtime.request_budget import Purse, holding
 from parallax.runtime.run_context import context_of, tenant_of
@@ -52,7 +53,8 @@ async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -
         with holding(budget, own):
             result = await evaluate(solve, sample, active, candidate["base_version"] + 1, ctx,
                                     mode=state.get("mode", "direct"), tenant=tenant_of(state.get("tenant")),
-                                    votes=state.get("votes"))
+                                    votes=state.get("votes"),
+                                    on_result=validated(get_stream_writer(), "candidate", len(sample)))
         if budget is not None and budget.refused > refused:  # runs the budget cut short measure nothing
             stop = f"budget reached: {budget.describe()}"
             return {"decision": {"accepted": False, "reason": f"{stop}: the candidate's evaluation was cut short",

@@ -45,7 +45,8 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         if str(state.get("reason", "")).startswith("budget reached"):  # the merge said so already
             return {"status": "needs_review", "budget_stop": stop}
         unsettled = f"{stop}: the judge was not asked"
-    unsettled = unsettled or quorum_shortfall(sum(r.status == "ok" for r in votes), len(votes), state.get("min_votes"))
+    valid = sum(r.status == "ok" and r.vote != "" for r in votes)  # an answer that reduces to no value is no vote
+    unsettled = unsettled or quorum_shortfall(valid, len(votes), state.get("min_votes"))
     if not unsettled and len(candidates) < 2:
         unsettled = "a lone candidate cannot be judged into a result"
     if unsettled:
@@ -74,9 +75,9 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "reason": f"{state.get('reason', '')}; the judge chose {originals[choice]!r}, which {counts[choice]} "
                           f"vote(s) gave against {counts[leader]} for {originals[leader]!r}: a minority pick is no "
                           f"result".strip("; ")}
-    confidence = round(counts[choice] / max(1, sum(r.status == "ok" for r in votes)), 3)
+    confidence = round(counts[choice] / max(1, sum(r.status == "ok" and r.vote != "" for r in votes)), 3)
     status, why = final_status(records, True, confidence, filled(ctx.ok_confidence))
+    said = decision.reason.strip()  # the judge's own words, labelled so (an empty one is left out)
+    broke = (f"the judge broke the tie for {originals[choice]!r}" + (f"; the judge's reason: \"{said}\"" if said else ""))[:300]
     return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,
-            "confidence": confidence,
-            "reason": "; ".join(x for x in (why, f"judge broke the tie for {originals[choice]!r}: {decision.reason}"[:300])
-                                if x)}
+            "confidence": confidence, "reason": "; ".join(x for x in (why, broke) if x)}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from langgraph.config import get_stream_writer
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
@@ -54,10 +55,15 @@ async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solv
     # a stored run used the items it was served: its verdicts may name any active item of the head
     selections = [payload["items"] if t.get("run") else chosen for t, chosen in zip(tasks, selections, strict=True)]
 
+    progress = get_stream_writer()  # each task as it ends, for a watching caller (cli/learn_report.py)
+
     async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
-            return await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
-                                   tenant_of(payload.get("tenant")), payload.get("prompts"), payload.get("votes"))
+            run = await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
+                                  tenant_of(payload.get("tenant")), payload.get("prompts"), payload.get("votes"))
+        progress({"learn": "task", "correct": bool(run["correct"]), "cause": run.get("cause"),
+                  "lessons": len((run.get("reflection") or {}).get("lessons") or [])})
+        return run
 
     # the learn run's budget holds every request of these tasks' runs, reflections and curations
     budget, own = tally_of(services_of(ctx), payload["budget"]) if "budget" in payload else None, Purse()

@@ -64,9 +64,12 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
     business = [r for r in records if r.kind in BUSINESS and r.status != "cancelled"]
-    ok = [r for r in business if r.status == "ok"]
+    # a vote whose answer reduces to no value ("...", "**") is no vote: counted neither for '' nor as valid
+    blank = {r.id for r in business if r.status == "ok" and r.kind == "vote" and r.vote == ""}
+    ok = [r for r in business if r.status == "ok" and r.id not in blank]
     failed = [r.id for r in business if r.status != "ok"]
-    partial = f"{len(failed)} of {len(business)} branches failed" if failed else ""
+    partial = "; ".join(x for x in (f"{len(failed)} of {len(business)} branches failed" if failed else "",
+                                    f"{len(blank)} of {len(business)} votes gave no value to count" if blank else "") if x)
     asked: dict[str, Any] = {"votes_asked": len(business), "next_wave": 0} if state["mode"] == "vote" else {}
     refused = [r.error for r in records if r.kind in BUSINESS and r.cause == BUDGET_CAUSE and r.error]
     if not business and refused:  # the run's budget let none ask: nothing failed, there is only nothing to show
@@ -74,7 +77,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "vote_counts": {}, "failed_branches": [], **asked, "consensus": False, "reason": refused[0],
                 **({"stop_reason": refused[0]} if asked else {})}
     if not ok:
-        errors = "; ".join(sorted({r.error or r.status for r in business}))[:500]
+        errors = "; ".join(sorted({r.error or ("no value to count" if r.id in blank else r.status) for r in business}))[:500]
         return {"status": "failed", "answer": "", "data": None, "provenance": [], "confidence": 0.0, "vote_counts": {},
                 "failed_branches": failed, **asked, "stop_reason": "every vote asked failed" if asked else "",
                 "consensus": False, "reason": f"all {len(business)} branches failed: {errors}"}

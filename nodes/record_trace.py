@@ -28,6 +28,7 @@ from langgraph.runtime import Runtime
 from parallax.logic.budget import finish, run_records
 from parallax.logic.run_record import branch_place, kept_prompts, outcome, token_totals, used_subjects
 from parallax.logic.spend import spend_of
+from parallax.runtime.model_note import model_note
 from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
@@ -91,7 +92,8 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
 
 async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Settle what the run spent (and whether its budget stopped it: logic/budget.py), then keep its trace."""
-    update: dict[str, Any] = {**finish(state), "spend": spend_of(run_records(state))}
+    update: dict[str, Any] = {**finish(state), "spend": spend_of(run_records(state)),
+                              "note": model_note(context_of(runtime))}
     state = cast(SolveState, {**state, **update})
     if runtime.store is None:
         return update

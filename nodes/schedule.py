@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Literal, cast
 
+from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from parallax.logic.branch_plans import group
 from parallax.logic.budget import graph_tally, spent_by
-from parallax.logic.evaluate import Solver, correct_by_task, evaluate
+from parallax.logic.evaluate import Solver, correct_by_task, evaluate, validated
 from parallax.logic.graph_inputs import validate_learn_input
 from parallax.logic.learn_schedule import batch_count, batch_of
 from parallax.logic.releases import serve_prompts
@@ -65,10 +66,15 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     sample = validation_sample(state) if not from_traces or state.get("val_tasks") else replay[: state.get("val_size", 50)]
     accuracy, results = None, {}
     own = Purse()
+    progress = get_stream_writer()  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise
+    epochs, size = state.get("epochs", 1), state.get("batch", 8)
+    sizes = [len(batch_of(i, len(tasks), epochs, size)) for i in range(batch_count(len(tasks), epochs, size))]
+    progress({"learn": "start", "version": head.version, "batch_sizes": sizes, "total": len(sample)})
     if sample:
         with holding(graph_tally(services_of(ctx), run_id, state), own):  # the run's budget holds the head's measure too
             measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
-                                      mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
+                                      mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"),
+                                      on_result=validated(progress, "head", len(sample)))
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
     # the versions every run of this learning run uses, solve prompts included, read once
@@ -89,7 +95,12 @@ def next_batch(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
     if stop and state["batch_index"] + 1 < count:  # reached, or it cut runs short already
         return {"batch_index": count, "runs": None, "candidate": {}, "decision": {},
                 "budget_stop": f"{stop}: batch {state['batch_index'] + 2} of {count} was not started"}
-    return {"batch_index": state["batch_index"] + 1, "runs": None, "candidate": {}, "decision": {}}
+    index = state["batch_index"] + 1
+    if index < count:  # said as the batch starts: its first task ends a few model calls later
+        tasks = len(state.get("tasks") or [])
+        get_stream_writer()({"learn": "batch", "batch": index + 1,
+                             "total": len(batch_of(index, tasks, state.get("epochs", 1), state.get("batch", 8)))})
+    return {"batch_index": index, "runs": None, "candidate": {}, "decision": {}}
 
 
 async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] | Literal["__end__"]:

@@ -154,7 +154,7 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         if budget is not None:
             budget.add(record)
         if votes is not None:
-            votes.finished(spec["id"], record.get("vote") if record["status"] == "ok" else None)
+            votes.finished(spec["id"], (record.get("vote") or None) if record["status"] == "ok" else None)
         return record
 
     with holding(budget):  # every request of these branches is held against the run's budget first

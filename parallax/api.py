@@ -66,6 +66,8 @@ class Result(BaseModel, Generic[M]):
     playbook_version: int = 0
     spend: Spend | None = None
     """What the run spent: `tokens`, `cost_usd` (None when a model has no price; `unpriced` names it), and the parts."""
+    note: str = ""
+    """Said beside the answer: that the embedded toy model answered (set OPENAI_BASE_URL for a real one), else ""."""
 
     @property
     def ok(self) -> bool:
@@ -174,5 +176,5 @@ def _result(out: dict[str, Any], thread_id: str, schema: Any) -> Result[Any]:
             data = None
     kind = Result[schema] if isinstance(schema, type) and issubclass(schema, BaseModel) else Result[Any]
     fields = {k: out[k] for k in ("status", "mode", "answer", "confidence", "reason", "vote_counts", "verification",
-                                  "branches", "trace_id", "playbook_version", "spend") if out.get(k) is not None}
+                                  "branches", "trace_id", "playbook_version", "spend", "note") if out.get(k) is not None}
     return kind(**fields, data=data, raw_data=raw, provenance=out.get("provenance") or [], thread_id=thread_id)

@@ -147,6 +147,8 @@ class RunOutput(TypedDict):
     """What the merge checked: `rules` (vote quorum) or `facts` (section findings whose quotes verify)."""
     spend: Spend
     """What the run spent: tokens and their cost in USD (None with the models that have no price: logic/spend.py)."""
+    note: str
+    """What every face says beside the answer: that the embedded toy model answered (runtime/model_note.py), else ""."""
 
 
 NEW_RUN: dict[str, Any] = {"branches": Overwrite([]), "failed_branches": [], "objection": "", "answer": "", "reason": "",

@@ -120,6 +120,16 @@ def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> N
         starting.close()
 
 
+def model_line() -> str:
+    """What this replica's runs answer with, said once at start: the embedded toy model loudly, else the endpoint."""
+    from parallax.runtime.model_note import model_in_use
+
+    using = model_in_use()
+    if using["embedded"]:
+        return f"model: no OPENAI_BASE_URL, so runs use the embedded {using['model']}: {using['note']}"
+    return f"model: {using['model']}" + (f" at {using['endpoint']}" if using["endpoint"] else "")
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on (0.0.0.0 for every one).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 2026,
@@ -177,10 +187,14 @@ def serve(
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         fail(f"cannot migrate the database at {url.split('@')[-1]!r}: {first}", code=1)
     err.print(f"migrated {url.split('@')[-1]} in {seconds:.1f}s; serving {config} on {host}:{port}")
+    err.print(model_line(), highlight=False, markup=False, soft_wrap=True)
     here = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # nosec B104 # a comparison: which address to poll
     threading.Thread(target=announce_ready, args=(f"http://{here}:{port}", starting), daemon=True).start()
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the handler it found:
     # exit through Python then, so atexit stops the embedded model server this replica may have started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    from parallax.runtime.plain_logs import plain_aegra_logs
+
+    plain_aegra_logs(sys.stdout)  # Aegra logs to stdout, in colour even into a file: plain text there
     uvicorn.run("parallax.server.aegra_patches:serving_app", factory=True, host=host, port=port,
                 log_level=os.environ.get("LOG_LEVEL", "info").lower())
