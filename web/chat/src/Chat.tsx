@@ -8,7 +8,7 @@ import type { Client, Message } from "@langchain/langgraph-sdk";
 import { useStream } from "@langchain/langgraph-sdk/react";
 import { type FormEvent, type KeyboardEvent, useEffect, useRef, useState } from "react";
 
-import { type ChatState, type Decision, errorText, isReviewRequest, runInfo, summary, textOf } from "./parallax";
+import { type ChatState, type Decision, clip, errorText, isReviewRequest, runInfo, summary, textOf } from "./parallax";
 import { Review } from "./Review";
 
 interface Props {
@@ -34,10 +34,15 @@ export function Chat({ client, assistantId, threadId, onThreadId, onFinish }: Pr
     end.current?.scrollIntoView({ block: "end" }); // a statement: Chromium's scrollIntoView returns a promise
   }, [stream.messages.length, review]);
 
+  // A new conversation's first message is its title, in the thread's metadata: the thread list reads it there
+  // (Aegra's thread search answers without the threads' values).
   const send = (text: string) =>
     stream.submit(
       { messages: [{ type: "human", content: text }] },
-      { optimisticValues: (prev) => ({ messages: [...(prev.messages ?? []), { type: "human", content: text }] }) },
+      {
+        optimisticValues: (prev) => ({ messages: [...(prev.messages ?? []), { type: "human", content: text }] }),
+        metadata: threadId ? undefined : { title: clip(text, 80) },
+      },
     );
   const decide = (decision: Decision) => stream.submit(undefined, { command: { resume: { decisions: [decision] } } });
 

@@ -6,7 +6,7 @@
 import type { Client, Thread } from "@langchain/langgraph-sdk";
 import { useEffect, useState } from "react";
 
-import { type ChatState, errorText, textOf } from "./parallax";
+import { type ChatState, clip, errorText, textOf } from "./parallax";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -57,8 +57,9 @@ export function Threads({ client, assistantId, current, onOpen, refresh }: Props
   );
 }
 
+/** The title the page gave the thread, else its first message (when the server sends values), else its id. */
 function title(thread: Thread<ChatState>): string {
   const first = thread.values?.messages?.find((m) => m.type === "human");
-  const text = first ? textOf(first).trim() : "";
-  return text ? (text.length > 60 ? text.slice(0, 59) + "…" : text) : `Thread ${thread.thread_id.slice(0, 8)}`;
+  const text = typeof thread.metadata?.title === "string" ? thread.metadata.title : first ? textOf(first) : "";
+  return text.trim() ? clip(text.trim(), 60) : `Thread ${thread.thread_id.slice(0, 8)}`;
 }

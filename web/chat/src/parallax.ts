@@ -53,11 +53,15 @@ export function textOf(message: Message): string {
     .join("");
 }
 
+export function clip(text: string, most: number): string {
+  return text.length > most ? text.slice(0, most - 1) + "…" : text;
+}
+
 /** "status · confidence · votes" in one short line: `ok · 1.00 · 4×3`, `needs_review · 0.40 · 42×2 41×2 40×1`. */
 export function summary(run: RunInfo): string {
   const votes = Object.entries(run.vote_counts ?? {})
     .sort(([, a], [, b]) => b - a)
-    .map(([answer, n]) => `${answer.length > 24 ? answer.slice(0, 23) + "…" : answer}×${n}`)
+    .map(([answer, n]) => `${clip(answer, 24)}×${n}`)
     .join(" ");
   return [
     run.status ?? "?",
