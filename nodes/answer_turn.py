@@ -1,6 +1,6 @@
 """Answer a chat turn: the turn's task runs through the solve graph; the reply is an AI message.
 
-The chat graph's node for Studio's chat mode and Agent Chat UI. The task is the one `condense_turn`
+The chat graph's node for Studio's chat mode and chat pages (web/chat). The task is the one `condense_turn`
 made of the last human message (itself on a first turn; a follow-up rewritten to stand alone, with the
 rewrite's record passed on as `follow_up`, after one): a turn is one run, routed like any other. The
 solve graph (handed in by graphs/chat.py) routes, fans out, merges and keeps the trace, so a chat turn
