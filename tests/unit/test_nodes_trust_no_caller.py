@@ -85,24 +85,24 @@ async def call_consolidate(store):
 
 async def call_gate(store):
     from parallax.nodes.gate import gate
-    return await gate(learn_state(val_tasks=[{"id": 1, "input": "x", "target": "y"}]), runtime(store), solve=None)
+    return await gate(learn_state(val_tasks=[{"id": "1", "input": "x", "target": "y"}]), runtime(store), solve=None)
 
 
 async def call_learn_dispatch(store):
     from parallax.nodes.schedule import dispatch
-    return await dispatch(learn_state(schedule=[[0]], tasks=[{"id": 1, "input": "x", "target": "y"}]), runtime(store))
+    return await dispatch(learn_state(schedule=[[0]], tasks=[{"id": "1", "input": "x", "target": "y"}]), runtime(store))
 
 
 async def call_learn_start(store):
     from parallax.nodes.schedule import start
-    return await start({"tasks": [{"id": 1, "input": "x", "target": "y"}], "tenant": "beta"}, runtime(store), solve=None)
+    return await start({"tasks": [{"id": "1", "input": "x", "target": "y"}], "tenant": "beta"}, runtime(store), solve=None)
 
 
 async def call_learn_from_task(store):
     from parallax.nodes.learn_from_task import learn_from_task
     from parallax.runtime.services import new_fan_out
     run = {"answer": "13", "status": "ok", "used_item_ids": [], "feedback": "", "correct": False, "scorer": "exact"}
-    payload = {"tasks": [{"id": 1, "input": "x", "target": "y", "run": run}], "items": [], "version": 0,
+    payload = {"tasks": [{"id": "1", "input": "x", "target": "y", "run": run}], "items": [], "version": 0,
                "mode": "direct", "tenant": "beta", "fan_out": new_fan_out()}
     return await learn_from_task(payload, runtime(store), solve=None)
 
@@ -166,7 +166,7 @@ async def call_store_feedback(store):
 
 async def call_move_labels(store):
     from parallax.nodes.move_labels import move_labels
-    return await move_labels({"tenant": "beta", "subject": "playbook/default", "action": "show"}, runtime(store))
+    return await move_labels({"tenant": "beta", "subject": "playbook/default", "action": "status"}, runtime(store))
 
 
 async def call_route(store):
