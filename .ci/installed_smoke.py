@@ -107,7 +107,11 @@ def installed_not_checkout() -> str:
     assert all(CHECKOUT not in path.parents for path in where), f"parallax imported from the checkout: {where}"
     assert all("site-packages" in path.parts for path in where), where
     assert not (Path.cwd() / "parallax").exists() and CHECKOUT not in Path.cwd().parents
-    return f"parallax from {where[0].parent}"
+    from importlib.metadata import distribution
+
+    installed = distribution("parallax-graph")  # the distribution's name; `parallax` on PyPI is another project
+    assert installed.read_text("top_level.txt") in (None, "parallax\n"), installed.read_text("top_level.txt")
+    return f"parallax (distribution parallax-graph {installed.version}) from {where[0].parent}"
 
 
 def main_job() -> str:

@@ -157,13 +157,15 @@ async def run_config(name: str, questions: list[Question], voter: Voter, url: st
     began = time.perf_counter()
     await asyncio.gather(*(one(q) for q in questions))
     wall = time.perf_counter() - began
-    calls = sum(1 for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions"))
+    asked = [e for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions")]
+    calls, completions = len(asked), sum(int(e.get("choices") or 1) for e in asked)
     from parallax.logic.vote import final_value
 
     ok = [r for r in rows if r["status"] == "ok"]
     right = [r for r in rows if final_value(r["answer"]) == r["right"]]
     report = {"config": name, "max_votes": max_votes, "early_stop": early_stop, "questions": len(rows),
               "model_calls": calls, "calls_per_question": round(calls / len(rows), 3),
+              "model_calls_counted_as": "requests (a wave of votes with n is one)", "model_completions": completions,
               "accuracy": round(len(right) / len(rows), 4),
               "mean_wall_s": round(statistics.mean(r["seconds"] for r in rows), 3),
               "ok_share": round(len(ok) / len(rows), 4),
@@ -285,6 +287,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for name, run in (("adaptive_8", adaptive8), ("adaptive_16", adaptive16)):
         result[f"{name}_vs_fixed_8"] = {
             "calls_ratio": round(run["model_calls"] / fixed["model_calls"], 3),
+            "completions_ratio": round(run["model_completions"] / fixed["model_completions"], 3),
             "accuracy_delta_pp": round(100 * (run["accuracy"] - fixed["accuracy"]), 2),
             "wall_ratio": round(run["mean_wall_s"] / fixed["mean_wall_s"], 3)}
     result["reference_sequential_adaptive_consistency"] = sequential_reference(questions, voter)

@@ -24,9 +24,17 @@ uncached prompt token + 2 ms per completion token (`--base-ms`, ...).
    is about `--prefix-tokens` words. Goal: >= 90% of the shared prefix tokens of slices 2.. cached.
 3. `--embedded`: the same votes against the embedded llama.cpp server (does it honour `n` and reuse a
    cached prompt?), with its own usage figures. Slow on a shared CPU: off by default.
+4. Plans (`plans`): what a question's adaptive vote of at most 8 costs under its priced plan (logic/vote_plan.py),
+   against all votes in one request and against today's waves (3, then at least 3), at each prompt size of
+   `--plan-prompts` words, with and without the server's prefix cache, at two price tables (gpt-4o-mini: cached input
+   at half price; gpt-4.1: at a quarter), on the endpoint taking `n`, replies of `--reply-words` words of working.
+   Cost per question is the server's bill at the table's prices (the judge's calls included); each configuration
+   sees the same answers. Goals: the priced plan never more than 1.02x the cheaper of the two at any point, below
+   both at one point at least, accuracy within 0.5 points of the waves'.
 
-    python -m bench.cost                   # small: 40 questions, 2,000-token pages, 20 slices
+    python -m bench.cost                   # small: 40 questions, 2,000-token pages, 20 slices, 8 plan questions
     python -m bench.cost --questions 200   # the issue's size
+    python -m bench.cost --only plans --plan-questions 200   # the plans sweep alone
 """
 
 from __future__ import annotations
@@ -104,6 +112,108 @@ async def vote_config(name: str, questions: list[Question], tokens: int, paralle
             "recorded_cached_tokens": sum(r["cached"] for r in rows)}
 
 
+PLAN_PRICES = {"gpt-4o-mini": "cached input at 1/2 the input price", "gpt-4.1": "cached input at 1/4"}
+"""The two price tables of the plans sweep (runtime/prices.py's defaults)."""
+POLICIES = ("priced", "one_request", "waves")
+
+
+def plan_reply(voter: Voter, words: int) -> Any:
+    """The voter's answers with `words` words of working; any other call (the judge) a valid reply of its schema."""
+    from tests.support.fault_server import _requested_schema, schema_instance
+
+    def reply(body: dict[str, Any], k: int) -> str:
+        name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+        if name != "VoteAnswer":
+            _, schema = _requested_schema(body)
+            return json.dumps(schema_instance(schema) if schema is not None else {"answer": "42"})
+        answer = json.loads(voter(body))
+        answer["reasoning"] = " ".join(f"step{i}" for i in range(words))
+        return json.dumps(answer)
+    return reply
+
+
+async def plan_config(questions: list[Question], tokens: int, parallel: int, model: str) -> dict[str, Any]:
+    from parallax.graphs.solve import graph
+    from parallax.logic.vote import final_value
+    from parallax.state.context import Context
+
+    ctx = Context(early_stop=True, straggler_factor=0.0, model=model, **DEFAULTS)
+    gate = asyncio.Semaphore(parallel)
+    rows: list[dict[str, Any]] = []
+
+    async def one(question: Question) -> None:
+        async with gate:
+            out = await graph.ainvoke({"task": f"{page(question, tokens)}\n\n{question.text()}", "mode": "vote",
+                                       "votes": 8}, context=ctx)
+            rows.append({"right": final_value(out.get("answer", "")) == question.right, "ok": out["status"] == "ok",
+                         "asked": out.get("votes_asked", 8), "plan": out.get("vote_plan") or {}})
+
+    await asyncio.gather(*(one(q) for q in questions))
+    last = rows[-1]["plan"]
+    return {"accuracy": round(sum(r["right"] for r in rows) / len(rows), 4),
+            "ok_share": round(sum(r["ok"] for r in rows) / len(rows), 4),
+            "votes_per_question": round(statistics.mean(r["asked"] for r in rows), 3),
+            "plans_chosen": dict(sorted(statistics_counts(f"{r['plan'].get('first_wave')}/{r['plan'].get('min_wave')}"
+                                                          for r in rows).items())),
+            "last_plan_expected": {k: last.get(k) for k in ("plan", "first_wave", "min_wave", "expected_cost")},
+            "last_priced_on": last.get("priced_on")}
+
+
+def statistics_counts(values: Any) -> dict[str, int]:
+    counted: dict[str, int] = {}
+    for value in values:
+        counted[value] = counted.get(value, 0) + 1
+    return counted
+
+
+def plans_sweep(args: argparse.Namespace) -> dict[str, Any]:
+    """Cost per question of each policy at each point of the grid (see the module docstring, 4.)."""
+    from parallax.runtime.prices import DEFAULT_PRICES
+
+    questions = make_questions(args.plan_questions, args.seed, "mostly-easy")
+    voter = Voter(questions, args.seed)
+    base = dict(base_ms=args.base_ms, prefill_ms_per_token=args.prefill_ms, decode_ms_per_token=args.decode_ms)
+    server = BillingServer(plan_reply(voter, args.reply_words), Pricing(**base))
+    points: list[dict[str, Any]] = []
+    with server as url:
+        for tokens in args.plan_prompts:
+            for cache in (True, False):
+                for model in PLAN_PRICES:
+                    price = DEFAULT_PRICES[model]
+                    point: dict[str, Any] = {"prompt_words": tokens, "prefix_cache": cache, "prices": model}
+                    for policy in POLICIES:
+                        voter.reset()
+                        server.reset(Pricing(**base, prefix_cache=cache))
+                        os.environ["PARALLAX_VOTE_PLAN"] = policy
+                        point_at(url)
+                        report = asyncio.run(plan_config(questions, tokens, args.parallel, model))
+                        entries = server.log()
+                        usd = sum(((e["prompt_tokens"] - e["cached_tokens"]) * price.input
+                                   + e["cached_tokens"] * (price.cached_input or price.input)
+                                   + e["completion_tokens"] * price.output) / 1e6 for e in entries)
+                        point[policy] = {"usd_per_question": round(usd / len(questions), 9),
+                                         "requests_per_question": round(len(entries) / len(questions), 3), **report}
+                    cheaper = min(point["one_request"]["usd_per_question"], point["waves"]["usd_per_question"])
+                    point["priced_over_cheaper"] = round(point["priced"]["usd_per_question"] / cheaper, 4)
+                    point["priced_below_both"] = point["priced"]["usd_per_question"] < cheaper
+                    point["accuracy_delta_pp_vs_waves"] = round(
+                        100 * (point["priced"]["accuracy"] - point["waves"]["accuracy"]), 2)
+                    points.append(point)
+                    log(json.dumps({k: point[k] for k in ("prompt_words", "prefix_cache", "prices", "priced_over_cheaper",
+                                                          "priced_below_both", "accuracy_delta_pp_vs_waves")}
+                                   | {p: point[p]["usd_per_question"] for p in POLICIES}))
+    os.environ.pop("PARALLAX_VOTE_PLAN", None)
+    worst = max(p["priced_over_cheaper"] for p in points)
+    return {"points": points, "questions": len(questions), "reply_words": args.reply_words,
+            "prices": PLAN_PRICES, "worst_priced_over_cheaper": worst,
+            "points_priced_below_both": sum(p["priced_below_both"] for p in points),
+            "worst_accuracy_delta_pp_vs_waves": min(p["accuracy_delta_pp_vs_waves"] for p in points),
+            "goals_met": {"never_over_1.02x_the_cheaper": worst <= 1.02,
+                          "below_both_somewhere": any(p["priced_below_both"] for p in points),
+                          "accuracy_within_0.5pp": all(abs(p["accuracy_delta_pp_vs_waves"]) <= 0.5 for p in points)},
+            "counts": "usd_per_question is the server's bill at the table's prices; requests are HTTP requests"}
+
+
 RATES = (0.1, 0.5)
 """Cached input at 10% of the input price (OpenAI's GPT-5 family: a 90% discount) and at 50% (GPT-4o's)."""
 TIMINGS = ("scheduled", "read")
@@ -141,6 +251,7 @@ def votes(args: argparse.Namespace) -> dict[str, Any]:
                 decode_ms_per_token=args.decode_ms)
     server = BillingServer(lambda body, k: voter(body), Pricing(**base, n_support="refuse"))
     out: dict[str, Any] = {}
+    os.environ["PARALLAX_VOTE_PLAN"] = "waves"  # the same waves both ways: what `n` saves, not what a plan does
     with server as url:
         for timing in args.timings:
             reports, logs = {}, {}
@@ -175,6 +286,7 @@ def votes(args: argparse.Namespace) -> dict[str, Any]:
                 # every request of the n configuration is some branch's: their recorded tokens sum to the bill
                 "n_recorded_equals_billed": (n["recorded_prompt_tokens"], n["recorded_cached_tokens"])
                 == (n["bill"]["prompt_tokens"], n["bill"]["cached_tokens"])}
+    os.environ.pop("PARALLAX_VOTE_PLAN", None)
     out["goals"] = {"billed_input_ratio_max": 0.3, "wall_ratio_max": 1.1}
     out["baselines"] = {
         "separate": "the same endpoint refusing n: Parallax asks each vote alone, a wave's requests at once",
@@ -323,9 +435,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--embedded", action="store_true", help="also measure the embedded llama.cpp server (slow)")
     p.add_argument("--embedded-questions", type=int, default=4)
     p.add_argument("--embedded-prompt-tokens", type=int, default=300)
+    p.add_argument("--only", nargs="+", choices=("votes", "section", "plans"), default=["votes", "section", "plans"])
+    p.add_argument("--plan-questions", type=int, default=8, help="questions per point of the plans sweep (the issue: 200)")
+    p.add_argument("--plan-prompts", type=int, nargs="+", default=[50, 500, 2000, 8000], help="prompt words of the sweep")
+    p.add_argument("--reply-words", type=int, default=40, help="words of working in each vote's reply (plans sweep)")
     args = p.parse_args(argv)
-    result: dict[str, Any] = {"bench": "cost", "machine_note": "shared 2-core machine: wall times are noisy",
-                              "votes": votes(args), "section": section(args)}
+    result: dict[str, Any] = {"bench": "cost", "machine_note": "shared 2-core machine: wall times are noisy"}
+    if "votes" in args.only:
+        result["votes"] = votes(args)
+    if "section" in args.only:
+        result["section"] = section(args)
+    if "plans" in args.only:
+        result["plans"] = plans_sweep(args)
     if args.embedded:
         result["embedded"] = embedded(args)
     print(json.dumps(result, indent=2))

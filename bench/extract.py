@@ -215,7 +215,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             result = await extract(pdf, Context(slice_chars=args.slice_chars, max_concurrency=args.concurrency))
             import httpx
 
-            calls += sum(1 for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions"))
+            calls += sum(1 for e in httpx.get(f"{url[:-3]}/_log").json()  # requests (no vote here asks with n)
+                         if e["path"].endswith("/chat/completions"))
         injected["hallucinations"] += model.invented
         row = {"document": doc, "pages": len(DOCUMENTS[doc]), **score(result, truths)}
         rows.append(row)
@@ -238,7 +239,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "fields_with_several_values_in_document": sum(len(r["fields_with_several_values_in_document"]) for r in rows),
         "misreads_injected": injected["misreads"],
         "statuses": {s: sum(r["status"] == s for r in rows) for s in ("ok", "needs_review", "failed")},
-        "model_calls": calls, "wall_s": round(wall, 2), "per_document": rows}
+        "model_calls": calls, "model_calls_counted_as": "requests", "wall_s": round(wall, 2), "per_document": rows}
     if args.embedded:
         os.environ.pop("OPENAI_BASE_URL", None)
         reload_settings()

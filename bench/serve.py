@@ -13,8 +13,11 @@ measures:
   p50_s, p95_s            end-to-end latency per run (submit to result, nearest rank)
   lost_runs               runs submitted that did not end `success` with an `ok` answer
   duplicated_runs         runs whose graph executed more than once (traces stored beyond one
-                          per thread, read from the store table)
-  extra_model_calls       model calls beyond votes x runs (a re-executed branch would show here)
+                          per run's own task text, read from the store table; every run of every
+                          phase, waits included, asks a task text of its own)
+  extra_model_calls       completions beyond votes x runs (a re-executed branch would show here).
+                          Counted in completions, not requests: a wave of votes is one request
+                          with `n` (`model_requests` says how many requests carried them)
   peak_rss_mb             peak resident memory per replica (sampled every 0.25 s)
   replica_cpu_s_per_run   CPU seconds the replicas spent per run (all of them together)
 
@@ -91,8 +94,16 @@ def figures(latencies: list[float], wall_s: float) -> dict:
             "p95_s": nearest_rank(latencies, 0.95), "wall_s": round(wall_s, 2)}
 
 
-def task(n: int) -> dict:
-    return {"task": f"What is 6 * 7? (request {n})", "mode": "vote", "votes": VOTES}
+def task(n: int, way: str = "") -> dict:
+    """Run n's input: a task text of its own, so its trace is told from every other run's (a waits run is named by
+    its way too: the four ways of one n are four runs)."""
+    return {"task": f"What is 6 * 7? ({way + ' ' if way else ''}request {n})", "mode": "vote", "votes": VOTES}
+
+
+def completions(log: list[dict]) -> tuple[int, int]:
+    """(completions, requests) the model server answered: a request with `n` carries n completions."""
+    answered = [e for e in log if e.get("messages_hash") and e["status"] == 200]
+    return sum(int(e.get("choices") or 1) for e in answered), len(answered)
 
 
 VOTES = 3
@@ -199,7 +210,7 @@ async def waits(cluster: Cluster, count: int) -> dict:
 
     async def one(way: str, n: int) -> None:
         nonlocal elsewhere
-        ask = task(n)
+        ask = task(n, f"wait {way}")
         here = await solve_runs_here()
         thread = (await client.threads.create())["thread_id"] if way != "stateless_wait" else None
         started, wall = time.perf_counter(), time.time()
@@ -304,23 +315,25 @@ async def served(replicas: int, runs: int, clients: int, server: FaultServer, wo
         cpu = replica_cpu(cluster) - cpu
         stop.set()
         sampler.join()
-        calls = sum(1 for e in server.log() if e.get("messages_hash") and e["status"] == 200)
+        calls, requests = completions(server.log())
         server.reset()
         openai_cpu = replica_cpu(cluster)
         openai_latencies, openai_outcomes, openai_wall = await load(runs, clients, submit_openai)
         openai_cpu = replica_cpu(cluster) - openai_cpu
-        openai_calls = sum(1 for e in server.log() if e.get("messages_hash") and e["status"] == 200)
+        openai_calls, openai_requests = completions(server.log())
         import psycopg
 
         with psycopg.connect(cluster.database_url) as conn:
             rows = conn.execute("SELECT value->>'task_preview', count(*) FROM store WHERE prefix = %s "
                                 "GROUP BY 1", (f"traces.{TENANT}",)).fetchall()
-        per_run = {preview: count for preview, count in rows if "request -1)" not in preview and "(openai " not in preview}
+        per_run = {preview: count for preview, count in rows
+                   if "request -1)" not in preview and "(openai " not in preview and "(wait " not in preview}
         per_openai_run = {p: count for p, count in rows if "(openai request" in p and "request -1)" not in p}
         openai = {**figures(openai_latencies, openai_wall),
                   "lost_runs": sum(not (ok(o) and o.get("answer") == "42") for _, o in openai_outcomes),
                   "duplicated_runs": sum(count > 1 for count in per_openai_run.values()),
                   "runs_with_a_trace": len(per_openai_run), "extra_model_calls": openai_calls - VOTES * runs,
+                  "model_completions": openai_calls, "model_requests": openai_requests,
                   "replica_cpu_s_per_run": round(openai_cpu / runs, 4),
                   "failures": [o for _, o in openai_outcomes if not ok(o)][:3]}
         openai["p50_over_sdk_s"] = round(openai["p50_s"] - nearest_rank(latencies, 0.5), 3)
@@ -328,6 +341,8 @@ async def served(replicas: int, runs: int, clients: int, server: FaultServer, wo
         return {**figures(latencies, wall), "lost_runs": sum(not ok(o) for _, o in outcomes),
                 "duplicated_runs": sum(count > 1 for count in per_run.values()),
                 "runs_with_a_trace": len(per_run), "extra_model_calls": calls - VOTES * runs,
+                "model_completions": calls, "model_requests": requests,
+                "waits_duplicated_runs": sum(count > 1 for p, count in rows if "(wait " in p),
                 "replica_cpu_s_per_run": round(cpu / runs, 4),
                 "peak_rss_mb": {str(port): round(rss / 2**20, 1) for port, rss in sorted(peaks.items())},
                 "failures": [o for _, o in outcomes if not ok(o)][:3], "openai": openai, "waits": measured_waits}
@@ -362,7 +377,8 @@ async def main(args: argparse.Namespace) -> dict:
     result["lost_runs"] = sum(result[name]["lost_runs"] + result[name]["openai"]["lost_runs"]
                               for name in ("one_replica", "two_replicas"))
     result["duplicated_runs"] = sum(result[name]["duplicated_runs"] + result[name]["openai"]["duplicated_runs"]
-                                    for name in ("one_replica", "two_replicas"))
+                                    + result[name]["waits_duplicated_runs"] for name in ("one_replica", "two_replicas"))
+    result["model_calls_counted_as"] = "completions (a request with n counts n)"
     result["two_over_one_runs_per_s"] = round(result["two_replicas"]["runs_per_s"] / result["one_replica"]["runs_per_s"], 2)
     return result
 

@@ -154,6 +154,7 @@ async def run_config(server: FaultServer, url: str, repos: list[Path], k: int, e
     calls = [e for e in chat_log(url) if e["id"] not in before]
     return {"k": k, "early_cancellation": early, "tasks": len(repos), "solved_share": round(solved / len(repos), 3),
             "needs_review": review, "model_calls": len(calls), "model_calls_completed": sum(e["status"] == 200 for e in calls),
+            "model_calls_counted_as": "requests (each candidate asks alone)",
             "checks_run": checks, "checks_passed": passing,
             "wall_s": round(wall, 2), "worktrees_left": leftovers(repos, home) - left_before}
 

@@ -13,6 +13,7 @@ async def main():
         run = (await client.call_tool("solve", {"task": "Invoice 7: total due 41.50 EUR. What is the total?",
                                                 "output_schema": SCHEMA})).structured_content
         print(run["status"], run["data"], run["trace_id"])
+        print("reason:", run["reason"] or "none")
 
 
 asyncio.run(main())

@@ -11,6 +11,7 @@ async def main():
         print([tool.name for tool in (await client.list_tools()).tools])  # ['solve', 'plan', 'feedback']
         run = (await client.call_tool("solve", {"task": "What is 12 * 12?", "mode": "vote", "votes": 3})).structured_content
         print(run["status"], run["confidence"], run["answer"], run["trace_id"])
+        print("reason:", run["reason"] or "none")
         await client.call_tool("feedback", {"trace_id": run["trace_id"], "score": "up"})
 
 

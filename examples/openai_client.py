@@ -9,6 +9,7 @@ reply = client.chat.completions.create(
     extra_body={"parallax": {"votes": 5}},  # also min_votes, red_team, playbook, max_replans, max_cost, max_tokens, context
 )
 print(reply.choices[0].message.content, reply.parallax["status"], reply.parallax["vote_counts"])
+print("reason:", reply.parallax["reason"] or "none")
 
 
 class Invoice(BaseModel):

@@ -1,4 +1,4 @@
-"""The `chat` graph: a conversation for Studio's chat mode and Agent Chat UI, over the solve graph.
+"""The `chat` graph: a conversation for Studio's chat mode and chat pages (web/chat), over the solve graph.
 
     START -> condense_turn -> answer_turn -> review_answer? -> END
 

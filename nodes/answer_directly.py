@@ -13,11 +13,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.evaluate import Solver
-from parallax.runtime.run_context import context_of, subgraph_config
+from parallax.runtime.run_context import context_of, subgraph_config, tenant_of
 from parallax.state.context import Context
 from parallax.state.plan import PlanState
 
-PASSED_ON = ("question", "votes", "min_votes", "red_team", "playbook", "tenant")
+PASSED_ON = ("question", "votes", "min_votes", "red_team", "playbook")
 TAKEN = ("answer", "mode", "status", "confidence", "vote_counts", "failed_branches", "objection", "playbook_version",
          "verification")
 
@@ -27,7 +27,7 @@ async def answer_directly(state: PlanState, runtime: Runtime[Context], *, solve:
     fallback = bool(state.get("plan_error"))
     given: Mapping[str, Any] = state
     run_input = {"task": state["task"], "mode": "direct" if fallback else "auto", "parent_trace": state["trace_id"],
-                 **{k: given[k] for k in PASSED_ON if k in given}}
+                 "tenant": tenant_of(state.get("tenant")), **{k: given[k] for k in PASSED_ON if k in given}}
     run = await solve.ainvoke(run_input, subgraph_config(), context=context_of(runtime))
     why = f"no valid plan ({state['plan_error']}): answered directly" if fallback else ""
     return {**{k: run[k] for k in TAKEN if k in run}, "branches": run.get("branches", []),

@@ -1,6 +1,6 @@
 """Answer a chat turn: the turn's task runs through the solve graph; the reply is an AI message.
 
-The chat graph's node for Studio's chat mode and Agent Chat UI. The task is the one `condense_turn`
+The chat graph's node for Studio's chat mode and chat pages (web/chat). The task is the one `condense_turn`
 made of the last human message (itself on a first turn; a follow-up rewritten to stand alone, with the
 rewrite's record passed on as `follow_up`, after one): a turn is one run, routed like any other. The
 solve graph (handed in by graphs/chat.py) routes, fans out, merges and keeps the trace, so a chat turn
@@ -21,8 +21,10 @@ from parallax.runtime.run_context import context_of, subgraph_config, tenant_of
 from parallax.state.chat import ChatState
 from parallax.state.context import Context
 
-PASSED_ON = ("mode", "votes", "min_votes", "red_team", "playbook", "output_schema")
-KEPT = ("answer", "status", "confidence", "reason", "mode", "trace_id", "vote_counts", "data", "objection")
+PASSED_ON = ("mode", "votes", "min_votes", "red_team", "playbook", "output_schema", "max_cost", "max_tokens")
+"""What the turn's run is given of the chat input; its budget too, which also holds the rewrite's call, whose record
+the run counts as its own first branch (`follow_up`)."""
+KEPT = ("answer", "status", "confidence", "reason", "mode", "trace_id", "vote_counts", "data", "objection", "note")
 NO_STREAM = ["nostream"]
 """LangGraph's tag for model calls whose tokens stream mode "messages" leaves out."""
 

@@ -25,7 +25,8 @@ from parallax.logic.speculation import check_note, failed_tests, passed_tests
 from parallax.prompts.solve import candidate_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.check_folders import CheckFolder, run_check
-from parallax.runtime.run_context import context_of
+from parallax.runtime.request_budget import holding
+from parallax.runtime.run_context import context_of, refuse_when_served, tenant_of
 from parallax.runtime.services import services_of
 from parallax.runtime.storage.candidate_results import CandidateResults
 from parallax.runtime.superstep import fan_out_limit
@@ -84,7 +85,8 @@ async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
                 folder.write(extra.path, extra.content)
         except PathRefused as exc:
             return {**record["speculation"], "refused": f"it writes outside its folder: {exc}"[:300]}
-        result = await run_check(check["command"], folder.tree.root, folder.tree.resolve(check["file"]), check["timeout_s"])
+        result = await run_check(check["command"], folder.tree.root, folder.tree.resolve(check["file"]), check["timeout_s"],
+                                 [folder.tree.repo] if folder.in_repo else [])
     finally:
         await _shielded(asyncio.ensure_future(asyncio.to_thread(folder.remove)))
     result.update(passed_tests=passed_tests(result["output"]), failed_tests=failed_tests(result["output"]))
@@ -96,11 +98,13 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
     task = state
     ctx = context_of(runtime)
     spec, checked = task["candidate"], bool(task["check"]["command"])
+    if checked or task["check"]["repo"]:  # the entry refuses these when served; so does every step after it
+        refuse_when_served("a candidate's check command or repository")
     cancel_rest = filled(ctx.early_stop)  # off (--no-early-stop): every candidate is made and checked
     services, fan_out = services_of(ctx), task["fan_out"]
     limit = fan_out_limit(services, fan_out, filled(ctx.max_concurrency))
     watch = services.shared(fan_out, CandidateWatch, "candidates")
-    results = CandidateResults(runtime.store, task["tenant"], spec["parent_id"])
+    results = CandidateResults(runtime.store, tenant_of(task.get("tenant")), spec["parent_id"])
     life = Lifecycle([{"state": "PENDING", "at": spec["planned_at"], "reason": ""}])
     life.move("DISPATCHED")
     record: dict[str, Any] | None = None
@@ -143,7 +147,8 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
                 raise
             return _cancelled(spec, life, record, watch.reason)
 
-    return {"branches": [await asyncio.ensure_future(attempt())]}
+    with holding(budget):  # the candidate's requests are held against the run's budget first
+        return {"branches": [await asyncio.ensure_future(attempt())]}
 
 
 def _cancelled(spec: CandidateSpec, life: Lifecycle, made: dict[str, Any] | None, why: str,

@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.loop import canary_state, free_slot, gate_of, release_candidate, save_round
 from parallax.logic.release_decision import Rule
+from parallax.runtime.run_context import tenant_of
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.runtime.timestamps import now_iso
 from parallax.state.context import Context
@@ -19,7 +20,7 @@ from parallax.state.loop import LoopOutput, LoopState
 
 
 async def close_round(state: LoopState, runtime: Runtime[Context]) -> dict[str, Any]:
-    store, tenant, playbook = runtime.store, state["tenant"], state["playbook"]
+    store, tenant, playbook = runtime.store, tenant_of(state.get("tenant")), state["playbook"]
     assert store is not None  # open_round refused to start without one
     update: dict[str, Any] = {}
     learned = state.get("learned")
@@ -36,7 +37,8 @@ async def close_round(state: LoopState, runtime: Runtime[Context]) -> dict[str, 
                   if learned.get("batches") else None,
                   "status": "learned" if started else "nothing",
                   "why": (f"v{learned['to_version']} on canary for {state['share']:g}% of threads" if started else
-                          last.get("reason") or "no new runs with a signal to learn from")}
+                          last.get("reason") or "no new runs with a signal to learn from")
+                  + (f"; {learned['budget_stop']}" if learned.get("budget_stop") else "")}
     else:
         update = {"canary": canary_state(await playbooks_in(store, tenant).labels(playbook).get())}
     record = {k: v for k, v in {**state, **update, "finished_at": now_iso()}.items() if k in LoopOutput.__annotations__}

@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.failures import failures_by_cause
 from parallax.logic.trace_learning import LEASE_S, consume_runs, mark_committing
+from parallax.runtime.run_context import tenant_of
 from parallax.runtime.storage.playbook_store import CommitVoided
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
@@ -32,7 +33,7 @@ async def consumed(state: LearnState, runtime: Runtime[Context], dropped: bool =
     written, leave them); release (or give up) the runs whose reflection failed."""
     found = dict(state.get("traces") or {})
     if state.get("from_traces"):
-        went = await consume_runs(runtime.store, state["tenant"], state["playbook"], state["learn_run_id"],
+        went = await consume_runs(runtime.store, tenant_of(state.get("tenant")), state["playbook"], state["learn_run_id"],
                                   state.get("runs", []), dropped)
         for key, n in went.items():
             found[key] = found.get(key, 0) + n
@@ -40,7 +41,7 @@ async def consumed(state: LearnState, runtime: Runtime[Context], dropped: bool =
 
 
 async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
-    store = playbooks_in(runtime.store, state["tenant"])
+    store = playbooks_in(runtime.store, tenant_of(state.get("tenant")))
     candidate, decision = state["candidate"], state["decision"]
     name, metrics = state["playbook"], decision["metrics"]
     held = [entry for run in state.get("runs", []) for entry in run.get("quarantined", [])]
@@ -61,7 +62,7 @@ async def commit(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]
         return {"traces": await consumed(state, runtime),
                 "batches": [{**batch, "version": head.version, "items_total": len(head.active)}]}
     if state.get("from_traces") and (lost := await mark_committing(
-            runtime.store, state["tenant"], name, state["learn_run_id"], state.get("runs", []), key,
+            runtime.store, tenant_of(state.get("tenant")), name, state["learn_run_id"], state.get("runs", []), key,
             float(state.get("lease_s", LEASE_S)))):
         return await left_to_another_round(state, runtime, batch, f"another round claimed {len(lost)} of this batch's "
                                            "runs after this round's claim on them expired")
@@ -90,7 +91,7 @@ async def left_to_another_round(state: LearnState, runtime: Runtime[Context], ba
                                 why: str) -> dict[str, Any]:
     """A batch committed nothing because another round took some of its runs (runtime/storage/consumed.py): that
     round learns them; this one leaves its runs unconsumed and says why."""
-    head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
+    head = await playbooks_in(runtime.store, tenant_of(state.get("tenant"))).head(state["playbook"])
     return {"traces": await consumed(state, runtime, dropped=True),
             "batches": [{**batch, "accepted": False, "version": head.version,
                          "reason": f"{why}: nothing learned from the batch is committed (that round learns the runs)",

@@ -20,12 +20,14 @@ from typing import Any
 from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import Runtime
 
+from parallax.logic.budget import RunBudget, limits_of
 from parallax.logic.chat_reply import text_of
 from parallax.logic.conversation import earlier_exchanges, transcript_task
 from parallax.logic.graph_inputs import validate_chat_input
 from parallax.logic.routing import InvalidInput
 from parallax.prompts.chat import condense_messages
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.state.chat import ChatState
 from parallax.state.context import Context
@@ -48,9 +50,12 @@ async def condense_turn(state: ChatState, runtime: Runtime[Context]) -> dict[str
     ctx = context_of(runtime)
     identity = {"id": f"condense-{uuid.uuid4().hex[:8]}", "parent_id": "", "kind": "condense"}
 
+    limits = limits_of(state)
+
     async def call(_: Any) -> Any:
-        return await call_branch(identity, condense_messages(earlier, asked), CondensedTask, ctx,
-                                 model=ctx.reviewer_model, temperature=0.0)
+        with holding(RunBudget(limits) if limits else None):  # the turn's budget: its run counts this call too
+            return await call_branch(identity, condense_messages(earlier, asked), CondensedTask, ctx,
+                                     model=ctx.reviewer_model, temperature=0.0)
 
     record, reply = await RunnableLambda(call).ainvoke(None, {"tags": NO_STREAM, "run_name": "condense"})
     task = reply.task if reply is not None else transcript_task(earlier, asked)

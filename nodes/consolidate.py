@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.merge_operations import merge_operations
 from parallax.runtime import embeddings
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context, Embedder, filled
 from parallax.state.learn import LearnState
@@ -50,7 +50,7 @@ def _merge_in_pieces(op_lists: list[list[Operation]], existing: list[PlaybookIte
 
 async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
+    head = await playbooks_in(runtime.store, tenant_of(state.get("tenant"))).head(state["playbook"])
     runs = state.get("runs", [])
     op_lists = [[Operation.model_validate(o) for o in run["operations"]] for run in runs]
     with_lessons = sum(1 for run in runs if run.get("reflection") and run["reflection"].get("lessons"))
@@ -60,9 +60,9 @@ async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict[str,
     floor = filled(ctx.guard_floor) * with_lessons
     guard = with_lessons > 0 and lessons_yielded(report) < floor
     if guard:
-        log.warning("GUARD: batch %s yielded %s lessons from %s reflections (floor %.2f per reflection); "
-                    "redoing the merge in %s smaller pieces", state["batch_index"], lessons_yielded(report),
-                    with_lessons, ctx.guard_floor, PIECES)
+        log.warning("batch %s: the merge kept %s lessons from %s reflections that had some, fewer than "
+                    "PARALLAX_GUARD_FLOOR (%.2f per reflection) expects; redoing the merge in %s smaller pieces",
+                    state["batch_index"] + 1, lessons_yielded(report), with_lessons, ctx.guard_floor, PIECES)
         redo_ops, redo_report = await asyncio.to_thread(_merge_in_pieces, op_lists, head.items, head.version + 1,
                                                          ctx.dedupe_threshold, embed)
         if lessons_yielded(redo_report) > lessons_yielded(report):

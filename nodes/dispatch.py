@@ -14,7 +14,7 @@ from langgraph.types import Send
 
 from parallax.logic.budget import fan_out_spec
 from parallax.logic.routing import votes_of
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.services import services_of
 from parallax.state.plan import PlanState, TaskPayload
 
@@ -29,11 +29,12 @@ async def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_direc
     earlier = [r for r in state.get("tasks", []) if r["round"] < current and r["status"] == "DONE"]
     votes = votes_of(state)  # the input passed validate_plan_input (start_plan)
     budget = fan_out_spec(services_of(context_of(get_runtime())), state)
+    tenant = tenant_of(state.get("tenant"))
 
     def payload(task: dict[str, Any]) -> TaskPayload:
         sent: TaskPayload = {"task": task, "plan": state["plan"], "round": current, "trace_id": state["trace_id"],
                              "request": state["request"], "document": state["document"], "earlier": earlier,
-                             "tenant": state.get("tenant", "default"), "playbook": state.get("playbook", "default"),
+                             "tenant": tenant, "playbook": state.get("playbook", "default"),
                              "votes": votes}
         if "min_votes" in state:
             sent["min_votes"] = state["min_votes"]

@@ -14,7 +14,7 @@ from langgraph.types import Send
 from parallax.logic.branch_plans import adaptive, branch_specs, first_wave, request_groups, run_metadata
 from parallax.logic.budget import fan_out_spec
 from parallax.logic.speculation import candidate_specs, check_spec
-from parallax.runtime.run_context import context_of
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.services import new_fan_out, services_of
 from parallax.state.context import Context, filled
 from parallax.state.records import BranchSpec, CandidateTask, SafetyTask, WorkShared, WorkTask
@@ -37,7 +37,7 @@ def _safety(state: SolveState) -> SafetyTask:
 def _candidates(state: SolveState, ctx: Context) -> list[Send]:
     """Speculate: one `candidate` task per candidate, each with its own approach, all at once."""
     check = check_spec(state, ctx)
-    shared = {"fan_out": new_fan_out(), "check": check, "tenant": state.get("tenant", "default"),
+    shared = {"fan_out": new_fan_out(), "check": check, "tenant": tenant_of(state.get("tenant")),
               "prompts": state.get("prompts") or {},
               "meta": run_metadata(state)}
     if (budget := fan_out_spec(services_of(ctx), state)) is not None:

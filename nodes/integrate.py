@@ -7,7 +7,8 @@ the task runs again in a fresh worktree on the new base (the integration branch 
 is), told which files conflicted; its new branch is merged if it is clean and keeps every
 line the other tasks merged into the files it rewrote. Otherwise the conflict is reported
 with its files, git's messages and the task's diff, and the run ends `needs_review`.
-The repository's working tree is never written; branches are kept.
+The repository's working tree is never written; branches are kept. A served run never gets
+here with a repository of the server's (runtime/run_context.py `refuse_when_served`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.edit_agent import run_edit
-from parallax.runtime import settings as settings_mod
-from parallax.runtime.run_context import context_of
-from parallax.runtime.worktrees import Integration, MergeCheck, Worktree
+from parallax.runtime.run_context import context_of, refuse_when_served
+from parallax.runtime.worktrees import Integration, MergeCheck, Worktree, work_folder
 from parallax.state.context import Context
 from parallax.state.plan import FINISHED, Plan, PlanState
 
@@ -34,7 +34,7 @@ async def _retry(state: PlanState, integration: Integration, record: dict[str, A
     """Run an edit task once more on the integration branch's head; merge it if that is clean and keeps every line."""
     edit = record["edit"]
     branch = f"{edit['branch']}-retry"
-    where = (settings_mod.load().home / "worktrees" / state["trace_id"] / f"task-{record['id']}-retry").resolve()
+    where = work_folder("worktrees", state["trace_id"], f"task-{record['id']}-retry")
     head = await asyncio.to_thread(lambda: integration.head)
     tree = await asyncio.to_thread(Worktree.create, integration.repo, branch, head, where, edit["writes"])
     try:
@@ -55,6 +55,7 @@ async def _retry(state: PlanState, integration: Integration, record: dict[str, A
 
 
 async def integrate(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
+    refuse_when_served("merging edit branches in a repository")
     ctx = context_of(runtime)
     plan = Plan.model_validate(state["plan"])
     records = {r["id"]: r for r in state.get("tasks", []) if r["round"] == state["round"]}

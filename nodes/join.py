@@ -22,6 +22,7 @@ from parallax.logic.vote import normalize_answer
 from parallax.prompts.plan import combine_messages
 from parallax.prompts.solve import judge_messages
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.state.context import Context
@@ -58,8 +59,9 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     async def combine(first: str, second: str) -> str | None:
         if refused("a combine call"):
             return None
-        record, reply = await call_branch(identity("combine"), combine_messages(state["request"], first, second), Answer,
-                                          ctx, model=ctx.reviewer_model, temperature=0.0)
+        with holding(budget):
+            record, reply = await call_branch(identity("combine"), combine_messages(state["request"], first, second),
+                                              Answer, ctx, model=ctx.reviewer_model, temperature=0.0)
         calls.append(record.model_dump())
         return None if reply is None else reply.answer
 
@@ -72,8 +74,9 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
             unresolved.append(key)
             continue
         asked = judge_messages(state["request"], f"board key {key}", candidates)
-        record, decision = await call_branch(identity("judge"), asked, judge_reply(tuple(dict.fromkeys(candidates))), ctx,
-                                             model=ctx.reviewer_model, temperature=0.0)
+        with holding(budget):
+            record, decision = await call_branch(identity("judge"), asked, judge_reply(tuple(dict.fromkeys(candidates))),
+                                                 ctx, model=ctx.reviewer_model, temperature=0.0)
         calls.append(record.model_dump())
         chosen = [c for c in candidates if decision and normalize_answer(c) == normalize_answer(decision.choice)]
         if chosen and decision is not None:

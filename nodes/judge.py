@@ -21,11 +21,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import run_metadata
-from parallax.logic.budget import state_reached
+from parallax.logic.budget import run_tally, state_reached
 from parallax.logic.run_status import final_status
 from parallax.logic.vote import final_value, quorum_shortfall
 from parallax.prompts.solve import judge_messages
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
@@ -39,11 +40,15 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
     candidates = [originals[v] for v in state["vote_counts"]]
     votes = [r for r in records if r.kind == "vote" and r.status != "cancelled"]
-    unsettled = quorum_shortfall(sum(r.status == "ok" for r in votes), len(votes), state.get("min_votes"))
+    unsettled = ""
+    if stop := state_reached(state, services_of(ctx)):
+        if str(state.get("reason", "")).startswith("budget reached"):  # the merge said so already
+            return {"status": "needs_review", "budget_stop": stop}
+        unsettled = f"{stop}: the judge was not asked"
+    valid = sum(r.status == "ok" and r.vote != "" for r in votes)  # an answer that reduces to no value is no vote
+    unsettled = unsettled or quorum_shortfall(valid, len(votes), state.get("min_votes"))
     if not unsettled and len(candidates) < 2:
         unsettled = "a lone candidate cannot be judged into a result"
-    if not unsettled and (stop := state_reached(state, services_of(ctx))):
-        unsettled = f"{stop}: the judge was not asked"
     if unsettled:
         reason = state.get("reason", "")
         return {"status": "needs_review", "reason": reason if unsettled in reason else f"{reason}; {unsettled}".strip("; "),
@@ -52,8 +57,9 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge",
                 "prompt": {"name": "judge", "version": template.get("version", 0) if template else 0}}
     messages = judge_messages(state["task"], state.get("question", ""), candidates, version=template)
-    record, decision = await call_branch(identity, messages, judge_reply(tuple(candidates)), ctx,
-                                         model=ctx.reviewer_model, temperature=0.0, run_metadata=dict(run_metadata(state)))
+    with holding(run_tally(services_of(ctx), state)):
+        record, decision = await call_branch(identity, messages, judge_reply(tuple(candidates)), ctx, model=ctx.reviewer_model,
+                                             temperature=0.0, run_metadata=dict(run_metadata(state)))
     if decision is None:
         return {"branches": [record.model_dump()], "status": "needs_review",
                 "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; ")}
@@ -69,9 +75,9 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "reason": f"{state.get('reason', '')}; the judge chose {originals[choice]!r}, which {counts[choice]} "
                           f"vote(s) gave against {counts[leader]} for {originals[leader]!r}: a minority pick is no "
                           f"result".strip("; ")}
-    confidence = round(counts[choice] / max(1, sum(r.status == "ok" for r in votes)), 3)
+    confidence = round(counts[choice] / max(1, sum(r.status == "ok" and r.vote != "" for r in votes)), 3)
     status, why = final_status(records, True, confidence, filled(ctx.ok_confidence))
+    said = decision.reason.strip()  # the judge's own words, labelled so (an empty one is left out)
+    broke = (f"the judge broke the tie for {originals[choice]!r}" + (f"; the judge's reason: \"{said}\"" if said else ""))[:300]
     return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,
-            "confidence": confidence,
-            "reason": "; ".join(x for x in (why, f"judge broke the tie for {originals[choice]!r}: {decision.reason}"[:300])
-                                if x)}
+            "confidence": confidence, "reason": "; ".join(x for x in (why, broke) if x)}

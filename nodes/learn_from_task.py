@@ -24,6 +24,7 @@ from typing import Any
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 
+from parallax.logic.budget import spent_by, tally_of
 from parallax.logic.curate import curate, tag_operations
 from parallax.logic.evaluate import Solver, solve_one
 from parallax.logic.lesson_quality import keep_grounded
@@ -32,7 +33,8 @@ from parallax.logic.reflect import reflect
 from parallax.prompts.templates import SOLVE_PROMPTS
 from parallax.runtime import embeddings
 from parallax.runtime.lesson_screening import screen_lessons, screen_operations
-from parallax.runtime.run_context import context_of
+from parallax.runtime.request_budget import Purse, holding
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.services import services_of
 from parallax.runtime.superstep import fan_out_limit
 from parallax.state.context import Context, filled
@@ -52,12 +54,25 @@ async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solv
     # a stored run used the items it was served: its verdicts may name any active item of the head
     selections = [payload["items"] if t.get("run") else chosen for t, chosen in zip(tasks, selections, strict=True)]
 
+    progress = runtime.stream_writer  # each task as it ends, for a watching caller (cli/learn_report.py)
+
     async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
-            return await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
-                                   payload.get("tenant", "default"), payload.get("prompts"), payload.get("votes"))
+            run = await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
+                                  tenant_of(payload.get("tenant")), payload.get("prompts"), payload.get("votes"))
+        progress({"learn": "task", "correct": bool(run["correct"]), "cause": run.get("cause"),
+                  "lessons": len((run.get("reflection") or {}).get("lessons") or [])})
+        return run
 
-    return {"runs": list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))}
+    # the learn run's budget holds every request of these tasks' runs, reflections and curations
+    budget, own = tally_of(services_of(ctx), payload["budget"]) if "budget" in payload else None, Purse()
+    refused = budget.refused if budget is not None else 0
+    with holding(budget, own):
+        runs = list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))
+    cut = budget is not None and budget.refused > refused
+    return {"runs": runs, "spend": spent_by(own),
+            **({"budget_stop": f"budget reached: {budget.describe()}: some runs of the batch were cut short"}
+               if cut and budget is not None else {})}
 
 
 async def learn_one(solve: Solver, task: dict[str, Any], items: list[PlaybookItemData], version: int, mode: str, ctx: Context,

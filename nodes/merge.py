@@ -17,8 +17,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from parallax.logic.branch_plans import adaptive
-from parallax.logic.budget import state_reached
+from parallax.logic.branch_plans import adaptive, waves_of
+from parallax.logic.budget import BUDGET_CAUSE, state_reached
 from parallax.logic.field_vote import FieldVote
 from parallax.logic.quotes import FactCheck, check_findings
 from parallax.logic.routing import votes_of
@@ -26,6 +26,7 @@ from parallax.logic.run_status import final_status
 from parallax.logic.stopping import decide_units
 from parallax.logic.typed_outcome import direct_outcome, section_outcome, vote_outcome, vote_tally
 from parallax.logic.vote import final_value, normalize_answer, quorum, quorum_shortfall, tally_values
+from parallax.logic.vote_pricing import remember_vote, vote_model
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
@@ -63,12 +64,20 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
     business = [r for r in records if r.kind in BUSINESS and r.status != "cancelled"]
-    ok = [r for r in business if r.status == "ok"]
+    # a vote whose answer reduces to no value ("...", "**") is no vote: counted neither for '' nor as valid
+    blank = {r.id for r in business if r.status == "ok" and r.kind == "vote" and r.vote == ""}
+    ok = [r for r in business if r.status == "ok" and r.id not in blank]
     failed = [r.id for r in business if r.status != "ok"]
-    partial = f"{len(failed)} of {len(business)} branches failed" if failed else ""
+    partial = "; ".join(x for x in (f"{len(failed)} of {len(business)} branches failed" if failed else "",
+                                    f"{len(blank)} of {len(business)} votes gave no value to count" if blank else "") if x)
     asked: dict[str, Any] = {"votes_asked": len(business), "next_wave": 0} if state["mode"] == "vote" else {}
+    refused = [r.error for r in records if r.kind in BUSINESS and r.cause == BUDGET_CAUSE and r.error]
+    if not business and refused:  # the run's budget let none ask: nothing failed, there is only nothing to show
+        return {"status": "needs_review", "answer": "", "data": None, "provenance": [], "confidence": 0.0,
+                "vote_counts": {}, "failed_branches": [], **asked, "consensus": False, "reason": refused[0],
+                **({"stop_reason": refused[0]} if asked else {})}
     if not ok:
-        errors = "; ".join(sorted({r.error or r.status for r in business}))[:500]
+        errors = "; ".join(sorted({r.error or ("no value to count" if r.id in blank else r.status) for r in business}))[:500]
         return {"status": "failed", "answer": "", "data": None, "provenance": [], "confidence": 0.0, "vote_counts": {},
                 "failed_branches": failed, **asked, "stop_reason": "every vote asked failed" if asked else "",
                 "consensus": False, "reason": f"all {len(business)} branches failed: {errors}"}
@@ -80,8 +89,9 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     fields = vote_tally(schema, ok, len(business), min_votes) if schema is not None and route == "vote" else None
     if adaptive(state, ctx):
         units = fields.unit_counts if fields is not None else [list(Counter(r.vote for r in ok).values())]
+        first, least = waves_of(state, ctx)
         decision = decide_units(units, len(business), votes_of(state), threshold=filled(ctx.vote_stop_threshold),
-                                first_wave=filled(ctx.vote_first_wave), min_leader=min_votes or 0)
+                                first_wave=first, min_wave=least, min_leader=min_votes or 0)
         withheld = None if decision.stop else state_reached(state, services_of(ctx))
         if not decision.stop and not withheld:  # another wave (graphs/solve.py sends it), then this merge again
             return {**asked, "next_wave": decision.next_wave}
@@ -90,6 +100,8 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
             asked["budget_stop"] = stop
     else:
         stop = "all of them: early stopping off"
+    if route == "vote":  # its counts and reply sizes price the plans of the model's next votes
+        remember_vote(services_of(ctx), vote_model(ctx), state.get("branches") or [])
     if schema is not None:
         return {**_typed(state, schema, records, ok, fields, failed, partial, filled(ctx.ok_confidence)), **asked,
                 **({"stop_reason": stop} if asked else {})}

@@ -16,11 +16,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from parallax.logic.branch_plans import run_metadata
-from parallax.logic.budget import state_reached
+from parallax.logic.budget import BUDGET_CAUSE, run_tally, state_reached
 from parallax.logic.run_status import final_status
 from parallax.logic.speculation import UNCLEAR_CONFIDENCE, Pick, match_result, pairs, pick_checked, tournament_pick
 from parallax.prompts.solve import compare_messages
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
@@ -35,8 +36,9 @@ async def _verdict(state: SolveState, ctx: Context, first: dict[str, Any], secon
     identity = {"id": f"compare-{first['id'][10:]}-{second['id'][10:]}", "parent_id": state["trace_id"], "kind": "compare",
                 "prompt": {"name": "compare", "version": template.get("version", 0) if template else 0}}
     messages = compare_messages(state["task"], state.get("question", ""), _answer(first), _answer(second), version=template)
-    record, decision = await call_branch(identity, messages, Comparison, ctx, model=ctx.reviewer_model, temperature=0.0,
-                                         run_metadata=dict(run_metadata(state)))
+    with holding(run_tally(services_of(ctx), state)):
+        record, decision = await call_branch(identity, messages, Comparison, ctx, model=ctx.reviewer_model, temperature=0.0,
+                                             run_metadata=dict(run_metadata(state)))
     records.append(record.model_dump())
     return decision.better if decision is not None else None
 
@@ -80,6 +82,10 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     else:
         choice = Pick(None, "failed", 0.0, "")
     failed = [c["id"] for c in candidates if c["status"] not in ("ok", "cancelled")]
+    refused = [str(c.get("error")) for c in candidates if c.get("cause") == BUDGET_CAUSE and c.get("error")]
+    if choice.winner is None and refused and not failed:  # the budget let none ask: nothing failed, nothing to show
+        return {"status": "needs_review", "answer": "", "confidence": 0.0, "failed_branches": [], "vote_counts": {},
+                "consensus": False, "branches": judged, "reason": refused[0]}
     if choice.winner is None:
         errors = "; ".join(sorted({c.get("error") or c["status"] for c in candidates if c["status"] != "ok"}))[:500]
         return {"status": "failed", "answer": "", "confidence": 0.0, "failed_branches": failed, "vote_counts": {},
@@ -115,7 +121,7 @@ def _summary(record: dict[str, Any]) -> dict[str, Any]:
     check = spec.get("check") or {}
     return {"id": record["id"], "approach": spec.get("approach"), "temperature": spec.get("temperature"),
             "status": record["status"], "result": spec.get("result"), "why": spec.get("why", ""),
-            "check": {k: check[k] for k in ("passed", "exit", "passed_tests", "failed_tests", "timed_out", "seconds")
-                      if k in check} or None,
+            "check": {k: check[k] for k in ("passed", "exit", "passed_tests", "failed_tests", "timed_out", "seconds",
+                                            "sandbox") if k in check} or None,
             **({"refused": spec["refused"]} if spec.get("refused") else {}),
             **({"reused": True} if spec.get("reused") else {})}

@@ -17,11 +17,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
+from parallax.logic.budget import run_tally
 from parallax.logic.plan_check import PlanError, PlanLimits, check_plan, same_plan
 from parallax.logic.routing import InvalidInput, wants_plan
 from parallax.prompts.plan import planner_messages
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
+from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
 from parallax.state.plan import Plan, PlanState
 
@@ -45,8 +48,9 @@ async def make_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, An
     identity = {"id": f"plan-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "plan"}
     messages = planner_messages(state["request"], len(state["document"]), limits.max_tasks, limits.has_repo,
                                 previous, outcome)
-    record, plan = await call_branch(identity, messages, Plan, ctx, model=ctx.reviewer_model, temperature=0.0,
-                                     check=lambda p: check_plan(p, limits))
+    with holding(run_tally(services_of(ctx), state)):
+        record, plan = await call_branch(identity, messages, Plan, ctx, model=ctx.reviewer_model, temperature=0.0,
+                                         check=lambda p: check_plan(p, limits))
     branches = [record.model_dump()]
     if plan is None:
         if first:

@@ -28,7 +28,8 @@ from langgraph.runtime import Runtime
 from parallax.logic.budget import finish, run_records
 from parallax.logic.run_record import branch_place, kept_prompts, outcome, token_totals, used_subjects
 from parallax.logic.spend import spend_of
-from parallax.runtime.run_context import context_of
+from parallax.runtime.model_note import model_note
+from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
 from parallax.runtime.timestamps import now_iso
@@ -60,7 +61,7 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
     prompts, keys, omitted = kept_prompts(state, prompt_chars)
     started = state.get("started_at")
     return {
-        "trace_id": state["trace_id"], "tenant": state.get("tenant", "default"),
+        "trace_id": state["trace_id"], "tenant": tenant_of(state.get("tenant")),
         "created_at": now_iso(),
         "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
         # the whole task, up to the prompts' limit: what `learn --from-traces` reflects on and replays
@@ -80,6 +81,7 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
         "duration_ms": round((time.time() - started) * 1000, 1) if started else None,
         "served": used_subjects(state), **outcome(state), "feedback": [],
         **({"spend": state["spend"]} if "spend" in state else {}),
+        **({"vote_plan": state["vote_plan"]} if state.get("vote_plan") else {}),
         **({k: state[k] for k in ("max_cost", "max_tokens") if state.get(k) is not None}),
         "prompts": prompts, **({"prompts_omitted": omitted} if omitted else {}),
         "branches": [{**{k: v for k, v in b.items() if k != "input"},
@@ -90,11 +92,12 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
 
 async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Settle what the run spent (and whether its budget stopped it: logic/budget.py), then keep its trace."""
-    update: dict[str, Any] = {**finish(state), "spend": spend_of(run_records(state))}
+    update: dict[str, Any] = {**finish(state), "spend": spend_of(run_records(state)),
+                              "note": model_note(context_of(runtime))}
     state = cast(SolveState, {**state, **update})
     if runtime.store is None:
         return update
-    tenant, parent = state.get("tenant", "default"), state.get("parent_trace")
+    tenant, parent = tenant_of(state.get("tenant")), state.get("parent_trace")
     traces = TraceStore(runtime.store, tenant)
     if parent:  # part of a plan run: its dead letters name the plan's trace, which is stored there
         trace = {"trace_id": parent, "tenant": tenant}

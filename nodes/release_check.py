@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 
 from parallax.logic.releases import count_run
 from parallax.logic.run_record import succeeded, used_subjects
+from parallax.runtime.run_context import tenant_of
 from parallax.state.context import Context
 from parallax.state.solve import SolveState
 
@@ -27,6 +28,6 @@ async def release_check(state: SolveState, runtime: Runtime[Context]) -> dict[st
     served = used_subjects(state)
     if runtime.store is None or not any(choice.get("release_id") for choice in served.values()):
         return {}
-    for done in await count_run(runtime.store, state.get("tenant", "default"), served, succeeded(state)):
+    for done in await count_run(runtime.store, tenant_of(state.get("tenant")), served, succeeded(state)):
         log.warning("gray release of %s v%s: %s (%s)", done["subject"], done["version"], done["decision"], done["why"])
     return {}

@@ -1,7 +1,7 @@
 """Put a `needs_review` answer to a person and apply their decision (accept, edit, reject).
 
 Why an interrupt: the run could not settle its answer, and the person at the chat is the best
-judge there is. The interrupt's value is the human-in-the-loop request Agent Chat UI renders
+judge there is. The interrupt's value is the human-in-the-loop request chat pages render
 (logic/review_request.py); the run waits in its checkpoint, on any replica, until it is
 resumed. Then:
 

@@ -26,8 +26,10 @@ from parallax.logic.releases import serve_playbook, serve_prompts
 from parallax.logic.routing import InvalidInput, choose_route, pages_of, validate
 from parallax.logic.slicing import split_into_slices, split_pages
 from parallax.logic.user_schema import checked_schema
+from parallax.logic.vote_pricing import vote_plan
 from parallax.prompts.templates import SOLVE_PROMPTS, SPECULATE_PROMPTS, TYPED_PROMPTS
-from parallax.runtime.run_context import authenticated_tenant, context_of, task_scoped_id, tenant_of
+from parallax.runtime.run_context import context_of, served, task_scoped_id, tenant_of
+from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
 from parallax.state.payloads import BranchRecord
 from parallax.state.records import PlaybookItemData
@@ -50,10 +52,10 @@ async def read_playbook(store: BaseStore | None, tenant: str, name: str,
 def read_input_document(state: SolveState) -> SolveState:
     """The input with its `document` read into `task` (and `pages`, for a PDF); a file that cannot be
     read is bad input, said in one line (runtime/documents.py). A path is read only where the caller
-    owns the disk (the CLI, the Python API, `langgraph dev`): on the authenticated graph API it is refused."""
+    owns the disk (the CLI, the Python API, `langgraph dev`): served (runtime/run_context.py) it is refused."""
     if state.get("document") is None:
         return state
-    if not isinstance(state["document"], bytes | dict) and authenticated_tenant() is not None:
+    if not isinstance(state["document"], bytes | dict) and served():
         raise InvalidInput('on the graph API a document is sent as {"name": ..., "base64": ...}, not as a path: '
                            "the server reads no file of its own disk for a caller")
     from parallax.runtime.documents import DocumentError, document_from_input, run_input
@@ -66,11 +68,11 @@ def read_input_document(state: SolveState) -> SolveState:
 
 async def checked_speculation(state: SolveState) -> SolveState:
     """A speculative run's check and repository are the caller's own machine's: a command and a path are run and
-    read where the caller owns the disk (the CLI, the Python API, `langgraph dev`), refused on the authenticated
-    graph API; a repository must be a git repository with a commit (its top folder is what the run keeps)."""
+    read where the caller owns the disk (the CLI, the Python API, `langgraph dev`), refused when served
+    (runtime/run_context.py); a repository must be a git repository with a commit (its top folder is what the run keeps)."""
     if not (state.get("check") or state.get("repo")):
         return state
-    if authenticated_tenant() is not None:
+    if served():
         raise InvalidInput("check commands and repositories are not served over the graph API: the server runs no "
                            "command of a caller; run `parallax run --mode speculate --check ...` on your machine")
     if not state.get("repo"):
@@ -135,7 +137,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         slices, slice_pages = (split_pages(pages, filled(ctx.slice_chars)) if pages
                                else (split_into_slices(state["task"], filled(ctx.slice_chars)), []))
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
-    return {
+    routed = {
         **NEW_RUN,
         **condensed_from(state, trace_id),
         **({"repo": state["repo"]} if state.get("repo") else {}),
@@ -161,3 +163,6 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         "served": served,
         "prompts": prompts,
     }
+    # an adaptive vote: its waves priced before the first is asked (logic/vote_pricing.py)
+    plan = await vote_plan({**state, **routed}, ctx, services_of(ctx)) if chosen == "vote" else None  # type: ignore[typeddict-item]
+    return {**routed, "vote_plan": plan}

@@ -9,7 +9,8 @@ backups, dead letters), so their branches are recorded under the task; `tool` ta
 without a model; `edit` tasks work in their own git worktree (runtime/worktrees.py) or, with
 `candidates` above 1 and a test command, as K speculative candidates, each in its own worktree,
 the first whose tests pass kept (logic/speculative_edit.py); each candidate's conversation is kept
-in the store (runtime/storage/edit_conversations.py), and the task's record names it.
+in the store (runtime/storage/edit_conversations.py), and the task's record names it. A served run's
+edit task fails at once (runtime/run_context.py `refuse_when_served`): the server opens no repository.
 Every outcome, an unexpected error included, becomes a record that the task's dependants
 receive, so none of them can wait forever.
 """
@@ -34,13 +35,12 @@ from parallax.logic.plan_tasks import board_write, dependency_results, reusable,
 from parallax.logic.plan_tools import ToolError, run_tool
 from parallax.logic.routing import InvalidInput
 from parallax.logic.speculative_edit import run_speculative_edit
-from parallax.runtime import settings as settings_mod
-from parallax.runtime.branch_call import SPENT
-from parallax.runtime.run_context import context_of, subgraph_config
+from parallax.runtime.request_budget import holding
+from parallax.runtime.run_context import context_of, refuse_when_served, subgraph_config, tenant_of
 from parallax.runtime.services import services_of
 from parallax.runtime.storage.edit_conversations import EditConversations
 from parallax.runtime.storage.plan_results import PlanResults
-from parallax.runtime.worktrees import Worktree
+from parallax.runtime.worktrees import Worktree, path_part, work_folder
 from parallax.state.context import Context, filled
 from parallax.state.plan import Plan, PlanTask, TaskPayload
 
@@ -49,11 +49,11 @@ STATUS_OF_RUN = {"ok": "DONE", "needs_review": "NEEDS_REVIEW", "failed": "FAILED
 
 
 def edit_branch(trace_id: str, task_id: int, round_: int, suffix: str = "") -> str:
-    return f"parallax/{trace_id[:8]}/task-{task_id}" + (f"-r{round_}" if round_ else "") + suffix
+    return f"parallax/{path_part(trace_id, 'trace id')[:8]}/task-{task_id}" + (f"-r{round_}" if round_ else "") + suffix
 
 
 def worktree_dir(trace_id: str, name: str) -> Path:
-    return (settings_mod.load().home / "worktrees" / trace_id / name).resolve()
+    return work_folder("worktrees", trace_id, name)
 
 
 async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context, solve: Solver) -> dict[str, Any]:
@@ -63,7 +63,7 @@ async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, c
         run_input: dict[str, Any] = {"task": document, "question": text, "mode": "section"}
     else:
         run_input = {"task": text, "mode": SOLVE_MODES[task.kind]}
-    run_input.update(tenant=payload["tenant"], playbook=payload["playbook"], votes=payload["votes"],
+    run_input.update(tenant=tenant_of(payload.get("tenant")), playbook=payload["playbook"], votes=payload["votes"],
                      parent_trace=payload["trace_id"])
     budget = payload.get("budget")
     if budget is not None:  # the plan's budget: the task's run checks the plan's tally (the same key)
@@ -84,7 +84,7 @@ async def _speculative_edit(task: PlanTask, payload: TaskPayload, goal: str, inp
                             store: BaseStore | None) -> dict[str, Any]:
     """K candidate patches at once, each in its own worktree; the first whose tests pass is the task's branch."""
     name = f"task-{task.id}-r{payload['round']}"
-    conversations = EditConversations(store, payload["tenant"], payload["trace_id"])
+    conversations = EditConversations(store, tenant_of(payload.get("tenant")), payload["trace_id"])
     found = await run_speculative_edit(
         Path(payload["repo"]), payload["repo_base"],
         lambda i: edit_branch(payload["trace_id"], task.id, payload["round"], f"-c{i + 1}"),
@@ -103,6 +103,7 @@ async def _speculative_edit(task: PlanTask, payload: TaskPayload, goal: str, inp
 
 async def _edit(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context,
                 store: BaseStore | None) -> dict[str, Any]:
+    refuse_when_served("an edit task (a repository, a worktree, a test command)")
     if payload.get("candidates", 1) > 1 and payload.get("test_command"):
         return await _speculative_edit(task, payload, goal, inputs, ctx, store)
     name = f"task-{task.id}-r{payload['round']}"
@@ -173,19 +174,17 @@ async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: So
     # the plan's live tally, held from the start by every task of the dispatch (also while one waits for its
     # dependencies), so it outlives each of them and the runs inside them add to the same one
     budget = tally_of(services_of(ctx), payload["budget"]) if "budget" in payload else None
-    results = PlanResults(runtime.store, payload["tenant"], payload["trace_id"])
+    results = PlanResults(runtime.store, tenant_of(payload.get("tenant")), payload["trace_id"])
     record = None
     try:
         await dag.load_once(lambda: results.load(payload["round"]))
         record = dag.finished(task.id)  # finished in an earlier process: not run again
         if record is None:
-            sink = SPENT.set(budget.add if budget is not None else None)  # the run inside the task inherits it
             try:
-                record = await _execute(task, plan, payload, dag, ctx, solve, runtime, budget)
+                with holding(budget):  # every request of the run inside the task fits the plan's budget too
+                    record = await _execute(task, plan, payload, dag, ctx, solve, runtime, budget)
             except Exception as exc:  # noqa: BLE001 - the boundary: any error is this task's failure, not the plan's
                 record = task_record(task, payload["round"], print_, "FAILED", reason=f"{type(exc).__name__}: {exc}"[:500])
-            finally:
-                SPENT.reset(sink)
             await results.save(record)
     finally:
         # whatever happened, dependants must hear of it; a cancelled task is re-run by LangGraph

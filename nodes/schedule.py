@@ -16,15 +16,17 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from parallax.logic.branch_plans import group
-from parallax.logic.evaluate import Solver, correct_by_task, evaluate
+from parallax.logic.budget import graph_tally, spent_by
+from parallax.logic.evaluate import Solver, correct_by_task, evaluate, validated
 from parallax.logic.graph_inputs import validate_learn_input
 from parallax.logic.learn_schedule import batch_count, batch_of
 from parallax.logic.releases import serve_prompts
 from parallax.logic.run_stats import BadFilter
 from parallax.logic.trace_learning import LEASE_S, claim_traces
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
+from parallax.runtime.request_budget import Purse, holding
 from parallax.runtime.run_context import context_of, task_scoped_id, tenant_of
-from parallax.runtime.services import new_fan_out
+from parallax.runtime.services import new_fan_out, services_of
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
@@ -62,9 +64,16 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
         tasks = tasks[:limit]
     sample = validation_sample(state) if not from_traces or state.get("val_tasks") else replay[: state.get("val_size", 50)]
     accuracy, results = None, {}
+    own = Purse()
+    progress = runtime.stream_writer  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise
+    epochs, size = state.get("epochs", 1), state.get("batch", 8)
+    sizes = [len(batch_of(i, len(tasks), epochs, size)) for i in range(batch_count(len(tasks), epochs, size))]
+    progress({"learn": "start", "version": head.version, "batch_sizes": sizes, "total": len(sample)})
     if sample:
-        measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
-                                  mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"))
+        with holding(graph_tally(services_of(ctx), run_id, state), own):  # the run's budget holds the head's measure too
+            measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
+                                      mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"),
+                                      on_result=validated(progress, "head", len(sample)))
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
     # the versions every run of this learning run uses, solve prompts included, read once
@@ -73,11 +82,24 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
             "from_version": head.version, "to_version": head.version,
             "head_version": head.version, "head_accuracy": accuracy, "head_results": results,
             "val_accuracy_before": accuracy, "val_accuracy_after": accuracy, "accepted": False, "prompts": prompts,
-            "traces": found, **({"tasks": tasks, "val_tasks": sample} if from_traces else {"tasks": tasks} if cut else {})}
+            "traces": found, "spend": spent_by(own), "budget_stop": "",
+            **({"tasks": tasks, "val_tasks": sample} if from_traces else {"tasks": tasks} if cut else {})}
 
 
-def next_batch(state: LearnState) -> dict[str, Any]:
-    return {"batch_index": state["batch_index"] + 1, "runs": None, "candidate": {}, "decision": {}}
+def next_batch(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The next batch; none once the run's budget is reached (the run ends saying so)."""
+    budget = graph_tally(services_of(context_of(runtime)), state["learn_run_id"], state)
+    stop = budget.reached() or state.get("budget_stop") if budget is not None else None
+    count = batch_count(len(state.get("tasks") or []), state.get("epochs", 1), state.get("batch", 8))
+    if stop and state["batch_index"] + 1 < count:  # reached, or it cut runs short already
+        return {"batch_index": count, "runs": None, "candidate": {}, "decision": {},
+                "budget_stop": f"{stop}: batch {state['batch_index'] + 2} of {count} was not started"}
+    index = state["batch_index"] + 1
+    if index < count:  # said as the batch starts: its first task ends a few model calls later
+        tasks = len(state.get("tasks") or [])
+        runtime.stream_writer({"learn": "batch", "batch": index + 1,
+                             "total": len(batch_of(index, tasks, state.get("epochs", 1), state.get("batch", 8)))})
+    return {"batch_index": index, "runs": None, "candidate": {}, "decision": {}}
 
 
 async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] | Literal["__end__"]:
@@ -86,14 +108,19 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     tasks = cast(list[dict[str, Any]], state.get("tasks") or [])  # TrainingTasks (stored runs: with their record)
     if index >= batch_count(len(tasks), epochs, size):
         return "__end__"
-    head = await playbooks_in(runtime.store, state["tenant"]).head(state["playbook"])
+    tenant = tenant_of(state.get("tenant"))
+    head = await playbooks_in(runtime.store, tenant).head(state["playbook"])
     batch = [tasks[t] for t in batch_of(index, len(tasks), epochs, size)]
     items = [i.as_data() for i in head.active]
     fan_out = new_fan_out()
     payloads: list[LearnTask] = [{"tasks": tasks, "items": items, "version": head.version, "mode": state.get("mode", "direct"),
-                                  "tenant": state["tenant"], "prompts": state.get("prompts") or {}, "fan_out": fan_out}
+                                  "tenant": tenant, "prompts": state.get("prompts") or {}, "fan_out": fan_out}
                                  for tasks in group(batch)]
     if state.get("votes") is not None:
         for payload in payloads:
             payload["votes"] = state["votes"]
+    budget = graph_tally(services_of(context_of(runtime)), state["learn_run_id"], state)
+    if budget is not None:
+        for payload in payloads:
+            payload["budget"] = budget.spec(state["learn_run_id"])
     return [Send("learn_from_task", payload) for payload in payloads]

@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
 from parallax.logic.routing import InvalidInput, validate_plan_input
-from parallax.runtime.run_context import authenticated_tenant, context_of, tenant_of
+from parallax.runtime.run_context import context_of, served, tenant_of
 from parallax.runtime.worktrees import GitError, head_commit, repository_root
 from parallax.state.context import Context
 from parallax.state.plan import PlanState
@@ -62,7 +62,7 @@ async def start_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, A
              # on the graph API the key's tenant (its tasks, playbook and trace are that tenant's), else the input's
              "tenant": tenant_of(given.get("tenant"))}
     if given.get("repo"):
-        if authenticated_tenant() is not None:  # an API caller must not name paths on the server's disk
+        if served():  # an API caller must not name paths on the server's disk
             raise InvalidInput("edit tasks on a repository are not served over the graph API: "
                                "run `parallax run --mode plan --repo PATH` on the machine that holds it")
         try:

@@ -21,6 +21,7 @@ from parallax.logic.contradictions import find_contradictions
 from parallax.prompts.plan import contradiction_messages
 from parallax.runtime import embeddings
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.state.context import Context, filled
@@ -68,6 +69,8 @@ async def verify(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
             budget.add(judged[-1])
         return None if verdict is None else verdict.contradicts
 
-    semantics = await find_contradictions(findings, ctx.embedder or embeddings.embed, judge, filled(ctx.plan_contradiction_pairs))
+    with holding(budget):
+        semantics = await find_contradictions(findings, ctx.embedder or embeddings.embed, judge,
+                                              filled(ctx.plan_contradiction_pairs))
     return {"branches": judged, **({"budget_stop": stops[0]} if stops else {}),
             "verification": {"schema": _schema_layer(records), "facts": facts, "semantics": semantics}}

@@ -25,6 +25,7 @@ from parallax.logic.vote import final_value
 from parallax.logic.vote_watch import VoteWatch
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.prefix_lead import PrefixLead
+from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.runtime.superstep import fan_out_limit
@@ -153,10 +154,11 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         if budget is not None:
             budget.add(record)
         if votes is not None:
-            votes.finished(spec["id"], record.get("vote") if record["status"] == "ok" else None)
+            votes.finished(spec["id"], (record.get("vote") or None) if record["status"] == "ok" else None)
         return record
 
-    return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
+    with holding(budget):  # every request of these branches is held against the run's budget first
+        return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
 
 
 def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool],
@@ -173,7 +175,7 @@ def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool],
         for start in range(0, len(ids), MAX_CHOICES):
             chunk = ids[start : start + MAX_CHOICES]
             if len(chunk) > 1:
-                request = WaveRequest(len(chunk), takes_n, arrived)
+                request = WaveRequest(chunk, takes_n, arrived)
                 seats.update({branch: Seat(request, branch) for branch in chunk})
     return seats
 

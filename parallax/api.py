@@ -66,6 +66,8 @@ class Result(BaseModel, Generic[M]):
     playbook_version: int = 0
     spend: Spend | None = None
     """What the run spent: `tokens`, `cost_usd` (None when a model has no price; `unpriced` names it), and the parts."""
+    note: str = ""
+    """Said beside the answer: that the embedded toy model answered (set OPENAI_BASE_URL for a real one), else ""."""
 
     @property
     def ok(self) -> bool:
@@ -130,8 +132,9 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
     each candidate's folder, its answer saved there as `check_file`; with `repo`, a git worktree of it) the first that
     passes wins, without one a judge compares them both ways round (`verification["speculation"]` says why each lost).
 
-    `max_cost` (USD) and `max_tokens` are the run's budget, all its model calls together: it stops there (plus what was
-    in flight) and ends `needs_review`, its reason "budget reached: ..."; `Result.cost_usd` says what it spent."""
+    `max_cost` (USD) and `max_tokens` are the run's budget, all its model calls together: each request is held at its
+    worst case before it is sent, so the run never spends past it; stopped, it ends `needs_review`, its reason "budget
+    reached: ..."; `Result.cost_usd` says what it spent."""
     from parallax.graphs.solve import builder
     from parallax.runtime.settings import reload_settings
     from parallax.runtime.storage.stores import durable_graph
@@ -173,5 +176,5 @@ def _result(out: dict[str, Any], thread_id: str, schema: Any) -> Result[Any]:
             data = None
     kind = Result[schema] if isinstance(schema, type) and issubclass(schema, BaseModel) else Result[Any]
     fields = {k: out[k] for k in ("status", "mode", "answer", "confidence", "reason", "vote_counts", "verification",
-                                  "branches", "trace_id", "playbook_version", "spend") if out.get(k) is not None}
+                                  "branches", "trace_id", "playbook_version", "spend", "note") if out.get(k) is not None}
     return kind(**fields, data=data, raw_data=raw, provenance=out.get("provenance") or [], thread_id=thread_id)

@@ -21,7 +21,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BeforeValidator, Field, with_config
 from typing_extensions import TypedDict
 
-from parallax.state.inputs import CALLER, INPUT_CHARS, JsonObject, Name, Votes
+from parallax.state.inputs import CALLER, INPUT_CHARS, CostBudget, JsonObject, Name, TokenBudget, Votes
 from parallax.state.solve import FollowUp, Mode
 
 ReviewKind = Literal["accept", "edit", "reject"]
@@ -82,6 +82,9 @@ class ChatInput(MessagesState, total=False):
     """Whose playbooks the run reads and under which its trace is stored (on the served API: the key's tenant)."""
     output_schema: JsonObject
     """A JSON Schema of an object: the reply then carries the settled object as JSON (logic/user_schema.py)."""
+    max_cost: CostBudget
+    max_tokens: TokenBudget
+    """The turn's budget (USD; tokens), its follow-up's rewrite and its run together (logic/budget.py)."""
 
 
 class ChatOutput(MessagesState, total=False):

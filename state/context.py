@@ -115,6 +115,10 @@ class Context:
         "(PARALLAX_VOTE_STOP_THRESHOLD).", gt=0.5, lt=1))
     vote_first_wave: int | None = field(default=None, metadata=_setting(
         "Votes the first wave asks at once (PARALLAX_VOTE_FIRST_WAVE).", ge=1, le=MAX_VOTES))
+    vote_plan: Literal["priced", "waves", "one_request"] | None = field(default=None, metadata=_setting(
+        "How a vote with early stopping chooses its waves: priced (the least expected cost at the run's prompt size, "
+        "the endpoint's cache and the price table), waves (the first wave, then the fewest votes that could settle, "
+        "at least the first wave's), one_request (every vote at once) (PARALLAX_VOTE_PLAN; logic/vote_plan.py)."))
     ok_confidence: float | None = field(default=None, metadata=_setting(
         "The confidence a run needs to end ok; below it, needs_review (PARALLAX_OK_CONFIDENCE).", ge=0, le=1))
     slice_chars: int | None = field(default=None, metadata=_setting(

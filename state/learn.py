@@ -12,7 +12,19 @@ from typing import Annotated, Any, NotRequired, cast
 from pydantic import Field, with_config
 from typing_extensions import TypedDict
 
-from parallax.state.inputs import CALLER, Answer, Fraction, Id, InputText, LeaseSeconds, Name, Since, Votes
+from parallax.state.inputs import (
+    CALLER,
+    Answer,
+    CostBudget,
+    Fraction,
+    Id,
+    InputText,
+    LeaseSeconds,
+    Name,
+    Since,
+    TokenBudget,
+    Votes,
+)
 from parallax.state.records import PromptVersion
 from parallax.state.solve import Mode, Scorer
 
@@ -28,6 +40,27 @@ MAX_TASK_RUNS = 100_000
 
 def batch_runs(left: list[dict[str, Any]] | None, right: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     return [] if right is None else (left or []) + right
+
+
+class GraphSpend(TypedDict):
+    """What a learn (or loop) run's model calls spent so far: tokens, USD of the priced ones, models without a price."""
+
+    tokens: int
+    cost_usd: float
+    unpriced: list[str]
+
+
+def add_spend(left: GraphSpend | None, right: GraphSpend | None) -> GraphSpend:
+    """Spend written by parallel nodes adds up."""
+    a = left or {"tokens": 0, "cost_usd": 0.0, "unpriced": []}
+    b = right or {"tokens": 0, "cost_usd": 0.0, "unpriced": []}
+    return {"tokens": a["tokens"] + b["tokens"], "cost_usd": round(a["cost_usd"] + b["cost_usd"], 10),
+            "unpriced": sorted({*a["unpriced"], *b["unpriced"]})}
+
+
+def first_said(left: str | None, right: str | None) -> str:
+    """The first reason given stands (parallel branches may each give one)."""
+    return left or right or ""
 
 
 def validation_sample(state: LearnState) -> list[dict[str, Any]]:
@@ -86,6 +119,10 @@ class LearnInput(TypedDict):
     votes: NotRequired[Votes]
     """The most votes a vote of these runs asks (default: the solve graph's, 5)."""
     margin: NotRequired[Fraction]
+    max_cost: NotRequired[CostBudget]
+    max_tokens: NotRequired[TokenBudget]
+    """The run's budget (USD; tokens), every model call of its runs, reflections, curations and gates together: each
+    request is held against it before it is sent (logic/budget.py); once reached, no further batch starts."""
 
 
 class LearnOutput(TypedDict):
@@ -98,6 +135,10 @@ class LearnOutput(TypedDict):
     batches: Annotated[list[dict[str, Any]], operator.add]
     val_accuracy_before: float | None
     val_accuracy_after: float | None
+    spend: Annotated[GraphSpend, add_spend]
+    """What this run's model calls spent (each node adds its own)."""
+    budget_stop: Annotated[str, first_said]
+    """Why the run's budget stopped it, or cut some of its runs short ("" or absent: it did not)."""
     traces: dict[str, Any]
     """With `from_traces`: runs considered, skipped (no signal, taken, put off after failed reflections: `waiting`),
     claimed, by signal, consumed, released to retry (`to_retry`), given up as unlearnable after failed reflections

@@ -10,7 +10,18 @@ from typing import Annotated, Any, NotRequired
 from pydantic import Field, with_config
 from typing_extensions import TypedDict
 
-from parallax.state.inputs import CALLER, CanaryShare, ErrorRate, LeaseSeconds, Margin, Name, Runs, Since
+from parallax.state.inputs import (
+    CALLER,
+    CanaryShare,
+    CostBudget,
+    ErrorRate,
+    LeaseSeconds,
+    Margin,
+    Name,
+    Runs,
+    Since,
+    TokenBudget,
+)
 from parallax.state.learn import MAX_BATCH
 
 
@@ -36,6 +47,9 @@ class LoopInput(TypedDict):
     """The canary's decision rule (logic/release_decision.py; defaults 0.05, 0.05, 50, 1600)."""
     lease_s: NotRequired[LeaseSeconds]
     """Seconds a claim on runs, and the round's slot, last if the round dies mid-way (default 1800)."""
+    max_cost: NotRequired[CostBudget]
+    max_tokens: NotRequired[TokenBudget]
+    """The round's budget (USD; tokens): its learn run's (logic/budget.py)."""
 
 
 class LoopOutput(TypedDict):

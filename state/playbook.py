@@ -70,7 +70,7 @@ class PlaybookVersion(BaseModel):
 
 def item_id_for(text: str, section: str) -> str:
     """Content-derived id, so the same lesson gets the same id whatever order it arrives in."""
-    digest = hashlib.sha1(f"{section}\n{' '.join(text.lower().split())}".encode()).hexdigest()
+    digest = hashlib.sha1(f"{section}\n{' '.join(text.lower().split())}".encode(), usedforsecurity=False).hexdigest()
     return f"pb-{digest[:10]}"
 
 

@@ -301,3 +301,5 @@ class LearnTask(TypedDict):
     """The batch's name: its groups share one call limit by it (runtime/services.py)."""
     votes: NotRequired[int]
     """The most votes a vote of these runs asks."""
+    budget: NotRequired[BudgetSpec]
+    """The learn run's budget, when it has one: every request of these tasks is held against it (logic/budget.py)."""

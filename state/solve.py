@@ -117,8 +117,8 @@ class SolveInput(TypedDict):
     """Set by the chat graph when `task` is a follow-up rewritten to stand alone: the trace keeps what was asked and
     the rewrite's model call (among the branches). Like every input it stays on a thread until sent again."""
     max_cost: NotRequired[CostBudget]
-    """The run's budget in USD, all its model calls together (at the price table: runtime/prices.py). Checked before
-    each wave, slice batch, plan task and candidate: the run stops there, plus at most what was in flight, and ends
+    """The run's budget in USD, all its model calls together (at the price table: runtime/prices.py). Each request is
+    held at its worst case before it is sent, shrunk or not sent, so the run never spends past it; stopped, it ends
     `needs_review` with "budget reached" and what it has (logic/budget.py)."""
     max_tokens: NotRequired[TokenBudget]
     """The run's budget in tokens (prompt plus completion, all its model calls together), checked as `max_cost` is.
@@ -147,6 +147,8 @@ class RunOutput(TypedDict):
     """What the merge checked: `rules` (vote quorum) or `facts` (section findings whose quotes verify)."""
     spend: Spend
     """What the run spent: tokens and their cost in USD (None with the models that have no price: logic/spend.py)."""
+    note: str
+    """What every face says beside the answer: that the embedded toy model answered (runtime/model_note.py), else ""."""
 
 
 NEW_RUN: dict[str, Any] = {"branches": Overwrite([]), "failed_branches": [], "objection": "", "answer": "", "reason": "",
@@ -164,6 +166,9 @@ class SolveOutput(RunOutput):
     """A vote: how many votes were asked (an adaptive vote stops early; cancelled ones are not counted)."""
     stop_reason: str
     """A vote: why it asked no more (settled, the most votes, or it could not settle)."""
+    vote_plan: dict[str, Any] | None
+    """An adaptive vote: its waves (first_wave, min_wave), their expected cost per question, the plans it was chosen
+    against and what they were priced on (logic/vote_pricing.py); None for other runs."""
     data: dict[str, Any] | None
     """With an `output_schema`: the object the run settled on (valid against the schema when `ok`), else None."""
     provenance: list[Provenance]

@@ -246,3 +246,12 @@ def graph_failures(*bad_input: type[BaseException]) -> Iterator[None]:
         fail(str(exc))
     except ModelServerError as exc:
         fail(f"model server: {exc}", code=1)
+
+
+MaxCost = Annotated[float | None, typer.Option(
+    help="The run's budget in US dollars, all its model calls together, at the price table (PARALLAX_PRICES). Each "
+         "request is held at its worst case before it is sent, shrunk or not sent: the run never spends past it, and "
+         "ends needs_review, 'budget reached', with what it has.")]
+MaxTokens = Annotated[int | None, typer.Option(
+    help="The run's budget in tokens (prompt plus completion, all model calls), held as --max-cost is. Not the "
+         "per-reply cap (PARALLAX_MAX_TOKENS).")]

@@ -25,6 +25,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from parallax.cli.common import (
     EarlyStop,
+    MaxCost,
+    MaxTokens,
     Tenant,
     Votes,
     as_option,
@@ -41,9 +43,12 @@ from parallax.cli.common import (
     write_atomically,
 )
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
+from parallax.cli.learn_report import LearnProgress, summary
 from parallax.cli.model_notice import print_model_notice
 from parallax.runtime import settings as settings_mod
-from parallax.state.context import Context
+from parallax.runtime.model_note import on_embedded_model
+from parallax.runtime.run_context import resolved
+from parallax.state.context import Context, filled
 
 LEARN_OPTIONS = {"batch": "--batch", "epochs": "--epochs", "val_size": "--val-size", "limit": "--limit", "votes": "--votes",
                  "mode": "--mode", "margin": "--margin", "since": "--since", "playbook": "--playbook", "tenant": "--tenant",
@@ -85,6 +90,7 @@ def _progress(enabled: bool) -> Progress:
 
 
 async def run_learn(payload: dict[str, Any], thread_id: str, context: Context, interactive: bool, show: bool) -> dict[str, Any]:
+    """The learn graph on the CLI's store, its events shown as they come (cli/learn_report.py); its output."""
     from langgraph.types import Command
 
     from parallax.graphs.learn import builder
@@ -92,32 +98,27 @@ async def run_learn(payload: dict[str, Any], thread_id: str, context: Context, i
     from parallax.state.learn import LearnOutput
 
     config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
-    total = len(payload["tasks"]) * payload["epochs"] if payload.get("tasks") else None
     result: dict[str, Any] = {}
     with graph_failures(InvalidLearnInput, ValueError):
         async with durable_graph(builder) as graph:
-            with _progress(show) as progress:
-                runs = progress.add_task("tasks learned from", total=total)
+            with LearnProgress(err, enabled=show) as progress:
+                progress.starting(plan_line(payload))
                 next_input: dict[str, Any] | Command[str] = payload
                 while True:
                     async for mode, chunk in graph.astream(next_input, config, context=context,
-                                                           stream_mode=["updates", "values"]):
+                                                           stream_mode=["updates", "values", "custom"]):
                         if mode == "values":
                             result = {k: v for k, v in chunk.items() if k in LearnOutput.__annotations__}
-                            continue
-                        for node, update in chunk.items():
-                            if node == "start" and update.get("traces"):
-                                progress.update(runs, total=len(update.get("tasks", [])))
-                                if show:
-                                    err.print(traces_line(update["traces"]), highlight=False)
-                            elif node == "learn_from_task":
-                                progress.advance(runs, len(update.get("runs", [])))
-                            elif node == "commit" and show:
-                                for b in update.get("batches", []):
-                                    err.print(f"batch {b['batch'] + 1}: {'accepted' if b['accepted'] else 'rejected'} "
-                                              f"v{b['version']} +{b['items_added']} items ({b['items_total']} total)"
-                                              + (" [bold red]GUARD[/]" if b["guard_triggered"] else "")
-                                              + (f" - {b['reason']}" if b["reason"] else ""), highlight=False)
+                        elif mode == "custom":
+                            if isinstance(chunk, dict):
+                                progress.event(chunk)
+                        else:
+                            for node, update in chunk.items():
+                                if node == "start" and update.get("traces"):
+                                    progress.say(traces_line(update["traces"]))
+                                elif node == "commit":
+                                    for b in update.get("batches", []):
+                                        progress.batch_done(b)
                     state = await graph.aget_state(config)
                     if not state.interrupts:
                         break
@@ -158,6 +159,8 @@ def learn(
     thread: Annotated[str | None, typer.Option(help="Thread id of the checkpoint (default: new).")] = None,
     votes: Votes = None,
     early_stop: EarlyStop = None,
+    max_cost: MaxCost = None,
+    max_tokens: MaxTokens = None,
     model: Model = None,
     base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -177,7 +180,8 @@ def learn(
                               else {"tasks": tasks})
     payload = {**source, "val_tasks": val_tasks, "val_size": val_size, "batch": batch, "epochs": epochs,
                "playbook": playbook, "tenant": tenant, "approve": approve, "mode": mode, "margin": margin,
-               **({"votes": votes} if votes is not None else {}), **({"limit": limit} if limit is not None else {})}
+               **({"votes": votes} if votes is not None else {}), **({"limit": limit} if limit is not None else {}),
+               **{k: v for k, v in (("max_cost", max_cost), ("max_tokens", max_tokens)) if v is not None}}
     context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
     checked_run("learn", payload, context)
     if from_traces:
@@ -192,13 +196,23 @@ def learn(
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
     else:
-        err.print(f"playbook {result.get('playbook')}: v{result.get('from_version')} -> v{result.get('to_version')} "
-                  f"({'accepted' if result.get('accepted') else 'nothing accepted'}); validation accuracy "
-                  f"{result.get('val_accuracy_before')} -> {result.get('val_accuracy_after')}; {result['seconds']} s"
-                  + _failed(result["failures"], "training tasks") + _failed(result["val_failures"], "validation runs")
-                  + (stored_runs_line(result["traces"]) if result.get("traces") else ""),
-                  highlight=False)
+        if result.get("traces"):
+            err.print(stored_runs_line(result["traces"]), highlight=False, markup=False, soft_wrap=True)
+        err.print(summary(result, max_tokens=filled(resolved(context).max_tokens), embedded=on_embedded_model(context)),
+                  highlight=False, markup=False, soft_wrap=True)
     print_model_notice(context)
+
+
+def plan_line(payload: dict[str, Any]) -> str:
+    """What a learn run is about to do, said before its first model call."""
+    source = "the stored runs" if payload.get("from_traces") else f"{len(payload['tasks'])} tasks"
+    val = min(len(payload.get("val_tasks") or []), payload["val_size"])
+    epochs = f", {payload['epochs']} passes" if payload["epochs"] > 1 else ""
+    runs = len(payload.get("tasks") or []) * payload["epochs"]
+    batches = ("in one batch" if 0 < runs <= payload["batch"] else f"in batches of {payload['batch']}") + epochs
+    return (f"learning playbook {payload['playbook']} from {source} {batches}; "
+            + (f"the gate measures it on {val} validation tasks before the first batch and after each" if val else
+               "no validation tasks: the gate cannot measure the candidates"))
 
 
 def traces_line(found: dict[str, Any]) -> str:
@@ -214,8 +228,8 @@ def traces_line(found: dict[str, Any]) -> str:
 
 
 def stored_runs_line(found: dict[str, Any]) -> str:
-    """What `--from-traces` did with the runs it claimed, for the summary."""
-    return (f"; stored runs learned from {found.get('consumed', 0)}, to retry {found.get('to_retry', 0)} (reflection "
+    """What `--from-traces` did with the runs it claimed, said before the summary."""
+    return (f"stored runs learned from {found.get('consumed', 0)}, to retry {found.get('to_retry', 0)} (reflection "
             f"failed), given up as unlearnable {found.get('unlearnable', 0)}"
             + (f", left to another round {found['dropped']} (it claimed them after this run's claim expired)"
                if found.get("dropped") else ""))
@@ -230,12 +244,6 @@ def failure_totals(batches: list[dict[str, Any]]) -> dict[str, Any]:
         for key, counts in totals.items():
             counts.update(batch.get(key) or {})
     return {key: dict(counts.most_common()) for key, counts in totals.items()}
-
-
-def _failed(failures: dict[str, int], what: str) -> str:
-    if not failures:
-        return ""
-    return f"; failed {what}: " + ", ".join(f"{n} {cause}" for cause, n in failures.items())
 
 
 def evaluate_command(
@@ -286,7 +294,6 @@ async def run_eval(tasks: list[dict[str, Any]], name: str, tenant: str, version:
                    context: Context, show: bool, votes: int | None = None) -> dict[str, Any]:
     from parallax.graphs.solve import builder
     from parallax.logic.evaluate import evaluate
-    from parallax.runtime.run_context import resolved
     from parallax.runtime.storage.namespaces import StoreError
 
     async with open_playbooks(write=False, tenant=tenant) as playbooks:

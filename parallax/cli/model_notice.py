@@ -14,17 +14,12 @@ from __future__ import annotations
 
 from parallax.cli.common import err
 from parallax.runtime import settings as settings_mod
+from parallax.runtime.model_note import on_embedded_model
 from parallax.state.context import Context
 
 NOTICE = "note: tiny SmolLM2-135M answered, often wrong; use --base-url URL --model NAME"
 """One line that fits 80 columns; `--base-url`'s help and docs/cli.md name the variables (OPENAI_BASE_URL,
 OPENAI_API_KEY, PARALLAX_MODEL) and PARALLAX_QUIET_MODEL_NOTICE."""
-
-
-def on_embedded_model(context: Context | None) -> bool:
-    """Whether this command's model calls go to the embedded default model."""
-    settings = settings_mod.load()
-    return not (settings.base_url or settings.gguf or (context is not None and context.chat_model is not None))
 
 
 def print_model_notice(context: Context | None) -> None:

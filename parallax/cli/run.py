@@ -28,6 +28,8 @@ from rich.tree import Tree
 
 from parallax.cli.common import (
     EarlyStop,
+    MaxCost,
+    MaxTokens,
     Tenant,
     as_option,
     base_context,
@@ -284,13 +286,8 @@ def run(
         "--schema", help="The shape of the answer: a JSON Schema file, or package.module:Model (a pydantic model). "
                          "Branches are asked for that object, votes count field by field, section values need a "
                          "quote from their slice; --json gives `data` and `provenance`.")] = None,
-    max_cost: Annotated[float | None, typer.Option(
-        help="The run's budget in US dollars, all its model calls together, at the price table (PARALLAX_PRICES). "
-             "Checked before each wave, slice batch, plan task and candidate: the run stops there (plus what was in "
-             "flight) and ends needs_review, 'budget reached', with what it has.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(
-        help="The run's budget in tokens (prompt plus completion, all model calls), held as --max-cost is. Not the "
-             "per-reply cap (PARALLAX_MAX_TOKENS).")] = None,
+    max_cost: MaxCost = None,
+    max_tokens: MaxTokens = None,
     model: Model = None,
     base_url: BaseUrl = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,

@@ -1,6 +1,9 @@
 """`parallax serve`: one replica of the deployed graph API (Aegra on PostgreSQL and Redis).
 
 What it does, in order:
+0. checks that the installed Aegra and LangGraph are the versions Parallax's changes to their internals were tested
+   against (runtime/served_versions.py, server/aegra_patches.py) and refuses others (exit 2) unless told to run
+   anyway (`--allow-untested-aegra`, PARALLAX_ALLOW_UNTESTED_AEGRA), before anything touches the database;
 1. reads DATABASE_URL (or PARALLAX_DATABASE_URL) and REDIS_URL; with Redis, runs are shared
    by every replica and a dead replica's runs are taken over (Aegra's Redis broker and lease
    reaper); without it, this replica works alone;
@@ -13,8 +16,9 @@ What it does, in order:
 3. migrates (the second replica finds nothing left to do; Parallax's own tables and triggers too:
    runtime/storage/platform_schema.py), then serves aegra.json's graphs with
    uvicorn in this process (one process per replica, so stopping or killing its PID stops the
-   replica), and prints `ready <url>` on stderr once `/ready` answers, i.e. once it can take
-   runs; only then is the lock released.
+   replica), through an app factory that makes the changes to Aegra's internals before Aegra's app is
+   imported (server/aegra_patches.py; one line on stderr names them), and prints `ready <url>` on stderr
+   once `/ready` answers, i.e. once it can take runs; only then is the lock released.
 
 A second replica is the same command with another --port (or on another host).
 Needs the `server` extra on Python >= 3.12 (docs/deploy.md).
@@ -93,6 +97,17 @@ def migrate_platform(url: str) -> None:
             spend_ledger.write_budgets(conn, settings_mod.load().tenant_daily_budgets)
 
 
+def check_versions(allow_untested: bool) -> None:
+    """Print the installed Aegra and LangGraph with their tested ranges; refuse untested ones (exit 2) unless allowed."""
+    from parallax.runtime import served_versions
+
+    untested = served_versions.untested()
+    if untested and not allow_untested:
+        fail(served_versions.refusal(untested))
+    err.print(("running on UNTESTED versions: " if untested else "") + served_versions.summary(), highlight=False,
+              soft_wrap=True)
+
+
 def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> None:
     """Print `ready <url>` on stderr once /ready answers 200, then release the startup lock
     (from a thread beside the server; after `timeout_s` the lock is released all the same)."""
@@ -105,6 +120,16 @@ def announce_ready(url: str, starting: ExitStack, timeout_s: float = 300.0) -> N
         starting.close()
 
 
+def model_line() -> str:
+    """What this replica's runs answer with, said once at start: the embedded toy model loudly, else the endpoint."""
+    from parallax.runtime.model_note import model_in_use
+
+    using = model_in_use()
+    if using["embedded"]:
+        return f"model: no OPENAI_BASE_URL, so runs use the embedded {using['model']}: {using['note']}"
+    return f"model: {using['model']}" + (f" at {using['endpoint']}" if using["endpoint"] else "")
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on (0.0.0.0 for every one).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 2026,
@@ -112,9 +137,15 @@ def serve(
     = None,
     model: Model = None,
     base_url: BaseUrl = None,
+    allow_untested_aegra: Annotated[bool, typer.Option(
+        "--allow-untested-aegra", help="Start on an Aegra or LangGraph outside the tested ranges (a patch whose target "
+                                       "changed is left out).")] = False,
 ) -> None:
     """Serve the graphs over HTTP with Aegra on PostgreSQL (DATABASE_URL) and Redis (REDIS_URL): migrate, then serve."""
     use_endpoint(None, model, base_url)  # for the life of this replica: its runs call that endpoint and model
+    if allow_untested_aegra:  # the app factory and the lifespan read it from the settings
+        os.environ["PARALLAX_ALLOW_UNTESTED_AEGRA"] = "true"
+        settings_mod.reload_settings()
     settings = settings_mod.load()
     url = os.environ.get("DATABASE_URL") or settings.database_url
     if not url:
@@ -139,6 +170,7 @@ def serve(
         import uvicorn
     except ImportError:
         fail(f"Aegra is not installed here (Python {sys.version_info.major}.{sys.version_info.minor}): {INSTALL_HINT}")
+    check_versions(settings.allow_untested_aegra)
     redis = os.environ.get("REDIS_URL")
     os.environ.update({"DATABASE_URL": url, "AEGRA_CONFIG": str(config), "RUN_MIGRATIONS_ON_STARTUP": "false",
                        "HOST": host, "PORT": str(port)})
@@ -155,9 +187,14 @@ def serve(
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         fail(f"cannot migrate the database at {url.split('@')[-1]!r}: {first}", code=1)
     err.print(f"migrated {url.split('@')[-1]} in {seconds:.1f}s; serving {config} on {host}:{port}")
-    here = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    err.print(model_line(), highlight=False, markup=False, soft_wrap=True)
+    here = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # nosec B104 # a comparison: which address to poll
     threading.Thread(target=announce_ready, args=(f"http://{here}:{port}", starting), daemon=True).start()
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the handler it found:
     # exit through Python then, so atexit stops the embedded model server this replica may have started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    uvicorn.run("aegra_api.main:app", host=host, port=port, log_level=os.environ.get("LOG_LEVEL", "info").lower())
+    from parallax.runtime.plain_logs import plain_aegra_logs
+
+    plain_aegra_logs(sys.stdout)  # Aegra logs to stdout, in colour even into a file: plain text there
+    uvicorn.run("parallax.server.aegra_patches:serving_app", factory=True, host=host, port=port,
+                log_level=os.environ.get("LOG_LEVEL", "info").lower())

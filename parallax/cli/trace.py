@@ -74,10 +74,31 @@ def trace(trace_id: Annotated[str, typer.Argument(help="The trace id `parallax r
     spend = spend_of(found.get("branches") or [])
     console.print(f"spent {spend['tokens']} tokens ({spend['prompt_tokens']} prompt, {spend['cached_tokens']} of them "
                   f"cached, {spend['completion_tokens']} completion): {cost_text(spend)}", markup=False)
+    if found.get("vote_plan"):
+        console.print(plan_text(found["vote_plan"]), markup=False)
     speculation = (found.get("verification") or {}).get("speculation")
     if speculation:
         console.print(speculation_table(speculation))
     console.print(f"answer: {found['answer'] or '(none)'}", markup=False)
+
+
+def plan_text(plan: dict[str, Any]) -> str:
+    """A vote's plan in two lines: its waves and expected cost against the others, and what it was priced on."""
+    def money(value: float) -> str:
+        return f"${value:.6f}" if plan.get("unit") == "usd" else f"{value:,.0f} token-equivalents"
+
+    def waves(first: int, least: int) -> str:
+        return f"first wave {first}, later waves at least {least}"
+
+    against = "; ".join(f"{name.replace('_', ' ')} ({waves(c['first_wave'], c['min_wave'])}): {money(c['expected_cost'])}"
+                        for name, c in (plan.get("against") or {}).items())
+    on = plan.get("priced_on") or {}
+    return (f"vote plan: {plan['plan'].replace('_', ' ')} ({waves(plan['first_wave'], plan['min_wave'])}), expected "
+            f"{money(plan['expected_cost'])} a question, {plan['expected_votes']:g} votes in {plan['expected_requests']:g} "
+            f"requests; against {against}\n  priced on: a prompt of {on.get('prompt_tokens')} tokens (counted by "
+            f"{on.get('counted_by')}), replies of ~{on.get('reply_tokens')} tokens, {on.get('cache_hit', 0):.0%} of a "
+            f"repeated prompt cached, {'one request a wave' if on.get('takes_n') else 'a request a vote'}, "
+            f"{on.get('votes_seen', 0)} earlier votes of {on.get('model')}")
 
 
 def write_timeline(found: dict[str, Any], path: Path) -> None:
@@ -125,9 +146,12 @@ def trace_table(found: dict[str, Any]) -> Table:
 
 
 def speculation_table(report: dict[str, Any]) -> Table:
-    """A speculative run's candidates: approach, temperature, check, result and why each one lost."""
-    table = new_table(f"candidates (picked by {report.get('by')})", ("candidate", "approach", "temp", "check", "result", "why"),
-                      text=("why",))
+    """A speculative run's candidates: approach, temperature, check, result and why each one lost; the title says
+    where the checks ran (in bubblewrap, or unconfined and why: runtime/sandbox.py)."""
+    where = sorted({c["check"]["sandbox"] for c in report.get("candidates", []) if (c.get("check") or {}).get("sandbox")})
+    ran = f"; checks: {', '.join(where)}" if where else ""
+    table = new_table(f"candidates (picked by {report.get('by')}{ran})", ("candidate", "approach", "temp", "check", "result",
+                                                                          "why"), text=("why",))
     for c in report.get("candidates", []):
         check = c.get("check") or {}
         shown = ("refused" if c.get("refused") else "-" if not check else "timed out" if check.get("timed_out")

@@ -10,10 +10,14 @@ from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
+DISTRIBUTION = "parallax-graph"
+"""The name pip knows Parallax by (`parallax` on PyPI is another project); the import name and the command are
+`parallax`."""
+
 
 def installed_version() -> str:
     try:
-        return version("parallax")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:  # run from a checkout that was never installed
         return "0+unknown"
 

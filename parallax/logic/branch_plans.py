@@ -20,6 +20,7 @@ from parallax.logic.routing import votes_of
 from parallax.logic.speculation import candidate_prompts
 from parallax.logic.stopping import decide
 from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
+from parallax.runtime.run_context import tenant_of
 from parallax.runtime.wave_request import MAX_CHOICES
 from parallax.state.context import Context, filled
 from parallax.state.records import BranchAsk, BranchSpec, BusinessKind, JsonSchema, PlaybookItemData, PromptVersion, RunMeta
@@ -40,12 +41,20 @@ def adaptive(state: SolveState, ctx: Context) -> bool:
 
 
 def first_wave(state: SolveState, ctx: Context) -> range:
-    """The vote indices of the first wave (all of them without early stopping)."""
+    """The vote indices of the first wave (all of them without early stopping; its plan's first wave with it)."""
     n = votes_of(state)
     if not adaptive(state, ctx):
         return range(n)
-    return range(decide([], 0, n, threshold=filled(ctx.vote_stop_threshold), first_wave=filled(ctx.vote_first_wave),
+    return range(decide([], 0, n, threshold=filled(ctx.vote_stop_threshold), first_wave=waves_of(state, ctx)[0],
                         min_leader=state.get("min_votes") or 0).next_wave)
+
+
+def waves_of(state: SolveState, ctx: Context) -> tuple[int, int]:
+    """(first wave, least later wave) of an adaptive vote: its priced plan's (logic/vote_pricing.py), else the
+    first wave setting for both."""
+    plan = state.get("vote_plan") or {}
+    first = int(plan.get("first_wave") or filled(ctx.vote_first_wave))
+    return first, int(plan.get("min_wave") or first)
 
 
 def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) -> list[BranchSpec]:
@@ -161,7 +170,7 @@ def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]
 def run_metadata(state: SolveState) -> RunMeta:
     """What every model call of the run tells the callbacks (LangSmith): the run's trace id and versions."""
     served = state.get("served") or {}
-    return {"parallax_trace_id": state.get("trace_id"), "tenant": state.get("tenant", "default"),
+    return {"parallax_trace_id": state.get("trace_id"), "tenant": tenant_of(state.get("tenant")),
             "playbook": state.get("playbook", "default"), "playbook_version": state.get("playbook_version", 0),
             "playbook_arm": next((c["arm"] for s, c in served.items() if s.startswith("playbook/")), "pinned"),
             "prompt_versions": {n: p.get("version", 0) for n, p in (state.get("prompts") or {}).items()}}

@@ -1,20 +1,23 @@
 """A run's budget: `max_cost` (USD) and `max_tokens` (all its model calls together), and the checks that hold it.
 
-The promise (docs/configuration.md): a run starts no model call once what it has spent reaches its budget, so it
-ends at its budget plus at most what was already in flight then (the calls started before, each bounded by its
-prompt and reply cap). Checks happen where a run would start more work: before each branch of a wave or slice
-batch (nodes/work.py, under the fan-out's call limit, so a queued branch is checked when its turn comes), before
-each speculative candidate, before each plan task, before another vote wave, the judge and the red team. A run
-that stopped for its budget ends `needs_review` with "budget reached: spent ... of ..." and what it has
-(`finish`, called by nodes/record_trace.py).
+The promise (docs/configuration.md): a run's spend stays within its budget. Every request of a run with a budget is
+held at its worst case before it is sent (runtime/request_budget.py: its prompt counted with the endpoint's
+tokenizer where one is known, `max_tokens` per choice), and a request that does not fit what is left is shrunk
+(fewer choices, a lower `max_tokens`) or not sent. So a run passes its budget only by what its prompt counts
+underestimated (nothing with a known tokenizer; the estimate's error otherwise). Before that, cheaper checks stop work
+once the spend reaches the budget: before each branch of a wave or slice batch (nodes/work.py, under the fan-out's
+call limit, so a queued branch is checked when its turn comes), before each speculative candidate, before each plan
+task, before another vote wave, the judge and the red team; once the budget refused a request, the run asks no
+more of its own accord. A run that stopped for its budget ends `needs_review` with "budget reached: ..." naming the
+budget and its figures, and what it has (`finish`, called by nodes/record_trace.py).
 
-Why a live tally (`RunBudget`) besides the state: the branches of one superstep (a wave's votes, a section's
-slices, a plan's tasks and the runs inside them) finish while their siblings wait, and their records reach the
-state only when the superstep ends. The tally is one object per run in this process (runtime/services.py
-`shared`, keyed by the run's trace id, or its plan's for a run inside a plan); each record is counted once, by
-id. A tally made anew (after a takeover, between supersteps) starts from what the state says was spent.
-A cost budget with a branch whose model has no price cannot be checked: it counts as reached (stop, say why)
-rather than as free.
+Why a live tally (`RunBudget`, a `Purse`) besides the state: the branches of one superstep (a wave's votes, a
+section's slices, a plan's tasks and the runs inside them) finish while their siblings wait, and their records reach
+the state only when the superstep ends. The tally is one object per run in this process (runtime/services.py
+`shared`, keyed by the run's trace id, or its plan's for a run inside a plan); each request's spend is counted when
+it returns, each record of a branch whose requests it did not see once, by id. A tally made anew (after a takeover,
+between supersteps) starts from what the state says was spent. A cost budget with a model that has no price cannot be
+held: a request of it is not sent (stop, say why) rather than counted as free.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from parallax.logic.spend import spend_of
+from parallax.runtime.request_budget import Purse
 from parallax.runtime.services import Services
 from parallax.state.records import BudgetSpec, Limits
 
@@ -60,28 +64,20 @@ def reached(limits: Limits, tokens: int, cost: float, unpriced: Iterable[str]) -
     return None
 
 
-class RunBudget:
-    """The live tally of one run's spend in this process, and whether it may start another model call."""
-
-    def __init__(self, limits: Limits, tokens: int = 0, cost: float = 0.0, unpriced: Iterable[str] = ()) -> None:
-        self.limits = limits
-        self.tokens, self.cost, self.unpriced = tokens, cost, set(unpriced)
-        self.counted: set[str] = set()
-        self.refused = 0
+class RunBudget(Purse):
+    """The live tally of one run's spend in this process (runtime/request_budget.py), and whether it may start
+    another model call."""
 
     def add(self, record: Mapping[str, Any]) -> None:
-        """Count a finished branch (once: a record seen before is skipped)."""
+        """Count a finished branch (once: a record seen before, or whose requests were counted as they returned,
+        is skipped)."""
         ident = record.get("id")
         if ident is not None:
             if ident in self.counted:
                 return
             self.counted.add(ident)
         one = spend_of((record,))
-        self.tokens += one["tokens"]
-        if one["cost_usd"] is None:
-            self.unpriced.update(one["unpriced"])
-        else:
-            self.cost += one["cost_usd"]
+        self.add_spend(one["tokens"], one["cost_usd"], one["unpriced"])
 
     def absorb(self, records: Iterable[Mapping[str, Any]]) -> None:
         for record in records:
@@ -139,10 +135,13 @@ def run_tally(services: Services, state: Mapping[str, Any]) -> RunBudget | None:
 
 
 def state_reached(state: Mapping[str, Any], services: Services | None = None) -> str | None:
-    """Between supersteps (another wave, the judge, the red team): is the run's budget reached?"""
+    """Between supersteps (another wave, the judge, the red team): is the run's budget reached, or did it refuse a
+    request already (then the run asks nothing more of its own accord)?"""
     limits = limits_of(state)
     if limits is None:
         return None
+    if refusals := _refusals(state):
+        return refusals[0]
     if services is not None:
         return tally(services, budget_key(state), limits, run_records(state)).reached()
     spent = spend_of(run_records(state))
@@ -176,3 +175,20 @@ def finish(state: Mapping[str, Any]) -> dict[str, Any]:
     status = state.get("status") or "needs_review"
     return {"status": "failed" if status == "failed" else "needs_review",
             "reason": reason if reason.startswith("budget reached") else "; ".join(x for x in (why, reason) if x)}
+
+
+def graph_tally(services: Services, key: str, state: Mapping[str, Any]) -> RunBudget | None:
+    """A learn or loop run's live tally (None: no budget), made from what its state says it spent (`spend`, summed
+    by its nodes) when this process has none: every request of the runs, reflections and gates it starts is held
+    against it (runtime/request_budget.py `holding`)."""
+    limits = limits_of(state)
+    if limits is None:
+        return None
+    spent = state.get("spend") or {}
+    return services.shared(key, lambda: RunBudget(limits, int(spent.get("tokens", 0)), float(spent.get("cost_usd", 0.0)),
+                                                  spent.get("unpriced", ())), "budget")
+
+
+def spent_by(own: Purse) -> dict[str, Any]:
+    """What a node's own requests spent (a purse without limits that counted them), as a learn state's `spend`."""
+    return {"tokens": own.tokens, "cost_usd": round(own.cost, 10), "unpriced": sorted(own.unpriced)}

@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-SHOWN = ("status", "confidence", "trace_id", "mode", "vote_counts", "reason", "task")
+SHOWN = ("status", "confidence", "trace_id", "mode", "vote_counts", "reason", "task", "note")
 
 
 def text_of(message: BaseMessage) -> str:

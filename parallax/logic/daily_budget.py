@@ -31,6 +31,9 @@ class DaySpend:
     runs: int = 0
     unpriced_runs: int = 0
     """Runs whose cost is unknown (their tokens are counted, their cost is not)."""
+    exhausted: bool = False
+    """A run stopped by a cap at least what the day had left: what is left cannot pay for a request
+    (runtime/storage/spend_ledger.py `parallax_mark_exhausted`)."""
 
 
 def next_reset(now: datetime) -> datetime:
@@ -52,6 +55,9 @@ def reset_text(now: datetime) -> str:
 def reached(budget: Limits, spent: DaySpend) -> str | None:
     """Why the day's budget is reached ("daily budget reached: ..."), or None while there is some left."""
     max_cost, max_tokens = budget.get("max_cost"), budget.get("max_tokens")
+    if spent.exhausted:  # every request is held at its worst case, so a day is seldom spent to the last token
+        return (f"daily budget reached: a run could not pay for its next request with what was left today "
+                f"(${spent.cost_usd:.6f} and {spent.tokens} tokens spent)")
     if max_cost is not None and spent.unpriced_runs:
         return (f"daily budget reached: {spent.unpriced_runs} run(s) today used a model without a price, so the daily "
                 f"max_cost ${max_cost:g} cannot be held (set PARALLAX_PRICES)")
@@ -73,8 +79,8 @@ def remaining(budget: Limits, spent: DaySpend) -> Limits:
 
 
 def capped(run_input: dict[str, Any], left: Limits) -> dict[str, Any]:
-    """A solve or plan input whose own `max_cost` / `max_tokens` are at most what the tenant has left today (a run
-    asking for less keeps its own)."""
+    """A run's input (of any graph that calls a model) whose own `max_cost` / `max_tokens` are at most what the tenant
+    has left today (a run asking for less keeps its own)."""
     out = dict(run_input)
     for key in ("max_cost", "max_tokens"):
         if key not in left:

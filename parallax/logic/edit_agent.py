@@ -2,7 +2,8 @@
 
 Each step is one model call (a branch record with retries, re-asks and lifecycle, like any
 other) that answers with one `EditStep`; the tool runs in the task's own worktree
-(runtime/worktrees.py) and its result goes back to the model. A refused path is an
+(runtime/worktrees.py; the test command confined by runtime/sandbox.py, its result saying where it ran)
+and its result goes back to the model. A refused path is an
 observation the model can correct, not a crash. The agent stops at `done`, at a failed
 call, or after `MAX_STEPS`; whatever it wrote is committed on the task's branch. Its
 conversation (`EditOutcome.conversation`) is collected as it goes, for a caller that keeps it.
@@ -18,6 +19,7 @@ from typing import Any
 from parallax.logic.run_record import as_dicts
 from parallax.prompts.plan import edit_messages
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.sandbox import run_command
 from parallax.runtime.worktrees import PathRefused, Worktree
 from parallax.state.context import Context, filled
 from parallax.state.plan import EditStep
@@ -41,18 +43,29 @@ class EditOutcome:
     messages and every earlier step (prompts/plan.py `edit_messages`); a failed call left no step."""
 
 
-def use_tool(tree: Worktree, step: EditStep, test_command: str, timeout_s: float) -> str:
-    """Run one step's tool in the worktree; a refused path comes back as text for the model."""
+def use_tool(tree: Worktree, step: EditStep) -> str:
+    """Run one step's file tool (list, read, write) in the worktree; a refused path comes back as text for the model."""
     try:
         if step.action == "list":
             return tree.list(step.path or ".")
         if step.action == "read":
             return tree.read(step.path)
-        if step.action == "write":
-            return tree.write(step.path, step.content)
-        return tree.test(test_command, timeout_s)
+        return tree.write(step.path, step.content)
     except PathRefused as exc:
         return f"refused: {exc}"
+
+
+async def run_tests(tree: Worktree, command: str, timeout_s: float) -> str:
+    """The test tool: `command` in the worktree, confined (runtime/sandbox.py); its exit, where it ran and its output's
+    tail. Cancelled (another candidate passed first), everything it started is killed."""
+    if not command.strip():
+        return "no test command was given for this run"
+    ran = await run_command(command, tree.root, timeout_s, readable=[tree.repo])
+    if ran.exit is None:
+        return ran.output  # why it could not start
+    if ran.timed_out:
+        return f"test command timed out after {timeout_s:g}s"
+    return f"exit {ran.exit} (sandbox: {ran.sandbox})\n{ran.output}"
 
 
 async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict[str, Any], *, test_command: str = "",
@@ -79,7 +92,8 @@ async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict[str, 
         if step.action == "done":
             outcome.summary = step.note
             break
-        observation = await asyncio.to_thread(use_tool, tree, step, test_command, filled(ctx.tool_timeout_s))
+        observation = (await run_tests(tree, test_command, filled(ctx.tool_timeout_s)) if step.action == "test"
+                       else await asyncio.to_thread(use_tool, tree, step))
         if observation.startswith("refused:"):
             outcome.refused.append(observation)
         turns[-1]["result"] = observation

@@ -87,6 +87,13 @@ async def evaluate(solve: Solver, tasks: list[dict[str, Any]], items: list[Playb
             "results": lines}
 
 
+def validated(progress: Callable[[Any], None], of: str, total: int) -> Callable[[dict[str, Any]], None]:
+    """`evaluate`'s `on_result` for a learn run's gate: each validation run of the `head` or the `candidate` as an event
+    of the graph's custom stream (`progress` is LangGraph's stream writer), which `parallax learn` shows as it comes."""
+    return lambda result: progress({"learn": "validation", "of": of, "total": total, "correct": bool(result["correct"]),
+                                    "cause": result.get("cause")})
+
+
 def correct_by_task(result: dict[str, Any]) -> dict[str, bool]:
     """Task id -> right or not, from an `evaluate` result (the gate's paired comparison)."""
     return {str(r["task_id"]): bool(r["correct"]) for r in result["results"]}

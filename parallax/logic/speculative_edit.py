@@ -4,7 +4,8 @@ Each candidate is an edit agent (logic/edit_agent.py) with its own approach (a n
 and a temperature, logic/speculation.py APPROACHES) in its own git worktree on its own branch, all
 from the same base. When an agent has committed, the run's test command runs in its worktree; the
 first candidate whose tests pass wins and the others are cancelled wherever they are (mid-step or
-mid-test: the test's process group is killed; logic/candidate_watch.py). With none passing, the one
+mid-test: everything the test started is killed; logic/candidate_watch.py). Tests run confined
+(runtime/sandbox.py), and each candidate's check says where it ran (`sandbox`). With none passing, the one
 with the most passing tests is kept, `NEEDS_REVIEW`. Only the winner's branch is left for the plan's
 integration (nodes/integrate.py merges it); every worktree is removed and every loser's branch is
 deleted, so a loser can never be merged. When a candidate ends, `keep` is handed its conversation
@@ -81,7 +82,7 @@ async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int],
                 watch.finished(cid, False)
                 summary.update(result="lost", why=outcome.reason or "changed nothing")
                 return summary
-            check = await run_check(test_command, tree.root, tree.root, timeout_s)
+            check = await run_check(test_command, tree.root, tree.root, timeout_s, readable=[repo])
             check.update(passed_tests=passed_tests(check["output"]), failed_tests=failed_tests(check["output"]))
             won = watch.finished(cid, check["passed"])
             summary.update(check={k: v for k, v in check.items() if k != "output"} | {"output": check["output"][-800:]},

@@ -10,7 +10,7 @@ parallel waves, so a settled vote costs one wave of latency, not one call per vo
 - the first wave asks `first_wave` votes at once (3 by default);
 - after each wave, the vote stops when the leader is settled or `max_votes` have been asked;
 - else the next wave asks the fewest further votes that could settle it if they all agreed
-  with the leader, but at least `first_wave`, never past `max_votes`; when even that many
+  with the leader, but at least `min_wave` (by default `first_wave`), never past `max_votes`; when even that many
   agreeing votes could not settle it, the next wave asks all the votes left (stopping there
   instead would leave hard questions to a plurality of few votes: it cost 0.9 pp of accuracy
   in bench/adaptive_vote.py's simulation for 10% fewer calls).
@@ -57,14 +57,16 @@ def settled(counts: list[int], threshold: float, min_leader: int = 0) -> tuple[b
 
 
 def decide(counts: list[int], asked: int, max_votes: int, *, threshold: float = DEFAULT_THRESHOLD,
-           first_wave: int = DEFAULT_FIRST_WAVE, min_leader: int = 0) -> Decision:
+           first_wave: int = DEFAULT_FIRST_WAVE, min_leader: int = 0, min_wave: int | None = None) -> Decision:
     """What to do after `asked` votes whose valid answers have `counts` (any order). `min_leader`: the votes
-    an answer needs (`min_votes`), below which no posterior settles it."""
-    return decide_units([counts], asked, max_votes, threshold=threshold, first_wave=first_wave, min_leader=min_leader)
+    an answer needs (`min_votes`), below which no posterior settles it. `min_wave`: the fewest votes a later wave
+    asks (default `first_wave`; a vote's priced plan sets both: logic/vote_plan.py)."""
+    return decide_units([counts], asked, max_votes, threshold=threshold, first_wave=first_wave, min_leader=min_leader,
+                        min_wave=min_wave)
 
 
 def decide_units(units: list[list[int]], asked: int, max_votes: int, *, threshold: float = DEFAULT_THRESHOLD,
-                 first_wave: int = DEFAULT_FIRST_WAVE, min_leader: int = 0) -> Decision:
+                 first_wave: int = DEFAULT_FIRST_WAVE, min_leader: int = 0, min_wave: int | None = None) -> Decision:
     """`decide` for a vote that settles several units at once (the fields of a vote on an object,
     logic/field_vote.py): it has settled when every unit has, its posterior is the weakest unit's, and
     the next wave is what the least settled unit needs."""
@@ -81,7 +83,7 @@ def decide_units(units: list[list[int]], asked: int, max_votes: int, *, threshol
                        if leader_posterior(ranked[0] + k, ranked[1]) >= threshold and ranked[0] + k >= min_leader),
                       remaining)
                  for (done, _), ranked in judged if not done)
-    size = min(remaining, max(needed, first_wave))
+    size = min(remaining, max(needed, first_wave if min_wave is None else min_wave))
     why = "cannot settle before the most votes: asking the rest" if size == remaining and needed == remaining else \
         f"not settled: P(leader ahead) {posterior:.3f} < {threshold}"
     return Decision(False, size, posterior, why)

@@ -7,7 +7,6 @@ latency, tokens and errors are recorded the same way everywhere.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -26,13 +25,6 @@ from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import BranchRecord
 
 T = TypeVar("T", bound=BaseModel)
-
-SPENT: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] = contextvars.ContextVar("parallax_spent",
-                                                                                                default=None)
-"""Where each finished call's spend goes at once, when a caller set it: a plan task sets its plan's budget tally
-(logic/budget.py), so the calls of the run inside it (a judge, a candidate, a comparison) count the moment they
-finish, not when that run ends, and the plan's other tasks see them before they start more."""
-
 
 def _cost(settings: Settings, model: str, tokens: dict[str, int]) -> float | None:
     """The call's cost at the prices in force, for the model it asked (the endpoint's usual one when unnamed)."""
@@ -56,7 +48,8 @@ async def call_branch(
     The call's callback metadata (LangSmith) names the branch (id, kind, parent, prompt) plus
     `run_metadata` (the run's trace id, playbook and prompt versions). `check` rejects a parsed reply
     with a ValueError, which is re-asked (runtime/structured_call.py). `seat`: a vote's place in its wave's one
-    request with `n` (runtime/wave_request.py)."""
+    request with `n` (runtime/wave_request.py). A call the run's budget did not let ask (runtime/request_budget.py)
+    ends `cancelled`, its `cause` "budget" and its `error` the budget's reason, with what it had spent."""
     if lifecycle is None:
         lifecycle = Lifecycle()
         lifecycle.move("PENDING")
@@ -74,9 +67,15 @@ async def call_branch(
         result = await ask(messages, schema, model=model, temperature=temperature, timeout_s=timeout_s,
                            max_attempts=max_attempts, max_reasks=max_reasks, max_tokens=max_tokens,
                            lifecycle=lifecycle, chat_model=ctx.chat_model, metadata=metadata, check=check,
-                           services=services, seat=seat)
+                           services=services, seat=seat, owner=record["id"])
     except BranchError as exc:
         latency = round((time.perf_counter() - started) * 1000, 2)
+        if exc.cause == "budget":
+            lifecycle.finish("CANCELLED", str(exc))
+            return BranchRecord(**fields, status="cancelled", error=str(exc)[:500], cause="budget", attempts=exc.attempts,
+                                reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency,
+                                cost_usd=_cost(load_settings(), model, exc.tokens),
+                                state=lifecycle.state, transitions=lifecycle.transitions), None
         # an open circuit fails before any attempt: the FAILED step then carries the error
         lifecycle.finish("ESCALATED", f"gave up after {_count(exc.attempts, 'attempt')} and {_count(exc.reasks, 're-ask')}",
                          failure=str(exc))
@@ -84,7 +83,6 @@ async def call_branch(
                             attempts=exc.attempts, reasks=exc.reasks, tokens=exc.tokens, latency_ms=latency,
                             cost_usd=_cost(load_settings(), model, exc.tokens),
                             state=lifecycle.state, transitions=lifecycle.transitions)
-        _spent(failed)
         return failed, None
     except asyncio.CancelledError:
         lifecycle.finish("CANCELLED", "cancelled")
@@ -95,11 +93,4 @@ async def call_branch(
                         reasks=result.reasks, tokens=result.tokens, latency_ms=latency,
                         cost_usd=_cost(load_settings(), model, result.tokens),
                         state=lifecycle.state, transitions=lifecycle.transitions)
-    _spent(done)
     return done, result.value
-
-
-def _spent(record: BranchRecord) -> None:
-    sink = SPENT.get()
-    if sink is not None:
-        sink({"id": record.id, "model": record.model, "tokens": record.tokens.model_dump(), "cost_usd": record.cost_usd})

@@ -4,36 +4,37 @@ With a repository, the folder is a git worktree of its HEAD on a branch of its o
 (runtime/worktrees.py), so a check sees the project around the candidate and no candidate sees
 another's files; without one, an empty folder. Either way under PARALLAX_HOME, never in the user's
 checkout. Writes go through `Worktree.write`, which refuses any path that leaves the folder (`..`,
-absolute paths, symlinks, `.git`): such a candidate is refused, not checked. The check is a
-subprocess with a timeout; cancelling it (another candidate passed first) kills it. The folder
+absolute paths, symlinks, `.git`): such a candidate is refused, not checked. The check runs confined
+(runtime/sandbox.py: scrubbed environment, limits, in bubblewrap when it works) with a timeout;
+cancelling it (another candidate passed first) kills it and everything it started. The folder
 is removed when the candidate is done, whatever happened (the branch of a worktree is deleted too).
+The folder's name is made of the run's and the candidate's ids, each checked to be one plain name
+(`worktrees.work_folder`), and no folder is made in served mode.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
-import shlex
 import shutil
-import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from parallax.runtime import settings as settings_mod
-from parallax.runtime.worktrees import Worktree, head_commit
+from parallax.runtime.run_context import refuse_when_served
+from parallax.runtime.sandbox import run_command
+from parallax.runtime.worktrees import Worktree, head_commit, path_part, work_folder
 
 OUTPUT_CHARS = 3000
 
 
 def folder_of(trace_id: str, candidate_id: str) -> Path:
-    return (settings_mod.load().home / "candidates" / trace_id / candidate_id).resolve()
+    return work_folder("candidates", trace_id, candidate_id)
 
 
 def branch_of(trace_id: str, candidate_id: str) -> str:
-    return f"parallax/{trace_id[:8]}/{candidate_id}"
+    return f"parallax/{path_part(trace_id, 'trace id')[:8]}/{path_part(candidate_id, 'candidate id')}"
 
 
 @dataclass
@@ -44,6 +45,7 @@ class CheckFolder:
     @classmethod
     def create(cls, trace_id: str, candidate_id: str, repo: str) -> CheckFolder:
         """A fresh folder for the candidate (a leftover of a killed run is replaced)."""
+        refuse_when_served("a check folder")
         where = folder_of(trace_id, candidate_id)
         if repo:
             root = Path(repo)
@@ -65,36 +67,12 @@ class CheckFolder:
             self.tree.root.parent.rmdir()  # the run's folder, once its last candidate is gone
 
 
-async def run_check(command: str, folder: Path, file: Path, timeout_s: float) -> dict[str, Any]:
-    """Run `command` in `folder` (the candidate's file at `file`, also in PARALLAX_CANDIDATE_FILE); exit 0 passes.
-    Cancelled: the process group is killed and the cancellation goes on."""
-    started = time.time()
-    env = {**os.environ, "PARALLAX_CANDIDATE_FILE": str(file)}
-    try:
-        process = await asyncio.create_subprocess_exec(*shlex.split(command), cwd=folder, env=env,
-                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                                                       start_new_session=True)
-    except OSError as exc:
-        return {"passed": False, "exit": None, "output": f"the check could not start: {exc}", "timed_out": False,
-                "seconds": 0.0, "finished_at": time.time()}
-    timed_out = False
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), timeout_s)
-    except TimeoutError:
-        timed_out, out = True, b""
-        _kill(process)
-        await process.wait()
-    except asyncio.CancelledError:
-        _kill(process)
-        with contextlib.suppress(Exception):
-            await asyncio.shield(process.wait())
-        raise
-    text = out.decode("utf-8", errors="replace")[-OUTPUT_CHARS:]
-    return {"passed": process.returncode == 0 and not timed_out, "exit": process.returncode,
-            "output": text if not timed_out else f"timed out after {timeout_s:g}s", "timed_out": timed_out,
-            "seconds": round(time.time() - started, 3), "finished_at": time.time()}
-
-
-def _kill(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+async def run_check(command: str, folder: Path, file: Path, timeout_s: float,
+                    readable: Sequence[Path] = ()) -> dict[str, Any]:
+    """Run `command` in `folder` (the candidate's file at `file`, also in PARALLAX_CANDIDATE_FILE), confined
+    (runtime/sandbox.py; `readable`: the repository a worktree belongs to); exit 0 passes. `sandbox` says where it
+    ran. Cancelled: everything it started is killed and the cancellation goes on."""
+    ran = await run_command(command, folder, timeout_s, env={"PARALLAX_CANDIDATE_FILE": str(file)}, readable=readable,
+                            output_chars=OUTPUT_CHARS)
+    return {"passed": ran.passed, "exit": ran.exit, "output": ran.output, "timed_out": ran.timed_out,
+            "seconds": ran.seconds, "finished_at": time.time(), "sandbox": ran.sandbox}

@@ -69,7 +69,7 @@ MaxTokens = Annotated[Any, argument(SolveInput, "max_tokens", "the run's budget 
 TraceId = Annotated[Any, argument(FeedbackInput, "trace_id", "the run's trace id (or its first characters)")]
 Score = Annotated[Any, argument(FeedbackInput, "score", '0..1 (1 = right), or "up" / "down"')]
 Comment = Annotated[Any, argument(FeedbackInput, "comment", "why, in a sentence")]
-RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts", "spend")
+RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts", "spend", "note")
 INSTRUCTIONS = ("Parallax answers a task through parallel branches (direct, vote, section, speculate) and a "
                 "checked merge; "
                 "plan runs a DAG of tasks. Every result says status (ok | needs_review | failed), confidence and "
@@ -90,6 +90,7 @@ class RunResult(BaseModel):
     vote_counts: dict[str, int] = Field(default_factory=dict)
     spend: dict[str, Any] | None = Field(None, description="what the run spent: tokens, and cost_usd (null: a model it "
                                                            "used has no price)")
+    note: str = Field("", description="said beside the answer: that the embedded toy model answered, else empty")
 
 
 class FeedbackResult(BaseModel):

@@ -5,15 +5,25 @@ Nodes call `context_of(runtime)` once per node run; the result has no unset fiel
 injection points). Resolving twice changes nothing, so a node may pass its Context on to a
 subgraph as it is.
 
-`tenant_of` is the one place a node learns whose data a run may touch: on the graph API the
-authenticated tenant, elsewhere the input's.
+`tenant_of` is the one place a node learns whose data a run may touch: when served (below) the
+authenticated tenant, or none at all; elsewhere the input's.
+
+Served mode: a run of the deployed graph API. The process knows it serves (the server's lifespan
+holds `serving()`), and a run started by a caller carries Parallax's authenticated user in its
+config; either makes a run served. A served run trusts nothing a caller built, wherever in the graph it
+is read: its tenant comes from authentication (a run with none is refused: `Unauthenticated`), every
+store namespace it builds must be that tenant's (`check_store_tenant`, called by every store), and
+nothing that runs a command, opens a repository or names a path on the server's disk runs
+(`refuse_when_served`). `langgraph dev`, the CLI and the Python API are not served: the caller owns
+the machine, and the input names the tenant.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -54,7 +64,38 @@ CRON_USER = "cron-scheduler"
 
 
 class TenantMismatch(ValueError):
-    """The input names a tenant other than the one the caller authenticated as."""
+    """The input or the run's state names a tenant other than the one the caller authenticated as."""
+
+
+class Unauthenticated(PermissionError):
+    """A served run with no authenticated tenant: it touches no tenant's records."""
+
+
+class NotServed(PermissionError):
+    """What the served API never does for a caller: run a command, open a repository or name a path on its disk."""
+
+
+_serving = 0
+"""How many server lifespans this process is inside (`serving()`); above 0, every run here is served."""
+
+
+@contextmanager
+def serving() -> Iterator[None]:
+    """Mark this process as serving the graph API for as long as the block lasts (the server's lifespan)."""
+    global _serving
+    _serving += 1
+    try:
+        yield
+    finally:
+        _serving -= 1
+
+
+def _run_configurable() -> Mapping[str, Any] | None:
+    """The running graph's `configurable`, or None outside a graph run."""
+    try:
+        return get_config().get("configurable") or {}
+    except RuntimeError:  # outside a graph run
+        return None
 
 
 def authenticated_tenant() -> str | None:
@@ -62,11 +103,7 @@ def authenticated_tenant() -> str | None:
     (`config["configurable"]["langgraph_auth_user"]`, set by the server), or None: no server
     authentication (the CLI, `langgraph dev`). Only Parallax's own authentication sets the field
     read here, so a server's default user never passes for a tenant."""
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:  # outside a graph run
-        return None
-    user = configurable.get("langgraph_auth_user")
+    user = (_run_configurable() or {}).get("langgraph_auth_user")
     if user is None:
         return None
     def field(name: str) -> Any:
@@ -81,17 +118,43 @@ def authenticated_tenant() -> str | None:
     return None if tenant is None else str(tenant)
 
 
+def served() -> bool:
+    """Whether the running code serves a caller of the deployed graph API: the process is serving (`serving()`), or
+    the run carries Parallax's authenticated user."""
+    return _serving > 0 or authenticated_tenant() is not None
+
+
 def tenant_of(requested: str | None) -> str:
-    """The run's tenant. On a server with Parallax's authentication it is the authenticated tenant,
-    never the request body's: an input naming another tenant is refused (TenantMismatch), one naming
-    the same tenant or none is fine. Without authentication it is the input's, else "default"."""
+    """The run's tenant: the only way a node learns it. Served, it is the authenticated tenant, never the input's
+    or the state's: one naming another tenant is refused (TenantMismatch), one naming the same tenant or none is
+    fine, and a served run with no authenticated tenant is refused (Unauthenticated). Not served, it is
+    `requested` (the input's), else "default"."""
     tenant = authenticated_tenant()
     if tenant is None:
+        if served():
+            raise Unauthenticated("this run has no authenticated tenant: the server touches no tenant's records for it")
         return requested or "default"
     if requested is not None and requested != tenant:
         raise TenantMismatch(f"the input names tenant {requested!r}, but your API key belongs to tenant {tenant!r}: "
                              "leave `tenant` out (the server takes it from your key)")
     return tenant
+
+
+def check_store_tenant(tenant: str) -> None:
+    """Refuse a served run's store namespace of any tenant but the authenticated one (every store calls this with
+    the tenant it is opened for). Outside a graph run (the CLI's commands, the server's own sweeps) it passes."""
+    if _run_configurable() is None or not served():
+        return
+    if tenant_of(None) != tenant:
+        raise TenantMismatch(f"a served run of tenant {tenant_of(None)!r} may not touch tenant {tenant!r}'s records")
+
+
+def refuse_when_served(what: str) -> None:
+    """NotServed when served: `what` (running a command, opening a repository, reading a path) is done only where the
+    caller owns the machine (the CLI, the Python API, `langgraph dev`)."""
+    if served():
+        raise NotServed(f"{what} is not served over the graph API: the server runs no command and opens no path "
+                        "for a caller; run it with the `parallax` CLI on your own machine")
 
 
 _IDS = uuid.UUID("6f1c2a7e-5b8d-4c11-9a3e-2f0d8b7c4e51")

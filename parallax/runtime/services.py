@@ -24,28 +24,42 @@ from typing import Any, TypeVar
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.circuit_breaker import CircuitBreaker
+from parallax.runtime.endpoint_seen import EndpointSeen
+from parallax.runtime.token_count import Counter
 from parallax.state.context import Context
 
 T = TypeVar("T")
 RECENT = 200
 """Branch durations kept per model, for fan-outs with too few finished siblings to compare with."""
+VOTES_SEEN = 500
+"""Finished votes kept per model (their answer counts and reply tokens), which a vote's plan is priced by."""
 
 
 def _recent() -> defaultdict[str, deque[float]]:
     return defaultdict(lambda: deque(maxlen=RECENT))
 
 
+def _votes_seen() -> defaultdict[str, deque[tuple[tuple[int, ...], float]]]:
+    return defaultdict(lambda: deque(maxlen=VOTES_SEEN))
+
+
 @dataclass(eq=False)
 class Services:
     """Per process (or per test): the circuit breaker of each endpoint, the recent branch durations of each model,
-    which endpoints take `n` (several choices of one prompt), and what the tasks of one fan-out share (its call
-    limit, straggler and vote watches, a plan's task board)."""
+    which endpoints take `n` (several choices of one prompt), how each endpoint's prompts are counted, and what the
+    tasks of one fan-out share (its call limit, straggler and vote watches, a plan's task board)."""
 
     breakers: dict[str, CircuitBreaker] = field(default_factory=dict)
     takes_n: dict[tuple[str, str], bool] = field(default_factory=dict)
     """(base URL, model) -> whether the endpoint answered a request with `n` with as many choices
     (runtime/wave_request.py); learned on the first wave asked, kept for the process's life."""
     recent: defaultdict[str, deque[float]] = field(default_factory=_recent)
+    counters: dict[tuple[str, str], Counter] = field(default_factory=dict)
+    """(base URL, model) -> how its prompts are counted before a request is sent (runtime/token_count.py)."""
+    seen: defaultdict[tuple[str, str], EndpointSeen] = field(default_factory=lambda: defaultdict(EndpointSeen))
+    """(base URL, model) -> how much of a prompt sent again it served from its cache (runtime/endpoint_seen.py)."""
+    votes_seen: defaultdict[str, deque[tuple[tuple[int, ...], float]]] = field(default_factory=_votes_seen)
+    """model -> its last votes' answer counts and mean reply tokens (logic/vote_pricing.py)."""
     _shared: weakref.WeakValueDictionary[tuple[object, ...], Any] = field(default_factory=weakref.WeakValueDictionary)
     _held: dict[tuple[object, ...], Any] = field(default_factory=dict)
 
@@ -59,6 +73,13 @@ class Services:
                 min_failures=s.breaker_failures, window_s=s.breaker_window_s, coalesce_s=s.breaker_coalesce_s,
                 reset_s=s.breaker_reset_s))
         return breaker
+
+    def counter_for(self, base_url: str, model: str, api_key: str = "") -> Counter:
+        """The prompt counter of an endpoint and model (its tokenizer found on its first count)."""
+        counter = self.counters.get((base_url, model))
+        if counter is None:
+            counter = self.counters.setdefault((base_url, model), Counter(base_url, model, api_key))
+        return counter
 
     def open_circuits(self) -> int:
         """How many endpoints' circuits are not closed (open, or half-open waiting for a probe)."""

@@ -61,6 +61,7 @@ export_dotenv_for_libraries()  # at import, as before: langsmith may read its va
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 ResponseFormat = Literal["json_object_schema", "json_schema", "json_object", "none"]
 MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+SandboxMode = Literal["auto", "bwrap", "off"]
 
 
 class SettingsError(ValueError):
@@ -122,6 +123,7 @@ class Settings(BaseSettings):
     early_stop: bool = Field(True, description=about("early_stop"))
     vote_stop_threshold: float = Field(0.93, **bounds("vote_stop_threshold"), description=about("vote_stop_threshold"))
     vote_first_wave: int = Field(3, **bounds("vote_first_wave"), description=about("vote_first_wave"))
+    vote_plan: Literal["priced", "waves", "one_request"] = Field("priced", description=about("vote_plan"))
     ok_confidence: float = Field(0.5, **bounds("ok_confidence"), description=about("ok_confidence"))
     slice_chars: int = Field(6000, **bounds("slice_chars"), description=about("slice_chars"))
     max_input_chars: int = Field(2_000_000, **bounds("max_input_chars"), description=about("max_input_chars"))
@@ -143,6 +145,8 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, description="PostgreSQL URL of a deployment's store: the CLI then reads and "
                                                        "writes playbooks, traces and dead letters there instead of SQLite")
     api_keys: str | None = Field(None, description="the graph API's keys: comma list of key:tenant")
+    allow_untested_aegra: bool = Field(False, description="`parallax serve` starts on an Aegra or LangGraph outside the "
+                                                         "tested ranges (a patch whose target changed is left out)")
     max_pending: int = Field(20, ge=1, description="pending or running runs a tenant may have on the graph API "
                                                    "before new ones get 429")
     retry_after_s: int = Field(2, ge=1, description="Retry-After of a 429 from the graph API")
@@ -199,6 +203,17 @@ class Settings(BaseSettings):
     plan_max_tasks: int = Field(20, **bounds("plan_max_tasks"), description=about("plan_max_tasks"))
     plan_contradiction_pairs: int = Field(5, **bounds("plan_contradiction_pairs"), description=about("plan_contradiction_pairs"))
     tool_timeout_s: float = Field(120.0, **bounds("tool_timeout_s"), description=about("tool_timeout_s"))
+    check_sandbox: SandboxMode = Field("auto", description="where speculate checks and edit tasks' test commands run: "
+                                                           "auto (in bubblewrap when it works, else unconfined, "
+                                                           "and the result says so), bwrap (bubblewrap or not at "
+                                                           "all), off (never in bubblewrap)")
+    check_memory_mb: int = Field(2048, ge=16, description="memory a check or test command's process may write, "
+                                                         "MiB (RLIMIT_DATA; its address space: 4 times that)")
+    check_file_mb: int = Field(1024, ge=1, description="largest file a check or test command may write, MiB "
+                                                      "(RLIMIT_FSIZE)")
+    check_processes: int = Field(256, ge=4, description="processes (threads) a check or test command may add to "
+                                                       "those its user already runs (RLIMIT_NPROC; Linux does not "
+                                                       "hold root to it)")
     prices: str | None = Field(None, description="model prices as JSON, USD per million tokens: "
                                                  '{"model": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}; '
                                                  "over the defaults and the home's prices.json (runtime/prices.py)")

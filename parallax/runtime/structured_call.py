@@ -31,11 +31,23 @@ from parallax.runtime import chat_models, linear_regex
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.circuit_breaker import CircuitOpen, clock_time
 from parallax.runtime.endpoint_limits import endpoint_slot
+from parallax.runtime.endpoint_seen import prompt_key
 from parallax.runtime.failure_cause import ParseFailure, cause_of
 from parallax.runtime.fencing import check_lease
+from parallax.runtime.prices import price_of, price_table
+from parallax.runtime.request_budget import (
+    BudgetRefused,
+    Worst,
+    budgeted,
+    held_purses,
+    hold_text,
+    keep_worst,
+    reserve,
+    settle,
+)
 from parallax.runtime.retry import TRANSIENT_ERRORS, is_timeout, with_retries
 from parallax.runtime.services import Services, process_services
-from parallax.runtime.wave_request import Seat
+from parallax.runtime.wave_request import Seat, share_usage
 from parallax.state.context import ChatModelFactory
 from parallax.state.lifecycle import Lifecycle
 
@@ -103,6 +115,23 @@ def no_tokens() -> dict[str, int]:
     return {"prompt": 0, "completion": 0, "total": 0, "cached_tokens": 0}
 
 
+def usage_sum(replies: list[AIMessage]) -> dict[str, int]:
+    """The summed `usage_metadata` of a request's replies (each choice carries its share: runtime/wave_request.py)."""
+    total = no_tokens()
+    for reply in replies:
+        add_usage(total, reply)
+    return total
+
+
+def length_usage(exc: openai.LengthFinishReasonError) -> dict[str, int]:
+    """What a reply cut at the token limit cost: openai's error carries the completion and its usage."""
+    usage = getattr(exc.completion, "usage", None)
+    prompt, completion = getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0
+    details = getattr(usage, "prompt_tokens_details", None)
+    return {"prompt": prompt, "completion": completion, "total": getattr(usage, "total_tokens", 0) or prompt + completion,
+            "cached_tokens": getattr(details, "cached_tokens", 0) or 0}
+
+
 def add_usage(tokens: dict[str, int], message: AIMessage) -> None:
     """Add a model reply's `usage_metadata` to `tokens` (the shape of `no_tokens`)."""
     usage = getattr(message, "usage_metadata", None) or {}
@@ -131,7 +160,8 @@ def _checked(check: Callable[[T], object], value: T) -> None:
 
 
 class BranchError(RuntimeError):
-    """A branch gave up; carries what it spent so the trace stays honest."""
+    """A branch gave up (or its budget did not let it ask: `cause` "budget"); carries what it spent so the trace
+    stays honest."""
 
     def __init__(self, message: str, *, attempts: int, reasks: int, tokens: dict[str, int], timeout: bool,
                  cause: str = "crash"):
@@ -155,6 +185,7 @@ async def ask(
     check: Callable[[T], object] | None = None,
     services: Services | None = None,
     seat: Seat | None = None,
+    owner: str | None = None,
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
 
@@ -167,7 +198,9 @@ async def ask(
     re-asked like bad JSON, with the check's message, inside the same branch. `services`: whose circuit
     breakers count the calls (runtime/services.py; default the process's). `seat`: the branch's place in its
     wave's one request with `n` (runtime/wave_request.py): its first attempt takes a choice of that request;
-    re-asks and retries ask on their own."""
+    re-asks and retries ask on their own. Under a budget (runtime/request_budget.py) each request is held at its worst
+    case before it is sent, shrunk or not sent (`owner`: the branch whose record will carry its spend); a request
+    not sent ends the branch with a BranchError of cause "budget"."""
     life = lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])
     llm = await (chat_model or chat_models.chat_model)(model=model, timeout_s=timeout_s, max_tokens=max_tokens)
     call_kwargs: dict[str, Any] = {"temperature": temperature}
@@ -176,6 +209,7 @@ async def ask(
     fmt = response_format(schema, kind)
     if fmt is not None:
         call_kwargs["response_format"] = fmt
+    fmt_schema = fmt["json_schema"]["schema"] if fmt is not None and kind == "json_schema" else None
     if kind == "json_object_schema":  # llama.cpp ignores ChatOpenAI's max_completion_tokens
         call_kwargs["extra_body"] = {"max_tokens": max_tokens}
     # branch metadata for LangSmith; without tracing nobody reads it, and building a callback
@@ -189,7 +223,60 @@ async def ask(
 
     base_url = getattr(llm, "openai_api_base", None)
     endpoint = str(base_url or type(llm).__name__)
-    breaker = (services or process_services()).breaker_for(endpoint)
+    services = services or process_services()
+    breaker = services.breaker_for(endpoint)
+    model_name = str(getattr(llm, "model_name", "") or model or current.chat_model_name)
+    price = price_of(price_table(current), model_name)
+
+    def observe(spent: dict[str, int]) -> None:
+        """What the endpoint served from its cache, for a prompt it may have read before (runtime/endpoint_seen.py)."""
+        services.seen[(str(base_url), model_name)].observe(prompt_key(conversation), spent["prompt"], spent["cached_tokens"])
+
+    def capped(cap: int) -> dict[str, Any]:
+        """The call's arguments with its reply cap lowered to `cap` (a budget's shrink)."""
+        lowered: dict[str, Any] = {**call_kwargs, "max_completion_tokens": cap}
+        if kind == "json_object_schema":
+            lowered["extra_body"] = {**call_kwargs.get("extra_body", {}), "max_tokens": cap}
+        return lowered
+
+    async def held(choices: int, owners: list[str], send: Callable[[int, dict[str, Any]], Awaitable[_R]],
+                   usage: Callable[[_R], dict[str, int]]) -> _R:
+        """`send(choices, call arguments)` held against the budgets of this request's run (runtime/request_budget.py):
+        its worst case reserved first (the prompt counted, `max_tokens` per choice), the request shrunk to fit;
+        its spend settled when it returns. BudgetRefused when nothing fits."""
+        if not held_purses():
+            result = await send(choices, call_kwargs)
+            observe(usage(result))
+            return result
+        counter = services.counter_for(str(base_url or ""), model_name, current.api_key) if base_url else None
+        if not budgeted():  # only counters of what was spent: nothing to hold, nothing to count first
+            prompt, method = 0, "none"
+        elif counter is not None:
+            counted = await counter.count(conversation, fmt_schema)
+            prompt, method = counted.tokens, counted.method
+        else:  # a chat model handed in without an endpoint (tests): the estimate
+            from parallax.runtime.token_count import as_dicts, estimate
+
+            prompt, method = estimate(as_dicts(conversation)), "estimate"
+        hold, granted, cap = reserve(Worst(prompt, choices, max_tokens, method, price), owners)
+        try:
+            result = await send(granted, call_kwargs if cap == max_tokens else capped(cap))
+        except openai.LengthFinishReasonError as exc:
+            settle(hold, length_usage(exc), price, model_name)
+            if cap < max_tokens:  # cut at the cap the budget lowered: the budget's doing, and said so
+                raise BudgetRefused(f"budget reached: the reply was cut at {cap} tokens, all that was left of "
+                                    f"{hold_text(hold)}") from exc
+            raise
+        except openai.APIStatusError:  # answered with an error: nothing billed
+            settle(hold, None, price, model_name)
+            raise
+        except BaseException:  # cancelled, timed out, the connection lost: it may be billed all the same
+            keep_worst(hold, model_name)
+            raise
+        spent = usage(result)
+        settle(hold, spent, price, model_name)
+        observe(spent)
+        return result
 
     def start() -> None:
         nonlocal attempts
@@ -229,18 +316,37 @@ async def ask(
         await check_lease("model reply")  # the lease was lost during the call: its reply is not used
         return reply
 
-    async def send_n(n: int) -> list[AIMessage]:
-        """The wave's prompt once, for `n` choices (runtime/wave_request.py)."""
-        async def choices() -> list[AIMessage]:
+    def single(choices: int, kwargs: dict[str, Any]) -> Awaitable[AIMessage]:
+        return llm.ainvoke(conversation, config, **kwargs)
+
+    def one_usage(reply: AIMessage) -> dict[str, int]:
+        return usage_sum([reply])
+
+    def alone(starting: bool = True) -> Awaitable[AIMessage]:
+        """This attempt's own request (one choice), held against the run's budgets."""
+        return request(lambda: held(1, [owner] if owner else [], single, one_usage), starting)
+
+    async def send_n(n: int, owners: list[str]) -> tuple[list[AIMessage], int]:
+        """The wave's prompt once, for up to `n` choices (runtime/wave_request.py): (the replies, the choices asked;
+        fewer than `n` when the run's budget fits no more)."""
+        asked = n
+
+        async def choices(granted: int, kwargs: dict[str, Any]) -> list[AIMessage]:
+            nonlocal asked
+            asked = granted
             result = await llm.agenerate([conversation], callbacks=(config or {}).get("callbacks"),
                                          tags=(config or {}).get("tags"), metadata=(config or {}).get("metadata"),
-                                         run_name=(config or {}).get("run_name"), n=n, **call_kwargs)
+                                         run_name=(config or {}).get("run_name"),
+                                         **{**({"n": granted} if granted > 1 else {}), **kwargs})
             replies = [cast(AIMessage, g.message) for g in result.generations[0] if isinstance(g, ChatGeneration)]
             fingerprint = (result.llm_output or {}).get("system_fingerprint")
             for reply in replies:  # LangChain leaves the response's own fields off the choices when there are several
                 reply.response_metadata.setdefault("system_fingerprint", fingerprint)
+            share_usage(replies)  # each choice its share of the one usage, before the budget settles the sum
             return replies
-        return await request(choices, starting=False)
+
+        replies = await request(lambda: held(n, owners, choices, usage_sum), starting=False)
+        return replies, asked
 
     # `n` only on an OpenAI-compatible endpoint (a chat model with a base URL)
     seated = seat if seat is not None and base_url else None
@@ -248,7 +354,7 @@ async def ask(
     async def call_once() -> AIMessage:
         nonlocal seated
         if seated is None:
-            return await request(lambda: llm.ainvoke(conversation, config, **call_kwargs))
+            return await alone()
         taking, seated = seated, None  # the first attempt: this vote's choice of its wave's one request
         start()
         try:
@@ -259,7 +365,7 @@ async def ask(
         if choice is not None:
             return choice
         try:  # the endpoint does not take `n`, or gave this vote no choice: the same attempt, on its own
-            return await request(lambda: llm.ainvoke(conversation, config, **call_kwargs), starting=False)
+            return await alone(starting=False)
         except TRANSIENT_ERRORS as exc:
             failed(exc)
             raise
@@ -284,12 +390,14 @@ async def ask(
                 ]
                 continue
             return CallResult(value, attempts, reasks, tokens)
+    except BudgetRefused as exc:
+        raise BranchError(str(exc), attempts=attempts, reasks=reasks, tokens=tokens, timeout=False,
+                          cause="budget") from exc
     except (ParseFailure, CircuitOpen, *TRANSIENT_ERRORS, openai.APIError, openai.LengthFinishReasonError) as exc:
         if isinstance(exc, openai.LengthFinishReasonError):  # a reply cut at the cap still cost its tokens
-            usage = getattr(exc.completion, "usage", None)
-            tokens["prompt"] += getattr(usage, "prompt_tokens", 0) or 0
-            tokens["completion"] += getattr(usage, "completion_tokens", 0) or 0
-            tokens["total"] += getattr(usage, "total_tokens", 0) or 0
+            cut = length_usage(exc)
+            for name in ("prompt", "completion", "total", "cached_tokens"):
+                tokens[name] += cut[name]
         message = _describe(exc)
         if isinstance(exc, TRANSIENT_ERRORS) and breaker.failing_since is not None:  # which endpoint, since when
             message += f" ({endpoint}, failing since {clock_time(breaker.failing_since)})"

@@ -81,7 +81,7 @@ def _sdk_installed() -> bool:
     if not _warned:
         _warned.append(True)
         print("parallax: OTEL_* variables ask for trace export, but the OpenTelemetry SDK is not installed: "
-              "pip install 'parallax[otel]' (runs go on without export)", file=sys.stderr)
+              "pip install 'parallax-graph[otel]' (runs go on without export)", file=sys.stderr)
     return False
 
 

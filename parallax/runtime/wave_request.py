@@ -9,9 +9,10 @@ A `WaveRequest` stands for one such group (made by the `work` node, runtime/serv
 nothing of it). Each vote branch holds a `Seat`. The first seat to ask sends the one request, for
 as many choices as the group has seats; every seat then takes its own choice, in the order the
 seats ask, with its share of the usage (`share_usage`). What does not fit is asked on its own, as
-before: a seat whose choice is missing, a backup copy of a straggler (its seat was taken by the
-original), a re-ask of a bad reply, a retry after the request failed. A seat cancelled while it
-waits leaves the request to the others; the request is cancelled when no seat waits for it.
+before: a seat whose choice is missing (the endpoint gave fewer, or the run's budget let the request
+ask fewer), a backup copy of a straggler (its seat was taken by the original), a re-ask of a bad
+reply, a retry after the request failed. A seat cancelled while it waits leaves the request to the
+others; the request is cancelled when no seat waits for it.
 
 Support is learned per endpoint and model and kept in the process's services: an endpoint that
 refuses `n` (HTTP 400/422) or answers with fewer choices is asked separately from then on in this
@@ -31,13 +32,16 @@ from typing import Any
 import openai
 from langchain_core.messages import AIMessage
 
+from parallax.runtime.request_budget import BudgetRefused
 from parallax.runtime.retry import TRANSIENT_ERRORS
 
 MAX_CHOICES = 16
 """Most choices one request asks for (OpenAI allows 128; a bigger wave is several requests)."""
 
-Send = Callable[[int], Awaitable[list[AIMessage]]]
-"""Sends the group's prompt once with `n` choices; returns the replies the endpoint gave."""
+Send = Callable[[int, list[str]], Awaitable[tuple[list[AIMessage], int]]]
+"""Sends the group's prompt once with up to `n` choices for the seats' branches (whose records carry its spend);
+returns the replies the endpoint gave, each with its share of the usage (`share_usage`), and how many choices were
+asked (fewer than `n` when the run's budget fits no more: runtime/request_budget.py)."""
 
 
 class NotServed(Exception):
@@ -108,13 +112,13 @@ def share_usage(replies: list[AIMessage]) -> None:
 class WaveRequest:
     """The one request of a group of vote branches (same prompt, model, temperature) and its choices."""
 
-    def __init__(self, seats: int, support: dict[tuple[str, str], bool],
+    def __init__(self, seats: list[str], support: dict[tuple[str, str], bool],
                  on_back: Callable[[list[str]], None] | None = None) -> None:
-        """`seats`: the votes of the group (at most MAX_CHOICES); `support`: the process's record of which
+        """`seats`: the branch ids of the group's votes (at most MAX_CHOICES); `support`: the process's record of which
         (endpoint, model) take `n` (runtime/services.py); `on_back(branch ids)`: called when the choices of
         the waiting seats have arrived, before any seat reads its own (a vote watch then cancels none of them:
         they came back together)."""
-        self.seats, self.support, self.on_back = seats, support, on_back
+        self.branches, self.seats, self.support, self.on_back = list(seats), len(seats), support, on_back
         self._task: asyncio.Task[list[AIMessage]] | None = None
         self._taken: set[str] = set()
         self._waiting = 0
@@ -126,24 +130,25 @@ class WaveRequest:
 
     async def _request(self, send: Send, n: int, key: tuple[str, str]) -> list[AIMessage]:
         try:
-            replies = await send(n)
-        except TRANSIENT_ERRORS:
-            raise  # each seat backs off and retries on its own (runtime/retry.py)
+            replies, asked = await send(n, self.branches)
+        except (*TRANSIENT_ERRORS, BudgetRefused):
+            raise  # each seat backs off and retries on its own (runtime/retry.py); or no choice fits the run's budget
         except Exception as exc:
             # anything else (a refusal of `n`, one choice cut at the token limit, which fails the whole parsed
             # response): each seat asks on its own, so one choice's fault is only its own vote's
             if refuses_n(exc):
                 self.support[key] = False
             raise NotServed(str(exc)) from exc
-        self.support[key] = len(replies) >= n  # fewer choices than asked: it ignores `n`
-        share_usage(replies)
+        if asked > 1:
+            self.support[key] = len(replies) >= asked  # fewer choices than asked: it ignores `n`
         if self.on_back is not None:
             self.on_back(sorted(self._taken))
         return replies
 
     async def take(self, branch: str, key: tuple[str, str], send: Send) -> AIMessage | None:
         """This branch's choice; None when it must ask on its own (see the module docstring). Raises what the
-        request raised when it failed for a reason other than `n` (the seat's retries then ask alone).
+        request raised when it failed for a reason other than `n` (the seat's retries then ask alone), and
+        BudgetRefused when not even one choice fits the run's budget.
         `key`: the endpoint's base URL and the model, under which support for `n` is remembered."""
         if branch in self._taken or not self.worth_asking(key):
             return None

@@ -3,14 +3,16 @@
 Why worktrees: two agents editing one checkout step on each other's files, and a failed
 agent leaves half-written files behind. Each edit task gets its own `git worktree` on its
 own branch, all from the same base commit, outside the repository's folder (under
-PARALLAX_HOME). Its tools — list, read, write, and a test command with a timeout — are
-bound to that worktree and refuse any path that resolves outside it (`..`, absolute paths,
-symlinks, `.git`), and `write` refuses files the task did not declare. After the tasks
+PARALLAX_HOME, in a folder named by ids that are each checked to be one plain name:
+`work_folder`). Its tools — list, read, write (and the test command, run confined by
+runtime/sandbox.py) — are bound to that worktree and refuse any path that resolves outside it
+(`..`, absolute paths, symlinks, `.git`), and `write` refuses files the task did not declare. After the tasks
 finish, `git merge-tree --write-tree` merges each branch into an integration branch
 without touching any checkout: clean merges become commits (`commit-tree`, `update-ref`),
 a conflict is reported with its files and diff. The repository's own working tree, index
 and checked-out branch are never written; worktrees are removed, branches are kept.
-Everything is plain `git` through subprocess (git 2.38+ for `merge-tree --write-tree`).
+Everything is plain `git` through subprocess (git 2.38+ for `merge-tree --write-tree`), and none
+of it runs in served mode (runtime/run_context.py `refuse_when_served`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from __future__ import annotations
 import builtins
 import difflib
 import os
-import shlex
+import re
 import shutil
 import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from parallax.runtime import settings as settings_mod
+from parallax.runtime.run_context import refuse_when_served
 
 GIT_TIMEOUT_S = 60
 READ_CHARS = 20_000
@@ -51,9 +56,27 @@ class PathRefused(ValueError):
     """A tool was asked for a path outside its worktree, or to write a file the task did not declare."""
 
 
+PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
+
+
+def path_part(value: object, what: str) -> str:
+    """`value`, if it is one plain folder name (letters, digits, '.', '_', '-'; no separator, no '..'), else
+    PathRefused: an id that becomes a path can name no other folder."""
+    if not isinstance(value, str) or not PART_RE.match(value) or ".." in value:
+        raise PathRefused(f"bad {what} {value!r}: a folder name of 1-128 letters, digits, '.', '_' or '-' "
+                          "(no '/', no '..')")
+    return value
+
+
+def work_folder(kind: str, *parts: str) -> Path:
+    """PARALLAX_HOME/`kind`/`parts`..., each part checked by `path_part` (a run's and a task's ids)."""
+    return (settings_mod.load().home / kind).resolve().joinpath(*(path_part(p, "id") for p in parts))
+
+
 def git(repo: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True,
-                          timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    refuse_when_served("opening a repository")
+    done = subprocess.run(["git", "-C", str(repo), *IDENTITY, *args], capture_output=True, text=True,  # nosec B603 B607
+                          timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})  # the user's git, no shell
     if check and done.returncode != 0:
         raise GitError(f"git {' '.join(args[:3])}: {(done.stderr or done.stdout).strip()[:300]}")
     return done
@@ -131,17 +154,6 @@ class Worktree:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content, encoding="utf-8")
         return f"wrote {relative} ({len(content)} characters)"
-
-    def test(self, command: str, timeout_s: float) -> str:
-        if not command.strip():
-            return "no test command was given for this run"
-        try:
-            done = subprocess.run(shlex.split(command), cwd=self.root, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return f"test command timed out after {timeout_s:g}s"
-        except OSError as exc:
-            return f"test command could not start: {exc}"
-        return f"exit {done.returncode}\n{(done.stdout + done.stderr)[-3000:]}"
 
     def commit(self, message: str) -> str | None:
         """Commit everything the task changed on its branch; the new commit, or None when nothing changed."""

@@ -8,6 +8,8 @@ mounts the same in server/dev_app.py), and:
   (parallax/server/auth.py raises it). The body stays Aegra's: {"error", "message", "details"}.
 - waits (runs.wait, runs.join, the stateless wait) are woken by a Redis notification when the
   run ends, on whichever replica it ran (server/run_done.py, a patch of Aegra's executor).
+- Every change to Aegra's internals is listed in server/aegra_patches.py and made in this app's lifespan
+  (`parallax serve` makes them before Aegra starts), never when a module is imported.
 - /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py).
 - Every request passes admission first (server/admission.py, the one door): the key before the body,
   the body's size and depth, a run's fields against its graph's definitions, backpressure, the daily
@@ -34,32 +36,27 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
 from parallax.server import (
-    custom_events,
+    aegra_patches,
     event_socket,
     mcp_face,
     openai_face,
-    platform,
     protocol_routes,
-    run_charges,
-    run_done,
+    serving,
     store_views,
-    stream_transformers,
     timeline_face,
 )
 from parallax.server.admission import Admission
 
-run_done.install()  # runs.wait / runs.join return when the run ends, not at Aegra's next 2 s poll
-run_charges.install()  # a run that ends without a settled spend (cancelled, failed, other graphs) is charged too
-app = FastAPI(lifespan=platform.lifespan)
+# the changes to Aegra's internals (server/aegra_patches.py) are made in the lifespan, never on import;
+# inside them, served mode (runtime/run_context.py, server/serving.py), then server/platform.py
+app = FastAPI(lifespan=aegra_patches.with_patches(serving.lifespan))
 app.add_middleware(Admission)  # the one door (server/admission.py), inside Aegra's CORS and request ids
 # Agent Protocol routes Aegra lacks or answers differently, matched before Aegra's own (docs/deploy.md,
-# "Agent Protocol conformance"); and the patch to Aegra's v3 event stream (server/stream_transformers.py)
+# "Agent Protocol conformance")
 app.include_router(protocol_routes.router)
 app.include_router(protocol_routes.threads_router)
 app.include_router(store_views.router)
 app.include_router(event_socket.router)
-stream_transformers.install()
-custom_events.install()
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.mount("/timeline", timeline_face.app)  # a run's timeline (server/timeline_face.py)
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])

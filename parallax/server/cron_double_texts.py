@@ -28,7 +28,7 @@ WHERE r.status = 'pending' AND r.config -> 'metadata' ? '{webhooks.CRON_LINK_KEY
   AND EXISTS (SELECT 1 FROM runs o WHERE o.thread_id = r.thread_id AND o.status IN ('pending', 'running')
               AND (o.created_at, o.run_id) < (r.created_at, r.run_id))
 ORDER BY r.created_at LIMIT 20
-"""
+"""  # nosec B608 # constants only; values are bound
 """Cron runs that wait behind runs their strategy stops."""
 
 

@@ -11,30 +11,29 @@ stayed empty. langgraph-sdk's test_extensions fails on it; `langgraph dev` passe
 The patch (one function, what we would send upstream): a plain `custom` payload that is a dict
 with a string `name` goes on the wire as written; any other payload keeps Aegra's `{"payload":
 ...}` wrap, and `custom:<name>` channels (a StreamTransformer's) keep Aegra's `{name, payload}`.
-Installed once, from server/app.py.
+Made at start by server/aegra_patches.py.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
-
-_installed = False
 
 
 def install() -> None:
-    """Rebind Aegra's custom-event shaping in its thread event session (idempotent)."""
-    global _installed
-    if _installed:
-        return
+    """Wrap Aegra's custom-event shaping in its thread event session; a second call changes nothing."""
     from aegra_api.services.event_streaming import session
 
     wrapped = session._custom_events
+    if getattr(wrapped, "parallax_named", False):
+        return
 
+    @functools.wraps(wrapped)
     def custom_events(method: str, data: Any, namespace: list[str]) -> list[Any]:
         if method == "custom" and isinstance(data, dict) and isinstance(data.get("name"), str):
             return [("custom", data, namespace)]
         result: list[Any] = wrapped(method, data, namespace)
         return result
 
+    custom_events.parallax_named = True  # type: ignore[attr-defined]
     session._custom_events = custom_events
-    _installed = True

@@ -171,4 +171,6 @@ def token() -> dict[str, Any] | None:
 
 
 def install() -> None:
+    """Make `check` the guard of runtime/fencing.py and `token` its stamp (at start, by server/aegra_patches.py: it
+    relies on Aegra's worker names and on Aegra copying a graph's config for every execution)."""
     fencing.install(check, token)

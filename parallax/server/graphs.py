@@ -2,8 +2,8 @@
 
 Aegra loads graphs from file paths (this file, once per graph id) and brings its own
 PostgreSQL checkpointer and store to every run; the graphs are those of langgraph.json,
-unchanged, with a metrics callback in their config (server/metrics.py). Importing this module also
-installs the lease fence (server/fencing.py): a run whose lease another replica took calls no model.
+unchanged, with a metrics callback in their config (server/metrics.py) and the lease fence's per-execution record
+(server/fencing.py, whose guard server/aegra_patches.py installs at start: importing this module changes nothing).
 """
 
 from parallax.graphs.chat import graph as chat_graph
@@ -14,10 +14,7 @@ from parallax.graphs.learn import graph as learn_graph
 from parallax.graphs.loop import graph as loop_graph
 from parallax.graphs.plan import graph as plan_graph
 from parallax.graphs.solve import graph as solve_graph
-from parallax.server import fencing
 from parallax.server.metrics import with_metrics
-
-fencing.install()
 
 solve = with_metrics(solve_graph, "solve")
 learn = with_metrics(learn_graph, "learn")

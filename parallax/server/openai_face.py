@@ -91,7 +91,7 @@ class RunFailed(RuntimeError):
 def self_url(request: Request) -> str:
     """This server, at the address and port the request came in on (never a URL a client named)."""
     host, port = request.scope.get("server") or ("127.0.0.1", 80)
-    host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host  # nosec B104 # a comparison
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 

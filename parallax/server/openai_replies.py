@@ -12,7 +12,8 @@ state and tested offline against the SDK's own types.
   what the run cost, not one call, and `parallax_cost_usd` is their price in USD (null: a model
   has no price, runtime/prices.py; `parallax.spend.unpriced` names it).
 - `parallax` carries what OpenAI has no field for: status (ok, needs_review, failed),
-  confidence, vote_counts, reason, mode, trace_id, thread_id, run_id and `spend` (tokens and
+  confidence, vote_counts, reason, mode, trace_id, thread_id, run_id, `note` (that the embedded toy model
+  answered, else "": runtime/model_note.py) and `spend` (tokens and
   `cost_usd`; a run its budget stopped is `needs_review`, its reason "budget reached: ..."). A `needs_review` run
   is still a 200 with its answer: the status says a person should look.
 - Streaming: progress (each branch or plan task as it finishes) goes out as
@@ -56,7 +57,7 @@ def report(state: dict[str, Any], thread_id: str, run_id: str) -> dict[str, Any]
     """The reply's `parallax` field."""
     spend = _spend(state)
     return {**{key: state.get(key) for key in REPORTED}, "thread_id": thread_id, "run_id": run_id,
-            "cost_usd": spend["cost_usd"], "spend": spend}
+            "cost_usd": spend["cost_usd"], "spend": spend, "note": state.get("note") or ""}
 
 
 def answer(state: dict[str, Any], typed: bool) -> tuple[str | None, str | None]:

@@ -130,9 +130,6 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
     if not os.environ.get("DATABASE_URL"):
         yield
         return
-    from parallax.server.db_pool import ride_out_restarts
-
-    ride_out_restarts()  # a run picked up right after a database restart waits for the pool, not 30 s
     settings = settings_mod.load()
     webhooks.policy_from(settings)  # a bad secret list or network fails the start, not every delivery
     deliveries = webhook_deliveries()

@@ -6,8 +6,9 @@ poll before anything else). Aegra answered both 404. They sit on Parallax's Fast
 `http.app`), whose routes Aegra matches before its own (aegra_api.main.create_app includes its
 routers after the custom app's), as a patch that could go upstream unchanged.
 
-- `GET /ok` -> 200 `{"ok": true}`, without a key, like langgraph-api's (and Aegra's own
-  /health, /ready, /info): it says the process answers, nothing more; `/ready` says it can work.
+- `GET /ok` -> 200 `{"ok": true, "model": {...}}`, without a key, like langgraph-api's (and Aegra's own
+  /health, /ready, /info): it says the process answers and what its runs answer with (`model.embedded`
+  true: the toy default, runtime/model_note.py); `/ready` says it can work.
 - `POST /threads/{id}/copy` -> the new thread (200, Aegra's thread shape), as langgraph-api
   copies one: same metadata, status `idle`, and every checkpoint (with its blobs and pending
   writes) under the new id, so `get_state`/`get_history` of the copy answer what the original
@@ -30,6 +31,8 @@ from fastapi import APIRouter, Depends
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from parallax.runtime.model_note import model_in_use
+
 router = APIRouter()
 threads_router = APIRouter(dependencies=auth_dependency)
 
@@ -37,8 +40,9 @@ CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
 @router.get("/ok")  # type: ignore[untyped-decorator]
-async def ok() -> dict[str, bool]:
-    return {"ok": True}
+async def ok() -> dict[str, Any]:
+    """`ok`, as langgraph-api answers, and what runs answer with (`model.embedded`: the toy default, said in `note`)."""
+    return {"ok": True, "model": model_in_use()}
 
 
 async def copy_checkpoints(session: AsyncSession, source: str, target: str) -> int:
@@ -55,7 +59,7 @@ async def copy_checkpoints(session: AsyncSession, source: str, target: str) -> i
         values = ", ".join(":target" if c == "thread_id" else f'"{c}"' for c in columns)
         names = ", ".join(f'"{c}"' for c in columns)
         result = await session.execute(text(f'INSERT INTO "{table}" ({names}) SELECT {values} FROM "{table}" '
-                                            "WHERE thread_id = :source"), {"source": source, "target": target})
+                                            "WHERE thread_id = :source"), {"source": source, "target": target})  # nosec B608 # names: fixed list, catalogue
         if table == "checkpoints":
             copied = result.rowcount or 0
     return copied

@@ -11,8 +11,8 @@ How:
   each model call (the endpoint's `usage`: prompt, cached and completion tokens, priced as a branch is,
   runtime/prices.py) under the root run it belongs to. Aegra makes the root run's id the run's own id
   (its `create_run_config` sets `run_id`), so the tally is per run of the API;
-- a wrap of Aegra's `finalize_run` (as imported by its executor, `run_executor.finalize_run`; installed
-  by server/app.py) charges, after the run's end is stored, what this replica saw that run spend, through
+- a wrap of Aegra's `finalize_run` (as imported by its executor, `run_executor.finalize_run`; made at start
+  by server/aegra_patches.py) charges, after the run's end is stored, what this replica saw that run spend, through
   `parallax_charge` keyed by the run id. A run the trigger already charged (a solve or plan success) is
   not charged again: the key exists. A run whose lease was lost, or that a shutdown hands back to the
   queue, is not finalized here and not charged here: the replica that finishes it charges it.
@@ -22,6 +22,7 @@ was taken over and then did not end `success`, the calls the first replica made.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -160,20 +161,16 @@ async def charge_observed(run_id: str) -> None:
         log.warning("could not charge run %s (%d tokens): %s: %s", run_id, observed.tokens, type(exc).__name__, exc)
 
 
-def install() -> bool:
-    """Wrap Aegra's executor's `finalize_run` (see the module docstring); False, and a log line, when it cannot be."""
-    try:
-        from aegra_api.services import run_executor
-    except ImportError as exc:
-        log.warning("charges of unsettled runs not installed: %s", exc)
-        return False
-    original: Callable[..., Awaitable[bool]] | None = getattr(run_executor, "finalize_run", None)
-    if original is None:
-        log.warning("charges of unsettled runs not installed: this Aegra has no run_executor.finalize_run")
-        return False
-    if getattr(original, "parallax_charges", False):
-        return True
+def install() -> None:
+    """Wrap Aegra's executor's `finalize_run` (module docstring). Made by server/aegra_patches.py, which checks the
+    target first; a second call changes nothing."""
+    from aegra_api.services import run_executor
 
+    original: Callable[..., Awaitable[bool]] = run_executor.finalize_run
+    if getattr(original, "parallax_charges", False):
+        return
+
+    @functools.wraps(original)
     async def finalize_and_charge(run_id: str, *args: Any, **kwargs: Any) -> bool:
         finalized = await original(run_id, *args, **kwargs)
         await charge_observed(run_id)  # finalized or not: the run has ended (here, or by its cancel)
@@ -181,4 +178,3 @@ def install() -> bool:
 
     finalize_and_charge.parallax_charges = True  # type: ignore[attr-defined]
     run_executor.finalize_run = finalize_and_charge
-    return True

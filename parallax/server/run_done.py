@@ -5,7 +5,7 @@ of the graph API goes through: aegra_api/services/run_waiters.py) checks a "done
 A run that ends in 120 ms is answered after 2 s, so every `runs.wait`, `runs.join` and
 `RemoteGraph.invoke` paid a 2 s floor (issue 31: median 2,031 ms), while `runs.stream` ended at once.
 
-What this changes, the small patch we would send upstream (installed by server/app.py, on every replica):
+What this changes, the small patch we would send upstream (made at start on every replica, server/aegra_patches.py):
 
 - the worker that finishes a run, after it sets Aegra's done key (`run_executor._signal_run_done`,
   which runs once the run's row is final), also PUBLISHes the run id on one Redis channel,
@@ -23,14 +23,15 @@ executor) Aegra waits on the run's task itself, and nothing here applies.
 
 Why a patch and not a route of ours: the wait is inside Aegra's endpoints (thread wait, join,
 stateless wait, its cleanup of stateless runs); replacing the executor method keeps them all,
-their heartbeat and their response bodies, unchanged. `install` refuses to patch an Aegra whose
-functions are not the ones this was written against (it logs why, and Aegra keeps polling).
+their heartbeat and their response bodies, unchanged. server/aegra_patches.py checks that Aegra's functions are
+the ones this was written against before it calls `install`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -157,8 +158,8 @@ async def wait_for_completion(run_id: str, *, timeout: float = 300.0,
                 if await client.exists(done_key(run_id)):
                     how = "notified" if notified else "polled" if polls else "already"
                     break
-            except Exception:  # noqa: BLE001, S110 - Redis down: the runs table below still answers
-                pass
+            except Exception as exc:  # noqa: BLE001 - Redis down: the runs table below still answers
+                log.debug("run-done key of %s unreadable (%s): the runs table answers", run_id, type(exc).__name__)
             if polls % 2 == 1 and is_terminal is not None and await is_terminal(run_id):
                 how = "polled"
                 break
@@ -176,33 +177,26 @@ async def wait_for_completion(run_id: str, *, timeout: float = 300.0,
     return how
 
 
-def install() -> bool:
-    """Patch Aegra's Redis executor (see the module docstring); False, and a log line, when it cannot be."""
-    try:
-        from aegra_api.services import run_executor, worker_executor
-    except ImportError as exc:
-        log.warning("run-done notifications not installed: %s", exc)
-        return False
-    original_signal = getattr(run_executor, "_signal_run_done", None)
-    executor_class = getattr(worker_executor, "WorkerExecutor", None)
-    is_terminal = getattr(worker_executor, "_is_run_terminal", None)
-    if getattr(original_signal, "parallax_notifies", False):
-        return True
-    if original_signal is None or executor_class is None or is_terminal is None \
-            or not hasattr(executor_class, "wait_for_completion"):
-        log.warning("run-done notifications not installed: this Aegra has no run_executor._signal_run_done, "
-                    "WorkerExecutor.wait_for_completion or _is_run_terminal; waits keep Aegra's 2 s poll")
-        return False
+def install() -> None:
+    """Wrap Aegra's `run_executor._signal_run_done` to publish, and replace `WorkerExecutor.wait_for_completion` with
+    the notified wait (module docstring). Made by server/aegra_patches.py, which checks the targets first; a second
+    call changes nothing."""
+    from aegra_api.services import run_executor, worker_executor
 
+    original_signal = run_executor._signal_run_done
+    if getattr(original_signal, "parallax_notifies", False):
+        return
+    is_terminal = worker_executor._is_run_terminal
+
+    @functools.wraps(original_signal)
     async def signal_run_done(run_id: str) -> None:
         await original_signal(run_id)
         await publish_done(run_id)
 
+    @functools.wraps(worker_executor.WorkerExecutor.wait_for_completion)
     async def notified_wait(self: Any, run_id: str, *, timeout: float = 300.0) -> None:
         await wait_for_completion(run_id, timeout=timeout, is_terminal=is_terminal)
 
     signal_run_done.parallax_notifies = True  # type: ignore[attr-defined]
-    notified_wait.__doc__ = wait_for_completion.__doc__
     run_executor._signal_run_done = signal_run_done
-    executor_class.wait_for_completion = notified_wait
-    return True
+    worker_executor.WorkerExecutor.wait_for_completion = notified_wait

@@ -14,16 +14,18 @@ the graph module asks for, so the same graph runs there.
 The patch (small, what we would send upstream to Aegra): pass only the extra transformers whose
 class the graph has not registered itself (`graph.stream_transformers`, compile time), so each
 channel has one owner. A graph without transformers of its own gets all four, as before.
-Installed once, from server/app.py, by rebinding the function where Aegra's run executor
-looks it up (it imported the name into its own module).
+Aegra's stream driver is handed the graph behind a thin view whose `astream_events` drops the
+transformers the graph owns; nothing of Aegra's is swapped while a stream runs, so concurrent
+streams of different graphs cannot see each other's choice. Made at start by
+server/aegra_patches.py, by rebinding the driver where Aegra's run executor looks it up (it
+imported the name into its own module).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator
 from typing import Any
-
-_installed = False
 
 
 def registered_by_graph(graph: Any) -> set[type]:
@@ -37,26 +39,35 @@ def extra_transformers(graph: Any, offered: list[Any]) -> list[Any]:
     return [spec for spec in offered if not (isinstance(spec, type) and spec in own)]
 
 
+class OwnTransformers:
+    """A compiled graph as Aegra's v3 stream driver sees it: the same graph, except that `astream_events` leaves
+    out the extra transformers the graph registers itself."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.graph, name)
+
+    def astream_events(self, *args: Any, transformers: list[Any] | None = None, **kwargs: Any) -> Any:
+        return self.graph.astream_events(*args, transformers=extra_transformers(self.graph, list(transformers or ())),
+                                         **kwargs)
+
+
 def install() -> None:
-    """Rebind Aegra's v3 stream driver (idempotent)."""
-    global _installed
-    if _installed:
-        return
+    """Rebind Aegra's v3 stream driver (module docstring); a second call changes nothing."""
     from aegra_api.services import run_executor
     from aegra_api.services.event_streaming import native_stream
 
-    original_extra: Callable[[], list[Any]] = native_stream._extra_transformers
     original_stream = native_stream.stream_native_v3_events
+    if getattr(original_stream, "parallax_own_transformers", False):
+        return
 
+    @functools.wraps(original_stream)
     async def stream_native_v3_events(*, graph: Any, **kwargs: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        offered = original_extra()
-        native_stream._extra_transformers = lambda: extra_transformers(graph, offered)
-        try:
-            async for item in original_stream(graph=graph, **kwargs):
-                yield item
-        finally:
-            native_stream._extra_transformers = original_extra
+        async for item in original_stream(graph=OwnTransformers(graph), **kwargs):
+            yield item
 
+    stream_native_v3_events.parallax_own_transformers = True  # type: ignore[attr-defined]
     native_stream.stream_native_v3_events = stream_native_v3_events
     run_executor.stream_native_v3_events = stream_native_v3_events
-    _installed = True

@@ -11,10 +11,10 @@ for a caller with a budget, after the request was checked and before anything is
 - past the budget: 429, `Retry-After` the seconds to 00:00 UTC, the body Aegra's error shape with
   `error: "insufficient_quota"`, the reason and `details.resets_at` (ISO 8601 UTC). No run, no thread
   state, no cron, no webhook row;
-- under it, a solve or plan run's input gets `max_cost` / `max_tokens` at most what the tenant has left
-  today (its own when smaller; `capped`), so the run's own budget stops it there ("budget reached",
-  status needs_review, logic/budget.py). A run resumed with a `command` and no input keeps the caps its
-  thread was given when its input was last sent.
+- under it, the input of a run of any graph that calls a model (solve, plan, chat, learn, loop) gets
+  `max_cost` / `max_tokens` at most what the tenant has left today (its own when smaller), so the run's own
+  budget stops it there ("budget reached", logic/budget.py). A run resumed with a `command` and no input keeps the caps its thread
+  was given when its input was last sent.
 The runs crons start later pass no route: the cron-run trigger refuses and caps them the same way
 (runtime/storage/platform_schema.py). The OpenAI face asks `refusal` before it creates its thread
 (server/openai_face.py), and the graph API's check stays the one that holds.
@@ -35,21 +35,21 @@ from typing import Any
 from parallax.logic import daily_budget
 from parallax.logic.daily_budget import DaySpend
 from parallax.runtime import settings as settings_mod
-from parallax.runtime.storage.spend_ledger import SPEND_TODAY_SQL, SPENT_TODAY_SQL
+from parallax.runtime.storage.spend_ledger import BUDGETED_GRAPHS, SPEND_TODAY_SQL, SPENT_TODAY_SQL
 from parallax.server import metrics
 from parallax.server.connections import connection
 from parallax.server.refusals import Refused
 from parallax.state.records import Limits
 
-CAPPED_GRAPHS = ("solve", "plan")
-"""The graphs whose input takes a run budget (and whose finished runs are charged)."""
+CAPPED_GRAPHS = BUDGETED_GRAPHS
+"""The graphs whose input takes a run budget: every graph that calls a model (runtime/storage/spend_ledger.py)."""
 
 
 async def spent_today(tenant: str) -> DaySpend:
     """What the tenant's finished runs were charged today (UTC), on every replica."""
     async with connection() as conn:
         row = await (await conn.execute(SPENT_TODAY_SQL, (tenant,))).fetchone()
-    return DaySpend() if row is None else DaySpend(int(row[0]), float(row[1]), int(row[2]), int(row[3]))
+    return DaySpend() if row is None else DaySpend(int(row[0]), float(row[1]), int(row[2]), int(row[3]), bool(row[4]))
 
 
 async def admission(tenant: str) -> tuple[Refused | None, Limits | None]:
@@ -94,7 +94,7 @@ async def refresh_spend_metrics() -> None:
 
 
 def capped(graph: str | None, run_input: Any, left: Limits | None) -> Any:
-    """A solve or plan input capped at what the tenant has left today; any other input as it is."""
+    """The input of a budgeted graph's run capped at what the tenant has left today; any other input as it is."""
     if left is None or graph not in CAPPED_GRAPHS or not isinstance(run_input, dict):
         return run_input
     return daily_budget.capped(run_input, left)

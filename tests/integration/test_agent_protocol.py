@@ -44,7 +44,7 @@ def client(replica, tenant: str = "acme"):
 def test_ok_answers_without_a_key(cluster):
     for replica in cluster.replicas:
         answer = httpx.get(f"{replica.url}/ok", timeout=10)
-        assert (answer.status_code, answer.json()) == (200, {"ok": True})
+        assert (answer.status_code, answer.json()["ok"]) == (200, True)
     assert httpx.get(f"{cluster.replicas[0].url}/threads/{uuid.uuid4()}", timeout=10).status_code == 401
 
 

@@ -160,8 +160,9 @@ async def test_an_mcp_call_over_the_tenants_limit_is_refused_with_when_to_retry(
 def test_the_readmes_streamable_http_example_runs(cluster):
     block = python_block("streamable_http_client(\"http://127.0.0.1:2026/mcp\"").replace(
         "http://127.0.0.1:2026", cluster.replicas[0].url)
-    out = run_block(block).strip()
-    assert out.startswith("ok {'total': 1} ") and len(out.rsplit(" ", 1)[1]) == 32
+    first, said = run_block(block).strip().splitlines()
+    assert first.startswith("ok {'total': 1} ") and len(first.rsplit(" ", 1)[1]) == 32
+    assert said == "reason: none"
 
 
 async def test_a_runs_timeline_is_drawn_on_either_replica_for_its_tenant_only(cluster):

@@ -15,7 +15,7 @@ import pytest
 
 from tests.integration.test_deploy import scrape, total
 from tests.support import openai_checks
-from tests.support.aegra_cluster import Cluster, missing_services
+from tests.support.aegra_cluster import Cluster, require_services
 from tests.support.fault_server import FaultConfig, FaultServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
@@ -25,12 +25,7 @@ TASK = {"task": "What is 6 * 7?", "mode": "vote", "votes": 3}
 
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory):
-    if missing := missing_services():
-        try:
-            import aegra_api  # noqa: F401
-        except ImportError:
-            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
-        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
+    require_services()
     server = FaultServer(FaultConfig(latency_ms=300, reply=openai_checks.reply))  # runs outlast a wait's start
     env = {"OPENAI_BASE_URL": server.start(), "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
            "PARALLAX_API_KEYS": f"{KEY}:acme", "PARALLAX_STRAGGLER_FACTOR": "0"}

@@ -74,4 +74,5 @@ def test_the_readmes_stdio_example_runs(model_env):
     assert out[0] == "['solve', 'plan', 'feedback']"
     status, confidence, answer, trace_id = out[1].split()
     assert (status, float(confidence), answer) == ("ok", 1.0, "4") and len(trace_id) == 32
+    assert out[2] == "reason: none"
     assert cli(model_env, "trace", trace_id)["feedback"][-1]["score"] == 1.0

@@ -123,7 +123,8 @@ def test_the_readme_example_runs_as_written(dev):
         exec(compile(code.replace(README_URL, f"{dev.url}/v1"), "README.md", "exec"), {})  # noqa: S102 - our README
     lines = printed.getvalue().splitlines()
     assert lines[0] == "42 ok {'42': 3}", lines  # votes 5 is the most: 3 agreeing votes settle (adaptive votes)
-    assert lines[1] == "vendor='ACME Tools' total=1250.5 paid=False", lines
+    assert lines[1] == "reason: none", lines  # an ok run with nothing to say
+    assert lines[2] == "vendor='ACME Tools' total=1250.5 paid=False", lines
 
 
 SECTIONS = "\n\n".join(f"# {title}\n\n" + f"The team discussed {title.lower()} at length and agreed on a plan. " * 3

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_wheel_installs_one_top_level_name(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
                    check=True, capture_output=True, timeout=600)
-    wheel = next(tmp_path.glob("parallax-*.whl"))
+    wheel = next(tmp_path.glob("parallax_graph-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     dist_info = "-".join(wheel.name.split("-")[:2]) + ".dist-info"
     assert {n.split("/")[0] for n in names} == {"parallax", dist_info}

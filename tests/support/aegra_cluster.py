@@ -92,6 +92,19 @@ def missing_services() -> list[str]:
     return missing
 
 
+def require_services() -> None:
+    """Skip a deploy test module outside the server venv, fail it when the venv is there but a service is not
+    (and in CI, where tests/conftest.py fails every skip)."""
+    import pytest
+
+    if missing := missing_services():
+        try:
+            import aegra_api  # noqa: F401
+        except ImportError:
+            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
+        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
+
+
 @dataclass
 class Replica:
     port: int
@@ -273,16 +286,9 @@ def two_replicas(work: Path, reply: Any, keys: dict[str, str], max_pending: int,
     (tests/support/fault_server.py answering with `reply`), for a deploy test module; removed after.
     `config`: an Aegra config other than the repository's (`config_with`).
     Without the server venv's services this skips outside CI and fails in it (tests/conftest.py)."""
-    import pytest
-
     from tests.support.fault_server import FaultConfig, FaultServer
 
-    if missing := missing_services():
-        try:
-            import aegra_api  # noqa: F401
-        except ImportError:
-            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
-        pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
+    require_services()
     server = FaultServer(FaultConfig(latency_ms=20, reply=reply))
     url = server.start()
     env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",

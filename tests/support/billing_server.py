@@ -30,9 +30,14 @@ knows what to expect. Latency: `base_ms` + `prefill_ms_per_token` per uncached p
 side by side, as a batching server does).
 
 `n_support`: "yes" (as OpenAI and vLLM), "refuse" (HTTP 400 for n > 1) or "ignore" (one choice,
-as llama-cpp-python's server). Replies come from `reply(body, k)`, k the choice's place among all
-choices this server gave for the same messages (so the k-th vote of a question gets the k-th answer,
-asked singly or with `n`). The bill and a log of requests are read with `bill()` and `log()`.
+as llama-cpp-python's server). A reply is cut at the request's `max_completion_tokens` (or `max_tokens`)
+words, `finish_reason` "length", as every endpoint does. `tokenize` (on by default): `POST /tokenize` counts
+a request's prompt as vLLM's does (`{"model", "messages"}` -> `{"count"}`), so Parallax knows this server's
+tokenizer (runtime/token_count.py); off, it answers 404 and Parallax estimates. Each logged request carries
+its `tag`: the last `[run NAME]` in its prompt (a bench names its runs so), to bill runs apart.
+Replies come from `reply(body, k)`, k the choice's place among all choices this server gave for the
+same messages (so the k-th vote of a question gets the k-th answer, asked singly or with `n`).
+The bill and a log of requests are read with `bill()` and `log()`.
 
     with BillingServer(reply=lambda body, k: '{"answer": "42"}') as base_url:  # http://127.0.0.1:PORT/v1
         ...
@@ -43,8 +48,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +80,10 @@ class Pricing:
     n_support: str = "yes"
     cache_timing: str = "scheduled"
     """When a request's blocks enter the cache: "scheduled" (vLLM v1) or "read" (see the module docstring)."""
+    tokenize: bool = True
+    """Serve `POST /tokenize` (vLLM's form): the prompt's count before it is sent."""
+    prefix_cache: bool = True
+    """Keep a prefix cache at all (False: every prompt token is read and billed in full)."""
     usage_of: str = "request"
     """What the usage's completion tokens count: "request" (all choices, as OpenAI and vLLM) or "first_choice" (as
     llama.cpp's server does with `n`, naming its build as the system_fingerprint)."""
@@ -101,6 +112,24 @@ class Bill:
                 "completion_tokens": self.completion_tokens, "billed_input_tokens": round(self.billed_input, 1)}
 
 
+TAG = re.compile(r"\[run ([^\]]+)\]")
+
+
+def tag_of(body: dict[str, Any]) -> str:
+    """The last `[run NAME]` in the request's messages, the newest text's ("" when none): a chat's rewrite quotes the
+    earlier turns before the follow-up it is for."""
+    found = [m.group(1) for message in body.get("messages", []) for m in TAG.finditer(str(message.get("content", "")))]
+    return found[-1] if found else ""
+
+
+def cap_of(body: dict[str, Any]) -> int | None:
+    """The request's reply cap: `max_completion_tokens`, else `max_tokens` (None: none)."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        if isinstance(body.get(name), int):
+            return int(body[name])
+    return None
+
+
 def words(body: dict[str, Any]) -> list[str]:
     """The prompt's tokens: the words of each message as `role: content`."""
     return [w for m in body.get("messages", []) for w in f"{m.get('role', '')}: {m.get('content', '')}".split()]
@@ -115,6 +144,7 @@ class BillingState:
     given: dict[str, int] = field(default_factory=dict)
     entries: list[dict[str, Any]] = field(default_factory=list)
     arrivals: int = 0
+    tokenized: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def block_keys(self, tokens: list[str]) -> list[str]:
@@ -131,6 +161,7 @@ async def chat(request: Request) -> JSONResponse:
     body = await request.json()
     n = int(body.get("n") or 1)
     pricing = state.pricing
+    arrived = time.time()
     with state.lock:
         state.arrivals += 1
     if n > 1 and pricing.n_support == "refuse":
@@ -143,7 +174,7 @@ async def chat(request: Request) -> JSONResponse:
     keys = state.block_keys(tokens)
     with state.lock:
         hits = 0
-        for key in keys:
+        for key in keys if pricing.prefix_cache else ():
             if key not in state.cached_blocks:
                 break
             hits += 1
@@ -159,6 +190,11 @@ async def chat(request: Request) -> JSONResponse:
     replies = [state.reply(body, first + k) for k in range(given)]
     contents = [r["content"] if isinstance(r, dict) else r for r in replies]
     finish = [r.get("finish_reason", "stop") if isinstance(r, dict) else "stop" for r in replies]
+    cap = cap_of(body)
+    if cap is not None:  # a reply stops at the cap, as on every endpoint
+        for k, content in enumerate(contents):
+            if len(content.split()) > cap:
+                contents[k], finish[k] = " ".join(content.split()[:cap]), "length"
     completion = [len(c.split()) for c in contents]
     await asyncio.sleep(pricing.decode_ms_per_token * max(completion) / 1000)
     with state.lock:
@@ -169,6 +205,8 @@ async def chat(request: Request) -> JSONResponse:
         bill.cached_tokens += cached
         bill.completion_tokens += sum(completion)
         state.entries.append({"n": n, "choices": given, "prompt_tokens": len(tokens), "cached_tokens": cached,
+                              "completion_tokens": sum(completion), "max_tokens": cap, "tag": tag_of(body),
+                              "arrived": arrived, "done": time.time(),
                               "temperature": body.get("temperature"), "messages_hash": digest,
                               "schema": ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")})
     reported = completion[0] if pricing.usage_of == "first_choice" else sum(completion)
@@ -180,6 +218,20 @@ async def chat(request: Request) -> JSONResponse:
                          "choices": [{"index": k, "message": {"role": "assistant", "content": c},
                                       "finish_reason": finish[k]} for k, c in enumerate(contents)],
                          "usage": usage})
+
+
+async def tokenize(request: Request) -> JSONResponse:
+    """vLLM's `POST /tokenize` for chat messages: the prompt's tokens as this server bills them."""
+    state: BillingState = request.app.state.billing
+    if not state.pricing.tokenize:
+        return JSONResponse({"detail": "Not Found"}, status_code=404)
+    body = await request.json()
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return JSONResponse({"error": {"message": "messages required", "type": "invalid_request_error"}}, status_code=400)
+    count = len(words(body))
+    with state.lock:
+        state.tokenized += 1
+    return JSONResponse({"count": count, "max_model_len": 131072, "tokens": list(range(count))})
 
 
 async def models(request: Request) -> JSONResponse:
@@ -197,6 +249,7 @@ class BillingServer:
         pricing = pricing or Pricing()
         self.state = BillingState(reply, pricing, Bill(cached_rate=pricing.cached_rate))
         self.app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
+                                     Route("/tokenize", tokenize, methods=["POST"]),
                                      Route("/v1/models", models), Route("/health", health)])
         self.app.state.billing = self.state
         self.port = 0
@@ -229,6 +282,7 @@ class BillingServer:
             self.state.given.clear()
             self.state.entries.clear()
             self.state.arrivals = 0
+            self.state.tokenized = 0
 
     def start(self) -> str:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

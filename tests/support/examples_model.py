@@ -24,6 +24,9 @@ REPORT_FACTS = [Fact("revenue", 4796, "Total net revenue was 4,796 million"),
 """What annual_report.pdf says, with the words that say it."""
 ANSWERS = {"Is 221 a prime number?": "No: 221 = 13 * 17", "What is 12 * 12?": "144", "What is 6 * 7?": "42",
            "Compute the total of 17 and 25": "42"}
+TYPED = {"ACME Tools invoice, total 1250.50, still due.": {"vendor": "ACME Tools", "total": 1250.5, "paid": False},
+         "Invoice 7: total due 41.50 EUR.": {"total": 41.5}}
+"""The README's typed tasks (the OpenAI client's `parse`, the MCP client's output_schema) and the objects they hold."""
 FORMULA = re.compile(r"Use formula (.+?) to answer.*?Formula: (.+?), Explanation:", re.S)
 LESSONS = "Lessons from earlier runs"
 BETTER_PROMPT = "use the formula or method the question names"
@@ -76,7 +79,8 @@ class ExamplesModel:
         if "reasoning" in properties and "answer" in properties:
             return json.dumps({"reasoning": "worked it out", "answer": self.answer(prompt)})
         if "reasoning" in properties and "data" in properties:  # a typed vote or direct run
-            return json.dumps({"reasoning": "read it off", "data": {f.path: f.value for f in REPORT_FACTS}})
+            data = next((d for text, d in TYPED.items() if text in prompt), {f.path: f.value for f in REPORT_FACTS})
+            return json.dumps({"reasoning": "read it off", "data": data})
         return json.dumps(schema_instance(schema_of(body), name=name))
 
     @staticmethod

@@ -353,6 +353,7 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
             state.close_entry(entry, 500)
             return _error(500, "internal error (injected fault)", "server_error")
         n = max(1, int(body.get("n") or 1))
+        entry["choices"] = n  # completions this request asks for (a wave of votes is one request with `n`)
         try:
             # each of `n` choices is its own sample: a reply function is asked once per choice
             contents = [cfg.reply(body) if callable(cfg.reply) else default_reply(body) if cfg.reply == "auto"

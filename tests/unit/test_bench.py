@@ -244,7 +244,7 @@ def test_cost_small_run_bills_votes_with_n_below_separate_requests_and_caches_th
     from bench import cost
 
     result = cost.main(["--questions", "4", "--prompt-tokens", "300", "--parallel", "4", "--slices", "5",
-                        "--prefix-tokens", "400", "--base-ms", "5"])
+                        "--prefix-tokens", "400", "--base-ms", "5", "--only", "votes", "section"])
     assert json.loads(capsys.readouterr().out) == result
     for timing in ("scheduled", "read"):
         votes = result["votes"][timing]
@@ -261,14 +261,27 @@ def test_cost_small_run_bills_votes_with_n_below_separate_requests_and_caches_th
     assert result["votes"]["read"]["billed_input_ratio"]["0.1"] < 0.6 < result["votes"]["scheduled"]["billed_input_ratio"]["0.1"]
 
 
-def test_budgets_small_run_stops_vote_runs_and_none_goes_over_beyond_what_was_in_flight(capsys, monkeypatch):
+def test_cost_plans_small_run_prices_every_point_against_one_request_and_the_waves(capsys):
+    from bench import cost
+
+    result = cost.main(["--only", "plans", "--plan-questions", "3", "--plan-prompts", "50", "3000", "--base-ms", "5"])
+    assert json.loads(capsys.readouterr().out) == result
+    plans = result["plans"]
+    assert len(plans["points"]) == 8 and all(set(p) >= {"priced", "one_request", "waves"} for p in plans["points"])
+    small = next(p for p in plans["points"] if p["prompt_words"] == 50)
+    assert small["waves"]["usd_per_question"] < small["one_request"]["usd_per_question"]  # waves win small prompts
+    assert all(p["priced"]["votes_per_question"] > 0 for p in plans["points"])
+
+
+def test_budgets_small_run_holds_every_budget_on_the_bill(capsys):
     from bench import budgets
 
-    for name in ("PARALLAX_VOTE_TEMPERATURE_MIN", "PARALLAX_VOTE_TEMPERATURE_MAX"):  # the default: a wave asks with n
-        monkeypatch.delenv(name, raising=False)
-    result = budgets.main(["--runs", "12", "--modes", "vote", "section", "--seed", "3"])
+    result = budgets.main(["--runs", "2", "--kinds", "vote", "section", "chat", "learn", "--prompt-words", "10", "300",
+                           "--seed", "3"])
     assert json.loads(capsys.readouterr().out) == result
-    modes = result["modes"]
-    assert modes["vote"]["stopped_by_budget"] >= 1  # the choices of one request with n differ, so budgets bite
-    assert result["total"]["over_beyond_in_flight"] == 0 and result["total"]["unsaid"] == 0
-    assert result["total"]["calls_started_after_budget_reached"] == 0
+    assert set(result["phases"]) == {"n/tokenizer", "n/estimate", "separate/tokenizer", "separate/estimate"}
+    total = result["total"]
+    assert total["runs"] == 8 and total["stopped_by_budget"] >= 1
+    assert total["max_over_tokenizer_known"] <= 1.05 and total["max_over_estimate"] <= 1.15
+    assert total["requests_sent_after_budget_reached"] == 0 and total["unsaid"] == 0
+    assert all(result["goals_met"].values())

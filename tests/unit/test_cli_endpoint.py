@@ -37,7 +37,7 @@ def chat_models(server) -> set[str]:
 def test_version_prints_the_installed_version():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0
-    assert result.output == f"parallax {version('parallax')}\n"
+    assert result.output == f"parallax {version('parallax-graph')}\n"
 
 
 def test_flags_point_the_run_at_another_endpoint_and_model(server, monkeypatch):

@@ -65,3 +65,15 @@ def test_the_day_resets_at_utc_midnight_whatever_the_zone_of_the_clock():
     body = daily_budget.refusal_body("acme", "daily budget reached: x", late, {"max_cost": 1.0}, DaySpend(cost_usd=1.2))
     assert body["error"] == "insufficient_quota" and body["details"]["resets_at"] == "2026-12-04T00:00:00Z"
     assert "resets at 2026-12-04T00:00:00Z" in body["message"] and "'acme'" in body["message"]
+
+
+def test_a_day_a_capped_run_could_not_pay_from_counts_as_reached():
+    """Each request is held at its worst case, so a day is seldom spent to the last token: a run stopped by a cap of
+    at least what was left marks the day exhausted (runtime/storage/spend_ledger.py), and the door refuses after."""
+    from parallax.logic.daily_budget import reached
+    from parallax.state.records import Limits
+
+    budget: Limits = {"max_tokens": 2500}
+    assert reached(budget, DaySpend(tokens=2400)) is None
+    why = reached(budget, DaySpend(tokens=2400, exhausted=True))
+    assert why is not None and why.startswith("daily budget reached: a run could not pay for its next request")

@@ -214,9 +214,10 @@ def candidate_script(sent: dict[str, str]):
 
 
 @pytest.fixture
-def speculated(tmp_path):
+def speculated(tmp_path, monkeypatch):
     """A speculate run with 1 passing, 2 failing and 1 cancelled candidate, and one where none passed; each
     candidate's prompt as the model got it, by its reply's answer (and the runs' trace ids, by "won" and "lost")."""
+    monkeypatch.setenv("PARALLAX_CHECK_SANDBOX", "off")  # the checks wait for each other's marks in one folder
     check, marks = tmp_path / "check.py", tmp_path / "marks"
     check.write_text(PASS_AFTER_TWO_FAILED)
     marks.mkdir()
@@ -360,10 +361,11 @@ def edit_step(action: str, path: str = "", content: str = "", note: str = "") ->
 
 
 @pytest.fixture
-def edited(tmp_path):
+def edited(tmp_path, monkeypatch):
     """A plan run whose one edit task ran 2 candidates: each read greeting.txt, wrote it and said done; the one at
     temperature 1.0 wrote what the tests want and passed them after the other's failed. Returns the run's output and
     the prompt each candidate's first step was sent, by temperature."""
+    monkeypatch.setenv("PARALLAX_CHECK_SANDBOX", "off")  # the tests wait for each other's marks in one folder
     from parallax.runtime.worktrees import git
 
     repo, marks = tmp_path / "repo", tmp_path / "marks"

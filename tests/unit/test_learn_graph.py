@@ -126,7 +126,7 @@ async def test_guard_fires_loudly_when_a_batch_yields_too_few_lessons(store, mon
     with caplog.at_level("WARNING", logger="parallax.learn"):
         out = await builder.compile(store=store).ainvoke({"tasks": tasks(4), "batch": 4, "mode": "direct"}, context=model_ctx)
     assert out["batches"][0]["guard_triggered"] is True
-    assert any("GUARD" in r.message and "redoing the merge" in r.message for r in caplog.records)
+    assert any("fewer than PARALLAX_GUARD_FLOOR" in r.message and "redoing the merge" in r.message for r in caplog.records)
     assert out["batches"][0]["items_total"] == 1  # the redo cannot invent lessons either
 
 

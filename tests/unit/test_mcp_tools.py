@@ -54,7 +54,7 @@ async def test_tools_take_the_documented_arguments_and_return_the_run():
     assert tools["solve"].input_schema["required"] == ["task"]
     assert solved.structured_content == {"status": "ok", "confidence": 0.6, "answer": "42", "data": None, "trace_id": "t1",
                                          "thread_id": "th1", "mode": "vote", "reason": "", "vote_counts": {"42": 3, "41": 2},
-                                         "spend": None}
+                                         "spend": None, "note": ""}
     assert planned.structured_content["status"] == "needs_review"
     assert scored.structured_content["score"] == 1.0
     assert backend.calls == [

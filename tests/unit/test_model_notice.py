@@ -59,3 +59,38 @@ def test_the_setting_hides_it(advertised, monkeypatch):
 def test_an_endpoint_gets_no_notice(advertised):
     result = runner.invoke(app, [*ARGS, "--base-url", advertised.url])
     assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_the_python_api_result_carries_the_note_on_the_embedded_model_only(advertised):
+    import parallax
+    from parallax.runtime.model_note import EMBEDDED_NOTE
+
+    toy = parallax.solve("Write a haiku about caching.", mode="direct")
+    assert toy.status == "ok" and toy.note == EMBEDDED_NOTE and "OPENAI_BASE_URL" in toy.note
+    os.environ["OPENAI_BASE_URL"] = advertised.url  # restored by monkeypatch's delenv at the end of the test
+    try:
+        real = parallax.solve("Write a haiku about caching.", mode="direct")
+    finally:
+        del os.environ["OPENAI_BASE_URL"]
+    assert real.status == "ok" and real.note == ""
+
+
+def test_serve_says_at_start_what_its_runs_answer_with(advertised, monkeypatch):
+    from parallax.cli.serve import model_line
+
+    said = model_line()
+    assert said.startswith("model: no OPENAI_BASE_URL, so runs use the embedded smollm2-135m-instruct: ")
+    assert "tiny test model that is often wrong" in said and "set OPENAI_BASE_URL" in said
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://10.1.2.3:8000/v1")
+    monkeypatch.setenv("PARALLAX_MODEL", "qwen2.5:7b")
+    assert model_line() == "model: qwen2.5:7b at http://10.1.2.3:8000/v1"
+
+
+async def test_the_chat_reply_says_so_in_its_metadata(advertised):
+    """Studio's chat mode and Agent Chat UI show the reply's metadata: the note travels with the turn."""
+    from parallax.graphs.chat import graph
+    from parallax.runtime.model_note import EMBEDDED_NOTE
+
+    out = await graph.ainvoke({"messages": [{"type": "human", "content": "Write a haiku about caching."}], "mode": "direct"})
+    assert out["messages"][-1].response_metadata["parallax"]["note"] == EMBEDDED_NOTE
+    assert out["last_run"]["note"] == EMBEDDED_NOTE

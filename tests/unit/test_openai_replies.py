@@ -42,7 +42,7 @@ def test_a_completion_parses_as_the_sdks_chat_completion_and_carries_the_run():
     assert reply.parallax == {"status": "ok", "confidence": 1.0, "vote_counts": {"42": 2}, "reason": "", "mode": "vote",
                               "trace_id": "t1", "thread_id": "th1", "run_id": "r1", "cost_usd": 0.003,
                               "spend": {"tokens": 202, "prompt_tokens": 190, "cached_tokens": 0, "completion_tokens": 12,
-                                        "cost_usd": 0.003, "unpriced": []}}
+                                        "cost_usd": 0.003, "unpriced": []}, "note": ""}
 
 
 def test_a_typed_reply_is_the_objects_json_and_no_object_is_a_refusal():

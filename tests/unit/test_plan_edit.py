@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from parallax.cli import app
+from parallax.logic.edit_agent import run_tests
 from parallax.runtime.worktrees import Integration, PathRefused, Worktree, check_merge, git, head_commit
 from tests.support.scripted_model import scripted
 
@@ -47,7 +49,7 @@ def test_tools_refuse_paths_outside_the_worktree_and_undeclared_files(tmp_path):
         tree.write("notes.txt", "changed")
     assert tree.write("greeting.txt", "hi\n").startswith("wrote greeting.txt")
     assert tree.read("greeting.txt") == "hi\n" and "notes.txt" in tree.list()
-    assert tree.test("python -c \"import time; time.sleep(5)\"", 0.2) == "test command timed out after 0.2s"
+    assert asyncio.run(run_tests(tree, "python -c \"import time; time.sleep(5)\"", 0.2)) == "test command timed out after 0.2s"
     assert tree.commit("change") is not None and tree.changed_files() == ["greeting.txt"]
     tree.remove()
     assert not (tmp_path / "wt").exists() and (repo / "greeting.txt").read_text() == "hello\nworld\n"

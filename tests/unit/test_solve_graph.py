@@ -56,13 +56,15 @@ async def test_a_tie_goes_to_the_judge_whose_pick_is_ok_only_with_enough_support
     out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote"}, context=model_ctx)
     assert out["vote_counts"] == {"42": 2, "41": 2, "40": 1}
     assert out["answer"] == "41" and "judge" in [b["kind"] for b in out["branches"]]  # the tie is broken...
+    assert "the judge broke the tie for '41'; the judge's reason: \"recomputed\"" in out["reason"]  # said as its own
     assert out["status"] == "needs_review" and out["confidence"] == 0.4  # ...but 2 of 5 votes is no promise
     assert "confidence 0.40 is below the 0.5 an ok needs" in out["reason"]
     six = dict(zip(spread(0.3, 1.0, 6), ["42", "42", "42", "41", "41", "41"], strict=True))
     out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 6},
-                              context=scripted(lambda p, t, i: json.dumps({"choice": "41", "reason": "r"})
+                              context=scripted(lambda p, t, i: json.dumps({"choice": "41", "reason": ""})
                                                if "Candidate answers" in p else by_temperature(six)(p, t, i))[0])
     assert (out["status"], out["answer"], out["confidence"]) == ("ok", "41", 0.5)  # a 3-3 tie broken at half support
+    assert out["reason"] == "the judge broke the tie for '41'"  # a judge that gave no reason is not quoted as ""
 
 
 async def test_a_judge_that_picks_a_minority_answer_leaves_the_run_for_review(monkeypatch):
@@ -388,6 +390,17 @@ async def test_a_blank_vote_is_re_asked_not_counted(monkeypatch):
     out = await graph.ainvoke({"task": "What is 2 + 3?", "mode": "vote", "votes": 3}, context=model_ctx)
     assert out["vote_counts"] == {"5": 3}
     assert [b["reasks"] for b in out["branches"] if b["kind"] == "vote"] == [1, 1, 1]
+
+
+async def test_a_vote_whose_answer_reduces_to_no_value_is_not_counted(monkeypatch):
+    """Seen on the embedded model: a vote answered "..." (not blank, so not re-asked) and the tally had a '' key."""
+    votes = dict(zip(TEMPS, ["42", "...", "42", "**", "42"], strict=True))
+    out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote"}, context=scripted(by_temperature(votes))[0])
+    assert out["vote_counts"] == {"42": 3} and out["answer"] == "42"
+    assert out["confidence"] == 1.0 and "2 of 5 votes gave no value to count" in out["reason"]
+    nothing = dict(zip(TEMPS, ["...", "**", ".", "...", "''"], strict=True))
+    out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote"}, context=scripted(by_temperature(nothing))[0])
+    assert (out["status"], out["vote_counts"]) == ("failed", {}) and "no value to count" in out["reason"], out["reason"]
 
 
 async def test_model_calls_in_flight_never_exceed_max_concurrency(monkeypatch):

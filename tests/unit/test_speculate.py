@@ -72,7 +72,9 @@ def alive(pid: int) -> bool:
     return bool(done) and not done.startswith("Z")
 
 
-def test_the_first_passing_candidate_wins_and_the_rest_are_cancelled(scripted_endpoint, tmp_path):
+def test_the_first_passing_candidate_wins_and_the_rest_are_cancelled(scripted_endpoint, tmp_path, monkeypatch):
+    # the slow checks leave their process ids where this test looks for them: outside any sandbox
+    monkeypatch.setenv("PARALLAX_CHECK_SANDBOX", "off")
     url = scripted_endpoint(FaultConfig(reply=candidate_reply({0.2: "SLOW one", 0.6: "PASS two", 1.0: "SLOW three"})))
     command, pids = check_script(tmp_path)
     started = time.monotonic()
@@ -99,7 +101,8 @@ def test_the_first_passing_candidate_wins_and_the_rest_are_cancelled(scripted_en
 
     shown = runner.invoke(app, ["trace", out["trace_id"]], env={"COLUMNS": "200"})
     assert shown.exit_code == 0
-    assert "candidates (picked by check)" in shown.stdout and "passed its check first" in shown.stdout
+    assert "candidates (picked by check; checks: unconfined (PARALLAX_CHECK_SANDBOX=off))" in shown.stdout
+    assert "passed its check first" in shown.stdout
     assert "careful at 0.6, check passed: won" in shown.stdout
 
 

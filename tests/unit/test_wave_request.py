@@ -61,7 +61,7 @@ def test_choices_that_came_back_together_are_all_counted_none_cancelled_in_fligh
     # 2-1, then 4-1-1; the third wave asks the 2 votes left, and its first choice alone would settle the vote (5-1)
     answers = ["42", "41", "42", "42", "42", "40", "42", "42"]
     server = billing(lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}))
-    out = vote(8, early_stop=True)
+    out = vote(8, early_stop=True, vote_plan="waves")  # today's waves: 3, then at least 3
     assert [e["n"] for e in server.log()] == [3, 3, 2]
     branches = votes_of(out)
     assert [b["status"] for b in branches] == ["ok"] * 8 and out["vote_counts"] == {"42": 6, "41": 1, "40": 1}
@@ -203,13 +203,13 @@ def test_a_seat_cancelled_while_waiting_leaves_the_request_to_the_others():
         release = asyncio.Event()
         sent: list[int] = []
 
-        async def send(n: int) -> list[AIMessage]:
+        async def send(n: int, owners: list[str]) -> tuple[list[AIMessage], int]:
             sent.append(n)
             await release.wait()
             return [AIMessage(content=str(i), usage_metadata={"input_tokens": 9, "output_tokens": 1,
-                                                              "total_tokens": 10}) for i in range(n)]
+                                                              "total_tokens": 10}) for i in range(n)], n
 
-        wave = WaveRequest(3, {})
+        wave = WaveRequest(["v0", "v1", "v2"], {})
         key = ("http://x/v1", "m")
         seats = [asyncio.create_task(Seat(wave, f"v{i}").take(key, send)) for i in range(3)]
         await asyncio.sleep(0.01)
@@ -222,16 +222,16 @@ def test_a_seat_cancelled_while_waiting_leaves_the_request_to_the_others():
         # a second copy of a branch (a straggler's backup) asks on its own
         assert await Seat(wave, "v0").take(key, send) is None
 
-        lonely = WaveRequest(2, {})
+        lonely = WaveRequest(["w0", "w1"], {})
         cancelled = asyncio.Event()
 
-        async def hang(n: int) -> list[AIMessage]:
+        async def hang(n: int, owners: list[str]) -> tuple[list[AIMessage], int]:
             try:
                 await asyncio.sleep(60)
             except asyncio.CancelledError:
                 cancelled.set()
                 raise
-            return []
+            return [], n
 
         both = [asyncio.create_task(Seat(lonely, f"w{i}").take(key, hang)) for i in range(2)]
         await asyncio.sleep(0.01)

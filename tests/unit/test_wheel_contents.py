@@ -64,7 +64,7 @@ def test_the_wheel_holds_every_file_of_the_source_tree_and_nothing_else(dist):
     assert {"parallax/runtime/model_server/__init__.py", "parallax/graphs/solve.py", "parallax/state/context.py",
             "parallax/server/aegra.json", "parallax/py.typed"} <= installed
     others = {name.split("/")[0] for name in wheel} - {"parallax"}
-    assert others == {"parallax-0.1.0.dist-info"}, others
+    assert others == {"parallax_graph-0.1.0.dist-info"}, others
 
 
 def test_neither_the_wheel_nor_the_sdist_carries_a_data_sample(dist):
@@ -81,12 +81,12 @@ def test_neither_the_wheel_nor_the_sdist_carries_a_data_sample(dist):
 
 def test_the_metadata_names_the_licence_the_pythons_and_the_command(dist):
     archive = zipfile.ZipFile(dist["wheel"])
-    meta = Parser().parsestr(archive.read("parallax-0.1.0.dist-info/METADATA").decode())
+    meta = Parser().parsestr(archive.read("parallax_graph-0.1.0.dist-info/METADATA").decode())
     assert meta["License-Expression"] == "MIT" and meta["Requires-Python"] == ">=3.11"
     assert sorted(meta.get_all("License-File")) == ["LICENSE", "THIRD_PARTY_NOTICES.md"]
     assert {f"Programming Language :: Python :: 3.{minor}" for minor in (11, 12, 13)} <= set(meta.get_all("Classifier"))
-    assert "parallax = parallax.cli:app" in archive.read("parallax-0.1.0.dist-info/entry_points.txt").decode()
-    assert "MIT License" in archive.read("parallax-0.1.0.dist-info/licenses/LICENSE").decode()
+    assert "parallax = parallax.cli:app" in archive.read("parallax_graph-0.1.0.dist-info/entry_points.txt").decode()
+    assert "MIT License" in archive.read("parallax_graph-0.1.0.dist-info/licenses/LICENSE").decode()
 
 
 def test_twine_accepts_both(dist):

@@ -127,7 +127,7 @@ class LocalModelServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_SERVER_ENV_PREFIX)}
         with open(self.log_path, "ab") as log:
             self._log_start = log.tell()
-            self.process = subprocess.Popen(
+            self.process = subprocess.Popen(  # nosec B603 # llama.cpp's server from the xllamacpp wheel, no shell
                 self.command(), stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=env,
             )  # fmt: skip

@@ -2,12 +2,16 @@
 
 Every namespace starts with what it holds and then the tenant: ("playbooks", tenant, name),
 ("traces", tenant), ("dlq", tenant). Tenant and playbook names share one small alphabet,
-so no name can spell another tenant's namespace ("../acme" or "a/b" are refused).
+so no name can spell another tenant's namespace ("../acme" or "a/b" are refused). Every store opens its
+namespaces through `check_tenant`, which also refuses, inside a served run, any tenant but the authenticated
+one (runtime/run_context.py `check_store_tenant`): whatever a node was handed, it reaches no other tenant.
 """
 
 from __future__ import annotations
 
 import re
+
+from parallax.runtime.run_context import check_store_tenant
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z, not $: "acme\n" is no name
 NAME_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
@@ -23,9 +27,11 @@ class NotFound(StoreError):
 
 
 def check_tenant(tenant: str) -> str:
-    """The tenant name, or StoreError for one that could reach outside its namespaces."""
+    """The tenant name, or StoreError for one that could reach outside its namespaces (TenantMismatch for another
+    tenant's, in a served run)."""
     if not isinstance(tenant, str) or not NAME_RE.match(tenant):
         raise StoreError(f"bad tenant {tenant!r}: use 1-64 letters, digits, '-' or '_'")
+    check_store_tenant(tenant)
     return tenant
 
 

@@ -67,13 +67,13 @@ KINDS = tuple(f.name for f in fields(Swept) if f.name != "seconds")
 """Swept's counts (the metric's `kind` label)."""
 
 
-NO_ACTIVE_RUN = f"NOT EXISTS (SELECT 1 FROM runs r WHERE r.thread_id = t.thread_id AND r.status IN {ACTIVE})"
+NO_ACTIVE_RUN = f"NOT EXISTS (SELECT 1 FROM runs r WHERE r.thread_id = t.thread_id AND r.status IN {ACTIVE})"  # nosec B608 # constants only; values are bound
 
 CLAIM_OLD_THREADS = f"""
 SELECT t.thread_id FROM thread t
 WHERE t.updated_at < now() - make_interval(secs => %(age_s)s) AND {NO_ACTIVE_RUN}
 ORDER BY t.updated_at LIMIT %(batch)s FOR UPDATE OF t SKIP LOCKED
-"""
+"""  # nosec B608 # constants only; values are bound
 
 DELETE_THREADS = [
     "DELETE FROM checkpoint_writes WHERE thread_id = ANY(%(ids)s)",
@@ -93,7 +93,7 @@ CLAIM_THREADS_WITH_OLD_HISTORY = f"""
 SELECT t.thread_id FROM thread t
 WHERE {OLD_HISTORY} AND {NO_ACTIVE_RUN}
 ORDER BY t.thread_id LIMIT %(batch)s FOR UPDATE OF t SKIP LOCKED
-"""
+"""  # nosec B608 # constants only; values are bound
 
 DELETE_OLD_HISTORY = """
 WITH gone AS (
@@ -149,9 +149,9 @@ DELETE FROM parallax_webhooks WHERE id IN (
 OLD_DAY = "day < ((now() AT TIME ZONE 'UTC') - make_interval(secs => %(age_s)s))::date"
 DELETE_CHARGES = [
     f"""DELETE FROM parallax_run_charges WHERE run_id IN (
-        SELECT run_id FROM parallax_run_charges WHERE {OLD_DAY} LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+        SELECT run_id FROM parallax_run_charges WHERE {OLD_DAY} LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",  # nosec B608 # constants only; values are bound
     f"""DELETE FROM parallax_tenant_spend WHERE (tenant, day) IN (
-        SELECT tenant, day FROM parallax_tenant_spend WHERE {OLD_DAY} LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",
+        SELECT tenant, day FROM parallax_tenant_spend WHERE {OLD_DAY} LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",  # nosec B608 # constants only; values are bound
 ]
 
 

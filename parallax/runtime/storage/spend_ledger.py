@@ -37,6 +37,9 @@ from typing import Any
 
 from parallax.state.records import Limits
 
+BUDGETED_GRAPHS = ("solve", "plan", "chat", "learn", "loop")
+"""The graphs whose input takes a run budget (`max_cost`, `max_tokens`): every graph that calls a model. A tenant's
+daily budget caps each new run of them at what is left today."""
 CHARGE_LOCK_CLASS = 0x7061_7263  # "parc": the per-thread charge lock (the second key: hashtext(thread_id))
 
 DDL = f"""
@@ -59,6 +62,8 @@ CREATE TABLE IF NOT EXISTS parallax_tenant_spend (
     unpriced_runs integer NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, day)
 );
+-- a run stopped by a cap at least what the day has left: the day cannot pay for its requests (until the reset)
+ALTER TABLE parallax_tenant_spend ADD COLUMN IF NOT EXISTS exhausted boolean NOT NULL DEFAULT false;
 
 CREATE TABLE IF NOT EXISTS parallax_tenant_budgets (
     tenant text PRIMARY KEY,
@@ -113,6 +118,27 @@ BEGIN
     RETURN carried;
 END $$;
 
+-- a run of `who` that its budget stopped (a request that did not fit was not sent) with a cap (`given`: its stored
+-- input) at least what the day has left now shows the day cannot pay for such a request: the day counts as
+-- reached until the reset (each request is held at its worst case, so a day is seldom spent to the last token)
+CREATE OR REPLACE FUNCTION parallax_mark_exhausted(who text, given jsonb) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    b parallax_tenant_budgets := parallax_budget_of(who);
+    s parallax_tenant_spend;
+BEGIN
+    IF b.tenant IS NULL OR jsonb_typeof(given) IS DISTINCT FROM 'object' THEN
+        RETURN;
+    END IF;
+    INSERT INTO parallax_tenant_spend (tenant, day) VALUES (who, parallax_utc_day()) ON CONFLICT DO NOTHING;
+    SELECT * INTO s FROM parallax_tenant_spend WHERE tenant = who AND day = parallax_utc_day();
+    IF (b.max_tokens IS NOT NULL AND jsonb_typeof(given -> 'max_tokens') = 'number'
+            AND (given ->> 'max_tokens')::numeric >= b.max_tokens - s.tokens)
+       OR (b.max_cost IS NOT NULL AND jsonb_typeof(given -> 'max_cost') = 'number'
+            AND (given ->> 'max_cost')::numeric >= round(b.max_cost - s.cost_usd, 8)) THEN
+        UPDATE parallax_tenant_spend SET exhausted = true WHERE tenant = who AND day = parallax_utc_day();
+    END IF;
+END $$;
+
 CREATE OR REPLACE FUNCTION parallax_charge_run() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     spent jsonb := CASE WHEN jsonb_typeof(NEW.output) = 'object' THEN NEW.output -> 'spend' END;
@@ -129,6 +155,11 @@ BEGIN
         SELECT coalesce(sum(c.tokens), 0), coalesce(sum(c.cost_usd), 0) INTO earlier_tokens, earlier_cost
         FROM parallax_run_charges c WHERE c.run_id = ANY(parallax_resumed_runs(NEW.run_id));
         PERFORM parallax_charge(NEW.run_id, NEW.user_id, spent_tokens - earlier_tokens, spent_cost - earlier_cost);
+    END IF;
+    IF jsonb_typeof(NEW.output) = 'object' AND (coalesce(NEW.output ->> 'reason', '') LIKE 'budget reached%'
+            OR coalesce(NEW.output ->> 'budget_stop', '') LIKE 'budget reached%'
+            OR coalesce(NEW.output -> 'last_run' ->> 'reason', '') LIKE 'budget reached%') THEN
+        PERFORM parallax_mark_exhausted(NEW.user_id, NEW.input);
     END IF;
     RETURN NULL;
 END $$;
@@ -179,6 +210,12 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
+    IF s.exhausted THEN
+        RETURN format('daily budget reached: a run could not pay for its next request with what was left today '
+                      '($%s and %s tokens spent; budget: %s); resets at %s', s.cost_usd::float8, s.tokens,
+                      concat_ws(', ', '$' || b.max_cost::float8, b.max_tokens || ' tokens'),
+                      to_char(parallax_utc_day() + 1, 'YYYY-MM-DD"T00:00:00Z"'));
+    END IF;
     IF b.max_cost IS NOT NULL AND s.unpriced_runs > 0 THEN
         RETURN format('daily budget reached: %s run(s) today used a model without a price, so the daily max_cost '
                       '$%s cannot be held; resets at %s', s.unpriced_runs, b.max_cost::float8,
@@ -194,7 +231,7 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- a solve or plan input with max_cost / max_tokens at most what the tenant has left today
+-- a budgeted graph's input with max_cost / max_tokens at most what the tenant has left today
 -- (logic/daily_budget.py `capped`); other inputs as they are
 CREATE OR REPLACE FUNCTION parallax_budget_capped(who text, graph text, given jsonb) RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -204,7 +241,8 @@ DECLARE
     left_cost numeric;
     left_tokens bigint;
 BEGIN
-    IF b.tenant IS NULL OR graph NOT IN ('solve', 'plan') OR jsonb_typeof(given) IS DISTINCT FROM 'object' THEN
+    IF b.tenant IS NULL OR graph NOT IN ({", ".join(f"'{name}'" for name in BUDGETED_GRAPHS)})
+            OR jsonb_typeof(given) IS DISTINCT FROM 'object' THEN
         RETURN given;
     END IF;
     SELECT * INTO s FROM parallax_tenant_spend WHERE tenant = who AND day = parallax_utc_day();
@@ -222,7 +260,7 @@ BEGIN
     END IF;
     RETURN out;
 END $$;
-"""
+"""  # nosec B608 # constants only; values are bound
 
 
 def migrate(conn: Any) -> None:
@@ -243,6 +281,6 @@ def write_budgets(conn: Any, budgets: dict[str, Limits]) -> None:
 CHARGE_ENDED_SQL = "SELECT parallax_charge_ended(%(run_id)s, %(tokens)s::bigint, %(cost)s::numeric)"
 """Charge a run that has ended with what its replica saw it spend (server/run_charges.py); nothing when it was
 charged already (a solve or plan run's own `spend`, by the trigger) or has not ended."""
-SPENT_TODAY_SQL = ("SELECT tokens, cost_usd::float8, runs, unpriced_runs FROM parallax_tenant_spend "
+SPENT_TODAY_SQL = ("SELECT tokens, cost_usd::float8, runs, unpriced_runs, exhausted FROM parallax_tenant_spend "
                    "WHERE tenant = %s AND day = parallax_utc_day()")
 SPEND_TODAY_SQL = "SELECT tenant, tokens, cost_usd::float8 FROM parallax_tenant_spend WHERE day = parallax_utc_day()"
