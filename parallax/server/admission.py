@@ -68,6 +68,7 @@ from parallax.server.run_fields import (
     check_metadata,
     check_resume,
     check_run_fields,
+    check_run_start,
     check_state_update,
     check_strategy,
     configurable_settings,
@@ -351,6 +352,7 @@ class Admission:
         if not isinstance(payload, dict):
             await self.app(scope, replay(body, receive), send)  # Aegra answers a body that is no object (422)
             return
+        check_run_start(payload)
         admitted = await admit_run(caller, payload, thread_id)
         settings = settings_mod.load()
         strategy = payload.get("multitask_strategy") or settings.multitask_strategy

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from parallax.logic.review_request import BadDecision, decision_of
@@ -270,6 +270,22 @@ def check_run_fields(payload: Mapping[str, Any], thread_id: str | None) -> tuple
     if on_disconnect is not None and on_disconnect not in ON_DISCONNECT:
         raise invalid(f"on_disconnect must be cancel or continue, not {on_disconnect!r}", "on_disconnect")
     return checkpoint, resumes, resume
+
+
+def check_run_start(payload: MutableMapping[str, Any]) -> None:
+    """What a run on the run routes starts from, Aegra's rule told in the one refusal shape: `input`, or
+    `command.resume`, or a checkpoint to resume from; input and command not both. An empty input beside a command
+    is dropped, as Aegra drops it (a frontend sends `input: {}` with its resume)."""
+    has_command = payload.get("command") is not None
+    if has_command and payload.get("input") == {}:
+        payload["input"] = None
+    if has_command and payload.get("input") is not None:
+        raise invalid("input and command are exclusive: send input to start a run, or command.resume alone to answer "
+                      "an interrupt", "command")
+    if payload.get("input") is None and not has_command \
+            and payload.get("checkpoint") is None and payload.get("checkpoint_id") is None:
+        raise invalid("a run needs input (or command.resume to answer an interrupt, or a checkpoint to resume from)",
+                      "input")
 
 
 COPY = "__copy__"

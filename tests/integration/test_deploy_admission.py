@@ -198,6 +198,8 @@ async def test_config_and_metadata_that_would_pose_as_the_server_are_refused_by_
         ({"checkpoint": {"checkpoint_id": str(uuid.uuid4()), "thread_id": other}}, "checkpoint.thread_id",
          "thread of the route"),
         ({"interrupt_before": ["x"] * 100}, "interrupt_before", "at most"),
+        ({"input": None}, "input", "a run needs input"),
+        ({"command": {"resume": "yes"}}, "command", "exclusive"),
     ]
     async with httpx.AsyncClient(base_url=a.url, timeout=60) as h:
         before = runs_of(cluster, thread_id)

@@ -195,3 +195,21 @@ def test_a_request_key_resolves_to_one_caller(monkeypatch, headers, tenant):
     finally:
         monkeypatch.delenv("PARALLAX_API_KEYS")
         reload_settings()
+
+
+@pytest.mark.parametrize(("payload", "field", "says"), [
+    ({"assistant_id": "solve"}, "input", "a run needs input"),
+    ({"assistant_id": "solve", "input": None}, "input", "a run needs input"),
+    ({"input": {"task": "x"}, "command": {"resume": "yes"}}, "command", "exclusive"),
+])
+def test_a_run_starts_from_input_a_resume_or_a_checkpoint(payload, field, says):
+    refused = refusal(rf.check_run_start, payload)
+    assert (refused.status, refused.field) == (422, field) and says in refused.message
+
+
+def test_an_empty_input_beside_a_resume_is_dropped_as_aegra_drops_it():
+    payload = {"input": {}, "command": {"resume": "yes"}}
+    rf.check_run_start(payload)
+    assert payload["input"] is None
+    rf.check_run_start({"checkpoint_id": CHECKPOINT})
+    rf.check_run_start({"input": {"task": "x"}})
