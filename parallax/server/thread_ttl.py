@@ -13,7 +13,9 @@ served here on Parallax's app, whose routes Aegra matches before its own:
   runs cancelled, its checkpoints gone), `keep_latest` drops its checkpoint history and keeps its latest state
   (Aegra's `_prune_checkpoint_history`; a thread with a run pending or running is left as it is, not counted).
   The answer is {"pruned_count": n}. Ids that are not the caller's (another tenant's, or gone) are skipped and
-  not counted, as langgraph-api skips them; at most PRUNE_MAX_IDS ids per request.
+  not counted, as langgraph-api skips them; at most PRUNE_MAX_IDS ids per request. Without a body it is Aegra's
+  own call, answered by Aegra's route (the caller's threads past their ttl swept now: {"deleted", "pruned"}), so
+  Aegra's clients keep working.
 """
 
 from __future__ import annotations
@@ -123,9 +125,13 @@ async def owned(session: AsyncSession, user: User, thread_ids: list[str]) -> lis
 @router.post("/threads/prune")  # type: ignore[untyped-decorator]
 async def prune_threads(user: CurrentUser, session: Session, body: Annotated[Any, Body()] = None) -> dict[str, int]:
     from aegra_api.api.threads import delete_thread
+    from aegra_api.api.threads import prune_threads as aegra_prune
     from aegra_api.services.thread_ttl import _prune_checkpoint_history
 
-    request = parsed(PruneRequest, body if body is not None else {}, "POST /threads/prune")
+    if body is None:  # Aegra's own call (no body): the caller's expired threads, now; {"deleted", "pruned"}
+        answer: dict[str, int] = (await aegra_prune(user=user, session=session)).model_dump()
+        return answer
+    request = parsed(PruneRequest, body, "POST /threads/prune")
     pruned = 0
     for thread_id in await owned(session, user, request.thread_ids) if request.thread_ids else []:
         if request.strategy == "delete":
