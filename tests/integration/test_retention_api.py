@@ -117,6 +117,9 @@ def test_prune_deletes_or_compacts_the_callers_threads_only(cluster):
                                "no_ids": {}, "bad_strategy": {"thread_ids": [], "strategy": "all"}}.items():
                 answer = await h.post(f"{a.url}/threads/prune", json=body)
                 refused[name] = (answer.status_code, answer.json()["message"])
+            for name, body in {"patch_ttl_zero": {"ttl": {"ttl": 0}}, "patch_unknown": {"status": "idle"}}.items():
+                answer = await h.patch(f"{a.url}/threads/{history}", json=body)
+                refused[name] = (answer.status_code, answer.json()["message"])
             aegras = await h.post(f"{a.url}/threads/prune")  # Aegra's own call, no body: expired threads now
             refused["aegra"] = (aegras.status_code, aegras.json())
         return {"pruned": pruned, "left": [await exists(acme, t) for t in mine], "theirs": await exists(beta, theirs),
@@ -133,6 +136,8 @@ def test_prune_deletes_or_compacts_the_callers_threads_only(cluster):
     assert {name: code for name, (code, _) in seen["refused"].items()} == dict.fromkeys(seen["refused"], 422)
     assert "thread_ids" in seen["refused"]["too_many"][1] and "1000" in seen["refused"]["too_many"][1]
     assert "older_than" in seen["refused"]["unknown_field"][1]
+    assert "ttl.ttl: Input should be greater than 0" in seen["refused"]["patch_ttl_zero"][1]
+    assert "status: Extra inputs are not permitted" in seen["refused"]["patch_unknown"][1]
 
 
 def test_store_items_expire_after_their_ttl_refreshed_on_read_swept_once(cluster):
@@ -184,3 +189,41 @@ def test_store_items_expire_after_their_ttl_refreshed_on_read_swept_once(cluster
     assert seen["refused"] == {"fraction": 422, "zero": 422, "negative": 422}
     assert seen["swept"] == 2  # each expired item deleted once, by one replica or the other
     assert seen["long"]["value"] == {"v": 3} and seen["beta"]["value"] == {"v": 4}
+
+
+def test_both_replicas_sweep_and_each_row_is_counted_once(cluster):
+    """Rounds of threads and store items that expire at once, until each replica has swept some of both: the
+    replicas' counts add up to what expired, never more."""
+    a, b = cluster.live()
+    thread_series, store_series = 'aegra_thread_ttl_swept_threads_total{outcome="deleted"}', \
+        'parallax_swept_total{kind="store_items"}'
+
+    async def scenario() -> dict:
+        sdk = client(a)
+        before = {s: await metric((a, b), s) for s in (thread_series, store_series)}
+        threads = items = rounds = 0
+        while rounds < 10:
+            rounds += 1
+            for _ in range(10):
+                await sdk.threads.create(ttl=0.01)  # 0.6 s
+            threads += 10
+            sql(cluster, "INSERT INTO store (prefix, key, value, expires_at, ttl_minutes) SELECT 'users.acme.sweep', "
+                         "'r' || %s || '-' || g, '{}', now() - interval '1 second', 1 FROM generate_series(1, 200) g",
+                rounds)
+            items += 200
+            await asyncio.sleep(2 * SWEEP_S + 1)
+            now = {s: [x - y for x, y in zip(await metric((a, b), s), before[s], strict=True)]
+                   for s in (thread_series, store_series)}
+            if all(min(counts) > 0 for counts in now.values()):
+                break
+        await asyncio.sleep(2 * SWEEP_S)
+        now = {s: [x - y for x, y in zip(await metric((a, b), s), before[s], strict=True)]
+               for s in (thread_series, store_series)}
+        left = sql(cluster, "SELECT count(*) FROM store WHERE prefix = 'users.acme.sweep'")[0][0]
+        return {"rounds": rounds, "threads": threads, "items": items, "counted": now, "items_left": left}
+
+    seen = asyncio.run(scenario())
+    print("both replicas:", seen)
+    assert sum(seen["counted"][thread_series]) == seen["threads"]
+    assert sum(seen["counted"][store_series]) == seen["items"] and seen["items_left"] == 0
+    assert all(min(counts) > 0 for counts in seen["counted"].values())  # each replica swept some of each
