@@ -50,3 +50,26 @@ def test_a_bad_store_ttl_is_one_line_naming_the_key(settings, block, says):
     with pytest.raises(ValueError, match=None) as caught:
         store_ttl(settings, block)
     assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_serve_refuses_a_bad_store_ttl_in_one_line_and_sets_aegras_thread_ttl(settings, tmp_path, monkeypatch, capsys):
+    import typer
+
+    from parallax.cli.serve import configure_ttl
+
+    for name in ("AEGRA_THREAD_TTL", "LANGGRAPH_THREAD_TTL"):
+        monkeypatch.setenv(name, "")  # so the one configure_ttl sets is gone after the test
+        monkeypatch.delenv(name)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"store": {"ttl": {"default_ttl": 0.5}}}))
+    with pytest.raises(typer.Exit) as caught:
+        configure_ttl(settings, bad)
+    assert caught.value.exit_code == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "store.ttl.default_ttl" in said and "retention.md" in said
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"store": {"ttl": {"default_ttl": 60}}}))
+    configure_ttl(settings, good)
+    import os
+
+    assert json.loads(os.environ["AEGRA_THREAD_TTL"])["default_ttl"] == NEVER_MIN
