@@ -72,7 +72,6 @@ _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\uf
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _TRAILING = re.compile(r"[ \t\u00a0]+$", re.MULTILINE)
 _BLANK_RUNS = re.compile(r"\n{3,}")
-_MARKDOWN_HEADING = re.compile(r"^#{1,6} \S", re.MULTILINE)
 
 
 class DocumentError(ValueError):

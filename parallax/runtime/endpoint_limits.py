@@ -106,8 +106,3 @@ def endpoint_slot(endpoint: str | None) -> EndpointSlots | NoLimit:
     if slots is None:
         slots = per_loop[endpoint] = EndpointSlots(max_connections())
     return slots
-
-
-def forget_slots() -> None:
-    """Drop every endpoint's slots (tests that change the ceiling)."""
-    _slots.clear()
