@@ -12,7 +12,7 @@ client, the timeline's curl) runs in a fresh interpreter, and each must print wh
 that prints nothing fails as doing nothing.
 
 The venv and pip lines of the block are .ci/run's step 4 (tests/unit/test_readme.py checks it runs them as
-written); the CLI's commands of every page run in tests/unit/test_examples.py.
+written); the CLI's commands of every page run in tests/integration/test_examples.py.
 """
 
 from __future__ import annotations
