@@ -70,14 +70,3 @@ class Lifecycle:
         if state == "ESCALATED" and self.state not in ("TIMEOUT", "FAILED"):
             self.move("FAILED", reason if failure is None else failure)
         self.move(state, reason)
-
-
-def is_legal(transitions: list[Transition]) -> bool:
-    """Whether a recorded path follows the lifecycle (used by tests and `parallax trace`)."""
-    previous: BranchState | None = None
-    for t in transitions:
-        state = t["state"]
-        if state not in ALLOWED.get(previous, frozenset()):
-            return False
-        previous = state
-    return previous in TERMINAL

@@ -6,7 +6,9 @@ What it does, in order:
    anyway (`--allow-untested-aegra`, PARALLAX_ALLOW_UNTESTED_AEGRA), before anything touches the database;
 1. reads DATABASE_URL (or PARALLAX_DATABASE_URL) and REDIS_URL; with Redis, runs are shared
    by every replica and a dead replica's runs are taken over (Aegra's Redis broker and lease
-   reaper); without it, this replica works alone;
+   reaper); without it, this replica works alone; turns Aegra's thread TTL on (a thread created or updated with
+   a `ttl` is swept after it) unless the operator configured it, and checks aegra.json's `store.ttl`
+   (runtime/ttl_config.py, docs/retention.md);
 2. takes the PostgreSQL advisory lock "startup" and holds it until this replica is ready, so
    replicas started at once come up one after another. Two steps would race otherwise: the
    migrations (Aegra's tables, the checkpointer's and the store's: `CREATE TABLE` fails with a
@@ -97,6 +99,28 @@ def migrate_platform(url: str) -> None:
             spend_ledger.write_budgets(conn, settings_mod.load().tenant_daily_budgets)
 
 
+def configure_ttl(settings: settings_mod.Settings, config: Path) -> None:
+    """Aegra's thread TTL on (AEGRA_THREAD_TTL, unless the operator configured Aegra's own) and the store's `ttl`
+    checked, before anything starts: a bad `store.ttl` is one line and exit 2 (runtime/ttl_config.py)."""
+    import json
+
+    from parallax.runtime.ttl_config import store_ttl, thread_ttl_env
+
+    try:
+        served = json.loads(config.read_text())
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read the Aegra config {config}: {exc}")
+    if not isinstance(served, dict):
+        fail(f"the Aegra config {config} is not a JSON object")
+    store = served.get("store")
+    try:
+        store_ttl(settings, store.get("ttl") if isinstance(store, dict) else None)
+    except ValueError as exc:
+        fail(f"{exc} (in {config}; docs/retention.md)")
+    if (thread_ttl := thread_ttl_env(settings, served, os.environ)) is not None:
+        os.environ["AEGRA_THREAD_TTL"] = thread_ttl
+
+
 def check_versions(allow_untested: bool) -> None:
     """Print the installed Aegra and LangGraph with their tested ranges; refuse untested ones (exit 2) unless allowed."""
     from parallax.runtime import served_versions
@@ -171,6 +195,7 @@ def serve(
     except ImportError:
         fail(f"Aegra is not installed here (Python {sys.version_info.major}.{sys.version_info.minor}): {INSTALL_HINT}")
     check_versions(settings.allow_untested_aegra)
+    configure_ttl(settings, config)
     redis = os.environ.get("REDIS_URL")
     os.environ.update({"DATABASE_URL": url, "AEGRA_CONFIG": str(config), "RUN_MIGRATIONS_ON_STARTUP": "false",
                        "HOST": host, "PORT": str(port)})

@@ -1,7 +1,7 @@
 """Tables that read at any width, 80 columns (a pipe, a small terminal) included.
 
-What used to go wrong at 80 columns: every column folded, so an id broke over two lines
-(`vote-f3fe3d0` / `e`), and values cut with `[:60]` ended mid-word (`token limi`). Here:
+At 80 columns a table whose every column folds breaks an id over two lines (`vote-f3fe3d0` / `e`),
+and a value cut with `[:60]` ends mid-word (`token limi`). So:
 
 - ids, kinds, statuses and figures never wrap (`no_wrap`); ids that are long (trace and thread
   ids, 32 hex digits) are shown short (`short_id`, the first 8 digits, which `parallax trace`

@@ -11,8 +11,8 @@ Per field:
 - a list: the verified items of every slice, in document order, duplicates (same normalised
   value) once;
 - a single value: the verified value; two slices giving *different* verified values is a
-  conflict, and the field is LEFT OUT of the data: picking one (the data used to keep the value
-  most slices gave) would hide that the document says two things, and a caller reading `data`
+  conflict, and the field is LEFT OUT of the data: picking one (say, the value most
+  slices gave) would hide that the document says two things, and a caller reading `data`
   alone would take it for the answer. The conflict is in the run's reason (each value with its
   pages), in `verification.facts.conflicts`, and in the provenance (one record per value, each
   `conflict: true`); the run goes to review.

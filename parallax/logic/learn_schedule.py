@@ -2,8 +2,8 @@
 
 The run goes over its tasks `epochs` times, in order, `batch` at a time: position p of that sequence is task
 p mod n. Nothing proportional to the number of epochs is built or kept in the run's state: a list of every
-position, built up front and checkpointed, was how one request of 100,000,000 epochs took a server from
-230 MB to 2.6 GB before its first model call (the bounds in state/learn.py now refuse such a request too).
+position, built up front and checkpointed, would grow with the epochs a caller asks for (100,000,000 epochs:
+gigabytes before the first model call); state/learn.py bounds the epochs as well.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Lessons worth keeping: an instruction grounded in its task, not a verdict, a bare number or a story.
 
-With the embedded model a learn run once committed "The solution is incorrect", "1.8%" and
+With the embedded model a learn run can commit "The solution is incorrect", "1.8%" and
 "This update brings with it several new features…" as lessons. Screening for injections
 (runtime/screening.py) cannot catch those: they are harmless, just useless, and they crowd
 real lessons out of the prompt budget. So before a lesson reaches the curator it must:

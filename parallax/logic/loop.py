@@ -40,7 +40,6 @@ from parallax.runtime.timestamps import now_iso
 
 BY = "loop"
 SLOT_S = 3600.0
-KEEP_ROUNDS = 200
 
 
 def loop_namespace(tenant: str, playbook: str) -> tuple[str, str, str]:

@@ -51,8 +51,8 @@ DEFAULT_VOTES = 5
 
 
 def requested_votes(state: Mapping[str, Any]) -> object:
-    """The vote branches this run asks for. Before the tally was named `vote_counts`, `votes` was also
-    the key of a run's tally: on a thread checkpointed then, a dict there is that result, not a request."""
+    """The vote branches this run asks for. A dict under `votes` is a tally an older checkpoint kept there
+    (the tally's key is `vote_counts`), not a request."""
     votes = state.get("votes", DEFAULT_VOTES)
     return DEFAULT_VOTES if isinstance(votes, dict) else votes
 

@@ -16,7 +16,7 @@ A vote also has a quorum: the valid votes needed before any answer may count as 
 not a vote at all, and no judge can make it one.
 
 An answer is model text of any length, so every pattern here runs on RE2 (runtime/linear_regex.py): time
-linear in the answer, where Python's `re` took seconds on a long run of digits that ends in something else.
+linear in the answer, where Python's `re` takes seconds on a long run of digits that ends in something else.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Why: when an endpoint is down, every branch retrying against it only adds load a
 its own backoff; better to stop calling it and say so. But a breaker that counts consecutive
 failures opens on one burst: forty branches that meet a full accept queue at the same moment
 are forty "failures" within milliseconds, although the endpoint serves all of them a second
-later (issue 24: an eval reported accuracy 0.15 where the truth was 0.78). So the rules are
+later, and an eval whose calls were refused reports a wrong accuracy. So the rules are
 those of resilience4j's and Polly's rate breakers, plus one of our own:
 
 - **Rate over a sliding window.** Only calls of the last `window_s` seconds count. The circuit

@@ -30,7 +30,7 @@ Design choices:
   pages, what it inflates to (a PDF's page content streams decoded; a DOCX's ZIP members,
   as declared and as they actually unpack), the characters of text it yields, and the time
   and memory its parser takes. Parsers are pure Python and a hostile file can keep them busy
-  for as long as it likes (pypdf took 9.7 s on one page whose 68 KB content stream inflates
+  for as long as it likes (pypdf takes 9.7 s on one page whose 68 KB content stream inflates
   to 70 MB, 44 s on 50,000 tiny pages), so every file that needs one is read by a child
   Python (started afresh, with no environment: no keys, no database URL) that has an
   address-space limit and is killed when its time is up; it answers in JSON. The caller
@@ -72,7 +72,6 @@ _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\uf
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _TRAILING = re.compile(r"[ \t\u00a0]+$", re.MULTILINE)
 _BLANK_RUNS = re.compile(r"\n{3,}")
-_MARKDOWN_HEADING = re.compile(r"^#{1,6} \S", re.MULTILINE)
 
 
 class DocumentError(ValueError):

@@ -1,9 +1,9 @@
 """A cap on model calls in flight to one endpoint, that shrinks when the endpoint turns connections away.
 
 Why: the fan-out's own limit (PARALLAX_MAX_CONCURRENCY) is per run, and an eval or a learn
-batch runs many runs at once: forty vote tasks were ~45 new connections in the same
-millisecond, more than a small server holds (Python's http.server queues 5), and the overflow
-came back as reset connections (issue 24). So every model call to an endpoint holds one of its
+batch runs many runs at once: forty vote tasks open ~45 connections in the same millisecond,
+more than a small server holds (Python's http.server queues 5), and the overflow comes back as
+reset connections. So every model call to an endpoint holds one of its
 slots while its request is out:
 
 - **A fixed ceiling**, PARALLAX_ENDPOINT_MAX_CONNECTIONS (default 16): never more in flight
@@ -106,8 +106,3 @@ def endpoint_slot(endpoint: str | None) -> EndpointSlots | NoLimit:
     if slots is None:
         slots = per_loop[endpoint] = EndpointSlots(max_connections())
     return slots
-
-
-def forget_slots() -> None:
-    """Drop every endpoint's slots (tests that change the ceiling)."""
-    _slots.clear()

@@ -1,14 +1,14 @@
 """Where Parallax keeps its data when PARALLAX_HOME does not say: the user's data directory.
 
-Why: a home in the working folder (`./.parallax`, the old default) made a trace recorded in one
-folder "not found" from another, and left a `.parallax` in every folder a command ran in. Tools
+Why: a home in the working folder (`./.parallax`) makes a trace recorded in one folder "not found"
+from another, and leaves a `.parallax` in every folder a command runs in. Tools
 people already use (`gh`, `uv`, `httpie`) keep their data in the platform's user data directory
 (XDG_DATA_HOME on Linux, ~/Library/Application Support on macOS, %LOCALAPPDATA% on Windows),
 found here with platformdirs.
 
-In order: PARALLAX_HOME when set; else an existing `./.parallax` in the working folder, so homes
-made before this change keep working (the CLI says once per command where data now lives and how
-to move it: `legacy_notice`); else the user data directory.
+In order: PARALLAX_HOME when set; else an existing `./.parallax` in the working folder, so a home kept
+there keeps working (the CLI says once per command where data lives and how to move it:
+`legacy_notice`); else the user data directory.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -227,11 +226,6 @@ def screen(text: str) -> Verdict:
         if check.reason not in reasons and any(check.pattern.search(r) for r in readings):
             reasons.append(check.reason)
     return Verdict(ok=not reasons, reasons=reasons)
-
-
-def screen_many(texts: Iterable[str]) -> list[Verdict]:
-    """`screen` each text, in order."""
-    return [screen(t) for t in texts]
 
 
 # --- the lenient screen of a run's input ----------------------------------------------

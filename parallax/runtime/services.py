@@ -1,16 +1,14 @@
 """What outlives one run: the process's services, made by each entry point and reached through the run's Context.
 
 Why one object instead of module globals: circuit breakers, the straggler history and the objects a fan-out's
-tasks share each used to be a registry of its own module, each with its own reset hook for tests, and the
-fan-out registry found "the same superstep" by parsing LangGraph's checkpoint namespace. A `Services` holds
-them all; the CLI and the Python API make one per process (`process_services()`), a test or a benchmark makes
-its own and passes it as `Context(services=...)`, and a fan-out names itself (`new_fan_out()`, carried in its
-`Send` payloads), so nothing reads LangGraph's internals. Graphs served by `langgraph dev` or Aegra, whose
-callers send a Context as JSON, get the process's.
+tasks share are all held by a `Services`, so a test or a benchmark makes its own and passes it as
+`Context(services=...)` instead of resetting each module. The CLI and the Python API make one per process
+(`process_services()`); graphs served by `langgraph dev` or Aegra, whose callers send a Context as JSON, get
+the process's. A fan-out names itself (`new_fan_out()`, carried in its `Send` payloads), so nothing reads
+LangGraph's checkpoint namespace.
 
-The process's settings are runtime/settings.py's (`load()`, read once and kept until `reload_settings()`);
-renewing the process's services re-reads them too, so a fresh process Services starts from the environment as
-it is.
+Renewing the process's services re-reads the settings (runtime/settings.py `reload_settings()`), so a fresh
+Services starts from the environment as it is.
 """
 
 from __future__ import annotations

@@ -199,6 +199,18 @@ class Settings(BaseSettings):
     sweep_interval_s: float = Field(3600.0, ge=0, description="seconds between two retention sweeps of a replica "
                                                               "(0: none; `parallax sweep` sweeps once)")
     sweep_batch: int = Field(200, ge=1, description="rows (threads, checkpoints, records) one sweep transaction deletes")
+    thread_ttl_sweep_s: float = Field(60.0, ge=1, le=86_400, description="seconds between two sweeps of Aegra's thread "
+                                                                         "TTL (threads created or updated with a `ttl`)")
+    thread_default_ttl_min: float | None = Field(None, gt=0, le=1_000_000_000, description="minutes a thread created "
+                                                                                         "without a `ttl` lives (unset: "
+                                                                                         "until deleted)")
+    store_ttl_sweep_s: float = Field(60.0, ge=0, le=86_400, description="seconds between two sweeps of expired store "
+                                                                         "items (0: none)")
+    store_default_ttl_min: int | None = Field(None, ge=1, le=1_000_000_000, description="minutes a store item put "
+                                                                                       "through the API without a `ttl` "
+                                                                                       "lives (unset: until deleted)")
+    store_refresh_on_read: bool = Field(True, description="a read of a store item through the API (get, search) "
+                                                          "restarts its `ttl` unless it says `refresh_ttl`")
     trace_prompt_chars: int = Field(100_000, **bounds("trace_prompt_chars"), description=about("trace_prompt_chars"))
     plan_max_tasks: int = Field(20, **bounds("plan_max_tasks"), description=about("plan_max_tasks"))
     plan_contradiction_pairs: int = Field(5, **bounds("plan_contradiction_pairs"), description=about("plan_contradiction_pairs"))

@@ -133,9 +133,10 @@ CALLED: Mapping[str, str] = {
     "aegra_api.api.event_streaming._verify_thread_owned_or_new": "(session, thread_id, user)",
     "aegra_api.api.threads._serialize_thread": "(thread_orm, default_metadata=None)",
     "aegra_api.core.orm._get_session_maker": "()",
+    "aegra_api.services.thread_ttl._prune_checkpoint_history": "(thread_id)",
 }
 """Private Aegra functions Parallax calls as they are (server/run_done.py, event_socket.py, protocol_requests.py,
-protocol_routes.py, ...), with the signatures they were written against."""
+protocol_routes.py, thread_ttl.py, ...), with the signatures they were written against."""
 
 
 class PatchesRefused(RuntimeError):

@@ -25,7 +25,9 @@ mounts the same in server/dev_app.py), and:
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
   webhooks, by admission with server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
-  of runtime/storage/platform_schema.py; the retention sweep runs in the same lifespan.
+  of runtime/storage/platform_schema.py; the retention sweep and the store items' ttl sweep run in the same
+  lifespan. Threads' and store items' `ttl`, and `POST /threads/prune`: server/thread_ttl.py, store_ttl.py,
+  docs/retention.md.
   Why here and not as a patch to Aegra: docs/deploy.md, "Double-texting, webhooks, retention".
 """
 
@@ -42,7 +44,9 @@ from parallax.server import (
     openai_face,
     protocol_routes,
     serving,
+    store_ttl,
     store_views,
+    thread_ttl,
     timeline_face,
 )
 from parallax.server.admission import Admission
@@ -56,6 +60,8 @@ app.add_middleware(Admission)  # the one door (server/admission.py), inside Aegr
 app.include_router(protocol_routes.router)
 app.include_router(protocol_routes.threads_router)
 app.include_router(store_views.router)
+app.include_router(thread_ttl.router)  # threads' ttl on update, POST /threads/prune (docs/retention.md)
+app.include_router(store_ttl.router)  # store items' ttl (docs/retention.md)
 app.include_router(event_socket.router)
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.mount("/timeline", timeline_face.app)  # a run's timeline (server/timeline_face.py)

@@ -27,7 +27,9 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
     parallax_webhooks_total{outcome}           webhook attempts: delivered, retry, failed
     parallax_swept_total{kind}                 rows deleted by retention sweeps (threads,
                                                checkpoints, traces, dead_letters, webhooks,
-                                               charges)
+                                               charges) and by the store items' ttl sweep
+                                               (store_items; threads' ttl: Aegra's
+                                               aegra_thread_ttl_swept_threads_total{outcome})
     parallax_fenced_total{what}                model calls and writes refused because the run's
                                                lease was lost (server/fencing.py)
     parallax_fence_waits_total                 fence checks that waited for the database

@@ -1,7 +1,7 @@
 """The replica's background work for double-texting, webhooks and retention (the app's lifespan, server/app.py).
 
 Aegra runs this lifespan inside its own (database, Redis and workers are up first, and still up
-while this one stops). Four loops, each on every replica, each safe with any number of replicas:
+while this one stops). Five loops, each on every replica, each safe with any number of replicas:
 
 - dispatcher (every second): a run held back by the one-run-per-thread trigger (a worker dequeued
   it while another run of its thread was running, and dropped it) is handed to a worker again
@@ -18,6 +18,9 @@ while this one stops). Four loops, each on every replica, each safe with any num
 - sweep (every PARALLAX_SWEEP_INTERVAL_S; 0 turns it off): one retention sweep
   (runtime/storage/retention.py) at a time across the deployment, under the advisory lock "sweep"
   (a replica that finds it held skips its turn), on that lock's own connection.
+- store items' ttl (every `store.ttl` `sweep_interval_minutes`; 0 turns it off): the store items past their
+  expiry deleted, a batch per statement with SKIP LOCKED, so replicas sweeping at once never delete one twice
+  (server/store_ttl.py). Threads' ttl is Aegra's own sweeper's (runtime/ttl_config.py).
 
 No loop holds a connection of the replica's small pool (server/connections.py) while it waits: each takes
 one for a statement or a claim and gives it back before it sleeps, delivers a webhook or sweeps.
@@ -38,7 +41,7 @@ from parallax.runtime import webhooks
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage import retention
 from parallax.runtime.storage.postgres import LockTimeout, advisory_lock
-from parallax.server import metrics
+from parallax.server import metrics, store_ttl
 from parallax.server.connections import close, connection
 from parallax.server.cron_double_texts import stop_runs_before_cron_runs
 
@@ -109,6 +112,15 @@ async def sweep_once() -> retention.Swept | None:
     return swept
 
 
+async def sweep_store_items() -> int:
+    """Delete the expired store items (server/store_ttl.py), counted in parallax_swept_total{kind="store_items"}."""
+    swept = await store_ttl.sweep_expired()
+    metrics.SWEPT.labels(kind="store_items").inc(swept)
+    if swept:
+        log.info("store ttl sweep: %d items", swept)
+    return swept
+
+
 async def every(seconds: Callable[[], float], work: Callable[[], Awaitable[Any]], name: str) -> None:
     """Run `work` every `seconds()` until cancelled; an error is logged and the loop goes on."""
     while True:
@@ -139,6 +151,8 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
              asyncio.create_task(every(lambda: 1.0, lambda: stop_runs_before_cron_runs(app), "cron double-texts"))]
     if settings.sweep_interval_s > 0:
         loops.append(asyncio.create_task(every(lambda: settings_mod.load().sweep_interval_s, sweep_once, "sweep")))
+    if (store_sweep_s := store_ttl.current().sweep_interval_minutes * 60) > 0:
+        loops.append(asyncio.create_task(every(lambda: store_sweep_s, sweep_store_items, "store ttl sweep")))
     try:
         yield
     finally:

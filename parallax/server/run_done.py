@@ -3,7 +3,7 @@
 Why: Aegra 0.11's Redis executor (`WorkerExecutor.wait_for_completion`, which every wait and join
 of the graph API goes through: aegra_api/services/run_waiters.py) checks a "done" key every 2 s.
 A run that ends in 120 ms is answered after 2 s, so every `runs.wait`, `runs.join` and
-`RemoteGraph.invoke` paid a 2 s floor (issue 31: median 2,031 ms), while `runs.stream` ended at once.
+`RemoteGraph.invoke` pays a 2 s floor, while `runs.stream` ends at once.
 
 What this changes, the small patch we would send upstream (made at start on every replica, server/aegra_patches.py):
 

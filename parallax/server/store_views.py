@@ -9,13 +9,14 @@ matches against what it wrote (langgraph-sdk's own store tests fail on it). With
 lists only the ["users", tenant] subtree, leaving out the caller's tenant-scoped namespaces
 (["playbooks", tenant, ...], ... : server/auth.py), and `max_depth` counted the hidden levels.
 
-What these overrides answer (same routes, matched before Aegra's, each calling Aegra's own
-handler for the work and its authorization):
+What these overrides answer (same routes, matched before Aegra's, with Aegra's authorization and scoping):
 - get: an item that is not there is 200 `null` (langgraph-api's answer, `store.get_item` returns
   None; Aegra answered 404, which the SDK raises as NotFoundError);
 - get/search: a namespace ["users", <caller>, *rest] comes back as `rest`; tenant-scoped ones
   ([prefix, tenant, ...]) are already what the caller names (the tenant is part of Parallax's
   namespace names, docs/deploy.md) and come back unchanged;
+- get/search: `refresh_ttl` as asked (absent: the deployment's `store.ttl` `refresh_on_read`), where Aegra
+  refreshed on every read (server/store_ttl.py);
 - list_namespaces: the caller's own namespaces as written: the user-scoped ones stripped of the
   hidden head (max_depth counted on what the caller sees) and, with no prefix or one that starts
   a tenant prefix, the tenant-scoped ones too; sorted, then offset and limit applied to the whole.
@@ -33,6 +34,7 @@ from aegra_api.core.auth_deps import auth_dependency, get_current_user
 from aegra_api.models import StoreListNamespacesRequest, StoreSearchRequest, User
 from fastapi import APIRouter, Depends, Query
 
+from parallax.server import store_ttl
 from parallax.server.auth import TENANT_PREFIXES
 
 router = APIRouter(dependencies=auth_dependency)
@@ -46,30 +48,60 @@ def as_written(namespace: list[str] | tuple[str, ...], identity: str) -> list[st
     return parts[2:] if parts[:2] == [USER_SCOPE, identity] else parts
 
 
+def namespace_list(value: Any) -> list[str]:
+    """A namespace of a query string as Aegra reads one: every part split at its dots (a query parameter may arrive
+    as `a.b` or as repeated parts), empty parts dropped."""
+    parts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return [piece for part in parts if isinstance(part, str) for piece in part.split(".") if piece]
+
+
 @router.get("/store/items")  # type: ignore[untyped-decorator]
 async def get_item(key: Annotated[str, Query()], user: CurrentUser,
-                   namespace: Annotated[str | list[str] | None, Query()] = None) -> Any:
-    from aegra_api.api import store
-    from fastapi import HTTPException
+                   namespace: Annotated[str | list[str] | None, Query()] = None,
+                   refresh_ttl: Annotated[bool | None, Query()] = None) -> Any:
+    from aegra_api.api.store import apply_namespace_scoping
+    from aegra_api.core.auth_handlers import build_auth_context, handle_event
+    from aegra_api.core.database import db_manager
+    from aegra_api.models import StoreGetResponse
 
-    try:
-        found = await store.get_store_item(key=key, namespace=namespace, user=user)
-    except HTTPException as exc:
-        if exc.status_code == 404:  # no such item: `null`, as langgraph-api answers (the SDK returns None)
-            return None
-        raise
-    found.namespace = as_written(found.namespace, user.identity)
-    return found
+    names = namespace_list(namespace)
+    filters = await handle_event(build_auth_context(user, "store", "get"), {"key": key, "namespace": names})
+    if filters:  # as Aegra's own get: the auth handler may rewrite the namespace or key
+        names, key = namespace_list(filters.get("namespace", names)), filters.get("key", key)
+    scoped = apply_namespace_scoping(names, user)
+    item = await db_manager.get_store().aget(tuple(scoped), key, refresh_ttl=store_ttl.refresh(refresh_ttl))
+    if item is None:  # no such item: `null`, as langgraph-api answers (the SDK returns None)
+        return None
+    return StoreGetResponse(key=key, value=item.value, namespace=as_written(scoped, user.identity))
+
+
+class SearchRequest(StoreSearchRequest):  # type: ignore[misc]
+    """Aegra's search request and LangGraph Platform's `refresh_ttl`."""
+
+    refresh_ttl: bool | None = None
 
 
 @router.post("/store/items/search")  # type: ignore[untyped-decorator]
-async def search_items(request: StoreSearchRequest, user: CurrentUser) -> Any:
-    from aegra_api.api import store
+async def search_items(request: SearchRequest, user: CurrentUser) -> Any:
+    from aegra_api.api.store import apply_namespace_scoping
+    from aegra_api.core.auth_handlers import build_auth_context, handle_event
+    from aegra_api.core.database import db_manager
+    from aegra_api.models import StoreItem, StoreSearchResponse
+    from aegra_api.models.search_limit import effective_search_limit
 
-    found = await store.search_store_items(request, user=user)
-    for item in found.items:
-        item.namespace = as_written(item.namespace, user.identity)
-    return found
+    filters = await handle_event(build_auth_context(user, "store", "search"),
+                                 request.model_dump(exclude={"refresh_ttl"}))
+    if filters:  # as Aegra's own search: a namespace the handler names, the rest as filters
+        request.namespace_prefix = filters.get("namespace_prefix", request.namespace_prefix)
+        if more := {k: v for k, v in filters.items() if k != "namespace_prefix"}:
+            request.filter = {**(request.filter or {}), **more}
+    limit = request.limit if request.limit is not None else effective_search_limit()
+    offset = request.offset or 0
+    found = await db_manager.get_store().asearch(
+        tuple(apply_namespace_scoping(request.namespace_prefix, user)), query=request.query, filter=request.filter,
+        limit=limit, offset=offset, refresh_ttl=store_ttl.refresh(request.refresh_ttl))
+    items = [StoreItem(key=r.key, value=r.value, namespace=as_written(r.namespace, user.identity)) for r in found]
+    return StoreSearchResponse(items=items, total=len(items), limit=limit, offset=offset)
 
 
 @router.post("/store/namespaces")  # type: ignore[untyped-decorator]

@@ -12,7 +12,7 @@ client, the timeline's curl) runs in a fresh interpreter, and each must print wh
 that prints nothing fails as doing nothing.
 
 The venv and pip lines of the block are .ci/run's step 4 (tests/unit/test_readme.py checks it runs them as
-written); the CLI's commands of every page run in tests/unit/test_examples.py.
+written); the CLI's commands of every page run in tests/integration/test_examples.py.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -135,7 +136,12 @@ def test_the_setup_block_serves_two_replicas_that_say_they_answer_with_the_toy_m
     assert said == ["model: no OPENAI_BASE_URL, so runs use the embedded smollm2-135m-instruct: answered by the embedded "
                     "SmolLM2-135M, a tiny test model that is often wrong: set OPENAI_BASE_URL (with OPENAI_API_KEY and "
                     "PARALLAX_MODEL) to use a real model"] * 2, log[-3000:]
-    assert f"ready {deployment.url(0)}" in log and f"ready {deployment.url(1)}" in log
+    # each replica says `ready` from a thread a moment after its /ready first answers 200, which the block awaited
+    deadline = time.monotonic() + 30
+    while not all(f"ready {deployment.url(i)}" in log for i in (0, 1)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        log = deployment.log()
+    assert f"ready {deployment.url(0)}" in log and f"ready {deployment.url(1)}" in log, log[-3000:]
     assert "\x1b[" not in log  # written to a file: plain text, no colour codes
     print("\n".join(said), "\n/ok:", httpx.get(f"{deployment.url(0)}/ok", timeout=10).text)  # the evidence, with -s
     for i in (0, 1):

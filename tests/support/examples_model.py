@@ -1,6 +1,6 @@
 """A scripted model that answers the README's and docs' example commands as a capable model would.
 
-Why: the examples in examples/ must run as written (tests/unit/test_examples.py), and a reader judges
+Why: the examples in examples/ must run as written (tests/integration/test_examples.py), and a reader judges
 an example by its output: the vote on "Is 221 a prime number?" should settle, the schema run over
 annual_report.pdf should verify both figures on their pages, `parallax learn` on the Formula tasks
 should commit a playbook version. Plugged into the fault server (`FaultConfig(reply=ExamplesModel())`),

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parallax.runtime.http_ready import wait_for_200
+from parallax.runtime.model_server import wait_for_200
 from tests.support.aegra_cluster import FAST_LEASES, PARALLAX, ROOT, ClusterError, Replica
 
 PG_BIN = Path("/usr/local/bin")

@@ -1,16 +1,11 @@
 """The versioned playbook store: versions, diff, rollback, export/import, paging, and no lost
-update with concurrent committers (threads and separate processes on one SQLite file)."""
+update with concurrent committers (threads on one SQLite file; separate processes: tests/integration/test_store_processes.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
-import textwrap
 import threading
-import time
-from pathlib import Path
 
 import pytest
 from langgraph.store.memory import InMemoryStore
@@ -22,8 +17,6 @@ from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.playbook_files import parse_playbook
 from parallax.runtime.storage.playbook_store import CommitVoided, PlaybookStore
 from parallax.state.playbook import Operation, item_id_for
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def add(text: str, section: str = "general", **kw) -> Operation:
@@ -237,45 +230,3 @@ def test_threads_committing_at_once_lose_nothing(tmp_path):
     with SqliteStore.from_conn_string(str(db)) as store:
         history = asyncio.run(PlaybookStore(store).history("default"))
     check_linear(history, n, {f"thread lesson {k}" for k in range(n)})
-
-
-WRITER = textwrap.dedent("""
-    import asyncio, sys, time
-    from pathlib import Path
-    from langgraph.store.sqlite.aio import AsyncSqliteStore
-    from parallax.runtime.storage.commit_locks import FileCommitLock
-    from parallax.runtime.storage.playbook_store import CommitVoided, PlaybookStore
-    from parallax.state.playbook import Operation
-
-    db, lock, go, k = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
-
-    async def main():
-        async with AsyncSqliteStore.from_conn_string(db) as store:
-            await store.setup()
-            ps = PlaybookStore(store, lock=FileCommitLock(lock))
-            (go.parent / f"ready-{k}").touch()
-            while not go.exists():
-                time.sleep(0.005)
-            await ps.commit("default", 0, [Operation(op="add", text=f"process lesson {k}")], f"proc-{k}")
-
-    asyncio.run(main())
-""")
-
-
-def test_processes_committing_at_once_lose_nothing(tmp_path):
-    db, lock_path, go, n = tmp_path / "store.sqlite", tmp_path / "playbooks.lock", tmp_path / "go", 4
-    with SqliteStore.from_conn_string(str(db)) as store:
-        store.setup()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(lock_path), str(go), str(k)], cwd=ROOT,
-                              stderr=subprocess.PIPE, text=True) for k in range(n)]
-    deadline = time.monotonic() + 120  # wait until every process has imported and opened the store ...
-    while len(list(tmp_path.glob("ready-*"))) < n and time.monotonic() < deadline and all(p.poll() is None for p in procs):
-        time.sleep(0.05)
-    go.touch()  # ... then release them together
-    for p in procs:
-        _, stderr = p.communicate(timeout=120)
-        assert p.returncode == 0, stderr
-    with SqliteStore.from_conn_string(str(db)) as store:
-        history = asyncio.run(PlaybookStore(store).history("default"))
-    check_linear(history, n, {f"process lesson {k}" for k in range(n)})
-    assert sorted(v.created_by for v in history) == [f"proc-{k}" for k in range(n)]

@@ -1,5 +1,5 @@
 """docs/python.md's subgraph example, run as written against the scripted OpenAI-compatible server. The README's
-commands and Python examples run from examples/ in tests/unit/test_examples.py."""
+commands and Python examples run from examples/ in tests/integration/test_examples.py."""
 
 from __future__ import annotations
 

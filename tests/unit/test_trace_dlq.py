@@ -13,8 +13,8 @@ from parallax.cli.trace import retry_letter
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import open_sqlite_store
 from parallax.runtime.storage.trace_store import TraceStore
-from parallax.state.lifecycle import is_legal
 from tests.support.scripted_model import scripted
+from tests.unit.test_lifecycle import replayed
 from tests.unit.test_solve_graph import _error
 
 runner = CliRunner()
@@ -38,7 +38,7 @@ def test_trace_shows_every_branch_lifecycle_redacted(monkeypatch):
     trace = json.loads(result.output)
     assert trace["trace_id"] == out["trace_id"] and trace["status"] == out["status"]
     assert [b["kind"] for b in trace["branches"]].count("vote") == 3
-    assert all(is_legal(b["transitions"]) for b in trace["branches"])
+    assert [replayed(b["transitions"]) for b in trace["branches"]] == ["COMPLETED"] * len(trace["branches"])
     stored = json.dumps(trace)
     assert "alice@example.com" not in stored and "bob@example.org" not in stored and "sk-abcdef" not in stored
     assert "[REDACTED:email]" in stored
@@ -85,7 +85,7 @@ def test_retry_resolves_a_dead_letter_once(monkeypatch):
     letter = json.loads(retried.output)
     assert letter["status"] == "resolved" and letter["result"]["vote"] == "42" and len(calls) == 1
     assert "What is 6 * 7?" in calls[0][0]
-    assert [r["status"] for r in letter["retries"]] == ["ok"] and is_legal(letter["retries"][0]["transitions"])
+    assert [r["status"] for r in letter["retries"]] == ["ok"] and replayed(letter["retries"][0]["transitions"]) == "COMPLETED"
     again = runner.invoke(app, ["dlq", "retry", first], obj=model_ctx)
     assert again.exit_code == 2 and "already resolved" in again.output and len(calls) == 1
     open_ids = [d["id"] for d in json.loads(runner.invoke(app, ["dlq", "list", "--json"]).output)]

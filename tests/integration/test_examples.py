@@ -32,6 +32,7 @@ from tests.support.fault_server import FaultConfig, FaultServer
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 PAGES = ["README.md", "examples/README.md", "docs/learning.md", "docs/cli.md", "docs/data-loop.md", "docs/deploy.md",
+         "docs/retention.md",
          "docs/observability.md"]
 PLACEHOLDERS = {"NAME": "answer", "V": "0", "T": "acme"}
 """What the docs' other placeholders stand for here (`prompts show [NAME] [--version V]`, `[--tenant T]`)."""
