@@ -150,6 +150,11 @@ class Settings(BaseSettings):
     max_pending: int = Field(20, ge=1, description="pending or running runs a tenant may have on the graph API "
                                                    "before new ones get 429")
     retry_after_s: int = Field(2, ge=1, description="Retry-After of a 429 from the graph API")
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest request body the served API reads "
+                                                                      "(413 past it, before it is parsed)")
+    max_json_depth: int = Field(64, ge=8, le=1000, description="deepest JSON nesting the served API parses (422 past it)")
+    metrics_key: str | None = Field(None, description="the key that shows /metrics whole (Authorization: Bearer); "
+                                                      "without it /metrics names no tenant, playbook or spend")
     daily_budgets: str | None = Field(None, description="per-tenant daily budgets on the served API (UTC days): comma "
                                                         "list of tenant:LIMIT, LIMIT 5usd, 200000tokens or both "
                                                         "(2usd+200000tokens); tenant * for every tenant not named")

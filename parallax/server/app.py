@@ -11,22 +11,19 @@ mounts the same in server/dev_app.py), and:
 - Every change to Aegra's internals is listed in server/aegra_patches.py and made in this app's lifespan
   (`parallax serve` makes them before Aegra starts), never when a module is imported.
 - /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py).
-- /metrics first refreshes `parallax_pending_runs` from the runs table (one count per scrape),
-  then Aegra's Prometheus endpoint answers with its series and Parallax's (server/metrics.py).
-- A run that cannot run is refused before it is stored: 422 with the reason (server/run_checks.py,
-  logic/run_input.py), for the graph API and the faces that start runs through it; a v2 command that
-  starts a run (`run.start`, `input.respond`) is checked the same way.
-- A tenant past its daily budget is refused before anything is stored: 429 until 00:00 UTC; a run under
-  it is capped at what the tenant has left (server/tenant_budgets.py); runs that end without a settled spend
-  are charged what their replica saw them spend (server/run_charges.py).
+- Every request passes admission first (server/admission.py, the one door): the key before the body,
+  the body's size and depth, a run's fields against its graph's definitions, backpressure, the daily
+  budget, double-texting and webhooks, all before anything is stored; and /metrics, which refreshes
+  `parallax_pending_runs` and shows tenants' figures only to PARALLAX_METRICS_KEY (server/metrics.py).
+  Runs that end without a settled spend are charged what their replica saw them spend (server/run_charges.py).
 - The Agent Protocol as LangGraph's clients expect it, where Aegra differs: /ok, thread copy, the
   thread event stream over WebSocket, store namespaces as written (server/protocol_routes.py,
   event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
-  cancel answering the end state (server/protocol_requests.py), graphs with stream transformers
-  of their own (server/stream_transformers.py), named custom events (server/custom_events.py).
-  docs/deploy.md, "Agent Protocol conformance".
+  cancel answering the end state (server/protocol_requests.py, applied by admission), graphs with
+  stream transformers of their own (server/stream_transformers.py), named custom events
+  (server/custom_events.py). docs/deploy.md, "Agent Protocol conformance".
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
-  webhooks, by the middleware of server/run_requests.py (server/cron_requests.py for crons) and the background loops of
+  webhooks, by admission with server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
   of runtime/storage/platform_schema.py; the retention sweep and the store items' ttl sweep run in the same
   lifespan. Threads' and store items' `ttl`, and `POST /threads/prune`: server/thread_ttl.py, store_ttl.py,
@@ -36,40 +33,28 @@ mounts the same in server/dev_app.py), and:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from aegra_api.models.errors import AgentProtocolError, get_error_type
-from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
 from parallax.server import (
     aegra_patches,
     event_socket,
     mcp_face,
-    metrics,
     openai_face,
     protocol_routes,
     serving,
     store_ttl,
     store_views,
-    tenant_budgets,
     thread_ttl,
     timeline_face,
 )
-from parallax.server.auth import pending_runs
-from parallax.server.cron_requests import CronRequests
-from parallax.server.protocol_requests import ProtocolRequests
-from parallax.server.run_checks import RunChecks
-from parallax.server.run_requests import RunRequests
+from parallax.server.admission import Admission
 
 # the changes to Aegra's internals (server/aegra_patches.py) are made in the lifespan, never on import;
 # inside them, served mode (runtime/run_context.py, server/serving.py), then server/platform.py
 app = FastAPI(lifespan=aegra_patches.with_patches(serving.lifespan))
-app.add_middleware(RunRequests)  # inside Aegra's middleware (CORS, request ids), which Aegra adds later
-app.add_middleware(CronRequests)  # the same for the runs crons create (server/cron_requests.py)
-app.add_middleware(ProtocolRequests)  # Aegra's answers as LangGraph's clients read them (server/protocol_requests.py)
-app.add_middleware(tenant_budgets.DailyBudgets)  # a tenant past its daily budget: 429 before anything is stored
-app.add_middleware(RunChecks)  # outermost of ours: a run that cannot run is refused (422) before anything else
+app.add_middleware(Admission)  # the one door (server/admission.py), inside Aegra's CORS and request ids
 # Agent Protocol routes Aegra lacks or answers differently, matched before Aegra's own (docs/deploy.md,
 # "Agent Protocol conformance")
 app.include_router(protocol_routes.router)
@@ -90,10 +75,3 @@ async def error_with_headers(_request: Request, exc: HTTPException) -> JSONRespo
                               details=getattr(exc, "details", None))
     return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=exc.headers)
 
-
-@app.middleware("http")  # type: ignore[untyped-decorator]
-async def refresh_pending_runs(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    if request.url.path == "/metrics":
-        metrics.PENDING_RUNS.set(await pending_runs())
-        await tenant_budgets.refresh_spend_metrics()
-    return await call_next(request)

@@ -1,9 +1,10 @@
-"""Who is calling the graph API, what they may see, and how many runs they may queue.
+"""Who may see what on the graph API, and how many runs a tenant may queue.
 
-Authentication: an API key (header `x-api-key`, or `Authorization: Bearer <key>`) maps to a
-tenant through PARALLAX_API_KEYS="key:tenant,key2:tenant2,..." (several keys may share a
-tenant). The user Aegra gets has the tenant as its identity and as `parallax_tenant`, which
-is what the graphs read (runtime/run_context.py: `tenant_of`), never the request body.
+Authentication: the API key resolves to a `Caller` (server/caller.py: PARALLAX_API_KEYS maps keys to
+tenants); the user Aegra gets has the tenant as its identity and as `parallax_tenant`, which is
+what the graphs read (runtime/run_context.py: `tenant_of`), never the request body. Admission
+(server/admission.py) has refused a request without a valid key before its body was read; this
+handler gives Aegra the same answer for the requests that reach it.
 
 Keeping tenants apart:
 - threads and runs: Aegra keeps them per identity (its `user_id` column); the handlers below
@@ -15,24 +16,29 @@ Keeping tenants apart:
   namespaces the graphs write (runtime/storage/namespaces.py), so the CLI
   (PARALLAX_DATABASE_URL), the graphs and the API name the same records; anything else lands
   under ["users", tenant, ...]. A bare ["traces"] means ["traces", <your tenant>]; a namespace
-  that names another tenant is refused (403).
+  that names another tenant is refused (403). The tenant's own internal namespaces are read-only
+  through /store (a put or delete is 403): their records are written by the graphs that screen
+  them (learn and release for playbooks and prompts, feedback for traces, the loop for its rounds),
+  and a record put there by hand would reach the next run's prompt unscreened.
 
 Backpressure: a run is refused with 429 and `Retry-After` (PARALLAX_RETRY_AFTER_S) while the
 tenant already has PARALLAX_MAX_PENDING runs pending or running, counted in Aegra's runs table
-across all replicas. The check happens before Aegra stores the run, so a refused run was never
-accepted and nothing accepted is dropped. Check and insert are not one transaction: requests
-arriving at the same moment on several replicas can pass the limit by a few runs.
+across all replicas (`backpressure`, asked by admission before the run's thread is locked or
+anything is stored). A refused run was never accepted and nothing accepted is dropped. Check and
+insert are not one transaction: requests arriving at the same moment on several replicas can pass
+the limit by a few runs.
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 from langgraph_sdk import Auth
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.run_context import AUTH_TENANT_FIELD
+from parallax.server.caller import MISSING_KEY, Caller, resolve
+from parallax.server.refusals import Refused
 
 auth = Auth()
 
@@ -41,41 +47,24 @@ TENANT_PREFIXES = ("playbooks", "prompts", "traces", "dlq", "consumed", "loop")
 ACTIVE = ("pending", "running")
 
 
-MISSING_KEY = ("missing or unknown API key: send it as Authorization: Bearer <key> or as x-api-key: <key> "
-               "(the key names your tenant)")
-"""The 401 message of every face (graph API, /v1, /mcp): both headers work on each."""
+WRITERS = {"playbooks": "the learn graph (and release, for labels)", "prompts": "the learn graph",
+           "traces": "the solve and plan graphs (feedback: the feedback graph)", "dlq": "the solve graph",
+           "consumed": "the learn and loop graphs", "loop": "the loop graph"}
+"""Which graph writes each internal namespace: what a refused store write is told to use instead."""
 
 
-def tenant_for_key(key: str | None) -> str | None:
-    """The tenant of an API key, or None. Every key is compared in constant time."""
-    found = None
-    for known, tenant in settings_mod.load().api_key_tenants.items():
-        if key is not None and hmac.compare_digest(known.encode(), key.encode()):
-            found = tenant
-    return found
-
-
-def key_for_tenant(tenant: str) -> str | None:
-    """One API key of `tenant` (None: it has none): what Parallax calls Aegra's endpoints with on its behalf."""
-    return next((key for key, owner in settings_mod.load().api_key_tenants.items() if owner == tenant), None)
-
-
-def key_from(headers: dict[str, Any]) -> str | None:
-    key: str | None = headers.get("x-api-key")
-    if key:
-        return key
-    scheme, _, token = (headers.get("authorization") or "").partition(" ")
-    return (token.strip() or None) if scheme.lower() == "bearer" else None
+def user_fields(caller: Caller) -> dict[str, Any]:
+    """The user Aegra gets for a caller (a MinimalUserDict plus Parallax's tenant field)."""
+    return {"identity": caller.identity, "display_name": caller.tenant, AUTH_TENANT_FIELD: caller.tenant,
+            "permissions": []}
 
 
 @auth.authenticate
-async def authenticate(headers: dict[str, Any]) -> dict[str, Any]:  # a MinimalUserDict plus our tenant field
-    headers = {(k.decode() if isinstance(k, bytes) else k).lower(): v.decode() if isinstance(v, bytes) else v
-               for k, v in headers.items()}
-    tenant = tenant_for_key(key_from(headers))
-    if tenant is None:
+async def authenticate(headers: dict[str, Any]) -> dict[str, Any]:
+    caller = resolve(headers)
+    if caller is None:
         raise Auth.exceptions.HTTPException(status_code=401, detail=MISSING_KEY)
-    return {"identity": tenant, "display_name": tenant, AUTH_TENANT_FIELD: tenant, "permissions": []}
+    return user_fields(caller)
 
 
 @auth.on.threads
@@ -101,16 +90,14 @@ async def pending_runs(tenant: str | None = None) -> int:
         return count
 
 
-@auth.on.threads.create_run
-async def admit_run(ctx: Auth.types.AuthContext, value: Auth.types.RunsCreate) -> None:
-    """429 with Retry-After while the tenant has PARALLAX_MAX_PENDING runs pending or running."""
+async def backpressure(caller: Caller) -> Refused | None:
+    """The 429 (with Retry-After) while the caller's tenant has PARALLAX_MAX_PENDING runs pending or running."""
     settings = settings_mod.load()
-    waiting = await pending_runs(ctx.user.identity)
-    if waiting >= settings.max_pending:
-        raise Auth.exceptions.HTTPException(
-            status_code=429, headers={"Retry-After": str(settings.retry_after_s)},
-            detail=f"tenant {ctx.user.identity!r} has {waiting} runs pending or running (most: {settings.max_pending}): "
-                   f"retry after {settings.retry_after_s} s")
+    waiting = await pending_runs(caller.tenant)
+    if waiting < settings.max_pending:
+        return None
+    return Refused(429, f"tenant {caller.tenant!r} has {waiting} runs pending or running (most: {settings.max_pending}): "
+                        f"retry after {settings.retry_after_s} s", headers={"Retry-After": str(settings.retry_after_s)})
 
 
 def _namespace(value: dict[str, Any]) -> tuple[str | None, list[str]]:
@@ -124,10 +111,14 @@ def _namespace(value: dict[str, Any]) -> tuple[str | None, list[str]]:
 @auth.on.store
 async def own_namespaces(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, Any] | None:
     """Tenant namespaces are [prefix, tenant, ...]: a bare [prefix] means the caller's own, one naming
-    another tenant is refused (403) instead of quietly coming back empty."""
+    another tenant is refused (403) instead of quietly coming back empty; writing one is refused (403)."""
     field, namespace = _namespace(value if isinstance(value, dict) else {})
     if field is None or not namespace or namespace[0] not in TENANT_PREFIXES:
         return None
+    if ctx.action in ("put", "delete"):
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail=f"namespace {namespace[:3]} is read-only through /store: its records are written "
+                                    f"by {WRITERS[namespace[0]]}, which screens them; run that graph instead")
     if len(namespace) == 1:
         return {field: [namespace[0], ctx.user.identity]}
     if namespace[1] != ctx.user.identity:

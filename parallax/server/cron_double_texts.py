@@ -17,7 +17,7 @@ from __future__ import annotations
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
 from parallax.server import metrics
-from parallax.server.auth import key_for_tenant
+from parallax.server.caller import key_for_tenant
 from parallax.server.connections import connection
 from parallax.server.run_requests import ASGIApp, ThreadLock, stop_runs
 

@@ -1,14 +1,14 @@
-"""Webhooks and double-texting on the runs crons create (ASGI middleware on Aegra's cron routes).
+"""Webhooks and double-texting on the runs crons create, set up as the cron is created or changed.
 
 A cron's runs pass no HTTP run route (server/run_requests.py): Aegra's scheduler inserts them
 itself, and so does the cron's creation for its first run. What reaches them is the cron's stored
 payload: Aegra copies its `config` and `multitask_strategy` onto every run it creates (not its
-`webhook`, nor its metadata). So this middleware, on POST /runs/crons, POST
-/threads/{id}/runs/crons and PATCH /runs/crons/{id}, before Aegra sees the request:
+`webhook`, nor its metadata). So admission (server/admission.py), on POST /runs/crons, POST
+/threads/{id}/runs/crons and PATCH /runs/crons/{id}, once the cron's fields are checked as a run's:
 - checks `webhook` as on a run (runtime/webhooks.py: http(s), every address public or allowed,
   the tenant has a secret; 422 and no cron otherwise); Aegra stores it in the cron's payload;
-- checks `multitask_strategy` (a thread-bound cron without one gets PARALLAX_MULTITASK_STRATEGY,
-  as a run request does);
+- gives a thread-bound cron without `multitask_strategy` PARALLAX_MULTITASK_STRATEGY, as a run
+  request gets;
 - puts a link of its own in the cron's config (`config.metadata.parallax_cron`, kept when an
   update replaces the config), which every run of the cron carries. The trigger
   `parallax_cron_run` (runtime/storage/platform_schema.py) finds the cron by it as Aegra inserts
@@ -19,31 +19,13 @@ payload: Aegra copies its `config` and `multitask_strategy` onto every run it cr
 
 from __future__ import annotations
 
-import json
-import re
 import uuid
 from typing import Any
-
-from starlette.responses import JSONResponse
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
 from parallax.server.connections import connection
-from parallax.server.run_requests import (
-    STRATEGIES,
-    ASGIApp,
-    Receive,
-    RunRequests,
-    Scope,
-    Send,
-    error,
-    json_request,
-    replay,
-    with_length,
-)
-
-CREATE = re.compile(r"^(?:/threads/(?P<thread_id>[^/]+))?/runs/crons/?$")
-UPDATE = re.compile(r"^/runs/crons/(?P<cron_id>[^/]+)/?$")
+from parallax.server.run_requests import check_webhook
 
 
 def linked(config: Any, link: str) -> dict[str, Any]:
@@ -63,47 +45,19 @@ async def stored_config(cron_id: str, tenant: str) -> tuple[Any, str | None] | N
     return None if row is None else (row[0], row[1])
 
 
-class CronRequests:
-    """The middleware (server/app.py adds it to the app Aegra serves)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method, path = scope.get("method"), scope.get("path", "")
-        create = CREATE.match(path) if scope["type"] == "http" and method == "POST" else None
-        update = UPDATE.match(path) if scope["type"] == "http" and method == "PATCH" else None
-        if create is None and update is None:
-            await self.app(scope, receive, send)
-            return
-        body, payload, tenant = await json_request(scope, receive)
-        if isinstance(payload, dict) and tenant is not None:
-            refused = await self.prepare(payload, tenant, create, update)
-            if refused is not None:
-                await refused(scope, receive, send)
-                return
-            body = json.dumps(payload).encode()
-        await self.app(with_length(scope, len(body)), replay(body, receive), send)  # Aegra answers the rest: 422, 401
-
-    @staticmethod
-    async def prepare(payload: dict[str, Any], tenant: str, create: re.Match[str] | None,
-                      update: re.Match[str] | None) -> JSONResponse | None:
-        """Check the request and link the cron (in place); the error to answer instead, or None."""
-        settings = settings_mod.load()
-        strategy = payload.get("multitask_strategy")
-        if create is not None and create["thread_id"] is not None and strategy is None:
-            strategy = payload["multitask_strategy"] = settings.multitask_strategy
-        if strategy is not None and strategy not in STRATEGIES:
-            return error(422, f"multitask_strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-        webhook = payload.get("webhook")
-        if webhook is not None and (refused := await RunRequests.check_webhook(webhook, tenant, payload, settings)):
-            return refused
-        if create is not None:
-            payload["config"] = linked(payload.get("config"), str(uuid.uuid4()))
-        elif update is not None and ("config" in payload or webhook is not None):
-            stored = await stored_config(update["cron_id"], tenant)
-            if stored is not None:  # a new config keeps the link; an old cron without one gets one
-                config, link = stored
-                payload["config"] = linked(payload["config"] if "config" in payload else config,
-                                           link or str(uuid.uuid4()))
-        return None
+async def prepare_cron(payload: dict[str, Any], tenant: str, *, thread_id: str | None, cron_id: str | None) -> None:
+    """Check the cron's webhook and link the cron (in place); Refused (422) for a webhook it may not have.
+    `cron_id` None: a new cron (on `thread_id`, or stateless); else an update of that cron."""
+    settings = settings_mod.load()
+    if cron_id is None and thread_id is not None and payload.get("multitask_strategy") is None:
+        payload["multitask_strategy"] = settings.multitask_strategy
+    webhook = payload.get("webhook")
+    if webhook is not None:
+        await check_webhook(webhook, tenant, settings)
+    if cron_id is None:
+        payload["config"] = linked(payload.get("config"), str(uuid.uuid4()))
+    elif "config" in payload or webhook is not None:
+        stored = await stored_config(cron_id, tenant)
+        if stored is not None:  # a new config keeps the link; an old cron without one gets one
+            config, link = stored
+            payload["config"] = linked(payload["config"] if "config" in payload else config, link or str(uuid.uuid4()))

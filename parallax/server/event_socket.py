@@ -15,15 +15,17 @@ command `{"id": int, "method": str, "params": {...}}`; a malformed one gets
   subscribe replaces the first; `subscription.unsubscribe` stops it. Both are answered
   `{"type": "success", "id", "result": {}}`.
 - any other method (run.start, input.respond, ...) goes to Aegra's command handler, exactly
-  as `POST /threads/{id}/commands` does, after the same checks (a run's input, the daily budget,
-  the per-tenant backpressure), and its response envelope is sent back.
+  as `POST /threads/{id}/commands` does, after the same admission (server/admission.py
+  `admit_command`: the run's fields, the thread's owner, backpressure, the daily budget), and its
+  response envelope is sent back; a refusal is the protocol's error envelope.
+Every frame is bounded as a request body is: over PARALLAX_MAX_BODY_BYTES, or JSON nested deeper
+than PARALLAX_MAX_JSON_DEPTH, it is answered with an error envelope and not parsed further.
 When the event stream ends (the thread's runs finished and the idle grace passed) the socket
 is closed with 1000, which the SDK reads as a clean end.
 
-Authentication is Aegra's (the same backend as every HTTP route: the key in the handshake's
-headers); a caller without a valid key, or naming another tenant's thread, is refused before the
-socket is accepted (the handshake fails with 403, as Starlette answers a socket closed before
-accept).
+Authentication is admission's (the caller resolved from the handshake's headers, server/caller.py);
+a caller without a valid key, or naming another tenant's thread, is refused before the socket is
+accepted (the handshake fails with 403, as Starlette answers a socket closed before accept).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, WebSocket, WebSocketDisconnect
 
+from parallax.server.refusals import Refused
+
 router = APIRouter()
 
 
@@ -45,13 +49,20 @@ def _bad(command_id: Any, message: str) -> dict[str, Any]:
 @router.websocket("/threads/{thread_id}/stream/events")  # type: ignore[untyped-decorator]
 async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
     from aegra_api.api.event_streaming import _verify_thread_owned_or_new
-    from aegra_api.core.auth_deps import require_auth
     from aegra_api.core.auth_handlers import build_auth_context, handle_event
     from aegra_api.core.orm import _get_session_maker
+    from aegra_api.models import User
     from aegra_api.services.event_streaming.capabilities import get_v2_capabilities
 
+    from parallax.server.auth import user_fields
+    from parallax.server.caller import caller_of
+
+    caller = caller_of(websocket.scope)
+    if caller is None:
+        await websocket.close(code=1008)
+        return
+    user = User(**user_fields(caller))
     try:
-        user = await require_auth(websocket)  # reads only the scope and headers: a WebSocket does
         await handle_event(build_auth_context(user, "threads", "read"), {"thread_id": thread_id})
         async with _get_session_maker()() as session:
             await _verify_thread_owned_or_new(session, thread_id, user)
@@ -73,9 +84,9 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
         while True:
             raw = await websocket.receive_text()
             try:
-                command = json.loads(raw)
-            except ValueError:
-                await send(_bad(None, "Protocol commands must be valid JSON."))
+                command = _frame(raw)
+            except Refused as refused:
+                await send(_bad(None, refused.message))
                 continue
             if not isinstance(command, dict) or not isinstance(command.get("id"), int) \
                     or not isinstance(command.get("method"), str):
@@ -101,7 +112,7 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
                     forwarding = None
                 await send({"type": "success", "id": command_id, "result": {}})
             else:
-                await send(await _command(thread_id, user, command))
+                await send(await _command(thread_id, caller, user, command))
     except WebSocketDisconnect:
         pass
     finally:
@@ -137,42 +148,36 @@ async def _forward(stream: Any, send: Any, websocket: WebSocket) -> None:
         await websocket.close(code=1000)
 
 
-ERROR_CODES = {403: "permission_denied", 404: "no_such_run", 429: "unknown_error"}
-"""The protocol's error code for a status the create_run hook raised: Aegra's mapping (`handle_command`) and, for
-backpressure's 429, the error type Aegra's HTTP body gives it (the protocol has no code for "come back later";
-the message says when)."""
+def _frame(raw: str) -> Any:
+    """A frame's command: at most PARALLAX_MAX_BODY_BYTES, JSON at most PARALLAX_MAX_JSON_DEPTH deep; Refused else."""
+    from parallax.runtime import settings as settings_mod
+    from parallax.server.json_body import parse, too_large
+
+    settings = settings_mod.load()
+    if len(raw) > settings.max_body_bytes:
+        raise too_large(settings.max_body_bytes, "the command")
+    try:
+        return parse(raw, settings.max_json_depth, "the command")
+    except Refused as refused:
+        if refused.status == 400:
+            raise Refused(400, "Protocol commands must be valid JSON.") from None
+        raise
 
 
-async def _command(thread_id: str, user: Any, command: dict[str, Any]) -> dict[str, Any]:
-    """A run.start, input.respond, ... handled as POST /threads/{id}/commands handles it, with the same checks in
-    the same order, each refusal as the protocol's error envelope and before anything is stored: the run's input
-    and context (server/run_checks.py), the tenant's daily budget (server/tenant_budgets.py), and Aegra's
-    threads.create_run hook, which Aegra's route enforcer (aegra_api/core/auth_registry.py) runs for that route and
-    which holds Parallax's per-tenant backpressure (server/auth.py)."""
-    from aegra_api.core.auth_handlers import build_auth_context, handle_event
+async def _command(thread_id: str, caller: Any, user: Any, command: dict[str, Any]) -> dict[str, Any]:
+    """A run.start, input.respond, ... handled as POST /threads/{id}/commands handles it, with the same admission
+    (server/admission.py `admit_command`), each refusal as the protocol's error envelope and before anything is
+    stored."""
     from aegra_api.core.orm import _get_session_maker
     from aegra_api.services.event_streaming.commands import handle_command
 
-    from parallax.server import metrics
-    from parallax.server.protocol_requests import settle_interrupt, starts_with_input
-    from parallax.server.run_checks import command_problem, command_refusal
-    from parallax.server.tenant_budgets import admit_command
+    from parallax.server.admission import admit_command
 
     command = {"params": {}, **command}
-    if starts_with_input(command):
-        await settle_interrupt(thread_id, user.identity)
-    if (why := await command_problem(command, user.identity, thread_id)) is not None:
-        return command_refusal(command["id"], why)
-    refused = await admit_command(user.identity, command)  # the tenant's daily budget (server/tenant_budgets.py)
-    if refused is not None:
-        metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()
-        return {"type": "error", "id": command["id"], "error": "insufficient_quota",
-                "message": str(refused.body["message"])}
     try:
-        await handle_event(build_auth_context(user, "threads", "create_run"), {**command, "thread_id": thread_id})
-    except HTTPException as exc:
-        return {"type": "error", "id": command["id"], "error": ERROR_CODES.get(exc.status_code, "invalid_argument"),
-                "message": str(exc.detail)}
+        command = await admit_command(caller, thread_id, command)
+    except Refused as refused:
+        return refused.envelope(command["id"])
     async with _get_session_maker()() as session:
         response, _run_id = await handle_command(command, session=session, thread_id=thread_id, user=user)
     result: dict[str, Any] = response

@@ -4,9 +4,10 @@ Why through the server's own endpoints: a tool call must be the same run as one 
 langgraph-sdk — a thread, a checkpoint in PostgreSQL, a trace under the caller's tenant, the
 429 backpressure, metrics, and a replica kill that loses nothing — not a side path that calls
 the graph in this process. So each call opens a langgraph-sdk client on this replica's own
-address with the caller's API key (`Authorization: Bearer` or `x-api-key`, parallax/server/auth.py)
+address with the caller's API key (`Authorization: Bearer` or `x-api-key`, server/caller.py)
 and streams a run of `solve`, `plan` or `feedback` on a new thread; the key decides the tenant.
-A request without a known key is refused with 401 before any MCP handling.
+A request without a known key is refused with 401 before any MCP handling (by admission,
+server/admission.py, before its body is read).
 
 The tools are runtime/mcp_tools.py's (the same as `parallax mcp` over stdio). Transport:
 stateless Streamable HTTP with JSON responses, so any replica answers any call and nothing
@@ -35,7 +36,7 @@ from starlette.types import Receive, Scope, Send
 
 from parallax.logic.run_input import check_run_input
 from parallax.runtime.mcp_tools import FeedbackResult, RunResult, build_server, run_result
-from parallax.server.auth import MISSING_KEY, key_from, tenant_for_key
+from parallax.server.caller import MISSING_KEY, caller_of, key_from
 
 
 class ToolFailed(ToolError):
@@ -140,8 +141,7 @@ class McpEndpoint:
         await self._ready.wait()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-        if tenant_for_key(key_from(headers)) is None:
+        if caller_of(scope) is None:  # admission refused it already on `parallax serve`; kept for any other mount
             body = json.dumps({"error": "unauthorized", "message": MISSING_KEY}).encode()
             await send({"type": "http.response.start", "status": 401,
                         "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})

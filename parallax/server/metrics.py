@@ -52,6 +52,11 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
                                                The one tenant label: only tenants the operator gave a
                                                budget (or every tenant that spent today, under `*`)
 
+Who sees what: `GET /metrics` answers without a key (scrapers rarely send one), but then it shows
+none of the series that name a tenant or a tenant's data (PRIVATE: a playbook's name, a tenant's
+name and spend); the operator's scraper sends `Authorization: Bearer <PARALLAX_METRICS_KEY>` and
+gets every series (server/admission.py). A tenant's API key is no metrics key.
+
 Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
 Each replica is its own process: scrape every replica. Only the server imports this module
 (prometheus-client comes with the `server` extra; the CLI never needs it).
@@ -59,14 +64,18 @@ Each replica is its own process: scrape every replica. Only the server imports t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
 try:
-    from prometheus_client import Counter, Gauge, Histogram
+    from prometheus_client import REGISTRY, Counter, Gauge, Histogram, generate_latest
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST
+    from prometheus_client.metrics_core import Metric
 except ImportError as exc:  # pragma: no cover - only without the server extra
     raise ImportError("parallax.server needs the server extra: pip install -e '.[server]' (Python 3.12)") from exc
 from langchain_core.callbacks import BaseCallbackHandler
+from starlette.responses import Response
 
 from parallax.runtime.services import process_services
 from parallax.state.payloads import BUSINESS
@@ -99,6 +108,22 @@ TENANT_SPEND_TOKENS = Gauge("parallax_tenant_spend_tokens", "Tokens charged toda
 TENANT_SPEND_USD = Gauge("parallax_tenant_spend_usd", "USD charged today (UTC) to a tenant with a daily budget "
                          "(every replica: read from the spend ledger at each scrape).", ["tenant"])
 SWEPT = Counter("parallax_swept_total", "Rows the retention sweeps of this replica deleted, by kind.", ["kind"])
+PRIVATE = frozenset({"parallax_playbook_version", "parallax_tenant_spend_tokens", "parallax_tenant_spend_usd"})
+"""The series that name a tenant's data (a playbook, a tenant, its spend): shown only with the metrics key."""
+
+
+class PublicView:
+    """The default registry without the PRIVATE series (a collector view for `generate_latest`)."""
+
+    def collect(self) -> Iterator[Metric]:
+        for family in REGISTRY.collect():
+            if family.name not in PRIVATE:
+                yield family
+
+
+def public_exposition() -> Response:
+    """/metrics as anyone may see it."""
+    return Response(generate_latest(PublicView()), media_type=CONTENT_TYPE_LATEST)
 
 
 def _interrupted(outputs: Any) -> bool:

@@ -54,8 +54,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from parallax.runtime import settings as settings_mod
+from parallax.server import json_body
+from parallax.server.caller import caller_of
 from parallax.server.openai_replies import ChunkWriter, completion, progress
 from parallax.server.openai_request import MODELS, Refusal, RunRequest, param_of, parse
+from parallax.server.refusals import Refused
 
 if TYPE_CHECKING:
     from langgraph_sdk.client import LangGraphClient
@@ -64,9 +68,11 @@ CREATED = 1767225600  # 2026-01-01: when these model names were first served
 LOOPBACK_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
 """No read timeout: a run takes as long as its branches do; the caller's own client decides how long to wait."""
 OPENAI_KIND = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_error",
-               404: "invalid_request_error", 409: "invalid_request_error", 422: "invalid_request_error",
+               404: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
+               422: "invalid_request_error",
                429: "requests"}
-OPENAI_CODE = {401: "invalid_api_key", 403: "permission_denied", 404: "not_found", 429: "rate_limit_exceeded"}
+OPENAI_CODE = {401: "invalid_api_key", 403: "permission_denied", 404: "not_found", 413: "request_too_large",
+               429: "rate_limit_exceeded"}
 QUOTA_KIND, QUOTA_CODE = "insufficient_quota", "daily_budget_exceeded"
 """A tenant past its daily budget: OpenAI's type for an account out of quota, and our code (docs/openai.md)."""
 
@@ -142,13 +148,23 @@ async def budget_refused(request: Request) -> JSONResponse | None:
     """The 429 of a tenant past its daily budget, before any thread is created; None under it, or without budgets
     (the graph API checks again, and caps the run). Imported here, not at the top: /v1 is mounted under langgraph dev
     too, which has no budgets and no server extra."""
-    from parallax.server.auth import key_from, tenant_for_key
     from parallax.server.tenant_budgets import refusal
 
-    refused = await refusal(tenant_for_key(key_from(dict(request.headers))), "openai")
+    caller = caller_of(request.scope)
+    refused = await refusal(None if caller is None else caller.tenant, "openai")
     if refused is None:
         return None
-    return error_response(quota_refusal(str(refused.body["message"]), {"Retry-After": str(refused.retry_after_s)}))
+    return error_response(openai_refusal(refused))
+
+
+def openai_refusal(refused: Refused) -> Refusal:
+    """A refusal of the served API (server/refusals.py) in OpenAI's terms, keeping status and headers."""
+    if refused.kind == QUOTA_KIND:
+        return quota_refusal(refused.message, refused.headers)
+    if refused.status == 422:
+        return Refusal(refused.message, param=param_of(refused.field), code="invalid_value")
+    return Refusal(refused.message, status=refused.status, kind=OPENAI_KIND.get(refused.status, "server_error"),
+                   code=OPENAI_CODE.get(refused.status), headers=refused.headers)
 
 
 def unexpected(exc: BaseException) -> Refusal:
@@ -188,10 +204,13 @@ def model_card(name: str) -> dict[str, Any]:
 
 
 async def chat_completions(request: Request) -> Response:
-    try:
-        body = json.loads(await request.body() or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        return error_response(Refusal(f"the request body is not valid JSON: {exc}"))
+    if json_body.PAYLOAD_KEY in request.scope:  # parsed by admission (parallax serve)
+        body = request.scope[json_body.PAYLOAD_KEY]
+    else:
+        try:
+            body = json_body.parse(await request.body(), settings_mod.load().max_json_depth)
+        except Refused as bad_body:
+            return error_response(openai_refusal(bad_body))
     try:
         asked = parse(body)
     except Refusal as refusal:

@@ -5,11 +5,9 @@ named, in USD and/or tokens; the day is the UTC day (logic/daily_budget.py). Wha
 is the sum its finished runs were charged, each once, by a trigger in PostgreSQL
 (runtime/storage/spend_ledger.py): every replica reads the same row.
 
-On each run creation (POST /threads/{id}/runs[/stream|/wait], /runs[/stream|/wait], cron creation
-/runs/crons, /threads/{id}/runs/crons, and the v2 commands that start a run, `run.start` and
-`input.respond`, on POST /threads/{id}/commands and the WebSocket, server/event_socket.py), for a caller
-with a valid key and a budget, before anything is stored (the middleware sits outside double-texting,
-webhooks and Aegra, inside the 422 checks):
+Admission (server/admission.py) asks `admission` on each run creation (the run routes, cron creation,
+and the v2 commands that start a run, `run.start` and `input.respond`, over HTTP and on the WebSocket),
+for a caller with a budget, after the request was checked and before anything is stored:
 - past the budget: 429, `Retry-After` the seconds to 00:00 UTC, the body Aegra's error shape with
   `error: "insufficient_quota"`, the reason and `details.resets_at` (ISO 8601 UTC). No run, no thread
   state, no cron, no webhook row;
@@ -30,13 +28,9 @@ there are at most PARALLAX_MAX_PENDING of them per tenant (a few more for reques
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-
-from starlette.responses import JSONResponse
 
 from parallax.logic import daily_budget
 from parallax.logic.daily_budget import DaySpend
@@ -44,24 +38,11 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.spend_ledger import BUDGETED_GRAPHS, SPEND_TODAY_SQL, SPENT_TODAY_SQL
 from parallax.server import metrics
 from parallax.server.connections import connection
-from parallax.server.protocol_requests import COMMANDS, RUN_COMMANDS
-from parallax.server.run_checks import RUN_CREATE, graph_of
-from parallax.server.run_requests import ASGIApp, Receive, Scope, Send, replay, tenant_request, with_length
+from parallax.server.refusals import Refused
 from parallax.state.records import Limits
 
 CAPPED_GRAPHS = BUDGETED_GRAPHS
 """The graphs whose input takes a run budget: every graph that calls a model (runtime/storage/spend_ledger.py)."""
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A run the tenant's daily budget refuses: the body and headers of the 429."""
-
-    body: dict[str, Any]
-    retry_after_s: int
-
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body, status_code=429, headers={"Retry-After": str(self.retry_after_s)})
 
 
 async def spent_today(tenant: str) -> DaySpend:
@@ -81,7 +62,9 @@ async def admission(tenant: str) -> tuple[Refused | None, Limits | None]:
     if why is None:
         return None, daily_budget.remaining(budget, spent)
     now = datetime.now(UTC)
-    return Refused(daily_budget.refusal_body(tenant, why, now, budget, spent), daily_budget.retry_after_s(now)), None
+    body = daily_budget.refusal_body(tenant, why, now, budget, spent)
+    return Refused(429, str(body["message"]), kind=str(body["error"]), details=dict(body["details"]),
+                   headers={"Retry-After": str(daily_budget.retry_after_s(now))}), None
 
 
 async def refusal(tenant: str | None, face: str) -> Refused | None:
@@ -110,54 +93,8 @@ async def refresh_spend_metrics() -> None:
             metrics.TENANT_SPEND_USD.labels(tenant=tenant).set(cost)
 
 
-async def admit_command(tenant: str, command: dict[str, Any]) -> Refused | None:
-    """The 429 for a v2 command that would start a run of a tenant past its budget; under it, a `run.start` of a
-    budgeted graph has its input capped (in place). None for other commands, or no budget."""
-    if command.get("method") not in RUN_COMMANDS or not settings_mod.load().daily_budgets:
-        return None
-    refused, left = await admission(tenant)
-    if refused is not None:
-        return refused
-    params = command.get("params")
-    if left is not None and isinstance(params, dict) and isinstance(params.get("input"), dict) \
-            and await graph_of(params.get("assistant_id")) in CAPPED_GRAPHS:
-        params["input"] = daily_budget.capped(params["input"], left)
-    return None
-
-
-class DailyBudgets:
-    """The middleware (server/app.py adds it just inside the 422 checks of server/run_checks.py)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        post, path = scope["type"] == "http" and scope.get("method") == "POST", scope.get("path", "")
-        create = RUN_CREATE.match(path) if post else None
-        command = COMMANDS.match(path) if post else None
-        if (create is None and command is None) or not settings_mod.load().daily_budgets:
-            await self.app(scope, receive, send)
-            return
-        if (request := await tenant_request(self.app, scope, receive, send)) is None:
-            return
-        body, payload, tenant = request
-        if command is not None:
-            refused = await admit_command(tenant, payload)
-            if refused is not None:
-                metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()
-                await refused.response()(scope, receive, send)
-                return
-            body = json.dumps(payload).encode()
-            await self.app(with_length(scope, len(body)), replay(body, receive), send)
-            return
-        refused, left = await admission(tenant)
-        if refused is not None:
-            metrics.BUDGET_REFUSALS.labels(face="graph_api").inc()
-            await refused.response()(scope, receive, send)
-            return
-        is_cron = scope["path"].rstrip("/").endswith("/crons")  # its runs are capped as they are created (trigger)
-        if left is not None and not is_cron and isinstance(payload.get("input"), dict) \
-                and await graph_of(payload.get("assistant_id")) in CAPPED_GRAPHS:
-            payload["input"] = daily_budget.capped(payload["input"], left)
-            body = json.dumps(payload).encode()
-        await self.app(with_length(scope, len(body)), replay(body, receive), send)
+def capped(graph: str | None, run_input: Any, left: Limits | None) -> Any:
+    """The input of a budgeted graph's run capped at what the tenant has left today; any other input as it is."""
+    if left is None or graph not in CAPPED_GRAPHS or not isinstance(run_input, dict):
+        return run_input
+    return daily_budget.capped(run_input, left)

@@ -7,7 +7,8 @@ server/dev_app.py for `langgraph dev`). It answers the SVG (logic/timeline_svg.p
 Like the OpenAI face, it reads through the server's own Agent Protocol (the store item
 `["traces", tenant]` / trace id, with the caller's key passed on), so the graph API's auth decides
 what the caller may see: a trace of another tenant is a 404 here as it is in the store. The tenant
-is the key's (server/auth.py); on a server without keys (`langgraph dev`), `?tenant=` or "default".
+is the caller's (server/caller.py, resolved by admission on `parallax serve`); on a server without
+keys (`langgraph dev`), `?tenant=` or "default".
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from starlette.routing import Route
 from parallax.logic.timeline import timeline
 from parallax.logic.timeline_svg import render_svg
 from parallax.runtime import settings as settings_mod
-from parallax.server.auth import key_from, tenant_for_key
+from parallax.server.caller import MISSING_KEY, caller_of
 from parallax.server.openai_face import credentials, loopback
 
 
@@ -36,9 +37,10 @@ async def show(request: Request) -> Response:
     if form not in ("svg", "json"):
         return _error(422, f"format must be svg or json, got {form!r}")
     if settings_mod.load().api_key_tenants:
-        tenant = tenant_for_key(key_from({k.lower(): v for k, v in request.headers.items()}))
-        if tenant is None:
-            return _error(401, "missing or unknown API key: send it as x-api-key or Authorization: Bearer <key>")
+        caller = caller_of(request.scope)
+        if caller is None:
+            return _error(401, MISSING_KEY)
+        tenant = caller.tenant
     else:
         tenant = request.query_params.get("tenant") or "default"
     try:

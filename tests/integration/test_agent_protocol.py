@@ -121,7 +121,16 @@ async def test_store_namespaces_come_back_as_written_and_tenants_stay_apart(clus
     acme, beta = client(a), client(b, "beta")
     ns = ["notes", uuid.uuid4().hex[:8]]
     await acme.store.put_item(ns, key="k", value={"v": 1})
-    await acme.store.put_item(["playbooks"], key=f"p-{ns[1]}", value={"v": 2})  # tenant-scoped: ["playbooks", "acme"]
+    # a bare internal prefix means the caller's own (["playbooks", "acme"]), which is read-only through /store
+    with pytest.raises(PermissionDeniedError, match="read-only through /store"):
+        await acme.store.put_item(["playbooks"], key=f"p-{ns[1]}", value={"v": 2})
+    assert await acme.store.get_item(["playbooks"], key=f"p-{ns[1]}") is None
+    import psycopg  # the server venv's (the main venv collects this module without it)
+
+    with psycopg.connect(cluster.database_url, autocommit=True) as conn:  # as the learn graph would write it
+        conn.execute("INSERT INTO store (prefix, key, value) VALUES ('playbooks.acme', %s, '{\"v\": 2}')",
+                     (f"p-{ns[1]}",))
+    assert (await acme.store.get_item(["playbooks"], key=f"p-{ns[1]}"))["value"] == {"v": 2}
 
     item = await acme.store.get_item(ns, key="k")
     assert (item["namespace"], item["value"]) == (ns, {"v": 1})

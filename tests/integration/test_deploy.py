@@ -18,7 +18,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import PARALLAX, Cluster, fill_pending, readme_retry_helper, two_replicas
+from tests.support.aegra_cluster import METRICS_KEY, PARALLAX, Cluster, fill_pending, readme_retry_helper, two_replicas
 from tests.support.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
@@ -77,9 +77,9 @@ def cli(cluster: Cluster, *args: str) -> dict | list:
 
 
 async def scrape(replica) -> dict[str, float]:
-    """/metrics as {series with labels: value}."""
+    """/metrics as {series with labels: value}, as the operator's scraper sees it (with the metrics key)."""
     async with httpx.AsyncClient(trust_env=False) as h:
-        text = (await h.get(f"{replica.url}/metrics")).text
+        text = (await h.get(f"{replica.url}/metrics", headers={"authorization": f"Bearer {METRICS_KEY}"})).text
     out = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):

@@ -1,14 +1,12 @@
 """The v2 commands that start a run (`run.start`, `input.respond`) pass the checks of a classic run creation, on the
 deployed graph API (`parallax serve`, two replicas, PostgreSQL and Redis): a run that cannot run is refused with the
-one-line reason (server/run_checks.py) and a tenant at PARALLAX_MAX_PENDING is refused as busy (server/auth.py),
+one-line reason and a tenant at PARALLAX_MAX_PENDING is refused as busy (server/admission.py, server/auth.py),
 over POST /threads/{id}/commands (langgraph-sdk's thread stream on either transport, and raw) and on the WebSocket,
 each in that transport's own error shape, with nothing stored for a refused command.
 
 Before these, a command with a bad input was stored and ran into an error (the 422 checks never saw the commands
-route), and backpressure on the WebSocket was answered "invalid_argument". Backpressure over POST /commands itself
-already held: Aegra's route enforcer runs the `threads.create_run` hook for that route (aegra_api/core/auth_registry.py);
-the test keeps it so. The scripted model answers solve runs; the graph `echo` (tests/support/protocol_graph.py, no
-model) sleeps on request, to keep runs in flight.
+route), and backpressure on the WebSocket was answered "invalid_argument". The scripted model answers solve runs; the
+graph `echo` (tests/support/protocol_graph.py, no model) sleeps on request, to keep runs in flight.
 """
 
 from __future__ import annotations
@@ -145,7 +143,7 @@ async def test_a_tenant_at_its_pending_cap_is_refused_as_busy_over_commands_and_
     for answer in over_http:  # classic and commands alike: 429, Retry-After, Aegra's error body
         assert isinstance(answer, httpx.Response), answer
         assert (answer.status_code, answer.headers["retry-after"]) == (429, "1")
-        assert answer.json() == {"error": "unknown_error", "message": why, "details": None}
+        assert answer.json() == {"error": "too_many_requests", "message": why, "details": None}
     assert (on_a, on_b) == ({"type": "error", "id": 3, "error": "unknown_error", "message": why},
                             {"type": "error", "id": 4, "error": "unknown_error", "message": why})
     # nothing stored for any of them: the two runs in flight are the tenant's only ones, no thread was made

@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PARALLAX = Path(sys.executable).with_name("parallax")
 PG_ADMIN = os.environ.get("PARALLAX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("PARALLAX_TEST_REDIS", "redis://127.0.0.1:6379/0")
+METRICS_KEY = "test-metrics-key-0123456789"
+"""PARALLAX_METRICS_KEY of every test deployment: what the operator's scraper sends to see every series."""
 FAST_LEASES = {"LEASE_DURATION_SECONDS": "6", "HEARTBEAT_INTERVAL_SECONDS": "2", "REAPER_INTERVAL_SECONDS": "2"}
 
 
@@ -176,7 +178,7 @@ class Cluster:
         env = {**os.environ, "DATABASE_URL": self.database_url, "REDIS_URL": REDIS_URL,
                "REDIS_CHANNEL_PREFIX": f"{self.name}:run:", "WORKER_QUEUE_KEY": f"{self.name}:jobs",
                "PARALLAX_HOME": str(self.work / f"home-{port}"), "LOG_LEVEL": "warning", "CRON_ENABLED": "false",
-               "LANGSMITH_TRACING": "false", **FAST_LEASES, **self.env}
+               "LANGSMITH_TRACING": "false", "PARALLAX_METRICS_KEY": METRICS_KEY, **FAST_LEASES, **self.env}
         for name in ("PARALLAX_DATABASE_URL", "PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL",
                      "AEGRA_CONFIG", "HOST", "PORT"):
             env.pop(name, None)

@@ -147,20 +147,6 @@ def test_the_cli_says_what_to_install_when_postgres_support_is_missing(monkeypat
     assert result.exit_code == 2 and "pip install -e '.[postgres]'" in result.output, result.output
 
 
-@pytest.mark.parametrize(("headers", "tenant"), [
-    ({"x-api-key": "k1"}, "acme"),
-    ({"authorization": "Bearer k2"}, "beta"),
-    ({"authorization": "Basic k1"}, None),
-    ({"x-api-key": "k1x"}, None),
-    ({}, None),
-])
-def test_a_request_key_names_its_tenant(monkeypatch, headers, tenant):
-    from parallax.server.auth import key_from, tenant_for_key
-
-    monkeypatch.setenv("PARALLAX_API_KEYS", "k1:acme,k2:beta")
-    assert tenant_for_key(key_from(headers)) == tenant
-
-
 async def test_a_cron_run_takes_the_tenant_of_the_crons_owner_not_of_its_input(monkeypatch):
     """Aegra's scheduler runs a cron as a user it builds from the owner's identity, without Parallax's tenant field:
     the identity (a tenant, under Parallax's authentication) is the tenant; a cron whose input names another tenant is

@@ -1,0 +1,94 @@
+"""A request body read at most to its cap, and its JSON parsed once, at most so deep.
+
+Why: a body that is read whole before anyone looks at it costs the replica its size in memory
+(and its parse time) whoever sent it; JSON nested a few thousand levels deep made the decoder
+raise RecursionError, which surfaced as a 500. Here:
+
+- `read_capped` refuses (413) a body whose Content-Length is over the cap before reading a byte,
+  and stops reading one that grows past it while it streams (no Content-Length, or a false one);
+- `parse` refuses (400) what is not JSON, and (422) JSON nested deeper than the limit, counting
+  every object and array level; the decoder's own recursion limit is caught as the same refusal.
+
+The caps are settings (PARALLAX_MAX_BODY_BYTES, PARALLAX_MAX_JSON_DEPTH; docs/limits.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from parallax.server.refusals import Refused
+
+PAYLOAD_KEY = "parallax.payload"
+"""Where admission keeps the parsed body in the request's scope, for a face that would parse it again (/v1)."""
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+
+
+def too_large(cap: int, where: str = "the request body") -> Refused:
+    return Refused(413, f"{where} is over {cap} bytes, this server's cap (PARALLAX_MAX_BODY_BYTES): "
+                        "send less, or ask the operator to raise the cap")
+
+
+def declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """The Content-Length a request declares (None: none, or not a number)."""
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def read_capped(headers: list[tuple[bytes, bytes]], receive: Receive, cap: int) -> bytes:
+    """The whole body, or Refused(413) as soon as it is known to be over `cap` bytes."""
+    declared = declared_length(headers)
+    if declared is not None and declared > cap:
+        raise too_large(cap)
+    chunks: list[bytes] = []
+    size, more = 0, True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            raise too_large(cap)
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def depth_of(value: Any, limit: int) -> int:
+    """How deep `value` nests (a scalar is 0, `[]` is 1), counted without recursion; stops past `limit`."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, level)
+            if deepest > limit:
+                return deepest
+            stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def too_deep(limit: int, where: str = "the request body") -> Refused:
+    return Refused(422, f"{where} nests JSON more than {limit} levels deep (PARALLAX_MAX_JSON_DEPTH): flatten it")
+
+
+def parse(body: bytes | str, depth: int, where: str = "the request body") -> Any:
+    """The JSON of `body` (None when empty), or Refused: 400 not JSON, 422 nested deeper than `depth`."""
+    if not body:
+        return None
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        raise too_deep(depth, where) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Refused(400, f"{where} is not valid JSON: {exc}") from None
+    if depth_of(value, depth) > depth:
+        raise too_deep(depth, where)
+    return value
