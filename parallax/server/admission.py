@@ -102,8 +102,11 @@ ROUTES: list[tuple[frozenset[str], re.Pattern[str], str]] = [
     (frozenset({"PATCH"}), re.compile(r"^/assistants/(?P<assistant_id>[^/]+)/?$"), "assistant"),
     (frozenset({"GET"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/?$"), "run_list"),
     (frozenset({"POST"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/cancel/?$"), "cancel"),
+    (frozenset({"PATCH"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/?$"), "run_status"),
 ]
 """Aegra's routes admission does more than the common checks for: (methods, path, what it does)."""
+RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
+"""What Aegra's `PATCH /threads/{id}/runs/{run_id}` takes as `status` (aegra_api/utils/status_compat.py)."""
 FACES = (("/v1/", "openai"), ("/v1", "openai"), ("/mcp", "mcp"), ("/timeline/", "timeline"))
 
 
@@ -461,6 +464,15 @@ class Admission:
             await self.app(scope, replay(body, receive), send)
             return
         await answer_cancel(await self.buffered(scope, receive, body), send, run_id, caller.tenant)
+
+    async def run_status(self, scope: Scope, receive: Receive, send: Send, caller: Caller, payload: Any, body: bytes,
+                         thread_id: str, run_id: str) -> None:
+        """Aegra's `PATCH` of a run: only `status` "interrupted" does anything; an unknown status was its 500."""
+        status = payload.get("status") if isinstance(payload, dict) else None
+        if status not in RUN_STATUSES:
+            raise Refused(422, f"status must be one of {', '.join(RUN_STATUSES)} (\"interrupted\" stops the run), "
+                               f"got {str(status)[:60]!r}")
+        await self.app(scope, replay(body, receive), send)
 
     async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         """/metrics: every series for the metrics key's holder; without it, none that names a tenant's data."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 from aegra_api.models.errors import AgentProtocolError, get_error_type
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
+from langgraph.store.base import InvalidNamespaceError
 
 from parallax.server import (
     aegra_patches,
@@ -74,4 +75,12 @@ async def error_with_headers(_request: Request, exc: HTTPException) -> JSONRespo
     body = AgentProtocolError(error=get_error_type(exc.status_code), message=exc.detail,
                               details=getattr(exc, "details", None))
     return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=exc.headers)
+
+
+@app.exception_handler(InvalidNamespaceError)  # type: ignore[untyped-decorator]
+async def bad_namespace(_request: Request, exc: InvalidNamespaceError) -> JSONResponse:
+    """A store namespace LangGraph's store refuses (an empty label, a label with '.'): the caller's mistake, a 422."""
+    body = AgentProtocolError(error=get_error_type(422), message=f"{exc}: a namespace label is non-empty text "
+                                                                 "without '.'", details=None)
+    return JSONResponse(body.model_dump(), status_code=422)
 

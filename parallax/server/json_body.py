@@ -7,7 +7,9 @@ raise RecursionError, which surfaced as a 500. Here:
 - `read_capped` refuses (413) a body whose Content-Length is over the cap before reading a byte,
   and stops reading one that grows past it while it streams (no Content-Length, or a false one);
 - `parse` refuses (400) what is not JSON, and (422) JSON nested deeper than the limit, counting
-  every object and array level; the decoder's own recursion limit is caught as the same refusal.
+  every object and array level; the decoder's own recursion limit is caught as the same refusal;
+- and (422) what no database column keeps, which PostgreSQL would refuse deep inside a route as a 500:
+  a whole number outside 64 bits (an `offset` of 10^24) and text holding the NUL character.
 
 The caps are settings (PARALLAX_MAX_BODY_BYTES, PARALLAX_MAX_JSON_DEPTH; docs/limits.md).
 """
@@ -62,16 +64,33 @@ async def read_capped(headers: list[tuple[bytes, bytes]], receive: Receive, cap:
     return b"".join(chunks)
 
 
-def depth_of(value: Any, limit: int) -> int:
-    """How deep `value` nests (a scalar is 0, `[]` is 1), counted without recursion; stops past `limit`."""
+INT64 = 2**63 - 1
+"""The largest whole number a PostgreSQL bigint (and so any count, offset or limit stored or queried) holds."""
+
+
+def depth_of(value: Any, limit: int, where: str = "the request body") -> int:
+    """How deep `value` nests (a scalar is 0, `[]` is 1), counted without recursion; stops past `limit`.
+    Refused(422) for a whole number outside 64 bits or text (a value or a key) holding NUL."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         node, level = stack.pop()
-        if isinstance(node, dict | list):
+        if isinstance(node, str):
+            if "\x00" in node:
+                raise Refused(422, f"{where} holds text with the NUL character (\\u0000), which no store keeps: "
+                                   "remove it")
+        elif isinstance(node, int) and not isinstance(node, bool):
+            if not -INT64 - 1 <= node <= INT64:
+                raise Refused(422, f"{where} holds the whole number {str(node)[:40]}, outside 64 bits: "
+                                   f"send one from {-INT64 - 1} to {INT64}")
+        elif isinstance(node, dict | list):
             deepest = max(deepest, level)
             if deepest > limit:
                 return deepest
-            stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+            if isinstance(node, dict):
+                stack.extend((key, level) for key in node)
+                stack.extend((child, level + 1) for child in node.values())
+            else:
+                stack.extend((child, level + 1) for child in node)
     return deepest
 
 
@@ -80,7 +99,8 @@ def too_deep(limit: int, where: str = "the request body") -> Refused:
 
 
 def parse(body: bytes | str, depth: int, where: str = "the request body") -> Any:
-    """The JSON of `body` (None when empty), or Refused: 400 not JSON, 422 nested deeper than `depth`."""
+    """The JSON of `body` (None when empty), or Refused: 400 not JSON, 422 nested deeper than `depth`, a whole
+    number outside 64 bits, text holding NUL."""
     if not body:
         return None
     try:
@@ -89,6 +109,6 @@ def parse(body: bytes | str, depth: int, where: str = "the request body") -> Any
         raise too_deep(depth, where) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise Refused(400, f"{where} is not valid JSON: {exc}") from None
-    if depth_of(value, depth) > depth:
+    if depth_of(value, depth, where) > depth:
         raise too_deep(depth, where)
     return value

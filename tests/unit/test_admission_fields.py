@@ -160,6 +160,17 @@ def test_json_is_parsed_once_within_its_depth():
     assert refusal(parse, b"{nope", 64).status == 400
 
 
+def test_json_that_no_database_keeps_is_refused_not_a_500():
+    """schemathesis found both as 500s from PostgreSQL: an offset of 10^24, and a NUL in a search's text."""
+    big = refusal(parse, b'{"limit": 10, "offset": 406281270262576854335488}', 64)
+    assert (big.status, "406281270262576854335488, outside 64 bits" in big.message) == (422, True)
+    assert parse(b'{"offset": 9223372036854775807, "low": -9223372036854775808}', 64)["offset"] == 2**63 - 1
+    nul = refusal(parse, b'{"metadata": {"name": "a\\u0000b"}}', 64)
+    assert (nul.status, "NUL character" in nul.message) == (422, True)
+    assert refusal(parse, b'{"a\\u0000": 1}', 64).status == 422  # in a key too
+    assert parse(b'{"ok": 1.5e300, "yes": true}', 64) == {"ok": 1.5e300, "yes": True}
+
+
 def test_a_body_over_the_cap_is_refused_before_or_while_it_is_read():
     chunks = [b"x" * 600, b"x" * 600, b"x" * 600]
     taken: list[int] = []
