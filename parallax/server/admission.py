@@ -3,10 +3,12 @@
 Order of the checks, each refusal answered at once in one shape (server/refusals.py; /v1 in
 OpenAI's error JSON, the v2 commands in the protocol's envelope) and nothing stored before the last:
 
-1. **Who**: the API key, from the headers alone, resolved once into a `Caller` (server/caller.py)
-   that the faces, the graph API's auth, budgets and /metrics read from the request's scope. No
-   valid key: 401, before a byte of the body is read. Public: /ok, /health, /ready, /live, /info,
-   the OpenAPI pages, and /metrics (which shows tenants' figures only to PARALLAX_METRICS_KEY).
+1. **Who**: the API key or JWT (server/jwt_auth.py), from the headers alone, resolved once into a
+   `Caller` (server/caller.py) that the faces, the graph API's auth, budgets and /metrics read from
+   the request's scope. No valid key or token: 401, before a byte of the body is read. A user
+   below the tenant reaches only their own threads and crons (server/ownership.py: 404 otherwise).
+   Public: /ok, /health, /ready, /live, /info, the OpenAPI pages, and /metrics (which shows
+   tenants' figures only to PARALLAX_METRICS_KEY).
 2. **How much**: a body over PARALLAX_MAX_BODY_BYTES is 413, from its Content-Length before it is
    read, or as soon as the streamed count passes the cap.
 3. **What**: the body is parsed once (server/json_body.py); not JSON is 400, JSON nested deeper

@@ -177,3 +177,30 @@ def test_what_a_user_may_do_and_see_below_the_tenant():
     with pytest.raises(Refused, match="correcting an answer"):
         ownership.check_graph(alice, "feedback", {"trace_id": "t", "correct": "42"})
     ownership.check_graph(alice, "solve", {"question": "q"})
+
+
+async def test_a_trace_names_its_user_and_a_users_run_finds_only_their_own(monkeypatch):
+    """A feedback run started by bob cannot score alice's trace; the administrator's run finds every trace."""
+    from langgraph.store.memory import InMemoryStore
+
+    from parallax.runtime import run_context
+    from parallax.runtime.storage.namespaces import NotFound
+    from parallax.runtime.storage.trace_store import TraceStore
+
+    def as_caller(user: str | None, role: str | None) -> None:
+        auth_user = {"identity": "acme", "parallax_tenant": "acme", "parallax_user": user, "parallax_role": role}
+        monkeypatch.setattr(run_context, "_run_configurable", lambda: {"langgraph_auth_user": auth_user})
+
+    traces = TraceStore(InMemoryStore(), "acme")
+    as_caller("alice", "user")
+    await traces.put_trace({"trace_id": "t-alice-0001", "tenant": "acme", "answer": "4", "status": "ok"})
+    assert (await traces.get_trace("t-alice-0001"))["user"] == "alice"
+    as_caller("bob", "user")
+    with pytest.raises(NotFound):
+        await traces.get_trace("t-alice-0001")
+    with pytest.raises(NotFound):
+        await traces.add_feedback("t-alice-0001", {"score": 0.0, "comment": "", "by": "bob"})
+    with pytest.raises(NotFound):
+        await traces.get_trace("t-alice")  # nor by the start of its id
+    as_caller("ada", "admin")
+    assert (await traces.add_feedback("t-alice-0001", {"score": 1.0, "comment": "", "by": "ada"}))[1]["feedback"]
