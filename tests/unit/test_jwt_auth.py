@@ -204,3 +204,39 @@ async def test_a_trace_names_its_user_and_a_users_run_finds_only_their_own(monke
         await traces.get_trace("t-alice")  # nor by the start of its id
     as_caller("ada", "admin")
     assert (await traces.add_feedback("t-alice-0001", {"score": 1.0, "comment": "", "by": "ada"}))[1]["feedback"]
+
+
+def test_a_jwks_url_is_read_with_pyjwkclient_and_kept_for_its_lifetime(keys, monkeypatch):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    served = {"keys": [{**json.loads(RSAAlgorithm.to_jwk(keys["main"].public_key())), "kid": "k1"}]}
+    hits = []
+
+    class Jwks(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            hits.append(self.path)
+            body = json.dumps(served).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("PARALLAX_JWT_JWKS", f"http://127.0.0.1:{server.server_port}/jwks.json")
+        monkeypatch.setenv("PARALLAX_JWT_ISSUER", ISSUER)
+        monkeypatch.setenv("PARALLAX_JWT_AUDIENCE", AUDIENCE)
+        monkeypatch.setattr(jwt_auth, "_keys", None)
+        for _ in range(3):
+            assert authenticate(bearer(token(keys))).user == "alice"
+        assert hits == ["/jwks.json"]  # read once, then kept (PARALLAX_JWT_JWKS_TTL_S)
+        assert "unknown key" in refusal(token(keys, "other", kid="k2"))
+        assert len(hits) == 2  # an unknown key id read it again at once
+    finally:
+        server.shutdown()
