@@ -21,7 +21,9 @@ tenant (server/ownership.py says what each may do). A refused token is one line 
 wrong (expired, wrong audience, unknown key, ...) and never a key, a secret or the token.
 
 A key id the JWKS lacks reads the JWKS again at once (keys rotate), at most once per
-REFETCH_EVERY_S, so a stream of made-up key ids costs no more than one fetch in that time.
+REFETCH_EVERY_S, so a stream of made-up key ids costs no more than one fetch in that time. A URL
+is fetched by PyJWKClient synchronously, with a 5 s timeout: once per lifetime, the replica's
+event loop waits for it (a JWKS is a few hundred bytes from the provider's CDN).
 """
 
 from __future__ import annotations

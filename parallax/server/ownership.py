@@ -16,6 +16,8 @@ namespaces stay per tenant); the user is one more mark the server sets, never th
   TENANT_PREFIXES) hold what the graphs learned and traced from every user: a user may read the
   playbooks and prompts the tenant's runs use and a trace by its id (a run's answer names it); only
   the administrator may search or list them;
+- assistants are the tenant's, used by every user's runs: a user reads them, only the administrator
+  creates, changes or deletes one;
 - the administrator sees every user's threads, runs, crons and items (a user's store items as
   [USER_SPACE, user, ...]) and alone runs the graphs that change what the tenant's runs do or read
   every user's traces (ADMIN_GRAPHS), and a feedback run that corrects an answer (the review that
@@ -140,6 +142,10 @@ RESERVED_IDS = frozenset({"search", "count", "prune"})
 """Path words where a thread's or a cron's id would be: routes over many records, filtered by their handlers."""
 
 
+ASSISTANT_READS = frozenset({"search", "count", "versions"})
+"""POST routes under /assistants that only read (a user may call them)."""
+
+
 async def check_path(caller: Caller, method: str, path: str, payload: Any) -> bool:
     """A user's request under /threads/{id} or /runs/crons/{id} that is not theirs: 404, as another tenant's is; a
     user's cron search or count: filtered to their crons (True: `payload` was changed so). Nothing for the tenant's
@@ -147,6 +153,8 @@ async def check_path(caller: Caller, method: str, path: str, payload: Any) -> bo
     if caller.admin:
         return False
     parts = path.strip("/").split("/")
+    if parts[0] == "assistants" and method in ("POST", "PATCH", "PUT", "DELETE") and parts[-1] not in ASSISTANT_READS:
+        raise admin_only("changing the tenant's assistants (every user's runs use them)")
     if len(parts) >= 2 and parts[0] == "threads" and parts[1] not in RESERVED_IDS:
         tenant, user = await thread_user(parts[1])
         if tenant is not None and not sees(caller, tenant, user):

@@ -240,3 +240,16 @@ def test_a_jwks_url_is_read_with_pyjwkclient_and_kept_for_its_lifetime(keys, mon
         assert len(hits) == 2  # an unknown key id read it again at once
     finally:
         server.shutdown()
+
+
+async def test_a_user_reads_the_tenants_assistants_and_only_the_administrator_changes_them():
+    alice = Caller("acme", "alice", "user")
+    for method, path in (("POST", "/assistants"), ("PATCH", "/assistants/a1"), ("DELETE", "/assistants/a1"),
+                         ("POST", "/assistants/a1/latest")):
+        with pytest.raises(Refused, match="changing the tenant's assistants") as caught:
+            await ownership.check_path(alice, method, path, {})
+        assert caught.value.status == 403
+        assert await ownership.check_path(Caller("acme"), method, path, {}) is False
+    for method, path in (("POST", "/assistants/search"), ("POST", "/assistants/count"),
+                         ("POST", "/assistants/a1/versions"), ("GET", "/assistants/a1")):
+        assert await ownership.check_path(alice, method, path, {}) is False
