@@ -175,8 +175,12 @@ def serve(
     if not url:
         fail("set DATABASE_URL (or PARALLAX_DATABASE_URL) to the PostgreSQL database, e.g. "
              "postgresql://postgres@127.0.0.1:5432/parallax")
-    if not settings.api_keys:
-        fail("set PARALLAX_API_KEYS=key:tenant[,key2:tenant2]: every request needs a key, and the key names its tenant")
+    if not settings.api_keys and not settings.jwt_jwks:
+        fail("set PARALLAX_API_KEYS=key:tenant[,key2:tenant2] (every request needs a key, and the key names its tenant), "
+             "or PARALLAX_JWT_JWKS with PARALLAX_JWT_ISSUER and PARALLAX_JWT_AUDIENCE for your identity provider's JWTs")
+    if settings.jwt_jwks and not (settings.jwt_issuer and settings.jwt_audience):
+        fail("PARALLAX_JWT_JWKS is set: set PARALLAX_JWT_ISSUER and PARALLAX_JWT_AUDIENCE too (every JWT's iss and aud "
+             "are checked against them)")
     from parallax.runtime.storage.namespaces import StoreError
     from parallax.runtime.storage.postgres import conninfo, held_sync
 

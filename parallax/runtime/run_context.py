@@ -113,9 +113,28 @@ def authenticated_tenant() -> str | None:
         # Aegra's scheduler fires a cron as a User it builds from the cron's owner (its identity, which Parallax's
         # authentication made the tenant) without our field: that identity is the tenant, never the cron's input
         identity = field("identity")
-        if identity in settings_mod.load().api_key_tenants.values():
+        settings = settings_mod.load()
+        if identity in settings.api_key_tenants.values() or (settings.jwt_jwks and identity):
             return str(identity)
     return None if tenant is None else str(tenant)
+
+
+AUTH_USER_FIELD, AUTH_ROLE_FIELD = "parallax_user", "parallax_role"
+"""The authenticated user's fields naming the user below the tenant and their role (server/auth.py sets them)."""
+
+
+def authenticated_user() -> tuple[str | None, bool]:
+    """(the user below the tenant who started this run, whether they are the tenant's administrator): (None, True)
+    for a static key, a cron, the CLI or `langgraph dev`, which act for the whole tenant."""
+    user = (_run_configurable() or {}).get("langgraph_auth_user")
+    if user is None:
+        return None, True
+
+    def field(name: str) -> Any:
+        return user.get(name) if isinstance(user, Mapping) else getattr(user, name, None)
+
+    name, role = field(AUTH_USER_FIELD), field(AUTH_ROLE_FIELD)
+    return (None if name is None else str(name)), role in (None, "admin")
 
 
 def served() -> bool:

@@ -145,6 +145,19 @@ class Settings(BaseSettings):
     database_url: str | None = Field(None, description="PostgreSQL URL of a deployment's store: the CLI then reads and "
                                                        "writes playbooks, traces and dead letters there instead of SQLite")
     api_keys: str | None = Field(None, description="the graph API's keys: comma list of key:tenant")
+    jwt_jwks: str | None = Field(None, description="the graph API's JWT signing keys: a JWKS file's path or an "
+                                                   "https URL; Bearer JWTs are accepted beside the API keys")
+    jwt_issuer: str | None = Field(None, description="the `iss` every JWT must carry (required with PARALLAX_JWT_JWKS)")
+    jwt_audience: str | None = Field(None, description="the `aud` every JWT must carry (required with PARALLAX_JWT_JWKS)")
+    jwt_tenant_claim: str = Field("tenant", min_length=1, description="the JWT claim that names the caller's tenant")
+    jwt_user_claim: str = Field("sub", min_length=1, description="the JWT claim that names the user within the tenant")
+    jwt_role_claim: str = Field("role", min_length=1, description="the JWT claim that holds the user's role "
+                                                                   "(a string or a list of strings)")
+    jwt_admin_role: str = Field("admin", min_length=1, description="the role that makes a user the tenant's "
+                                                                    "administrator")
+    jwt_jwks_ttl_s: float = Field(300.0, gt=0, le=86_400, description="seconds the JWKS is kept before it is read again "
+                                                                      "(an unknown key id reads it at once)")
+    jwt_leeway_s: float = Field(30.0, ge=0, le=600, description="clock skew allowed on exp, nbf and iat, seconds")
     allow_untested_aegra: bool = Field(False, description="`parallax serve` starts on an Aegra or LangGraph outside the "
                                                          "tested ranges (a patch whose target changed is left out)")
     max_pending: int = Field(20, ge=1, description="pending or running runs a tenant may have on the graph API "

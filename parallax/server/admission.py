@@ -3,10 +3,12 @@
 Order of the checks, each refusal answered at once in one shape (server/refusals.py; /v1 in
 OpenAI's error JSON, the v2 commands in the protocol's envelope) and nothing stored before the last:
 
-1. **Who**: the API key, from the headers alone, resolved once into a `Caller` (server/caller.py)
-   that the faces, the graph API's auth, budgets and /metrics read from the request's scope. No
-   valid key: 401, before a byte of the body is read. Public: /ok, /health, /ready, /live, /info,
-   the OpenAPI pages, and /metrics (which shows tenants' figures only to PARALLAX_METRICS_KEY).
+1. **Who**: the API key or JWT (server/jwt_auth.py), from the headers alone, resolved once into a
+   `Caller` (server/caller.py) that the faces, the graph API's auth, budgets and /metrics read from
+   the request's scope. No valid key or token: 401, before a byte of the body is read. A user
+   below the tenant reaches only their own threads and crons (server/ownership.py: 404 otherwise).
+   Public: /ok, /health, /ready, /live, /info, the OpenAPI pages, and /metrics (which shows
+   tenants' figures only to PARALLAX_METRICS_KEY).
 2. **How much**: a body over PARALLAX_MAX_BODY_BYTES is 413, from its Content-Length before it is
    read, or as soon as the streamed count passes the cap.
 3. **What**: the body is parsed once (server/json_body.py); not JSON is 400, JSON nested deeper
@@ -48,9 +50,9 @@ from starlette.responses import JSONResponse, Response
 
 from parallax.logic.run_input import GRAPHS, RunInputError, check_run_input, checked_context
 from parallax.runtime import settings as settings_mod
-from parallax.server import metrics, tenant_budgets
+from parallax.server import metrics, ownership, tenant_budgets
 from parallax.server.auth import backpressure, pending_runs
-from parallax.server.caller import MISSING_KEY, SCOPE_KEY, Caller, key_from, lowered, resolve
+from parallax.server.caller import SCOPE_KEY, Caller, Unauthenticated, authenticate, key_from, lowered
 from parallax.server.cron_requests import prepare_cron
 from parallax.server.json_body import PAYLOAD_KEY, parse, read_capped
 from parallax.server.protocol_requests import answer_cancel, answer_cron, assistant_path
@@ -196,9 +198,10 @@ async def admit_run(caller: Caller, payload: dict[str, Any], thread_id: str | No
     if assistant is None:
         return Admitted(None)  # Aegra answers an unknown assistant (404) or a missing one (422)
     thread = await thread_facts(thread_id) if thread_id is not None else ThreadFacts()
-    if thread.owner is not None and thread.owner != caller.identity:
+    if thread.owner is not None and not ownership.sees(caller, thread.owner, thread.user):
         raise Refused(404, f"Thread '{thread_id}' not found")
     graph = assistant.graph
+    ownership.check_graph(caller, graph, payload.get("input"))
     if graph in GRAPHS:
         context = context_of(payload.get("context"), configurable_settings(payload.get("config")), assistant.context)
         run_input = payload.get("input")
@@ -272,7 +275,7 @@ async def admit_command(caller: Caller, thread_id: str, command: Any) -> Any:
         return command
     method = command["method"]
     thread = await thread_facts(thread_id)
-    if thread.owner is not None and thread.owner != caller.identity:
+    if thread.owner is not None and not ownership.sees(caller, thread.owner, thread.user):
         raise Refused(404, f"Thread '{thread_id}' not found")
     resumes_input = False
     if method == "run.start" and params.get("input") is not None and thread.owner is not None:
@@ -315,9 +318,10 @@ class Admission:
             return
         face = face_of(path)
         try:
-            caller = resolve(scope["headers"])
-            if caller is None:
-                raise Refused(401, MISSING_KEY)
+            try:
+                caller = authenticate(scope["headers"])
+            except Unauthenticated as exc:
+                raise Refused(401, str(exc)) from None
             scope[SCOPE_KEY] = caller
             if face == "graph" and (rewritten := assistant_path(path)) is not None:
                 scope = {**scope, "path": rewritten, "raw_path": rewritten.encode()}
@@ -327,6 +331,9 @@ class Admission:
                 if method in BODY_METHODS else b""
             payload = parse(body, settings.max_json_depth) if body and face != "timeline" else None
             scope[PAYLOAD_KEY] = payload
+            if face == "graph" and await ownership.check_path(caller, method, path, payload):
+                body = json.dumps(payload).encode()  # a user's cron search, filtered to their crons
+                scope = with_length(scope, len(body))
             found = route_of(method, path) if face == "graph" else None
             if found is None:
                 await self.app(scope, replay(body, receive), send)
@@ -376,6 +383,9 @@ class Admission:
                 payload["metadata"] = {**(payload.get("metadata") or {}),
                                        webhooks.METADATA_KEY: await arm_webhook(caller.tenant, webhook)}
 
+            if thread_id is not None:
+                await ownership.claim_thread(thread_id, caller)
+
             async def send_and_release(message: Message) -> None:
                 # Aegra starts answering once it has stored the run: from then on the next request may look
                 if message["type"] == "http.response.start":
@@ -398,6 +408,8 @@ class Admission:
         check_strategy(payload.get("multitask_strategy"))
         await admit_run(caller, payload_for_checks, thread_id, cron=True)
         await prepare_cron(payload, caller.tenant, thread_id=thread_id, cron_id=cron_id)
+        if cron_id is None or "metadata" in payload:
+            payload["metadata"] = await ownership.cron_metadata(caller, payload.get("metadata") or {}, cron_id)
         if cron_id is not None:
             await self.forward(scope, receive, send, payload)
             return
@@ -454,7 +466,8 @@ class Admission:
 
     async def run_list(self, scope: Scope, receive: Receive, send: Send, caller: Caller, payload: Any, body: bytes,
                        thread_id: str) -> None:
-        if (await thread_facts(thread_id)).owner != caller.identity:
+        thread = await thread_facts(thread_id)
+        if thread.owner is None or not ownership.sees(caller, thread.owner, thread.user):
             raise Refused(404, f"Thread '{thread_id}' not found")
         await self.app(scope, receive, send)
 
@@ -491,10 +504,14 @@ class Admission:
         await metrics.public_exposition()(scope, receive, send)
 
     async def socket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A WebSocket's handshake is refused (403) without a valid key, before it is accepted."""
-        caller = resolve(scope["headers"])
-        if caller is None:
-            await send({"type": "websocket.close", "code": 1008, "reason": "missing or unknown API key"})
+        """A WebSocket's handshake is refused (403) without a valid key or token, or on a thread not the caller's,
+        before it is accepted."""
+        try:
+            caller = authenticate(scope["headers"])
+            await ownership.check_path(caller, "GET", scope["path"], None)
+        except (Unauthenticated, Refused) as exc:
+            reason = exc.message if isinstance(exc, Refused) else str(exc)
+            await send({"type": "websocket.close", "code": 1008, "reason": reason[:120]})
             return
         scope[SCOPE_KEY] = caller
         await self.app(scope, receive, send)

@@ -1,15 +1,17 @@
 """Who may see what on the graph API, and how many runs a tenant may queue.
 
-Authentication: the API key resolves to a `Caller` (server/caller.py: PARALLAX_API_KEYS maps keys to
-tenants); the user Aegra gets has the tenant as its identity and as `parallax_tenant`, which is
-what the graphs read (runtime/run_context.py: `tenant_of`), never the request body. Admission
-(server/admission.py) has refused a request without a valid key before its body was read; this
-handler gives Aegra the same answer for the requests that reach it.
+Authentication: the API key or JWT resolves to a `Caller` (server/caller.py: PARALLAX_API_KEYS maps keys to
+tenants, server/jwt_auth.py reads a JWT's tenant, user and role); the user Aegra gets has the
+tenant as its identity and as `parallax_tenant`, which is what the graphs read
+(runtime/run_context.py: `tenant_of`), never the request body. Admission (server/admission.py)
+has refused a request without a valid key or token before its body was read; this handler gives
+Aegra the same answer for the requests that reach it.
 
 Keeping tenants apart:
 - threads and runs: Aegra keeps them per identity (its `user_id` column); the handlers below
   also stamp `owner` into a thread's metadata and filter on it, so a thread of another tenant
-  is 404 whichever way it is asked for;
+  is 404 whichever way it is asked for; below the tenant, a thread is its user's (`parallax_user`,
+  server/ownership.py) and a user's reads and searches filter on that too;
 - store: aegra.json's `store.scopes` puts an API caller's namespaces ["playbooks", ...],
   ["prompts", ...], ["traces", ...], ["dlq", ...], ["consumed", ...] (runs the loop learned from)
   and ["loop", ...] (its rounds) under [prefix, tenant, ...], the very
@@ -19,7 +21,9 @@ Keeping tenants apart:
   that names another tenant is refused (403). The tenant's own internal namespaces are read-only
   through /store (a put or delete is 403): their records are written by the graphs that screen
   them (learn and release for playbooks and prompts, feedback for traces, the loop for its rounds),
-  and a record put there by hand would reach the next run's prompt unscreened.
+  and a record put there by hand would reach the next run's prompt unscreened. A user below the
+  tenant keeps their own namespaces under ["users", tenant, "by_user", user, ...] and reads of the
+  tenant's namespaces are limited (server/ownership.py).
 
 Backpressure: a run is refused with 429 and `Retry-After` (PARALLAX_RETRY_AFTER_S) while the
 tenant already has PARALLAX_MAX_PENDING runs pending or running, counted in Aegra's runs table
@@ -37,7 +41,9 @@ from langgraph_sdk import Auth
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.run_context import AUTH_TENANT_FIELD
-from parallax.server.caller import MISSING_KEY, Caller, resolve
+from parallax.server import ownership
+from parallax.server.caller import ADMIN, Caller, Unauthenticated
+from parallax.server.caller import authenticate as authenticate_caller
 from parallax.server.refusals import Refused
 
 auth = Auth()
@@ -56,24 +62,38 @@ WRITERS = {"playbooks": "the learn graph (and release, for labels)", "prompts": 
 def user_fields(caller: Caller) -> dict[str, Any]:
     """The user Aegra gets for a caller (a MinimalUserDict plus Parallax's tenant field)."""
     return {"identity": caller.identity, "display_name": caller.tenant, AUTH_TENANT_FIELD: caller.tenant,
-            "permissions": []}
+            "permissions": [], USER_FIELD: caller.user, ROLE_FIELD: caller.role}
+
+
+USER_FIELD, ROLE_FIELD = "parallax_user", "parallax_role"
+"""The Aegra user's fields that carry the Caller's user and role (server/store_views.py reads them too)."""
+
+
+def caller_of_user(user: Any) -> Caller:
+    """The Caller an Aegra user stands for. One Parallax's authentication did not make (Aegra's scheduler firing a
+    cron builds one from the cron's tenant) acts for the tenant, as a static key does."""
+    def field(name: str) -> Any:
+        return user.get(name) if isinstance(user, dict) else getattr(user, name, None)
+    return Caller(tenant=str(field("identity")), user=field(USER_FIELD), role=field(ROLE_FIELD) or ADMIN)
 
 
 @auth.authenticate
 async def authenticate(headers: dict[str, Any]) -> dict[str, Any]:
-    caller = resolve(headers)
-    if caller is None:
-        raise Auth.exceptions.HTTPException(status_code=401, detail=MISSING_KEY)
-    return user_fields(caller)
+    try:
+        return user_fields(authenticate_caller(headers))
+    except Unauthenticated as exc:
+        raise Auth.exceptions.HTTPException(status_code=401, detail=str(exc)) from None
 
 
 @auth.on.threads
 async def own_threads(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, Any]:
-    """Threads carry their tenant as `owner` metadata; every read and search filters on it."""
-    owner = {"owner": ctx.user.identity}
+    """Threads carry their tenant as `owner` metadata and their user as `parallax_user`; every read and search
+    filters on what the caller may see (server/ownership.py)."""
+    caller = caller_of_user(ctx.user)
     if ctx.action == "create" and isinstance(value, dict):
-        value["metadata"] = {**(value.get("metadata") or {}), **owner}
-    return owner
+        value["metadata"] = {**ownership.stamped(value.get("metadata"), caller), "owner": caller.tenant}
+        return {"metadata": value["metadata"]}
+    return ownership.thread_filter(caller)
 
 
 async def pending_runs(tenant: str | None = None) -> int:
@@ -100,6 +120,10 @@ async def backpressure(caller: Caller) -> Refused | None:
                         f"retry after {settings.retry_after_s} s", headers={"Retry-After": str(settings.retry_after_s)})
 
 
+NAMESPACE_FIELDS = {"search": "namespace_prefix", "list_namespaces": "prefix"}
+"""The field that holds a store request's namespace, by action (put, get, delete: `namespace`)."""
+
+
 def _namespace(value: dict[str, Any]) -> tuple[str | None, list[str]]:
     """(the field that holds the namespace, the namespace) of a store request."""
     for field in ("namespace", "namespace_prefix", "prefix"):
@@ -113,16 +137,26 @@ async def own_namespaces(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> 
     """Tenant namespaces are [prefix, tenant, ...]: a bare [prefix] means the caller's own, one naming
     another tenant is refused (403) instead of quietly coming back empty; writing one is refused (403)."""
     field, namespace = _namespace(value if isinstance(value, dict) else {})
-    if field is None or not namespace or namespace[0] not in TENANT_PREFIXES:
-        return None
+    caller = caller_of_user(ctx.user)
+    if not namespace or namespace[0] not in TENANT_PREFIXES:
+        if caller.admin:
+            return None
+        return {field or NAMESPACE_FIELDS.get(str(ctx.action), "namespace"): ownership.user_namespace(caller, namespace)}
+    assert field is not None
     if ctx.action in ("put", "delete"):
         raise Auth.exceptions.HTTPException(
             status_code=403, detail=f"namespace {namespace[:3]} is read-only through /store: its records are written "
                                     f"by {WRITERS[namespace[0]]}, which screens them; run that graph instead")
-    if len(namespace) == 1:
-        return {field: [namespace[0], ctx.user.identity]}
-    if namespace[1] != ctx.user.identity:
+    if len(namespace) > 1 and namespace[1] != ctx.user.identity:
         raise Auth.exceptions.HTTPException(
             status_code=403, detail=f"namespace {namespace[:2]} belongs to another tenant: your key is for "
                                     f"{ctx.user.identity!r}")
+    if not caller.admin and namespace[0] not in ownership.USER_READABLE \
+            and not (ctx.action == "get" and namespace[0] in ownership.USER_GETS):
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail=f"namespace [{namespace[0]!r}] holds every user's records: only the tenant's "
+                                    "administrator searches it" + (" (a user reads one trace by its id)"
+                                                                   if namespace[0] in ownership.USER_GETS else ""))
+    if len(namespace) == 1:
+        return {field: [namespace[0], ctx.user.identity]}
     return None

@@ -7,8 +7,10 @@ reads the body and keeps the `Caller` in the request's scope; the graph API's au
 (server/auth.py), /v1, /mcp, the WebSocket, /timeline, the daily budgets and /metrics read that
 same object (`caller_of`), or resolve the same way where no admission ran (`langgraph dev`).
 
-A `Caller` is a tenant today; `user` and `role` are where a user below the tenant (and a JWT that
-names one) will go, so code that asks "who" asks this object and not a header.
+A Bearer token that is no known key and has a JWT's form is checked as a JWT when PARALLAX_JWT_JWKS
+is set (server/jwt_auth.py): its tenant and user claims name a user below the tenant, its role claim
+whether that user is the tenant's administrator. A static key is its tenant's administrator, so
+every key works as it did before users existed. What a user may see and do is server/ownership.py's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 
 from parallax.runtime import settings as settings_mod
 
+ADMIN, USER = "admin", "user"
+"""A Caller's roles."""
 SCOPE_KEY = "parallax.caller"
 """Where admission keeps the resolved Caller in an ASGI scope."""
 MISSING_KEY = ("missing or unknown API key: send it as Authorization: Bearer <key> or as x-api-key: <key> "
@@ -29,11 +33,18 @@ MISSING_KEY = ("missing or unknown API key: send it as Authorization: Bearer <ke
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated caller: its tenant, and (not yet issued) a user below it and that user's role."""
+    """An authenticated caller: its tenant, the user below it (None: a static key, which is no user), and its role:
+    ADMIN (a static key, or a JWT whose role claim holds PARALLAX_JWT_ADMIN_ROLE) or USER."""
 
     tenant: str
     user: str | None = None
-    role: str | None = None
+    role: str = "admin"
+
+    @property
+    def admin(self) -> bool:
+        """Whether the caller is its tenant's administrator: sees every user's records and alone changes the tenant's
+        own (server/ownership.py)."""
+        return self.role == ADMIN
 
     @property
     def identity(self) -> str:
@@ -71,10 +82,36 @@ def lowered(headers: Any) -> dict[str, str]:
             (v.decode("latin-1") if isinstance(v, bytes) else str(v)) for k, v in items}
 
 
+class Unauthenticated(Exception):
+    """No caller: the message is the one-line 401 (MISSING_KEY, or what is wrong with a JWT)."""
+
+
+def authenticate(headers: Any) -> Caller:
+    """The caller the request's headers authenticate: a static key's tenant (its administrator), else a JWT's user
+    (server/jwt_auth.py); Unauthenticated with the 401's message otherwise."""
+    credential = key_from(lowered(headers))
+    tenant = tenant_for_key(credential)
+    if tenant is not None:
+        return Caller(tenant=tenant)
+    if credential is None or not settings_mod.load().jwt_jwks:
+        raise Unauthenticated(MISSING_KEY)
+    from parallax.server import jwt_auth  # PyJWT: the server extra's
+
+    if not jwt_auth.looks_like_jwt(credential):
+        raise Unauthenticated(MISSING_KEY)
+    try:
+        token = jwt_auth.verify(credential)
+    except jwt_auth.TokenRefused as exc:
+        raise Unauthenticated(str(exc)) from None
+    return Caller(tenant=token.tenant, user=token.user, role=ADMIN if token.admin else USER)
+
+
 def resolve(headers: Any) -> Caller | None:
-    """The caller the request's headers authenticate, or None (no key, or an unknown one)."""
-    tenant = tenant_for_key(key_from(lowered(headers)))
-    return None if tenant is None else Caller(tenant=tenant)
+    """The caller the request's headers authenticate, or None (no key, an unknown one, or a refused JWT)."""
+    try:
+        return authenticate(headers)
+    except Unauthenticated:
+        return None
 
 
 def caller_of(scope: MutableMapping[str, Any]) -> Caller | None:

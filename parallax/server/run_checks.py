@@ -32,6 +32,8 @@ class ThreadFacts:
     """A thread as admission needs it (`owner` None: no such thread yet; a run creates it)."""
 
     owner: str | None = None
+    user: str | None = None
+    """The user below the tenant whose thread it is (None: the tenant's administrator's; server/ownership.py)."""
     status: str | None = None
     has_run: bool = False
     last_assistant: str | None = None
@@ -64,11 +66,12 @@ async def thread_facts(thread_id: str) -> ThreadFacts:
     async with connection() as conn:
         row = await (await conn.execute(
             "SELECT t.user_id, t.status, (SELECT r.assistant_id FROM runs r WHERE r.thread_id = t.thread_id "
-            "AND r.user_id = t.user_id ORDER BY r.created_at DESC LIMIT 1) FROM thread t WHERE t.thread_id = %s",
-            (thread_id,))).fetchone()
+            "AND r.user_id = t.user_id ORDER BY r.created_at DESC LIMIT 1), t.metadata_json->>'parallax_user' "
+            "FROM thread t WHERE t.thread_id = %s", (thread_id,))).fetchone()
     if row is None:
         return ThreadFacts()
-    return ThreadFacts(owner=str(row[0]), status=row[1], has_run=row[2] is not None, last_assistant=row[2])
+    return ThreadFacts(owner=str(row[0]), user=row[3], status=row[1], has_run=row[2] is not None,
+                       last_assistant=row[2])
 
 
 async def checkpoint_on_thread(thread_id: str, checkpoint_id: str) -> bool:

@@ -11,7 +11,8 @@ lists only the ["users", tenant] subtree, leaving out the caller's tenant-scoped
 
 What these overrides answer (same routes, matched before Aegra's, with Aegra's authorization and scoping):
 - get: an item that is not there is 200 `null` (langgraph-api's answer, `store.get_item` returns
-  None; Aegra answered 404, which the SDK raises as NotFoundError);
+  None; Aegra answered 404, which the SDK raises as NotFoundError), and so is another user's trace
+  for a user below the tenant (a trace names the user whose run wrote it);
 - get/search: a namespace ["users", <caller>, *rest] comes back as `rest`; tenant-scoped ones
   ([prefix, tenant, ...]) are already what the caller names (the tenant is part of Parallax's
   namespace names, docs/deploy.md) and come back unchanged;
@@ -34,18 +35,20 @@ from aegra_api.core.auth_deps import auth_dependency, get_current_user
 from aegra_api.models import StoreListNamespacesRequest, StoreSearchRequest, User
 from fastapi import APIRouter, Depends, Query
 
-from parallax.server import store_ttl
-from parallax.server.auth import TENANT_PREFIXES
+from parallax.server import ownership, store_ttl
+from parallax.server.auth import TENANT_PREFIXES, caller_of_user
 
 router = APIRouter(dependencies=auth_dependency)
 CurrentUser = Annotated[User, Depends(get_current_user)]
 USER_SCOPE = "users"
 
 
-def as_written(namespace: list[str] | tuple[str, ...], identity: str) -> list[str]:
-    """The namespace the caller wrote for the stored one (Aegra's ["users", identity] head removed)."""
+def as_written(namespace: list[str] | tuple[str, ...], user: Any) -> list[str]:
+    """The namespace the caller wrote for the stored one (Aegra's ["users", identity] head removed, and a user's own
+    [by_user, user] head below it: server/ownership.py)."""
     parts = list(namespace)
-    return parts[2:] if parts[:2] == [USER_SCOPE, identity] else parts
+    parts = parts[2:] if parts[:2] == [USER_SCOPE, user.identity] else parts
+    return ownership.as_seen(caller_of_user(user), parts)
 
 
 def namespace_list(value: Any) -> list[str]:
@@ -72,7 +75,10 @@ async def get_item(key: Annotated[str, Query()], user: CurrentUser,
     item = await db_manager.get_store().aget(tuple(scoped), key, refresh_ttl=store_ttl.refresh(refresh_ttl))
     if item is None:  # no such item: `null`, as langgraph-api answers (the SDK returns None)
         return None
-    return StoreGetResponse(key=key, value=item.value, namespace=as_written(scoped, user.identity))
+    caller = caller_of_user(user)
+    if not caller.admin and names[:1] == ["traces"] and (item.value or {}).get("user") != caller.user:
+        return None  # another user's trace: a user reads their own runs' traces only (server/ownership.py)
+    return StoreGetResponse(key=key, value=item.value, namespace=as_written(scoped, user))
 
 
 class SearchRequest(StoreSearchRequest):  # type: ignore[misc]
@@ -100,7 +106,7 @@ async def search_items(request: SearchRequest, user: CurrentUser) -> Any:
     found = await db_manager.get_store().asearch(
         tuple(apply_namespace_scoping(request.namespace_prefix, user)), query=request.query, filter=request.filter,
         limit=limit, offset=offset, refresh_ttl=store_ttl.refresh(request.refresh_ttl))
-    items = [StoreItem(key=r.key, value=r.value, namespace=as_written(r.namespace, user.identity)) for r in found]
+    items = [StoreItem(key=r.key, value=r.value, namespace=as_written(r.namespace, user)) for r in found]
     return StoreSearchResponse(items=items, total=len(items), limit=limit, offset=offset)
 
 
@@ -121,11 +127,13 @@ async def list_namespaces(request: StoreListNamespacesRequest, user: CurrentUser
         depth = request.max_depth + hidden if request.max_depth else None
         found = await store.alist_namespaces(prefix=tuple(stored_prefix), suffix=suffix, max_depth=depth,
                                              limit=wanted, offset=0)
-        return [as_written(ns, user.identity) for ns in found]
+        return [as_written(ns, user) for ns in found]
 
     namespaces: list[list[str]] = []
     if not prefix or prefix[0] not in TENANT_PREFIXES:  # the caller's user-scoped namespaces
-        namespaces += await listed(apply_namespace_scoping(prefix, user), 2)
+        caller = caller_of_user(user)
+        hidden = 2 + len(ownership.user_namespace(caller, [])) if caller.user is not None else 2
+        namespaces += await listed(apply_namespace_scoping(prefix, user), hidden)
     if prefix and prefix[0] in TENANT_PREFIXES:  # one tenant-scoped tree ([prefix, tenant] by the auth handler)
         namespaces += await listed(apply_namespace_scoping(prefix, user), 0)
     elif not prefix:  # and every tenant-scoped tree of the caller's ([prefix, tenant]: aegra.json store.scopes)

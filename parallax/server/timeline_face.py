@@ -36,7 +36,7 @@ async def show(request: Request) -> Response:
     form = request.query_params.get("format", "svg")
     if form not in ("svg", "json"):
         return _error(422, f"format must be svg or json, got {form!r}")
-    if settings_mod.load().api_key_tenants:
+    if settings_mod.load().api_key_tenants or settings_mod.load().jwt_jwks:
         caller = caller_of(request.scope)
         if caller is None:
             return _error(401, MISSING_KEY)

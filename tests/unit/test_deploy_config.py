@@ -129,9 +129,11 @@ def test_lock_keys_are_stable_64_bit_numbers():
     ({"DATABASE_URL": "postgresql://u@127.0.0.1:1/d"}, "set PARALLAX_API_KEYS"),
     ({"DATABASE_URL": "mysql://u@h/d", "PARALLAX_API_KEYS": "k:acme"}, "not a PostgreSQL URL"),
     ({"DATABASE_URL": "postgresql://u@h/d", "PARALLAX_API_KEYS": "k:a b"}, "PARALLAX_API_KEYS entry 1"),
+    ({"DATABASE_URL": "postgresql://u@h/d", "PARALLAX_JWT_JWKS": "/etc/jwks.json"}, "set PARALLAX_JWT_ISSUER"),
 ])
 def test_serve_refuses_what_it_cannot_run_with_one_line(monkeypatch, env, says):
-    for name in ("DATABASE_URL", "PARALLAX_DATABASE_URL", "PARALLAX_API_KEYS"):
+    for name in ("DATABASE_URL", "PARALLAX_DATABASE_URL", "PARALLAX_API_KEYS", "PARALLAX_JWT_JWKS", "PARALLAX_JWT_ISSUER",
+                 "PARALLAX_JWT_AUDIENCE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

@@ -20,6 +20,7 @@ from langgraph.store.base import BaseStore
 
 from parallax.runtime import fencing
 from parallax.runtime.redaction import redact_value
+from parallax.runtime.run_context import authenticated_user
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.namespaces import NotFound, check_tenant, dead_letters_namespace, traces_namespace
 from parallax.runtime.storage.store_calls import call_store, scan
@@ -65,6 +66,8 @@ class TraceStore:
         await fencing.check_lease("trace write")  # a run taken over by another replica writes no trace here
         # the id is the record's key, never redacted (a hex id can look like a card number to the redactor)
         record = {**redact_value(trace), "trace_id": trace["trace_id"]}
+        if (user := authenticated_user()[0]) is not None:  # the user below the tenant whose run it is
+            record["user"] = user
         namespace = traces_namespace(self.tenant)
         if fencing.token() is not None and (item := await self._call("get", namespace, trace["trace_id"])) is not None \
                 and fencing.written_before(item.value) and all(item.value.get(k) == record.get(k) for k in SAME_END):
@@ -74,13 +77,15 @@ class TraceStore:
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:
         """The trace with this id, or with this id's start (the short id tables show: at least SHORT_PREFIX
-        characters, and only one trace of the tenant may start with it)."""
+        characters, and only one trace of the tenant may start with it). A run started by a user below the tenant
+        finds only that user's traces (server/ownership.py); its administrator's, every trace of the tenant."""
+        user, admin = authenticated_user()
         trace = await self._get(traces_namespace(self.tenant), trace_id)
-        if trace is not None:
+        if trace is not None and (admin or trace.get("user") == user):
             return {**trace, "trace_id": trace_id}
         if len(trace_id) >= SHORT_PREFIX:
             found = [{**t, "trace_id": key} for key, t in (await self._scan(traces_namespace(self.tenant))).items()
-                     if key.startswith(trace_id)]
+                     if key.startswith(trace_id) and (admin or t.get("user") == user)]
             if len(found) == 1:
                 return found[0]
             if found:
