@@ -6,7 +6,8 @@ OpenAI's error JSON, the v2 commands in the protocol's envelope) and nothing sto
 1. **Who**: the API key, from the headers alone, resolved once into a `Caller` (server/caller.py)
    that the faces, the graph API's auth, budgets and /metrics read from the request's scope. No
    valid key: 401, before a byte of the body is read. Public: /ok, /health, /ready, /live, /info,
-   the OpenAPI pages, and /metrics (which shows tenants' figures only to PARALLAX_METRICS_KEY).
+   the OpenAPI pages, the A2A agent cards, and /metrics (which shows tenants' figures only to
+   PARALLAX_METRICS_KEY).
 2. **How much**: a body over PARALLAX_MAX_BODY_BYTES is 413, from its Content-Length before it is
    read, or as soon as the streamed count passes the cap.
 3. **What**: the body is parsed once (server/json_body.py); not JSON is 400, JSON nested deeper
@@ -103,7 +104,9 @@ ROUTES: list[tuple[frozenset[str], re.Pattern[str], str]] = [
     (frozenset({"POST"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/cancel/?$"), "cancel"),
 ]
 """Aegra's routes admission does more than the common checks for: (methods, path, what it does)."""
-FACES = (("/v1/", "openai"), ("/v1", "openai"), ("/mcp", "mcp"), ("/timeline/", "timeline"))
+FACES = (("/v1/", "openai"), ("/v1", "openai"), ("/mcp", "mcp"), ("/timeline/", "timeline"), ("/a2a/", "a2a"))
+A2A_CARD = re.compile(r"^/a2a/[^/]+/\.well-known/agent-card\.json$")
+"""An assistant's A2A agent card: public, as the protocol has it (it names no tenant's data; server/a2a_face.py)."""
 
 
 def route_of(method: str, path: str) -> tuple[str, dict[str, str]] | None:
@@ -123,6 +126,10 @@ def refusal_response(face: str, refused: Refused) -> Response:
         from parallax.server.openai_face import error_response, openai_refusal
 
         return error_response(openai_refusal(refused))
+    if face == "a2a":  # a JSON-RPC error, its HTTP status kept
+        from parallax.server.a2a_face import refusal_response as a2a_refusal
+
+        return a2a_refusal(refused)
     response = refused.response()
     if refused.status == 401:
         response.headers["WWW-Authenticate"] = "Bearer"
@@ -306,7 +313,7 @@ class Admission:
         if path == "/metrics":
             await self.metrics(scope, receive, send)
             return
-        if path in PUBLIC or method == "OPTIONS":
+        if path in PUBLIC or method == "OPTIONS" or A2A_CARD.match(path):
             await self.app(scope, receive, send)
             return
         face = face_of(path)
