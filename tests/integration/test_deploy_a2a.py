@@ -16,12 +16,12 @@ import json
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import two_replicas
+from tests.support.aegra_cluster import fill_pending, two_replicas
 from tests.support.readme_examples import python_block, run_block
 from tests.support.review_model import review_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
-KEYS = {"acme": "key-acme", "beta": "key-beta"}
+KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}
 MAX_PENDING = 4
 
 
@@ -210,7 +210,44 @@ async def test_refusals_come_before_any_task_or_thread(cluster):
             f"{a.url}/a2a/chat", json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "x"}}
         )
     assert unknown.status_code == 404 and "/a2a/solve, /a2a/plan" in unknown.json()["error"]["message"]
+    # a body over PARALLAX_MAX_BODY_BYTES: 413 before it is read
+    async with http() as keyed:
+        huge = await keyed.post(
+            f"{a.url}/a2a/solve", content=b"{" + b" " * (5 * 1024 * 1024) + b"}", headers={"content-type": "application/json"}
+        )
+    assert huge.status_code == 413 and "error" in huge.json(), huge.text[:300]
     assert len(await sdk(a).threads.search(limit=100)) == threads_before
+
+
+async def test_a_tenant_at_its_pending_runs_limit_is_429_with_retry_after(cluster):
+    a, b = cluster.live()
+    cluster.set_model(latency_ms=1500)
+    try:
+        busy = sdk(a, "busy")
+        started = await fill_pending(busy, MAX_PENDING)
+        async with http("busy") as keyed:
+            refused = await keyed.post(
+                f"{b.url}/a2a/solve",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "message/send",
+                    "params": {
+                        "message": {
+                            "kind": "message",
+                            "role": "user",
+                            "messageId": "m-7",
+                            "parts": [{"kind": "text", "text": "What is 2 + 2?"}],
+                        }
+                    },
+                },
+            )
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "1", refused.text
+        assert refused.json()["id"] == 7 and "runs pending or running" in refused.json()["error"]["message"]
+        for thread_id, run_id in started:
+            await busy.runs.join(thread_id, run_id)
+    finally:
+        cluster.set_model(latency_ms=20)
 
 
 async def test_the_0_3_method_names_and_the_plan_assistant(cluster):
