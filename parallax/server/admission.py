@@ -7,8 +7,8 @@ OpenAI's error JSON, the v2 commands in the protocol's envelope) and nothing sto
    `Caller` (server/caller.py) that the faces, the graph API's auth, budgets and /metrics read from
    the request's scope. No valid key or token: 401, before a byte of the body is read. A user
    below the tenant reaches only their own threads and crons (server/ownership.py: 404 otherwise).
-   Public: /ok, /health, /ready, /live, /info, the OpenAPI pages, and /metrics (which shows
-   tenants' figures only to PARALLAX_METRICS_KEY).
+   Public: /ok, /health, /ready, /live, /info, the OpenAPI pages, the A2A agent cards, and
+   /metrics (which shows tenants' figures only to PARALLAX_METRICS_KEY).
 2. **How much**: a body over PARALLAX_MAX_BODY_BYTES is 413, from its Content-Length before it is
    read, or as soon as the streamed count passes the cap.
 3. **What**: the body is parsed once (server/json_body.py); not JSON is 400, JSON nested deeper
@@ -109,7 +109,9 @@ ROUTES: list[tuple[frozenset[str], re.Pattern[str], str]] = [
 """Aegra's routes admission does more than the common checks for: (methods, path, what it does)."""
 RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
 """What Aegra's `PATCH /threads/{id}/runs/{run_id}` takes as `status` (aegra_api/utils/status_compat.py)."""
-FACES = (("/v1/", "openai"), ("/v1", "openai"), ("/mcp", "mcp"), ("/timeline/", "timeline"))
+FACES = (("/v1/", "openai"), ("/v1", "openai"), ("/mcp", "mcp"), ("/timeline/", "timeline"), ("/a2a/", "a2a"))
+A2A_CARD = re.compile(r"^/a2a/[^/]+/\.well-known/agent-card\.json$")
+"""An assistant's A2A agent card: public, as the protocol has it (it names no tenant's data; server/a2a_face.py)."""
 
 
 def route_of(method: str, path: str) -> tuple[str, dict[str, str]] | None:
@@ -129,6 +131,10 @@ def refusal_response(face: str, refused: Refused) -> Response:
         from parallax.server.openai_face import error_response, openai_refusal
 
         return error_response(openai_refusal(refused))
+    if face == "a2a":  # a JSON-RPC error, its HTTP status kept
+        from parallax.server.a2a_face import refusal_response as a2a_refusal
+
+        return a2a_refusal(refused)
     response = refused.response()
     if refused.status == 401:
         response.headers["WWW-Authenticate"] = "Bearer"
@@ -313,7 +319,7 @@ class Admission:
         if path == "/metrics":
             await self.metrics(scope, receive, send)
             return
-        if path in PUBLIC or method == "OPTIONS":
+        if path in PUBLIC or method == "OPTIONS" or A2A_CARD.match(path):
             await self.app(scope, receive, send)
             return
         face = face_of(path)

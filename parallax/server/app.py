@@ -10,7 +10,8 @@ mounts the same in server/dev_app.py), and:
   run ends, on whichever replica it ran (server/run_done.py, a patch of Aegra's executor).
 - Every change to Aegra's internals is listed in server/aegra_patches.py and made in this app's lifespan
   (`parallax serve` makes them before Aegra starts), never when a module is imported.
-- /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py).
+- /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py);
+  /a2a/{assistant_id} the assistants over the Agent2Agent protocol, each message a run (server/a2a_face.py).
 - Every request passes admission first (server/admission.py, the one door): the key before the body,
   the body's size and depth, a run's fields against its graph's definitions, backpressure, the daily
   budget, double-texting and webhooks, all before anything is stored; and /metrics, which refreshes
@@ -39,6 +40,7 @@ from fastapi.responses import JSONResponse
 from langgraph.store.base import InvalidNamespaceError
 
 from parallax.server import (
+    a2a_face,
     aegra_patches,
     event_socket,
     mcp_face,
@@ -67,6 +69,7 @@ app.include_router(event_socket.router)
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
 app.mount("/timeline", timeline_face.app)  # a run's timeline (server/timeline_face.py)
 app.add_route("/mcp", mcp_face.endpoint, methods=["GET", "POST", "DELETE"])
+app.mount("/a2a", a2a_face.app)  # the assistants over the Agent2Agent protocol (server/a2a_face.py)
 
 
 # fastapi is installed only in the server venv, not where mypy runs (.venv): its decorators are untyped here

@@ -96,10 +96,14 @@ def self_url(request: Request) -> str:
 
 
 def loopback(request: Request) -> LangGraphClient:
+    return loopback_at(self_url(request))
+
+
+def loopback_at(url: str) -> LangGraphClient:
+    """The langgraph-sdk client of this server at `url` (one per event loop; /a2a uses it too)."""
     from langgraph_sdk import get_client
 
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    url = self_url(request)
     if url not in per_loop:
         # api_key=None: never the server's own LANGSMITH_API_KEY & co. from the environment
         # langgraph-sdk annotates `timeout` as numbers only; it hands it to httpx, which takes a Timeout

@@ -16,10 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def python_block(containing: str) -> str:
-    """The README's one ```python block that contains `containing`."""
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S) if containing in b]
-    assert len(blocks) == 1, f"expected one README python block with {containing!r}, found {len(blocks)}"
+def python_block(containing: str, page: str = "README.md") -> str:
+    """The one ```python block of `page` (the README, or a page of docs/) that contains `containing`."""
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S) if containing in b]
+    assert len(blocks) == 1, f"expected one {page} python block with {containing!r}, found {len(blocks)}"
     return blocks[0]
 
 
