@@ -41,7 +41,7 @@ from parallax.runtime import webhooks
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage import retention
 from parallax.runtime.storage.postgres import LockTimeout, advisory_lock
-from parallax.server import metrics, store_ttl
+from parallax.server import metrics
 from parallax.server.connections import close, connection
 from parallax.server.cron_double_texts import stop_runs_before_cron_runs
 
@@ -114,6 +114,8 @@ async def sweep_once() -> retention.Swept | None:
 
 async def sweep_store_items() -> int:
     """Delete the expired store items (server/store_ttl.py), counted in parallax_swept_total{kind="store_items"}."""
+    from parallax.server import store_ttl  # Aegra's routes: imported where a database serves them
+
     swept = await store_ttl.sweep_expired()
     metrics.SWEPT.labels(kind="store_items").inc(swept)
     if swept:
@@ -151,6 +153,8 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
              asyncio.create_task(every(lambda: 1.0, lambda: stop_runs_before_cron_runs(app), "cron double-texts"))]
     if settings.sweep_interval_s > 0:
         loops.append(asyncio.create_task(every(lambda: settings_mod.load().sweep_interval_s, sweep_once, "sweep")))
+    from parallax.server import store_ttl  # Aegra's routes: imported where a database serves them
+
     if (store_sweep_s := store_ttl.current().sweep_interval_minutes * 60) > 0:
         loops.append(asyncio.create_task(every(lambda: store_sweep_s, sweep_store_items, "store ttl sweep")))
     try:

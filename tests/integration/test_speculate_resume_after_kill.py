@@ -47,7 +47,8 @@ def test_a_run_killed_mid_check_resumes_without_asking_for_its_candidates_again(
     server = FaultServer(FaultConfig(latency_ms=200, reply=reply))
     with server as url:
         env = {**os.environ, "OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema",
-               "PARALLAX_HOME": str(tmp_path / "home"), "PARALLAX_MAX_ATTEMPTS": "1"}
+               "PARALLAX_HOME": str(tmp_path / "home"), "PARALLAX_MAX_ATTEMPTS": "1",
+               "PARALLAX_CHECK_SANDBOX": "off"}  # the check marks this test's folder: bubblewrap would give it its own /tmp
         args = ["run", "Write a function.", "--mode", "speculate", "--candidates", "3",
                 "--check", f"{sys.executable} {script} {marks}", "--thread", "t-spec", "--json"]
         run = subprocess.Popen([PARALLAX, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
