@@ -37,6 +37,7 @@ from fastapi.responses import JSONResponse
 
 from parallax.server import (
     aegra_patches,
+    conformance_routes,
     event_socket,
     mcp_face,
     openai_face,
@@ -55,6 +56,7 @@ app.add_middleware(Admission)  # the one door (server/admission.py), inside Aegr
 # "Agent Protocol conformance")
 app.include_router(protocol_routes.router)
 app.include_router(protocol_routes.threads_router)
+app.include_router(conformance_routes.router)  # POST /threads/count (server/conformance_routes.py)
 app.include_router(store_views.router)
 app.include_router(event_socket.router)
 app.mount("/v1", openai_face.app)  # the OpenAI-compatible face
