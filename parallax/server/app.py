@@ -21,7 +21,9 @@ mounts the same in server/dev_app.py), and:
   event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
   cancel answering the end state (server/protocol_requests.py, applied by admission), graphs with
   stream transformers of their own (server/stream_transformers.py), named custom events
-  (server/custom_events.py). docs/deploy.md, "Agent Protocol conformance".
+  (server/custom_events.py), POST /threads/count (server/conformance_routes.py); what of the Agent Server's API
+  Aegra would accept and not do is refused by name by admission (server/conformance.py). docs/deploy.md, "Agent
+  Protocol conformance", and its feature table.
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
   webhooks, by admission with server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers

@@ -123,6 +123,14 @@ def test_if_not_exists_takes_what_langgraph_documents_and_nothing_else():
     assert not conformance.creates_thread({}) and not conformance.creates_thread({"if_not_exists": "reject"})
 
 
+@pytest.mark.parametrize(("path", "method"), [("/runs/crons", "POST"), (f"/threads/{THREAD}/runs/crons", "POST"),
+                                              ("/runs/crons/8a1c2f3e-0000-4000-8000-000000000001", "PATCH")])
+def test_a_cron_is_held_to_the_run_fields_it_would_start_its_runs_with(path, method):
+    for field, value in (("after_seconds", 60), ("feedback_keys", ["correct"]), ("langsmith_tracer", {"p": 1})):
+        assert refusal(method, path, {"schedule": "0 * * * *", field: value}).field == field
+    conformance.check_fields(method, path, {"schedule": "0 * * * *", "after_seconds": 0, "stream_resumable": True})
+
+
 def test_a_field_is_judged_only_on_the_routes_where_aegra_drops_it():
     conformance.check_fields("POST", "/threads", {"metadata": {}, "ttl": {"ttl": 5}})  # create: Aegra reads ttl
     conformance.check_fields("POST", "/store/items/search", {"ttl": 5})  # not a field of the search
