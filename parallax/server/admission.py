@@ -28,6 +28,11 @@ OpenAI's error JSON, the v2 commands in the protocol's envelope) and nothing sto
    applied under the thread's lock (server/run_requests.py, cron_requests.py), the caller's trace
    context is carried into the run; then the request, rewritten, goes on to Aegra.
 
+What the Agent Server API has and Aegra does not (server/conformance.py), asked of every request of the graph
+API once its body is parsed: a route Aegra lacks is 422 by name, a field Aegra would drop unread (a run's
+`after_seconds`, `feedback_keys`, a store search's `query`, ...) is 422 by name unless its value asks for nothing,
+and a run on a thread that does not exist is 404 unless it sends `if_not_exists: "create"`.
+
 Other routes that change a thread or write: POST /threads/{id}/state refuses `values` and any
 `as_node` but Studio's `__copy__` fork (server/run_fields.py `check_state_update`); thread and
 assistant creation and updates have their metadata, config and context checked as a run's; store
@@ -50,7 +55,7 @@ from starlette.responses import JSONResponse, Response
 
 from parallax.logic.run_input import GRAPHS, RunInputError, check_run_input, checked_context
 from parallax.runtime import settings as settings_mod
-from parallax.server import metrics, ownership, tenant_budgets
+from parallax.server import conformance, metrics, ownership, tenant_budgets
 from parallax.server.auth import backpressure, pending_runs
 from parallax.server.caller import SCOPE_KEY, Caller, Unauthenticated, authenticate, key_from, lowered
 from parallax.server.cron_requests import prepare_cron
@@ -332,11 +337,18 @@ class Admission:
             if face == "graph" and (rewritten := assistant_path(path)) is not None:
                 scope = {**scope, "path": rewritten, "raw_path": rewritten.encode()}
                 path = rewritten
+            if face == "graph":  # the Agent Server's routes Aegra lacks or serves elsewhere (server/conformance.py)
+                conformance.check_route(method, path)
+                if (elsewhere := conformance.rewritten(path, scope.get("query_string", b""))) is not None:
+                    path, query = elsewhere
+                    scope = {**scope, "path": path, "raw_path": path.encode(), "query_string": query}
             settings = settings_mod.load()
             body = await read_capped(scope["headers"], receive, settings.max_body_bytes) \
                 if method in BODY_METHODS else b""
             payload = parse(body, settings.max_json_depth) if body and face != "timeline" else None
             scope[PAYLOAD_KEY] = payload
+            if face == "graph":
+                conformance.check_fields(method, path, payload)  # fields Aegra would drop unread: 422 by name
             if face == "graph" and await ownership.check_path(caller, method, path, payload):
                 body = json.dumps(payload).encode()  # a user's cron search, filtered to their crons
                 scope = with_length(scope, len(body))
@@ -369,6 +381,8 @@ class Admission:
             await self.app(scope, replay(body, receive), send)  # Aegra answers a body that is no object (422)
             return
         check_run_start(payload)
+        if thread_id is not None:
+            await conformance.check_thread_exists(payload, thread_id)  # if_not_exists, as LangGraph documents it
         admitted = await admit_run(caller, payload, thread_id)
         settings = settings_mod.load()
         strategy = payload.get("multitask_strategy") or settings.multitask_strategy

@@ -22,7 +22,9 @@ mounts the same in server/dev_app.py), and:
   event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
   cancel answering the end state (server/protocol_requests.py, applied by admission), graphs with
   stream transformers of their own (server/stream_transformers.py), named custom events
-  (server/custom_events.py). docs/deploy.md, "Agent Protocol conformance".
+  (server/custom_events.py), POST /threads/count (server/conformance_routes.py); what of the Agent Server's API
+  Aegra would accept and not do is refused by name by admission (server/conformance.py). docs/deploy.md, "Agent
+  Protocol conformance", and its feature table.
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
   webhooks, by admission with server/run_requests.py (server/cron_requests.py for crons) and the background loops of
   server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
@@ -42,6 +44,7 @@ from langgraph.store.base import InvalidNamespaceError
 from parallax.server import (
     a2a_face,
     aegra_patches,
+    conformance_routes,
     event_socket,
     mcp_face,
     openai_face,
@@ -62,6 +65,7 @@ app.add_middleware(Admission)  # the one door (server/admission.py), inside Aegr
 # "Agent Protocol conformance")
 app.include_router(protocol_routes.router)
 app.include_router(protocol_routes.threads_router)
+app.include_router(conformance_routes.router)  # POST /threads/count (server/conformance_routes.py)
 app.include_router(store_views.router)
 app.include_router(thread_ttl.router)  # threads' ttl on update, POST /threads/prune (docs/retention.md)
 app.include_router(store_ttl.router)  # store items' ttl (docs/retention.md)
