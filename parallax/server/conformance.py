@@ -54,6 +54,19 @@ class Field:
     refuses: Callable[[Any], bool] = lambda value: not _inert(value)
 
 
+FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+"""What LangGraph's store takes as a filter's operators (`{"field": {"$gt": 3}}`); any other raised inside it."""
+
+
+def _bad_filter(value: Any) -> bool:
+    """A store search `filter` LangGraph's store cannot run: not an object, or an operator object naming another."""
+    if value is None:
+        return False
+    if not isinstance(value, Mapping):
+        return True
+    return any(isinstance(v, Mapping) and not set(v) <= FILTER_OPERATORS for v in value.values())
+
+
 def _where(methods: str, pattern: str) -> tuple[frozenset[str], re.Pattern[str]]:
     return frozenset(methods.split()), re.compile(pattern)
 
@@ -127,6 +140,13 @@ FIELDS: tuple[Field, ...] = (
         "index",
         "index is not supported: the store has no embedding index, so no field is indexed; leave it out (or send false)",
         refuses=lambda value: value is not None and value is not False,
+    ),
+    Field(
+        *STORE_SEARCH,
+        "filter",
+        "filter must be an object of {field: value} or {field: {operator: value}} with the operators $eq, $ne, $gt, "
+        "$gte, $lt, $lte (LangGraph's store)",
+        refuses=_bad_filter,
     ),
     Field(
         *STORE_SEARCH,

@@ -129,6 +129,14 @@ def test_a_cron_is_held_to_the_run_fields_it_would_start_its_runs_with(path, met
     conformance.check_fields(method, path, {"schedule": "0 * * * *", "after_seconds": 0, "stream_resumable": True})
 
 
+def test_a_store_filter_the_store_cannot_run_is_refused_by_name():
+    """schemathesis found `{"filter": {"a": {"b": null}}}` a 500 (LangGraph's store: "Unsupported operator: b")."""
+    assert refusal("POST", "/store/items/search", {"filter": {"a": {"b": None}}}).field == "filter"
+    assert refusal("POST", "/store/items/search", {"filter": ["a"]}).field == "filter"
+    conformance.check_fields("POST", "/store/items/search", {"filter": {"a": 1, "b": {"$gt": 2, "$lte": 5}}})
+    conformance.check_fields("POST", "/store/items/search", {"filter": None})
+
+
 def test_a_field_is_judged_only_on_the_routes_where_aegra_drops_it():
     conformance.check_fields("POST", "/threads", {"metadata": {}, "ttl": {"ttl": 5}})  # create: Aegra reads ttl
     conformance.check_fields("POST", "/store/items/search", {"ttl": 5})  # not a field of the search
