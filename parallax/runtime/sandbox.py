@@ -104,7 +104,7 @@ def scrubbed_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 def _bubblewrap_fault(binary: str) -> str | None:
     """Why `binary` cannot make a sandbox here (None: it can): tried once per process."""
     try:
-        done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"],
+        done = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"],  # nosec B603
                               capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap does not start: {exc}"
@@ -134,7 +134,8 @@ def bubblewrap_argv(binary: str, folder: Path, readable: Sequence[Path]) -> list
     """bwrap's options: the system read-only, /tmp and /run fresh, the Parallax home hidden, `readable` (a
     repository the folder is a worktree of, files the command names) read-only where they are, `folder` writable, no
     network, namespaces of its own."""
-    hidden = ["/tmp", *(p for p in ("/run", "/var/run") if os.path.isdir(p) and not os.path.islink(p))]
+    # mount points bubblewrap covers with fresh tmpfs, not files made here (bandit B108)
+    hidden = ["/tmp", *(p for p in ("/run", "/var/run") if os.path.isdir(p) and not os.path.islink(p))]  # nosec B108
     home = settings_mod.load().home.resolve()
     if home.is_dir():
         hidden.append(str(home))
@@ -302,9 +303,12 @@ async def run_command(command: str, folder: Path, timeout_s: float, *, env: Mapp
         return Ran(None, f"the command could not start: {exc}", False, 0.0, "not run")
     if not argv:
         return Ran(None, "the command could not start: it is empty", False, 0.0, where)
-    environment = scrubbed_env({**(env or {}), **({"TMPDIR": "/tmp"} if where == BUBBLEWRAP else {})})
+    # inside bubblewrap /tmp is the sandbox's own fresh tmpfs (bandit B108)
+    environment = scrubbed_env({**(env or {}), **({"TMPDIR": "/tmp"} if where == BUBBLEWRAP else {})})  # nosec B108
     try:
-        process = subprocess.Popen(argv, cwd=folder, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        # the user's own check or test command, no shell; confining what it runs is this module's job (bandit B603)
+        process = subprocess.Popen(argv, cwd=folder, env=environment, stdin=subprocess.DEVNULL,  # nosec B603
+                                   stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_limiter(rlimits))
     except (OSError, subprocess.SubprocessError) as exc:
         return Ran(None, f"the command could not start: {exc}", False, 0.0, where)
