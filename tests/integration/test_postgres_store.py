@@ -108,6 +108,7 @@ def test_the_thread_lock_is_the_triggers_lock_holders_take_turns_and_a_waiter_th
 
     from parallax.runtime.storage.platform_schema import THREAD_LOCK_CLASS
     from parallax.runtime.storage.postgres import LockTimeout, advisory_lock, conninfo
+    from parallax.server import connections
     from parallax.server.run_requests import ThreadLock
 
     monkeypatch.setenv("DATABASE_URL", database)
@@ -143,7 +144,9 @@ def test_the_thread_lock_is_the_triggers_lock_holders_take_turns_and_a_waiter_th
                 pass
         with psycopg.connect(conninfo(database), autocommit=True) as conn:  # the trigger's spelling of the lock
             assert conn.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", key).fetchone()[0] is False
-        assert await settled(2) == 2  # the two holders' connections; neither waiter kept one
+        pool = connections._pools["locks"].get_stats()  # the lock's own bounded pool (server/connections.py)
+        assert pool["pool_size"] - pool["pool_available"] == 2  # the two holders'; neither waiter kept one
+        assert await settled(pool["pool_size"]) == pool["pool_size"]  # and no connection outside the pool
 
         await first.release()
         assert await asyncio.wait_for(waiting, 5) is True
@@ -156,6 +159,7 @@ def test_the_thread_lock_is_the_triggers_lock_holders_take_turns_and_a_waiter_th
             assert await asyncio.wait_for(late.acquire(0.2), 5) is False
         assert await late.acquire(5)  # the transaction has ended: free
         await late.release()
+        await connections.close()  # the lifespan's end closes the pools
         assert await settled(0) == 0
 
     asyncio.run(contend())
