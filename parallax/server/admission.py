@@ -49,7 +49,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from starlette.responses import JSONResponse, Response
 
@@ -112,8 +112,6 @@ ROUTES: list[tuple[frozenset[str], re.Pattern[str], str]] = [
     (frozenset({"PATCH"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/?$"), "run_status"),
 ]
 """Aegra's routes admission does more than the common checks for: (methods, path, what it does)."""
-RUN_STATUSES = ("pending", "running", "error", "success", "timeout", "interrupted")
-"""What Aegra's `PATCH /threads/{id}/runs/{run_id}` takes as `status` (aegra_api/utils/status_compat.py)."""
 FACES = (("/v1/", "openai"), ("/v1", "openai"), ("/mcp", "mcp"), ("/timeline/", "timeline"), ("/a2a/", "a2a"))
 A2A_CARD = re.compile(r"^/a2a/[^/]+/\.well-known/agent-card\.json$")
 """An assistant's A2A agent card: public, as the protocol has it (it names no tenant's data; server/a2a_face.py)."""
@@ -501,9 +499,12 @@ class Admission:
     async def run_status(self, scope: Scope, receive: Receive, send: Send, caller: Caller, payload: Any, body: bytes,
                          thread_id: str, run_id: str) -> None:
         """Aegra's `PATCH` of a run: only `status` "interrupted" does anything; an unknown status was its 500."""
+        from aegra_api.models.enums import RunStatus  # what its validate_run_status takes
+
+        statuses = get_args(RunStatus)
         status = payload.get("status") if isinstance(payload, dict) else None
-        if status not in RUN_STATUSES:
-            raise Refused(422, f"status must be one of {', '.join(RUN_STATUSES)} (\"interrupted\" stops the run), "
+        if status not in statuses:
+            raise Refused(422, f"status must be one of {', '.join(statuses)} (\"interrupted\" stops the run), "
                                f"got {str(status)[:60]!r}")
         await self.app(scope, replay(body, receive), send)
 
