@@ -1,7 +1,7 @@
 """One speculative candidate: made with its own approach, then checked in its own folder.
 
 A `Send` target, one per candidate, all in one superstep; their model calls share the fan-out's
-limit (runtime/superstep.py). With a check, the candidate's answer (and any further files it
+limit (runtime/fan_out_limit.py). With a check, the candidate's answer (and any further files it
 names) is written into its own folder (a git worktree of `repo`, or an empty folder;
 runtime/check_folders.py) and the check command runs there: the first candidate that passes wins
 and cancels the others wherever they are (logic/candidate_watch.py); with early stopping off
@@ -25,13 +25,13 @@ from parallax.logic.speculation import check_note, failed_tests, passed_tests
 from parallax.prompts.solve import candidate_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.check_folders import CheckFolder, run_check
+from parallax.runtime.fan_out_limit import fan_out_limit
 from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of, refuse_when_served, tenant_of
 from parallax.runtime.services import services_of
 from parallax.runtime.storage.candidate_results import CandidateResults
-from parallax.runtime.superstep import fan_out_limit
 from parallax.runtime.worktrees import GitError, PathRefused
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import BranchRecord, CandidateAnswer
 from parallax.state.records import CandidateSpec, CandidateTask
@@ -100,9 +100,9 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
     spec, checked = task["candidate"], bool(task["check"]["command"])
     if checked or task["check"]["repo"]:  # the entry refuses these when served; so does every step after it
         refuse_when_served("a candidate's check command or repository")
-    cancel_rest = filled(ctx.early_stop)  # off (--no-early-stop): every candidate is made and checked
+    cancel_rest = setting(ctx.early_stop)  # off (--no-early-stop): every candidate is made and checked
     services, fan_out = services_of(ctx), task["fan_out"]
-    limit = fan_out_limit(services, fan_out, filled(ctx.max_concurrency))
+    limit = fan_out_limit(services, fan_out, setting(ctx.max_concurrency))
     watch = services.shared(fan_out, CandidateWatch, "candidates")
     results = CandidateResults(runtime.store, tenant_of(task.get("tenant")), spec["parent_id"])
     life = Lifecycle([{"state": "PENDING", "at": spec["planned_at"], "reason": ""}])

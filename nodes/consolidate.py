@@ -19,7 +19,7 @@ from parallax.logic.merge_operations import merge_operations
 from parallax.runtime import embeddings
 from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.storage.stores import playbooks_in
-from parallax.state.context import Context, Embedder, filled
+from parallax.state.context import Context, Embedder, setting
 from parallax.state.learn import LearnState
 from parallax.state.playbook import Operation, PlaybookItem, apply_operations
 
@@ -57,7 +57,7 @@ async def consolidate(state: LearnState, runtime: Runtime[Context]) -> dict[str,
     embed = ctx.embedder or embeddings.embed
     result = await asyncio.to_thread(merge_operations, op_lists, head.items, embed=embed, threshold=ctx.dedupe_threshold)
     operations, report = result.operations, dict(result.report)
-    floor = filled(ctx.guard_floor) * with_lessons
+    floor = setting(ctx.guard_floor) * with_lessons
     guard = with_lessons > 0 and lessons_yielded(report) < floor
     if guard:
         log.warning("batch %s: the merge kept %s lessons from %s reflections that had some, fewer than "

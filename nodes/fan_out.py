@@ -1,7 +1,7 @@
 """Turn the route into `Send`s: business branches (or speculative candidates) plus the safety check, in one superstep.
 
 The branches and their grouping come from logic/branch_plans.py. All tasks start at once;
-their model calls share one limit (runtime/superstep.py), found by the fan-out's name. An adaptive vote starts with its
+their model calls share one limit (runtime/fan_out_limit.py), found by the fan-out's name. An adaptive vote starts with its
 first wave; `next_wave` sends each further wave the merge asks for (logic/stopping.py), with
 the final values of the votes so far, so a vote in flight can be cancelled once they settle.
 """
@@ -16,7 +16,7 @@ from parallax.logic.budget import fan_out_spec
 from parallax.logic.speculation import candidate_specs, check_spec
 from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.services import new_fan_out, services_of
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.records import BranchSpec, CandidateTask, SafetyTask, WorkShared, WorkTask
 from parallax.state.solve import SolveState
 
@@ -61,7 +61,7 @@ def _work(state: SolveState, ctx: Context, specs: list[BranchSpec], earlier: lis
     if state.get("output_schema") is not None:
         shared["output_schema"] = state["output_schema"]
     if earlier is not None:
-        shared["vote_watch"] = {"earlier": earlier, "threshold": filled(ctx.vote_stop_threshold),
+        shared["vote_watch"] = {"earlier": earlier, "threshold": setting(ctx.vote_stop_threshold),
                                 "min_leader": state.get("min_votes") or 0}
     if (budget := fan_out_spec(services_of(ctx), state)) is not None:
         shared["budget"] = budget

@@ -29,7 +29,7 @@ from parallax.runtime.branch_call import call_branch
 from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.payloads import Answer, BranchRecord, judge_reply
 from parallax.state.solve import SolveState
 
@@ -76,7 +76,7 @@ async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
                           f"vote(s) gave against {counts[leader]} for {originals[leader]!r}: a minority pick is no "
                           f"result".strip("; ")}
     confidence = round(counts[choice] / max(1, sum(r.status == "ok" and r.vote != "" for r in votes)), 3)
-    status, why = final_status(records, True, confidence, filled(ctx.ok_confidence))
+    status, why = final_status(records, True, confidence, setting(ctx.ok_confidence))
     said = decision.reason.strip()  # the judge's own words, labelled so (an empty one is left out)
     broke = (f"the judge broke the tie for {originals[choice]!r}" + (f"; the judge's reason: \"{said}\"" if said else ""))[:300]
     return {"branches": [record.model_dump()], "answer": originals[choice], "consensus": True, "status": status,

@@ -32,12 +32,12 @@ from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.reflect import reflect
 from parallax.prompts.templates import SOLVE_PROMPTS
 from parallax.runtime import embeddings
+from parallax.runtime.fan_out_limit import fan_out_limit
 from parallax.runtime.lesson_screening import screen_lessons, screen_operations
 from parallax.runtime.request_budget import Purse, holding
 from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.services import services_of
-from parallax.runtime.superstep import fan_out_limit
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.payloads import BranchRecord
 from parallax.state.playbook import Operation
 from parallax.state.records import LearnTask, PlaybookItemData, PromptVersion
@@ -46,10 +46,10 @@ from parallax.state.records import LearnTask, PlaybookItemData, PromptVersion
 async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """A `Send` target: this group's tasks and the playbook head's items, under the batch's shared limit."""
     ctx = context_of(runtime)
-    limit = fan_out_limit(services_of(ctx), payload["fan_out"], filled(ctx.max_concurrency))
+    limit = fan_out_limit(services_of(ctx), payload["fan_out"], setting(ctx.max_concurrency))
     tasks = payload["tasks"]
     selections = await select_items(payload["items"], [retrieval_text(t["input"]) for t in tasks],
-                                    filled(ctx.playbook_chars),
+                                    setting(ctx.playbook_chars),
                                     ctx.embedder)
     # a stored run used the items it was served: its verdicts may name any active item of the head
     selections = [payload["items"] if t.get("run") else chosen for t, chosen in zip(tasks, selections, strict=True)]

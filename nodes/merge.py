@@ -29,7 +29,7 @@ from parallax.logic.vote import final_value, normalize_answer, quorum, quorum_sh
 from parallax.logic.vote_pricing import remember_vote, vote_model
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.payloads import BUSINESS, Answer, BranchRecord, SliceFinding
 from parallax.state.records import JsonSchema
 from parallax.state.solve import SolveState
@@ -90,7 +90,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     if adaptive(state, ctx):
         units = fields.unit_counts if fields is not None else [list(Counter(r.vote for r in ok).values())]
         first, least = waves_of(state, ctx)
-        decision = decide_units(units, len(business), votes_of(state), threshold=filled(ctx.vote_stop_threshold),
+        decision = decide_units(units, len(business), votes_of(state), threshold=setting(ctx.vote_stop_threshold),
                                 first_wave=first, min_wave=least, min_leader=min_votes or 0)
         withheld = None if decision.stop else state_reached(state, services_of(ctx))
         if not decision.stop and not withheld:  # another wave (graphs/solve.py sends it), then this merge again
@@ -103,7 +103,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     if route == "vote":  # its counts and reply sizes price the plans of the model's next votes
         remember_vote(services_of(ctx), vote_model(ctx), state.get("branches") or [])
     if schema is not None:
-        return {**_typed(state, schema, records, ok, fields, failed, partial, filled(ctx.ok_confidence)), **asked,
+        return {**_typed(state, schema, records, ok, fields, failed, partial, setting(ctx.ok_confidence)), **asked,
                 **({"stop_reason": stop} if asked else {})}
     votes: dict[str, int] = {}
     verification: dict[str, Any] = {}
@@ -139,7 +139,7 @@ async def merge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         answer = Answer.model_validate(ok[0].output).answer.strip()
         confidence = 0.5  # one unchecked answer
         note = ""
-    status, why = final_status(records, settled, confidence, filled(ctx.ok_confidence))
+    status, why = final_status(records, settled, confidence, setting(ctx.ok_confidence))
     return {"answer": answer, "vote_counts": votes, "confidence": round(confidence, 3), "failed_branches": failed,
             "consensus": settled, "status": status, "verification": verification, **extra,
             "reason": "; ".join(x for x in (why, note, partial) if x)}

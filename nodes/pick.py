@@ -24,7 +24,7 @@ from parallax.runtime.branch_call import call_branch
 from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.payloads import BranchRecord, CandidateAnswer, Comparison
 from parallax.state.solve import SolveState
 
@@ -93,7 +93,7 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
                 "reason": choice.reason or f"all {len(candidates)} candidates failed: {errors}"}
     winner = next(c for c in candidates if c["id"] == choice.winner)
     rewritten = [_with_result(c, choice) for c in candidates]
-    status, why = final_status(records, choice.status == "ok", choice.confidence, filled(ctx.ok_confidence))
+    status, why = final_status(records, choice.status == "ok", choice.confidence, setting(ctx.ok_confidence))
     partial = f"{len(failed)} of {len(candidates)} candidates failed" if failed else ""
     report = {"by": "check" if checked else "judge", "winner": choice.winner, "status": choice.status,
               "reason": choice.reason, "matches": choice.matches,

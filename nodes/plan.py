@@ -25,7 +25,7 @@ from parallax.runtime.branch_call import call_branch
 from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.plan import Plan, PlanState
 
 
@@ -33,7 +33,7 @@ async def make_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, An
     ctx = context_of(runtime)
     first = not state.get("plans")
     update = {"mode": "plan"} if first else {}
-    limits = PlanLimits(filled(ctx.plan_max_tasks), has_repo=bool(state.get("repo")), has_document=bool(state["document"]))
+    limits = PlanLimits(setting(ctx.plan_max_tasks), has_repo=bool(state.get("repo")), has_document=bool(state["document"]))
     if first and state.get("plan"):  # a caller's plan: checked like a planner's, refused as bad input
         try:
             given = check_plan(Plan.model_validate(state["plan"]), limits)

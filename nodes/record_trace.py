@@ -33,7 +33,7 @@ from parallax.runtime.run_context import context_of, tenant_of
 from parallax.runtime.storage.trace_store import TraceStore, dead_letter
 from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
 from parallax.runtime.timestamps import now_iso
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.payloads import BUSINESS
 from parallax.state.plan import PlanState
 from parallax.state.solve import SolveState
@@ -102,7 +102,7 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str
     if parent:  # part of a plan run: its dead letters name the plan's trace, which is stored there
         trace = {"trace_id": parent, "tenant": tenant}
     else:
-        trace = trace_of(state, filled(context_of(runtime).trace_prompt_chars))
+        trace = trace_of(state, setting(context_of(runtime).trace_prompt_chars))
         await traces.put_trace(trace)
         # the stored trace as OpenTelemetry spans, when the OTEL_* variables ask for them (runtime/telemetry.py);
         # a served run's W3C trace context (server/trace_context.py) makes it a child of the caller's span

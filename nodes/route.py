@@ -30,7 +30,7 @@ from parallax.logic.vote_pricing import vote_plan
 from parallax.prompts.templates import SOLVE_PROMPTS, SPECULATE_PROMPTS, TYPED_PROMPTS
 from parallax.runtime.run_context import context_of, served, task_scoped_id, tenant_of
 from parallax.runtime.services import services_of
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.payloads import BranchRecord
 from parallax.state.records import PlaybookItemData
 from parallax.state.solve import NEW_RUN, SolveState
@@ -108,7 +108,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     schema = checked_schema(state["output_schema"]) if state.get("output_schema") is not None else None
     question = state.get("question", "")
     mode = state.get("mode", "auto")
-    chosen = choose_route(state["task"], question, filled(ctx.slice_chars), bool(state.get("check"))) \
+    chosen = choose_route(state["task"], question, setting(ctx.slice_chars), bool(state.get("check"))) \
         if mode == "auto" else mode
     if chosen == "speculate":
         state = await checked_speculation(state)
@@ -134,8 +134,8 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     slices: list[str] = []
     slice_pages: list[list[int]] = []
     if chosen == "section":
-        slices, slice_pages = (split_pages(pages, filled(ctx.slice_chars)) if pages
-                               else (split_into_slices(state["task"], filled(ctx.slice_chars)), []))
+        slices, slice_pages = (split_pages(pages, setting(ctx.slice_chars)) if pages
+                               else (split_into_slices(state["task"], setting(ctx.slice_chars)), []))
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     routed = {
         **NEW_RUN,
@@ -157,7 +157,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         "mode": chosen,
         "slices": slices,
         "playbook_version": version,
-        "playbook_selections": await select_items(items, branch_texts, filled(ctx.playbook_chars), ctx.embedder),
+        "playbook_selections": await select_items(items, branch_texts, setting(ctx.playbook_chars), ctx.embedder),
         "started_at": started,
         "thread_key": thread_key,
         "served": served,

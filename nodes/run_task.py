@@ -41,7 +41,7 @@ from parallax.runtime.services import services_of
 from parallax.runtime.storage.edit_conversations import EditConversations
 from parallax.runtime.storage.plan_results import PlanResults
 from parallax.runtime.worktrees import Worktree, path_part, work_folder
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.plan import Plan, PlanTask, TaskPayload
 
 SOLVE_MODES = {"solve": "direct", "section": "section", "vote": "vote"}
@@ -91,9 +91,9 @@ async def _speculative_edit(task: PlanTask, payload: TaskPayload, goal: str, inp
         lambda i: worktree_dir(payload["trace_id"], f"{name}-c{i + 1}"), task.writes,
         "\n\n".join(x for x in (goal, inputs) if x), ctx,
         {"id": f"edit-{payload['trace_id'][:8]}-{task.id}", "parent_id": payload["trace_id"], "kind": "edit"},
-        test_command=payload["test_command"], candidates=payload["candidates"], timeout_s=filled(ctx.tool_timeout_s),
+        test_command=payload["test_command"], candidates=payload["candidates"], timeout_s=setting(ctx.tool_timeout_s),
         keep=lambda cid, conversation: conversations.save(f"{payload['round']}.{cid}", conversation,
-                                                          filled(ctx.trace_prompt_chars)))
+                                                          setting(ctx.trace_prompt_chars)))
     outcome = found.outcome
     return {"status": outcome.status, "reason": outcome.reason, "branches": outcome.records,
             "output": outcome.summary or (f"changed {', '.join(outcome.files)}" if outcome.files else "no change"),
@@ -166,7 +166,7 @@ async def run_task(payload: TaskPayload, runtime: Runtime[Context], *, solve: So
     # held until every task has a result: a task that starts after its dependencies finished must find them;
     # every task of the dispatch carries the same plan, so the first to arrive validates it for all
     dag, release = services_of(ctx).held(payload["trace_id"], lambda: DagRun(Plan.model_validate(payload["plan"]),
-                                                                             filled(ctx.max_concurrency)),
+                                                                             setting(ctx.max_concurrency)),
                                          "plan-dag", payload["round"])
     dag.on_complete = release
     plan, task = dag.plan, dag.plan.task(payload["task"]["id"])

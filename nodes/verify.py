@@ -24,7 +24,7 @@ from parallax.runtime.branch_call import call_branch
 from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.payloads import Contradiction
 from parallax.state.plan import FINISHED, PlanState
 
@@ -71,6 +71,6 @@ async def verify(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
 
     with holding(budget):
         semantics = await find_contradictions(findings, ctx.embedder or embeddings.embed, judge,
-                                              filled(ctx.plan_contradiction_pairs))
+                                              setting(ctx.plan_contradiction_pairs))
     return {"branches": judged, **({"budget_stop": stops[0]} if stops else {}),
             "verification": {"schema": _schema_layer(records), "facts": facts, "semantics": semantics}}

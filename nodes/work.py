@@ -24,13 +24,13 @@ from parallax.logic.user_schema import answer_schema, normal, reply_model, slice
 from parallax.logic.vote import final_value
 from parallax.logic.vote_watch import VoteWatch
 from parallax.runtime.branch_call import call_branch
+from parallax.runtime.fan_out_limit import fan_out_limit
 from parallax.runtime.prefix_lead import PrefixLead
 from parallax.runtime.request_budget import holding
 from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
-from parallax.runtime.superstep import fan_out_limit
 from parallax.runtime.wave_request import MAX_CHOICES, Seat, WaveRequest
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import Answer, BranchRecord, SliceFinding, VoteAnswer
 from parallax.state.records import BranchInput, BranchSpec, JsonSchema, PromptVersion, WorkShared, WorkTask
@@ -104,9 +104,9 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     of a section run wait for slice 0 to come back, so their shared prefix is cached (runtime/prefix_lead.py)."""
     ctx = context_of(runtime)
     services, fan_out = services_of(ctx), state["fan_out"]
-    limit = fan_out_limit(services, fan_out, filled(ctx.max_concurrency))
-    watch = services.shared(fan_out, lambda: StragglerWatch(filled(ctx.straggler_factor), filled(ctx.straggler_min_s),
-                                                            recent=services.recent[filled(ctx.model)]), "stragglers")
+    limit = fan_out_limit(services, fan_out, setting(ctx.max_concurrency))
+    watch = services.shared(fan_out, lambda: StragglerWatch(setting(ctx.straggler_factor), setting(ctx.straggler_min_s),
+                                                            recent=services.recent[setting(ctx.model)]), "stragglers")
     wave = state.get("vote_watch")
     votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
                             "votes") if wave is not None else None

@@ -166,7 +166,7 @@ class UnresolvedContext(RuntimeError):
     """A bug: code read a setting from a Context that was not resolved (runtime/run_context.py `resolved`)."""
 
 
-def filled(value: T | None) -> T:
+def setting(value: T | None) -> T:
     """A field of a resolved Context, which has every setting filled in (None = unset, before resolution)."""
     if value is None:
         raise UnresolvedContext("a Context setting is unset: resolve the Context first (parallax.runtime.run_context)")

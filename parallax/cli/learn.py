@@ -48,7 +48,7 @@ from parallax.cli.model_notice import print_model_notice
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.model_note import on_embedded_model
 from parallax.runtime.run_context import resolved
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 
 LEARN_OPTIONS = {"batch": "--batch", "epochs": "--epochs", "val_size": "--val-size", "limit": "--limit", "votes": "--votes",
                  "mode": "--mode", "margin": "--margin", "since": "--since", "playbook": "--playbook", "tenant": "--tenant",
@@ -198,7 +198,7 @@ def learn(
     else:
         if result.get("traces"):
             err.print(stored_runs_line(result["traces"]), highlight=False, markup=False, soft_wrap=True)
-        err.print(summary(result, max_tokens=filled(resolved(context).max_tokens), embedded=on_embedded_model(context)),
+        err.print(summary(result, max_tokens=setting(resolved(context).max_tokens), embedded=on_embedded_model(context)),
                   highlight=False, markup=False, soft_wrap=True)
     print_model_notice(context)
 

@@ -80,7 +80,7 @@ def migrate(url: str) -> float:
 
         from parallax.runtime.storage.lease_tables import migrate_sync
 
-        with psycopg.connect(url, autocommit=True) as conn:  # the lease fence's tables (server/fencing.py)
+        with psycopg.connect(url, autocommit=True) as conn:  # the lease fence's tables (server/lease_fence.py)
             migrate_sync(conn)
     return time.perf_counter() - started
 

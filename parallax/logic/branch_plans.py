@@ -22,7 +22,7 @@ from parallax.logic.stopping import decide
 from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
 from parallax.runtime.run_context import tenant_of
 from parallax.runtime.wave_request import MAX_CHOICES
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.records import BranchAsk, BranchSpec, BusinessKind, JsonSchema, PlaybookItemData, PromptVersion, RunMeta
 from parallax.state.solve import SolveState
 
@@ -37,7 +37,7 @@ def spread(low: float, high: float, n: int) -> list[float]:
 def adaptive(state: SolveState, ctx: Context) -> bool:
     """Whether this run's vote asks in waves (logic/stopping.py): a vote with early stopping on. A vote on
     the user's object stops when each of its required fields has settled (logic/field_vote.py)."""
-    return state["mode"] == "vote" and bool(filled(ctx.early_stop))
+    return state["mode"] == "vote" and bool(setting(ctx.early_stop))
 
 
 def first_wave(state: SolveState, ctx: Context) -> range:
@@ -45,7 +45,7 @@ def first_wave(state: SolveState, ctx: Context) -> range:
     n = votes_of(state)
     if not adaptive(state, ctx):
         return range(n)
-    return range(decide([], 0, n, threshold=filled(ctx.vote_stop_threshold), first_wave=waves_of(state, ctx)[0],
+    return range(decide([], 0, n, threshold=setting(ctx.vote_stop_threshold), first_wave=waves_of(state, ctx)[0],
                         min_leader=state.get("min_votes") or 0).next_wave)
 
 
@@ -53,7 +53,7 @@ def waves_of(state: SolveState, ctx: Context) -> tuple[int, int]:
     """(first wave, least later wave) of an adaptive vote: its priced plan's (logic/vote_pricing.py), else the
     first wave setting for both."""
     plan = state.get("vote_plan") or {}
-    first = int(plan.get("first_wave") or filled(ctx.vote_first_wave))
+    first = int(plan.get("first_wave") or setting(ctx.vote_first_wave))
     return first, int(plan.get("min_wave") or first)
 
 
@@ -77,17 +77,17 @@ def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) ->
 
     if route == "vote":
         n = votes_of(state)
-        temperatures = spread(filled(ctx.vote_temperature_min), filled(ctx.vote_temperature_max), n)
+        temperatures = spread(setting(ctx.vote_temperature_min), setting(ctx.vote_temperature_max), n)
         models = ctx.models_for_votes(n)
         return [spec("vote", task, selections[0], model=models[i], temperature=temperatures[i], index=i)
                 for i in (votes if votes is not None else range(n))]
     if route == "section":
         slices = state["slices"]
         brief = _brief(task, slices)
-        return [spec("slice", part, selections[i], model=filled(ctx.model), temperature=filled(ctx.temperature), index=i,
+        return [spec("slice", part, selections[i], model=setting(ctx.model), temperature=setting(ctx.temperature), index=i,
                      total=len(slices), brief=brief)
                 for i, part in enumerate(slices)]
-    return [spec("direct", task, selections[0], model=filled(ctx.model), temperature=filled(ctx.temperature), index=0)]
+    return [spec("direct", task, selections[0], model=setting(ctx.model), temperature=setting(ctx.temperature), index=0)]
 
 
 def _brief(task: str, slices: list[str]) -> str:

@@ -4,7 +4,7 @@ How a plan runs, and why this way. Every task of a plan is its own `Send("run_ta
 in ONE superstep, so LangGraph starts them all at once and saves each task's result the
 moment that task finishes (a pending write of the superstep, with `durability="sync"`).
 Inside the superstep the tasks coordinate through one `DagRun` object, shared by all of
-them (runtime/superstep.py finds it by run, namespace and checkpoint): a task waits for
+them (runtime/fan_out_limit.py finds it by run, namespace and checkpoint): a task waits for
 its dependencies' results, then for a slot under one concurrency cap shared by the whole
 plan — when the cap binds, the waiting task with the longest remaining path gets the next
 slot — and edit tasks whose declared files overlap also wait for each other. A task

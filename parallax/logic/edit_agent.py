@@ -21,7 +21,7 @@ from parallax.prompts.plan import edit_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.sandbox import run_command
 from parallax.runtime.worktrees import PathRefused, Worktree
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.plan import EditStep
 
 MAX_STEPS = 8
@@ -82,8 +82,8 @@ async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict[str, 
     for number in range(1, max_steps + 1):
         messages = edit_messages(goal, tree.writes, listing, test_command, steps, note)
         record, step = await call_branch({**identity, "id": f"{identity['id']}-s{number}"}, messages, EditStep, ctx,
-                                         model=filled(ctx.model),
-                                         temperature=filled(ctx.temperature) if temperature is None else temperature)
+                                         model=setting(ctx.model),
+                                         temperature=setting(ctx.temperature) if temperature is None else temperature)
         outcome.records.append(record.model_dump())
         if step is None:
             outcome.status, outcome.reason = "FAILED", f"edit step {number} failed: {record.error}"
@@ -92,7 +92,7 @@ async def run_edit(tree: Worktree, goal: str, ctx: Context, identity: dict[str, 
         if step.action == "done":
             outcome.summary = step.note
             break
-        observation = (await run_tests(tree, test_command, filled(ctx.tool_timeout_s)) if step.action == "test"
+        observation = (await run_tests(tree, test_command, setting(ctx.tool_timeout_s)) if step.action == "test"
                        else await asyncio.to_thread(use_tool, tree, step))
         if observation.startswith("refused:"):
             outcome.refused.append(observation)

@@ -18,7 +18,7 @@ from parallax.logic.failures import failures_by_cause, run_failure
 from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.scoring import score
 from parallax.runtime.run_context import subgraph_config
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.records import PlaybookItemData, PromptVersion
 
 Solver = Any
@@ -70,7 +70,7 @@ async def evaluate(solve: Solver, tasks: list[dict[str, Any]], items: list[Playb
     """Accuracy over `tasks`; `errors` counts runs that ended `failed`, `failures` counts them by cause.
     `traced=False` when `solve` keeps no trace (compiled without a store, outside a graph that has one)."""
     limit = asyncio.Semaphore(concurrency)
-    selections = await select_items(items, [retrieval_text(t["input"]) for t in tasks], filled(ctx.playbook_chars), ctx.embedder)
+    selections = await select_items(items, [retrieval_text(t["input"]) for t in tasks], setting(ctx.playbook_chars), ctx.embedder)
 
     async def bounded(task: dict[str, Any], chosen: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:

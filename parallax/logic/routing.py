@@ -23,7 +23,7 @@ from parallax.logic.input_rules import InvalidInput as InvalidInput
 from parallax.logic.input_rules import caller_input, check_typed
 from parallax.logic.slicing import HEADING
 from parallax.logic.user_schema import SchemaProblem, checked_schema
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.plan import PlanInput
 from parallax.state.solve import INTERNAL, Route, SolveInput
 
@@ -98,7 +98,7 @@ def validate(state: Mapping[str, Any], ctx: Context) -> None:
     task = state.get("task")
     if not isinstance(task, str) or not task.strip():
         raise InvalidInput("task is empty: give the text to work on (or a document)", "task")
-    max_chars = filled(ctx.max_input_chars)
+    max_chars = setting(ctx.max_input_chars)
     if len(task) > max_chars:
         raise InvalidInput(
             f"task has {len(task)} characters, above the limit of {ctx.max_input_chars} (PARALLAX_MAX_INPUT_CHARS)",

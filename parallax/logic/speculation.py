@@ -25,7 +25,7 @@ from langchain_core.messages import BaseMessage
 
 from parallax.prompts.solve import candidate_messages
 from parallax.runtime import linear_regex
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.records import CandidateSpec, CheckSpec
 from parallax.state.solve import SolveState
 
@@ -74,7 +74,7 @@ def candidate_specs(state: SolveState, ctx: Context) -> list[CandidateSpec]:
         name, hint = APPROACHES[i % len(APPROACHES)]
         specs.append({"id": f"candidate-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "planned_at": now,
                       "index": i, "text": state["task"], "question": state.get("question", ""), "playbook": lessons,
-                      "model": filled(ctx.model), "temperature": temperatures[i], "approach": name, "hint": hint})
+                      "model": setting(ctx.model), "temperature": temperatures[i], "approach": name, "hint": hint})
     return specs
 
 
@@ -89,7 +89,7 @@ def _lessons(state: SolveState) -> list[Any]:
 
 def check_spec(state: SolveState, ctx: Context) -> CheckSpec:
     return {"command": state.get("check", ""), "file": _check_file(state),
-            "repo": state.get("repo", ""), "timeout_s": filled(ctx.tool_timeout_s)}
+            "repo": state.get("repo", ""), "timeout_s": setting(ctx.tool_timeout_s)}
 
 
 def check_note(command: str, file: str) -> str:

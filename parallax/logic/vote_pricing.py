@@ -26,7 +26,7 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime.prices import price_of, price_table
 from parallax.runtime.services import Services
 from parallax.runtime.token_count import as_dicts, estimate
-from parallax.state.context import Context, filled
+from parallax.state.context import Context, setting
 from parallax.state.solve import SolveState
 
 REPLY_TOKENS_GUESS = 60
@@ -57,14 +57,14 @@ async def vote_plan(state: SolveState, ctx: Context, services: Services) -> dict
         prompt, method = estimate(as_dicts(messages)), "estimate"
     seen = list(services.votes_seen[model])
     replies = [tokens for _, tokens in seen if tokens > 0]
-    reply = statistics.mean(replies) if replies else float(min(REPLY_TOKENS_GUESS, filled(ctx.max_tokens)))
+    reply = statistics.mean(replies) if replies else float(min(REPLY_TOKENS_GUESS, setting(ctx.max_tokens)))
     price = price_of(price_table(current), model)
     priced = price is not None and (price.input > 0 or price.output > 0)
     hit = services.seen[(base_url, model)].cache_hit()
     cached_price = (price.cached_input if price.cached_input is not None else price.input) if price is not None else 0.0
     if hit is None:
         hit = UNKNOWN_CACHE_HIT
-    one_temperature = filled(ctx.vote_temperature_min) == filled(ctx.vote_temperature_max) and len(set(models)) == 1
+    one_temperature = setting(ctx.vote_temperature_min) == setting(ctx.vote_temperature_max) and len(set(models)) == 1
     takes_n = one_temperature and bool(base_url) and services.takes_n.get((base_url, model), True)
     if priced and price is not None:
         pricing = Pricing(prompt, reply, price.input / 1e6, cached_price / 1e6, price.output / 1e6, hit, takes_n)
@@ -73,9 +73,9 @@ async def vote_plan(state: SolveState, ctx: Context, services: Services) -> dict
     weights = fit_weights(counts for counts, _ in seen)
     # worked out once per vote size in a process (up to a second for 16 votes): off the event loop
     choices = await asyncio.to_thread(functools.partial(
-        plans, votes, pricing, weights, threshold=filled(ctx.vote_stop_threshold), first_wave=filled(ctx.vote_first_wave),
+        plans, votes, pricing, weights, threshold=setting(ctx.vote_stop_threshold), first_wave=setting(ctx.vote_first_wave),
         min_leader=state.get("min_votes") or 0))
-    asked = filled(ctx.vote_plan)
+    asked = setting(ctx.vote_plan)
     chosen = choices[asked]
     return {"plan": asked, "first_wave": chosen.first_wave, "min_wave": chosen.min_wave, "unit": pricing.unit,
             "expected_cost": round(chosen.expected_cost, 10), "expected_votes": round(chosen.expected_votes, 3),

@@ -6,7 +6,7 @@ slowest vote of a wave can take several times the fastest. When the votes that a
 rest buys nothing: they are cancelled, recorded as `cancelled`, never counted and never asked
 again on resume (their records are part of the wave's checkpoint like any other).
 
-One watch is shared by every `work` task of a wave's superstep (runtime/superstep.py), so a
+One watch is shared by every `work` task of a wave's superstep (runtime/fan_out_limit.py), so a
 vote in one `Send` task can cancel votes in the others.
 """
 

@@ -33,7 +33,7 @@ from parallax.runtime.circuit_breaker import CircuitOpen, clock_time
 from parallax.runtime.endpoint_limits import endpoint_slot
 from parallax.runtime.endpoint_seen import prompt_key
 from parallax.runtime.failure_cause import ParseFailure, cause_of
-from parallax.runtime.fencing import check_lease
+from parallax.runtime.lease_check import check_lease
 from parallax.runtime.prices import price_of, price_table
 from parallax.runtime.request_budget import (
     BudgetRefused,
@@ -294,7 +294,7 @@ async def ask(
         probe = await breaker.admit(breaker.clock() + timeout_s)
         slots = endpoint_slot(base_url)
         async with slots:  # waiting for a slot is ours, not the endpoint's: outside the timeout
-            await check_lease("model call")  # a run that lost its lease calls nothing (runtime/fencing.py)
+            await check_lease("model call")  # a run that lost its lease calls nothing (runtime/lease_check.py)
             if starting:
                 start()
             try:

@@ -109,7 +109,7 @@ ROUTES: list[tuple[frozenset[str], re.Pattern[str], str]] = [
     (frozenset({"PATCH"}), re.compile(r"^/assistants/(?P<assistant_id>[^/]+)/?$"), "assistant"),
     (frozenset({"GET"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/?$"), "run_list"),
     (frozenset({"POST"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/cancel/?$"), "cancel"),
-    (frozenset({"PATCH"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/?$"), "run_status"),
+    (frozenset({"PATCH"}), re.compile(r"^/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/?$"), "run_status_update"),
 ]
 """Aegra's routes admission does more than the common checks for: (methods, path, what it does)."""
 FACES = (("/v1/", "openai"), ("/v1", "openai"), ("/mcp", "mcp"), ("/timeline/", "timeline"), ("/a2a/", "a2a"))
@@ -496,7 +496,7 @@ class Admission:
             return
         await answer_cancel(await self.buffered(scope, receive, body), send, run_id, caller.tenant)
 
-    async def run_status(self, scope: Scope, receive: Receive, send: Send, caller: Caller, payload: Any, body: bytes,
+    async def run_status_update(self, scope: Scope, receive: Receive, send: Send, caller: Caller, payload: Any, body: bytes,
                          thread_id: str, run_id: str) -> None:
         """Aegra's `PATCH` of a run: only `status` "interrupted" does anything; an unknown status was its 500."""
         from aegra_api.models.enums import RunStatus  # what its validate_run_status takes

@@ -35,7 +35,7 @@ from typing import Any
 
 from parallax.runtime import served_versions
 from parallax.runtime import settings as settings_mod
-from parallax.server import custom_events, db_pool, fencing, run_charges, run_done, stream_transformers
+from parallax.server import custom_events, db_pool, lease_fence, run_charges, run_done, stream_transformers
 
 log = logging.getLogger("parallax.aegra_patches")
 
@@ -121,7 +121,7 @@ PATCHES: tuple[Patch, ...] = (
         change="relies on",
         targets={"aegra_api.services.langgraph_service._copy_graph_config": "(config)"},
         why="a replica that lost a run's lease calls no model for it (the guard every model call awaits)",
-        apply=fencing.install,
+        apply=lease_fence.install,
         behaviour_test="tests/integration/test_faults.py, test_lease_fence.py",
     ),
 )

@@ -27,7 +27,7 @@ mounts the same in server/dev_app.py), and:
   Protocol conformance", and its feature table.
 - What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
   webhooks, by admission with server/run_requests.py (server/cron_requests.py for crons) and the background loops of
-  server/platform.py (this app's lifespan, which Aegra runs inside its own), with the triggers
+  server/background_loops.py (this app's lifespan, which Aegra runs inside its own), with the triggers
   of runtime/storage/platform_schema.py; the retention sweep and the store items' ttl sweep run in the same
   lifespan. Threads' and store items' `ttl`, and `POST /threads/prune`: server/thread_ttl.py, store_ttl.py,
   docs/retention.md.
@@ -58,7 +58,7 @@ from parallax.server import (
 from parallax.server.admission import Admission
 
 # the changes to Aegra's internals (server/aegra_patches.py) are made in the lifespan, never on import;
-# inside them, served mode (runtime/run_context.py, server/serving.py), then server/platform.py
+# inside them, served mode (runtime/run_context.py, server/serving.py), then server/background_loops.py
 app = FastAPI(lifespan=aegra_patches.with_patches(serving.lifespan))
 app.add_middleware(Admission)  # the one door (server/admission.py), inside Aegra's CORS and request ids
 # Agent Protocol routes Aegra lacks or answers differently, matched before Aegra's own (docs/deploy.md,

@@ -1,4 +1,4 @@
-"""Double-texting "interrupt" and "rollback" for the runs crons create (a loop of server/platform.py's lifespan).
+"""Double-texting "interrupt" and "rollback" for the runs crons create (a loop of server/background_loops.py's lifespan).
 
 An HTTP run request stops the runs in flight before Aegra stores the new run (server/run_requests.py).
 A cron's run is stored by Aegra's scheduler, which no Parallax code sees before the insert, and a

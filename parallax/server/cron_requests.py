@@ -13,7 +13,7 @@ payload: Aegra copies its `config` and `multitask_strategy` onto every run it cr
   update replaces the config), which every run of the cron carries. The trigger
   `parallax_cron_run` (runtime/storage/platform_schema.py) finds the cron by it as Aegra inserts
   the run: it arms the webhook and enforces "reject"; "enqueue" holds for every run anyway
-  (the claim trigger), and server/platform.py stops the runs in flight for "interrupt" and
+  (the claim trigger), and server/background_loops.py stops the runs in flight for "interrupt" and
   "rollback" crons.
 """
 

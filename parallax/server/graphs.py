@@ -3,7 +3,7 @@
 Aegra loads graphs from file paths (this file, once per graph id) and brings its own
 PostgreSQL checkpointer and store to every run; the graphs are those of langgraph.json,
 unchanged, with a metrics callback in their config (server/metrics.py) and the lease fence's per-execution record
-(server/fencing.py, whose guard server/aegra_patches.py installs at start: importing this module changes nothing).
+(server/lease_fence.py, whose guard server/aegra_patches.py installs at start: importing this module changes nothing).
 """
 
 from parallax.graphs.chat import graph as chat_graph

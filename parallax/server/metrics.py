@@ -31,7 +31,7 @@ series as many times larger; per-tenant figures are `parallax stats --tenant`):
                                                (store_items; threads' ttl: Aegra's
                                                aegra_thread_ttl_swept_threads_total{outcome})
     parallax_fenced_total{what}                model calls and writes refused because the run's
-                                               lease was lost (server/fencing.py)
+                                               lease was lost (server/lease_fence.py)
     parallax_fence_waits_total                 fence checks that waited for the database
     parallax_run_waits_total{ended}            runs.wait / runs.join waits of this replica, by how the
                                                run's end was seen: already, notified, polled, timeout
@@ -229,8 +229,8 @@ class RunMetrics(BaseCallbackHandler):
 def with_metrics(graph: Any, name: str) -> Any:
     """The compiled graph, counting its runs (a copy: the original graph is untouched) and adding up what each spends
     for the tenant's day (server/run_charges.py), with an empty fence record in its config that Aegra copies for
-    each execution (server/fencing.py)."""
-    from parallax.server.fencing import FENCE_KEY
+    each execution (server/lease_fence.py)."""
+    from parallax.server.lease_fence import FENCE_KEY
     from parallax.server.run_charges import SpendWatch
 
     return graph.with_config({"callbacks": [RunMetrics(name), SpendWatch()], "configurable": {FENCE_KEY: {}}})

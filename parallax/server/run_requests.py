@@ -9,7 +9,7 @@ Double-texting (thread runs; LangGraph's `multitask_strategy`, default PARALLAX_
 "enqueue" as on LangGraph Platform). Runs of one thread never run side by side, whatever the
 strategy: the trigger `parallax_claim_in_order` (runtime/storage/platform_schema.py) lets a worker
 start a run only once no other run of its thread runs and no older one waits, and
-server/platform.py's dispatcher hands a held run to a worker once its thread is free. That is
+server/background_loops.py's dispatcher hands a held run to a worker once its thread is free. That is
 "enqueue", which needs no lock. The other three act on the runs in flight (pending or running)
 first, under the per-thread lock (server/connections.py `thread_lock`, one connection of a bounded
 pool per double-text) held from the check until Aegra has stored the new run, so requests on

@@ -106,11 +106,11 @@ def test_importing_the_server_changes_nothing_the_lifespan_changes_each_target_o
         paths = {json.dumps([p for _, p, _ in TARGETS])}
         before = {{p: id(resolve(p)) for p in paths}}
         import parallax.server
-        from parallax.runtime import fencing
+        from parallax.runtime import lease_check
         for module in pkgutil.iter_modules(parallax.server.__path__):
             importlib.import_module("parallax.server." + module.name)
         after_import = {{p: id(resolve(p)) for p in paths}}
-        guard_after_import = fencing._guard
+        guard_after_import = lease_check._guard
         from parallax.server import aegra_patches
         from parallax.server.app import app
 
@@ -124,7 +124,7 @@ def test_importing_the_server_changes_nothing_the_lifespan_changes_each_target_o
         print(json.dumps({{"import": [p for p in paths if before[p] != after_import[p]],
                           "guard_after_import": guard_after_import is not None,
                           "lifespan": [p for p in paths if after_lifespan[p] != before[p]],
-                          "guard_after_lifespan": fencing._guard is not None,
+                          "guard_after_lifespan": lease_check._guard is not None,
                           "again": [p for p in paths if after_again[p] != after_lifespan[p]],
                           "again_line": again.line()}}))
     """)
@@ -167,13 +167,13 @@ def test_fencing_each_execution_gets_its_own_copy_of_the_config_and_workers_are_
     from aegra_api.services.langgraph_service import _copy_graph_config
     from aegra_api.services.worker_executor import WorkerExecutor
 
-    from parallax.server import fencing
+    from parallax.server import lease_fence
 
-    config = {"configurable": {fencing.FENCE_KEY: {}}}
+    config = {"configurable": {lease_fence.FENCE_KEY: {}}}
     copied = _copy_graph_config(config)
-    copied["configurable"][fencing.FENCE_KEY]["generation"] = 7
-    assert config["configurable"][fencing.FENCE_KEY] == {}
-    assert f"{WorkerExecutor()._instance_id}-worker-" == fencing.process_prefix()
+    copied["configurable"][lease_fence.FENCE_KEY]["generation"] = 7
+    assert config["configurable"][lease_fence.FENCE_KEY] == {}
+    assert f"{WorkerExecutor()._instance_id}-worker-" == lease_fence.process_prefix()
 
 
 def test_db_pool_the_pool_aegra_opens_waits_120_s_where_aegra_leaves_30(tmp_path):

@@ -4,7 +4,7 @@ tests/support/fault_lab.py), the scripted model counting every call (tests/suppo
 For each fault, mid-run (tests/support/fault_scenarios.py): no run is lost, none ends twice, no trace
 and no playbook version is written twice. Cutting a replica off from the database is the case fencing
 exists for: another replica takes its runs over, and the cut-off replica calls the model for none of
-them once it has lost their leases (server/fencing.py); a write it had already sent is refused by the
+them once it has lost their leases (server/lease_fence.py); a write it had already sent is refused by the
 database when it arrives after the takeover.
 
 Needs root, /usr/local/bin/{initdb,pg_ctl}, /usr/bin/redis-server and the server venv; `.ci/run` runs

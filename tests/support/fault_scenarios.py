@@ -14,7 +14,7 @@ database; then count, from the database and the scripted model's log:
   versions (two versions of one learn batch);
 - duplicate_model_calls: answered model calls beyond the first for the same request (the same
   messages at the same temperature: one vote of one run), i.e. work done twice;
-- takeovers: runs claimed more than once (their lease generation, server/fencing.py, above 1);
+- takeovers: runs claimed more than once (their lease generation, server/lease_fence.py, above 1);
 - recover_s: seconds from the end of the fault (heal, restart, kill) until the last run finished.
 
 The faults: `partition` (the replica running the first run loses its database link until another

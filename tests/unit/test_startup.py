@@ -34,8 +34,8 @@ def test_the_young_generation_is_collected_less_often_and_cycles_still_go():
 
 
 async def test_a_served_replica_freezes_what_it_loaded_once_its_graphs_are_loaded(monkeypatch):
-    """parallax serve's lifespan (server/platform.py) runs inside Aegra's, after the graphs are loaded."""
-    from parallax.server.platform import lifespan
+    """parallax serve's lifespan (server/background_loops.py) runs inside Aegra's, after the graphs are loaded."""
+    from parallax.server.background_loops import lifespan
 
     monkeypatch.delenv("DATABASE_URL", raising=False)
     before = gc.get_threshold()

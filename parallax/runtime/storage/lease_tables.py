@@ -1,7 +1,7 @@
 """The tables and triggers of the deployed API's lease fence, in the deployment's PostgreSQL database.
 
 Here, below both entry points, because `parallax serve` (the CLI) creates them with its migrations and
-the server's guard (parallax/server/fencing.py, which says how the fence works) reads them.
+the server's guard (parallax/server/lease_fence.py, which says how the fence works) reads them.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ CREATE TRIGGER parallax_fence_store BEFORE INSERT OR UPDATE ON store FOR EACH RO
 """
 """Run by `parallax serve` after Aegra's and the store's migrations (it needs the `runs` and `store` tables).
 The second trigger is the fence in the database: a store record stamped with a lease token
-(runtime/fencing.py `stamped`: traces, dead letters, playbook records) whose generation is not the
+(runtime/lease_check.py `stamped`: traces, dead letters, playbook records) whose generation is not the
 run's current one is not written, and the refusal is kept in `parallax_fenced_writes`; a record that a
 later execution of the same run writes again (a takeover after the first had written it) is kept in
 `parallax_handovers`, which is how a run that reached its end twice is told from a retried write."""

@@ -12,7 +12,7 @@ the pinned Aegra's migrations define (docs/deploy.md says what to re-check on an
    pending -> running Aegra's worker makes) while another run of its thread is running or an older
    one is still pending: the row is left as it was, Aegra's worker sees that it did not get the
    run and drops it, and the run stays pending until the thread is free
-   (server/platform.py's dispatcher hands it to a worker again). A per-thread advisory lock,
+   (server/background_loops.py's dispatcher hands it to a worker again). A per-thread advisory lock,
    taken in the claiming transaction, makes two replicas' claims of the same thread take turns.
 2. Webhooks, kept until delivered: `parallax_run_ended` turns the run's armed outbox row
    (`parallax_webhooks`, linked through the run metadata key `parallax_webhook`) into a due

@@ -34,7 +34,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
-from parallax.runtime import fencing
+from parallax.runtime import lease_check
 from parallax.runtime.lesson_screening import screen_items, screen_operations
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.labels import LabelStore
@@ -93,16 +93,16 @@ class PlaybookStore:
 
     async def _get(self, name: str, key: str) -> dict[str, Any] | None:
         item = await self._call("get", playbook_namespace(self.tenant, name), key)
-        return None if item is None else fencing.unstamped(dict(item.value))
+        return None if item is None else lease_check.unstamped(dict(item.value))
 
     async def _put(self, name: str, key: str, value: dict[str, Any]) -> None:
-        """Every record is stamped with the writing run's lease (runtime/fencing.py), for the database to fence."""
-        await self._call("put", playbook_namespace(self.tenant, name), key, fencing.stamped(value), index=False)
+        """Every record is stamped with the writing run's lease (runtime/lease_check.py), for the database to fence."""
+        await self._call("put", playbook_namespace(self.tenant, name), key, lease_check.stamped(value), index=False)
 
     async def _scan(self, name: str) -> dict[str, dict[str, Any]]:
         """Every record of a playbook (paged: see runtime/storage/store_calls.py)."""
         found = await scan(self.store, playbook_namespace(self.tenant, name), self.page_size)
-        return {key: fencing.unstamped(value) for key, value in found.items()}
+        return {key: lease_check.unstamped(value) for key, value in found.items()}
 
     @staticmethod
     def _check_name(name: str) -> None:
@@ -239,7 +239,7 @@ class PlaybookStore:
                         await self._put(name, "head", head.model_dump(mode="json"))
                     return ahead_keyed or await self.get(name, int(done["version"]))  # type: ignore[index]
             await self._refuse_void(name, key)
-            await fencing.check_lease("playbook commit")
+            await lease_check.check_lease("playbook commit")
             fields = build(head)
             if key is not None:
                 fields["gate"] = {**fields.get("gate", {}), "commit_key": key}
@@ -291,7 +291,7 @@ class PlaybookStore:
             candidate_id=cid, reason=reason)
         async with self.lock.hold(f"{self.tenant}/{name}"):
             await self._refuse_void(name, key)
-            await fencing.check_lease("playbook candidate")
+            await lease_check.check_lease("playbook candidate")
             await self._put(name, f"candidate-{cid}", candidate.model_dump(mode="json"))
         return cid
 

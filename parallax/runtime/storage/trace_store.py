@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
-from parallax.runtime import fencing
+from parallax.runtime import lease_check
 from parallax.runtime.redaction import redact_value
 from parallax.runtime.run_context import authenticated_user
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
@@ -44,13 +44,13 @@ class TraceStore:
         return await call_store(self.store, method, *args, **kwargs)
 
     async def _get(self, namespace: tuple[str, ...], key: str) -> dict[str, Any] | None:
-        """A record as its readers know it: without the lease stamp it was written with (runtime/fencing.py)."""
+        """A record as its readers know it: without the lease stamp it was written with (runtime/lease_check.py)."""
         item = await self._call("get", namespace, key)
-        return None if item is None else fencing.unstamped(dict(item.value))
+        return None if item is None else lease_check.unstamped(dict(item.value))
 
     async def _scan(self, namespace: tuple[str, ...]) -> dict[str, dict[str, Any]]:
         """Every record of `namespace`, key -> value, without lease stamps."""
-        return {key: fencing.unstamped(value) for key, value in (await scan(self.store, namespace)).items()}
+        return {key: lease_check.unstamped(value) for key, value in (await scan(self.store, namespace)).items()}
 
     # --- traces ----------------------------------------------------------------------
 
@@ -59,20 +59,20 @@ class TraceStore:
 
         A trace is a run's last write: a takeover that runs the run's last step again (its first execution
         wrote the trace, then lost the database before the checkpoint after it) finds the trace an earlier
-        execution of the same server run wrote (runtime/fencing.py `written_before`) and, when it records the
+        execution of the same server run wrote (runtime/lease_check.py `written_before`) and, when it records the
         same outcome (answer, status, confidence), leaves it: the run ends once. A different outcome (the
         takeover redid earlier steps and they came out otherwise) is written over it, and the database's
-        trigger keeps that handover (server/fencing.py)."""
-        await fencing.check_lease("trace write")  # a run taken over by another replica writes no trace here
+        trigger keeps that handover (server/lease_fence.py)."""
+        await lease_check.check_lease("trace write")  # a run taken over by another replica writes no trace here
         # the id is the record's key, never redacted (a hex id can look like a card number to the redactor)
         record = {**redact_value(trace), "trace_id": trace["trace_id"]}
         if (user := authenticated_user()[0]) is not None:  # the user below the tenant whose run it is
             record["user"] = user
         namespace = traces_namespace(self.tenant)
-        if fencing.token() is not None and (item := await self._call("get", namespace, trace["trace_id"])) is not None \
-                and fencing.written_before(item.value) and all(item.value.get(k) == record.get(k) for k in SAME_END):
+        if lease_check.token() is not None and (item := await self._call("get", namespace, trace["trace_id"])) is not None \
+                and lease_check.written_before(item.value) and all(item.value.get(k) == record.get(k) for k in SAME_END):
             return False
-        await self._call("put", namespace, trace["trace_id"], fencing.stamped(record), index=False)
+        await self._call("put", namespace, trace["trace_id"], lease_check.stamped(record), index=False)
         return True
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:
@@ -122,8 +122,8 @@ class TraceStore:
     # --- dead letters ------------------------------------------------------------------
 
     async def put_dead_letter(self, letter: dict[str, Any]) -> None:
-        await fencing.check_lease("dead letter write")
-        await self._call("put", dead_letters_namespace(self.tenant), letter["id"], fencing.stamped(letter), index=False)
+        await lease_check.check_lease("dead letter write")
+        await self._call("put", dead_letters_namespace(self.tenant), letter["id"], lease_check.stamped(letter), index=False)
 
     async def get_dead_letter(self, branch_id: str) -> dict[str, Any]:
         letter = await self._get(dead_letters_namespace(self.tenant), branch_id)

@@ -8,7 +8,7 @@ its reply is used) and every write of a run's lasting records (a trace, a playbo
 awaits `check_lease`.
 
 The runtime only holds the hook: the server installs the guard that knows about leases
-(parallax/server/fencing.py: a lease generation in PostgreSQL that each new claim bumps), and the
+(parallax/server/lease_fence.py: a lease generation in PostgreSQL that each new claim bumps), and the
 token that stamps each trace and playbook record (`stamped`), which a trigger in PostgreSQL checks
 against the run's current generation: a write already on its way when the lease was lost cannot
 land after the takeover.
@@ -53,7 +53,7 @@ def token() -> dict[str, Any] | None:
 
 def stamped(record: dict[str, Any]) -> dict[str, Any]:
     """`record` with the writing run's lease token (`_lease`), when there is one: the database refuses a
-    stamped write whose token is older than the run's current lease (server/fencing.py), so a write
+    stamped write whose token is older than the run's current lease (server/lease_fence.py), so a write
     that left before a partition and lands after another replica took the run over is dropped."""
     held = token()
     return {**record, LEASE_FIELD: held} if held else record

@@ -14,7 +14,7 @@ What Parallax adds, without touching Aegra's files:
 - a generation per run, `parallax_run_leases(run_id, generation, claimed_by, claimed_at)`, bumped
   by a trigger on `runs` each time a worker claims it (`claimed_by` set to a new value), so a
   claim by another replica, or again by this one after a reset, is a new token;
-- a guard (`check`, installed into runtime/fencing.py) awaited before every model call, before
+- a guard (`check`, installed into runtime/lease_check.py) awaited before every model call, before
   the reply of a call is used, and before a trace or a playbook version is written. The first
   check of an execution records its token (the generation and the claiming worker of this
   process); each later check confirms in PostgreSQL that the run is still `running` under that
@@ -54,7 +54,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from parallax.runtime import fencing
+from parallax.runtime import lease_check
 
 FENCE_KEY = "parallax_fence"
 """The config key of an execution's fence record (a dict Aegra copies for every execution)."""
@@ -63,7 +63,7 @@ MARGIN_S = 1.5
 QUERY_TIMEOUT_S = 2.0
 POLL_S = 0.5
 
-log = logging.getLogger("parallax.fencing")
+log = logging.getLogger("parallax.lease_fence")
 FENCED = Counter("parallax_fenced_total", "Model calls and writes refused because the run's lease was lost.", ["what"])
 WAITS = Counter("parallax_fence_waits_total", "Fence checks that waited because the database could not confirm the lease.")
 
@@ -171,6 +171,6 @@ def token() -> dict[str, Any] | None:
 
 
 def install() -> None:
-    """Make `check` the guard of runtime/fencing.py and `token` its stamp (at start, by server/aegra_patches.py: it
+    """Make `check` the guard of runtime/lease_check.py and `token` its stamp (at start, by server/aegra_patches.py: it
     relies on Aegra's worker names and on Aegra copying a graph's config for every execution)."""
-    fencing.install(check, token)
+    lease_check.install(check, token)

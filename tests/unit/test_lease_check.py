@@ -1,4 +1,4 @@
-"""Fencing, offline: the hook every model call and record write awaits (runtime/fencing.py), ids that stay the
+"""Fencing, offline: the hook every model call and record write awaits (runtime/lease_check.py), ids that stay the
 same when a run is taken over, and playbook commits that a second execution cannot make twice.
 
 The fence itself (leases in PostgreSQL, a replica cut off from the database) is tested on real
@@ -14,7 +14,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.store.memory import InMemoryStore
 from pydantic import BaseModel
 
-from parallax.runtime import fencing
+from parallax.runtime import lease_check
 from parallax.runtime.storage.playbook_store import PlaybookStore, version_key
 from parallax.runtime.storage.trace_store import TraceStore
 from parallax.runtime.structured_call import ask
@@ -35,11 +35,11 @@ def guard():
     async def check(what: str) -> None:
         seen.append(what)
         if state["lost"]:
-            raise fencing.LeaseLost("lost")
+            raise lease_check.LeaseLost("lost")
 
-    fencing.install(check, lambda: state["token"])
+    lease_check.install(check, lambda: state["token"])
     yield seen, state
-    fencing.install(None)
+    lease_check.install(None)
 
 
 async def ask_once(**kw):
@@ -63,12 +63,12 @@ async def test_records_carry_the_lease_token_and_readers_never_see_it(guard):
     traces = TraceStore(store, "acme")
     await traces.put_trace({"trace_id": "t1", "tenant": "acme", "answer": "42"})
     raw = store.get(("traces", "acme"), "t1").value
-    assert raw[fencing.LEASE_FIELD] == {"run": "run-1", "generation": 1}  # what the database trigger checks
-    assert fencing.LEASE_FIELD not in await traces.get_trace("t1")
-    assert all(fencing.LEASE_FIELD not in t for t in await traces.traces())
+    assert raw[lease_check.LEASE_FIELD] == {"run": "run-1", "generation": 1}  # what the database trigger checks
+    assert lease_check.LEASE_FIELD not in await traces.get_trace("t1")
+    assert all(lease_check.LEASE_FIELD not in t for t in await traces.traces())
     playbooks = PlaybookStore(store, tenant="acme")
     v1 = await playbooks.commit("fin", 0, [Operation(op="add", text="Round to 2 decimals.", section="format")], "learn-x")
-    assert store.get(("playbooks", "acme", "fin"), version_key(1)).value[fencing.LEASE_FIELD]["generation"] == 1
+    assert store.get(("playbooks", "acme", "fin"), version_key(1)).value[lease_check.LEASE_FIELD]["generation"] == 1
     assert (await playbooks.get("fin", 1)).items == v1.items and (await playbooks.history("fin"))[0].version == 1
 
 
@@ -171,19 +171,19 @@ async def test_a_takeover_that_runs_the_last_step_again_leaves_the_first_end(gua
     config = {"configurable": {"thread_id": "th1", "run_id": "run-1"}}
     first = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 3}, config, context=ctx)
     written = store.get(("traces", "default"), first["trace_id"])
-    assert written.value[fencing.LEASE_FIELD] == {"run": "run-1", "generation": 1}
+    assert written.value[lease_check.LEASE_FIELD] == {"run": "run-1", "generation": 1}
     before_end = next(s for s in [s async for s in graph.aget_state_history(config)] if s.next == ("record_trace",))
 
     state["token"] = {"run": "run-1", "generation": 2}  # taken over: the same run under a new lease
     again = await graph.ainvoke(None, before_end.config, context=ctx)
     assert again["answer"] == first["answer"] == "42" and len(calls) == 3  # no model call made again
     kept = store.get(("traces", "default"), first["trace_id"])
-    assert kept.value[fencing.LEASE_FIELD]["generation"] == 1 and kept.updated_at == written.updated_at  # not rewritten
+    assert kept.value[lease_check.LEASE_FIELD]["generation"] == 1 and kept.updated_at == written.updated_at  # not rewritten
 
     # a different end (a takeover that redid earlier steps and got another answer) is written, stamped anew
     traces = TraceStore(store, "default")
-    assert await traces.put_trace({**fencing.unstamped(kept.value), "answer": "41"}) is True
-    assert store.get(("traces", "default"), first["trace_id"]).value[fencing.LEASE_FIELD]["generation"] == 2
+    assert await traces.put_trace({**lease_check.unstamped(kept.value), "answer": "41"}) is True
+    assert store.get(("traces", "default"), first["trace_id"]).value[lease_check.LEASE_FIELD]["generation"] == 2
     # and another run's record under the same key is never mistaken for this run's first end
     state["token"] = {"run": "run-2", "generation": 1}
-    assert await traces.put_trace({**fencing.unstamped(kept.value), "answer": "41"}) is True
+    assert await traces.put_trace({**lease_check.unstamped(kept.value), "answer": "41"}) is True
