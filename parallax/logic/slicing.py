@@ -1,8 +1,6 @@
-"""Split a long input into independent slices by its own structure.
+"""A long input split into independent slices by its own structure.
 
-Headings first (Markdown `#` lines or `Topic:` lines), then blank-line paragraphs, then
-lines; adjacent small pieces are packed together up to the budget and an oversized piece
-is cut at line or sentence boundaries, so every slice fits one branch's context.
+Headings first, then paragraphs, then lines; small pieces packed up to the budget, big ones cut.
 """
 
 from __future__ import annotations
