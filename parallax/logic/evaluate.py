@@ -1,6 +1,7 @@
 """A playbook evaluated: the solve graph (handed in by the caller) on tasks, each run scored.
 
-Runs go without a checkpointer: an evaluation is repeatable.
+Runs go without a checkpointer (an evaluation is repeatable); the items each run sees are chosen for
+all tasks at once.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A person's verdict on a run, as `parallax feedback` and the `feedback` graph store it.
 
 A score (0 to 1, `up`, `down`) is stored with the trace and corrects the run's gray-release trial;
-`correct_answer` makes a person's answer the trace's target. See docs/data-loop.md.
+`correct_answer` makes a person's answer the trace's target, with a feedback entry scoring whether
+the run matched it. See docs/data-loop.md.
 """
 
 from __future__ import annotations

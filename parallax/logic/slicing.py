@@ -1,6 +1,7 @@
 """A long input split into independent slices by its own structure.
 
-Headings first, then paragraphs, then lines; small pieces packed up to the budget, big ones cut.
+Headings first (Markdown `#` or `Topic:` lines), then blank-line paragraphs, then lines; small pieces
+are packed up to the budget and a big one is cut at line or sentence boundaries.
 """
 
 from __future__ import annotations
