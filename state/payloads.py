@@ -1,7 +1,6 @@
 """Pydantic models for what crosses a trust boundary: model replies and branch records.
 
-Model output is untrusted text; every branch reply is parsed into one of these models
-before a merge may use it, so a malformed reply becomes a failed branch, not a bad answer.
+Every reply is parsed into one before a merge may use it, so a malformed reply is a failed branch.
 """
 
 from __future__ import annotations
