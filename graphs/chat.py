@@ -1,14 +1,9 @@
-"""The `chat` graph: a conversation for Studio's chat mode and chat pages (web/chat), over the solve graph.
+"""The `chat` graph: a conversation for Studio's chat mode and chat pages, over the solve graph.
 
     START -> condense_turn -> answer_turn -> review_answer? -> END
 
-A follow-up is first rewritten, with the earlier exchanges, into a task that stands alone (one
-model call, only when there are earlier exchanges: nodes/condense_turn.py says why). Each human
-message is one solve run (routing, branches, merge, trace: the solve graph is
-handed to the node, compiled without a checkpointer of its own so its run is checkpointed
-under the turn). A `needs_review` answer interrupts in the human-in-the-loop shape Agent Chat
-UI renders (accept / edit / reject); the other answers end the turn. State extends LangGraph's
-messages state (state/chat.py). Nodes and edges are `async` (graphs/solve.py says why).
+The solve graph is handed to the turn's node without a checkpointer of its own, so its run is
+checkpointed under the turn (docs/internals/runs.md#chat-turns-and-reviews). Nodes are `async`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The data-loop graphs for the graph API: `stats`, `feedback` and `release`, one node each.
 
-    stats:    START -> report_stats -> END    run metrics from the server's traces
-    feedback: START -> store_feedback -> END  a person's score on a run
-    release:  START -> move_labels -> END     start, decide or look at a gray release
-
-Compiled without a store: `langgraph dev` and LangGraph Server bring theirs (the solve
-graph writes its traces there).
+Compiled without a store: `langgraph dev` and LangGraph Server bring theirs.
 """
 
 from __future__ import annotations

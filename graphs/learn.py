@@ -2,13 +2,7 @@
 
     start -> next_batch -> [learn_from_task x B] -> consolidate -> gate -> commit -> next_batch ...
 
-Each task of a batch is solved, scored, reflected on and curated in its own branch;
-the batch's operations are merged deterministically; the gate accepts the candidate
-only if validation accuracy does not fall (and a human agrees, with `approve`).
-
-The solve graph runs inside three nodes (the head's and the candidate's evaluations, and
-each training task); it is handed to them here, compiled without a checkpointer because
-an evaluation is repeatable.
+The solve graph is handed to three nodes, compiled without a checkpointer (evaluations repeat).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The `loop` graph: one round of the closed loop, stored runs -> candidate -> offline gate -> canary.
+"""The `loop` graph: one round of the closed loop, stored runs -> candidate -> gate -> canary.
 
     START -> open_round -> learn_round -> close_round -> END
-                      \\______________________/  (a canary still runs, or another round does)
 
-A cron on the served API runs it every period (`parallax loop install`); `parallax loop once`
-runs it from the command line. The learn graph runs inside `learn_round`, compiled without a
-checkpointer here (a round that dies is redone by the next one: its claims expire).
+The learn graph runs inside `learn_round`, without a checkpointer: a round that dies is redone.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The `plan` graph: plan a DAG of tasks, run each as soon as its inputs exist, verify, join.
 
-    start_plan -> make_plan -> [run_task x N] -> verify -> join -> integrate -> record_trace -> END
-                      |                                     |
-                      +-> answer_directly (no plan)         +-> make_plan (replan)
-
-Every task of a plan is one `Send` in one superstep and starts when its dependencies
-finish (logic/dag_schedule.py); `solve`, `section` and `vote` tasks run the solve graph
-as a subgraph. `graph` is compiled without a checkpointer or store; the CLI compiles
-`builder` with SQLite ones. Nodes and edges are `async` (graphs/solve.py says why).
+The drawing is in docs/plan.md. `graph` has no checkpointer or store; the CLI compiles `builder`
+with SQLite ones. Nodes and edges are `async` (graphs/solve.py says why).
 """
 
 from __future__ import annotations

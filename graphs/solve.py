@@ -1,13 +1,7 @@
 """The `solve` graph: route, fan out to branches beside a safety check, merge, arbitrate.
 
-    route -> [safety + work x G] -> merge -> judge? -> red_team? -> record_trace -> release_check -> END
-                                       ^-- work x G (an adaptive vote's next wave) <-'
-    route -> [safety + candidate x K] -> merge -> pick -> red_team? -> record_trace ...      (speculate)
-
-`graph` is compiled without a checkpointer or store: `langgraph dev` and LangGraph
-Server bring their own; the CLI compiles `builder` with SQLite ones. Every node and edge
-function is `async`, even one that awaits nothing: LangGraph runs a sync one in a worker
-thread, a hop per call that a plan pays on every task.
+The drawing is in docs/how-it-works.md. `graph` has no checkpointer or store (the CLI compiles
+`builder` with SQLite ones); every node is `async`, since LangGraph runs a sync one in a thread.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Answer without a plan: the request goes through the solve graph as one task.
+"""Plan mode's shortcut: the request runs through the solve graph as one task.
 
-Two ways here: `auto` saw a single ask (so the solve graph's own `auto` route runs), or
-the planner could not make a valid plan after its re-asks — then the request is answered
-`direct`, and the reason says why, with the checker's message.
+Taken when `auto` saw a single ask, or when the planner could not make a valid plan (the reason
+then quotes the checker).
 """
 
 from __future__ import annotations

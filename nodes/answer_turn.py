@@ -1,12 +1,6 @@
-"""Answer a chat turn: the turn's task runs through the solve graph; the reply is an AI message.
+"""A chat turn: the turn's task runs through the solve graph, and the reply is an AI message.
 
-The chat graph's node for Studio's chat mode and chat pages (web/chat). The task is the one `condense_turn`
-made of the last human message (itself on a first turn; a follow-up rewritten to stand alone, with the
-rewrite's record passed on as `follow_up`, after one): a turn is one run, routed like any other. The
-solve graph (handed in by graphs/chat.py) routes, fans out, merges and keeps the trace, so a chat turn
-is the same run as `parallax run`. The reply (logic/chat_reply.py) is the answer with the run's status, confidence and trace id in
-its `response_metadata["parallax"]`. The branches' own model calls are tagged `nostream`, so a UI that
-streams messages shows the reply, not the branches' JSON.
+A turn is the same run as `parallax run`. See docs/internals/runs.md#chat-turns-and-reviews.
 """
 
 from __future__ import annotations

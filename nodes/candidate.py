@@ -1,14 +1,6 @@
 """One speculative candidate: made with its own approach, then checked in its own folder.
 
-A `Send` target, one per candidate, all in one superstep; their model calls share the fan-out's
-limit (runtime/fan_out_limit.py). With a check, the candidate's answer (and any further files it
-names) is written into its own folder (a git worktree of `repo`, or an empty folder;
-runtime/check_folders.py) and the check command runs there: the first candidate that passes wins
-and cancels the others wherever they are (logic/candidate_watch.py); with early stopping off
-(`--no-early-stop`, as for votes) every candidate is made and checked, and the first to pass
-still wins. A candidate that names a file outside its folder is refused and never checked. The
-reply is kept in the store as soon as it comes back (runtime/storage/candidate_results.py), so a
-run killed mid-check checks it again on resume without asking the model again. The folder is removed whatever happens.
+See docs/how-it-works.md#speculate-several-approaches-at-once.
 """
 
 from __future__ import annotations

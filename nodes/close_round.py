@@ -1,7 +1,6 @@
-"""The loop's last node: release a candidate the gate passed on canary, record the round, free the slot.
+"""The loop's last node: release a passed candidate on canary, record the round, free the slot.
 
-See logic/loop.py (`release_candidate`, `gate_of`). The round record is what `parallax loop
-status` lists; it is written here, once, with every step's outcome.
+The round record, written once here, is what `parallax loop status` lists.
 """
 
 from __future__ import annotations

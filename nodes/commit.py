@@ -1,14 +1,7 @@
 """Commit an accepted candidate as the next playbook version, or keep it as rejected.
 
-Each batch's entry also says which of its training tasks failed and why (`failed_tasks`,
-`failures` by cause; logic/failures.py), and how the gate's validation runs failed
-(`val_failures`), so a learn run that met a broken endpoint says so instead of learning quietly.
-With `from_traces`, the stored runs the batch reflected on are marked consumed here, after the
-version (or the rejected candidate) is written, and the ones whose reflection failed are released
-for a later round or given up as unlearnable (logic/trace_learning.py). Their claims name the
-commit key before the write, so a round killed between the write and the marking never has
-them learned again; a round that lost some of its runs to another round meanwhile (its claims
-expired) commits nothing from the batch, so no run teaches the playbook twice.
+Each batch's entry says which training tasks failed and why; with `from_traces` the batch's runs are
+marked consumed or released here (docs/internals/learning.md#learning-from-stored-runs).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Turn a chat's last human message into the task its run works on: itself, or a self-contained rewrite.
+"""A chat's last human message made into its run's task: itself, or a self-contained rewrite.
 
-Why a stated step and not the history sent with the task: votes compare answers to one task, and a
-rewritten task that names what the follow-up refers to ("What is half of 144?", not "And half of
-that?") keeps votes, routing, playbook selection and the trace about that one task, with prompts as
-short as a first turn's. One model call (`condense`, temperature 0, the reviewer model), made only when
-there are earlier exchanges; they are bounded (logic/conversation.py). The call's record goes into the
-turn's solve run (`follow_up`), whose trace lists it among the branches (`parallax stats` counts it with
-the run's model calls) and keeps what was asked. If the call fails, the task is the follow-up with the
-bounded exchanges written before it (logic/conversation.py `transcript_task`): still answerable alone,
-only longer.
-The call is tagged `nostream`, so a UI streaming messages does not show its JSON.
+See docs/internals/runs.md#chat-turns-and-reviews.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Merge a batch's operations into one candidate playbook, and guard the yield.
+"""A batch's operations merged into one candidate playbook, with a guard on the lessons it yields.
 
-The merge is deterministic and order-independent (logic/merge_operations.py); no model
-call ever sees more than one reflection. The guard counts the lessons a batch yields
-(items added or reinforced) against the reflections that carried lessons: when the yield
-falls below `guard_floor`, it says so loudly and redoes the merge in smaller pieces,
-keeping whichever result holds more lessons.
+See docs/internals/learning.md#merging-a-batchs-operations.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Send every task of the plan at once; the tasks wait for their own dependencies (logic/dag_schedule.py).
-
-One `Send("run_task")` per task, all in one superstep: LangGraph saves each task's result
-as soon as it finishes, and the tasks start one another by finishing, not by levels.
-Without a plan the run answers directly; after a stopped replan it goes straight to the joiner.
-"""
+"""Plan mode: send every task at once; each waits for its own dependencies (logic/dag_schedule.py)."""
 
 from __future__ import annotations
 

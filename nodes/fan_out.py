@@ -1,9 +1,7 @@
-"""Turn the route into `Send`s: business branches (or speculative candidates) plus the safety check, in one superstep.
+"""The route turned into `Send`s: business branches or candidates, plus the safety check.
 
-The branches and their grouping come from logic/branch_plans.py. All tasks start at once;
-their model calls share one limit (runtime/fan_out_limit.py), found by the fan-out's name. An adaptive vote starts with its
-first wave; `next_wave` sends each further wave the merge asks for (logic/stopping.py), with
-the final values of the votes so far, so a vote in flight can be cancelled once they settle.
+All start in one superstep and share one call limit (runtime/fan_out_limit.py); `next_wave` sends
+each further wave of an adaptive vote.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Accept a candidate playbook only if it does not make things worse, and only on a real signal.
+"""Accept a candidate playbook only if it does not make things worse, on a real signal.
 
-Candidate and current playbook are evaluated on the same validation sample. A fall of more
-than `margin` rejects the candidate; a gain larger than the sample's noise accepts it; a tie
-that carries no signal (both accuracies 0, or a difference inside the noise; see
-logic/gate_decision.py) is rejected unless a person approves it, and the reason says so.
-With `approve`, a passing candidate (or a tie) waits for a human yes/no (a LangGraph
-`interrupt` that shows the diff). Without validation tasks the gate has nothing to
-measure and lets the candidate through, saying so in its metrics. The rule is
-logic/gate_decision.py's, the same one a prompt edit's gate (logic/prompt_gate.py) uses. With
-`ties_to_canary` (the loop, logic/loop.py) a tie passes as "not worse offline": a canary judges it
-on live runs next.
+The rule is logic/gate_decision.py's (docs/internals/learning.md#the-gates-rule); with `approve` a
+passing candidate waits for a person's yes (an `interrupt` that shows the diff).
 """
 
 from __future__ import annotations

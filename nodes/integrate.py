@@ -1,14 +1,6 @@
-"""Merge the edit tasks' branches into one integration branch, in plan order, checked first.
+"""Plan mode: the edit tasks' branches merged into one integration branch, each checked first.
 
-Each branch is checked with `git merge-tree --write-tree` against the integration branch
-(which starts at the base commit every edit task started from); a clean one is merged (a
-commit made with `commit-tree`, no checkout touched). A conflicting one is retried once:
-the task runs again in a fresh worktree on the new base (the integration branch as it now
-is), told which files conflicted; its new branch is merged if it is clean and keeps every
-line the other tasks merged into the files it rewrote. Otherwise the conflict is reported
-with its files, git's messages and the task's diff, and the run ends `needs_review`.
-The repository's working tree is never written; branches are kept. A served run never gets
-here with a repository of the server's (runtime/run_context.py `refuse_when_served`).
+See docs/plan.md (integrate).
 """
 
 from __future__ import annotations

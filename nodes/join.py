@@ -1,11 +1,6 @@
-"""The joiner: replan, or finish — resolve board conflicts, synthesise, apply the rules, set the status.
+"""Plan mode's joiner: replan, or finish (board conflicts, synthesis, rules, status).
 
-It replans when a required task did not finish and a replan is left (`max_replans`,
-default 1; the planner stops at once on a replan equal to the plan before). Otherwise it
-works with what finished: board keys in conflict get one judge call each (a choice that is
-not one of the candidates leaves the conflict for review), the output tasks' results are
-synthesised (logic/synthesis.py; a `reduce` folds them pairwise with one combine call per
-pair), and logic/plan_outcome.py decides `ok` / `needs_review` / `failed` with reasons.
+See docs/plan.md (join) and docs/internals/plans.md#finishing.
 """
 
 from __future__ import annotations

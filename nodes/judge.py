@@ -1,16 +1,6 @@
 """One arbitration call when the votes do not reach the threshold.
 
-The judge must pick one of the candidates; anything else (a new answer, a failed call)
-does not settle the run, which then ends as `needs_review`. It may break a tie between the
-leading answers, nothing more: a pick that fewer votes gave than the leader (a minority) is
-`needs_review` with the leader as the answer, and a tie it breaks is `ok` only if the pick's
-support among the valid votes reaches the ok threshold (logic/run_status.py). The judge arbitrates between
-answers, it does not vote: it is not called when fewer valid votes came back than the
-quorum, nor when there is only one candidate (seen on the embedded model: 5 of 6 votes
-failed, the judge "chose" the only answer, and the run ended `ok` at confidence 0.17).
-Its reply schema lists the candidates as the only values `choice` may take (state/payloads.py
-`judge_reply`); an endpoint that ignores the schema may still reply something else, and the reason
-then quotes it, so the judge's row in the table and the run's reason say the same.
+The judge breaks ties between the leading answers; it does not vote (docs/how-it-works.md).
 """
 
 from __future__ import annotations

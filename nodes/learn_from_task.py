@@ -1,19 +1,7 @@
-"""One training task, end to end: solve with the current playbook, score, reflect, check lessons, curate.
+"""One training task: solve with the current playbook, score, reflect, check lessons, curate.
 
-A `Send` target of the learn graph carries a group of a batch's tasks (at most
-`MAX_TASKS` groups per batch, as in the solve fan-out: each LangGraph task costs
-scheduling and checkpoint writes). Keeping the steps together means a batch is
-one superstep, while each step still makes its own model call on this one run only.
-
-Each group chooses its tasks' playbook items itself (logic/playbook_selection.py): the
-encoder then works on one group while the others wait for the model, instead of every
-task of the batch waiting for all of the batch's encoding.
-
-A task that carries a stored run (`learn --from-traces`, logic/trace_signal.py) is not solved
-again: the run is reflected on as it happened, with its signal (target, feedback or status).
-
-A lesson reaches the curator only if it passes the injection screen and is an instruction
-grounded in its task or run (logic/lesson_quality.py); the rest are kept with the reason.
+A `Send` target carrying a group of a batch's tasks, so a batch is one superstep. A stored run
+(`learn --from-traces`) is reflected on as it happened, not solved again.
 """
 
 from __future__ import annotations

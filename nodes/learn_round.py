@@ -1,8 +1,6 @@
-"""The loop's learning step: the learn graph on the tenant's stored runs of the playbook.
+"""The loop's learning step: the learn graph (handed in by graphs/loop.py) on stored runs.
 
-The learn graph is handed in by the wiring (graphs/loop.py), as the solve graph is handed to
-the learn graph's nodes, so the per-run reflection, curation, merge, guard and lesson checks
-are the very ones `parallax learn` runs. One batch per round: one candidate, one canary.
+One batch per round: one candidate, one canary.
 """
 
 from __future__ import annotations

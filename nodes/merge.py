@@ -1,13 +1,7 @@
-"""Merge branch outputs into one validated answer, with explicit degrade paths.
+"""Branch outputs merged into one validated answer, with explicit degrade paths.
 
-Every record is validated against its pydantic schema before use. All business
-branches failed -> `failed` with their errors; some failed -> merge the rest and name
-the failed ones; votes without a clear winner -> the judge decides (see `judge.py`),
-unless fewer valid votes came back than the quorum (then `needs_review`: there is nothing
-to arbitrate); a section finding whose quote is not in its slice is dropped and counted,
-and a run whose findings all fail that check is `needs_review`, never `ok`; a safety flag
--> `needs_review` with its reasons, whatever the answer. What was checked is reported in
-`verification` (rules: the vote quorum; facts: the quotes).
+Every record is validated before use; what was checked is reported in `verification`
+(docs/how-it-works.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The `release` graph's node: start a canary, decide one, or look at it, in the server's store.
+"""The `release` graph's node: start, decide or look at a canary in the server's store.
 
-The same steps as `parallax playbook|prompts release|canary` (logic/releases.py); every
-label move records `by` and `reason`.
+The same steps as `parallax playbook|prompts release|canary` (logic/releases.py).
 """
 
 from __future__ import annotations

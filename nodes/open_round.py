@@ -1,7 +1,6 @@
-"""The loop's first node: check the input, take the round slot, look again at a running canary, prepare the head.
+"""The loop's first node: check the input, take the round slot, prepare the head.
 
-What it does and why is in logic/loop.py (`prepare`). A round that finds a canary still
-running, or another round of the playbook in progress, learns nothing and says why.
+See logic/loop.py `prepare`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The verifier of a speculative run: pick one candidate, and say why each other one lost.
+"""Speculate mode's verifier: pick one candidate and say why each other lost.
 
-With a check, the candidates checked themselves (nodes/candidate.py): the first that passed wins;
-with none passing, the one with the most passing tests, `needs_review` (logic/speculation.py
-`pick_checked`). Without a check, a judge compares them in a knockout tournament: every match is
-asked twice with the answers' positions swapped, all matches of a round at once; a pick that rests
-on a match whose two orders disagree is `needs_review`. Each candidate's record is rewritten with
-its result and why it lost, so the trace keeps every candidate and `parallax trace` shows it.
+See docs/how-it-works.md#speculate-several-approaches-at-once.
 """
 
 from __future__ import annotations

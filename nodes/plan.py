@@ -1,12 +1,7 @@
-"""The planner: ask for a plan (or a replan) that passes the plan check, or take the caller's.
+"""The planner: a plan (or replan) that passes the plan check, or the caller's.
 
-The check (logic/plan_check.py) runs inside the planner's call, as part of parsing: a plan
-with a cycle, an unknown dependency or an undeclared placeholder is re-asked with the
-checker's message, at most `max_reasks` times, inside the same planning branch; then the
-branch fails with that message and the run answers directly instead (first plan) or
-finishes with what it has (replan). A replan identical to the plan before stops at once.
-`auto` only plans a request with several deliverables or steps (logic/routing.py). The input
-was checked, and the run's state started afresh, by nodes/start_plan.py.
+A failing plan is re-asked with the checker's message inside the same branch
+(docs/internals/plans.md#the-plan-check).
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """Store the run's trace and dead-letter its escalated branches.
 
-The trace is what `parallax trace TRACE_ID` shows: the outcome and every branch's
-lifecycle, redacted; and what `parallax stats` and `parallax export` read: the run's
-duration, its tokens (summed over its branches, with the prompt tokens the endpoint read from its
-prefix cache), its thread, the playbook and prompt versions it was served (and by which arm
-of a gray release), whether it matched its target when it had one, and the prompts its
-business branches were sent (logic/run_record.py). A plan run's trace also holds its plan,
-its tasks (each task's branches listed with the task's id) and its verification layers,
-which is what `parallax plan show` draws. A task longer than its preview is kept whole up to
-PARALLAX_TRACE_PROMPT_CHARS, for `parallax learn --from-traces` (logic/trace_signal.py).
-Business branches that ESCALATED go to the dead-letter list with their input and last error,
-for `parallax dlq retry`. Without a store
-(a bare compiled graph) there is nowhere to keep either, and the node does nothing. A solve
-run that is part of a plan run (`parent_trace`) stores no trace: the plan's trace lists its
-branches under its task, and one user request is one run in `parallax stats`.
+See docs/internals/runs.md#the-trace.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Count the run in the gray releases that served it, and let the rule decide (the solve graph's last node).
+"""The solve graph's last node: count the run in the gray releases that served it.
 
-A run served by a release (a canary of its playbook or of a prompt it used) is one trial
-in its arm; after each trial the rule of logic/release_decision.py may promote or roll
-back the canary, under the labels' lock, so two runs finishing at once never both decide.
-Running here, in the graph, is what makes gray release work the same from the CLI and
-under the graph API. Runs that no release served (pinned evaluations, no canary) cost
-nothing here.
+The rule may promote or roll back a canary here, under the labels' lock
+(docs/internals/learning.md#gray-release).
 """
 
 from __future__ import annotations

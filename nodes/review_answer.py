@@ -1,17 +1,6 @@
-"""Put a `needs_review` answer to a person and apply their decision (accept, edit, reject).
+"""A `needs_review` answer put to a person, and their decision (accept, edit, reject) applied.
 
-Why an interrupt: the run could not settle its answer, and the person at the chat is the best
-judge there is. The interrupt's value is the human-in-the-loop request chat pages render
-(logic/review_request.py); the run waits in its checkpoint, on any replica, until it is
-resumed. Then:
-
-- accept: the answer stays; feedback 1 ("accepted in review") goes on the run's trace;
-- edit: the person's answer replaces the reply (same message id) and becomes the run's target
-  and feedback (logic/feedback.py `correct_answer`), so stats, exports and the learning loop
-  know the right answer;
-- reject: a reply says the answer was rejected (and why, when the person said); feedback 0.
-
-Nothing is written before the interrupt, so the node's re-run on resume writes once.
+See docs/internals/runs.md#chat-turns-and-reviews.
 """
 
 from __future__ import annotations

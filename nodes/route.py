@@ -1,13 +1,7 @@
-"""The `route` node: validate the input, pick the route, cut slices, serve the playbook and prompts.
+"""Validate the input, pick the route, cut slices, serve the playbook and prompts.
 
-The rules live in logic/routing.py (which route) and logic/slicing.py (which slices);
-this node applies them and reads from the run's store the tenant's playbook and the
-prompt versions this run is served: the `production` labels, or a canary for the share
-of threads a gray release picks by a stable hash of the thread id (logic/releases.py).
-A run given its playbook items or prompts (gate evaluations, `eval --version`) is pinned:
-it never gets a canary and counts in no release. On the graph API the tenant is the
-authenticated one (runtime/run_context.py: `tenant_of`), and the node writes it into the state
-so the trace and the release count go to the same tenant.
+The rules are logic/routing.py's and logic/slicing.py's; the playbook and prompts come from the
+tenant's store, by label or canary (logic/releases.py), unless the run is pinned.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""Run one plan task: wait for its dependencies, take a slot, run it, and leave its result behind.
+"""One plan task: wait for its dependencies, take a slot, run it, leave its result.
 
-A `Send` target; every task of a plan runs in the same superstep and the tasks coordinate
-through one shared `DagRun` (logic/dag_schedule.py explains why this meets both "dispatch
-on dependencies" and "a resumed run redoes no finished task"). A task whose required
-dependency did not finish ends SKIPPED with the reason. `solve`, `section` and `vote`
-tasks run the solve graph as a subgraph (routing, branches, retries, lifecycle, straggler
-backups, dead letters), so their branches are recorded under the task; `tool` tasks run
-without a model; `edit` tasks work in their own git worktree (runtime/worktrees.py) or, with
-`candidates` above 1 and a test command, as K speculative candidates, each in its own worktree,
-the first whose tests pass kept (logic/speculative_edit.py); each candidate's conversation is kept
-in the store (runtime/storage/edit_conversations.py), and the task's record names it. A served run's
-edit task fails at once (runtime/run_context.py `refuse_when_served`): the server opens no repository.
-Every outcome, an unexpected error included, becomes a record that the task's dependants
-receive, so none of them can wait forever.
+Every outcome becomes a record its dependants receive (docs/internals/plans.md).
 """
 
 from __future__ import annotations

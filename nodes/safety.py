@@ -1,9 +1,7 @@
 """The safety check that runs beside the business branches, not after them.
 
-Rules, not a model: fast, deterministic, and they cannot be talked out of a verdict by the
-very prompt injection they look for (the lenient input screen of runtime/screening.py).
-A flag never stops the other branches; it turns the run's status into `needs_review` with
-the reasons.
+Rules, not a model: they cannot be talked out of a verdict by the injection they look for. A flag
+makes the run `needs_review`.
 """
 
 from __future__ import annotations

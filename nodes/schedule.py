@@ -1,12 +1,4 @@
-"""Plan the learning run and step through its batches.
-
-`start` validates the input (its definition's bounds too: logic/graph_inputs.py), reads the playbook
-head and (with validation tasks) its accuracy; with `from_traces` it first claims the stored runs to learn from and takes the
-runs that carry a target as the validation tasks (logic/trace_learning.py);
-`next_batch` moves to the next batch and clears the previous batch's runs;
-`dispatch` sends one `learn_from_task` branch per task of the batch, which it works out from the batch's
-index (logic/learn_schedule.py: nothing per epoch is kept).
-"""
+"""Plan a learning run and step through its batches: `start`, `next_batch` and `dispatch`."""
 
 from __future__ import annotations
 

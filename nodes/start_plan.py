@@ -1,16 +1,6 @@
-"""The first node of a plan run: check the input and start the run's state afresh.
+"""A plan run's first node: check the input, start the state afresh, settle the tenant.
 
-Why a node of its own: the planner is visited again for a replan, but a new request is
-visited only here. A thread keeps its state between runs (a Studio conversation, an API
-thread), so without a fresh start a second request on a thread would be taken for a replan
-of the first, and its tasks, board and branches would include the first run's. Two input
-keys are also outputs, so what the last run reported looks like input to the next one:
-- `plan`: equal to the plan the last run ran, it is that run's leftover, not a caller's plan,
-  and the planner is asked (a caller who sends the very same plan again gets a new plan too);
-- `mode`: a solve route the last run answered with (direct, section, vote) is a leftover;
-  the new run starts from `auto`.
-It also settles the run's tenant (runtime/run_context.py `tenant_of`): on the graph API the
-caller's key names it, and the tasks' solve runs, the playbook and the trace are that tenant's.
+See docs/plan.md (start_plan).
 """
 
 from __future__ import annotations

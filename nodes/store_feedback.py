@@ -1,8 +1,6 @@
-"""The `feedback` graph's node: a person's score on a run, or its right answer, stored with its trace.
+"""The `feedback` graph's node: a person's score or right answer, stored with the run's trace.
 
-`score` stores a verdict, `correct` the right answer as the trace's target (logic/feedback.py).
-An unknown trace, a bad score, or both or neither given raises before anything is written, so
-the API run fails with that one-line message.
+Bad input raises before anything is written (logic/feedback.py).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Check what a plan round produced, layer by layer, before the joiner decides (a deferred join).
+"""Plan mode: check what a round produced, layer by layer, before the joiner decides.
 
-- schema: every task record is whole (a finished task has a text result);
-- facts: the section tasks' findings whose quotes occur in their slices (checked in each
-  task's merge without a model call), added up, with the findings that were dropped;
-- semantics: pairs of verified findings that contradict each other — candidates by local
-  embedding similarity, one judge call per candidate pair, at most
-  `plan_contradiction_pairs` calls (logic/contradictions.py); flagged pairs go to the joiner.
-The rules layer (quorum, required tasks) is the joiner's, who sees the synthesis.
+Layers: schema, facts, semantics (docs/plan.md, verify); the rules layer is the joiner's.
 """
 
 from __future__ import annotations

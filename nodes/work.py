@@ -1,10 +1,6 @@
 """Run a group of business branches (`direct`, `slice`, `vote`) and record each one.
 
-Each branch is isolated: its failure becomes a `failed` or `timeout` record with the
-error, attempts and tokens it spent, never an exception that would abort its siblings.
-The node's `error_handler` (`work_failed`) covers what escapes anyway. Every record
-carries its lifecycle (state/lifecycle.py); a straggler may race a backup copy
-(logic/stragglers.py); an escalated branch keeps its input for the dead-letter list.
+Each branch is isolated: a failure becomes its record, never an exception that aborts its siblings.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Parallax: run LLM agent work in parallel and learn from it.
 
-One installed name, seven floors (docs/architecture.md): `parallax.state` (data),
-`parallax.prompts` (templates), `parallax.runtime` (model calls, retries, the model server,
-settings, storage, screening, embeddings), `parallax.logic` (decisions and steps that are not
-nodes), `parallax.nodes`, `parallax.graphs` (wiring) and `parallax.cli`, `parallax.server` and `parallax.api` (the
-command line, the served API and the Python API: `parallax.solve`, `parallax.asolve`).
-The repository keeps graphs/, nodes/, prompts/ and state/ at its top (pyproject maps them).
+`solve`, `asolve` and their types load from parallax.api on first use; the layout is in
+docs/architecture.md.
 """
 
 from typing import Any

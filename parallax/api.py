@@ -1,15 +1,7 @@
 """The Python API: `parallax.solve(...)` and `await parallax.asolve(...)`.
 
-A call is the same run as `parallax run`: the solve graph compiled with the CLI's SQLite
-checkpoints and store under PARALLAX_HOME (runtime/storage/stores.py `durable_graph`), so it
-reads the tenant's playbooks, keeps its trace (`parallax trace ID` finds it) and can be
-resumed by its thread id. Input is checked before anything is written; bad input raises
-`InvalidInput` with one line that says what to change.
-
-`schema` may be a pydantic model class or a JSON Schema dict. With a class, `Result.data` is an
-instance of it when the run settled on a complete object (else None, and `raw_data` holds what
-was settled). `solve` works in plain scripts and in notebooks (whose event loop is already
-running: the run then goes on a loop of its own in a worker thread).
+A call is the same run as `parallax run`, on the CLI's SQLite checkpoints and store under
+PARALLAX_HOME (runtime/storage/stores.py `durable_graph`); see docs/python.md.
 """
 
 from __future__ import annotations
@@ -126,15 +118,47 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
                  candidates: int = 3, check: str | None = None, check_file: str | None = None,
                  repo: str | os.PathLike[str] | None = None, max_cost: float | None = None,
                  max_tokens: int | None = None, context: Context | None = None) -> Result[M]:
-    """Run one task (or a document with a question) and return its typed result; see the module docstring.
+    """Run one task (or a document with a question) through the solve graph and return its result.
 
-    `mode="speculate"` makes `candidates` answers at once, each with its own approach; with `check` (a command run in
-    each candidate's folder, its answer saved there as `check_file`; with `repo`, a git worktree of it) the first that
-    passes wins, without one a judge compares them both ways round (`verification["speculation"]` says why each lost).
+    The run is checkpointed and traced like `parallax run`: `parallax trace` finds it and
+    `parallax resume THREAD_ID` resumes it.
 
-    `max_cost` (USD) and `max_tokens` are the run's budget, all its model calls together: each request is held at its
-    worst case before it is sent, so the run never spends past it; stopped, it ends `needs_review`, its reason "budget
-    reached: ..."; `Result.cost_usd` says what it spent."""
+    Args:
+        task: The text to work on; give `document` instead to work on a file.
+        question: A question about the task or document (section mode asks it of every slice).
+        document: A file to work on: a path or bytes (PDF, DOCX, HTML, Markdown or text).
+        mode: `auto`, `direct`, `vote`, `section` or `speculate`.
+        schema: The output's shape: a pydantic model class or a JSON Schema dict. With a class,
+            `Result.data` is an instance of it when the run settled on a complete object (else
+            None, and `raw_data` holds what was settled).
+        votes: The most vote branches a vote asks.
+        min_votes: The valid votes an answer needs; None for a strict majority of `votes`.
+        red_team: Add a branch that argues against the leading answer (it never votes).
+        playbook: The playbook whose lessons go into the prompts.
+        tenant: The tenant that owns the playbook and the trace.
+        thread_id: The checkpoint thread; None for a new one.
+        target: The right answer, when known: the trace keeps whether the run got it.
+        candidates: Speculate mode: how many candidates are made at once, each with its own
+            approach.
+        check: Speculate mode: a command run in each candidate's folder; the first candidate it
+            passes wins. Without one a judge compares the candidates both ways round
+            (`verification["speculation"]` says why each lost).
+        check_file: The file each candidate's answer is saved as for `check` (default
+            `candidate.txt`).
+        repo: A git repository whose worktree is each candidate's folder, for `check`.
+        max_cost: The run's budget in USD, all its model calls together.
+        max_tokens: The run's budget in tokens, all its model calls together. Each request is held
+            at its worst case before it is sent, so a run never spends past its budget; stopped,
+            it ends `needs_review`, its reason starting "budget reached".
+        context: Per-run settings (models, limits, timeouts); None for the process settings.
+
+    Returns:
+        The run's `Result`: status, answer, data, confidence, reason, branches, spend, trace id.
+
+    Raises:
+        InvalidInput: The input cannot run (one line that says what to change), raised before
+            anything is written or any model is called.
+    """
     from parallax.graphs.solve import builder
     from parallax.runtime.settings import reload_settings
     from parallax.runtime.storage.stores import durable_graph
@@ -155,7 +179,15 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
 
 
 def solve(task: str | None = None, **options: Any) -> Result[Any]:
-    """`asolve` for synchronous code (same arguments)."""
+    """`asolve` for synchronous code, in plain scripts and in notebooks.
+
+    Where an event loop is already running (a notebook), the run goes on a loop of its own in a
+    worker thread.
+
+    Args:
+        task: The text to work on; give `document` instead to work on a file.
+        **options: `asolve`'s keyword arguments.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -1,9 +1,6 @@
-"""The chat graph's prompt: condense a follow-up and the conversation before it into one self-contained task.
+"""The chat graph's prompt: a follow-up and the conversation before it condensed into one task.
 
-The condense-question step of a history-aware chat (LangChain's history-aware retriever asks the same
-of its model): the branches then get a task that names what it refers to, so votes compare answers to
-one task and the trace shows the task as the branches saw it. Earlier exchanges are given as the tasks
-they were run as (already self-contained) with their answers; logic/conversation.py chooses and bounds them.
+See docs/internals/runs.md#chat-turns-and-reviews.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Prompts of the learn graph: one reflection per run, one curation per reflection.
 
-Neither ever sees more than one run: that is how Parallax avoids the aggregator that
-squeezes a hundred reflections into a few generic lines. Texts: prompts/templates.py.
+Neither sees more than one run, so no call squeezes many reflections into a few generic lines.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Prompts of the plan graph: planner (and replanner), combine, edit agent, contradiction check.
 
-Each builder takes only what its call may see: the planner sees the request and the size
-of the document, never the document; a combine call sees two results; an edit step sees
-its goal, its files and what its own tools returned; the contradiction check sees two
-findings.
+Each builder takes only what its call may see: the planner sees the request and the document's
+size, never the document; a combine call sees two results; a contradiction check two findings.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Prompts of the solve graph, one builder per branch kind.
 
-Builders take only what a branch may see: a slice branch gets its slice and the shared
-brief, never the whole document. Playbook items are quoted with their ids so a trace
-can say which lessons a branch was shown. The texts are templates (prompts/templates.py);
-`version` is the stored version of the prompt a run was served, None for the default.
+Builders take only what a branch may see (a slice branch: its slice and the shared brief, never the
+whole document); playbook items are quoted with their ids, so a trace can say which lessons a
+branch was shown.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Prompt templates as data: the defaults of the versioned prompt entries.
+"""Prompt templates as data: the defaults (version 0) of the versioned prompt entries.
 
-Each branch kind's prompt is a named template, a system text and a user text with
-`$placeholders` (Python's `string.Template`: `$name` or `${name}`; `$$` is a dollar sign).
-The texts here are version 0 of each entry; later versions live in the store
-(runtime/storage/prompt_store.py) and are edited with `parallax prompts set`, gated and
-gray-released like playbook versions. A run records which version of each it used.
-
-Why `string.Template` and not `str.format`: the prompts quote JSON (`{"id", "tag"}`), and
-an edited template must fail at `prompts set`, not in the middle of a run. `problems`
-says what is wrong with an edit: an unknown placeholder, a `$` that is not one, or a
-required placeholder left out (without `$lessons` no branch would see the playbook).
+`string.Template`, not `str.format`: the prompts quote JSON, and an edited template fails at
+`prompts set` (`problems`), not in the middle of a run (docs/data-loop.md, prompts).
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """State of the `chat` graph: LangGraph's messages state plus the last run and its review.
 
-Why a graph of its own: Studio's chat mode and Agent Chat UI speak `{"messages": [...]}`, and
-the solve graph takes a task. The chat graph keeps the conversation in `messages` (the
-`add_messages` reducer: a message with a known id replaces that message, so a review can
-rewrite the answer it reviewed) and runs each human turn through the solve graph: a follow-up is first
-rewritten, with the earlier exchanges, into a task that stands alone (`turn`, nodes/condense_turn.py). `last_run`
-is the outcome of that turn's run (status, confidence, trace id, ...), `review` what a person
-decided when the run ended `needs_review`. Both are replaced on every turn, never merged.
-Run options (`mode`, `votes`, ...) are the caller's only: like any input key they stay on the
-thread until the caller sends another value, and no node writes them.
+`last_run` and `review` are replaced on every turn; run options are the caller's only
+(docs/internals/runs.md#chat-turns-and-reviews).
 """
 
 from __future__ import annotations

@@ -1,33 +1,7 @@
-"""Run configuration, passed as LangGraph `context` and read in nodes through `Runtime[Context]`.
+"""`Context`: a run's configuration, passed as LangGraph `context`, read through `Runtime[Context]`.
 
-Every field is optional: what a run leaves unset (None) comes from the process settings
-(`PARALLAX_*` variables, see parallax/runtime/settings.py), filled in by
-`parallax.runtime.run_context.resolved`. So the CLI, `langgraph dev` and a deployed server
-honour the same `.env` file, while an API caller can still override a field per run, and
-Studio shows each field with its description.
-
-Each field a caller may set says here what it means and its absolute bounds (`_setting`): the process
-setting of the same name takes them (runtime/settings.py), and so does what a caller sends
-(logic/run_input.py), so no run setting can be set past them anywhere. A served caller is held
-closer still, by the field's `served` rule (SERVED_RULES says why each is what it is):
-
-- "ceiling": the field costs the operator (tokens, time, connections, memory, model calls): a caller
-  may lower it but not raise it above the server's own setting. A run's cost is the operator's to
-  bound, and each of these multiplies it: max_tokens per reply, max_attempts and max_reasks per
-  call, request_timeout_s and tool_timeout_s per wait, max_concurrency per fan-out,
-  max_input_chars / slice_chars / playbook_chars per prompt, plan_max_tasks and
-  plan_contradiction_pairs per plan, trace_prompt_chars per stored trace.
-- "floor": the field costs the operator when lowered: a straggler's backup copy is a second call,
-  so a caller may start backups later (a higher straggler_factor or straggler_min_s) or never
-  (straggler_factor 0), not sooner than the server would.
-- "model": a model name picks what the endpoint is asked to run (and bill): a served caller may
-  name only a model the operator allows (PARALLAX_ALLOWED_MODELS; unset: the configured ones).
-- none: the field changes how a run decides (temperatures, vote stopping, confidence, learning
-  thresholds), not what it may spend beyond the input's own bounds (votes, candidates, budget).
-
-Three fields are for code, not for API callers: `chat_model` and `embedder` let a test or a
-benchmark hand the graph a scripted model or a fake embedder instead of patching modules, and
-`services` the process services (circuit breakers, straggler history, fan-out registry) it made.
+Unset fields come from the process settings; each field states its meaning, bounds and served rule
+(docs/internals/runs.md#run-settings-and-their-served-rules).
 """
 
 from __future__ import annotations
@@ -51,7 +25,7 @@ SERVED_RULES: dict[ServedRule, str] = {
     "floor": "a served caller may raise it (or set 0: off), not lower it below the server's setting",
     "model": "a served caller may name only a model the server allows (PARALLAX_ALLOWED_MODELS)",
 }
-"""What each served rule lets a caller of the served API do (the module docstring says why)."""
+"""What each served rule lets a caller of the served API do (docs/internals/runs.md says why)."""
 MODEL_CHARS = 200
 """The longest model name."""
 MAX_SECONDS = 3600.0

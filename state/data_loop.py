@@ -1,7 +1,7 @@
 """Input and output of the data-loop graphs: `stats`, `feedback` and `release`.
 
-They make the CLI's `parallax stats`, `parallax feedback` and `parallax playbook|prompts
-release|canary` reachable under the graph API, reading and writing the server's store.
+They make `parallax stats`, `feedback` and `playbook|prompts release|canary` reachable on the
+graph API.
 """
 
 from __future__ import annotations

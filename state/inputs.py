@@ -1,15 +1,6 @@
-"""The types and bounds the graphs' input definitions share: names, texts, lists and numbers a caller may send.
+"""The types and bounds the graphs' input definitions share: what a caller may send.
 
-Why here: each graph's input TypedDict (state/solve.py `SolveInput`, plan.py, learn.py, data_loop.py, chat.py,
-loop.py) is the one definition of what its input may hold. Its fields carry their type and both bounds as
-pydantic metadata (`Annotated[int, Field(ge=1, le=MAX_VOTES)]`), so logic/run_input.py checks a caller's input
-against the very class the graph is built with, the graph's first node checks it again (a caller of the
-compiled graph in process skips no check), and the JSON Schema that Studio and the server publish shows the
-same bounds. LangGraph reads only a field's type and reducer from these classes; the bounds are for pydantic.
-
-`CALLER` is every definition's pydantic configuration: an unknown key is refused (LangGraph would drop it
-without a word) and values are strict (a number is not text, `true` is not 1), as JSON sends them.
-docs/limits.md has the table of every bound; tests/unit/test_limits_table.py keeps it complete.
+See docs/internals/runs.md#input-definitions; docs/limits.md has the table of every bound.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """State of the `learn` graph: batches of runs, their reflections and operations, the gate.
 
-`runs` is written by parallel per-task branches; its reducer appends, and a `None`
-write clears it when the next batch starts, so a batch never sees the previous one's runs.
+`runs` is written by parallel per-task branches; its reducer appends, and a `None` write clears it
+when the next batch starts, so a batch never sees the previous one's runs.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """The lifecycle of one branch, kept as timed transitions in its trace record.
 
-    PENDING -> DISPATCHED -> IN_PROGRESS -> COMPLETED
-                              IN_PROGRESS -> TIMEOUT | FAILED -> RETRY -> IN_PROGRESS -> ...
-                                             TIMEOUT | FAILED -> ESCALATED   (no retry left)
-
-A branch is PENDING once the fan-out has planned it, DISPATCHED when its task starts
-(it may still wait for a slot under the concurrency limit), IN_PROGRESS while a model
-call is out. A transient error or an unusable reply makes the attempt TIMEOUT or FAILED;
-RETRY means another attempt (or re-ask) follows; ESCALATED means the branch gave up and
-goes to the dead-letter list. A backup copy that lost the race to its original ends
-CANCELLED. Why transitions and not just a final status: `parallax trace` must show where
-the time went and why a branch was retried, and a test can check every path is legal.
+See docs/internals/runs.md#branch-lifecycles.
 """
 
 from __future__ import annotations

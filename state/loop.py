@@ -1,6 +1,6 @@
-"""Input and output of the `loop` graph: one round of learning from stored runs, gating and releasing.
+"""Input and output of the `loop` graph: one round of learning from stored runs, gated and released.
 
-The output is the round record that `parallax loop status` lists (logic/loop.py).
+The output is the round record that `parallax loop status` lists.
 """
 
 from __future__ import annotations

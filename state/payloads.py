@@ -1,7 +1,6 @@
 """Pydantic models for what crosses a trust boundary: model replies and branch records.
 
-Model output is untrusted text; every branch reply is parsed into one of these models
-before a merge may use it, so a malformed reply becomes a failed branch, not a bad answer.
+Every reply is parsed into one before a merge may use it, so a malformed reply is a failed branch.
 """
 
 from __future__ import annotations
@@ -135,10 +134,9 @@ class JudgeDecision(BaseModel):
 def judge_reply(candidates: tuple[str, ...]) -> type[JudgeDecision]:
     """The judge's reply schema for these candidates: `choice` is one of them (a JSON Schema `enum`).
 
-    Why: with a free-text choice the embedded model writes `{"choice": "1", "reason": "17"}`, an index
-    or a new answer, which picks nothing; an endpoint that turns the schema into a grammar (llama.cpp)
-    can only write one of the candidates, copied exactly. Schema only, as the vote's bounds: a reply
-    from an endpoint that ignores the enum is still read, and nodes/judge.py says what it chose instead."""
+    An endpoint that turns the schema into a grammar (llama.cpp) can then only write one of the
+    candidates, copied exactly, not an index or a new answer. A reply from an endpoint that ignores
+    the enum is still read, and nodes/judge.py says what it chose instead."""
     return create_model("JudgeDecision", __base__=JudgeDecision,
                         choice=(str, Field(json_schema_extra={"enum": list(candidates)},
                                            description="the candidate answer judged correct, copied exactly")))

@@ -1,14 +1,8 @@
 """The plan of a `plan` run and the graph state its tasks share.
 
-A plan is a small DAG of tasks (LLMCompiler's planner output, checked before anything
-runs). Its payloads are pydantic, because the plan is untrusted model output like any
-reply; whether it is *runnable* (no cycle, no unknown dependency, no undeclared
-placeholder, not too many tasks) is decided by parallax/logic/plan_check.py, which the
-planner's call runs as part of parsing, so a bad plan is re-asked inside the same branch.
-
-Tasks of one dispatch run in the same superstep and write three reducer channels:
-`tasks` (one record per task and round, replaced on a re-run), `board` (results under a
-key, with the plan's declared policy when two tasks write one key) and `branches`.
+The plan is untrusted model output, so its payloads are pydantic. Tasks write three reducer
+channels: `tasks` (one record per task and round, replaced on a re-run), `board` (results under a
+key, by the plan's board policy) and `branches`.
 """
 
 from __future__ import annotations

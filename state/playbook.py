@@ -1,10 +1,7 @@
-"""The playbook's data: items, delta operations, versions, and how operations apply.
+"""The playbook: items, delta operations, versions, and how operations apply.
 
-A playbook is a list of itemised lessons put into prompts. It changes only through
-delta operations (add / update / tag helpful / tag harmful / archive), so every change
-can be merged, replayed on a newer head after a conflict, diffed and rolled back.
-`apply_operations` is pure and deterministic: the same operations on the same items
-always give the same playbook.
+Every change is a delta operation, so it can be merged, replayed, diffed and rolled back;
+`apply_operations` is pure and deterministic.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""What travels between nodes, typed: branch specs, `Send` payloads, playbook items, prompt versions,
-provenance records and branch records as the state keeps them.
+"""What travels between nodes, typed: branch specs, `Send` payloads, items, provenance, records.
 
-These are TypedDicts, not pydantic models, because they live in the checkpoint and cross `Send`:
-at run time they are plain dicts (serialisable as they are), while a type checker sees their keys.
-What a model replies is untrusted and parsed into pydantic models instead (state/payloads.py);
-`BranchRecordData` is the plain-dict form of `payloads.BranchRecord` that the state's `branches`
-channel holds, and a merge validates it back into a `BranchRecord` before it uses it.
+TypedDicts, not pydantic models: they live in the checkpoint and cross `Send` as plain dicts.
+Model replies are parsed into state/payloads.py's models instead.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """State of the `solve` graph: input, internal and output schemas.
 
-Parallel branches write only `branches`, whose reducer merges records by id, so a
-branch re-run after a resume replaces its own record instead of adding a second vote.
+Parallel branches write only `branches`, whose reducer merges records by id, so a branch re-run
+after a resume replaces its own record instead of adding a second vote.
 """
 
 from __future__ import annotations

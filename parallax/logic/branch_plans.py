@@ -1,10 +1,6 @@
 """What each branch of a fan-out gets, and how branches travel in `Send` tasks.
 
-A branch is one unit of model work with its own id and trace record. A LangGraph task
-(one `Send`) carries a group of branches: up to `MAX_TASKS` tasks per run, so five votes
-are five tasks, while a thousand votes are ten tasks of a hundred. Each LangGraph task
-costs about a millisecond of scheduling and checkpoint writes; grouping keeps a wide
-fan-out near the speed of a bare `asyncio.gather` (see bench/fanout.py).
+See docs/internals/votes.md#branches-and-send-tasks.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
-"""A run's budget: `max_cost` (USD) and `max_tokens` (all its model calls together), and the checks that hold it.
+"""A run's budget (`max_cost`, `max_tokens`) and the checks that hold it.
 
-The promise (docs/configuration.md): a run's spend stays within its budget. Every request of a run with a budget is
-held at its worst case before it is sent (runtime/request_budget.py: its prompt counted with the endpoint's
-tokenizer where one is known, `max_tokens` per choice), and a request that does not fit what is left is shrunk
-(fewer choices, a lower `max_tokens`) or not sent. So a run passes its budget only by what its prompt counts
-underestimated (nothing with a known tokenizer; the estimate's error otherwise). Before that, cheaper checks stop work
-once the spend reaches the budget: before each branch of a wave or slice batch (nodes/work.py, under the fan-out's
-call limit, so a queued branch is checked when its turn comes), before each speculative candidate, before each plan
-task, before another vote wave, the judge and the red team; once the budget refused a request, the run asks no
-more of its own accord. A run that stopped for its budget ends `needs_review` with "budget reached: ..." naming the
-budget and its figures, and what it has (`finish`, called by nodes/record_trace.py).
-
-Why a live tally (`RunBudget`, a `Purse`) besides the state: the branches of one superstep (a wave's votes, a
-section's slices, a plan's tasks and the runs inside them) finish while their siblings wait, and their records reach
-the state only when the superstep ends. The tally is one object per run in this process (runtime/services.py
-`shared`, keyed by the run's trace id, or its plan's for a run inside a plan); each request's spend is counted when
-it returns, each record of a branch whose requests it did not see once, by id. A tally made anew (after a takeover,
-between supersteps) starts from what the state says was spent. A cost budget with a model that has no price cannot be
-held: a request of it is not sent (stop, say why) rather than counted as free.
+See docs/configuration.md#prices-and-budgets and docs/internals/runs.md#budgets.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The speculation itself: the first candidate that passes its check wins, the others are cancelled.
+"""Speculation's race: the first candidate that passes its check wins, the others are cancelled.
 
-One watch is shared by every `candidate` task of the fan-out's superstep (runtime/fan_out_limit.py),
-so a candidate that passes in one `Send` task cancels the others wherever they are: still waiting
-for a slot, in their model call, or in their check (whose process is killed). A cancelled candidate
-is recorded as `cancelled`, with why; it is never picked, counted or merged.
+One watch is shared by every `candidate` task of the superstep (runtime/fan_out_limit.py).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""What a chat turn reads and writes: the text of a human message, the AI reply carrying a run.
+"""What a chat turn reads and writes: the human text, and the AI reply that carries a run.
 
-Shared by the chat graph's two nodes (the turn and its review), so an answer and its
-reviewed version are the same message: its id follows the run's trace (`parallax-<trace>`),
-and `add_messages` replaces a message with a known id. The reply's content is the answer
-(with an output schema the settled object as JSON; a failed run says why) and
-`response_metadata["parallax"]` carries status, confidence, trace id, mode, vote counts, the task the
-branches were given (a follow-up condensed to stand alone: logic/conversation.py reads it back) and,
-after a review, what the person decided.
+See docs/internals/runs.md#chat-turns-and-reviews.
 """
 
 from __future__ import annotations

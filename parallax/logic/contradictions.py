@@ -1,10 +1,6 @@
-"""The semantic layer: find findings that contradict each other, with few model calls.
+"""Plan mode's semantic layer: findings that contradict each other, found with few model calls.
 
-Contradictions hide between findings about the same thing ("revenue rose 4%" in one
-section, "revenue fell" in another), so candidates are the pairs whose local embeddings
-are close (cosine at least `SIMILAR`), from different sources, most similar first. Only
-those pairs, at most `cap` of them, get one judge call each; a pair the judge says
-contradicts is flagged for the joiner. Identical findings are not candidates.
+See docs/internals/plans.md#finishing.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """What of a chat's earlier turns a follow-up is condensed with, bounded.
 
-A follow-up ("And half of that?") cannot be answered alone; the chat graph rewrites it into a
-self-contained task with one model call (nodes/condense_turn.py). That call is shown the earlier
-exchanges as (task, answer): the task is the one the exchange was *run* as (its reply carries it in
-`response_metadata["parallax"]["task"]`), which is self-contained already, so a chain of follow-ups
-keeps its facts even though only the last few exchanges are shown. Bounded so a long conversation
-never grows a prompt without limit: at most WINDOW_TURNS exchanges, each side clipped to TURN_CHARS,
-and the oldest dropped until the whole is within WINDOW_CHARS.
-
-`transcript_task` is the fallback when the condense call fails: the same bounded exchanges sent with
-the follow-up as its task (still self-contained, only longer).
+See docs/internals/runs.md#chat-turns-and-reviews.
 """
 
 from __future__ import annotations

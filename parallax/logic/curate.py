@@ -1,9 +1,6 @@
-"""Curate one reflection into delta operations on the playbook.
+"""One reflection curated into delta operations on the playbook.
 
-Lessons become `add` operations (the model writes them as canonical, general entries
-and names what they are about); the reflection's verdicts on the items a run was shown
-become `tag_helpful` / `tag_harmful` without any model call. Each reflection is curated
-on its own, so a batch of a hundred is a hundred small calls, not one lossy summary.
+Lessons become `add` operations; verdicts on shown items become tags without a model call.
 """
 
 from __future__ import annotations

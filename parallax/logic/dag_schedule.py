@@ -1,24 +1,6 @@
-"""Dispatch a plan on dependencies, not levels: the in-process side of one dispatch superstep.
+"""A plan dispatched on dependencies, not levels: the in-process side of one dispatch superstep.
 
-How a plan runs, and why this way. Every task of a plan is its own `Send("run_task")`
-in ONE superstep, so LangGraph starts them all at once and saves each task's result the
-moment that task finishes (a pending write of the superstep, with `durability="sync"`).
-Inside the superstep the tasks coordinate through one `DagRun` object, shared by all of
-them (runtime/fan_out_limit.py finds it by run, namespace and checkpoint): a task waits for
-its dependencies' results, then for a slot under one concurrency cap shared by the whole
-plan — when the cap binds, the waiting task with the longest remaining path gets the next
-slot — and edit tasks whose declared files overlap also wait for each other. A task
-therefore starts the moment its inputs exist, not when its "level" is done.
-
-The alternatives fall short: one `Send` wave per ready set puts a barrier after every
-wave (a level-by-level schedule in disguise), and a scheduler inside a single node loses
-every finished task when the process dies, because a node's writes are saved only when
-the whole node returns. Here a task that finished is never redone after a SIGKILL:
-LangGraph does not re-run a task whose writes it saved, and every result is also put in
-the store the moment it exists, which is how a dependant still waiting after a resume
-finds its finished dependencies (and how a task killed between the two writes is not run
-twice). One limit: the plan's tasks must all be able to start, so LangGraph's own
-`max_concurrency` must not be set below the number of tasks (Parallax never sets it).
+See docs/internals/plans.md#dispatch-on-dependencies.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""A tenant's daily budget on the served API: what it has left today, why it is refused, when the day resets.
+"""A tenant's daily budget: what is left today, why a run is refused, when the day resets.
 
-Why apart from logic/budget.py: a run's budget is held inside the run (its checks before each wave, slice
-batch, task and candidate); a tenant's day is held at the door. The server (server/tenant_budgets.py) reads
-what the tenant's finished runs were charged today (runtime/storage/spend_ledger.py) and either refuses a new
-run (429 until the reset) or lets it in with its own `max_cost` / `max_tokens` capped at what is left, so the
-per-run machinery stops it with "budget reached" there. The day is the UTC calendar day: it resets at
-00:00 UTC, whatever the server's or the caller's time zone.
-
-The rules, the per-run ones applied to a day: a limit is reached when the day's spend is at or past it; a
-cost budget with a run of unknown cost today (a model without a price) cannot be held, so it counts as
-reached (until the reset), never as free.
+See docs/deploy.md#tenant-daily-budgets and docs/internals/runs.md#budgets.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""An edit task's agent: model steps that use the tools of one worktree, then one commit.
+"""An edit task's agent: model steps with one worktree's tools, then one commit.
 
-Each step is one model call (a branch record with retries, re-asks and lifecycle, like any
-other) that answers with one `EditStep`; the tool runs in the task's own worktree
-(runtime/worktrees.py; the test command confined by runtime/sandbox.py, its result saying where it ran)
-and its result goes back to the model. A refused path is an
-observation the model can correct, not a crash. The agent stops at `done`, at a failed
-call, or after `MAX_STEPS`; whatever it wrote is committed on the task's branch. Its
-conversation (`EditOutcome.conversation`) is collected as it goes, for a caller that keeps it.
+See docs/internals/plans.md#edit-agents-and-speculative-edits.
 """
 
 from __future__ import annotations

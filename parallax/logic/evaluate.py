@@ -1,11 +1,7 @@
-"""Evaluate a playbook: run the solve graph on tasks with given items and score each run.
+"""A playbook evaluated: the solve graph (handed in by the caller) on tasks, each run scored.
 
-Used by the learn graph (its start and gate nodes, and each training task) and by
-`parallax eval`. The solve graph is handed in by the caller (graphs/learn.py wires it in;
-the CLI passes its own), so nothing on this floor reaches up to the wiring. Runs are
-evaluated without a checkpointer: an evaluation is repeatable, so checkpointing each run
-would only cost time. The playbook items each run sees are chosen for all tasks at once
-(one batched embedding call when the playbook is larger than the budget).
+Runs go without a checkpointer (an evaluation is repeatable); the items each run sees are chosen for
+all tasks at once.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""The lines `parallax export` writes, as pydantic models: each line is validated against its format's model before
-it is written (logic/exports.py says which formats and where their examples come from).
+"""The lines `parallax export` writes, as pydantic models each line is validated against.
 
-Plain lines hold system, user and assistant messages. A tool-calling line (an edit agent's conversation) also lists
-the agent's `tools`, and after its prompt come assistant tool calls, each answered by a `tool` message: in OpenAI's
-chat fine-tuning shape for `sft` (a call has an `id` and JSON-string `arguments`; a `tool` message answers its
-`tool_call_id`), in TRL's "Tool Calling" dataset shape for `trl` and `kto` (object `arguments`; a `tool` message
-names its tool), which TRL's DPO and KTO trainers take. OpenAI's preference (DPO) lines have no tool-calling form:
-each output holds at most one assistant message (its API's `preferred_output` has `maxItems: 1`), so a
-conversation of several turns and tool results cannot be one.
+The formats are in docs/data-loop.md (export).
 """
 
 from __future__ import annotations

@@ -1,54 +1,6 @@
 """Fine-tuning data from stored traces: `parallax export sft|preferences`.
 
-Formats (each line is checked against its pydantic model before it is written: logic/export_lines.py):
-- `sft`: OpenAI chat fine-tuning, `{"messages": [system, user, assistant]}`;
-- `trl`: TRL's conversational preference type, `{"prompt": [system, user], "chosen": [assistant],
-  "rejected": [assistant]}`;
-- `openai`: OpenAI preference (DPO) fine-tuning, `{"input": {"messages": [...], "tools": [],
-  "parallel_tool_calls": true}, "preferred_output": [assistant], "non_preferred_output": [assistant]}`;
-- `kto`: TRL's conversational unpaired preference type, `{"prompt": [...], "completion": [assistant],
-  "label": bool}`.
-An edit agent's conversation is a tool-calling one: its line also lists the agent's `tools` and its turns after
-the prompt are assistant tool calls, each answered by a `tool` message, in OpenAI's shape for `sft` (`tool_calls`
-with ids and JSON-string arguments, `tool_call_id`) and TRL's "Tool Calling" shape for `trl` and `kto` (object
-arguments, the tool's `name`).
-
-Where examples come from. A trace keeps the messages its business branches were sent
-(logic/run_record.py), and each branch record its reply; the assistant turn is that reply
-as the JSON object the branch was asked for. A run is *right* when it matched its target,
-or (without one) when its latest feedback is at least `min_score`.
-- sft: right runs, the branch that gave the final answer (section runs have no such branch:
-  their answer is assembled from many);
-- preferences: vote runs whose right answer is known (the target, or the final answer of a
-  run with feedback >= `min_score`): chosen = a vote that gave it, rejected = one that did not;
-  all votes of a run share one prompt;
-- kto: runs with a verdict (a target or feedback), the branch that gave the final answer,
-  label = right (feedback >= 0.5 when there is feedback).
-Speculate runs with a check are judged by the check instead, unless a person said otherwise:
-each candidate's own prompt is kept (the approach it was given), and a candidate that passed
-is right, one that failed is wrong. A check can pass a wrong answer, so a person's word is
-stronger (`_judged`): a target (`--target`, `feedback --correct`) judges every candidate's
-answer (one that gives it is right if it passed or its reply is that answer alone; one that
-also wrote files that failed is not judged), and a latest score below 0.5 makes the winner
-wrong. sft: the winner when right, else a candidate that gave the target; kto: every judged
-candidate, label = right; preferences: chosen = that same candidate, rejected = a wrong one
-(one with the very same prompt first, then an overruled winner: candidates' prompts differ
-only by their approach sentence), under the chosen one's prompt. Cancelled, refused and
-failed candidates were never checked and give nothing; a run without a check (a judge's
-pick) gives nothing.
-Plan runs' speculative edit tasks (logic/speculative_edit.py) are judged by their tests the same way. Each
-candidate is an agent's conversation, kept in the store (runtime/storage/edit_conversations.py) and named by the
-trace's task record; the caller puts them in the trace (`edit_conversations`, `conversation_keys`). The prompt is
-what the agent's first step was sent (its approach in it), the turns are its replies as tool calls (the edit
-agent's actions: list, read, write, test, done) with each tool's result, ending at its last reply (the prompt is
-kept as sent: its system message asks for the JSON replies that the turns carry as tool calls). sft: the
-task's winner, whose tests passed; kto: every candidate that ran its tests, label = passed; trl: chosen = the
-winner, rejected = one whose tests failed, under the winner's prompt. `openai` has none: an OpenAI preference
-output is one assistant message, so those runs are left out, counted. A person's word on the plan run (a target
-its answer missed, or a latest score below 0.5) overrules every test that passed in it without saying which
-task's patch is wrong, so those candidates are left out; a target cannot judge a patch otherwise.
-Every line is redacted again and de-duplicated by prompt (the first run with a prompt
-wins); what is left out is counted by reason.
+Which runs give examples, and in which format, is in docs/data-loop.md (export).
 """
 
 from __future__ import annotations

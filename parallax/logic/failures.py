@@ -1,12 +1,4 @@
-"""Why a run failed, and how many failed for each reason: what a batch of runs reports.
-
-Why: `eval` and `learn` run many tasks; a failed task whose result line has an empty answer
-and no error cannot be told apart from a wrong answer, and a batch whose summary says only
-"33 failed" hides whether the endpoint or the model was at fault. A failed run's
-cause is the most common cause among its failed business branches (runtime/failure_cause.py),
-or the one the caller gave it (`input`, `crash`); its error is the run's reason, which names
-each distinct branch error.
-"""
+"""Why a run failed, and how many failed for each reason: what a batch of runs reports."""
 
 from __future__ import annotations
 

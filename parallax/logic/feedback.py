@@ -1,14 +1,8 @@
-"""A person's verdict on a run: `parallax feedback TRACE_ID --score S`, or the `feedback` graph.
+"""A person's verdict on a run, as `parallax feedback` and the `feedback` graph store it.
 
-A score is a number from 0 (wrong, useless) to 1 (right), or `up` (1) / `down` (0). It is
-stored with the trace, redacted, newest last; a run's feedback is its latest score.
-Feedback also corrects the run's trial in any gray release still running that served it
-(logic/releases.py), so a canary whose answers people mark down is judged on that.
-
-`correct_answer` is a person's own answer to a run (editing a reviewed answer in the chat
-graph): it becomes the trace's target, as if the run had been given it (`parallax run
---target`), so accuracy in `parallax stats` and the exports' "right answer" learn from it, and
-a feedback entry whose score says whether the run's answer matched it.
+A score (0 to 1, `up`, `down`) is stored with the trace and corrects the run's gray-release trial;
+`correct_answer` makes a person's answer the trace's target, with a feedback entry scoring whether
+the run matched it. See docs/data-loop.md.
 """
 
 from __future__ import annotations

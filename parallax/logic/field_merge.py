@@ -1,21 +1,6 @@
-"""Merge what the slices of a document found, field by field, keeping only values whose quotes verify.
+"""What a document's slices found, merged field by field, keeping only values whose quotes verify.
 
-Each slice branch reports the part of the user's object its own text supports, every value
-with the words it rests on (logic/user_schema.py `quoted`). The merge trusts no value on the
-model's say-so: a value counts only if each of its quotes occurs in the slice it came from
-(logic/quotes.py, no model call) and, for a number, the quote prints that number (in thousands,
-millions or billions, or as a percentage, allowed); it is then placed on the page where the quote stands.
-Values that fail the check are dropped and counted, as section findings are.
-
-Per field:
-- a list: the verified items of every slice, in document order, duplicates (same normalised
-  value) once;
-- a single value: the verified value; two slices giving *different* verified values is a
-  conflict, and the field is LEFT OUT of the data: picking one (say, the value most
-  slices gave) would hide that the document says two things, and a caller reading `data`
-  alone would take it for the answer. The conflict is in the run's reason (each value with its
-  pages), in `verification.facts.conflicts`, and in the provenance (one record per value, each
-  `conflict: true`); the run goes to review.
+See docs/internals/runs.md#section-merges-quotes-that-verify.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """A vote on objects, field by field.
 
-Five votes that agree on `revenue` and disagree on `currency` have settled one field, not
-none: counting whole objects would throw the agreement away, and counting the majority
-object would smuggle an unsettled field into an `ok`. So each field (a single value, or a
-whole list, at any depth of nested objects) is voted on its own, over its normalised value
-(logic/user_schema.py `normal`: numbers, case, whitespace, number words), with the same
-quorum as an answer vote (logic/vote.py: `min_votes`, else a strict majority of the votes
-asked). A field is settled when one value alone reaches the quorum. The run can be `ok`
-only when every required field is settled; an optional field without a quorum is left out
-and named. `confidence` is the support of the weakest required field (votes for its value
-over votes asked), so it says how settled the least settled part of the answer is.
+See docs/internals/votes.md#votes-on-objects-field-by-field.
 """
 
 from __future__ import annotations

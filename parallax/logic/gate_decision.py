@@ -1,16 +1,6 @@
-"""When the gate may accept a candidate by itself: only on a gain larger than the validation noise.
+"""When a gate may accept a candidate by itself: only on a gain larger than the validation noise.
 
-The gate compares a candidate (a playbook version, or a prompt edit) with the current one
-on the same validation tasks. A fall beyond `margin` rejects it. Otherwise the candidate is
-accepted only when the gain is real: larger than the noise of a sample that size. With the
-per-task results of both, the noise is that of a paired comparison (McNemar): 1.96 times
-the square root of the tasks that changed, over the sample size; without them, that of two
-independent accuracies. A tie that carries no signal (both at 0, or a difference inside the
-noise) is not accepted unless a person approves it ("ask"); the reason says which.
-
-This is the one rule of both gates, a playbook update's (nodes/gate.py) and a prompt edit's
-(logic/prompt_gate.py): `gate_verdict` on what was measured, `unmeasured` when nothing could be,
-then `settle` with or without a person.
+See docs/internals/learning.md#the-gates-rule.
 """
 
 from __future__ import annotations

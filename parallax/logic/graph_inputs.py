@@ -1,11 +1,6 @@
 """What a learn, loop, stats, feedback, release or chat input must hold beyond its definition.
 
-Each function checks the input against its definition first (the graph's input TypedDict, with its fields'
-types and bounds: state/learn.py, loop.py, data_loop.py, chat.py), then what a definition cannot say: what
-holds between fields (tasks or `from_traces`; tasks times epochs), and what a logic module reads (a `since`,
-a score, a canary's decision rule). The graphs' first nodes run them, and logic/run_input.py runs them for
-every face before a run exists, so a refusal is the same sentence wherever it is met. (The solve and plan
-inputs have theirs in logic/routing.py.)
+See docs/internals/runs.md#one-check-for-every-face.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""The sentence that refuses an input: what is wrong and how to fix it, said from the input's own definition.
+"""The sentence that refuses an input, said from the input's own definition.
 
-Each graph's input is defined once, as its TypedDict with typed and bounded fields (state/inputs.py says
-how), and a run's context as its Context fields' bounds (state/context.py); pydantic checks a value against
-them. Pydantic's own words are not a person's ("Input should be less than or equal to 1000
-[type=less_than_equal, input_value=1001, ...]", on several lines), and every face must say one line a
-person can act on, the same line on each: "votes must be a whole number from 1 to 1000, got 0". So the first
-problem pydantic finds is said again from the definition's JSON Schema, which knows what the field is (a whole
-number, text, one of some words, a list) and its bounds. A value too long to repeat is told by its size,
-never echoed back.
+See docs/internals/runs.md#the-sentence-that-refuses.
 """
 
 from __future__ import annotations

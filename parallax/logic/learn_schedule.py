@@ -1,9 +1,6 @@
 """Which training tasks each batch of a learn run holds, worked out when the batch starts.
 
-The run goes over its tasks `epochs` times, in order, `batch` at a time: position p of that sequence is task
-p mod n. Nothing proportional to the number of epochs is built or kept in the run's state: a list of every
-position, built up front and checkpointed, would grow with the epochs a caller asks for (100,000,000 epochs:
-gigabytes before the first model call); state/learn.py bounds the epochs as well.
+Nothing proportional to the epochs is kept in the state (docs/internals/learning.md).
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
-"""Lessons worth keeping: an instruction grounded in its task, not a verdict, a bare number or a story.
+"""Lessons worth keeping: grounded instructions, not verdicts, bare numbers or stories.
 
-With the embedded model a learn run can commit "The solution is incorrect", "1.8%" and
-"This update brings with it several new features…" as lessons. Screening for injections
-(runtime/screening.py) cannot catch those: they are harmless, just useless, and they crowd
-real lessons out of the prompt budget. So before a lesson reaches the curator it must:
-
-1. not be a bare number or amount ("1.8%", "$3,120.50");
-2. not be a verdict on the run ("The solution is incorrect", "Correct.");
-3. be an instruction: an imperative ("Divide …", "Round …", "Tag …"), advice ("should",
-   "must", "always", "make sure"), a rule ("X = A / B", "X is calculated as …") or a
-   condition ("When …, …"); anything else is a narrative;
-4. be grounded in its task or run: share at least `MIN_SHARED_TERMS` key terms with them
-   (content words, camelCase XBRL tags split, compared by their first six letters), or,
-   failing that, have a local-embedding similarity to them of at least `SIMILARITY_FLOOR`.
-
-The floor was calibrated on a labelled set of lessons built from the Formula and FiNER dev
-sets (bench/data/lessons_dev.jsonl, made by bench/data/make_lessons.py): `python -m
-bench.lesson_quality --json` prints the similarities of grounded and ungrounded pairs with
-MiniLM and the shares kept and rejected. A rejected lesson is kept with its reason, like a
-quarantined one (`parallax playbook quarantine`, source "lesson check").
+See docs/internals/learning.md#lessons-worth-keeping.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
-"""One round of the closed loop: stored runs -> a candidate -> the offline gate -> a canary, no person.
+"""One round of the closed loop: stored runs -> a candidate -> the offline gate -> a canary.
 
-A round of one tenant's playbook (the `loop` graph, `parallax loop once`, a cron on the served API):
-
-1. `open_round`: take the playbook's round slot (one round per playbook at a time; a slot
-   whose round died expires); let the rule look again at a running canary (`advance`); while
-   a canary still runs, learn nothing (at most one canary per playbook). A canary the loop
-   started that the rule left undecided after its last look is rolled back by the loop
-   (no evidence it is not worse; production stays), so the loop never stalls on it. Otherwise pin the
-   production label (so a new head is never served before it is released) and, when the head
-   holds a version no release ever served (a rolled-back canary), bring the head back to
-   production's items, so the next candidate never carries a lesson that was rolled back.
-2. the learn graph with `from_traces` (logic/trace_learning.py), ties passing as "not worse
-   offline" because the canary judges next.
-3. `close_round`: a candidate the gate passed goes on canary at the stated share with the
-   automatic rule (logic/release_decision.py); the round record says what was consumed, the
-   candidate, the gate (or that none was claimed: no run carried a target), and the canary.
-
-Every move is recorded with who decided ("loop", or "auto" for the rule) and why: label
-events (runtime/storage/labels.py), the playbook version's note, and the round record in
-("loop", tenant, playbook). A person can still stop, promote or roll back any canary with
-`parallax playbook canary`.
+See docs/data-loop.md (the closed loop) and docs/internals/learning.md#a-round-of-the-closed-loop.
 """
 
 from __future__ import annotations

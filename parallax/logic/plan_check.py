@@ -1,14 +1,6 @@
-"""Check a plan before anything runs, and the small pieces of DAG arithmetic the dispatcher needs.
+"""A plan checked before anything runs, and the DAG arithmetic the dispatcher needs.
 
-Why before: LLMCompiler-style planners fail in known ways — a dependency on a task that
-does not exist (a KeyError mid-run), a cycle (a dispatcher that waits forever), a `${1}+${2}`
-input whose second placeholder is silently left in, a plan of fifty steps. Each is caught
-here with a message that names the task and says what to change; the planner's call runs
-this check as part of parsing, so the message goes back to the planner as a re-ask inside
-the same branch, and a plan that still fails ends the planning branch with it.
-
-Placeholders: `$N` and `${N}` name task N's result; any number may appear in one input,
-and every one must be a declared dependency.
+See docs/internals/plans.md#the-plan-check.
 """
 
 from __future__ import annotations

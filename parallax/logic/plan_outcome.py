@@ -1,10 +1,6 @@
-"""When a plan run may end `ok`, and whether the joiner should replan instead.
+"""When a plan run may end `ok`, and whether the joiner replans instead.
 
-`ok` is a promise: every required task finished and passed its own checks, the synthesis
-settled (a vote met its quorum, a template has every section), no board key is left in
-conflict, and no pair of findings contradicts another. Anything less is `needs_review`
-with each reason; a run where no task finished at all has nothing to show and `failed`.
-Optional tasks may fail without costing `ok` (they are named in the reason).
+See docs/internals/plans.md#finishing.
 """
 
 from __future__ import annotations

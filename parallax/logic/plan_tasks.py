@@ -1,11 +1,6 @@
 """What one plan task sees, what it leaves behind, and when an earlier result stands in for it.
 
-A task sees only its dependencies' results: placeholders in its goal and inputs are
-filled with them (`$N`, `${N}`, as many as it uses), and dependencies it does not name
-are listed after its goal. An optional dependency that did not finish is filled with a
-note saying so. The task's record goes to the `tasks` channel and, when it finished, its
-result goes to the board under its key; a result longer than `BOARD_INLINE_CHARS` stays
-in the store (with the finished record) and the board holds a preview and where it is.
+See docs/internals/plans.md#what-a-task-sees-and-leaves.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Tools a `tool` task runs without a model: today `calc`, exact arithmetic over earlier results.
+"""Tools a `tool` task runs without a model: `calc`, exact arithmetic over earlier results.
 
-Why a tool at all: "add the two totals" is where a small model goes wrong, and where placeholders
-a model fills in (LLMCompiler's `${1}+${2}`) come back half-filled. The expression is
-parsed with `ast` and only numbers, + - * / // % ** and parentheses are evaluated; every
-placeholder is replaced by its task's result read as a number (the vote normaliser's
-reading: "$1,200", "1200 dollars" and "twelve hundred" are all 1200).
+See docs/internals/plans.md#what-a-task-sees-and-leaves.
 """
 
 from __future__ import annotations

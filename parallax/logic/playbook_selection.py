@@ -1,15 +1,6 @@
-"""Pick the playbook items each branch should see, within a character budget.
+"""The playbook items each branch sees, within a character budget.
 
-A playbook that fits the budget goes whole to every branch. A larger one is ranked per
-branch by embedding similarity to the branch's own text, ties broken by helpful count and
-id, so the same texts always get the same items.
-
-A whole task is ranked by its leading sentences (`retrieval_text`), not all of it: a task's
-opening usually says what kind of task it is ("Use formula Current Ratio to answer the
-question."), which is what a lesson is about, while the rest is numbers and instructions
-that blur the match. On 300 Formula tasks against a 50-lesson playbook, the leading 200
-characters put each task's own lesson in its top three for 300 tasks (full text: 287) and
-cost a twenty-fifth of the encoder time.
+See docs/internals/learning.md#which-items-a-branch-sees.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The gate of a prompt edit: the served version and the edit on the same validation tasks, one rule.
+"""The gate of a prompt edit: the served version and the edit on the same validation tasks.
 
-Both evaluations run pinned and without a store of their own (nothing is traced), each with every
-solve prompt at its served version and the edit in place of one. The verdict comes from
-logic/gate_decision.py, the same rule as a playbook update's gate (nodes/gate.py): a fall rejects,
-a real gain accepts, a tie without signal needs a person's yes (`approve`), and an edit the gate
-cannot measure (no validation tasks, or a prompt the solve runs do not use) goes through, saying so. An accepted edit
-becomes the head but reaches runs only through a release: the first edit pins `production` on the
-version runs were getting. A rejected edit is kept as a candidate with its reason.
+Both evaluations run pinned and untraced; the verdict is logic/gate_decision.py's rule.
+See docs/data-loop.md (prompts).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The fact layer: a finding counts only if its quote occurs in the slice it came from.
 
-Why no model call: a model asked whether a finding is supported tends to agree; a string
-search cannot be talked round and costs nothing. The comparison forgives what a copying
-model changes without changing the words: case, runs of whitespace, typographic quotes and
-dashes, and an ellipsis standing for left-out words (each part must then occur, in order).
-A quote shorter than `MIN_QUOTE_CHARS` proves nothing ("the", "and") and does not verify.
+A string search, not a model: it cannot be talked round. See docs/internals/runs.md.
 """
 
 from __future__ import annotations

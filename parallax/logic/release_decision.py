@@ -1,23 +1,6 @@
 """Gray release: which version a run gets, and when a canary is promoted or rolled back.
 
-Which version: a stable hash of (subject, thread id) picks the canary for `share` percent
-of threads, so a conversation keeps its version for the whole release, and two subjects
-(a playbook and a prompt on canary at once) split the traffic independently.
-
-When to decide: every run a release serves is one trial in its arm, a success or not
-(`run_success`). The rule is a group-sequential comparison of the two success rates with
-a stated error rate. It looks at the counts only at fixed sizes of the smaller arm
-(`min_runs`, then doubling up to `max_runs`: 50, 100, ..., 1600 by default, K looks) and
-spends each error rate evenly over the K looks (Bonferroni), so over a whole release:
-
-- a canary as good as production is rolled back with probability at most `error_rate` (α);
-- a canary worse by more than `margin` is promoted with probability at most `error_rate`.
-
-At a look, with d = p_canary - p_production and its Agresti-Caffo standard error (one
-success and one failure added to each arm, so 0% and 100% arms still have an error):
-roll back if d / se < -z; promote if (d + margin) / se > z, where z is the normal quantile
-of 1 - α/K. Neither by the last look: the release waits for a person (`undecided`).
-`bench/canary.py` measures the rule on simulated rollouts.
+See docs/internals/learning.md#gray-release.
 """
 
 from __future__ import annotations

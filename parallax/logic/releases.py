@@ -1,13 +1,6 @@
 """Gray release steps: what a run is served, starting and ending a canary, counting a run's trial.
 
-A *subject* is one versioned thing: "playbook/<name>" or "prompt/<name>". A run is served
-one version of each subject it uses (`serve_playbook`, `serve_prompts`) and remembers,
-per subject, {"version", "arm", "release_id"}; after the run, `count_run` adds its trial
-to every release that served it, and the rule of logic/release_decision.py may promote or
-roll the canary back right there, under the labels' lock (runtime/storage/labels.py).
-That is why it works the same from the CLI and under the graph API: the decision runs in
-the solve graph, where traces are written. A person's feedback later can correct a
-trial (`correct_trial`), and a person can always decide instead (`end_release`).
+See docs/internals/learning.md#gray-release.
 """
 
 from __future__ import annotations

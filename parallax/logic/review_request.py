@@ -1,17 +1,6 @@
-"""A `needs_review` answer put to a person, in the shape chat UIs render, and their decision read back.
+"""A `needs_review` answer put to a person in the shape chat UIs render, and the decision read back.
 
-Why this shape: Agent Chat UI (langchain-ai/agent-chat-ui, src/lib/agent-inbox-interrupt.ts)
-shows an interrupt as a human-in-the-loop request with accept / edit / reject buttons only
-when its value is LangChain's HITL request: `{"action_requests": [{"name", "args",
-"description"}], "review_configs": [{"action_name", "allowed_decisions"}]}`, and it resumes
-the run with `{"decisions": [{"type": "approve"} | {"type": "edit", "edited_action": {"name",
-"args"}} | {"type": "reject", "message"}]}`. The action here is `answer`, its one argument the
-answer, so "edit" is a person typing the right answer.
-
-`decision_of` also reads the older Agent Inbox response (`[{"type": "accept" | "edit" |
-"ignore" | "response", "args": ...}]`, what LangGraph Studio's and older UIs' resume sends)
-and a bare word ("accept", "reject") or `{"answer": ...}` from a script, so every client
-can answer; anything else raises BadDecision with what to send instead.
+See docs/internals/runs.md#chat-turns-and-reviews.
 """
 
 from __future__ import annotations
@@ -74,7 +63,7 @@ def _one(decision: Any) -> Review:
 
 
 def decision_of(resume: Any) -> Review:
-    """The person's decision from a resume value (see the module docstring for the shapes read)."""
+    """The person's decision from a resume value (docs/internals/runs.md lists the shapes)."""
     if isinstance(resume, dict) and "decisions" in resume:
         resume = resume["decisions"]
     if isinstance(resume, list):

@@ -1,16 +1,7 @@
-"""How a task runs: the rules behind `auto`, and what a solve or plan input must hold beyond its definition.
+"""How a task runs: the rules behind `auto`, and what a solve or plan input must hold.
 
-`auto` uses the shape of the input, not a model call: a request with several deliverables
-or steps (a numbered or bulleted list of asks, or asks joined by "then", "and", "finally")
-is planned (the `plan` graph); long or multi-part input is sectioned; a short request for a piece
-of work with no single right wording (write a function, fix a bug, draft a letter) is speculated on
-(several candidates, a verifier picks one), a short question whose answer can be checked by
-agreement is voted on, and anything else (open-ended writing, explanations) is answered once.
-
-`validate` and `validate_plan_input` are what the graphs' first nodes run and logic/run_input.py runs for
-every face: the input's definition (its TypedDict's types and bounds, state/solve.py and state/plan.py), then
-what depends on the run's settings (the task's size) or on several fields at once (min_votes <= votes, a
-check only when speculating).
+`auto` reads the input's shape, not a model (docs/how-it-works.md); the input checks are the ones
+every face runs (docs/internals/runs.md#one-check-for-every-face).
 """
 
 from __future__ import annotations

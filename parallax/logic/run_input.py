@@ -1,25 +1,6 @@
 """What a valid run is: the one place every face asks before a run is created.
 
-Why one place: the same mistake (votes -1, an unknown option, max_concurrency -3, `epochs` 100000000, a
-schema that is not an object) must be refused by the CLI, the Python API, the graph API, `/v1` and `/mcp`
-alike, before anything runs, with the same sentence, each face in its own error shape (the CLI's one line
-and exit 2, OpenAI's error JSON on /v1, a tool error on /mcp, the graph API's 422). Here is everything
-that can be told from the request alone; what needs the store (does the playbook exist?) is the
-server's (server/run_checks.py) or the CLI's to ask.
-
-- The input: the graph's definition, its input TypedDict in state/ (DEFINITIONS), whose every field has
-  its type and both bounds (state/inputs.py says how); a key it does not name is refused by name (LangGraph
-  would drop it without a word, and the caller would believe it did something); then what holds beyond
-  it (logic/routing.py for solve and plan, logic/graph_inputs.py for the other graphs), which the graphs'
-  first nodes run too, so a caller of the compiled graph in process skips no check.
-- The keys only Parallax's own graphs set (state/solve.py INTERNAL: a follow-up's record, lessons, prompts,
-  a parent trace) are refused from every caller.
-- The run's `context`: each run setting with its absolute bounds (state/context.py, the same bounds the
-  process settings have), the code-only fields refused. On the served API (`served=True`) each is held to
-  the server's own setting by its rule: a ceiling may only be lowered, a floor only raised, a model only
-  one the server allows (state/context.py SERVED_RULES says why).
-- On the served API, what the server never does for a caller: run a check or test command, open a
-  repository, read a document from a path of its own disk (SERVED_NEVER).
+See docs/internals/runs.md#one-check-for-every-face.
 """
 
 from __future__ import annotations
@@ -174,7 +155,7 @@ def check_run_input(graph: str, run_input: Any, context: Any = None, *, continue
     `continues_thread`: the run is on a thread that has run before, whose state may already hold the task (a
     follow-up may send only a new question; a chat run, no new message), so a missing one is not refused here.
     `served`: the caller is a stranger on the served API: its context is held to the server's own settings and
-    what the server never does for a caller is refused (the module docstring lists both)."""
+    what the server never does for a caller is refused (docs/internals/runs.md lists both)."""
     ctx = checked_context(context, served=served)
     definition = DEFINITIONS.get(graph)
     if definition is None:

@@ -1,17 +1,6 @@
 """What a run's trace keeps beyond branch lifecycles: its outcome, what it was served, its prompts.
 
-- `outcome`: when the caller gave a target (`parallax run --target`, and every run the
-  learn and eval paths make), whether the answer matched it (logic/scoring.py).
-- `used_subjects`: the playbook and the prompt versions this run actually used, with the
-  arm of a gray release that served each (only prompts some branch was built from count).
-- `kept_prompts`: the messages business branches and speculative candidates were sent, so
-  `parallax export` can write fine-tuning data. They are rebuilt from the run's state rather than carried by every
-  branch record (a 1,000-vote run sends one prompt a thousand times), stored once per
-  distinct prompt under a content key that each branch record names (`prompt_key`), and
-  left out, with the reason, past `limit_chars` (PARALLAX_TRACE_PROMPT_CHARS). The store
-  redacts them like the rest of the trace.
-- `token_totals`: the tokens of every branch summed, with the prompt tokens the endpoint read from
-  its prefix cache (`cached_tokens`), which providers bill at a discount.
+See docs/internals/runs.md#the-trace.
 """
 
 from __future__ import annotations

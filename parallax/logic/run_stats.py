@@ -1,18 +1,6 @@
 """Run metrics from stored traces: `parallax stats` and the `stats` graph.
 
-Per group of runs (all of them, and each playbook version):
-- runs; `ok_rate`: share that ended `ok`; `accuracy`: share right among runs that had a
-  target (`accuracy_runs` of them);
-- `mean_branches`: business branches (direct, slice, vote) per run; `mean_model_calls`:
-  model calls per run (every attempt and re-ask of every branch but the rule-based safety check);
-- `recovery_rate`: of the runs that met at least one fault, retry, re-ask or straggler
-  backup (`runs_with_faults`), the share that still ended `ok`;
-- `latency_ms_p50` / `latency_ms_p95`: run duration, nearest-rank percentiles;
-- `tokens_total`, `tokens_mean`; `cost_usd_total`, `cost_usd_mean` over the runs whose cost is known, and
-  `cost_unknown_runs`: runs that used a model without a price (their cost is not guessed; None when no run's
-  cost is known; logic/spend.py); `budget_stops`: runs their budget stopped; `feedback_mean` over runs with
-  feedback (`feedback_runs`, each run's latest score).
-Traces written before a field existed simply do not count towards it (None when no run does).
+See docs/data-loop.md (stats) and docs/internals/runs.md#the-trace.
 """
 
 from __future__ import annotations
@@ -81,7 +69,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def summarize(traces: list[dict[str, Any]]) -> dict[str, Any]:
-    """The metrics of one group of runs (see the module docstring)."""
+    """The metrics of one group of runs (docs/data-loop.md lists them)."""
     scored = [t for t in traces if t.get("correct") is not None]
     faulty = [t for t in traces if met_fault(t)]
     durations = [float(t["duration_ms"]) for t in traces if t.get("duration_ms") is not None]

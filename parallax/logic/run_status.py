@@ -1,9 +1,4 @@
-"""A run's final status: `ok` only when its checks passed, else `needs_review` with the reasons.
-
-`ok` is a promise to the user. A safety flag holds any answer for review, whatever the
-branches agreed; an answer that was not settled (no quorum, nothing relevant found) is
-never `ok` either. Used by the merge and by the judge.
-"""
+"""A run's final status: `ok` only when its checks passed, else `needs_review` with the reasons."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Split a long input into independent slices by its own structure.
+"""A long input split into independent slices by its own structure.
 
-Headings first (Markdown `#` lines or `Topic:` lines), then blank-line paragraphs, then
-lines; adjacent small pieces are packed together up to the budget and an oversized piece
-is cut at line or sentence boundaries, so every slice fits one branch's context.
+Headings first (Markdown `#` or `Topic:` lines), then blank-line paragraphs, then lines; small pieces
+are packed up to the budget and a big one is cut at line or sentence boundaries.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""Speculative mode's decisions: each candidate's approach, and how the verifier picks one.
+"""Speculate mode's decisions: each candidate's approach, and how the verifier picks one.
 
-Why several approaches at once: for open-ended work (a function, a patch, a draft) a majority
-means nothing, and one attempt has no choice. K candidates are made side by side, each with its
-own approach (a prompt variant and a temperature, stated in its branch record), and a verifier
-picks one:
-
-- with a check (a command run in the candidate's own folder): the first candidate that passes
-  wins and the rest are cancelled (logic/candidate_watch.py); with none passing, the one with the
-  most passing tests, marked `needs_review`;
-- without one, a judge compares candidates pairwise in a small knockout tournament. Each match is
-  asked twice, with the two answers' positions swapped, so a judge that favours a position cancels
-  out: a match whose two orders disagree has no clear winner, and a pick that rests on such a match
-  is `needs_review` (a judge that always answers "A" never produces an `ok`).
+See docs/how-it-works.md#speculate-several-approaches-at-once.
 """
 
 from __future__ import annotations

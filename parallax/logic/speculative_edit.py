@@ -1,15 +1,6 @@
-"""A speculative edit task of a plan: K candidate patches at once, the first that passes the tests wins.
+"""A speculative edit task: K candidate patches at once, the first whose tests pass wins.
 
-Each candidate is an edit agent (logic/edit_agent.py) with its own approach (a note in its prompt
-and a temperature, logic/speculation.py APPROACHES) in its own git worktree on its own branch, all
-from the same base. When an agent has committed, the run's test command runs in its worktree; the
-first candidate whose tests pass wins and the others are cancelled wherever they are (mid-step or
-mid-test: everything the test started is killed; logic/candidate_watch.py). Tests run confined
-(runtime/sandbox.py), and each candidate's check says where it ran (`sandbox`). With none passing, the one
-with the most passing tests is kept, `NEEDS_REVIEW`. Only the winner's branch is left for the plan's
-integration (nodes/integrate.py merges it); every worktree is removed and every loser's branch is
-deleted, so a loser can never be merged. When a candidate ends, `keep` is handed its conversation
-(logic/edit_agent.py) and says where it kept it, which the candidate's summary names (`conversation`).
+See docs/plan.md (speculative edit tasks).
 """
 
 from __future__ import annotations

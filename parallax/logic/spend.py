@@ -1,10 +1,4 @@
-"""What a run spent: its tokens and their cost in USD, summed over its branch records.
-
-Why a summary of its own: the cost of each branch is fixed when it runs (runtime/branch_call.py,
-at the prices then in force); a run, a trace, `parallax stats`, the OpenAI face's `usage` and the
-metrics all report the same sum, and all must say "unknown" the same way: a branch that spent
-tokens on a model without a price makes the total None, never a smaller number, and names the model.
-"""
+"""What a run spent: tokens and USD over its branch records; unknown when a model has no price."""
 
 from __future__ import annotations
 

@@ -1,27 +1,6 @@
 """When a vote has heard enough: Adaptive-Consistency's Beta rule, applied wave by wave.
 
-Asking every vote of a fixed N pays for agreement that was clear after three. Adaptive-
-Consistency (Aggarwal et al., 2023) stops sampling once a Beta posterior says the leading
-answer is settled: with `a` votes for the leader and `b` for the runner-up, the leader's share
-p of the two has posterior Beta(a + 1, b + 1), and the vote stops when P(p > 1/2) reaches
-the threshold (0.95 there). They draw samples one at a time; here votes are asked in
-parallel waves, so a settled vote costs one wave of latency, not one call per vote:
-
-- the first wave asks `first_wave` votes at once (3 by default);
-- after each wave, the vote stops when the leader is settled or `max_votes` have been asked;
-- else the next wave asks the fewest further votes that could settle it if they all agreed
-  with the leader, but at least `min_wave` (by default `first_wave`), never past `max_votes`; when even that many
-  agreeing votes could not settle it, the next wave asks all the votes left (stopping there
-  instead would leave hard questions to a plurality of few votes: it cost 0.9 pp of accuracy
-  in bench/adaptive_vote.py's simulation for 10% fewer calls).
-
-The threshold is 0.93 by default (Adaptive-Consistency uses 0.95 with one sample at a time):
-at 0.95 three agreeing votes do not settle (P = 0.9375), so every easy question would pay a
-second wave of latency; at 0.93 they do, and the share of settled votes whose answer is the
-most likely one stays above 0.98 in the simulation.
-
-For integer parameters the posterior is a binomial sum: P(p > 1/2) = sum_{j=0}^{a} C(n, j) / 2^n
-with n = a + b + 1, so no special functions are needed.
+See docs/internals/votes.md#adaptive-stopping.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """Backup copies for stragglers: one slow branch must not hold up a hundred finished ones.
 
-When a branch has run `factor` times longer than the median of its finished siblings
-(and at least `min_s`), a backup copy of the same branch starts. The first copy to
-finish with a usable reply wins and the other is cancelled. Both copies belong to one
-branch id and only the winner's record is returned, so a vote is never counted twice.
-The watch is shared by every task of a fan-out (runtime/fan_out_limit.py), so "siblings"
-means all branches of the run's superstep, not just one task's group. A branch with too
-few finished siblings (a direct run has none) is measured against the recent branches of
-the same model in this process instead, once there are enough of them.
+See docs/internals/votes.md#straggler-backups.
 """
 
 from __future__ import annotations

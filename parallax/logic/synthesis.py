@@ -1,15 +1,6 @@
-"""Turn the results of a plan's output tasks into one answer, four ways.
+"""A plan's output tasks turned into one answer: `concat`, `reduce`, `vote` or `assembly`.
 
-- `concat`: the results in plan order — for deliverables that stand side by side;
-- `reduce`: fold pairwise (a tree of `combine` calls, each on two results only, so no
-  call ever has to compress many results at once: the context-overload failure the
-  design brief describes);
-- `vote`: the output tasks answered the same question; the normalised answers are tallied
-  with a quorum (fewer finished results than the quorum settles nothing);
-- `assembly`: fill the plan's template, `${N}` standing for task N's result.
-
-A missing result (a task that failed or was skipped) is named in `note` and leaves the
-synthesis unsettled, which the joiner turns into `needs_review`.
+See docs/plan.md (join) and docs/internals/plans.md#finishing.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Load learning and evaluation tasks from JSONL.
+"""Learning and evaluation tasks loaded from JSONL.
 
-Accepted lines: `{"context"|"question"|"input": ..., "target"|"answer": ..., "scorer"?: ...}`; ACE's
-`{"context","target"}` (its Formula tasks: examples/train.jsonl) works unchanged, and so does GSM8K, whose
-answer keeps its working before `####`. A bad line is reported with its number.
+Lines hold `context`|`question`|`input`, `target`|`answer` and an optional `scorer`; ACE's Formula
+tasks and GSM8K (working before `####`) load unchanged.
 """
 
 from __future__ import annotations

@@ -1,25 +1,7 @@
 """A run over time: the lanes `parallax trace ID --timeline FILE` draws, as data.
 
-Why a picture needs its own model of the trace: the trace keeps each branch's lifecycle as timed
-transitions (state/lifecycle.py), which says *what* happened to one branch; a reader of a parallel
-run asks *when*, against its siblings: which branch waited for a slot, which retried, where a
-straggler's backup copy ran beside it, what a settled vote cancelled, which plan task held up the
-tasks that depend on it. So each branch becomes a lane of segments over the run's clock:
-
-- `queued` from PENDING until its model call starts (it may wait for a slot under the run's limit);
-- `running` while a call is out (IN_PROGRESS);
-- `failed` from a TIMEOUT or FAILED until what follows it, `retry` from RETRY until the next call;
-- the lane ends in `completed`, `escalated` or `cancelled`, its final mark.
-
-A backup copy (logic/stragglers.py) is a lane of its own under the branch it raced.
-
-Waves of an adaptive vote are not stored as such; they are read off the clock: a vote planned after
-every vote of the wave before it had come back belongs to a new wave, since a wave is planned by the
-merge of the previous one (graphs/solve.py). Plan runs (mode `plan`) add a lane per task with the
-tasks it depended on; `waited_on` is the dependency that finished last, the edge that held it up.
-
-Everything here is a pure function of a stored trace (`TraceStore.get_trace`), so the CLI and the
-served API draw the same picture (logic/timeline_svg.py) or hand out the same data (`as_dict`).
+A pure function of a stored trace, so the CLI and the served API draw the same picture.
+See docs/internals/runs.md#timelines.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """A run's timeline (logic/timeline.py) drawn as one self-contained SVG file.
 
-SVG because it is text: no drawing library, no fonts to ship, it opens in any browser, scales without
-blur, and every bar carries a `<title>` (a browser shows it on hover) with the branch, phase, times
-and reason. One row per lane: its label on the left, its phases as bars on the run's clock, its end as
-a mark (a tick when it completed, a cross when it escalated, a slash when it was cancelled). A vote's
-waves are dashed lines where each wave was planned; a plan task's dependencies are arrows from the
-end of the dependency to the start of the task, the one it waited on longest drawn solid.
+See docs/internals/runs.md#timelines.
 """
 
 from __future__ import annotations

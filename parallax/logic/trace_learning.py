@@ -1,31 +1,7 @@
 """Which stored runs a `learn --from-traces` run learns from, and which it replays in its gate.
 
-The runs: the tenant's traces served by the playbook (production runs, either arm of a gray
-release; never the learn graph's own runs or evaluations), within `since`, whose task was kept
-whole and that carry a signal (logic/trace_signal.py), and that no round has taken for this
-playbook yet. They are claimed oldest first, up to `limit`, under the store's lock
-(runtime/storage/consumed.py), so two learning rounds at once never take the same run.
-
-The gate's validation tasks: the playbook's runs that carry a target (a person's correction,
-or a target given with the run), newest first, replayed with the head and with the candidate.
-With none, the gate has nothing to measure and says so: no offline gate is claimed.
-
-After each batch, a run reflected on is consumed. Its claim names the batch's commit key before
-the commit is written (`mark_committing`), so a round killed between its commit and the marking
-never has the run learned again: the next claim consumes it instead (runtime/storage/consumed.py;
-counted as `recovered`). A batch with no operations writes nothing to the playbook: killed before
-the marking, its runs are reflected on again, and there was nothing learned to repeat.
-
-A round slower than its lease may find that another round has claimed some of its runs since:
-then it commits nothing from the batch (`dropped`: that round learns them), and a key it named
-that the other round gave up refuses its commit the same way.
-
-A run whose reflection failed goes back for a later round, put off longer after each failure in a
-row (runtime/storage/consumed.py: `retry_after_s`; counted as `waiting` while put off); only a
-reply that came back and could not be used (cause `parse` or `length`: a model that cannot write
-the reflection) counts toward its MAX_FAILURES, after which it is given up as unlearnable. The
-endpoint's failures (connection, timeout, circuit open, rate limit, 5xx, 4xx) and crashes never
-count: a broken endpoint must not burn runs, only put them off.
+Claims, commit keys, dropped batches and retries:
+docs/internals/learning.md#learning-from-stored-runs.
 """
 
 from __future__ import annotations
@@ -96,9 +72,10 @@ def reflected_on(runs: list[dict[str, Any]]) -> list[str]:
 
 async def mark_committing(store: BaseStore | None, tenant: str, playbook: str, round_id: str,
                           runs: list[dict[str, Any]], key: str, lease_s: float) -> list[str]:
-    """Before a batch's commit (or rejection) under `key`: name it on the claims of the runs it learns from and renew
-    them; the ids another round has claimed since, when there are any, and then nothing is written and the batch
-    must not be committed (module docstring)."""
+    """Name `key` on the claims of the runs a batch learns from, before its commit, and renew them.
+
+    Returns the ids another round has claimed since; when there are any, nothing is written and the
+    batch must not be committed (docs/internals/learning.md#learning-from-stored-runs)."""
     if ids := reflected_on(runs):
         return await consumed_in(store, tenant, playbook).committing(ids, round_id, key, lease_s)
     return []
@@ -106,9 +83,10 @@ async def mark_committing(store: BaseStore | None, tenant: str, playbook: str, r
 
 async def consume_runs(store: BaseStore | None, tenant: str, playbook: str, round_id: str,
                        runs: list[dict[str, Any]], dropped: bool = False) -> dict[str, int]:
-    """Mark the runs a batch reflected on consumed (`dropped`: leave them, the batch was not committed because
-    another round took some of them), and release the ones whose reflection failed (module docstring);
-    {"consumed", "dropped", "to_retry", "unlearnable"}: how many of `runs` went each way."""
+    """Mark the runs a batch reflected on consumed, and release the ones whose reflection failed.
+
+    `dropped`: leave them, since the batch was not committed because another round took some of them.
+    Returns {"consumed", "dropped", "to_retry", "unlearnable"}: how many of `runs` went each way."""
     consumed = consumed_in(store, tenant, playbook)
     done = reflected_on(runs)
     failed = {str(r["task_id"]): reflection_failure(r) for r in runs if r.get("task_id") and r.get("reflection") is None}

@@ -1,18 +1,6 @@
 """What a stored run says about how it went: the signal `learn --from-traces` reflects on.
 
-A trace's signal is, strongest first:
-
-- `target`: the right answer is known (`parallax run --target`, or a person's correction,
-  `parallax feedback TRACE --correct`); the run was right if its answer matched it.
-- `feedback`: a person's latest score (>= 0.5 is good).
-- `status`: execution feedback. `ok` means the run's checks passed; `needs_review` and a
-  run that `failed` because of what the model wrote (replies that never parsed, or were cut
-  at the token limit) mean they did not.
-
-A run that failed for a reason outside the task (the endpoint refused or timed out, a crash,
-input the graph refused), or that has not ended, says nothing about its playbook: it has no
-signal and is not reflected on. Neither is a run whose task text was not kept whole (the
-trace keeps a 200-character preview and the whole task up to PARALLAX_TRACE_PROMPT_CHARS).
+Strongest first: its target, a person's feedback, its status (docs/data-loop.md, the closed loop).
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """What a run with an output schema settles on, per route: the object, its provenance, its checks.
 
-- `direct`: the one branch's object, checked against the schema (the reply was validated when it
-  came back, so it conforms); nothing vouches for its values, so none is `verified`.
-- `vote`: the objects of the valid votes, voted field by field (logic/field_vote.py); `ok` needs
-  every required field to reach its quorum, else `needs_review` naming the fields without one.
-- `section`: what each slice reported, kept only where its quotes occur in its slice and placed
-  on their page, merged field by field (logic/field_merge.py); a conflict, a required field with
-  no verified value or nothing verified at all is `needs_review`.
-
-`confidence` per route: `direct` 0.5 (one unchecked answer, as without a schema); `vote` the
-support of the weakest required field; `section` the share of reported values that verified
-(0 when nothing was checked, never 1.0 for nothing).
+See docs/internals/runs.md#output-schemas.
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
-"""The user's output schema: checked once, made self-contained, and turned into what branches are asked for.
+"""The user's output schema: checked once, made self-contained, turned into what branches are asked.
 
-A user gives a JSON Schema (or a pydantic model, whose JSON Schema it is). Before any model
-call it must be a valid JSON Schema (Draft 2020-12's meta-schema) *and* one that branches
-can be asked for: an object with named fields, whose values are scalars, objects or lists,
-with local `$ref`s only and no recursion. Anything else is refused with one line that names
-the field and says what to change, because a schema a small model cannot fill in would only
-fail later, once per branch, at the user's expense.
-
-Each kind of branch is then asked for a wrapper around that schema:
-
-- `direct` and `vote`: `{"reasoning": ..., "data": <the schema>}`; reasoning first, so a small
-  model works before it answers (llama.cpp keeps required keys in order);
-- `slice`: `{"relevant": ..., "data": <the schema, each scalar as {"quote", "value"}>}` with no
-  field required: a slice reports only what its own text supports, and every value carries
-  the words it rests on, so the merge can check them against the slice (logic/quotes.py).
-
-A schema's `pattern`s run on the model's replies, so they run on RE2 (runtime/linear_regex.py), in time linear
-in the reply; a pattern RE2 cannot run (a backreference, lookaround) is refused with that reason before any
-model call (`check_patterns`), and so is `patternProperties`: a branch is asked for named fields, and the
-validator would match those patterns with Python's backtracking `re`.
-
-Paths name a value inside the object: `revenue`, `segments[]` (any item of a list),
-`segments[2].name` (one item, as reported).
+See docs/internals/runs.md#output-schemas.
 """
 
 from __future__ import annotations

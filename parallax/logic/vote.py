@@ -1,22 +1,6 @@
-"""Reduce vote answers to one form per meaning, and decide by threshold.
+"""Vote answers reduced to one form per meaning, and decided by threshold and quorum.
 
-Small models say the same thing many ways ("$1,200", "1200.00 dollars", "1200", "fifteen"),
-so answers are compared in a canonical form (`normalize_answer`): numbers without separators,
-units or trailing zeros, numbers written in words as digits (text2num); yes/no synonyms
-folded; case and surrounding punctuation ignored.
-
-They also answer "144", "12 * 12 = 144" and "The answer is 144." to one question, so a vote
-counts each answer's final value (`final_value`): yes or no when it starts with one ("No,
-221 = 13 x 17"); the option of a multiple choice ("(B)", "B) 42", "Option b"); the number it
-ends with, perhaps followed by a unit or two words ("12 * 12 = 144", "He has 22 sheep now.");
-else its canonical form. The rules read the answer alone, never the question.
-
-A vote also has a quorum: the valid votes needed before any answer may count as settled
-(`min_votes`, else a strict majority of the votes asked). Fewer valid votes than that is
-not a vote at all, and no judge can make it one.
-
-An answer is model text of any length, so every pattern here runs on RE2 (runtime/linear_regex.py): time
-linear in the answer, where Python's `re` takes seconds on a long run of digits that ends in something else.
+See docs/internals/votes.md#answers-in-one-form-per-meaning.
 """
 
 from __future__ import annotations
@@ -85,8 +69,10 @@ def _digits_for_words(text: str) -> str | None:
 
 @functools.lru_cache(maxsize=1024)
 def final_value(answer: str) -> str:
-    """The canonical final value of a vote's answer (see the module docstring); idempotent. Kept for the last
-    1,024 answers: the votes of a run mostly give the same few, and the rules read nothing but the answer."""
+    """The canonical final value of a vote's answer (docs/internals/votes.md); idempotent.
+
+    Cached for the last 1,024 answers: a run's votes mostly give the same few, and the rules read
+    nothing but the answer."""
     text = normalize_answer(answer)
     if _is_number(text) or text in ("yes", "no"):
         return text

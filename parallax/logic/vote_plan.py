@@ -1,29 +1,6 @@
-"""A vote's plan priced before it is asked: how many votes each wave asks, chosen for the least expected cost.
+"""A vote's plan priced before it is asked: the votes each wave asks, for the least expected cost.
 
-Why: an adaptive vote (logic/stopping.py) asks fewer votes than a fixed one but sends more requests, and each request
-pays its prompt again: in full where the endpoint keeps no prefix cache, at the cached price where it does. All votes
-in one request pays the prompt once and every reply. Which is cheaper depends on the prompt's size, the replies', the
-cache and the price table, so neither is right everywhere: at 50 prompt tokens the waves save replies for almost no
-prompt; at 8,000 without a cache every extra request costs more than the votes it saves.
-
-A plan is (first wave, least later wave): the first wave asks `first_wave` votes; after each wave the stopping rule
-decides as before (settled, or asks the fewest further votes that could settle it, at least `min_wave`, or all the
-votes left when even that could not). Today's waves are (3, 3); all votes in one request is (N, any). For every plan
-with a first wave of at least the rule's own (`vote_first_wave`: two agreeing votes never settle) the expected number
-of waves, votes and judge calls is worked out exactly, over a prior of how votes fall: question kinds, each the chance
-that a vote gives its most likely answer (p1) and its runner-up (p2), the rest all different. The prior starts from
-`DEFAULT_WEIGHTS` and follows what this process saw its model's votes do (`fit_weights`: the stopping rule is
-ignorable for the likelihood of the counts, so early-stopped votes count as they are). The expected cost of a plan is
-then
-
-    first request's prompt at the input price + each later request's at the price a repeat is billed (the cached
-    price on the share of the prompt the endpoint has been seen to serve from its cache, the input price on the rest)
-    + votes x reply tokens x output price + P(unsettled) x a judge call
-
-(on an endpoint that refuses `n` each vote is a request, and a first wave's requests, sent together, are all billed
-in full). The plan chosen costs least among those whose chance of settling on the most likely answer is at least
-today's waves' (less 0.1 point), so the stopping rule's accuracy is kept. A model without a price is planned by its
-tokens (a local server's work): input and output 1 each, a cached token free.
+See docs/internals/votes.md#a-votes-plan-priced.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""What a vote's requests will cost at this run, gathered before its first wave, and the plan that costs least.
+"""What a vote's requests will cost at this run, gathered before its first wave; the cheapest plan.
 
-The inputs of logic/vote_plan.py, each from where it is known: the vote prompt's tokens (counted as a budget counts
-them: the endpoint's tokenizer, tiktoken or the estimate, runtime/token_count.py), the reply tokens of the model's last
-votes (else a stated guess), the price table (runtime/prices.py), the share of a repeated prompt this endpoint has
-served from its cache (runtime/endpoint_seen.py; before anything says,
-`UNKNOWN_CACHE_HIT`), whether a wave is one request (the endpoint takes `n` and the votes share one temperature), and the
-answer counts of the model's last votes (the prior). The chosen plan, its expected cost and the two it was chosen
-against go into the run's state (`vote_plan`), its trace and `parallax trace`.
+See docs/internals/votes.md#a-votes-plan-priced.
 """
 
 from __future__ import annotations

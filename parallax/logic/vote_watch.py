@@ -1,13 +1,6 @@
-"""Cancel a wave's votes still in flight once the vote has settled without them.
+"""A wave's votes still in flight cancelled once the vote has settled without them.
 
-A wave asks its votes at once, but they do not come back at once: with a real endpoint the
-slowest vote of a wave can take several times the fastest. When the votes that are back
-(with those of earlier waves) already settle the leader (logic/stopping.py), waiting for the
-rest buys nothing: they are cancelled, recorded as `cancelled`, never counted and never asked
-again on resume (their records are part of the wave's checkpoint like any other).
-
-One watch is shared by every `work` task of a wave's superstep (runtime/fan_out_limit.py), so a
-vote in one `Send` task can cancel votes in the others.
+See docs/internals/votes.md#cancelling-votes-a-settled-vote-does-not-need.
 """
 
 from __future__ import annotations

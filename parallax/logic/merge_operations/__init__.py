@@ -1,40 +1,7 @@
-"""Merge the delta operations of a whole learn batch into one operation list, deterministically.
+"""A learn batch's delta operations merged into one list, deterministically, without a model call.
 
-Why: each reflection is curated on its own (no model call ever sees many reflections), so a
-batch of a hundred runs arrives as a hundred small operation lists that repeat the same
-lessons in other words. This merge folds them without a model call, and the result must
-depend neither on the order of the operations nor on how reflections were split into
-batches: the playbook learned at batch 100 should hold the same lessons as at batch 1.
-
-How (DESIGN.md: raw similarity does not separate lessons, so one threshold either merges
-cousins or keeps paraphrases apart):
-
-* Match = embedding similarity of the curator's canonical `text` against a threshold chosen
-  by the `about` names: the same names (or none on both sides) -> `same_about_threshold`;
-  names on both sides but none shared ("gross margin" vs "operating margin") ->
-  `conflict_threshold` (near-identical only); otherwise `threshold`. Identical normalised
-  text always matches. An optional deterministic `judge(a, b)` decides the ambiguous band
-  (same names, similarity between `same_about_threshold` and `threshold`).
-* An item is represented by ONE wording: the minimum of its wordings under a total order
-  (`canonical_key`: names something, fewest names, shortest, alphabetical). A minimum is
-  associative, so it does not matter which batch brought which wording. The id is
-  `item_id_for(representative)`; when a later batch brings a smaller wording, the old item is
-  archived ("superseded by ...") and its counts and provenance move to the new id.
-* Wordings are processed in canonical order; each joins EVERY cluster whose representative
-  (or a wording of this batch in it) it matches. Existing items start as clusters, so a
-  near-duplicate of an existing item folds into it, and a wording that matches two items
-  bridges them into one, which is what lets a sequential run (batch 1) end with the same
-  items as a large batch. Archived items are only a fallback when no active item matches,
-  so a lesson archived as harmful is reinforced, not re-added. If the match relation is an
-  equivalence on the data the final playbook is identical for every order and batching;
-  otherwise (a~b, b~c, a!~c) batches can cut a chain differently, never the order in a batch.
-* Counts are sums: a lesson proposed n times has helpful n-1 (apply_operations' `add`
-  semantics) and a fold into an existing item is `tag_helpful` with the number of proposals.
-  A curator's `archive` request is `archive_votes` harmful votes, and the status of every
-  touched item is a pure function of its summed counts (`ArchiveRule`), so archiving does
-  not depend on batching either; an archived item whose counts recover is reactivated.
-* `update` proposes a wording for its target and competes for the representative like any
-  other wording ("last writer wins" would depend on arrival order).
+The result depends neither on the operations' order nor on how reflections were batched.
+See docs/internals/learning.md#merging-a-batchs-operations.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """Existing items and new wordings grouped into lessons (clusters), each with one representative.
 
-Existing active items start as clusters, so a near-duplicate of an existing item folds into
-it. Wordings are placed in canonical order; each joins EVERY cluster whose representative
-(or a wording of this batch in it) it matches, and a wording that matches two items bridges
-them into one, which is what lets a sequential run (batch 1) end with the same items as a
-large batch. Archived items are only a fallback when no active item matches, so a lesson
-archived as harmful is reinforced, not re-added. Operations other than `add` name an item;
-they land on that item's cluster (an archived item superseded by a matching smaller wording
-redirects to its heir).
+See docs/internals/learning.md#merging-a-batchs-operations.
 """
 
 from __future__ import annotations

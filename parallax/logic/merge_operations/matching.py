@@ -1,11 +1,6 @@
 """When two lesson texts are one lesson: embedding similarity against a bar chosen by their names.
 
-Raw similarity does not separate lessons (DESIGN.md), so the bar depends on the `about`
-names: the same names (or none on both sides) -> `same_about` (0.50); names on both sides but
-none shared ("gross margin" vs "operating margin") -> `conflict` (near-identical only, 0.95);
-otherwise `threshold` (0.80). Identical normalised text always matches. An optional
-deterministic `judge(a, b)` decides the ambiguous band (same names, similarity between
-`same_about` and `threshold`), once per pair.
+See docs/internals/learning.md#merging-a-batchs-operations.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The operations one merged cluster turns into, and the archive rule that decides status.
 
-Counts are sums: a lesson proposed n times has helpful n-1 (apply_operations' `add`
-semantics) and a fold into an existing item is `tag_helpful` with the number of proposals.
-The status of every touched item is a pure function of its summed counts (`ArchiveRule`),
-so archiving does not depend on batching; an archived item whose counts recover is
-reactivated. When a smaller wording becomes a cluster's representative, the old items are
-archived ("superseded by ...") and their counts and provenance move to the new id.
+See docs/internals/learning.md#merging-a-batchs-operations.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The distinct lesson texts of a batch, and the total order that picks an item's one wording.
+"""A batch's distinct lesson texts, and the total order that picks an item's one wording.
 
-Many reflections propose the same lesson in the same words; those are one `Wording` with a
-summed count and united provenance before any similarity is computed. An item is
-represented by the minimum of its wordings under `canonical_key` (names something, fewest
-names, shortest, alphabetical): a minimum is associative, so it does not matter which
-batch brought which wording.
+See docs/internals/learning.md#merging-a-batchs-operations.
 """
 
 from __future__ import annotations
