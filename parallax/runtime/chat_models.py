@@ -1,15 +1,6 @@
-"""The one place that builds chat models.
+"""The one place that builds chat models: shared `ChatOpenAI`s that never stream.
 
-Every model call in Parallax goes through `langchain_openai.ChatOpenAI`, so any
-OpenAI-compatible endpoint works. With no endpoint configured, the embedded llama.cpp
-server is found or started by `model_server.endpoint` (blocking work, so it runs in a
-thread, once per process). A run can hand in its own factory through
-`Context.chat_model` (tests and benchmarks do); `chat_model` here is the default.
-
-Calls never stream (`disable_streaming`): a branch needs its whole JSON reply before it can
-parse it, and LangChain would otherwise switch every call to a token stream whenever a caller
-streams the graph in LangGraph's "messages" mode (Studio's chat, Agent Chat UI), so the same run
-would talk to the endpoint differently depending on who watches it.
+See docs/internals/model-calls.md#chat-models.
 """
 
 from __future__ import annotations

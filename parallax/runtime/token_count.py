@@ -1,23 +1,6 @@
-"""How many tokens a request's prompt is before it is sent: the endpoint's own tokenizer, tiktoken, or a stated bound.
+"""A prompt's tokens before it is sent: the endpoint's own tokenizer, tiktoken, or a stated bound.
 
-Why: a run's budget is held before each request, not after it (runtime/request_budget.py), so a request's worst case
-must be known when it is sent: its prompt counted here, its reply bounded by `max_tokens` per choice. The counters,
-in the order they are tried for an endpoint (probed once per endpoint and model, kept for the process):
-
-- `endpoint`: the endpoint's own tokenizer, the chat template included. vLLM's `POST /tokenize` takes the messages
-  and answers `{"count": N}`; llama.cpp's server (the embedded default) answers `{"tokens": []}` to that, and is
-  asked `POST /apply-template` for the templated prompt, then `POST /tokenize` `{"content": ...}` for its tokens.
-  Both live at the server's root, beside `/v1`.
-- `tiktoken`: OpenAI's own API (api.openai.com) and a model tiktoken knows; counted as OpenAI's cookbook counts
-  chat messages (3 tokens a message, 3 priming the reply, 1 more for a name), plus the reply schema's text, which
-  OpenAI adds to the prompt of a structured-output request. tiktoken downloads its encoding on first use; where
-  that fails (no network), the estimate.
-- `estimate`: no tokenizer known: `ceil(characters / 3) + 8` per message. English text runs about 4 characters a
-  token in the BPE vocabularies of OpenAI, Llama and SmolLM2, so this counts a third more than it should; text of
-  digits, symbols or other scripts can run below 3 characters a token, and there a budget may be passed by the
-  difference (bench/budgets.py measures both).
-
-A count is kept per prompt (the votes of a run share one), so a wave of votes counts its prompt once.
+See docs/internals/model-calls.md#token-counts.
 """
 
 from __future__ import annotations

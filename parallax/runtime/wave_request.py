@@ -1,25 +1,6 @@
-"""One request for the votes of a wave: `n` choices of one prompt, each still its own vote branch.
+"""One request for a wave's votes (`n` choices of one prompt), each still its own vote branch.
 
-Why: the votes of a wave that share their prompt, model and temperature differ only by chance, so
-an endpoint that takes `n` (OpenAI, vLLM, the llama.cpp server of the `xllamacpp` wheel) reads the
-prompt once and samples `n` replies, and bills the prompt once. Eight separate requests bill it
-eight times.
-
-A `WaveRequest` stands for one such group (made by the `work` node, runtime/services.py keeps
-nothing of it). Each vote branch holds a `Seat`. The first seat to ask sends the one request, for
-as many choices as the group has seats; every seat then takes its own choice, in the order the
-seats ask, with its share of the usage (`share_usage`). What does not fit is asked on its own, as
-before: a seat whose choice is missing (the endpoint gave fewer, or the run's budget let the request
-ask fewer), a backup copy of a straggler (its seat was taken by the original), a re-ask of a bad
-reply, a retry after the request failed. A seat cancelled while it waits leaves the request to the
-others; the request is cancelled when no seat waits for it.
-
-Support is learned per endpoint and model and kept in the process's services: an endpoint that
-refuses `n` (HTTP 400/422) or answers with fewer choices is asked separately from then on in this
-process; the replies it did give are used. A transient failure (429, 5xx, timeout) says nothing
-about `n` and is retried by each seat on its own, after its backoff. Any other failure (a choice cut
-at the token limit fails the whole parsed response) sends each seat to ask on its own at once, so
-one choice's fault stays its own vote's.
+See docs/how-it-works.md#votes-in-one-request and docs/internals/model-calls.md.
 """
 
 from __future__ import annotations
