@@ -1,5 +1,4 @@
-"""What a process does once, after its imports and before its first graph run: take the long-lived objects out of
-the garbage collector's way, and let it run less often while a wide fan-out is in flight."""
+"""Once after imports: long-lived objects frozen, the young GC generation collected less often."""
 
 from __future__ import annotations
 
