@@ -48,12 +48,9 @@ def http_client(base_url: str) -> openai.DefaultAsyncHttpxClient:
 async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseChatModel:
     """A shared chat model; callers pass `temperature` (and `response_format`) per call.
 
-    Building a ChatOpenAI costs about half a millisecond, so one instance per model and
-    event loop serves every branch. Each loop gets its own HTTP client: langchain-openai
-    would otherwise share one process-wide pool, which breaks on the second event loop
-    (tests, benchmarks, servers with isolated loops); every chat model of one endpoint shares
-    that loop's client, so the endpoint's connection cap holds across models and timeouts.
-    Retries are ours (runtime/retry.py), not the client's.
+    One instance per model and event loop serves every branch. Each loop has its own HTTP client
+    (langchain-openai's process-wide pool breaks on a second loop), shared by every chat model of
+    the endpoint, so its connection cap holds. Retries are runtime/retry.py's, not the client's.
     """
     current = settings_mod.load()
     base_url = await endpoint(current)

@@ -23,7 +23,7 @@ from langchain_openai.chat_models.base import _convert_message_to_dict
 log = logging.getLogger("parallax.token_count")
 
 CHARS_PER_TOKEN_BOUND = 3
-"""The estimate's characters per token (see the module docstring)."""
+"""The estimate's characters per token (docs/internals/model-calls.md)."""
 MESSAGE_OVERHEAD_BOUND = 8
 """The estimate's tokens per message for the chat template's markers (ChatML uses 4 or 5)."""
 PROBE_TIMEOUT_S = 10.0
@@ -79,7 +79,7 @@ def server_root(base_url: str) -> str:
 
 
 class Counter:
-    """The prompt counter of one endpoint and model (see the module docstring); `count` is safe to call at once."""
+    """The prompt counter of one endpoint and model; `count` is safe to call concurrently."""
 
     def __init__(self, base_url: str, model: str, api_key: str = "") -> None:
         self.base_url, self.model, self.api_key = base_url, model, api_key

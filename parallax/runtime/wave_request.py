@@ -62,15 +62,12 @@ def usage_of_first_choice(replies: list[AIMessage]) -> bool:
 
 
 def share_usage(replies: list[AIMessage]) -> None:
-    """Give each choice its share of the request's usage, in place, so the branches' tokens sum to the bill.
+    """Give each choice its share of the request's usage, in place, so the branches sum to the bill.
 
-    An OpenAI-compatible endpoint reports one usage for the request (LangChain copies it onto every
-    choice). The prompt was read once: its tokens, and the cached ones among them, are split evenly
-    over the choices. Completion tokens are split in proportion to each choice's length in characters
-    (the usage does not say which choice spent how many). Where the usage counts only the first
-    choice's completion (`usage_of_first_choice`), that choice keeps it and each other choice is given
-    as many tokens per character as the first one spent: else the run would record, and its
-    `max_tokens` budget would hold against, a third of what three choices cost."""
+    Prompt tokens are split evenly, completion tokens by each choice's length in characters; where
+    the usage counts only the first choice's completion (`usage_of_first_choice`), the others get
+    its tokens per character (docs/internals/model-calls.md#a-waves-votes-in-one-request).
+    """
     if not replies:
         return
     usage: dict[str, Any] = dict(replies[0].usage_metadata or {})
@@ -127,10 +124,12 @@ class WaveRequest:
         return replies
 
     async def take(self, branch: str, key: tuple[str, str], send: Send) -> AIMessage | None:
-        """This branch's choice; None when it must ask on its own (see the module docstring). Raises what the
-        request raised when it failed for a reason other than `n` (the seat's retries then ask alone), and
-        BudgetRefused when not even one choice fits the run's budget.
-        `key`: the endpoint's base URL and the model, under which support for `n` is remembered."""
+        """This branch's choice; None when it must ask on its own (docs/internals/model-calls.md).
+
+        Raises what the request raised when it failed for a reason other than `n` (the seat's
+        retries then ask alone), and BudgetRefused when not even one choice fits the run's budget.
+        `key`: the endpoint's base URL and the model, under which support for `n` is remembered.
+        """
         if branch in self._taken or not self.worth_asking(key):
             return None
         self._taken.add(branch)
