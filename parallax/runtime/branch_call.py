@@ -1,8 +1,4 @@
-"""One model call of a branch, turned into its trace record.
-
-Shared by every kind of branch (work, judge, red team) so that attempts, re-asks,
-latency, tokens and errors are recorded the same way everywhere.
-"""
+"""One model call of a branch, turned into its trace record the same way for every branch."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""The one place that builds chat models.
+"""The one place that builds chat models: shared `ChatOpenAI`s that never stream.
 
-Every model call in Parallax goes through `langchain_openai.ChatOpenAI`, so any
-OpenAI-compatible endpoint works. With no endpoint configured, the embedded llama.cpp
-server is found or started by `model_server.endpoint` (blocking work, so it runs in a
-thread, once per process). A run can hand in its own factory through
-`Context.chat_model` (tests and benchmarks do); `chat_model` here is the default.
-
-Calls never stream (`disable_streaming`): a branch needs its whole JSON reply before it can
-parse it, and LangChain would otherwise switch every call to a token stream whenever a caller
-streams the graph in LangGraph's "messages" mode (Studio's chat, Agent Chat UI), so the same run
-would talk to the endpoint differently depending on who watches it.
+See docs/internals/model-calls.md#chat-models.
 """
 
 from __future__ import annotations
@@ -57,12 +48,9 @@ def http_client(base_url: str) -> openai.DefaultAsyncHttpxClient:
 async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseChatModel:
     """A shared chat model; callers pass `temperature` (and `response_format`) per call.
 
-    Building a ChatOpenAI costs about half a millisecond, so one instance per model and
-    event loop serves every branch. Each loop gets its own HTTP client: langchain-openai
-    would otherwise share one process-wide pool, which breaks on the second event loop
-    (tests, benchmarks, servers with isolated loops); every chat model of one endpoint shares
-    that loop's client, so the endpoint's connection cap holds across models and timeouts.
-    Retries are ours (runtime/retry.py), not the client's.
+    One instance per model and event loop serves every branch. Each loop has its own HTTP client
+    (langchain-openai's process-wide pool breaks on a second loop), shared by every chat model of
+    the endpoint, so its connection cap holds. Retries are runtime/retry.py's, not the client's.
     """
     current = settings_mod.load()
     base_url = await endpoint(current)

@@ -1,15 +1,7 @@
 """Each speculative candidate's own folder, where its answer is written and its check runs.
 
-With a repository, the folder is a git worktree of its HEAD on a branch of its own
-(runtime/worktrees.py), so a check sees the project around the candidate and no candidate sees
-another's files; without one, an empty folder. Either way under PARALLAX_HOME, never in the user's
-checkout. Writes go through `Worktree.write`, which refuses any path that leaves the folder (`..`,
-absolute paths, symlinks, `.git`): such a candidate is refused, not checked. The check runs confined
-(runtime/sandbox.py: scrubbed environment, limits, in bubblewrap when it works) with a timeout;
-cancelling it (another candidate passed first) kills it and everything it started. The folder
-is removed when the candidate is done, whatever happened (the branch of a worktree is deleted too).
-The folder's name is made of the run's and the candidate's ids, each checked to be one plain name
-(`worktrees.work_folder`), and no folder is made in served mode.
+A worktree of the repository's HEAD, or an empty folder, under PARALLAX_HOME; removed when the
+candidate is done. See docs/internals/untrusted-input.md#code-the-model-wrote.
 """
 
 from __future__ import annotations

@@ -1,32 +1,8 @@
 """A circuit breaker per model endpoint, shared by every branch in the process.
 
-Why: when an endpoint is down, every branch retrying against it only adds load and waits out
-its own backoff; better to stop calling it and say so. But a breaker that counts consecutive
-failures opens on one burst: forty branches that meet a full accept queue at the same moment
-are forty "failures" within milliseconds, although the endpoint serves all of them a second
-later, and an eval whose calls were refused reports a wrong accuracy. So the rules are
-those of resilience4j's and Polly's rate breakers, plus one of our own:
-
-- **Rate over a sliding window.** Only calls of the last `window_s` seconds count. The circuit
-  opens when they number at least `min_calls`, at least `failure_rate` of them failed, and the
-  failures are at least `min_failures`.
-- **Simultaneous failures are one event.** Failures within `coalesce_s` (default 1 s) of the
-  first failure of an event count as one failed call: a burst is one moment of trouble, not
-  forty. A success always counts as one call.
-- **Open, then one probe.** An open circuit lets no call out for `reset_s`; then one call
-  goes out as the half-open probe. Its success closes the circuit (with a fresh window), its
-  failure opens it again.
-- **Wait within the deadline.** A call that meets an open circuit waits for the probe when
-  the probe (and its outcome) can come before the call's own deadline, and goes on if the
-  probe succeeded. Otherwise (no probe before the deadline, or the probe failed) it fails at
-  once with `CircuitOpen`, whose message names the endpoint and since when it has failed.
-- **Down is down.** Once a probe has failed, the endpoint is known to be down, not merely
-  busy: until a probe succeeds, calls that meet the open circuit fail at once instead of
-  waiting out `reset_s` (the probes go on, one per `reset_s`).
-
-Client errors (400 and the like) say the endpoint is up and count as successes; so does a
-reply that fails to parse. The breaker itself never sleeps while holding state: the waiting
-is `await admit(deadline)`, so it works on any event loop and in any thread.
+It opens on a failure rate over a sliding window (a burst counts once), lets one probe out after
+`reset_s`, and lets calls wait for that probe within their own deadline.
+See docs/internals/model-calls.md#circuit-breaker.
 """
 
 from __future__ import annotations

@@ -1,41 +1,7 @@
-"""Read a user's document (PDF, DOCX, HTML, Markdown, text) into page texts.
+"""A user's document (PDF, DOCX, HTML, Markdown, text) read into page texts, within bounds.
 
-Why this exists: people bring annual reports as PDFs, contracts as DOCX and pages saved from
-a browser, not UTF-8 text. Every face (CLI `--input-file`, a graph input's `document`) turns
-them into text here, once, so slicing, quoting and the fact check see the same characters.
-A PDF keeps its pages (`pages[0]` is page 1, as a viewer counts), so a quote can later be
-checked against the page it claims; the other formats have no real pages and come back as
-one.
-
-Design choices:
-- The format is decided by the content first (`%PDF`, a ZIP holding `word/document.xml`,
-  `<html`/`<!doctype html`), then by the file's suffix; a `.pdf` that is not one is reported
-  as damaged rather than read as text.
-- Well-kept, pure-Python readers, nothing that downloads or needs torch: pypdf (page text),
-  python-docx (paragraphs and tables in document order, headings as Markdown `#` lines),
-  beautifulsoup4 with the stdlib `html.parser` (scripts, styles and navigation dropped,
-  block elements as paragraphs, headings as `#` lines so `logic/slicing.py` splits on them).
-- Every failure is a `DocumentError`: one line saying what is wrong and what to do (run
-  OCR, remove the password, export again, convert). The readers' own exceptions are
-  caught broadly on purpose: a damaged file can make a parser raise almost anything, and
-  untrusted input must never end in a traceback. Their warnings and log lines are muted
-  while they read, so the CLI prints nothing but that one line.
-- Text is normalised modestly (`clean`): NULs and control characters out, ligatures
-  spelled out, trailing spaces dropped, line breaks kept. A quote a model copies from the
-  text must be findable again by `logic/quotes.py`'s `quote_occurs`.
-- A path is read from the local disk; a face that serves other people (an HTTP API)
-  should take bytes, not paths, from its callers.
-- A document is a stranger's file, so reading one is bounded (`DocumentLimits`, from the
-  PARALLAX_DOCUMENT_* settings): its bytes (checked before it is read or decoded), a PDF's
-  pages, what it inflates to (a PDF's page content streams decoded; a DOCX's ZIP members,
-  as declared and as they actually unpack), the characters of text it yields, and the time
-  and memory its parser takes. Parsers are pure Python and a hostile file can keep them busy
-  for as long as it likes (pypdf takes 9.7 s on one page whose 68 KB content stream inflates
-  to 70 MB, 44 s on 50,000 tiny pages), so every file that needs one is read by a child
-  Python (started afresh, with no environment: no keys, no database URL) that has an
-  address-space limit and is killed when its time is up; it answers in JSON. The caller
-  waits in a thread, never on an event loop. A document over a bound is refused with one
-  line naming the bound and its setting.
+Parsers run in a confined child process; every failure is a one-line `DocumentError`.
+See docs/internals/untrusted-input.md#documents.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The process's sentence embeddings, for de-duplicating lessons and choosing playbook items.
 
-Why local by default: the merge of a learn batch must be deterministic and cheap, and must
-never need the network. The default embedder is all-MiniLM-L6-v2 on onnxruntime
-(runtime/minilm.py), loaded once per process, lazily, under a lock. Any LangChain
-`Embeddings` can stand in: with PARALLAX_EMBEDDINGS_URL set, an OpenAI-compatible
-`/v1/embeddings` endpoint serves the vectors (it must serve the same MiniLM for the merge's
-thresholds to mean what they say). Identical texts recur a lot (every merge re-embeds the
-playbook), so vectors are kept in a bounded LRU cache keyed by the exact text.
-
-Anything that maps `list[str]` to an (n, d) array of unit vectors is an `Embedder`
-(state/context.py); tests hand a bag-of-words fake to the graphs through `Context.embedder`.
+Local MiniLM by default, or an OpenAI-compatible endpoint; vectors are cached by exact text.
+See docs/internals/process.md#embeddings.
 """
 
 from __future__ import annotations

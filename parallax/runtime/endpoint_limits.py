@@ -1,26 +1,6 @@
-"""A cap on model calls in flight to one endpoint, that shrinks when the endpoint turns connections away.
+"""A cap on model calls in flight to one endpoint, shrinking when the endpoint refuses connections.
 
-Why: the fan-out's own limit (PARALLAX_MAX_CONCURRENCY) is per run, and an eval or a learn
-batch runs many runs at once: forty vote tasks open ~45 connections in the same millisecond,
-more than a small server holds (Python's http.server queues 5), and the overflow comes back as
-reset connections. So every model call to an endpoint holds one of its
-slots while its request is out:
-
-- **A fixed ceiling**, PARALLAX_ENDPOINT_MAX_CONNECTIONS (default 16): never more in flight
-  to one endpoint, whatever number of runs share the process. `connection_limits()` gives the
-  same ceiling as `httpx.Limits` to the HTTP client that runtime/chat_models.py shares between
-  every chat model of the endpoint, so its pool never opens more connections either.
-- **An adaptive limit below it** (additive increase, multiplicative decrease, as TCP and
-  Netflix's concurrency-limits do): when the endpoint refuses or resets a connection, the
-  limit becomes half of what was in flight then (once per moment: failures within a second
-  are one signal); each success adds
-  1/limit, so it climbs back by about one per round of calls. A server that holds 12
-  connections is soon sent about that many, instead of being sent 16 and resetting 4 of every
-  round until a branch has spent all its attempts.
-
-A call waits for a slot *before* its request timeout starts, so queueing behind our own cap is
-never counted as the endpoint being slow and never trips its circuit breaker. Slots are per
-event loop (asyncio primitives cannot cross loops); the CLI has one loop.
+See docs/internals/model-calls.md#connections-per-endpoint.
 """
 
 from __future__ import annotations

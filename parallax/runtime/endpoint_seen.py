@@ -1,12 +1,6 @@
-"""What this process has seen an endpoint do with a prompt it sent before: how much of it came from its cache.
+"""How much of a repeated prompt an endpoint serves from its cache, as this process has seen it.
 
-Why: whether a vote's later wave pays its prompt again in full or at the cached price decides which plan is cheapest
-(logic/vote_plan.py), and no endpoint says whether it caches until it is asked twice. Each request's prompt is keyed
-cheaply (its messages' lengths and the last one's opening); when a key comes back, the endpoint's `cached_tokens`
-for it are counted against its prompt tokens. Before any prompt came back, an endpoint seen to serve some prompt's
-opening from its cache (a system text many prompts share) is taken to serve a repeated prompt whole, and one that
-served nothing from a cache over its first NO_CACHE_AFTER requests is taken to keep none; before either, the share
-is unknown (None).
+See docs/internals/model-calls.md#what-an-endpoint-caches.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Why a model call failed, as one word a batch can count.
-
-Why: an eval that says "12 runs failed" cannot be acted on; "12 connection" (the endpoint)
-and "12 parse" (the model or the prompt) call for different fixes. Every branch that gives up
-records one of these causes beside its error (runtime/structured_call.py), and `eval` and
-`learn` count their failed tasks by it (logic/failures.py).
-"""
+"""Why a model call failed, as one word a batch can count (`connection`, `parse`, ...)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """Where Parallax keeps its data when PARALLAX_HOME does not say: the user's data directory.
 
-Why: a home in the working folder (`./.parallax`) makes a trace recorded in one folder "not found"
-from another, and leaves a `.parallax` in every folder a command runs in. Tools
-people already use (`gh`, `uv`, `httpie`) keep their data in the platform's user data directory
-(XDG_DATA_HOME on Linux, ~/Library/Application Support on macOS, %LOCALAPPDATA% on Windows),
-found here with platformdirs.
-
-In order: PARALLAX_HOME when set; else an existing `./.parallax` in the working folder, so a home kept
-there keeps working (the CLI says once per command where data lives and how to move it:
-`legacy_notice`); else the user data directory.
+See docs/cli.md#where-data-lives.
 """
 
 from __future__ import annotations

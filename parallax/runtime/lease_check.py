@@ -1,23 +1,7 @@
-"""Fencing: a run that lost its lease calls no model and writes nothing more.
+"""The lease check: a run that lost its lease calls no model and writes nothing more.
 
-Why this exists: on the deployed API a run is leased by one replica (Aegra's `runs.claimed_by`,
-renewed by a heartbeat). A replica cut off from the database keeps running while its lease runs
-out, and another replica takes the run over: without a fence both would call the model and write
-the run's records. Every model call (runtime/structured_call.py, before the call and again before
-its reply is used) and every write of a run's lasting records (a trace, a playbook version) first
-awaits `check_lease`.
-
-The runtime only holds the hook: the server installs the guard that knows about leases
-(parallax/server/lease_fence.py: a lease generation in PostgreSQL that each new claim bumps), and the
-token that stamps each trace and playbook record (`stamped`), which a trigger in PostgreSQL checks
-against the run's current generation: a write already on its way when the lease was lost cannot
-land after the takeover.
-
-Under the CLI and `langgraph dev` nothing is installed and the check is free. A guard returns while
-the run still holds its lease; otherwise it does not let the caller go on: the server's waits (while it
-cannot tell, e.g. while the database is unreachable and the lease it last saw has run out, and once
-another execution holds the run, until Aegra stops this one as a lease loss), and a guard may raise
-`LeaseLost`, a CancelledError, so the caller stops as if cancelled.
+The runtime holds only the hook; the server installs the guard (parallax/server/lease_fence.py).
+See docs/internals/process.md#the-lease-check and docs/deploy.md#faults-and-fencing.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""Keep untrusted lessons out of prompts: redact them, screen them, quarantine what fails.
+"""Untrusted lessons kept out of prompts: redacted, screened, and quarantined when they fail.
 
-Reflections and curated lessons are model-written, and a playbook item is pasted into
-every later prompt, so a lesson is untrusted text until it passes here. Two things
-happen to every text that could become (or change) an item:
-
-- redaction (runtime/redaction.py): API keys, tokens, e-mail addresses and card
-  numbers become placeholders, so a playbook never stores them;
-- screening (runtime/screening.py): text that tells the model to ignore its
-  instructions, claims a role, asks to reveal secrets, run code and the like is
-  never applied; it becomes a quarantine entry with the reason, for a human to read
-  (`parallax playbook quarantine`).
-
-The learn graph screens reflections before the curator sees them, and curated operations
-before they are merged; `PlaybookStore` screens again on every commit and import, so no
-path can write an unscreened item.
+See docs/internals/untrusted-input.md#lessons.
 """
 
 from __future__ import annotations

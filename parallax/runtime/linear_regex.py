@@ -1,14 +1,6 @@
 """Regular expressions that run in time linear in the text they read: RE2, through google-re2.
 
-Python's `re` backtracks. `(\\d+) passed` searched in a run of 20,000 digits tries every start and every
-length (quadratic: seconds), and a user's `^(a+)+$` against 30 characters tries every way of splitting them
-(exponential: minutes). RE2 runs any pattern it accepts in time linear in the text, so every pattern that reads
-model or user text is compiled here, and a pattern from a user is first asked `refusal`: RE2 has no
-backreferences, lookaround, possessive quantifiers or atomic groups (the features that need backtracking),
-and a pattern that uses one is refused with that reason, never run by another engine.
-
-Differences from `re` that matter here: `\\d`, `\\w`, `\\s` and `\\b` are ASCII (as in ECMAScript, whose
-patterns JSON Schema uses); `$` is the end of the text (not before a final newline) unless multiline.
+See docs/internals/untrusted-input.md#patterns-in-linear-time.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
-"""Parallax's MCP tools (solve, plan, feedback), built on the official MCP Python SDK, over any backend.
+"""Parallax's MCP tools (solve, plan, feedback), declared once for any backend.
 
-Why one module for two faces: `parallax mcp` (stdio, for a desktop agent, on the CLI's store)
-and `/mcp` on the served API (Streamable HTTP, through the server's own Agent Protocol
-endpoints) must offer the same tools with the same arguments and the same results; only
-where a run happens differs. So the tools are declared here once and call a `Backend`:
-parallax/cli/mcp.py hands in one that runs the graphs in process, parallax/server/mcp_face.py
-one that runs them on the server as the caller's tenant. Results are pydantic models, so a
-client gets them as structured content with an output schema (and as JSON text).
-
-A tool that cannot do what it was asked (bad input, an unknown trace, a bad score, the model
-server, a 429) raises ToolError with Parallax's one-line message, and the SDK answers the call
-with `isError` and that message, so the agent reads what to change. Bad arguments are refused
-before any run: unknown arguments by name (`forbid_unknown_arguments`), and every value by the one
-definition of a valid run (logic/run_input.py, handed in as `check` by both entry points), so a refusal
-is the same sentence as on the CLI, /v1 and the graph API ("votes must be a whole number from 1 to
-1000, got 0"). The tools' input schemas show each argument's type and bounds from that same definition
-(the graphs' input TypedDicts, state/solve.py and state/data_loop.py: `argument`); the SDK checks only
-that an argument is named, so no value is refused in pydantic's words. They are tool results with `isError`, not JSON-RPC
-errors: the MCP spec (2025-11-25, SEP-1303) makes input validation errors tool execution errors,
-so the model sees the reason and can correct its call; JSON-RPC errors are for a request the
-protocol itself cannot carry out. Any other exception is a
-crash: the SDK answers with a generic message and keeps the traceback in the server's log.
+`parallax mcp` (stdio) and the server's `/mcp` hand in their own `Backend`. Bad arguments are
+refused before any run with `ToolError`, which the SDK returns as a tool result with `isError`.
 """
 
 from __future__ import annotations

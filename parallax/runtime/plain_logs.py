@@ -1,12 +1,6 @@
-"""A replica's logs are plain text when they are not written to a terminal.
+"""A replica's logs in plain text, without colour codes, when they are not written to a terminal.
 
-Aegra's logging set-up (aegra_api.utils.setup_logging, run when aegra_api.main is imported) renders
-every record with structlog's ConsoleRenderer and `colors=True`, whatever the stream, so a replica
-whose output goes to a file, journald or a log shipper wrote ANSI colour codes into it. Here the
-renderer is swapped for the same one without colours (and with plain tracebacks) when the log
-stream is not a terminal or `NO_COLOR` is set (`FORCE_COLOR` keeps the colours), as soon as the set-up has
-run, and uvicorn's `color_message` extra is left out of each line. Aegra's production
-mode (`ENV_MODE=PRODUCTION`, JSON lines) has no ConsoleRenderer and is left as it is.
+See docs/internals/process.md#a-replicas-logs.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""A section run's first slice goes ahead, so its siblings find their shared prefix in the endpoint's cache.
+"""A section run's first slice goes ahead, so its siblings find their shared prefix in the cache.
 
-Why: the slices of a section run share their system text, lessons, brief and question, and differ
-only in their part, which comes last (prompts/templates.py). An endpoint caches a prefix once it has
-read it (vLLM caches blocks once computed; OpenAI likewise): twenty slices sent at the same instant
-all arrive before any prompt has been read, and none of them hits. So slice 0 is sent first and
-the others wait until it has come back (its prompt has then surely been read), at the price of
-one slice's latency in wall time (at most MAX_WAIT_S: a lead that hangs is not waited for).
-
-Only slices in this process wait, and only for a lead that is running: the tasks of a fan-out
-start in the same superstep and say which slices they carry before anything waits; a resumed run
-whose slice 0 had finished before has no lead running, and nobody waits. A lead that fails or is
-cancelled releases the others as well.
+See docs/internals/model-calls.md#a-section-runs-lead-slice.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""What a model's tokens cost: the price table, and the cost of one branch's tokens in US dollars.
+"""The price table, and one branch's tokens in US dollars (None when the model has no price).
 
-Why a table the user owns: providers change prices and deployments run models we have never heard of,
-so the defaults below are a dated starting point, not a promise. The table is the defaults, then
-`prices.json` in the home (PARALLAX_HOME), then PARALLAX_PRICES (JSON), each later one replacing a
-model's whole entry:
-
-    {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60}}
-
-in USD per million tokens; `cached_input` (what a provider bills for prompt tokens it served from its
-prefix cache) defaults to `input`. The embedded model costs 0. A model the table does not name has no
-cost: `branch_cost` says None, never 0, and every total that includes it is None too ("unknown"), with
-the model named (logic/spend.py), so a missing price is seen rather than read as free.
+See docs/configuration.md#prices-and-budgets.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Replace secrets and personal data in text with typed placeholders such as `[REDACTED:email]`.
+"""Secrets and personal data in text replaced by typed placeholders such as `[REDACTED:email]`.
 
-Why this exists: Parallax keeps what models read and write. Questions, meeting transcripts,
-branch traces and learned lessons go to disk, into logs and into later prompts. A key pasted
-into a question, or an e-mail address in a transcript, must not travel on from there into a
-playbook, a log line or another model's context. `redact` is the one place that decides what
-counts as a secret; `find_secrets` reports which kinds were present, using the same rules.
-
-Design choices:
-- One ordered rule table (`_RULES`). Specific rules come first (a JWT after `Bearer ` is
-  reported as a JWT, an `sk-...` key inside `api_key=...` as an API key).
-- A placeholder never matches any rule, and the rules run until nothing changes, so
-  `redact(redact(x)) == redact(x)`.
-- False positives are kept low for the text Parallax sees most, maths word problems:
-  bare numbers, amounts ("1,200"), decimals, years and dates are never touched. A digit
-  run is a card only if it has 13-19 digits and passes the Luhn check; a phone number only
-  in international ("+44 20 7946 0958") or US "(555) 123-4567" form.
-- Only the standard library; every pattern is linear-time on realistic input.
+See docs/internals/untrusted-input.md#secrets-and-personal-data.
 """
 
 from __future__ import annotations

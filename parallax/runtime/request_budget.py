@@ -1,22 +1,6 @@
-"""A budget held before each request: its worst case is reserved first, and a request that does not fit is shrunk
-or not sent.
+"""A run's budget held before each request: its worst case reserved, else shrunk or not sent.
 
-Why before: a run that checked its spend only between calls could send a whole vote as one request with `n` after
-one token was left, and spend that request whole. Here every request of a run with a budget (runtime/
-structured_call.py) first knows its worst case: its prompt counted (runtime/token_count.py) and billed in full (no
-cached discount), plus `max_tokens` for each of its `n` choices, priced at the table (runtime/prices.py). That worst
-case is held against what is left (the limit, less what was spent, less what requests in flight hold). When it does
-not fit, the request is shrunk: fewer choices first (a wave's seats beyond them are refused), then a lower
-`max_tokens`, down to `MIN_REPLY_SHARE` of it; below that it is not sent, and `BudgetRefused` says which budget, how
-much was spent and left, and what the request would have needed. When the request returns, its hold is replaced by
-what the endpoint reported; a request cancelled in flight keeps its worst case, since an endpoint may bill it
-all the same. So a run spends past its budget only by what its counts underestimated (none, with the endpoint's
-tokenizer).
-
-A `Purse` is one budget's live tally. Which purses a request must fit is a context variable (`holding`): a solve
-run's nodes hold the run's, a plan task holds its plan's, a learn or chat run holds its own around the runs it
-starts, so a request inside a run inside a learn run fits both. A purse without limits only counts (a node's own
-spend, to report).
+See docs/internals/model-calls.md#budgets-held-before-each-request.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Where a branch's model call is retried: transient errors, backoff with jitter, `Retry-After`.
+"""A branch's model call retried: transient errors, backoff with jitter, `Retry-After`.
 
-A transient error (429, 5xx, timeouts, connection errors) is worth another attempt; anything
-else is not. The first attempt goes straight out; only after a transient error does the
-retry machinery (tenacity) start, waiting tenacity's exponential backoff with jitter, or exactly
-what the server asked for in `Retry-After` (seconds or an HTTP date, capped at a minute). Each
-wait is recorded in the branch's lifecycle as RETRY with its length, so `parallax trace` shows it.
+See docs/internals/model-calls.md#retries.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""A run's effective Context: what the caller set, the process settings for the rest.
+"""A run's effective Context, its tenant, and served mode (what a run of the graph API may not do).
 
-Nodes call `context_of(runtime)` once per node run; the result has no unset fields (except
-`dedupe_threshold`, where None means the merge's own default, and the two code-only
-injection points). Resolving twice changes nothing, so a node may pass its Context on to a
-subgraph as it is.
-
-`tenant_of` is the one place a node learns whose data a run may touch: when served (below) the
-authenticated tenant, or none at all; elsewhere the input's.
-
-Served mode: a run of the deployed graph API. The process knows it serves (the server's lifespan
-holds `serving()`), and a run started by a caller carries Parallax's authenticated user in its
-config; either makes a run served. A served run trusts nothing a caller built, wherever in the graph it
-is read: its tenant comes from authentication (a run with none is refused: `Unauthenticated`), every
-store namespace it builds must be that tenant's (`check_store_tenant`, called by every store), and
-nothing that runs a command, opens a repository or names a path on the server's disk runs
-(`refuse_when_served`). `langgraph dev`, the CLI and the Python API are not served: the caller owns
-the machine, and the input names the tenant.
+See docs/internals/process.md#a-runs-context-and-served-mode.
 """
 
 from __future__ import annotations

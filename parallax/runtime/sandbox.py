@@ -1,30 +1,7 @@
 """Where code the model wrote runs: a speculate candidate's check, an edit task's test command.
 
-The command is the user's (`--check`, `--test-command`), but what it runs is what the model wrote, and
-the model may have been steered by any text it read. So every such command runs through `run_command`:
-
-- with a scrubbed environment: only the variables of `ALLOWED_ENV` (PATH, HOME, locale, TMPDIR, ...)
-  and those the caller adds (PARALLAX_CANDIDATE_FILE). No API key, database URL or PARALLAX_* /
-  OPENAI_* setting reaches it;
-- under resource limits set in the child before it starts (`setrlimit`): CPU seconds (the timeout's),
-  memory written (PARALLAX_CHECK_MEMORY_MB, RLIMIT_DATA) and address space (four times that),
-  file size (PARALLAX_CHECK_FILE_MB), processes
-  (PARALLAX_CHECK_PROCESSES more than its user runs already; Linux does not hold root to this one), no
-  core files;
-- in a session and process group of its own, killed as a whole, with every descendant still found
-  under it, on timeout, on cancellation, and when the command ends (what it left in the background);
-- in bubblewrap (`bwrap`, Debian's `bubblewrap`) when it is installed and works: the whole system
-  read-only, the command's folder writable, a fresh /tmp and /run (no other process's sockets), the
-  Parallax home hidden (its database, other runs' folders), no network, its own PID, IPC and UTS
-  namespaces, killed with its parent. The repository a worktree belongs to and the files the
-  command names by absolute path (a check script) are readable where they are.
-  PARALLAX_CHECK_SANDBOX: `auto` (the default) uses it when it works, `bwrap` runs nothing without
-  it, `off` never uses it.
-
-Without bubblewrap the command is confined by the first three only: it reads and writes whatever its
-user may, reaches the network, and a process that makes itself a daemon (a session of its own, its
-parent gone) outlives it. Every result names which it was (`sandbox`), for the trace and the
-CLI. On the served API nothing runs at all (runtime/run_context.py `refuse_when_served`).
+Scrubbed environment, resource limits, its own process group, and bubblewrap when it works.
+See docs/how-it-works.md#where-checks-and-test-commands-run.
 """
 
 from __future__ import annotations

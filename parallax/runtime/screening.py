@@ -1,28 +1,6 @@
-"""Screen untrusted text: lessons before they may become playbook items, and a run's input.
+"""Untrusted text screened: `screen` (strict, for lessons) and `screen_input` (lenient, for a task).
 
-Two screens live here, side by side so that nobody edits the wrong one:
-
-- `screen` (strict, for lessons): everything below. A lesson is pasted into every later
-  prompt, so anything that looks like an instruction to the model is held back.
-- `screen_input` (lenient, for the task of a run; at the end of this module): a task may
-  rightly contain URLs, code, "User:" transcript lines or "### Instructions" headings, and
-  it is read once per run in the event loop, so it looks only for a few phrases aimed at
-  the model, clearly harmful requests, and personal data or secrets (runtime/redaction.py).
-
-Why this exists: the learn loop turns model-written reflections and lessons into playbook
-items, and playbook items are pasted into later prompts. A reflection that says "ignore all
-previous instructions" or "<|im_start|>system" would, once stored, steer every later run:
-a stored prompt injection. `screen` is the gate. It is rule-based on purpose: cheap,
-deterministic, testable, and it cannot itself be talked round by the text it reads.
-
-How it reads text: it flags invisible characters, then strips them and applies NFKC (so
-full-width letters and ligatures read as plain ASCII), folds case and curly quotes and
-collapses whitespace within each line (newlines are kept, since role markers sit at line
-starts). Every rule runs on each of a few such readings; a rule that fires on any one
-flags the text. Ordinary lessons pass: "ignore" or "system" alone is not suspicious, only
-phrases such as "ignore all previous instructions" or a line that starts with "system:".
-
-A `Verdict` says whether the text may be stored and, if not, why in a few words.
+See docs/internals/untrusted-input.md#screening.
 """
 
 from __future__ import annotations

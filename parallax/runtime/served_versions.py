@@ -1,11 +1,6 @@
-"""The Aegra and LangGraph versions the served API is tested with, and the check `parallax serve` makes at start.
+"""The Aegra and LangGraph versions the server is tested with, checked when `parallax serve` starts.
 
-Parallax changes a few of Aegra's internals (server/aegra_patches.py), each written against one Aegra and one
-LangGraph; another release may have renamed or reshaped what they replace, and Aegra's migrations would change
-the database before anything noticed. The tested ranges are written once, in pyproject.toml's `server` extra
-(`aegra-api>=0.11,<0.12`, and `langgraph` there too), and read here from this distribution's installed metadata:
-pip's resolver and this check hold the same range, and the check catches what pip lets through (an Aegra upgraded
-by hand, `--no-deps`, a venv put together some other way).
+See docs/internals/process.md#the-tested-aegra-and-langgraph.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""What outlives one run: the process's services, made by each entry point and reached through the run's Context.
+"""What outlives one run: the process's services, reached through the run's Context.
 
-Why one object instead of module globals: circuit breakers, the straggler history and the objects a fan-out's
-tasks share are all held by a `Services`, so a test or a benchmark makes its own and passes it as
-`Context(services=...)` instead of resetting each module. The CLI and the Python API make one per process
-(`process_services()`); graphs served by `langgraph dev` or Aegra, whose callers send a Context as JSON, get
-the process's. A fan-out names itself (`new_fan_out()`, carried in its `Send` payloads), so nothing reads
-LangGraph's checkpoint namespace.
-
-Renewing the process's services re-reads the settings (runtime/settings.py `reload_settings()`), so a fresh
-Services starts from the environment as it is.
+See docs/internals/process.md#services.
 """
 
 from __future__ import annotations

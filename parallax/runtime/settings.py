@@ -1,22 +1,6 @@
-"""Process settings: the one place that reads the environment (and a `.env` file in the working directory).
+"""Process settings: the one place that reads the environment and `.env`.
 
-Why one object: the CLI, the graph nodes, the model server and the benchmarks all need the
-same answers to "where do we keep data", "which endpoint do we talk to" and "how hard do we
-retry", and a `.env` file or an exported variable must change all of them at once. Every
-setting is a `PARALLAX_*` variable, except the endpoint and key, which use the names every
-OpenAI client knows (`OPENAI_BASE_URL`, `OPENAI_API_KEY`). A run can still override the
-per-run ones through its `Context` (state/context.py); `run_context.resolved`
-fills what the run left unset from here.
-
-When: once per entry point. `read()` reads the environment and `.env` (pydantic-settings' `env_file`; an
-exported variable wins over the file); `load()` hands out what the process read last (reading on first use), so
-a branch's many `load()` calls cost a global read, not a re-read. Each CLI command and each Python API call
-re-reads it first (`reload_settings()`), as does any code that changes the environment on purpose
-(`--base-url`, the benchmarks, the tests' `monkeypatch`), and so does renewing the process's services
-(runtime/services.py builds on this module, never the other way round).
-
-A bad value (`PARALLAX_MAX_TOKENS=lots`) raises `SettingsError`, whose message names the
-variable and says what it should be.
+See docs/internals/process.md#settings.
 """
 
 from __future__ import annotations
@@ -56,7 +40,7 @@ def export_dotenv_for_libraries(path: str | os.PathLike[str] = DOTENV) -> None:
             os.environ[name] = value
 
 
-export_dotenv_for_libraries()  # at import, as before: langsmith may read its variables as soon as it is imported
+export_dotenv_for_libraries()  # at import: langsmith may read its variables as soon as it is imported
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 ResponseFormat = Literal["json_object_schema", "json_schema", "json_object", "none"]

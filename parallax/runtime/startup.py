@@ -1,5 +1,4 @@
-"""What a process does once, after its imports and before its first graph run: take the long-lived objects out of
-the garbage collector's way, and let it run less often while a wide fan-out is in flight."""
+"""Once after imports: long-lived objects frozen, the young GC generation collected less often."""
 
 from __future__ import annotations
 
@@ -10,19 +9,10 @@ YOUNG_THRESHOLD = 10_000
 
 
 def freeze_startup_objects() -> None:
-    """Move everything allocated so far (imported modules, compiled graphs) out of GC's reach, and collect the
-    youngest generation every YOUNG_THRESHOLD allocations instead of every 700.
+    """Freeze what is allocated so far and collect the youngest generation less often.
 
-    A wide fan-out allocates many short-lived objects; each full collection would
-    otherwise walk the hundreds of thousands of long-lived objects that langchain,
-    langgraph and pydantic create at import, which roughly doubled per-branch CPU in
-    bench/fanout.py. Call once, after imports and before running a graph.
-
-    Why the threshold: with a hundred branches in flight, each collection at 700 allocations found the
-    branches' coroutines, tasks and finished records still alive, and walked them again and again as they
-    moved up the generations: 0.1 ms of CPU per branch of a 1,000-vote run (a fifth of its CPU), against
-    0.02 ms at 10,000. Garbage in reference cycles then waits at most 10,000 allocations for its collection
-    (a few megabytes); everything else is freed as before, when its last reference goes.
+    Call once, after imports and before running a graph: a wide fan-out's collections then skip the
+    long-lived objects of the libraries (docs/internals/process.md#start-up-and-garbage-collection).
     """
     gc.collect()
     gc.freeze()

@@ -1,15 +1,7 @@
 """Schema-constrained model calls that survive small models and flaky endpoints.
 
-Why this exists: a branch needs one validated pydantic object from a model, and three
-things get in the way. Transient endpoint errors are retried (runtime/retry.py). Replies
-that are not valid JSON for the schema are re-asked at most `max_reasks` times inside the
-same branch, so a re-ask never becomes a second vote. An endpoint that keeps failing trips
-its circuit breaker (runtime/circuit_breaker.py): further calls wait for its probe within
-their deadline, or fail at once saying which endpoint fails and since when. Each request
-holds one of the endpoint's connection slots (runtime/endpoint_limits.py) while it is out;
-a refused or reset connection shrinks how many the endpoint gets at once.
-A branch that gives up says why in one word too (runtime/failure_cause.py). Token usage and
-attempts are counted for the branch trace.
+Retries, re-asks of unparsable replies, the circuit breaker, connection slots and the run's budget,
+around one validated reply. See docs/internals/model-calls.md#a-structured-call.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Compiled graphs that run from synchronous code as well as from async code.
 
-Every node of Parallax's graphs is `async`: LangGraph runs a sync node in a worker thread, a
-hop per call that a plan pays on every task. LangGraph 1.x then refuses `graph.invoke`
-("No synchronous function provided to 'route'"), and so would a user's synchronous
-`StateGraph` that adds our graph as a subgraph (the parent calls the subgraph's `invoke`).
-
-`both_ways(graph)` gives a compiled graph a synchronous `stream` (which `invoke` is built on)
-that runs the graph's own `astream` on an event loop of its own, in a worker thread, handing
-each chunk over as it comes and carrying the caller's context variables (LangGraph keeps the
-parent run's config in one). The async path is untouched: `ainvoke`, `astream`, `langgraph dev`
-and the deployed server run exactly as before. Closing the stream early cancels the run.
+See docs/internals/process.md#graphs-that-run-from-synchronous-code.
 """
 
 from __future__ import annotations

@@ -1,36 +1,6 @@
-"""OpenTelemetry export of a run: the stored trace as a tree of spans, sent over OTLP to any backend.
+"""A stored trace exported as OpenTelemetry spans over OTLP, once the run has ended.
 
-Off unless the standard variables turn it on: `OTEL_EXPORTER_OTLP_ENDPOINT` or
-`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` set (or `OTEL_TRACES_EXPORTER=otlp|console`), and not
-`OTEL_SDK_DISABLED=true`. The exporter reads the rest itself (`OTEL_EXPORTER_OTLP_HEADERS`, timeouts, ...);
-`OTEL_SERVICE_NAME` names the service (default `parallax`).
-
-Why spans are made from the trace record, once the run is stored, and not as the run goes (nor by an
-instrumentor of LangChain's model calls, such as OpenInference's):
-- the span tree and `parallax trace` then tell the same story by construction: the OTel trace id *is*
-  the Parallax trace id (both are 128 bits), and each span id is derived from the branch id it
-  stands for, so a backend's tree has the same ids, parents, counts and statuses as the trace store;
-- the run's hot path (a fan-out of hundreds of branches) pays nothing: the export is one batch per run,
-  handed to the SDK's background processor, and no span is left open when a replica dies mid-run (the
-  run that a replica takes over records its trace, and so its spans, once);
-- an instrumentor sees LangChain calls, not branches: a vote cancelled before its call, a backup copy,
-  a retry's wait, a plan task are not model calls, and it would parent its spans on whatever context
-  was current, not on the run's tree.
-The price: spans reach the backend when the run ends, not while it runs (`parallax trace --timeline`
-draws a run over time too).
-
-The tree: `parallax.run` (the run) > `parallax.task` (plan tasks) > `parallax.branch` (vote, slice, red
-team, safety, judge, candidate, planner, ...; a straggler's backup copy is a sibling span of its own)
-> `chat {model}` (one per model call: each IN_PROGRESS of the branch's lifecycle). Attributes follow the
-GenAI semantic conventions (`gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.request.temperature`,
-`gen_ai.usage.input_tokens` / `output_tokens`) plus `parallax.*` (ids, status, attempts, cancellation,
-backups). Lifecycle steps are span events. No prompt or answer text leaves unless
-`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` (the conventions' variable): then the run's
-answer and each branch's output go as attributes.
-
-A run with a parent (a served run whose request carried W3C `traceparent`, or a Python API call made
-inside the caller's own span) joins the caller's trace: its root span is a child of the caller's span,
-and the Parallax trace id is the attribute `parallax.trace_id`.
+See docs/observability.md#opentelemetry.
 """
 
 from __future__ import annotations

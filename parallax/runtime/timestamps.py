@@ -1,9 +1,4 @@
-"""The time stamp every stored record carries.
-
-Why its own module: records are stamped by the stores (runtime/storage/), by lesson screening (a quarantine
-entry, runtime/lesson_screening.py, which the playbook store calls on every commit), by nodes and by the data
-loop's decisions; the stamp belongs to none of them, so storage and what storage calls both build on it.
-"""
+"""The time stamp every stored record carries, below both storage and what storage calls."""
 
 from __future__ import annotations
 

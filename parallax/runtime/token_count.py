@@ -1,23 +1,6 @@
-"""How many tokens a request's prompt is before it is sent: the endpoint's own tokenizer, tiktoken, or a stated bound.
+"""A prompt's tokens before it is sent: the endpoint's own tokenizer, tiktoken, or a stated bound.
 
-Why: a run's budget is held before each request, not after it (runtime/request_budget.py), so a request's worst case
-must be known when it is sent: its prompt counted here, its reply bounded by `max_tokens` per choice. The counters,
-in the order they are tried for an endpoint (probed once per endpoint and model, kept for the process):
-
-- `endpoint`: the endpoint's own tokenizer, the chat template included. vLLM's `POST /tokenize` takes the messages
-  and answers `{"count": N}`; llama.cpp's server (the embedded default) answers `{"tokens": []}` to that, and is
-  asked `POST /apply-template` for the templated prompt, then `POST /tokenize` `{"content": ...}` for its tokens.
-  Both live at the server's root, beside `/v1`.
-- `tiktoken`: OpenAI's own API (api.openai.com) and a model tiktoken knows; counted as OpenAI's cookbook counts
-  chat messages (3 tokens a message, 3 priming the reply, 1 more for a name), plus the reply schema's text, which
-  OpenAI adds to the prompt of a structured-output request. tiktoken downloads its encoding on first use; where
-  that fails (no network), the estimate.
-- `estimate`: no tokenizer known: `ceil(characters / 3) + 8` per message. English text runs about 4 characters a
-  token in the BPE vocabularies of OpenAI, Llama and SmolLM2, so this counts a third more than it should; text of
-  digits, symbols or other scripts can run below 3 characters a token, and there a budget may be passed by the
-  difference (bench/budgets.py measures both).
-
-A count is kept per prompt (the votes of a run share one), so a wave of votes counts its prompt once.
+See docs/internals/model-calls.md#token-counts.
 """
 
 from __future__ import annotations
@@ -40,7 +23,7 @@ from langchain_openai.chat_models.base import _convert_message_to_dict
 log = logging.getLogger("parallax.token_count")
 
 CHARS_PER_TOKEN_BOUND = 3
-"""The estimate's characters per token (see the module docstring)."""
+"""The estimate's characters per token (docs/internals/model-calls.md)."""
 MESSAGE_OVERHEAD_BOUND = 8
 """The estimate's tokens per message for the chat template's markers (ChatML uses 4 or 5)."""
 PROBE_TIMEOUT_S = 10.0
@@ -96,7 +79,7 @@ def server_root(base_url: str) -> str:
 
 
 class Counter:
-    """The prompt counter of one endpoint and model (see the module docstring); `count` is safe to call at once."""
+    """The prompt counter of one endpoint and model; `count` is safe to call concurrently."""
 
     def __init__(self, base_url: str, model: str, api_key: str = "") -> None:
         self.base_url, self.model, self.api_key = base_url, model, api_key

@@ -1,19 +1,6 @@
-"""How long the threads and store items an API client writes live: the `ttl` settings (docs/retention.md).
+"""How long API-written threads and store items live: Aegra's thread TTL turned on, `store.ttl`.
 
-Threads: Aegra 0.11 expires a thread created with a `ttl` by its own sweeper (aegra_api/services/thread_ttl.py:
-every replica sweeps, each expired row is claimed `FOR UPDATE SKIP LOCKED` by one of them), but only once its
-thread TTL is configured (aegra.json `checkpointer.ttl` or AEGRA_THREAD_TTL). Unconfigured, Aegra stores the
-`ttl` and never acts on it. So `parallax serve` configures it (`thread_ttl_env`, as AEGRA_THREAD_TTL) unless the
-operator configured Aegra's own, which then wins whole: a sweep every PARALLAX_THREAD_TTL_SWEEP_S, and threads
-created without a `ttl` given PARALLAX_THREAD_DEFAULT_TTL_MIN. Unset, they get Aegra's largest TTL (`NEVER_MIN`,
-about 1,900 years): once its TTL is on, Aegra gives every new thread a default and has no "none".
-
-Store items: aegra.json `store.ttl`, LangGraph Platform's keys (`default_ttl`, `refresh_on_read`,
-`sweep_interval_minutes`), each over its PARALLAX_STORE_* setting (`store_ttl`). The store keeps an item's ttl in
-whole minutes (`store.ttl_minutes` is an integer column, and a read that refreshes sets the expiry from it), so
-a `ttl` is a whole number of minutes.
-
-Nothing here imports Aegra: `parallax serve` checks the configuration before anything starts.
+See docs/retention.md and docs/internals/process.md#thread-and-store-item-ttls.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
-"""One request for the votes of a wave: `n` choices of one prompt, each still its own vote branch.
+"""One request for a wave's votes (`n` choices of one prompt), each still its own vote branch.
 
-Why: the votes of a wave that share their prompt, model and temperature differ only by chance, so
-an endpoint that takes `n` (OpenAI, vLLM, the llama.cpp server of the `xllamacpp` wheel) reads the
-prompt once and samples `n` replies, and bills the prompt once. Eight separate requests bill it
-eight times.
-
-A `WaveRequest` stands for one such group (made by the `work` node, runtime/services.py keeps
-nothing of it). Each vote branch holds a `Seat`. The first seat to ask sends the one request, for
-as many choices as the group has seats; every seat then takes its own choice, in the order the
-seats ask, with its share of the usage (`share_usage`). What does not fit is asked on its own, as
-before: a seat whose choice is missing (the endpoint gave fewer, or the run's budget let the request
-ask fewer), a backup copy of a straggler (its seat was taken by the original), a re-ask of a bad
-reply, a retry after the request failed. A seat cancelled while it waits leaves the request to the
-others; the request is cancelled when no seat waits for it.
-
-Support is learned per endpoint and model and kept in the process's services: an endpoint that
-refuses `n` (HTTP 400/422) or answers with fewer choices is asked separately from then on in this
-process; the replies it did give are used. A transient failure (429, 5xx, timeout) says nothing
-about `n` and is retried by each seat on its own, after its backoff. Any other failure (a choice cut
-at the token limit fails the whole parsed response) sends each seat to ask on its own at once, so
-one choice's fault stays its own vote's.
+See docs/how-it-works.md#votes-in-one-request and docs/internals/model-calls.md.
 """
 
 from __future__ import annotations
@@ -81,15 +62,12 @@ def usage_of_first_choice(replies: list[AIMessage]) -> bool:
 
 
 def share_usage(replies: list[AIMessage]) -> None:
-    """Give each choice its share of the request's usage, in place, so the branches' tokens sum to the bill.
+    """Give each choice its share of the request's usage, in place, so the branches sum to the bill.
 
-    An OpenAI-compatible endpoint reports one usage for the request (LangChain copies it onto every
-    choice). The prompt was read once: its tokens, and the cached ones among them, are split evenly
-    over the choices. Completion tokens are split in proportion to each choice's length in characters
-    (the usage does not say which choice spent how many). Where the usage counts only the first
-    choice's completion (`usage_of_first_choice`), that choice keeps it and each other choice is given
-    as many tokens per character as the first one spent: else the run would record, and its
-    `max_tokens` budget would hold against, a third of what three choices cost."""
+    Prompt tokens are split evenly, completion tokens by each choice's length in characters; where
+    the usage counts only the first choice's completion (`usage_of_first_choice`), the others get
+    its tokens per character (docs/internals/model-calls.md#a-waves-votes-in-one-request).
+    """
     if not replies:
         return
     usage: dict[str, Any] = dict(replies[0].usage_metadata or {})
@@ -146,10 +124,12 @@ class WaveRequest:
         return replies
 
     async def take(self, branch: str, key: tuple[str, str], send: Send) -> AIMessage | None:
-        """This branch's choice; None when it must ask on its own (see the module docstring). Raises what the
-        request raised when it failed for a reason other than `n` (the seat's retries then ask alone), and
-        BudgetRefused when not even one choice fits the run's budget.
-        `key`: the endpoint's base URL and the model, under which support for `n` is remembered."""
+        """This branch's choice; None when it must ask on its own (docs/internals/model-calls.md).
+
+        Raises what the request raised when it failed for a reason other than `n` (the seat's
+        retries then ask alone), and BudgetRefused when not even one choice fits the run's budget.
+        `key`: the endpoint's base URL and the model, under which support for `n` is remembered.
+        """
         if branch in self._taken or not self.worth_asking(key):
             return None
         self._taken.add(branch)

@@ -1,41 +1,6 @@
 """Webhooks on runs: where they may go, how they are signed, and the outbox that delivers them.
 
-What the deployed API promises (docs/deploy.md, Webhooks): a run created with `webhook` gets one
-POST to that URL when it ends, whatever the ending (success, error, interrupted), signed with its
-tenant's secret; delivery is retried with backoff and kept in PostgreSQL until it succeeds, so a
-replica that dies (even SIGKILL) before or while delivering loses nothing: another replica sends it.
-
-How:
-- The URL is checked when the run is created (a malformed or refused URL is a 422) and again at
-  every attempt, because DNS answers change. `check_url` resolves the host and checks EVERY
-  address it resolves to: one loopback, private, link-local, shared, multicast or otherwise
-  non-public address refuses the URL, unless the operator allowed its network
-  (PARALLAX_WEBHOOK_ALLOW_NETWORKS, e.g. 127.0.0.0/8). An IPv6 address that carries an IPv4
-  one (IPv4-mapped ::ffff:0:0/96, IPv4-compatible ::/96, 6to4 2002::/16, Teredo 2001::/32,
-  NAT64 64:ff9b::/96 and the local-use 64:ff9b:1::/48) is refused whatever the IPv4 inside:
-  a gateway on the way may deliver it to that IPv4 address, which no check of the IPv6 one
-  sees (allowing the IPv4 address's network, or the form's, lets it through). The POST then
-  goes to the address that was checked (the host name stays in the Host header and in TLS's
-  SNI and certificate check), so a second DNS answer cannot redirect it; redirects are not
-  followed.
-- An attempt is bounded as a whole: resolving, connecting, sending and the answer share one
-  deadline (PARALLAX_WEBHOOK_TIMEOUT_S; httpx's own timeout is per read, so a receiver that
-  drips a byte a second would hold it forever), and at most PARALLAX_WEBHOOK_MAX_RESPONSE_BYTES
-  of the answer are read before the connection is closed (only its status counts).
-- Attempts are independent (`Deliveries`): each claimed webhook is attempted in its own task and
-  records its own outcome on a pool connection taken for that one statement, so a receiver that
-  stalls holds back nobody else's delivery, and no connection is held while a receiver thinks.
-  A replica has at most PARALLAX_WEBHOOK_MAX_IN_FLIGHT attempts under way; it claims only as
-  many as it has room for.
-- The outbox is the table `parallax_webhooks` (runtime/storage/platform_schema.py). A row is
-  "armed" when the run is created; a trigger on Aegra's runs table makes it "due", with the run
-  as payload, in the same transaction that makes the run terminal, so a run that ended always
-  has its webhook due. Replicas claim due rows with `FOR UPDATE SKIP LOCKED` and a lease; a
-  replica that dies mid-delivery leaves a lease that runs out, and the row is claimed again.
-  Delivery is therefore at least once: a receiver that must act once dedupes on
-  `X-Parallax-Delivery` (also `webhook_id` in the body).
-- Signature: `X-Parallax-Signature: sha256=<hex HMAC-SHA256 of the raw body with the tenant's
-  secret>` (PARALLAX_WEBHOOK_SECRETS). A tenant without a secret cannot ask for webhooks.
+See docs/deploy.md#double-texting-webhooks-retention and docs/internals/postgres.md.
 """
 
 from __future__ import annotations
@@ -344,7 +309,7 @@ async def record(connect: Callable[[], AbstractAsyncContextManager[Any]], row: d
 
 
 class Deliveries:
-    """A replica's webhook attempts in flight, each its own task (see the module docstring).
+    """A replica's webhook attempts in flight, each its own task (docs/internals/postgres.md).
 
     `round()` claims as many due webhooks as there is room for and starts them; it does not wait for them.
     `connect()` gives an autocommit psycopg AsyncConnection (a pool's `connection`), held for one statement at a

@@ -1,18 +1,6 @@
-"""Git worktrees for `edit` tasks: isolation, a small tool set, and merges checked before they happen.
+"""Git worktrees for `edit` tasks: isolated folders, a small tool set, merges checked beforehand.
 
-Why worktrees: two agents editing one checkout step on each other's files, and a failed
-agent leaves half-written files behind. Each edit task gets its own `git worktree` on its
-own branch, all from the same base commit, outside the repository's folder (under
-PARALLAX_HOME, in a folder named by ids that are each checked to be one plain name:
-`work_folder`). Its tools — list, read, write (and the test command, run confined by
-runtime/sandbox.py) — are bound to that worktree and refuse any path that resolves outside it
-(`..`, absolute paths, symlinks, `.git`), and `write` refuses files the task did not declare. After the tasks
-finish, `git merge-tree --write-tree` merges each branch into an integration branch
-without touching any checkout: clean merges become commits (`commit-tree`, `update-ref`),
-a conflict is reported with its files and diff. The repository's own working tree, index
-and checked-out branch are never written; worktrees are removed, branches are kept.
-Everything is plain `git` through subprocess (git 2.38+ for `merge-tree --write-tree`), and none
-of it runs in served mode (runtime/run_context.py `refuse_when_served`).
+See docs/plan.md and docs/internals/untrusted-input.md#code-the-model-wrote.
 """
 
 from __future__ import annotations

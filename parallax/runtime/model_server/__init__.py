@@ -1,12 +1,6 @@
-"""Where the model server starts: the embedded llama.cpp server on loopback, when nothing else is configured.
+"""The embedded model server: llama.cpp's server on loopback, used when no endpoint is configured.
 
-The server is llama.cpp's own, as built into the `xllamacpp` wheel. It decodes
-`PARALLAX_MODEL_PARALLEL` requests side by side, so a vote's branches do not queue behind each
-other. Three parts, one concept each:
-- process.py: the child as a process (start, wait until it answers, stop, advertise with
-  `parallax model serve`, peak memory);
-- endpoint.py: which endpoint this process's model calls use, resolved once;
-- child.py: the child itself (`python -m parallax.runtime.model_server`).
+See docs/internals/process.md#the-embedded-model-server.
 """
 
 from parallax.runtime.model_server.endpoint import endpoint, known_endpoint, server_process, shutdown, started_server

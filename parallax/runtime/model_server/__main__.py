@@ -1,4 +1,4 @@
-"""`python -m parallax.runtime.model_server`: the embedded server's child (model_server/child.py)."""
+"""`python -m parallax.runtime.model_server`: the embedded server's child (child.py)."""
 
 from parallax.runtime.model_server.child import main
 

@@ -1,9 +1,6 @@
-"""The embedded model server's child process: llama.cpp's server (the `xllamacpp` wheel) on 127.0.0.1.
+"""The embedded server's child process: llama.cpp's server (the `xllamacpp` wheel) on 127.0.0.1.
 
-Run as `python -m parallax.runtime.model_server` by model_server/process.py, not by hand (use
-`parallax model serve`). The server is llama.cpp's own (`llama-server`: parallel slots with
-continuous batching, JSON schema constrained output, OpenAI API), as built into the `xllamacpp`
-wheel (MIT, prebuilt by Xorbits from llama.cpp's source, no compiler needed).
+Started by model_server/process.py; by hand, use `parallax model serve`.
 """
 
 from __future__ import annotations

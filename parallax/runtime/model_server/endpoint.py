@@ -1,10 +1,4 @@
-"""Where this process's model calls go: OPENAI_BASE_URL, else `parallax model serve`, else an embedded child.
-
-Why `endpoint` looks for `model-server.json` first: loading the model costs seconds, so
-`parallax model serve` can keep one server warm for many short CLI runs. When neither an
-endpoint nor a live advertised server exists, one server is started per process, lazily,
-and stopped at exit.
-"""
+"""Where model calls go: OPENAI_BASE_URL, else `parallax model serve`, else an embedded child."""
 
 from __future__ import annotations
 

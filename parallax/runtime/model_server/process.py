@@ -1,16 +1,4 @@
-"""The embedded model server as a process: start llama.cpp's server child, wait for it, stop it, advertise it.
-
-Why a subprocess (`python -m parallax.runtime.model_server`, model_server/child.py) instead of
-loading the model in-process: the graph calls the model through the OpenAI client (so the same
-code runs against OpenAI, vLLM or Ollama), and a crash in native code kills a child, not the CLI
-or the LangGraph server. `parallax model serve` (`serve_forever`) keeps one child warm and
-advertises it in `model-server.json` for other processes (model_server/endpoint.py).
-
-Waiting for a freshly started server (`wait_for_200`) ends in one of three ways everywhere —
-it answers 200, it died first, or the time ran out — and each caller (this child, a replica of
-`parallax serve`, the tests' servers) only turns those into its own error. Proxies from the
-environment are ignored: the server is ours, on loopback.
-"""
+"""The embedded model server as a process: start, wait for, stop and advertise it."""
 
 from __future__ import annotations
 

@@ -1,1 +1,4 @@
-"""Records in a LangGraph store: versioned playbooks, traces, dead letters, and their locks."""
+"""Records in a LangGraph store: versioned playbooks and prompts, traces, dead letters, their locks.
+
+See docs/internals/storage.md.
+"""

@@ -1,10 +1,7 @@
 """Speculative candidates' replies, kept in the store the moment each model call finishes.
 
-Why besides the checkpoint: LangGraph saves a `candidate` task's writes only when the task ends,
-after its check. A run killed mid-check would otherwise ask the model for that candidate again on
-resume; with its reply kept here, the resumed task only checks it again. Namespace ("candidates",
-tenant, trace id), key: the candidate's id (stable across a resume: it travels in the checkpointed
-`Send`). Kept as it is (not redacted), like a plan task's result: the checkpoint holds it anyway.
+A run killed mid-check then only checks them again on resume.
+See docs/internals/storage.md#records-kept-for-a-resume.
 """
 
 from __future__ import annotations

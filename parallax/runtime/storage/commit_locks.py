@@ -1,15 +1,7 @@
 """Commit locks: what keeps two writers of one playbook from writing the same version.
 
-`BaseStore` has no compare-and-swap, so a commit serialises its read-head -> write-version
--> write-head section with a `CommitLock`:
-- `LocalLock`: a process-wide lock per name. Enough for one process, e.g. the in-memory
-  store under `langgraph dev`, whatever threads or event loops call it.
-- `FileCommitLock(path)`: that plus an OS file lock (`filelock`), for several processes on
-  one machine sharing a SQLite file (the CLI uses PARALLAX_HOME/playbooks.lock).
-Neither spans machines. The in-process lock is acquired by polling non-blocking attempts
-with `asyncio.sleep` between them (it is shared by threads and event loops, which no asyncio
-lock is), the file lock through filelock's `AsyncFileLock`; so waiting never blocks the
-event loop and a cancelled waiter leaves nothing held.
+`LocalLock` within a process, `FileCommitLock` across processes sharing a SQLite file.
+See docs/internals/storage.md#commit-locks.
 """
 
 from __future__ import annotations

@@ -1,49 +1,7 @@
-"""Which stored runs have taught which playbook: so no run teaches one playbook twice.
+"""Which stored runs have taught which playbook, so that no run teaches one playbook twice.
 
-One record per (tenant, playbook, trace) in ("consumed", tenant, playbook), keyed by trace id:
-
-    {"trace_id", "state": "claimed" | "consumed", "round", "at", "until", "commit_key",
-     "outcome": "learned" | "unlearnable" (consumed only), "failures", "failed_tries", "not_before",
-     "last_failure", "reason"}
-
-A learning round first *claims* the runs it will reflect on, under the store's commit lock
-(runtime/storage/commit_locks.py: an advisory lock in PostgreSQL across replicas, a file lock
-for CLI processes sharing a SQLite file), so two rounds running at once split the runs
-between them instead of both taking them. When its batch is committed (or rejected) the
-round marks them *consumed*, for good. A claim whose round died (killed mid-way) expires at
-`until` and the next round takes the runs again: nothing is lost, nothing is learned twice.
-
-The commit and the marking are two writes, and a round may die between them. So before it
-commits, the round writes on its claims the key it will commit under (`commit_key`: playbook
-commits are idempotent by it, runtime/storage/playbook_store.py). A later claim of a run whose
-expired claim names a key the playbook holds (a version or a rejected candidate) marks the run
-consumed for the dead round instead of handing it out; a key the playbook does not hold (the
-round died before its commit) is dropped and the run is taken again.
-
-A round slower than its lease is not dead, and may still commit: so the claim never trusts the
-clock alone. Before its commit, the round keeps its runs only if it still owns every one of them
-(`committing`, under the lock claims take): if another round has claimed any since, it commits
-nothing from the batch (those runs are that round's to learn; its others are free again, their
-claims expired), else it names its key on them and renews their lease. A round that takes over
-an expired claim naming a key first *settles* the key in the playbook, under the lock commits
-take (`PlaybookStore.settle`): committed, the run is consumed for the slow round; not, the key is
-given up for good, so the slow round's commit under it is refused and only the new round learns
-the run. Either way one round, never two, learns from a run, however slow a round is; a round
-slower than its lease only wastes its work.
-
-The tenant is part of the namespace, so one tenant's runs can never be claimed for another's
-playbook.
-
-A run whose reflection failed is *released*: its claim ends at once, and the failure is kept
-(`last_failure`: cause, error, round). A failure the caller
-counts (a reply that came back and could not be used, not an endpoint that was down:
-logic/trace_learning.py decides) adds one to `failures`; at MAX_FAILURES the run is consumed
-with `outcome: "unlearnable"` and the last error as its `reason`, and no round takes it again.
-Every failure, counted or not, adds one to `failed_tries` and puts the run off (`not_before`): the
-first retry may be the next round, then it waits RETRY_S, doubled per failure in a row (a success
-consumes the run, so its failures are all in a row), at most RETRY_MAX_S. So a run that always
-crashes, or an endpoint that is down or refuses it for days, costs a few reflections a day, not
-one every round, and the run is learned once its reflection works.
+Rounds claim runs under the commit lock, mark them consumed once their batch is committed, and put
+off runs whose reflection failed. See docs/data-loop.md and docs/internals/storage.md#consumed-runs.
 """
 
 from __future__ import annotations
@@ -131,10 +89,12 @@ class ConsumedStore:
 
     async def claim(self, trace_ids: Sequence[str], round_id: str, limit: int | None, lease_s: float,
                     settle: Callable[[str], Awaitable[bool]] | None = None) -> Claim:
-        """Claim, in the order given, up to `limit` of `trace_ids` that no round has taken and that are not put off.
-        A run whose expired claim names a commit key is settled first: `settle(key)` says whether the playbook holds
-        the key and, when it does not, gives the key up for good (module docstring); without `settle` (a caller
-        that never commits) keys are not looked at."""
+        """Claim, in the order given, up to `limit` of `trace_ids` not taken by a round nor put off.
+
+        A run whose expired claim names a commit key is settled first: `settle(key)` says whether
+        the playbook holds the key and, when it does not, gives the key up for good
+        (docs/data-loop.md); without `settle` (a caller that never commits) keys are not looked at.
+        """
         unique = list(dict.fromkeys(trace_ids))
         settled = await self._settle_keys(unique, settle)  # before the lock: settling takes the playbook's lock
         async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
@@ -208,7 +168,7 @@ class ConsumedStore:
         """Before the round commits under `key`: when it still owns every claim of `trace_ids`, write the key on them
         and renew their lease (so a round that dies between its commit and `consume` has its runs consumed by the
         next claim), and return []; else write nothing and return the ids another round has claimed (or consumed)
-        since: the round must commit nothing learned from this batch (module docstring)."""
+        since: the round must commit nothing learned from this batch (docs/data-loop.md)."""
         async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
             at, records = now(), await self.records()
             if lost := [t for t in trace_ids if not self._owns(records.get(t), round_id)]:

@@ -1,14 +1,6 @@
-"""Speculative edit candidates' conversations, kept in the store when each candidate ends.
+"""Speculative edit candidates' conversations, kept in the store for `parallax export`.
 
-Why in the store and not in the plan's state: a conversation holds every file the agent read and
-wrote, and the plan's state rides in every checkpoint and every API result. The plan trace's task
-records name them instead (`edit.candidates[].conversation`, a key here), and `parallax export`
-reads them (logic/exports.py). Namespace ("edit_conversations", tenant, plan trace id), key
-"<round>.<candidate id>" (a task run again in a later round makes candidates of the same ids).
-Redacted before they are stored, like the trace that names them (runtime/redaction.py), and kept
-whole or not at all, as a trace keeps its prompts: a conversation longer than
-PARALLAX_TRACE_PROMPT_CHARS (the files an agent read and wrote are in it) is not kept, and its
-candidate exports nothing (counted: "edit conversation not kept").
+See docs/internals/storage.md#records-kept-for-a-resume.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Labels on versions (`production`, `canary`) and the gray release that moves them: the record.
+"""The `labels` record: `production` and `canary` labels, and the gray release that moves them.
 
-One record, key "labels", in the namespace of what is versioned (a playbook's
-("playbooks", tenant, name), a prompt's ("prompts", tenant, name)):
-
-    production   the version every run gets, or None: then runs get the head (as before
-                 labels existed); the first release pins it
-    canary       the version on trial, or None
-    release      the running trial: version, share (percent of threads), rule, manual,
-                 who started it and why, and per arm {"runs", "successes"}
-    releases     finished trials, newest last (the last 20), each with its decision
-    events       every label move: label, from, to, by, why, at
-
-Labels move only through `move_label`, which appends an event saying who and why, and
-every write goes through `LabelStore.change`: the record is read, changed and written under
-the store's commit lock (runtime/storage/commit_locks.py), so two runs finishing at once
-count both their trials and can never both promote. What a change means (when to promote,
-which version a run gets) is decided in parallax/logic/releases.py.
+See docs/internals/storage.md#labels.
 """
 
 from __future__ import annotations

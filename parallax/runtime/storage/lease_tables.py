@@ -1,7 +1,7 @@
-"""The tables and triggers of the deployed API's lease fence, in the deployment's PostgreSQL database.
+"""The lease fence's tables and triggers in the deployment's PostgreSQL.
 
-Here, below both entry points, because `parallax serve` (the CLI) creates them with its migrations and
-the server's guard (parallax/server/lease_fence.py, which says how the fence works) reads them.
+Here, below both entry points: `parallax serve` creates them, the server's guard reads them.
+See docs/internals/postgres.md#the-lease-fences-tables.
 """
 
 from __future__ import annotations

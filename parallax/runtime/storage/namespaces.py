@@ -1,10 +1,6 @@
 """Where records live in a LangGraph store, and who may name them.
 
-Every namespace starts with what it holds and then the tenant: ("playbooks", tenant, name),
-("traces", tenant), ("dlq", tenant). Tenant and playbook names share one small alphabet,
-so no name can spell another tenant's namespace ("../acme" or "a/b" are refused). Every store opens its
-namespaces through `check_tenant`, which also refuses, inside a served run, any tenant but the authenticated
-one (runtime/run_context.py `check_store_tenant`): whatever a node was handed, it reaches no other tenant.
+See docs/internals/storage.md#namespaces-and-tenants.
 """
 
 from __future__ import annotations

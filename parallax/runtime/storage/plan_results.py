@@ -1,11 +1,6 @@
-"""Finished plan tasks, kept in the store the moment each one finishes.
+"""Finished plan tasks, kept in the store the moment each finishes, for dependants after a resume.
 
-Why besides the checkpoint: LangGraph saves a finished task's writes, so it is not run
-again after a crash, but a dependant that was still waiting when the process died only
-sees the superstep's input state when it runs again — not its finished dependencies'
-writes. It finds them here. Namespace ("plan_results", tenant, trace id), key
-"<round>.<task id>". Like a dead letter's input, a record is kept as it is (not redacted):
-a dependant must see the same result after a resume as before, and the checkpoint holds it anyway.
+See docs/internals/storage.md#records-kept-for-a-resume.
 """
 
 from __future__ import annotations

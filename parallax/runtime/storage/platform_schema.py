@@ -1,34 +1,7 @@
-"""Parallax's tables and triggers beside Aegra's, in the deployment's PostgreSQL (`parallax serve` migrates them).
+"""Parallax's tables and triggers beside Aegra's (`parallax serve` migrates them).
 
-Why triggers on Aegra's `runs` table rather than a patched Aegra: the two promises below must hold
-whichever code path changes a run (Aegra's workers on any replica, its lease reaper, its cancel
-endpoint, its timeout handling), and every one of them ends in an UPDATE of `runs.status`. A
-trigger sees them all, in their own transaction, and needs no change to Aegra's Python; what it
-depends on is four columns of one table (status, thread_id, created_at, execution_params), which
-the pinned Aegra's migrations define (docs/deploy.md says what to re-check on an Aegra upgrade).
-
-1. One run at a time per thread, in order (double-texting's `enqueue`, and the ground the other
-   strategies stand on): `parallax_claim_in_order` refuses the claim of a pending run (the UPDATE
-   pending -> running Aegra's worker makes) while another run of its thread is running or an older
-   one is still pending: the row is left as it was, Aegra's worker sees that it did not get the
-   run and drops it, and the run stays pending until the thread is free
-   (server/background_loops.py's dispatcher hands it to a worker again). A per-thread advisory lock,
-   taken in the claiming transaction, makes two replicas' claims of the same thread take turns.
-2. Webhooks, kept until delivered: `parallax_run_ended` turns the run's armed outbox row
-   (`parallax_webhooks`, linked through the run metadata key `parallax_webhook`) into a due
-   one, with the run as it ended as payload, in the very transaction that makes the run terminal.
-3. Runs created by crons (Aegra's scheduler, and the first run of a cron's creation) pass no HTTP run
-   route: `parallax_cron_run` sees them as Aegra inserts them, known by the link Parallax put in the
-   cron's config (`config.metadata.parallax_cron`, server/cron_requests.py), which Aegra copies onto
-   every run the cron creates. It arms an outbox row for the URL the cron stores (`payload.webhook`)
-   and links it as the HTTP routes do (run metadata `parallax_webhook`); and for a cron whose
-   `multitask_strategy` is "reject" it stores the run already ended (status "error", the reason in
-   `error_message`) when its thread has a run in flight, under the per-thread double-text lock that
-   the HTTP routes take too (THREAD_LOCK_CLASS), so no worker ever starts it. A cron stored without a
-   link (created before Parallax linked crons) gets one at the migration.
-   A cron's run of a tenant past its daily budget is stored already ended the same way (status "error",
-   "daily budget reached ..."), and one under it has its `max_cost` / `max_tokens` capped at what the
-   tenant has left (runtime/storage/spend_ledger.py).
+Triggers on Aegra's `runs` table: one run at a time per thread, webhooks due as runs end, crons'
+runs. See docs/internals/postgres.md.
 """
 
 from __future__ import annotations

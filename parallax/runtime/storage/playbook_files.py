@@ -1,7 +1,6 @@
-"""Playbook files and comparisons: the JSON and Markdown exports (both importable), and diffs.
+"""Playbook exports (JSON, Markdown), imports and diffs.
 
-The Markdown export is meant to be read and edited by hand; `parse_playbook` takes it back,
-hand-written bullets included (they get the heading's section and a content-derived id).
+See docs/internals/storage.md#playbooks for the Markdown format.
 """
 
 from __future__ import annotations
@@ -40,22 +39,7 @@ def diff_items(before: list[PlaybookItem], after: list[PlaybookItem]) -> dict[st
 
 
 def to_markdown(pv: PlaybookVersion) -> str:
-    """The Markdown export, readable and importable:
-
-        # Playbook `default`, version 3
-        <!-- parallax-playbook: {"name": "default", "version": 3, "parent": 2} -->
-
-        ## general
-
-        - Net margin is net income divided by revenue.
-          <!-- pb: {"id": "pb-…", "helpful": 2, "harmful": 0, ...} -->
-
-    Items keep their order; a `## section` heading starts wherever the section changes.
-    A bullet is `- ` plus the text; further text lines are indented two spaces; the
-    `<!-- pb: {...} -->` line holds every other field as JSON. Archived items start with
-    `[archived] `. Hand-written bullets without the comment get the heading's section, a
-    content-derived id and zero counts.
-    """
+    """The Markdown export, readable and importable (docs/internals/storage.md#playbooks)."""
     meta = {"name": pv.name, "version": pv.version, "parent": pv.parent, "created_at": pv.created_at}
     lines = [f"# Playbook `{pv.name}`, version {pv.version}", f"<!-- parallax-playbook: {json.dumps(meta)} -->"]
     section = None

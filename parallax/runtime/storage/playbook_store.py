@@ -1,27 +1,6 @@
 """The versioned playbook store: immutable versions, a head, rejected candidates, quarantine.
 
-Records live in namespace ("playbooks", <tenant>, <name>); a `PlaybookStore` is bound to
-one tenant and cannot name another's records:
-  "head"            a copy of the current version (what the solve graph reads: `.value`
-                    has "version" and "items"); absent = version 0, the empty playbook
-  "v000001" ...     immutable versions, each naming its parent (history is linear)
-  "candidate-<id>"  updates the gate rejected, kept with accepted=False and a reason
-  "quarantine-<id>" lessons that failed screening (runtime/lesson_screening.py) or the lesson
-                    check (logic/lesson_quality.py), never applied
-  "void-<key>"      a commit key given up (`settle`): a commit or rejection under it is refused
-  "labels"          production / canary labels and the gray release (runtime/storage/labels.py)
-Every text a commit or import would store is redacted and screened first.
-
-Only the `BaseStore` API is used (get / put / search / list_namespaces, always with an
-explicit `limit`: search returns 10 items by default), so the same code runs on the
-in-memory store under `langgraph dev`, SQLite from the CLI, and Postgres in a deployment.
-
-Where a version is committed: `PlaybookStore._append`, under a `CommitLock`
-(runtime/storage/commit_locks.py). A writer commits against the head it read; if the head
-moved meanwhile, its operations are re-applied to the new head (`apply_operations` folds
-duplicate adds and skips vanished targets), and the version says so (`note`,
-`gate["rebased_from"]`). The gate's metrics were measured on the old base; the re-applied
-result is not re-gated.
+See docs/internals/storage.md#playbooks.
 """
 
 from __future__ import annotations
@@ -178,11 +157,11 @@ class PlaybookStore:
             await self._put(name, f"quarantine-{entry['id']}", entry)
 
     async def committed(self, name: str, key: str) -> bool:
-        """Whether a version (`commit`) or a rejected candidate (`reject`) was written under `key`. Why: a learning
-        round killed after its commit and before it marked its runs consumed must not have them learned again
-        (runtime/storage/consumed.py). A version whose writer died before its `commit-<key>` record counts too: the
-        next commit adopts it (`_append`), so its lessons are in the playbook; it is found by a scan, which only a
-        key not found at once costs."""
+        """Whether a version (`commit`) or a rejected candidate (`reject`) was written under `key`.
+
+        A version whose writer died before its `commit-<key>` record counts too (the next commit
+        adopts it); it is found by a scan, which only a key not found at once costs.
+        """
         self._check_name(name)
         if await self._get(name, f"commit-{key}") is not None or await self._get(name, f"candidate-{candidate_id(key)}"):
             return True

@@ -1,30 +1,6 @@
-"""PostgreSQL for a deployment: the store the CLI shares with the server, and locks that span hosts.
+"""PostgreSQL for a deployment: the store the CLI shares with the server, and locks across hosts.
 
-Why advisory locks: a commit's read-head -> write-version -> write-head section must exclude
-every other writer of that playbook, and in a deployment the writers are graph runs on
-several replicas (and `parallax` commands on other machines). A file lock or a process lock
-cannot see them; PostgreSQL can. `advisory_lock(url, key, timeout)` opens its own connection and
-takes a session-level advisory lock there. Its key is a name (`PostgresCommitLock.hold(name)`: the
-lock of a 64-bit number derived from the name) or a pair (class, text): the two-key lock
-(class, hashtext(text)), which SQL can take too. The server's per-thread double-texting lock
-(server/run_requests.py, which runs its checks on the connection the lock yields) is the pair
-(THREAD_LOCK_CLASS, thread id), the lock the cron-run trigger takes as a run is inserted
-(runtime/storage/platform_schema.py), so HTTP requests and crons' runs take turns per thread. It polls
-`pg_try_advisory_lock` (with `asyncio.sleep` between tries, at most `timeout` seconds) rather
-than blocking in `pg_advisory_lock`: a waiter blocked inside a statement counts as a running
-transaction, and the store's migrations (`CREATE INDEX CONCURRENTLY`) wait for every running
-transaction to end, so a blocked waiter and a migrating holder would wait for each other. The lock is
-released when the section ends, and by the server when the connection dies with its process,
-so a SIGKILLed replica never leaves a playbook locked. A dedicated connection (not one of the
-store's pool) means a section that itself reads and writes the store never waits for a pool
-slot its own lock is holding.
-
-The same lock serialises replica start-up: `parallax serve` holds the lock named "startup" from
-its migrations until it answers /ready, so replicas started at once on a fresh database race
-neither in `CREATE TABLE` nor in Aegra's default-assistant inserts (see parallax/cli/serve.py).
-
-Needs the `postgres` extra (psycopg, langgraph-checkpoint-postgres); without it, opening a
-Postgres store raises a StoreError that says what to install.
+See docs/internals/storage.md#advisory-locks.
 """
 
 from __future__ import annotations

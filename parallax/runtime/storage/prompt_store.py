@@ -1,13 +1,6 @@
-"""Versioned node prompts: immutable versions of each prompt template, a head, rejected edits, labels.
+"""Versioned node prompts: immutable versions of each template, a head, rejected edits, labels.
 
-Records live in namespace ("prompts", <tenant>, <name>), one per prompt of
-prompts/templates.py (answer, slice, judge, red_team, reflect, curate):
-  "head"            a copy of the current version; absent = version 0, the template in code
-  "v000001" ...     immutable versions {"system", "user", ...}, each naming its parent
-  "candidate-<id>"  edits the gate turned down, with the reason
-  "labels"          production / canary and the gray release (runtime/storage/labels.py)
-A version is written under the same commit lock as playbooks; history is linear, and a
-rollback is a new version equal to an old one.
+See docs/internals/storage.md#prompts.
 """
 
 from __future__ import annotations

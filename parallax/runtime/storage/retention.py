@@ -1,25 +1,6 @@
-"""Retention: delete what a deployment keeps longer than the operator wants, in small transactions.
+"""The retention sweep: what a deployment keeps too long, deleted in small transactions.
 
-What is swept (each only when its PARALLAX_RETAIN_*_DAYS is set; docs/deploy.md, Retention):
-- threads idle longer than `threads_days` (Aegra's `thread.updated_at`, which every run and
-  status change moves): the thread row with its runs (Aegra's foreign keys cascade) and all its
-  checkpoints, writes and blobs;
-- checkpoints older than `checkpoints_days` (the checkpoint's own timestamp): each thread keeps
-  its latest checkpoint per namespace, so its state survives and only history goes;
-- traces (and the plan results and edit candidates' conversations filed under them) and dead letters
-  whose record was last written longer ago than `traces_days` / `dead_letters_days` (the store's `updated_at`);
-- webhook outbox rows delivered or failed longer ago than `webhooks_days`, and armed ones whose
-  run never came or is gone;
-- the daily-budget ledger's rows (runtime/storage/spend_ledger.py: each run's charge, each tenant's
-  day) of UTC days more than `charges_days` ago. Budgets read only today's row; what is lost is the
-  audit trail of those days, and a run resumed after that long is charged its whole `spend`.
-
-Never touched: a thread with a run pending or running. Thread work happens under the thread's row
-lock (`FOR UPDATE SKIP LOCKED`), taken before the active-run check: creating a run updates the
-thread row first, so no run can start on a thread while its batch is swept, and a thread some
-other transaction holds is simply left for the next sweep. Every batch (`batch` threads or
-records) is one short transaction, so a sweep never holds locks on much at once, runs on other
-threads never wait for it, and several replicas may sweep side by side.
+See docs/retention.md and docs/internals/postgres.md#the-retention-sweep.
 """
 
 from __future__ import annotations

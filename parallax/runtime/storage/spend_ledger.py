@@ -1,34 +1,6 @@
-"""What each tenant's finished runs spent, per UTC day, in the deployment's PostgreSQL (tenant daily budgets).
+"""Each tenant's spend per UTC day in the deployment's PostgreSQL (daily budgets), each run once.
 
-Why PostgreSQL and not Redis: the day's spend is money owed; it must survive whatever the deployment
-survives. The Redis of a deployment may keep nothing on disk (this one: `save ""`, `appendonly no`), and
-a Redis restart that forgot the day's spend would hand every tenant its whole budget again. PostgreSQL
-already holds the runs, the threads and the checkpoints, is shared by every replica, and is where a run's
-end is written: the charge can be made in that very transaction.
-
-How a run is charged, exactly once: the trigger `parallax_charge_run` on Aegra's `runs` table fires when
-a run's status becomes `success` (Aegra writes the run's final state into `runs.output` in the same
-UPDATE; whichever replica, worker, reaper or takeover finished it), reads the run's `spend` (settled by
-its last node, nodes/record_trace.py) and, in that transaction,
-1. inserts the run's row into `parallax_run_charges` (primary key: the run id; ON CONFLICT DO NOTHING),
-2. only when that row was new, adds it to the tenant's day in `parallax_tenant_spend` (one row per
-   tenant and UTC day, updated in place: the admission check reads one row).
-So a run finalized twice, replayed, retried or taken over is charged once; the day's row is the sum of the
-rows in `parallax_run_charges` (the ledger, for audits).
-A run resumed after an interrupt (`interrupt_before`, a person's review: a run with no input of its own, after a
-run of its thread and graph that stopped without settling, `interrupted` or, as Aegra ends a run stopped by
-`interrupt_before`, `success` with no `spend`) carries on the work of the runs it resumes, and its `spend` counts
-theirs too, while each of them was charged at its stop what its calls cost. So the resumed run is charged its
-`spend` less what those runs were charged (`parallax_resumed_runs`), and a stopped run charged after the run that
-resumed it (its replica was slow to charge) is charged 0: its calls are in that run's charge already. Both take a
-per-thread lock (CHARGE_LOCK_CLASS), so whichever comes second sees the first. Runs whose output holds no settled `spend`
-(other graphs, and runs that ended in error, cancelled or interrupted) are charged, once, by the
-replica that executed them, with the model calls it saw them make (server/run_charges.py,
-CHARGE_ENDED_SQL), through the same `parallax_charge`.
-
-Runs created by crons pass no HTTP route: `parallax_budget_refusal` and `parallax_budget_capped` are
-called by the cron-run trigger (runtime/storage/platform_schema.py) as Aegra inserts such a run, from
-the budgets the replicas wrote into `parallax_tenant_budgets` at start (`write_budgets`).
+See docs/deploy.md#tenant-daily-budgets and docs/internals/postgres.md#the-daily-budget-ledger.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Calls to any LangGraph `BaseStore`, whichever store the runtime brings.
+"""Calls to any LangGraph `BaseStore`, sync or async, read page by page.
 
-Two things every reader of the store needs: a sync-only store (`SqliteStore`) raises
-NotImplementedError on the async API, so its calls go to a thread; and `search` returns
-10 items unless given a limit, so a namespace is read page by page with explicit
-limit/offset. Stores order search results by update time, so a concurrent write can
-only repeat a record in a scan, never hide one.
+See docs/internals/storage.md#calling-any-store.
 """
 
 from __future__ import annotations

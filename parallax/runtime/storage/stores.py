@@ -1,15 +1,6 @@
 """Which store and which commit lock a caller gets.
 
-One place decides the commit lock, from the store the writers share: a PostgreSQL store (a
-deployment: replicas on several hosts, and the CLI with PARALLAX_DATABASE_URL) gets an
-advisory lock in that database (runtime/storage/postgres.py); the in-memory store of
-`langgraph dev` lives in one process, so an in-process lock is enough; anything else (the
-CLI's SQLite file) gets a file lock in PARALLAX_HOME, so two `parallax learn` processes (or
-threads, or graph branches) never lose an update. Playbook commits, label moves (gray
-release), feedback and `dlq retry` all take the lock this module hands out.
-
-The CLI's own store is PARALLAX_HOME/store.sqlite, or the deployment's PostgreSQL store
-when PARALLAX_DATABASE_URL is set (`open_cli_store`).
+See docs/internals/storage.md#commit-locks.
 """
 
 from __future__ import annotations
@@ -104,14 +95,10 @@ sqlite3's default, 5 s, is shorter than one busy learn batch's writes on a loade
 
 @asynccontextmanager
 async def open_sqlite_store(path: Path | None = None) -> AsyncIterator[BaseStore]:
-    """The CLI's store (default PARALLAX_HOME/store.sqlite), set up under the commit lock (two
-    processes migrating a fresh file at once would collide, and so would two switching its journal
-    mode), each statement waiting up to BUSY_TIMEOUT_MS for another process's write.
+    """The CLI's store (default PARALLAX_HOME/store.sqlite), set up under the commit lock.
 
-    Write-ahead logging with `synchronous=NORMAL`: every run writes its trace, and a learn batch
-    writes a hundred at once; with SQLite's default rollback journal each write is an fsync'd
-    commit that the next one queues behind. A commit in WAL mode survives a crash of the
-    process (a power cut may lose the last ones), and readers never block the writer.
+    Write-ahead logging, `synchronous=NORMAL`, each statement waiting up to BUSY_TIMEOUT_MS for
+    another process's write (docs/internals/storage.md#calling-any-store).
     """
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 

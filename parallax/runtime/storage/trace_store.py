@@ -1,15 +1,6 @@
-"""Traces and the dead-letter list, kept per tenant in the run's LangGraph store.
+"""Traces and the dead-letter list, per tenant, with each trace's feedback and target.
 
-Namespaces: ("traces", <tenant>) keyed by trace id, one record per solve run with every
-branch's lifecycle; ("dlq", <tenant>) keyed by branch id, one record per escalated
-branch with its input and last error. Traces are redacted (runtime/redaction.py)
-before they are stored. A dead letter keeps its input as given, because `dlq retry`
-must ask the same question; the checkpoint holds that input anyway.
-
-Feedback is stored with its trace (`feedback`, a list, newest last, redacted), added
-under a per-trace lock so two people scoring one run at once keep both scores. A person's
-corrected answer (a review in the chat graph) becomes the trace's `target` with whether the
-run's answer matched it, under the same lock.
+See docs/internals/storage.md#traces-and-dead-letters.
 """
 
 from __future__ import annotations
