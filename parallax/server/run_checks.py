@@ -1,10 +1,7 @@
-"""What admission asks the database about a run request: its assistant, its thread, its checkpoint, its playbook.
+"""What admission asks the database about a run request: assistant, thread, checkpoint, playbook.
 
-Each question is one short query on the replica's pool (server/connections.py), and no connection
-is held between two of them: admission (server/admission.py) asks them in order and stops at the
-first refusal. Whose is what: an assistant is the caller's or the server's ("system"); a thread,
-its checkpoints and its runs are their tenant's (Aegra's `user_id`), and a thread of another tenant
-is answered as one that does not exist.
+One short query each, no connection held between two; another tenant's thread is answered as one
+that does not exist.
 """
 
 from __future__ import annotations
