@@ -1,27 +1,7 @@
-"""The `parallax` command line: one module per command group, assembled here.
+"""The `parallax` command line, assembled from one module per command group.
 
-    run, resume        cli/run.py       one task through the solve graph (or the plan graph)
-    learn, eval        cli/learn.py     improve a playbook from tasks; measure one
-    playbook ...       cli/playbook.py  versions: show, history, diff, rollback, export, import, ...
-    trace, dlq ...     cli/trace.py     what each branch did; branches that gave up
-    model serve        cli/model.py     keep the embedded model server up
-    serve              cli/serve.py     one replica of the deployed graph API (Aegra)
-    sweep              cli/sweep.py     one retention sweep of the deployment's database
-    mcp                cli/mcp.py       the MCP tools over stdio, for a desktop agent
-    stats              cli/stats.py     run metrics from the stored traces
-    feedback           cli/feedback.py  a person's score on a run, or its right answer
-    loop ...           cli/loop.py      the closed loop: once, status, install (a cron on the served API)
-    export ...         cli/export.py    fine-tuning data (sft, preferences) from the traces
-    prompts ...        cli/prompts.py   versioned node prompts (gated, gray-released)
-    playbook release|canary  cli/release.py  gray release (shared with prompts)
-    plan show          cli/plan.py      a plan run's DAG as Mermaid or PNG
-    --version          cli/version.py   the installed version
-Shared helpers are in cli/common.py, which imports no command; the examples that end `--help`
-are in cli/examples.py; click's own usage errors get the same `error:` prefix (cli/usage_errors.py).
-
-Help is click's plain layout (`rich_markup_mode=None`): Typer's rich panels print a type
-placeholder after every option, flags too (`--json <bool>`), which reads as if a flag took a
-value; the plain layout prints none for flags, and reads the same in a pipe.
+The modules are on docs/architecture.md's map; help uses click's plain layout
+(docs/internals/cli.md#help-and-errors).
 """
 
 from __future__ import annotations

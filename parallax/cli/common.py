@@ -1,9 +1,7 @@
 """What every `parallax` command shares: errors, output, options, stores. Imports no command.
 
-Errors are one line on stderr and an exit code (2 for bad input, nothing written); `--json`
-prints one object on stdout; tables are built in cli/tables.py. A command's base
-`Context` comes from the Typer context object when a caller (a test, an embedding program)
-passes one with `app(obj=Context(...))`, else it is the process settings' default.
+Errors are one line on stderr (exit 2 for bad input, nothing written); `--json` prints one object. A
+caller may hand in the base `Context` with `app(obj=Context(...))`.
 """
 
 from __future__ import annotations

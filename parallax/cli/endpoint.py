@@ -1,12 +1,7 @@
-"""`--model` and `--base-url`: point one command's model calls somewhere else.
+"""`--model` and `--base-url`: one command's model calls pointed elsewhere, restored when it ends.
 
-Why environment variables and not Context fields: the endpoint is read in one place
-(runtime/settings.py, through `settings.load()`; set and restored here with a `reload_settings()`), by the
-chat models, the embedded server's start-up, the straggler defaults and the embedded-model notice alike; setting the two variables
-for the length of the command changes all of them at once, and a Context field for the
-endpoint would let a graph API caller send a deployment's model calls to any URL.
-The variables are restored when the command ends (`call_on_close`), so a program or a test that
-calls `app(...)` twice in one process does not keep the first command's endpoint.
+They set the process settings' variables rather than Context fields: see
+docs/internals/cli.md#the-endpoint-of-one-command.
 """
 
 from __future__ import annotations

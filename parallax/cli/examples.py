@@ -1,9 +1,6 @@
-"""The examples that end `--help` of the commands people start with (run, learn, serve, feedback, loop).
+"""The examples that end `--help` of run, learn, serve, feedback and loop, printed as typed.
 
-Why here and not in each command's docstring: click re-wraps help text, and an example
-must print exactly as it is typed. Each block starts with click's no-rewrap marker
-(`\\b`), so the lines come out as written. tests/unit/test_docs.py parses every example
-as it parses the commands of the README and docs/, so an example cannot name an option that is gone.
+See docs/internals/cli.md#help-and-errors.
 """
 
 from __future__ import annotations

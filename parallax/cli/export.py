@@ -1,9 +1,6 @@
 """`parallax export sft|preferences`: fine-tuning data from the stored traces.
 
-Formats and where the examples come from: parallax/logic/exports.py. Every line is
-redacted and checked against its format before the file is written (atomically); lines
-are de-duplicated by prompt. The command prints how many examples it wrote and, by
-reason, how many runs it left out.
+Formats and sources: parallax/logic/exports.py and docs/data-loop.md; files are written atomically.
 """
 
 from __future__ import annotations

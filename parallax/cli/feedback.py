@@ -1,12 +1,6 @@
-"""`parallax feedback TRACE_ID --score S` or `--correct ANSWER`: a person's verdict on a run, stored with its trace.
+"""`parallax feedback TRACE_ID --score S | --correct ANSWER`: a person's verdict on a run.
 
-S is a number from 0 to 1, or `up` / `down`. The entry (score, comment, who) is redacted and
-kept with the trace under the tenant; it counts in `parallax stats`, in the exports, and
-in a gray release still running that served the run. `--correct` gives the right answer
-instead: it becomes the trace's target (logic/feedback.py: correct_answer), the strongest
-signal `parallax learn --from-traces` learns from, with a score saying whether the run had
-it right. An unknown trace, a bad score or an empty answer: one line, exit 2, nothing
-written. The `feedback` graph does the same under the graph API.
+See docs/data-loop.md.
 """
 
 from __future__ import annotations

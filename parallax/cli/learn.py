@@ -1,12 +1,6 @@
 """`parallax learn` and `parallax eval`: improve a playbook from tasks, and measure one.
 
-`learn --from-traces` reads no file: it learns from the stored runs the playbook served
-(logic/trace_learning.py), each at most once. Both read JSONL tasks (logic/task_files.py),
-validate everything before any work starts, show progress bars in a terminal and print one JSON
-object with `--json`. Both say how their failed tasks failed: `failures` counts them by cause
-(logic/failures.py), and each failed task's result line (eval) or batch entry (learn) carries
-its cause and error. Eval keeps no trace of its runs, so its result lines carry no trace id
-that `parallax trace` could not find.
+See docs/learning.md; `learn --from-traces`: docs/data-loop.md.
 """
 
 from __future__ import annotations

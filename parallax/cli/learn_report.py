@@ -1,16 +1,7 @@
 """What `parallax learn` says while it runs and when it ends.
 
-Why: a learn run makes several model calls per task (solve, reflect, curate) and measures the
-playbook on the validation tasks before the first batch, so on a slow model its first result comes
-minutes after the start. A person (or a CI log) should see from the first second what it is doing:
-a line at once with the plan, then each validation run, training task and batch as it ends. On a
-terminal these are progress bars; anywhere else (a file, a pipe, CI) one plain line each, with the
-seconds since the start, because a bar that is never redrawn shows nothing there.
-
-At the end comes one sentence in plain words: what was learned, or why nothing was and what to
-change, naming the setting (`summary`). The graph's nodes send the events this reads through
-LangGraph's custom stream (`{"learn": "start" | "batch" | "validation" | "task"}`, nodes/schedule.py,
-nodes/gate.py, nodes/learn_from_task.py); the batch lines come from the commit node's update.
+Progress bars on a terminal, one plain line per event elsewhere, then one sentence on what was
+learned or why not (docs/internals/cli.md#output-for-people).
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""`parallax loop once|status|install`: the closed loop, from stored runs to a released playbook, no person.
+"""`parallax loop once|status|install`: the closed loop, from stored runs to a released playbook.
 
-    loop once       one round (logic/loop.py): look again at a running canary; learn from the
-                    stored runs the playbook served that no round has learned from; gate the
-                    candidate on replayed runs that carry a target; put it on canary
-    loop status     the last rounds: runs consumed, candidate, gate, canary state; how many of
-                    the playbook's runs were learned from, given up as unlearnable, and wait to
-                    be tried again after failed reflections
-    loop install    a cron on the served API that runs the `loop` graph every period
-                    (langgraph-sdk `client.crons`; Aegra fires it on one replica)
-
-On one machine, `loop once` under a system timer does what the cron does on a server.
-A person can stop, promote or roll back any canary with `parallax playbook canary`.
+See docs/data-loop.md#the-closed-loop-learning-from-production-released-without-a-person.
 """
 
 from __future__ import annotations

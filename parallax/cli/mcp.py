@@ -1,11 +1,6 @@
-"""`parallax mcp`: Parallax's MCP tools over stdio, for a desktop agent (Claude Desktop, Cursor, ...).
+"""`parallax mcp`: Parallax's MCP tools over stdio, for a desktop agent, run in this process.
 
-The tools (runtime/mcp_tools.py: solve, plan, feedback) run here, in this process, exactly
-as `parallax run` and `parallax feedback` do: the graphs compiled with the CLI's SQLite
-checkpoints and store under PARALLAX_HOME (or the deployment's PostgreSQL store with
-PARALLAX_DATABASE_URL), so a tool's run has a thread, a checkpoint (`parallax resume THREAD`)
-and a trace (`parallax trace ID`), under `--tenant`. Stdout is the protocol: nothing else is
-printed there. The deployed API serves the same tools at /mcp (Streamable HTTP).
+Stdout is the protocol: nothing else is printed there. See README.md, "MCP tools (agents)".
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """`parallax model serve`: keep the embedded model server up for other processes to share.
 
-Repeated CLI runs and `langgraph dev` find the served model through
-PARALLAX_HOME/model-server.json instead of each loading their own.
+CLI runs and `langgraph dev` find it through PARALLAX_HOME/model-server.json.
 """
 
 from __future__ import annotations

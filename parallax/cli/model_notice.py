@@ -1,13 +1,7 @@
-"""The one line a run prints when its answer came from the embedded model.
+"""The one line a run prints on stderr when its answer came from the embedded toy model.
 
-Why: with no endpoint configured, Parallax answers with SmolLM2-135M, a 135M-parameter model that
-follows the format and is usually wrong. The docs say so, but a first user reads the terminal,
-not the docs, and takes "14 sheep" for Parallax's answer. So every run, learn and eval on the
-embedded default ends with one dim line on stderr (stdout, and so --json, stays clean; the line fits
-80 columns) that says what answered and how to point Parallax at a real endpoint.
-PARALLAX_QUIET_MODEL_NOTICE=1 hides it; it is not printed when an endpoint is configured, when
-PARALLAX_GGUF names another model, or when the caller handed in its own chat model
-(`Context.chat_model`).
+When and why: docs/cli.md#the-model-and-the-endpoint-of-one-command and
+docs/internals/cli.md#output-for-people.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """`parallax plan show TRACE_ID`: a plan run's DAG, as Mermaid text or a PNG.
 
-Reads the run's trace from the CLI's store (PARALLAX_HOME/store.sqlite) under the tenant.
-Each task is a node with its id, kind, final status and goal; each dependency an arrow.
-The PNG is drawn with matplotlib (no network): one column per depth, tasks coloured by status.
+Each task is a node (id, kind, final status, goal), each dependency an arrow; the PNG is drawn with
+matplotlib, one column per depth, tasks coloured by status.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """`parallax playbook ...`: look at, compare, roll back, export, import and plot playbook versions.
 
-The store is PARALLAX_HOME/store.sqlite (the one `parallax run` and `learn` use), or a
-deployment's PostgreSQL store with PARALLAX_DATABASE_URL; writers take the file lock
-PARALLAX_HOME/playbooks.lock (an advisory lock in PostgreSQL), so a rollback cannot interleave with a
-learn run committing in another process. Read-only commands on a home without a store use
-an empty in-memory one, so they write nothing. Errors: one line, exit 2, nothing written.
+Writers take the store's lock, so a rollback cannot interleave with a learn run's commit; read-only
+commands on a home without a store use an empty in-memory one and write nothing.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """`parallax prompts ...`: versioned node prompts (answer, slice, judge, red_team, reflect, curate).
 
-Version 0 of each prompt is its template in prompts/templates.py; later versions live in
-the CLI's store (runtime/storage/prompt_store.py). An edit goes through the same gate as a
-playbook update (logic/prompt_gate.py, on the rule of logic/gate_decision.py):
-`prompts set NAME --system FILE --val TASKS` runs the validation tasks with the served
-version and with the edit, and keeps the edit only if it does not make accuracy fall, and,
-on a tie without signal, only with `--approve` (a person says yes); without `--val` nothing
-is measured and the edit is kept, saying so. The first
-edit pins the `production` label on the version runs were getting, so an edit reaches runs
-only through `prompts release NAME V [--canary P]`, recorded with who and why.
-Errors: one line, exit 2, nothing written.
+Version 0 is prompts/templates.py's template; an edit passes the playbook's gate and reaches runs
+only through a release. See docs/data-loop.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""`parallax playbook release|canary` and `parallax prompts release|canary`: gray release from the CLI.
+"""`parallax playbook release|canary` and `parallax prompts release|canary`: gray release.
 
-    release V --canary 10     serve V to 10% of threads (stable hash of the thread id) against
-                              production; the rule promotes or rolls it back by itself after
-                              enough runs, unless --manual
-    release V                 serve V to every run now (production)
-    canary [--json]           both arms: runs, success rate with its 95% Wilson interval, and
-                              the metrics of their traces; the rule's looks so far
-    canary --promote | --rollback   a person decides
-
-Every label move records who (`--by`, default the login name) and why (`--reason`).
-The rule and its parameters: parallax/logic/release_decision.py.
+The rule that promotes or rolls back: parallax/logic/release_decision.py; see docs/data-loop.md.
 """
 
 from __future__ import annotations

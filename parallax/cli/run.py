@@ -1,12 +1,7 @@
-"""`parallax run` and `parallax resume`: one task through the solve or plan graph, checkpointed in SQLite.
+"""`parallax run` and `parallax resume`: one task through the solve or plan graph, in SQLite.
 
-`run` validates everything before the checkpoint file is touched, shows the branches as
-they finish (a plan run: its DAG as a tree with live per-task status), and prints one
-object with `--json`. `--mode plan`, `--repo`, or `auto` on a request with several steps
-runs the plan graph. A run whose process died (even SIGKILL) continues with `resume`;
-branches and plan tasks that had finished are not called again.
-
-Exit codes: 0 ok or needs_review, 1 the run failed, 2 bad input (one line, nothing written).
+A killed run continues with `resume`. Exit codes: 0 ok or needs_review, 1 the run failed, 2 bad
+input (docs/cli.md).
 """
 
 from __future__ import annotations

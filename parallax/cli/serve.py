@@ -1,29 +1,7 @@
 """`parallax serve`: one replica of the deployed graph API (Aegra on PostgreSQL and Redis).
 
-What it does, in order:
-0. checks that the installed Aegra and LangGraph are the versions Parallax's changes to their internals were tested
-   against (runtime/served_versions.py, server/aegra_patches.py) and refuses others (exit 2) unless told to run
-   anyway (`--allow-untested-aegra`, PARALLAX_ALLOW_UNTESTED_AEGRA), before anything touches the database;
-1. reads DATABASE_URL (or PARALLAX_DATABASE_URL) and REDIS_URL; with Redis, runs are shared
-   by every replica and a dead replica's runs are taken over (Aegra's Redis broker and lease
-   reaper); without it, this replica works alone; turns Aegra's thread TTL on (a thread created or updated with
-   a `ttl` is swept after it) unless the operator configured it, and checks aegra.json's `store.ttl`
-   (runtime/ttl_config.py, docs/retention.md);
-2. takes the PostgreSQL advisory lock "startup" and holds it until this replica is ready, so
-   replicas started at once come up one after another. Two steps would race otherwise: the
-   migrations (Aegra's tables, the checkpointer's and the store's: `CREATE TABLE` fails with a
-   UniqueViolation) and Aegra's start-up, which inserts a default assistant per graph (two
-   inserts of the same `assistant_id`). The lock dies with the process, so a replica that
-   fails to start never blocks the next one;
-3. migrates (the second replica finds nothing left to do; Parallax's own tables and triggers too:
-   runtime/storage/platform_schema.py), then serves aegra.json's graphs with
-   uvicorn in this process (one process per replica, so stopping or killing its PID stops the
-   replica), through an app factory that makes the changes to Aegra's internals before Aegra's app is
-   imported (server/aegra_patches.py; one line on stderr names them), and prints `ready <url>` on stderr
-   once `/ready` answers, i.e. once it can take runs; only then is the lock released.
-
-A second replica is the same command with another --port (or on another host).
-Needs the `server` extra on Python >= 3.12 (docs/deploy.md).
+Checks Aegra's version, takes the start-up lock, migrates, makes the patches, serves with uvicorn in
+this process and prints `ready <url>` once it can take runs (docs/deploy.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """`parallax stats`: how runs are doing, from the stored traces, overall and per playbook version.
 
-Reads the tenant's traces in the CLI's store (PARALLAX_HOME/store.sqlite); the metrics are
-defined in parallax/logic/run_stats.py, and the `stats` graph returns the same object under
-the graph API. `--plot` draws success, accuracy and p95 latency per version.
+The metrics are parallax/logic/run_stats.py's; `--plot` draws success, accuracy and p95 latency.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""`parallax sweep`: one retention sweep of a deployment's database, now (docs/deploy.md, Retention).
+"""`parallax sweep`: one retention sweep of a deployment's database (docs/retention.md).
 
-Every replica of `parallax serve` sweeps by itself every PARALLAX_SWEEP_INTERVAL_S; this command
-sweeps once, from anywhere that reaches the database (cron, a maintenance job, an operator who just
-lowered a limit). It takes the same advisory lock "sweep" as the replicas, so it waits for a
-replica's sweep to end rather than sweep beside it. The limits are PARALLAX_RETAIN_*_DAYS; an
-option overrides one for this sweep.
+It takes the replicas' advisory lock "sweep", so it waits for a replica's sweep instead of sweeping
+beside it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
-"""Tables that read at any width, 80 columns (a pipe, a small terminal) included.
+"""Tables that read at any width, 80 columns included: ids never wrap, text never ends mid-word.
 
-At 80 columns a table whose every column folds breaks an id over two lines (`vote-f3fe3d0` / `e`),
-and a value cut with `[:60]` ends mid-word (`token limi`). So:
-
-- ids, kinds, statuses and figures never wrap (`no_wrap`); ids that are long (trace and thread
-  ids, 32 hex digits) are shown short (`short_id`, the first 8 digits, which `parallax trace`
-  accepts) while `--json` keeps the full id;
-- free text wraps at word boundaries, in the columns a table names as text; a word too long for
-  its column, and text over its budget (`elide`), end in `…` instead of being cut mid-word;
-- no vertical rules (`box.SIMPLE_HEAD`) and collapsed padding, so six columns leave room for the
-  text; a branch id starts with its kind (`vote-…`, `judge-…`), so branch tables need no kind column.
-
-tests/unit/test_tables.py renders every table of the CLI at 80 and 120 columns and checks
-that no id is split and no word is cut.
+See docs/internals/cli.md#tables.
 """
 
 from __future__ import annotations
@@ -42,8 +30,7 @@ def new_table(title: str | None, columns: tuple[str, ...], text: tuple[str, ...]
 def print_table(console: Console, table: Table, empty: str) -> None:
     """`table`, or when it has no rows one line instead: its title and `empty`, what to do next.
 
-    Why: a table with no rows printed its title over a header and nothing else (`parallax playbook show`
-    on a new store), which says neither that nothing is there nor how that changes."""
+    A header over no rows would say neither that nothing is there nor how that changes."""
     if table.row_count:
         console.print(table)
     else:

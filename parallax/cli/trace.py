@@ -1,9 +1,6 @@
-"""`parallax trace TRACE_ID` and `parallax dlq list|show|retry`: what happened to each branch, and what gave up.
+"""`parallax trace ID` and `parallax dlq list|show|retry`: branch lifecycles, and what gave up.
 
-Both read the CLI's store (PARALLAX_HOME/store.sqlite, or a deployment's PostgreSQL store with
-PARALLAX_DATABASE_URL), per tenant. A retry holds the store's lock on its dead letter (a file
-lock, or a PostgreSQL advisory lock), so two `dlq retry` of the same branch never both call the model
-or both record a result. Errors: one line, exit 2, nothing written.
+A retry holds the store's lock on its dead letter, so two retries of one branch never both run.
 """
 
 from __future__ import annotations

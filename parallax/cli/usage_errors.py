@@ -1,11 +1,4 @@
-"""Click's own usage errors (`--port 0`, an unknown option, a missing argument) in Parallax's one error form.
-
-Why: Parallax's checks print `error: ...` (cli/common.py `fail`), while an option check made by click
-itself (`parallax serve --port 0`: `min=1`) printed `Error: Invalid value for '--port': ...` in click's
-form. The root command's group turns every click exception raised while parsing or dispatching any
-command into one that prints click's usage and hint as before, then `error: <message>` (exit 2, as
-click's usage errors exit).
-"""
+"""Click's own usage errors (`--port 0`, an unknown option) in Parallax's one-line `error:` form."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""`parallax --version`: the installed distribution's version, as `gh`, `uv` and `httpie` print theirs.
-
-Read from the package metadata (pyproject's `version`), not from a constant in the code, so
-the number a user reports is the one pip installed.
-"""
+"""`parallax --version`: the installed distribution's version, read from the package metadata."""
 
 from __future__ import annotations
 

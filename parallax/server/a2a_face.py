@@ -1,40 +1,8 @@
-"""/a2a/{assistant_id}: Parallax's assistants (solve, plan) over the Agent2Agent protocol, each message a run of this server.
+"""/a2a/{assistant_id}: the solve and plan assistants over the Agent2Agent protocol (a2a-sdk).
 
-Built on the official A2A SDK (a2a-sdk, its JSON-RPC dispatcher, request handler, task store and
-event stream); Parallax adds the agent, the card and the door. Per assistant:
-
-- `GET /a2a/{assistant_id}/.well-known/agent-card.json`: the agent card (public, like /ok: it names
-  no tenant's data and tells a client how to authenticate: the same API key as every face, as
-  `Authorization: Bearer <key>` or `x-api-key`). Its skills are the assistant's ways of working.
-- `POST /a2a/{assistant_id}`: JSON-RPC, A2A 1.0's methods (`SendMessage`, `SendStreamingMessage`,
-  `GetTask`, `ListTasks`, `CancelTask`, `SubscribeToTask`, what the SDK's own client speaks) and
-  0.3's names of the same (`message/send`, `message/stream`, `tasks/get`, `tasks/cancel`,
-  `tasks/resubscribe`), through the SDK's compatibility adapter.
-
-How a message becomes a run, and why so: as /v1 and /mcp do (server/openai_face.py), the agent
-creates a thread and a run through this server's own graph API (langgraph-sdk on the address the
-request came in on, with the caller's key and W3C trace context passed on), then follows the run's
-stream. So an A2A task's run is a graph API run with everything that comes with one: admission's
-checks of the input, the tenant's backpressure and daily budget (the run's input capped at what is
-left), the thread in PostgreSQL, a replica that dies losing nothing of the run, the trace in the
-tenant's store under the caller's trace. What is refused is refused before the task exists: no
-key (401, admission), a body over the limits (413/422, admission), an input its graph refuses
-(JSON-RPC invalid params, -32602, naming the field: logic/run_input.py `check_run_input`), a
-tenant at its backpressure limit or past its daily budget (HTTP 429 with Retry-After).
-
-A message's parts are the run's input: its text parts are the `task`; a data part is an object of
-the graph's input fields (`mode`, `votes`, `output_schema`, a `document` as {"name", "base64"}, ...,
-docs/limits.md). The task's status updates are the run's progress (each branch or plan task as it
-finishes); its artifact `answer` holds the answer as text and a data part with the run's report
-(status, confidence, vote counts, trace, thread and run ids, spend). A Parallax run that settles on
-no answer is a failed task with the reason.
-
-Tasks: the SDK's versioned PostgreSQL task store (tables tasks, task_versions and task_events
-in the schema `a2a`, created at the first request) and its event stream over them, so any replica
-answers `GetTask`, `CancelTask` and `SubscribeToTask` for a task another one runs. A task belongs to
-the caller's tenant (the store's owner): another tenant's task id is not found. `CancelTask`
-cancels the task's run through the graph API (the thread is found by the task id in its
-metadata), on whichever replica it runs.
+Each message is a run made through this server's own graph API, so it is checked, budgeted and
+kept like any run. See docs/a2a.md and
+docs/internals/server.md#faces-that-are-runs-of-the-graph-api.
 """
 
 from __future__ import annotations

@@ -1,45 +1,8 @@
-"""Admission: the one door of `parallax serve`. Every request passes it before Aegra or a face sees it.
+"""Admission: the one door of `parallax serve`, passed by every request before Aegra or a face.
 
-Order of the checks, each refusal answered at once in one shape (server/refusals.py; /v1 in
-OpenAI's error JSON, the v2 commands in the protocol's envelope) and nothing stored before the last:
-
-1. **Who**: the API key or JWT (server/jwt_auth.py), from the headers alone, resolved once into a
-   `Caller` (server/caller.py) that the faces, the graph API's auth, budgets and /metrics read from
-   the request's scope. No valid key or token: 401, before a byte of the body is read. A user
-   below the tenant reaches only their own threads and crons (server/ownership.py: 404 otherwise).
-   Public: /ok, /health, /ready, /live, /info, the OpenAPI pages, the A2A agent cards, and
-   /metrics (which shows tenants' figures only to PARALLAX_METRICS_KEY).
-2. **How much**: a body over PARALLAX_MAX_BODY_BYTES is 413, from its Content-Length before it is
-   read, or as soon as the streamed count passes the cap.
-3. **What**: the body is parsed once (server/json_body.py); not JSON is 400, JSON nested deeper
-   than PARALLAX_MAX_JSON_DEPTH is 422 (never a 500).
-4. **Is it a run that can run** (every route that creates a run: thread and stateless runs, /stream,
-   /wait, crons, the v2 commands `run.start` / `input.respond` over HTTP and on the WebSocket,
-   server/event_socket.py): the request's fields against one definition per graph: input and
-   context (logic/run_input.py `check_run_input`, `checked_context`), command, config, checkpoint
-   and metadata (server/run_fields.py); then what only the database knows (server/run_checks.py):
-   the assistant, the thread's owner (another tenant's thread is 404), whether a named playbook
-   exists.
-5. **Is there room**: the tenant's backpressure (server/auth.py, 429 + Retry-After), then its daily
-   budget (server/tenant_budgets.py: 429 past it; under it the run is capped at what is left);
-   then what may wait a moment: whether a resume answers a thread that waits for one (409
-   otherwise) and fits what it asked, whether a checkpoint is the thread's own (404 otherwise).
-6. **What Aegra leaves undone**: the webhook is checked and armed, the double-texting strategy is
-   applied under the thread's lock (server/run_requests.py, cron_requests.py), the caller's trace
-   context is carried into the run; then the request, rewritten, goes on to Aegra.
-
-What the Agent Server API has and Aegra does not (server/conformance.py), asked of every request of the graph
-API once its body is parsed: a route Aegra lacks is 422 by name, a field Aegra would drop unread (a run's
-`after_seconds`, `feedback_keys`, a store search's `query`, ...) is 422 by name unless its value asks for nothing,
-and a run on a thread that does not exist is 404 unless it sends `if_not_exists: "create"`.
-
-Other routes that change a thread or write: POST /threads/{id}/state refuses `values` and any
-`as_node` but Studio's `__copy__` fork (server/run_fields.py `check_state_update`); thread and
-assistant creation and updates have their metadata, config and context checked as a run's; store
-writes to Parallax's own namespaces are refused by the store's auth handler (server/auth.py).
-Fix-ups of Aegra's answers (server/protocol_requests.py): graph ids as assistant ids on
-/assistants routes, a cron's creation answering the cron, a cancel answering the end state; and
-GET /threads/{id}/runs of another tenant's thread is 404, not an empty list.
+Checks the key before the body, the body's size and depth, a run's fields and the tenant's room
+(backpressure, daily budget), then does what Aegra leaves undone (webhooks, double-texting); nothing
+is stored before the last check. See docs/deploy.md#admission and docs/internals/server.md.
 """
 
 from __future__ import annotations
@@ -200,8 +163,8 @@ def check_context(context: dict[str, Any]) -> None:
 
 
 async def admit_run(caller: Caller, payload: dict[str, Any], thread_id: str | None, *, cron: bool = False) -> Admitted:
-    """Steps 4 and 5 of the module docstring for one run request (a run route's body, a cron's, or the run a v2
-    command would start); Refused at the first problem. Nothing is stored."""
+    """Admission's steps 4 and 5 (docs/deploy.md#admission) for one run request: a run route's
+    body, a cron's, or the run a v2 command would start. Refused at the first problem."""
     checkpoint, resumes, resume = check_run_fields(payload, thread_id)
     assistant = await assistant_of(payload.get("assistant_id"), caller.tenant)
     if assistant is None:
@@ -498,7 +461,7 @@ class Admission:
 
     async def run_status_update(self, scope: Scope, receive: Receive, send: Send, caller: Caller, payload: Any, body: bytes,
                          thread_id: str, run_id: str) -> None:
-        """Aegra's `PATCH` of a run: only `status` "interrupted" does anything; an unknown status was its 500."""
+        """Aegra's `PATCH` of a run: only `status` "interrupted" does anything; unknown: 422."""
         from aegra_api.models.enums import RunStatus  # what its validate_run_status takes
 
         statuses = get_args(RunStatus)

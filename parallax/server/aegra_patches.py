@@ -1,25 +1,8 @@
-"""Every change Parallax makes to Aegra's and LangGraph's internals, in one list, and when they are made.
+"""Every change Parallax makes to Aegra's and LangGraph's internals, listed as data, and installed.
 
-Parallax serves its graphs with Aegra (aegra-api 0.11.x) and changes a few of Aegra's functions where Aegra does
-less than LangGraph's own server, or does it later. Each change is a `Patch` in PATCHES: what it changes
-(`targets`, each with the signature it was written against), why, the versions it was written against, the tests
-that hold it (CONTRACT_TESTS, and the deploy test of its behaviour), and the function that makes it, which lives in
-the module that owns the behaviour and documents it in full. CALLED lists the private Aegra functions Parallax
-calls without changing them: a rename breaks those callers just the same. docs/deploy.md, "Aegra patches", shows
-both lists as tables.
-
-The contract tests (tests/integration/test_aegra_patches.py, in the server venv, against the installed Aegra) fail
-when a target is renamed or moved, when its signature changes, when Aegra stops looking a replaced name up where
-the patch rebinds it, and, for the patches that fix a behaviour, when the unpatched behaviour is no longer the one
-the patch exists for.
-
-Nothing here happens on import. `install` makes the changes: `parallax serve` calls it (through `serving_app`,
-uvicorn's app factory) before Aegra's app is even imported, because Aegra starts its workers before the app's own
-lifespan runs, and a run a worker took in between would meet an unpatched Aegra; the app's lifespan calls it again
-(`with_patches`), which covers any other launcher (`aegra dev`, uvicorn by hand) and is a no-op after the first.
-An Aegra or LangGraph outside the tested ranges (runtime/served_versions.py) is refused unless
-PARALLAX_ALLOW_UNTESTED_AEGRA is set (`parallax serve --allow-untested-aegra`); then a patch whose target is not
-as written is left out, and said so, instead of failing at its first call.
+`PATCHES` gives each change's targets and signatures, why, and its tests; `CALLED` the private Aegra
+functions called unchanged. Nothing changes on import: `install` runs from `parallax serve`'s app
+factory and again from the app's lifespan. See docs/deploy.md#aegra-patches.
 """
 
 from __future__ import annotations

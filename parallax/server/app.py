@@ -1,37 +1,7 @@
-"""Parallax's part of the graph API's FastAPI app (aegra.json `http.app`): error headers and metrics.
+"""Aegra hook (`http.app`): the FastAPI app with Parallax's middleware, routes, mounts and lifespan.
 
-Aegra adds its routes, lifespan and middleware to this app. Ours: the faces on it (/v1, the
-OpenAI-compatible one: server/openai_face.py; /mcp, the MCP tools: server/mcp_face.py; langgraph dev
-mounts the same in server/dev_app.py), and:
-- HTTP errors keep their headers. Aegra's own handler writes the Agent Protocol error body but
-  drops headers, and a 429 without `Retry-After` would leave clients guessing when to come back
-  (parallax/server/auth.py raises it). The body stays Aegra's: {"error", "message", "details"}.
-- waits (runs.wait, runs.join, the stateless wait) are woken by a Redis notification when the
-  run ends, on whichever replica it ran (server/run_done.py, a patch of Aegra's executor).
-- Every change to Aegra's internals is listed in server/aegra_patches.py and made in this app's lifespan
-  (`parallax serve` makes them before Aegra starts), never when a module is imported.
-- /mcp serves the MCP tools over Streamable HTTP, each call a run of this server (server/mcp_face.py);
-  /a2a/{assistant_id} the assistants over the Agent2Agent protocol, each message a run (server/a2a_face.py).
-- Every request passes admission first (server/admission.py, the one door): the key before the body,
-  the body's size and depth, a run's fields against its graph's definitions, backpressure, the daily
-  budget, double-texting and webhooks, all before anything is stored; and /metrics, which refreshes
-  `parallax_pending_runs` and shows tenants' figures only to PARALLAX_METRICS_KEY (server/metrics.py).
-  Runs that end without a settled spend are charged what their replica saw them spend (server/run_charges.py).
-- The Agent Protocol as LangGraph's clients expect it, where Aegra differs: /ok, thread copy, the
-  thread event stream over WebSocket, store namespaces as written (server/protocol_routes.py,
-  event_socket.py, store_views.py), graph ids as assistant ids, crons that answer the cron,
-  cancel answering the end state (server/protocol_requests.py, applied by admission), graphs with
-  stream transformers of their own (server/stream_transformers.py), named custom events
-  (server/custom_events.py), POST /threads/count (server/conformance_routes.py); what of the Agent Server's API
-  Aegra would accept and not do is refused by name by admission (server/conformance.py). docs/deploy.md, "Agent
-  Protocol conformance", and its feature table.
-- What Aegra accepts on a run but does not do: double-texting (`multitask_strategy`) and
-  webhooks, by admission with server/run_requests.py (server/cron_requests.py for crons) and the background loops of
-  server/background_loops.py (this app's lifespan, which Aegra runs inside its own), with the triggers
-  of runtime/storage/platform_schema.py; the retention sweep and the store items' ttl sweep run in the same
-  lifespan. Threads' and store items' `ttl`, and `POST /threads/prune`: server/thread_ttl.py, store_ttl.py,
-  docs/retention.md.
-  Why here and not as a patch to Aegra: docs/deploy.md, "Double-texting, webhooks, retention".
+HTTP errors keep their headers (Aegra's handler drops them, and a 429 needs `Retry-After`); the
+body stays Aegra's. The server's map: docs/architecture.md#entry-points-the-server-parallaxserver.
 """
 
 from __future__ import annotations

@@ -1,36 +1,7 @@
-"""Who may see what on the graph API, and how many runs a tenant may queue.
+"""Aegra hook (`auth`): who may see what on the graph API, and how many runs a tenant may queue.
 
-Authentication: the API key or JWT resolves to a `Caller` (server/caller.py: PARALLAX_API_KEYS maps keys to
-tenants, server/jwt_auth.py reads a JWT's tenant, user and role); the user Aegra gets has the
-tenant as its identity and as `parallax_tenant`, which is what the graphs read
-(runtime/run_context.py: `tenant_of`), never the request body. Admission (server/admission.py)
-has refused a request without a valid key or token before its body was read; this handler gives
-Aegra the same answer for the requests that reach it.
-
-Keeping tenants apart:
-- threads and runs: Aegra keeps them per identity (its `user_id` column); the handlers below
-  also stamp `owner` into a thread's metadata and filter on it, so a thread of another tenant
-  is 404 whichever way it is asked for; below the tenant, a thread is its user's (`parallax_user`,
-  server/ownership.py) and a user's reads and searches filter on that too;
-- store: aegra.json's `store.scopes` puts an API caller's namespaces ["playbooks", ...],
-  ["prompts", ...], ["traces", ...], ["dlq", ...], ["consumed", ...] (runs the loop learned from)
-  and ["loop", ...] (its rounds) under [prefix, tenant, ...], the very
-  namespaces the graphs write (runtime/storage/namespaces.py), so the CLI
-  (PARALLAX_DATABASE_URL), the graphs and the API name the same records; anything else lands
-  under ["users", tenant, ...]. A bare ["traces"] means ["traces", <your tenant>]; a namespace
-  that names another tenant is refused (403). The tenant's own internal namespaces are read-only
-  through /store (a put or delete is 403): their records are written by the graphs that screen
-  them (learn and release for playbooks and prompts, feedback for traces, the loop for its rounds),
-  and a record put there by hand would reach the next run's prompt unscreened. A user below the
-  tenant keeps their own namespaces under ["users", tenant, "by_user", user, ...] and reads of the
-  tenant's namespaces are limited (server/ownership.py).
-
-Backpressure: a run is refused with 429 and `Retry-After` (PARALLAX_RETRY_AFTER_S) while the
-tenant already has PARALLAX_MAX_PENDING runs pending or running, counted in Aegra's runs table
-across all replicas (`backpressure`, asked by admission before the run's thread is locked or
-anything is stored). A refused run was never accepted and nothing accepted is dropped. Check and
-insert are not one transaction: requests arriving at the same moment on several replicas can pass
-the limit by a few runs.
+The caller admission resolved becomes Aegra's user (the tenant, as `parallax_tenant`); the handlers
+keep tenants and users apart. See docs/internals/server.md#callers-and-tenants.
 """
 
 from __future__ import annotations

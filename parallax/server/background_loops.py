@@ -1,29 +1,6 @@
-"""The replica's background work for double-texting, webhooks and retention (the app's lifespan, server/app.py).
+"""The replica's lifespan loops: dispatcher, webhook deliveries, cron double-texts, sweeps.
 
-Aegra runs this lifespan inside its own (database, Redis and workers are up first, and still up
-while this one stops). Five loops, each on every replica, each safe with any number of replicas:
-
-- dispatcher (every second): a run held back by the one-run-per-thread trigger (a worker dequeued
-  it while another run of its thread was running, and dropped it) is handed to a worker again
-  once it is the oldest pending run of a thread with nothing running. With Redis: pushed on
-  Aegra's job queue unless it is already there (and at most once per 10 s, whichever replica
-  looks); without Redis (one replica): submitted to the local executor unless it runs here.
-  Aegra's own lease reaper would also re-enqueue such a run, but only after
-  STUCK_PENDING_THRESHOLD_SECONDS (120 s by default).
-- webhooks (every half second): claim as many due outbox rows as there is room for and start an attempt
-  for each, without waiting for any (runtime/webhooks.py `Deliveries`: a receiver that stalls holds back
-  no other delivery and no pool connection).
-- cron double-texts (every second): stop the runs in flight ahead of an "interrupt" or "rollback"
-  cron's run (server/cron_double_texts.py).
-- sweep (every PARALLAX_SWEEP_INTERVAL_S; 0 turns it off): one retention sweep
-  (runtime/storage/retention.py) at a time across the deployment, under the advisory lock "sweep"
-  (a replica that finds it held skips its turn), on that lock's own connection.
-- store items' ttl (every `store.ttl` `sweep_interval_minutes`; 0 turns it off): the store items past their
-  expiry deleted, a batch per statement with SKIP LOCKED, so replicas sweeping at once never delete one twice
-  (server/store_ttl.py). Threads' ttl is Aegra's own sweeper's (runtime/ttl_config.py).
-
-No loop holds a connection of the replica's small pool (server/connections.py) while it waits: each takes
-one for a statement or a claim and gives it back before it sleeps, delivers a webhook or sweeps.
+See docs/internals/server.md#the-replicas-lifespan-and-background-loops.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""Who is calling: an API key resolved once into a `Caller`, the one answer every face of the served API reads.
+"""Who is calling: an API key or a JWT resolved once into a `Caller`, which every face reads.
 
-An API key (header `x-api-key`, or `Authorization: Bearer <key>`) maps to a tenant through
-PARALLAX_API_KEYS="key:tenant,key2:tenant2,..." (several keys may share a tenant). The admission
-step of `parallax serve` (server/admission.py) resolves the caller of every request before it
-reads the body and keeps the `Caller` in the request's scope; the graph API's authentication
-(server/auth.py), /v1, /mcp, the WebSocket, /timeline, the daily budgets and /metrics read that
-same object (`caller_of`), or resolve the same way where no admission ran (`langgraph dev`).
-
-A Bearer token that is no known key and has a JWT's form is checked as a JWT when PARALLAX_JWT_JWKS
-is set (server/jwt_auth.py): its tenant and user claims name a user below the tenant, its role claim
-whether that user is the tenant's administrator. A static key is its tenant's administrator, so
-every key works as it did before users existed. What a user may see and do is server/ownership.py's.
+See docs/internals/server.md#callers-and-tenants.
 """
 
 from __future__ import annotations

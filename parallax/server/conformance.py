@@ -1,24 +1,7 @@
-"""The Agent Server API (langgraph-api 0.16) where Aegra 0.11 does less: each field and route is done, or refused.
+"""The Agent Server API where Aegra does less: each field and route is done, or refused by name.
 
-A client written against LangGraph Platform sends fields that Aegra's request models drop without a word
-(pydantic ignores what it does not declare): a run's `after_seconds` would start at once, `feedback_keys`
-would get no URLs, a store search's `query` would return unranked items. It also calls routes Aegra has
-not. So that no client is told yes and given no, admission (server/admission.py) asks this module about
-every request of the graph API, before anything else looks at the body:
-
-- `check_route`: a route of the Agent Server that Aegra lacks is refused by name (422, the route and
-  what to call instead), not answered with a bare 404 or 405 (`MISSING_ROUTES`);
-- `rewritten`: a route Aegra serves under another path is served (`GET /assistants/{id}/subgraphs/{ns}`
-  is Aegra's `GET /assistants/{id}/subgraphs?namespace={ns}`);
-- `check_fields`: each field of `FIELDS` is refused by name (422) when its value would change what
-  happens; the values a client sends when it means nothing (None, false, 0, an empty list or object:
-  what langgraph-sdk sends by default) pass, so the SDK's ordinary calls are never refused;
-- `check_thread_exists`: a run on a thread that does not exist is 404 unless `if_not_exists` is
-  "create", as LangGraph documents it ("reject" is the default); Aegra alone created the thread.
-
-`POST /threads/count` is served by server/conformance_routes.py. docs/deploy.md, "Agent Protocol
-conformance", has the whole table (assistants, threads, runs, crons, streaming, store, lifecycle, auth,
-faces), each row with the test that shows it.
+Admission asks it about every graph API request before anything else reads the body. See
+docs/deploy.md#the-agent-server-feature-table.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""`POST /threads/count`: the Agent Server's count of threads, which Aegra 0.11 lacks (it has the search).
-
-langgraph-sdk's `threads.count(metadata=..., status=...)` answers how many threads a search with the same
-filters would find, without a limit. This counts exactly what Aegra's own `POST /threads/search` would
-list: the caller's threads (`user_id`), the `threads.search` auth handler's filters, `status` and
-`metadata` (JSON containment), in one COUNT. `values` (a filter on a thread's state) is refused by
-admission (server/conformance.py), as on the search. Served on Parallax's app (aegra.json `http.app`),
-matched before Aegra's routes.
-"""
+"""`POST /threads/count`, which Aegra lacks: how many threads `POST /threads/search` would list."""
 
 from __future__ import annotations
 

@@ -1,21 +1,7 @@
-"""The replica's two small pools of autocommit PostgreSQL connections, beside Aegra's own.
+"""The replica's two small pools of autocommit PostgreSQL connections, beside Aegra's.
 
-- `connection()`: short queries (admission's checks, the lifespan's loops, Aegra's tables read by
-  Parallax). Nobody holds one across a sleep: a loop that waits takes one per look and gives it back.
-- `thread_lock(thread_id, timeout_s)`: the per-thread double-texting lock (server/run_requests.py,
-  server/cron_double_texts.py), a PostgreSQL session advisory lock held on a connection of its
-  own pool for as long as the double-text takes (stopping the runs in flight, storing the new run).
-  Its own pool, so that waiting turns never starve the short queries; bounded (LOCK_POOL_SIZE per
-  replica), so a burst of double-texts costs a bounded number of connections instead of one new
-  connection per request. The lock is the two-key lock (THREAD_LOCK_CLASS, hashtext(thread_id)) that
-  the trigger on a cron's run takes too (runtime/storage/platform_schema.py). It is taken with a
-  blocking `pg_advisory_lock` under `lock_timeout`, so a waiter sleeps in PostgreSQL, not in a
-  polling loop; a waiter blocks a concurrent `CREATE INDEX CONCURRENTLY` (migrations, only at
-  start-up) for at most its timeout.
-
-Why its own module: the run and cron routes, the cron double-texts loop and the lifespan's loops all
-use these pools, and the lifespan starts loops that build on those routes: the pools sit below all of
-them, so none has to import another's module for a connection.
+One for short queries, one for the per-thread double-texting lock. See
+docs/internals/server.md#connections.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Double-texting "interrupt" and "rollback" for the runs crons create (a loop of server/background_loops.py's lifespan).
+"""Lifespan loop: stop the runs ahead of an "interrupt" or "rollback" cron's run.
 
-An HTTP run request stops the runs in flight before Aegra stores the new run (server/run_requests.py).
-A cron's run is stored by Aegra's scheduler, which no Parallax code sees before the insert, and a
-trigger cannot call Aegra's cancel endpoint. But the run cannot start before its thread is free
-either (the claim trigger holds it pending, runtime/storage/platform_schema.py), so stopping the
-runs in flight just after it was stored gives the same outcome: every second each replica looks
-for pending cron runs (linked by `config.metadata.parallax_cron`) whose strategy is "interrupt" or
-"rollback" and that wait behind older runs of their thread, and stops those runs as the HTTP route
-would: under the same per-thread lock, through Aegra's own cancel and delete endpoints, called in
-process with a key of the cron owner's tenant, then (rollback) deletes their checkpoints. Replicas
-take turns per thread; the second finds nothing left to stop.
+See docs/internals/server.md#double-texting-and-webhooks.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """Webhooks and double-texting on the runs crons create, set up as the cron is created or changed.
 
-A cron's runs pass no HTTP run route (server/run_requests.py): Aegra's scheduler inserts them
-itself, and so does the cron's creation for its first run. What reaches them is the cron's stored
-payload: Aegra copies its `config` and `multitask_strategy` onto every run it creates (not its
-`webhook`, nor its metadata). So admission (server/admission.py), on POST /runs/crons, POST
-/threads/{id}/runs/crons and PATCH /runs/crons/{id}, once the cron's fields are checked as a run's:
-- checks `webhook` as on a run (runtime/webhooks.py: http(s), every address public or allowed,
-  the tenant has a secret; 422 and no cron otherwise); Aegra stores it in the cron's payload;
-- gives a thread-bound cron without `multitask_strategy` PARALLAX_MULTITASK_STRATEGY, as a run
-  request gets;
-- puts a link of its own in the cron's config (`config.metadata.parallax_cron`, kept when an
-  update replaces the config), which every run of the cron carries. The trigger
-  `parallax_cron_run` (runtime/storage/platform_schema.py) finds the cron by it as Aegra inserts
-  the run: it arms the webhook and enforces "reject"; "enqueue" holds for every run anyway
-  (the claim trigger), and server/background_loops.py stops the runs in flight for "interrupt" and
-  "rollback" crons.
+A cron's runs pass no HTTP run route, so admission links the cron to its runs and the triggers act
+on them. See docs/internals/server.md#double-texting-and-webhooks.
 """
 
 from __future__ import annotations

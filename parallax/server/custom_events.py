@@ -1,17 +1,6 @@
 """Aegra patch: a named custom event reaches `thread.extensions[name]` as the graph wrote it.
 
-A node that writes `get_stream_writer()({"name": "progress", "step": ...})` means the event for
-the `progress` extension: langgraph-sdk subscribes to the channel `custom:progress` and its
-ExtensionsDecoder yields the events whose `data.name` is "progress", as they were written (its
-integration suite reads `event["step"]`). Aegra 0.11's thread event session wraps every plain
-`custom` payload as `{"payload": data}` before it filters by name (`session._custom_events`), so
-the name is one level down, no `custom:<name>` subscription ever matched, and the extension
-stayed empty. langgraph-sdk's test_extensions fails on it; `langgraph dev` passes it.
-
-The patch (one function, what we would send upstream): a plain `custom` payload that is a dict
-with a string `name` goes on the wire as written; any other payload keeps Aegra's `{"payload":
-...}` wrap, and `custom:<name>` channels (a StreamTransformer's) keep Aegra's `{name, payload}`.
-Made at start by server/aegra_patches.py.
+See docs/internals/server.md#named-custom-events-custom_eventspy.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""Runs picked up right after a database restart wait for Aegra's LangGraph pool instead of failing.
+"""Aegra patch: runs picked up right after a database restart wait for the pool instead of failing.
 
-Why: Aegra's checkpointer and store share one psycopg_pool `AsyncConnectionPool` (aegra_api/core/
-database.py, as pinned), which waits at most its `timeout` (psycopg_pool's default, 30 s) for a
-connection. While PostgreSQL is down the pool keeps reconnecting with exponential backoff (1 s,
-doubled after each failure: psycopg_pool's AttemptWithBackoff), so after an outage of T seconds its
-next attempt can be up to about T seconds after the database is back. On a loaded machine a restart
-took 17-20 s (bench.faults, db_restart), and a run a worker picked up meanwhile failed at its first
-checkpoint read with "PoolTimeout: couldn't get a connection after 30.00 sec": Aegra ended it `error`,
-a run lost to a fault the deployment had survived. With WAIT_S the run waits for the pool's next
-attempt (outages up to about a minute); its lease is renewed meanwhile by Aegra's heartbeat, which uses
-its own (SQLAlchemy) pool, and the fence reads leases over its own connection.
-
-How: a wrap of Aegra's `DatabaseManager.initialize` sets the pool's `timeout` once the pool is open (made at start
-by server/aegra_patches.py, before Aegra's lifespan opens it); made later, after the pool opened, it sets it on
-the open pool at once.
+See docs/internals/server.md#the-langgraph-pools-timeout-db_poolpy.
 """
 
 from __future__ import annotations

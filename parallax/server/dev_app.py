@@ -1,8 +1,7 @@
-"""The custom HTTP app of `langgraph dev` (langgraph.json `http.app`): the same faces `parallax serve` mounts.
+"""`langgraph dev`'s HTTP app (langgraph.json `http.app`): the same faces `parallax serve` mounts.
 
-Why not server/app.py itself: that app is Aegra's (its error handler writes Aegra's error JSON,
-its /metrics middleware reads Aegra's runs table), and langgraph dev's environment has neither
-Aegra nor FastAPI. The faces are plain Starlette apps, so both servers mount the same code.
+Not server/app.py, which is Aegra's: langgraph dev's environment has neither Aegra nor FastAPI, and
+the faces are plain Starlette apps.
 """
 
 from starlette.applications import Starlette

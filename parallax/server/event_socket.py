@@ -1,31 +1,7 @@
-"""The WebSocket transport of the thread event stream: `WS /threads/{thread_id}/stream/events`.
+"""The thread event stream over WebSocket: `WS /threads/{thread_id}/stream/events`.
 
-Why: langgraph-sdk's `threads.stream(..., transport="websocket")` (and its sync twin) opens this
-socket, and langgraph-api serves it (`api/event_streaming.py`, `_thread_websocket`). Aegra 0.11
-serves the same stream only as SSE (`POST /threads/{id}/stream/events`) and the route has no
-WebSocket twin, so the handshake was refused (403). Upstream: Aegra has no WebSocket route at
-all; this module is the patch we would offer it, built only from Aegra's own stream pieces.
-
-The protocol, as the SDK speaks it and langgraph-api answers it: every inbound frame is a
-command `{"id": int, "method": str, "params": {...}}`; a malformed one gets
-`{"type": "error", "id", "error": "invalid_argument", "message"}` and the socket stays open.
-- `subscription.subscribe` (the SDK sends it first, with the SSE body as params: channels,
-  namespaces, depth, since) starts forwarding the thread's events (Aegra's `ThreadEventSession`,
-  the same source as the SSE route) as one JSON text frame per event envelope; a second
-  subscribe replaces the first; `subscription.unsubscribe` stops it. Both are answered
-  `{"type": "success", "id", "result": {}}`.
-- any other method (run.start, input.respond, ...) goes to Aegra's command handler, exactly
-  as `POST /threads/{id}/commands` does, after the same admission (server/admission.py
-  `admit_command`: the run's fields, the thread's owner, backpressure, the daily budget), and its
-  response envelope is sent back; a refusal is the protocol's error envelope.
-Every frame is bounded as a request body is: over PARALLAX_MAX_BODY_BYTES, or JSON nested deeper
-than PARALLAX_MAX_JSON_DEPTH, it is answered with an error envelope and not parsed further.
-When the event stream ends (the thread's runs finished and the idle grace passed) the socket
-is closed with 1000, which the SDK reads as a clean end.
-
-Authentication is admission's (the caller resolved from the handshake's headers, server/caller.py);
-a caller without a valid key, or naming another tenant's thread, is refused before the socket is
-accepted (the handshake fails with 403, as Starlette answers a socket closed before accept).
+Aegra serves the stream as SSE only. See
+docs/internals/server.md#the-thread-event-stream-over-websocket.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The graphs the deployed API serves (aegra.json), each counting its runs in /metrics.
+"""Aegra hook (`graphs`): langgraph.json's graphs as served, each counting its runs in /metrics.
 
-Aegra loads graphs from file paths (this file, once per graph id) and brings its own
-PostgreSQL checkpointer and store to every run; the graphs are those of langgraph.json,
-unchanged, with a metrics callback in their config (server/metrics.py) and the lease fence's per-execution record
-(server/lease_fence.py, whose guard server/aegra_patches.py installs at start: importing this module changes nothing).
+Aegra loads this file once per graph id and brings its own checkpointer and store; importing it
+changes nothing of Aegra's.
 """
 
 from parallax.graphs.chat import graph as chat_graph

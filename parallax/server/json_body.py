@@ -1,17 +1,7 @@
-"""A request body read at most to its cap, and its JSON parsed once, at most so deep.
+"""A request body read at most to its cap (413), and its JSON parsed once, at most so deep (422).
 
-Why: a body that is read whole before anyone looks at it costs the replica its size in memory
-(and its parse time) whoever sent it; JSON nested a few thousand levels deep made the decoder
-raise RecursionError, which surfaced as a 500. Here:
-
-- `read_capped` refuses (413) a body whose Content-Length is over the cap before reading a byte,
-  and stops reading one that grows past it while it streams (no Content-Length, or a false one);
-- `parse` refuses (400) what is not JSON, and (422) JSON nested deeper than the limit, counting
-  every object and array level; the decoder's own recursion limit is caught as the same refusal;
-- and (422) what no database column keeps, which PostgreSQL would refuse deep inside a route as a 500:
-  a whole number outside 64 bits (an `offset` of 10^24) and text holding the NUL character.
-
-The caps are settings (PARALLAX_MAX_BODY_BYTES, PARALLAX_MAX_JSON_DEPTH; docs/limits.md).
+Also refused (422): what no database column keeps, whole numbers outside 64 bits and text holding
+NUL. See docs/limits.md#requests-on-the-served-api.
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
-"""JWTs from a team's own identity provider: a Bearer token checked against a JWKS and read as a `Caller`.
+"""JWTs from a team's identity provider: a Bearer token checked against a JWKS, read as a `Caller`.
 
-Beside the static keys of PARALLAX_API_KEYS (server/caller.py), `parallax serve` accepts a JWT when
-PARALLAX_JWT_JWKS names the provider's signing keys: a JWKS file, or an http(s) URL read with
-PyJWT's `PyJWKClient` and kept PARALLAX_JWT_JWKS_TTL_S seconds (a file is read again after the same
-time). A token is accepted only when all of these hold, checked by PyJWT:
-
-- its `alg` is an asymmetric one (RSA, RSA-PSS, ECDSA, EdDSA) and is the algorithm of the JWKS key
-  its `kid` names: `none` and HMAC are refused before any key is looked at, so a public key can
-  never be used as an HMAC secret (the "alg confusion" forgery); symmetric (`oct`) keys of the
-  JWKS are never loaded;
-- its signature verifies with that key;
-- `exp`, `iss` and `aud` are present, it has not expired (PARALLAX_JWT_LEEWAY_S of clock skew),
-  `iss` is PARALLAX_JWT_ISSUER and `aud` is (or contains) PARALLAX_JWT_AUDIENCE;
-- the tenant claim (PARALLAX_JWT_TENANT_CLAIM, default `tenant`) and the user claim
-  (PARALLAX_JWT_USER_CLAIM, default `sub`) are short non-empty strings.
-
-The role claim (PARALLAX_JWT_ROLE_CLAIM, a string or a list) makes the caller the tenant's
-administrator when it holds PARALLAX_JWT_ADMIN_ROLE; any other caller with a JWT is a user of the
-tenant (server/ownership.py says what each may do). A refused token is one line naming what is
-wrong (expired, wrong audience, unknown key, ...) and never a key, a secret or the token.
-
-A key id the JWKS lacks reads the JWKS again at once (keys rotate), at most once per
-REFETCH_EVERY_S, so a stream of made-up key ids costs no more than one fetch in that time. A URL
-is fetched by PyJWKClient synchronously, with a 5 s timeout: once per lifetime, the replica's
-event loop waits for it (a JWKS is a few hundred bytes from the provider's CDN).
+See docs/deploy.md#users-and-jwts and docs/internals/server.md#callers-and-tenants.
 """
 
 from __future__ import annotations

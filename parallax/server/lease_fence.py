@@ -1,45 +1,6 @@
-"""The lease fence of the deployed API: a replica that lost a run's lease calls no model for it.
+"""Aegra patch: the lease fence: a replica that lost a run's lease calls no model for it.
 
-How Aegra leases a run (aegra_api/services/worker_executor.py, lease_reaper.py, as pinned): a
-worker claims a pending run with `UPDATE runs SET claimed_by = '<host>-<pid>-worker-<n>',
-lease_expires_at = now + LEASE_DURATION_SECONDS, status = 'running'`; a heartbeat extends
-`lease_expires_at` every HEARTBEAT_INTERVAL_SECONDS while `claimed_by` is still the worker's
-(and cancels the run's task, without finalizing it, once that update finds no row); every
-replica's reaper puts runs whose lease ran out back to `pending` with `claimed_by = NULL` and
-re-queues them. A replica cut off from the database cannot renew its lease and cannot learn it
-lost it: its heartbeat only logs the failure, and the run goes on calling the model while
-another replica takes it over.
-
-What Parallax adds, without touching Aegra's files:
-- a generation per run, `parallax_run_leases(run_id, generation, claimed_by, claimed_at)`, bumped
-  by a trigger on `runs` each time a worker claims it (`claimed_by` set to a new value), so a
-  claim by another replica, or again by this one after a reset, is a new token;
-- a guard (`check`, installed into runtime/lease_check.py) awaited before every model call, before
-  the reply of a call is used, and before a trace or a playbook version is written. The first
-  check of an execution records its token (the generation and the claiming worker of this
-  process); each later check confirms in PostgreSQL that the run is still `running` under that
-  token. A confirmed lease is trusted until `lease_expires_at` (read with the database's clock,
-  so no clock comparison between hosts) less a margin: no reaper can take the run before then,
-  so checks in that window need no query. Past it, a check queries; if it cannot (the database
-  is unreachable) it waits and tries again: a replica that cannot prove its lease calls nothing.
-  When the token is gone, the guard calls nothing more and waits for Aegra's heartbeat, which
-  reaches the same database within HEARTBEAT_INTERVAL_SECONDS, to cancel the run as a lease loss:
-  that path skips the run's finalization (the new holder finishes it). Raising from the node
-  instead would not: LangGraph turns a node's CancelledError into an error, which Aegra would
-  write over the run the new holder is running.
-
-In the database: each trace, dead letter and playbook record a run writes carries its token, and a
-trigger on the store's table drops a write whose generation is not the run's current one (a write
-that left before a partition and arrives after the takeover), keeping a row in
-`parallax_fenced_writes` instead.
-
-Per execution: the token lives in a dict in the graph's config (`FENCE_KEY`), which Aegra
-deep-copies for every execution (services/langgraph_service.py `_copy_graph_config`), so two
-executions of one run in one process (a run taken back after a reset) never share a token.
-Outside an Aegra worker run (no run_id in the config) the guard lets everything through.
-
-`parallax_fenced_total{what}` counts the checks that found the lease lost, and
-`parallax_fence_waits_total` those that had to wait for the database.
+See docs/deploy.md#faults-and-fencing and docs/internals/server.md#the-lease-fence-lease_fencepy.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
-"""/mcp on the served API: Parallax's MCP tools over Streamable HTTP, each call a real run of this server.
+"""/mcp on the served API: the MCP tools over Streamable HTTP, each call a run of this server.
 
-Why through the server's own endpoints: a tool call must be the same run as one made with
-langgraph-sdk — a thread, a checkpoint in PostgreSQL, a trace under the caller's tenant, the
-429 backpressure, metrics, and a replica kill that loses nothing — not a side path that calls
-the graph in this process. So each call opens a langgraph-sdk client on this replica's own
-address with the caller's API key (`Authorization: Bearer` or `x-api-key`, server/caller.py)
-and streams a run of `solve`, `plan` or `feedback` on a new thread; the key decides the tenant.
-A request without a known key is refused with 401 before any MCP handling (by admission,
-server/admission.py, before its body is read).
-
-The tools are runtime/mcp_tools.py's (the same as `parallax mcp` over stdio). Transport:
-stateless Streamable HTTP with JSON responses, so any replica answers any call and nothing
-is kept between requests. The SDK's session manager needs a running task group; a route added
-to Aegra's app gets no lifespan of its own, so it is started by the first request and lives
-as long as the process. DNS-rebinding protection (a Host check meant for unauthenticated local
-servers) is off: every call carries an API key.
+The tools are runtime/mcp_tools.py's, as `parallax mcp` serves them over stdio. See
+docs/internals/server.md#faces-that-are-runs-of-the-graph-api.
 """
 
 from __future__ import annotations

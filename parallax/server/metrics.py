@@ -1,65 +1,6 @@
-"""Parallax's Prometheus series on the graph API's /metrics, next to Aegra's own.
+"""Parallax's Prometheus series on /metrics, next to Aegra's, and the graphs' metrics callback.
 
-Why a callback on the graph and not code in the nodes: a run is counted where it finishes,
-whatever ends it (its last node, an exception, an interrupt), and the nodes stay the same under
-the CLI and `langgraph dev`. `with_metrics(graph, name)` returns the compiled graph with a
-LangChain callback in its config; Aegra copies the graph for each run (adding its checkpointer
-and store) and keeps that config, so the callback sees the root run start and end on the
-replica that executes it. A run taken over after a replica died is counted by the replica that
-finishes it.
-
-Series (no tenant or user label: tenants are many, and a label per tenant would make every
-series as many times larger; per-tenant figures are `parallax stats --tenant`):
-
-    parallax_runs_total{graph,status}          finished runs: a solve run's status (ok,
-                                               needs_review, failed), else success; error;
-                                               interrupted (waiting for a person)
-    parallax_branches_total{kind,status}       branches of finished solve runs
-    parallax_branch_duration_seconds{kind}     their durations (histogram)
-    parallax_dead_letters_total                branches that escalated (put on the dead-letter list)
-    parallax_playbook_version{playbook}        highest version of the playbook this replica served
-                                               or committed
-    parallax_open_circuits                     model endpoints whose circuit breaker is open now
-    parallax_pending_runs                      runs pending or running on the deployment (all
-                                               replicas: read from the runs table at each scrape)
-    parallax_double_texts_total{strategy}      runs created while their thread had one in flight,
-                                               by the strategy applied (server/run_requests.py)
-    parallax_webhooks_total{outcome}           webhook attempts: delivered, retry, failed
-    parallax_swept_total{kind}                 rows deleted by retention sweeps (threads,
-                                               checkpoints, traces, dead_letters, webhooks,
-                                               charges) and by the store items' ttl sweep
-                                               (store_items; threads' ttl: Aegra's
-                                               aegra_thread_ttl_swept_threads_total{outcome})
-    parallax_fenced_total{what}                model calls and writes refused because the run's
-                                               lease was lost (server/lease_fence.py)
-    parallax_fence_waits_total                 fence checks that waited for the database
-    parallax_run_waits_total{ended}            runs.wait / runs.join waits of this replica, by how the
-                                               run's end was seen: already, notified, polled, timeout
-                                               (server/run_done.py)
-    parallax_cost_usd_total{graph}             USD that finished solve and plan runs spent, at the price
-                                               table (runtime/prices.py)
-    parallax_tokens_total{graph}               tokens they spent
-    parallax_cost_unknown_runs_total{graph}    finished runs whose cost is unknown (a model without a
-                                               price: their tokens are counted, their cost is not)
-    parallax_budget_stops_total{graph}         runs their budget stopped ("budget reached")
-    parallax_daily_budget_refusals_total{face} new runs refused (429) because their tenant's daily budget
-                                               is reached, by the face asked: graph_api (runs and crons),
-                                               openai (/v1); a cron's run refused as it is created is not
-                                               counted here (its row says why)
-    parallax_tenant_spend_tokens{tenant}       today's (UTC) charged tokens of each tenant with a daily
-    parallax_tenant_spend_usd{tenant}          budget, and their USD: read from the spend ledger at each
-                                               scrape, the same on every replica (server/tenant_budgets.py).
-                                               The one tenant label: only tenants the operator gave a
-                                               budget (or every tenant that spent today, under `*`)
-
-Who sees what: `GET /metrics` answers without a key (scrapers rarely send one), but then it shows
-none of the series that name a tenant or a tenant's data (PRIVATE: a playbook's name, a tenant's
-name and spend); the operator's scraper sends `Authorization: Bearer <PARALLAX_METRICS_KEY>` and
-gets every series (server/admission.py). A tenant's API key is no metrics key.
-
-Metrics live in the default `prometheus_client` registry, where Aegra's instrumentator reads.
-Each replica is its own process: scrape every replica. Only the server imports this module
-(prometheus-client comes with the `server` extra; the CLI never needs it).
+See docs/deploy.md#metrics (the series) and docs/internals/server.md#metrics.
 """
 
 from __future__ import annotations

@@ -1,39 +1,7 @@
-"""The OpenAI-compatible face: `GET /v1/models` and `POST /v1/chat/completions`, each request a run of this server.
+"""The OpenAI-compatible face: `GET /v1/models` and `POST /v1/chat/completions`, each request a run.
 
-One Starlette app (`app`), mounted at /v1 by both servers' custom HTTP apps: `parallax serve`
-(aegra.json `http.app`, server/app.py) and `langgraph dev` (langgraph.json `http.app`,
-server/dev_app.py). Starlette, not FastAPI: langgraph dev's environment has no FastAPI.
-
-How a request becomes a run. The face does not run a graph itself: it creates a thread and a
-run through the server's own Agent Protocol endpoints (langgraph-sdk against the address this
-request came in on, with the caller's `Authorization`/`x-api-key` passed on), then follows the
-run's event stream. Why this way and not by calling the graph, or Aegra's services, in
-process:
-
-- every property of a run comes with it unchanged, because the run *is* a graph API run: the
-  tenant from the key (auth.py's `authenticate`), 429 + Retry-After backpressure counted in
-  the runs table (`admit_run`), the thread and its checkpoints in PostgreSQL, the run queued
-  through Redis to whichever replica's worker takes it, taken over by another replica when
-  that one dies, the trace in the tenant's store and the `parallax_*` metrics of the graph.
-  A side path would have to re-implement each of them and would drift. (Aegra's
-  `http_requests_total` counts a completion's request and its two loopback requests.)
-- it is the same code on both servers: Aegra and langgraph-api serve the same Agent Protocol,
-  while their internals (services, queues, auth hooks) have nothing in common;
-- the cost is two loopback HTTP requests per completion (create the thread, stream the run),
-  measured by `bench.serve` (its `openai` column against the same runs through langgraph-sdk).
-
-The run is streamed (`runs.stream`), not waited for: the stream's first event names the run (the
-reply carries its id), and for `stream: true` its updates become progress.
-`on_disconnect="continue"`: a caller that goes away does not cancel the run, which ends on
-its thread (the first streamed chunk names `thread_id` and `run_id`). A replica killed while
-it holds the caller's connection loses that connection, not the run.
-
-Errors never leave as tracebacks: what Parallax cannot do is refused before anything is
-created (server/openai_request.py, with logic/run_input.py's checks), and the graph API's refusals
-come back with their status (401 unknown key, 429 with Retry-After, ...) in OpenAI's error JSON (a tenant past
-its daily budget: 429, type "insufficient_quota", code "daily_budget_exceeded", asked before the thread is created);
-its 422 (bad input only the server can see: an unknown playbook, server/run_checks.py) as a 400
-naming the `param`, its empty thread deleted. Any other path under /v1 is a 404 in the same JSON.
+Mounted at /v1 by both servers' HTTP apps. See docs/openai.md and
+docs/internals/server.md#faces-that-are-runs-of-the-graph-api.
 """
 
 from __future__ import annotations
@@ -291,11 +259,9 @@ class RunReply(Response):
                      on_update: Callable[[Any], Awaitable[None]] | None = None) -> dict[str, Any]:
         """The run's last state, or RuntimeError with the run's own error message.
 
-        A stream that ends with Aegra's `end` event carried the run's final state. One that closes
-        without it is not trusted to have: langgraph dev sends no `end`, and Aegra's stream of a run
-        executed by another replica has closed, under load, without the run's events (2 of 200 runs
-        in bench.serve). Then the run is joined and its final state read from the thread, as any
-        langgraph-sdk client would."""
+        A stream that closes without Aegra's `end` event is not trusted to carry the final state
+        (langgraph dev sends none; under load, Aegra's stream of a run on another replica can close
+        early): the run is then joined and its state read from the thread."""
         state: dict[str, Any] = {}
         ended = False
         async for part in events:

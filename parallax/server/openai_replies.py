@@ -1,25 +1,6 @@
-"""A finished (or running) Parallax run in OpenAI's chat completion shapes: the reply, stream chunks, usage.
+"""A Parallax run in OpenAI's chat completion shapes: reply, stream chunks, usage (docs/openai.md).
 
-Why a module of its own: these shapes are what every OpenAI client parses (the openai SDK, its
-`parse` helper, LangChain's ChatOpenAI, chat UIs), so they are built in one place from a run's
-state and tested offline against the SDK's own types.
-
-- The answer is `message.content` (with a JSON schema, the object's JSON text, which `parse`
-  turns back into the user's model). A run that has no answer to give (it failed, or a typed
-  run settled on no object) answers with `content` null and `refusal` saying why, which is what
-  OpenAI clients already check before using content; finish_reason is "stop" either way.
-- `usage` sums the tokens of every branch of the run (votes, slices, judge, red team, safety),
-  what the run cost, not one call, and `parallax_cost_usd` is their price in USD (null: a model
-  has no price, runtime/prices.py; `parallax.spend.unpriced` names it).
-- `parallax` carries what OpenAI has no field for: status (ok, needs_review, failed),
-  confidence, vote_counts, reason, mode, trace_id, thread_id, run_id, `note` (that the embedded toy model
-  answered, else "": runtime/model_note.py) and `spend` (tokens and
-  `cost_usd`; a run its budget stopped is `needs_review`, its reason "budget reached: ..."). A `needs_review` run
-  is still a 200 with its answer: the status says a person should look.
-- Streaming: progress (each branch or plan task as it finishes) goes out as
-  `reasoning_content` deltas, which chat UIs show as the model's thinking, then the answer as
-  content, then a chunk with finish_reason "stop"; with `stream_options.include_usage`, a last
-  chunk with no choices carries `usage` (earlier chunks say `usage: null`), as OpenAI does.
+Built in one place from a run's state, and tested offline against the openai SDK's own types.
 """
 
 from __future__ import annotations

@@ -1,38 +1,7 @@
-"""What an OpenAI chat completions request asks of Parallax: which graph, which input, or why it cannot run.
+"""What an OpenAI chat completions request asks of Parallax: which graph, which input, or why not.
 
-Why a module of its own: the OpenAI face (server/openai_face.py) must refuse what Parallax cannot
-do *before* anything is created (no thread, no run, nothing queued), with the status and
-`param` an OpenAI client expects, and it must build exactly the input the graph API would take
-from a langgraph-sdk caller. Both are pure functions of the request body, tested offline here.
-
-The mapping:
-
-- `model` picks the graph and mode: parallax-direct, -vote, -section and -speculate run `solve`
-  in that mode (speculate on the graph API: candidates judged pairwise, since a check command
-  runs only where the caller's own machine is); parallax-plan runs `plan`; parallax-auto does
-  what `parallax run` does: `plan` for a request with several steps (and no schema), else
-  `solve` with mode auto.
-- `messages`: the last user message is what to do; the turns before it (system prompt,
-  earlier questions and answers, a pasted document) are what it is about. The solve graph's
-  input has exactly that shape, `task` (the text to work on) and `question` (what to do with
-  it; prompts render "{task}\\n\\nQuestion: {question}"), so earlier turns become `task`, as a
-  transcript, and the last user message `question`; alone, the last user message is `task`.
-  Only text content is accepted; a message after the last user message is refused (a
-  completion continues the user's turn, Parallax answers it).
-- `response_format` `{"type": "json_schema", "json_schema": {"schema": ...}}` is the run's
-  `output_schema`, checked here as the graph checks it (logic/user_schema.py); plan mode
-  has none.
-- Parallax's own options, which have no OpenAI field, come under `parallax` in the body
-  (the openai SDK's `extra_body={"parallax": {...}}`): votes, min_votes, candidates, red_team, playbook,
-  max_replans (plan), the run's budget `max_cost` (USD) and `max_tokens` (all its model calls; not OpenAI's
-  per-reply `max_tokens`, which is ignored as below) and `context` (run configuration, as the graph API's `context`).
-- Refused: `n` > 1, `tools`/`functions`, a `tool_choice` other than "none", non-text content,
-  `json_object` without a schema, a missing model (400, `param: model`), an unknown model (404),
-  an unknown option under `parallax` or an unknown top-level field (OPENAI_FIELDS: by name), and any
-  input or run setting the graph API would refuse (logic/run_input.py, the one definition of a
-  valid run input, with `param` naming the field: `parallax.votes`, `parallax.context.max_concurrency`). OpenAI's sampling knobs
-  (temperature, top_p, max_tokens, seed, stop, ...) are accepted and not used: each branch
-  has its own temperature (a vote's are PARALLAX_VOTE_TEMPERATURE_MIN/MAX), and the merge, not one sample, is the answer.
+Pure functions of the body, so the face refuses before anything is created and builds the input a
+langgraph-sdk caller would send. The mapping and the refusals: docs/openai.md.
 """
 
 from __future__ import annotations

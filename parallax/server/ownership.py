@@ -1,27 +1,6 @@
-"""Users below the tenant: whose each thread, run, cron and store item is, and what only the tenant's administrator does.
+"""Users below the tenant: whose each thread, run, cron and store item is, and what only admins do.
 
-A caller (server/caller.py) is a tenant's administrator (a static API key, or a JWT whose role claim
-holds PARALLAX_JWT_ADMIN_ROLE) or a user of the tenant (any other JWT). Aegra keeps every record under
-the tenant (its `user_id` is the tenant, so backpressure, budgets, releases and the graphs' own
-namespaces stay per tenant); the user is one more mark the server sets, never the caller:
-
-- threads and crons carry `parallax_user` in their metadata, stamped from the caller on creation
-  (the `parallax_` keys of metadata are refused from callers: server/run_fields.py), and a thread a
-  user's run creates is claimed for that user before Aegra sees the run (`claim_thread`). A user's
-  searches are filtered on it, and any route under /threads/{id} or /runs/crons/{id} that is not
-  the user's is 404, as another tenant's is; runs live on their thread, so they follow it;
-- store items a user writes under their own namespaces are kept under [USER_SPACE, user, ...]
-  inside the tenant's (Aegra's ["users", tenant, ...]); the user names and sees them as written
-  (server/store_views.py strips the head). The tenant's own namespaces (server/auth.py
-  TENANT_PREFIXES) hold what the graphs learned and traced from every user: a user may read the
-  playbooks and prompts the tenant's runs use and a trace by its id (a run's answer names it); only
-  the administrator may search or list them;
-- assistants are the tenant's, used by every user's runs: a user reads them, only the administrator
-  creates, changes or deletes one;
-- the administrator sees every user's threads, runs, crons and items (a user's store items as
-  [USER_SPACE, user, ...]) and alone runs the graphs that change what the tenant's runs do or read
-  every user's traces (ADMIN_GRAPHS), and a feedback run that corrects an answer (the review that
-  becomes a trace's target and teaches the next learn run).
+See docs/deploy.md#users-and-jwts (the table) and docs/internals/server.md#callers-and-tenants.
 """
 
 from __future__ import annotations

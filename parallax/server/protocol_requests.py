@@ -1,37 +1,7 @@
-"""Aegra's answers brought to the Agent Protocol as LangGraph's clients read it.
+"""Aegra's answers brought to the Agent Protocol as LangGraph's clients read it (done by admission).
 
-Four differences, each found by langgraph-sdk's integration suite or Aegra's own e2e suite run
-against `parallax serve` (docs/deploy.md, "Agent Protocol conformance"), each a change to one
-Aegra route that could go upstream as it is. Admission (server/admission.py) applies them to the
-requests it has admitted:
-
-- **A graph id is an assistant id on every /assistants/{id} route.** Aegra accepts a graph id
-  (`"solve"`) where a run or a cron names its assistant, but `GET /assistants/solve/graph`,
-  `/schemas`, `/subgraphs`, `GET/PATCH/DELETE /assistants/solve`, `/versions`, `/latest` were
-  404. langgraph-api resolves a graph id to the graph's default assistant (uuid5 of the graph
-  id, Aegra's `resolve_assistant_id` computes the same id); so does `assistant_path`, by rewriting
-  the path before Aegra routes it. Only ids that are graphs of this server are rewritten.
-- **`crons.create` answers the cron.** Aegra answered the Run its creation starts (its
-  `_create_cron_atomic`), without `cron_id`, so a client cannot update or delete what it just
-  made (langgraph-api answers the Cron). The answer is now the cron as `crons.search` shows it,
-  plus `run_id`: the first run Aegra still starts at creation (kept: Parallax's cron webhooks
-  and double-texting, server/cron_requests.py, rely on it; Aegra's own suite reads `run_id`).
-  The cron is found through the link every run of a cron carries
-  (`config.metadata.parallax_cron`, put there by server/cron_requests.py).
-- **`runs.cancel` answers the state the run ends in.** Aegra's cancel without `wait=1` answered
-  the run as it was when the stop was requested (`running`), so a client reading the answer
-  saw a run that was still going; with `wait=1` it polls every 0.5 s. Here, when Aegra's answer
-  is still pending/running, the answer waits until the run has ended (PARALLAX_CANCEL_WAIT_S,
-  default 10 s; looked at every 50 ms, each look on a pool connection given back before the
-  sleep) and carries its final status (`interrupted` for cancel and interrupt alike, Aegra's
-  terminal state for both); after the wait it answers what it has, as Aegra's `wait=1` does.
-- **A resume right after an interrupt resumes.** `RemoteGraph.astream_events(Command(resume=x),
-  version="v3")` sends `run.start` with `input: x`; Aegra (like langgraph-api) reads input on an
-  interrupted thread as the answer to the interrupt, but it judges "interrupted" by the thread's
-  status, which Aegra writes only once the interrupted run has finished. A client that resumes as
-  soon as it sees the interrupt event (the SDK's own test does) got there first, and `x` was taken
-  as a new input. Admission waits for that status first (server/run_checks.py `settled_status`),
-  then decides whether `x` is an input to check or an answer to check.
+Graph ids as assistant ids, `crons.create` answering the cron, `runs.cancel` answering the end
+state, a resume right after an interrupt. See docs/internals/server.md#agent-protocol-fix-ups.
 """
 
 from __future__ import annotations

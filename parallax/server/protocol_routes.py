@@ -1,22 +1,6 @@
-"""Agent Protocol routes LangGraph's clients call and Aegra 0.11 does not serve: `GET /ok`, `POST /threads/{id}/copy`.
+"""Routes Aegra does not serve, as langgraph-api answers them: `GET /ok`, `POST /threads/{id}/copy`.
 
-Both are in langgraph-api (what `langgraph dev` and LangGraph Platform run) and in langgraph-sdk
-(`threads.copy`; `/ok` is the liveness probe its integration suite, Studio and other clients
-poll before anything else). Aegra answered both 404. They sit on Parallax's FastAPI app (aegra.json
-`http.app`), whose routes Aegra matches before its own (aegra_api.main.create_app includes its
-routers after the custom app's), as a patch that could go upstream unchanged.
-
-- `GET /ok` -> 200 `{"ok": true, "model": {...}}`, without a key, like langgraph-api's (and Aegra's own
-  /health, /ready, /info): it says the process answers and what its runs answer with (`model.embedded`
-  true: the toy default, runtime/model_note.py); `/ready` says it can work.
-- `POST /threads/{id}/copy` -> the new thread (200, Aegra's thread shape), as langgraph-api
-  copies one: same metadata, status `idle`, and every checkpoint (with its blobs and pending
-  writes) under the new id, so `get_state`/`get_history` of the copy answer what the original
-  did at that moment and a run on the copy continues from there, while the original is untouched.
-  Authorization is the caller's: `threads.read` on the source (through Aegra's own get_thread:
-  another tenant's thread is 404) and `threads.create` for the copy. Checkpoints are copied in
-  SQL because langgraph's AsyncPostgresSaver has no `acopy_thread` (the base class raises
-  NotImplementedError); the copy is one transaction with the new thread row.
+See docs/internals/server.md#agent-protocol-fix-ups.
 """
 
 from __future__ import annotations

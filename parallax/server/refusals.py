@@ -1,14 +1,6 @@
-"""One shape for every refusal of the served API, and the few forms a protocol demands of it.
+"""One shape for every refusal of the served API, answered in the form the asked route demands.
 
-A `Refused` is raised wherever a request is found wanting (server/admission.py and what it calls)
-and answered once, in the shape of the route that was asked:
-
-- the graph API: Aegra's error body with the status, `{"error", "message", "details": {"field"}}`
-  (`error` from the status, as Aegra names it, or a kind of its own such as "insufficient_quota");
-- the Agent Protocol v2 commands (POST /threads/{id}/commands, and every frame on the thread's
-  WebSocket): the protocol's envelope `{"type": "error", "id", "error", "message"}`, which
-  langgraph-sdk raises as "Protocol error [<error>]: <message>";
-- /v1: OpenAI's error JSON (server/openai_request.py's `Refusal`, built from this one).
+See docs/deploy.md#admission ("One error shape").
 """
 
 from __future__ import annotations

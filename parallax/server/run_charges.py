@@ -1,23 +1,7 @@
-"""Charge the tenant's day for runs that end without a settled `spend`: cancelled, failed, other graphs.
+"""Aegra patch: runs that end without a settled `spend` are charged to the tenant's day.
 
-Why: a solve or plan run that ends `success` carries its `spend` (settled by its last node), and a trigger
-charges it in the transaction that stores its end (runtime/storage/spend_ledger.py). A run cancelled
-mid-way, one that failed, one that timed out, and the runs of the other graphs (chat, learn, loop, ...)
-end with no such figure, yet their model calls were paid for. Left uncharged, a tenant could start runs
-and cancel each just before it ends, and spend without limit under a daily budget.
-
-How:
-- `SpendWatch`, a callback on every served graph (server/metrics.py `with_metrics`), adds up the usage of
-  each model call (the endpoint's `usage`: prompt, cached and completion tokens, priced as a branch is,
-  runtime/prices.py) under the root run it belongs to. Aegra makes the root run's id the run's own id
-  (its `create_run_config` sets `run_id`), so the tally is per run of the API;
-- a wrap of Aegra's `finalize_run` (as imported by its executor, `run_executor.finalize_run`; made at start
-  by server/aegra_patches.py) charges, after the run's end is stored, what this replica saw that run spend, through
-  `parallax_charge` keyed by the run id. A run the trigger already charged (a solve or plan success) is
-  not charged again: the key exists. A run whose lease was lost, or that a shutdown hands back to the
-  queue, is not finalized here and not charged here: the replica that finishes it charges it.
-What it leaves out: calls cancelled in flight (the endpoint reports no usage for them), and, for a run that
-was taken over and then did not end `success`, the calls the first replica made.
+Cancelled and failed runs, and the other graphs' runs, are charged what this replica saw them spend.
+See docs/internals/server.md#charges-of-runs-without-a-settled-spend-run_chargespy.
 """
 
 from __future__ import annotations
@@ -162,8 +146,7 @@ async def charge_observed(run_id: str) -> None:
 
 
 def install() -> None:
-    """Wrap Aegra's executor's `finalize_run` (module docstring). Made by server/aegra_patches.py, which checks the
-    target first; a second call changes nothing."""
+    """Wrap Aegra's `finalize_run` to charge the ended run; a second call changes nothing."""
     from aegra_api.services import run_executor
 
     original: Callable[..., Awaitable[bool]] = run_executor.finalize_run

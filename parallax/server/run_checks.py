@@ -1,10 +1,7 @@
-"""What admission asks the database about a run request: its assistant, its thread, its checkpoint, its playbook.
+"""What admission asks the database about a run request: assistant, thread, checkpoint, playbook.
 
-Each question is one short query on the replica's pool (server/connections.py), and no connection
-is held between two of them: admission (server/admission.py) asks them in order and stops at the
-first refusal. Whose is what: an assistant is the caller's or the server's ("system"); a thread,
-its checkpoints and its runs are their tenant's (Aegra's `user_id`), and a thread of another tenant
-is answered as one that does not exist.
+One short query each, no connection held between two; another tenant's thread is answered as one
+that does not exist.
 """
 
 from __future__ import annotations
@@ -101,11 +98,10 @@ FROM thread t WHERE t.thread_id = %s AND t.user_id = %s
 
 
 async def settled_status(thread_id: str, tenant: str, timeout_s: float = 5.0, every_s: float = 0.05) -> str | None:
-    """The thread's status once a pending interrupt has been recorded as `interrupted` (None: no such thread).
+    """The thread's status once a pending interrupt is recorded as `interrupted` (None: no thread).
 
-    Why wait: a run that interrupts has written its interrupt (the client may already have seen it) before Aegra
-    marks the thread `interrupted`, as the run's last step; an answer sent in between is still an answer. Each look
-    takes a pool connection and gives it back before sleeping."""
+    Aegra marks the thread only after the interrupt is written, and an answer sent in between is
+    still an answer (docs/internals/server.md#agent-protocol-fix-ups)."""
     deadline = time.monotonic() + timeout_s
     while True:
         async with connection() as conn:

@@ -1,30 +1,7 @@
-"""`runs.wait`, `runs.join` and the stateless wait return when the run ends, not at Aegra's next 2 s poll.
+"""Aegra patch: `runs.wait`, `runs.join` and the stateless wait return when the run ends.
 
-Why: Aegra 0.11's Redis executor (`WorkerExecutor.wait_for_completion`, which every wait and join
-of the graph API goes through: aegra_api/services/run_waiters.py) checks a "done" key every 2 s.
-A run that ends in 120 ms is answered after 2 s, so every `runs.wait`, `runs.join` and
-`RemoteGraph.invoke` pays a 2 s floor, while `runs.stream` ends at once.
-
-What this changes, the small patch we would send upstream (made at start on every replica, server/aegra_patches.py):
-
-- the worker that finishes a run, after it sets Aegra's done key (`run_executor._signal_run_done`,
-  which runs once the run's row is final), also PUBLISHes the run id on one Redis channel,
-  `{REDIS_CHANNEL_PREFIX}done`;
-- each replica keeps one subscription to that channel (one connection, whatever the number of
-  waiters) and wakes the waiters of that run id, whichever replica ran it;
-- a waiter subscribes *before* it looks at the done key, so a run that ends in between is seen
-  either way; the 2 s check of the key (and every other time the runs table) stays as the safety
-  net: a replica of an older version that publishes nothing, or a Redis hiccup, costs the old
-  2 s, never a lost wake-up.
-
-How each wait ended is counted in `parallax_run_waits_total{ended}`: already (over at the first
-look), notified, polled (the safety net found it: look at Redis if this grows) or timeout. Without Redis (one replica, local
-executor) Aegra waits on the run's task itself, and nothing here applies.
-
-Why a patch and not a route of ours: the wait is inside Aegra's endpoints (thread wait, join,
-stateless wait, its cleanup of stateless runs); replacing the executor method keeps them all,
-their heartbeat and their response bodies, unchanged. server/aegra_patches.py checks that Aegra's functions are
-the ones this was written against before it calls `install`.
+A Redis notification wakes the waiters instead of Aegra's 2 s poll. See
+docs/internals/server.md#waits-woken-by-a-notification-run_donepy.
 """
 
 from __future__ import annotations
@@ -178,9 +155,8 @@ async def wait_for_completion(run_id: str, *, timeout: float = 300.0,
 
 
 def install() -> None:
-    """Wrap Aegra's `run_executor._signal_run_done` to publish, and replace `WorkerExecutor.wait_for_completion` with
-    the notified wait (module docstring). Made by server/aegra_patches.py, which checks the targets first; a second
-    call changes nothing."""
+    """Make `run_executor._signal_run_done` publish and `WorkerExecutor.wait_for_completion` the
+    notified wait; a second call changes nothing."""
     from aegra_api.services import run_executor, worker_executor
 
     original_signal = run_executor._signal_run_done

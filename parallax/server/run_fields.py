@@ -1,28 +1,7 @@
-"""What a served run request may carry besides its input and context: config, command, checkpoint, metadata.
+"""A served run request's other fields: config, command, checkpoint, metadata.
 
-The input and the context are logic/run_input.py's (one definition per graph, shared with the CLI,
-the Python API, /v1 and /mcp); this module is the rest of a run request as the graph API takes it,
-each field with its lower and upper bound, each refusal naming the field and why (a 422, Refused).
-Nothing here reads the database: whether a checkpoint is the thread's own, or the thread waits for
-an answer, is asked by server/admission.py (server/run_checks.py).
-
-What a caller may not send, and why:
-- `command.goto` and `command.update`: they run a node of the caller's choosing with a payload the
-  caller built, or write the graph's state as if a node had; every node after a graph's entry trusts
-  its state (the tenant, a check command, a repository), so only the entry node ever sees caller
-  values. A run starts with `input`, or answers an interrupt with `command.resume`;
-- a `command.resume` the interrupt did not ask for: each graph that interrupts says what its answer
-  is (`RESUMES`: the chat graph's review decision, the learn graph's yes/no), and a graph that never
-  interrupts takes none;
-- in `config`: anything but `configurable`, `metadata`, `tags`, `recursion_limit` and `run_name`
-  (a `run_id`, `callbacks`, ... would pose as the server's own); in `config.configurable`, anything
-  but the run settings (the Context's fields, which Aegra reads as the context when none is sent),
-  the thread's own id and the checkpoint to fork from: the server sets the user (`langgraph_auth_user`,
-  `user_id`), LangGraph its own keys (`checkpoint_ns`, `checkpoint_map`, `__pregel_*`), Parallax its
-  `parallax_*` keys;
-- in any metadata (the run's, the thread's, a cron's, `config.metadata`): a `parallax_*` key (the
-  links to webhooks and crons are Parallax's to set), and on a thread an `owner` (the key's tenant);
-- a `checkpoint` outside the thread's root namespace, or naming another thread.
+Each field bounded, each refusal a 422 naming it; nothing here reads the database. What is refused
+and why: docs/limits.md#requests-on-the-served-api and docs/deploy.md#admission.
 """
 
 from __future__ import annotations
@@ -295,10 +274,8 @@ COPY = "__copy__"
 def check_state_update(payload: Mapping[str, Any], thread_id: str) -> None:
     """POST /threads/{id}/state: reads pass; a write may only fork (`as_node: "__copy__"`, no values).
 
-    Why `values` is refused whatever `as_node` says: a state update is a checkpoint written as if a node had
-    returned those values, and the next run starts from it, so every node after it would read caller-built
-    state; there is no field of any Parallax state that no later node trusts. A fork copies one of the thread's
-    own checkpoints, all of whose values the graph wrote."""
+    `values` would be a checkpoint written as if a node had returned them, read by every later node
+    (docs/deploy.md#admission)."""
     if payload.get("values") is not None:
         raise invalid("values is refused: a thread's state is written by its graph's nodes, not by a caller; start a "
                       "run with input, or answer an interrupt with command.resume", "values")

@@ -1,34 +1,7 @@
-"""What Aegra accepts on a run but does not carry out: double-texting strategies and webhooks.
+"""What Aegra accepts on a run but does not do: double-texting strategies and webhooks.
 
-Admission (server/admission.py) calls these for every run creation it has admitted (POST
-/threads/{id}/runs, …/runs/stream, …/runs/wait and the stateless /runs, /runs/stream, /runs/wait),
-after the run's fields, its thread's owner and the tenant's backpressure and budget were checked,
-and just before the request goes on to Aegra.
-
-Double-texting (thread runs; LangGraph's `multitask_strategy`, default PARALLAX_MULTITASK_STRATEGY,
-"enqueue" as on LangGraph Platform). Runs of one thread never run side by side, whatever the
-strategy: the trigger `parallax_claim_in_order` (runtime/storage/platform_schema.py) lets a worker
-start a run only once no other run of its thread runs and no older one waits, and
-server/background_loops.py's dispatcher hands a held run to a worker once its thread is free. That is
-"enqueue", which needs no lock. The other three act on the runs in flight (pending or running)
-first, under the per-thread lock (server/connections.py `thread_lock`, one connection of a bounded
-pool per double-text) held from the check until Aegra has stored the new run, so requests on
-several replicas at once take turns:
-- reject: a run in flight -> 409, nothing created;
-- interrupt: each run in flight is interrupted (Aegra's cancel endpoint, action=interrupt: the
-  replica running it stops it, its status becomes "interrupted", its checkpoints stay) and waited
-  for (PARALLAX_DOUBLE_TEXT_WAIT_S), then the new run is created: it starts from the interrupted
-  run's last checkpoint;
-- rollback: the same with action=cancel, then the runs are deleted (Aegra's delete endpoint) and
-  so are the checkpoints they wrote, so the new run starts from the thread as it was before them.
-Cancel and delete go through Aegra's own endpoints, called in process with the caller's key: a
-caller can only stop runs it could stop itself. The wait for the runs to stop looks at the runs
-table every 100 ms, each look on a pool connection given back before the sleep.
-
-Webhooks (every run creation): `webhook` is checked (runtime/webhooks.py: http(s), every address
-public or allowed; the tenant has a secret), an outbox row is armed, and its id is put in the run's
-metadata (`parallax_webhook`), where the run-ended trigger finds it. A refused webhook is a 422
-and no run is created.
+Admission calls these for every run creation it admitted, just before the request goes on to Aegra.
+See docs/deploy.md#double-texting-webhooks-retention and docs/internals/server.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Store items that expire: `ttl` on `PUT /store/items`, `refresh_ttl` on reads, and their sweep (docs/retention.md).
+"""Store items that expire: `ttl` on `PUT /store/items`, `refresh_ttl` on reads, and their sweep.
 
-LangGraph's Postgres store keeps an item's expiry (`store.expires_at`, `store.ttl_minutes`) and refreshes it on
-the reads that ask for it, but Aegra 0.11's store routes drop a `ttl` (its StorePutRequest has none: 204, and
-the item never expires) and always refresh on read. Served here instead, on Parallax's app (matched before
-Aegra's routes), with Aegra's own authorization and namespace scoping:
-
-- `PUT /store/items` {"namespace", "key", "value", "index", "ttl"}: `ttl` in whole minutes (the store keeps
-  whole minutes: runtime/ttl_config.py), at most MAX_TTL_MIN; absent or null, the deployment's `store.ttl`
-  `default_ttl` (unset: the item never expires). Any other field is a 422 naming it. Only items put through
-  the API get the default: what the graphs write (playbooks, traces, ...) keeps its own retention
-  (PARALLAX_RETAIN_*_DAYS).
-- reads (server/store_views.py): `refresh_ttl` on `GET /store/items` and on a search restarts the ttl of what
-  they read; absent, `store.ttl` `refresh_on_read` decides (`refresh`).
-- the sweep: every `sweep_interval_minutes`, each replica deletes expired items in batches of SWEEP_BATCH, each
-  batch one `DELETE ... FOR UPDATE SKIP LOCKED`, so two replicas sweeping at once never delete (or count) one
-  item twice; `parallax_swept_total{kind="store_items"}` counts what each deleted. An item past its expiry is
-  still read until the sweep takes it (as in LangGraph Platform, whose `omit_expired` is off by default).
+Aegra drops a put's `ttl` and refreshes on every read. See docs/retention.md#store-items-ttl.
 """
 
 from __future__ import annotations

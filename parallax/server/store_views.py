@@ -1,30 +1,6 @@
 """Store namespaces answered as the caller wrote them; tenancy kept, not shown.
 
-What Aegra 0.11 does: a namespace that no aegra.json `store.scopes` prefix claims is stored
-under ["users", <identity>, *namespace] (its per-user isolation, here per tenant), and the
-answers carry that stored form: `put_item(["notes"], ...)` then `get_item(["notes"], ...)`
-answers namespace ["users", "acme", "notes"], `search_items` the same, and
-`list_namespaces(prefix=["notes"])` lists ["users", "acme", "notes", ...], which no client
-matches against what it wrote (langgraph-sdk's own store tests fail on it). Without a prefix it
-lists only the ["users", tenant] subtree, leaving out the caller's tenant-scoped namespaces
-(["playbooks", tenant, ...], ... : server/auth.py), and `max_depth` counted the hidden levels.
-
-What these overrides answer (same routes, matched before Aegra's, with Aegra's authorization and scoping):
-- get: an item that is not there is 200 `null` (langgraph-api's answer, `store.get_item` returns
-  None; Aegra answered 404, which the SDK raises as NotFoundError), and so is another user's trace
-  for a user below the tenant (a trace names the user whose run wrote it);
-- get/search: a namespace ["users", <caller>, *rest] comes back as `rest`; tenant-scoped ones
-  ([prefix, tenant, ...]) are already what the caller names (the tenant is part of Parallax's
-  namespace names, docs/deploy.md) and come back unchanged;
-- get/search: `refresh_ttl` as asked (absent: the deployment's `store.ttl` `refresh_on_read`), where Aegra
-  refreshed on every read (server/store_ttl.py);
-- list_namespaces: the caller's own namespaces as written: the user-scoped ones stripped of the
-  hidden head (max_depth counted on what the caller sees) and, with no prefix or one that starts
-  a tenant prefix, the tenant-scoped ones too; sorted, then offset and limit applied to the whole.
-Isolation is untouched: storage and lookups are still Aegra's scoping and Parallax's auth
-handler (a namespace naming another tenant is 403); only the caller's own subtree is ever read.
-Upstream, this is a change to aegra_api/api/store.py (unscope on the way out); until then it
-lives here.
+See docs/internals/server.md#agent-protocol-fix-ups.
 """
 
 from __future__ import annotations

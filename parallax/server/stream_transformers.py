@@ -1,24 +1,7 @@
-"""Aegra patch: a graph that registers its own stream transformers still runs on the v2 event stream.
+"""Aegra patch: a graph with stream transformers of its own runs on the v2 event stream.
 
-The failure it fixes: langgraph-sdk's sample `agent` graph (libs/sdk-py/integration, compiled
-with `transformers=[CustomTransformer, UpdatesTransformer]`, as LangGraph's docs show for a
-graph that wants the `updates` and `custom` channels) failed every run started through the
-thread event stream with "Transformer UpdatesTransformer returned projection keys that conflict
-with already-registered keys: 'updates'". Not a version mismatch (the server venv and the
-clients run the same langgraph): Aegra 0.11's `native_stream.stream_native_v3_events` always
-passes its own `[UpdatesTransformer, CustomTransformer, CheckpointsTransformer,
-TasksTransformer]` to `graph.astream_events(version="v3", transformers=...)`, and LangGraph's
-StreamMux refuses two transformers that project the same key. langgraph-api passes only what
-the graph module asks for, so the same graph runs there.
-
-The patch (small, what we would send upstream to Aegra): pass only the extra transformers whose
-class the graph has not registered itself (`graph.stream_transformers`, compile time), so each
-channel has one owner. A graph without transformers of its own gets all four, as before.
-Aegra's stream driver is handed the graph behind a thin view whose `astream_events` drops the
-transformers the graph owns; nothing of Aegra's is swapped while a stream runs, so concurrent
-streams of different graphs cannot see each other's choice. Made at start by
-server/aegra_patches.py, by rebinding the driver where Aegra's run executor looks it up (it
-imported the name into its own module).
+Works around Aegra adding its own transformers to every graph (see
+docs/internals/server.md#graphs-with-their-own-stream-transformers-stream_transformerspy).
 """
 
 from __future__ import annotations
@@ -55,7 +38,7 @@ class OwnTransformers:
 
 
 def install() -> None:
-    """Rebind Aegra's v3 stream driver (module docstring); a second call changes nothing."""
+    """Rebind Aegra's v3 stream driver where its executor finds it; a second call is a no-op."""
     from aegra_api.services import run_executor
     from aegra_api.services.event_streaming import native_stream
 

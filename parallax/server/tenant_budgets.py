@@ -1,29 +1,6 @@
-"""A tenant's daily budget at the door of the graph API: 429 past it, a run capped at what is left under it.
+"""A tenant's daily budget at the graph API's door: 429 past it, else a run capped at what is left.
 
-Who has a budget: PARALLAX_DAILY_BUDGETS (runtime/settings.py), per tenant or `*` for every tenant not
-named, in USD and/or tokens; the day is the UTC day (logic/daily_budget.py). What a tenant spent today
-is the sum its finished runs were charged, each once, by a trigger in PostgreSQL
-(runtime/storage/spend_ledger.py): every replica reads the same row.
-
-Admission (server/admission.py) asks `admission` on each run creation (the run routes, cron creation,
-and the v2 commands that start a run, `run.start` and `input.respond`, over HTTP and on the WebSocket),
-for a caller with a budget, after the request was checked and before anything is stored:
-- past the budget: 429, `Retry-After` the seconds to 00:00 UTC, the body Aegra's error shape with
-  `error: "insufficient_quota"`, the reason and `details.resets_at` (ISO 8601 UTC). No run, no thread
-  state, no cron, no webhook row;
-- under it, the input of a run of any graph that calls a model (solve, plan, chat, learn, loop) gets
-  `max_cost` / `max_tokens` at most what the tenant has left today (its own when smaller), so the run's own
-  budget stops it there ("budget reached", logic/budget.py). A run resumed with a `command` and no input keeps the caps its thread
-  was given when its input was last sent.
-The runs crons start later pass no route: the cron-run trigger refuses and caps them the same way
-(runtime/storage/platform_schema.py). The OpenAI face asks `refusal` before it creates its thread
-(server/openai_face.py), and the graph API's check stays the one that holds.
-
-The bound (docs/deploy.md, "Tenant daily budgets"): a run is admitted only while the day's charged spend
-is under the budget and may itself spend at most what was left when it was admitted (plus what its own
-model calls already in flight when its cap is reached). So the day ends at most at the budget plus what
-the runs already in flight when the budget was crossed could still spend: each at most its cap, and
-there are at most PARALLAX_MAX_PENDING of them per tenant (a few more for requests racing across replicas).
+See docs/deploy.md#tenant-daily-budgets.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Threads' `ttl` on update, and `POST /threads/prune` as LangGraph Platform answers it (docs/retention.md).
+"""Threads' `ttl` on update, and `POST /threads/prune` as LangGraph Platform answers it.
 
-Aegra 0.11 expires threads by their `thread_ttl` row (runtime/ttl_config.py turns its sweeper on); what it lacks,
-served here on Parallax's app, whose routes Aegra matches before its own:
-
-- `PATCH /threads/{id}` with `ttl` ({"ttl": minutes, "strategy": "delete" | "keep_latest"}, what langgraph-sdk's
-  `threads.update(ttl=...)` sends): Aegra's ThreadUpdate has no `ttl` and dropped it with a 200. The update is
-  Aegra's own (`threads.update` authorization, 404 for a thread not the caller's); then the thread's expiry is
-  set to `ttl` minutes from now, replacing the one it had. Any other field is a 422 naming it.
-- `POST /threads/prune` {"thread_ids": [...], "strategy"}: Aegra's route took no body and pruned the caller's
-  expired threads, so langgraph-sdk's `threads.prune(ids)` got a 200 and nothing it asked for. Here, as in
-  langgraph-api: `delete` deletes each thread (Aegra's own delete: `threads.delete` authorization, its active
-  runs cancelled, its checkpoints gone), `keep_latest` drops its checkpoint history and keeps its latest state
-  (Aegra's `_prune_checkpoint_history`; a thread with a run pending or running is left as it is, not counted).
-  The answer is {"pruned_count": n}. Ids that are not the caller's (another tenant's, or gone) are skipped and
-  not counted, as langgraph-api skips them; at most PRUNE_MAX_IDS ids per request. Without a body it is Aegra's
-  own call, answered by Aegra's route (the caller's threads past their ttl swept now: {"deleted", "pruned"}), so
-  Aegra's clients keep working.
+See docs/retention.md#threads-ttl and docs/retention.md#post-threadsprune.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""`GET /timeline/{trace_id}`: a run's timeline on the served APIs, the picture `parallax trace --timeline` draws.
+"""`GET /timeline/{trace_id}`: a run's timeline as SVG, or its lanes as JSON (`?format=json`).
 
-Mounted at /timeline by both servers' custom HTTP apps (server/app.py for `parallax serve`,
-server/dev_app.py for `langgraph dev`). It answers the SVG (logic/timeline_svg.py), or with
-`?format=json` the lanes as data (logic/timeline.py `Timeline.as_dict`) for a client that draws its own.
-
-Like the OpenAI face, it reads through the server's own Agent Protocol (the store item
-`["traces", tenant]` / trace id, with the caller's key passed on), so the graph API's auth decides
-what the caller may see: a trace of another tenant is a 404 here as it is in the store. The tenant
-is the caller's (server/caller.py, resolved by admission on `parallax serve`); on a server without
-keys (`langgraph dev`), `?tenant=` or "default".
+Mounted by both servers' HTTP apps; it reads through the graph API, so its auth decides what a
+caller sees. See docs/deploy.md#clients.
 """
 
 from __future__ import annotations

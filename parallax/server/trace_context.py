@@ -1,12 +1,6 @@
-"""A served run joins its caller's OpenTelemetry trace: the W3C `traceparent` of the request that created it
-travels in the run's config to whichever replica's worker runs it.
+"""A served run joins its caller's OpenTelemetry trace: `traceparent` travels in the run's config.
 
-Aegra queues a run through Redis and a worker (maybe on another replica) runs it long after the HTTP
-request is gone, so the request's trace context cannot ride on the worker's own context. It is copied
-into the run's `config.configurable` under `parallax_trace_context` (runtime/telemetry.py TRACE_CONTEXT),
-which the checkpoint keeps with the run (a replica that takes the run over reads it too); the trace
-node makes the run's root span a child of the caller's span from it. A caller's own value under that key
-is dropped: the context comes from the request's headers or not at all.
+See docs/internals/server.md#trace-context.
 """
 
 from __future__ import annotations
