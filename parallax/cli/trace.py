@@ -27,7 +27,9 @@ from parallax.state.context import Context
 
 if TYPE_CHECKING:
     from parallax.runtime.storage.trace_store import TraceStore
+    from parallax.state.lifecycle import Transition
     from parallax.state.records import BranchSpec
+    from parallax.state.trace_record import TraceRecord
 
 T = TypeVar("T")
 
@@ -42,11 +44,11 @@ def with_traces(work: Callable[[TraceStore], Awaitable[T]], tenant: str) -> T:
     return with_store(lambda store: work(traces_in(store, tenant)), tenant, missing=no_store_yet)
 
 
-def path_of(transitions: list[dict[str, Any]]) -> str:
+def path_of(transitions: list[Transition]) -> str:
     return " > ".join(t["state"] for t in transitions)
 
 
-def seconds_between(transitions: list[dict[str, Any]]) -> float:
+def seconds_between(transitions: list[Transition]) -> float:
     return round(transitions[-1]["at"] - transitions[0]["at"], 3) if len(transitions) > 1 else 0.0
 
 
@@ -101,7 +103,7 @@ def plan_text(plan: dict[str, Any]) -> str:
             f"{on.get('votes_seen', 0)} earlier votes of {on.get('model')}")
 
 
-def write_timeline(found: dict[str, Any], path: Path) -> None:
+def write_timeline(found: TraceRecord, path: Path) -> None:
     """The run's timeline into `path` (written whole through a temporary file beside it, so a failed write
     leaves no half picture); a folder that does not exist is an exit 2."""
     from parallax.logic.timeline import timeline
@@ -119,15 +121,15 @@ def write_timeline(found: dict[str, Any], path: Path) -> None:
     err.print(f"timeline: {path}", highlight=False)
 
 
-def trace_table(found: dict[str, Any]) -> Table:
+def trace_table(found: TraceRecord) -> Table:
     """A trace's branches: lifecycle path and the reasons of its failures (elided to 300 characters)."""
     table = new_table(None, ("branch", "state", "s", "tries", "tokens", "USD", "path", "why"), text=("path", "why"))
     for b in found["branches"]:
         steps = b.get("transitions") or []
         reasons = "; ".join(dict.fromkeys(elide(t["reason"], 160) for t in steps
                                           if t["state"] in ("TIMEOUT", "FAILED", "ESCALATED") and t["reason"]))
-        if b.get("backup"):
-            reasons = f"backup copy ({b['backup']['reason']}), {b['backup']['winner']} won; " + reasons
+        if backup := b.get("backup"):
+            reasons = f"backup copy ({backup['reason']}), {backup['winner']} won; " + reasons
         speculation = b.get("speculation") or {}
         if speculation:
             check = speculation.get("check") or {}
