@@ -12,6 +12,8 @@ from typing import Any, NotRequired, cast
 
 from typing_extensions import TypedDict
 
+from parallax.state.lifecycle import Transition
+from parallax.state.payloads import BranchKind
 from parallax.state.records import BranchFields, JsonSchema, Provenance, ServedVersion, Spend
 
 
@@ -23,7 +25,7 @@ class Message(TypedDict):
 
 
 class VoteCount(TypedDict):
-    """One answer of a vote and its count (a list, not a dict: redaction rewrites values, not keys)."""
+    """One answer of a vote and its count (a list, not a dict: redaction rewrites no keys)."""
 
     answer: str
     count: int
@@ -39,7 +41,7 @@ class FeedbackEntry(TypedDict):
 
 
 class AskedFollowUp(TypedDict):
-    """A chat follow-up the task was condensed from: what the person wrote, how many turns were shown."""
+    """A chat follow-up the task was condensed from: what was asked, how many turns were shown."""
 
     asked: str
     earlier_turns: int
@@ -145,7 +147,7 @@ class EditConversation(TypedDict):
 
 
 class TraceRecord(TypedDict):
-    """One run's trace (nodes/record_trace.py), redacted, under its `trace_id` in ("traces", tenant)."""
+    """One run's trace (nodes/record_trace.py), redacted, under its id in ("traces", tenant)."""
 
     trace_id: str
     tenant: str
@@ -176,7 +178,7 @@ class TraceRecord(TypedDict):
     duration_ms: float | None
     served: dict[str, ServedVersion]
     target: NotRequired[str]
-    """The right answer, given with the run or by a person; `correct`: whether the answer matched."""
+    """The right answer, given with the run or by a person; `correct`: whether it was met."""
     correct: NotRequired[bool]
     scorer: NotRequired[str]
     feedback: list[FeedbackEntry]
@@ -196,6 +198,43 @@ class TraceRecord(TypedDict):
     """The user below the tenant whose run it is (runtime/storage/trace_store.py)."""
     edit_conversations: NotRequired[dict[str, EditConversation]]
     """Never stored: `parallax export` puts a plan run's kept conversations here."""
+
+
+class LetterRetry(TypedDict):
+    """One `parallax dlq retry` of a dead letter."""
+
+    at: str
+    status: str
+    attempts: int
+    error: str
+    transitions: list[Transition]
+
+
+class LetterResult(TypedDict):
+    """What a retry that succeeded replied."""
+
+    output: dict[str, Any] | None
+    vote: str | None
+
+
+class DeadLetter(TypedDict):
+    """An escalated business branch with its input, for `parallax dlq retry` (("dlq", tenant))."""
+
+    id: str
+    trace_id: str
+    """The run's trace, or the plan's when the run was one of its tasks."""
+    tenant: str
+    kind: BranchKind
+    input: dict[str, Any] | None
+    """What the branch was asked (`BranchRecord.input`), as given: not redacted."""
+    error: str
+    """Its last error, redacted."""
+    attempts: int
+    escalated_at: str
+    status: str
+    """open, or resolved by a retry."""
+    retries: list[LetterRetry]
+    result: NotRequired[LetterResult]
 
 
 def as_trace(value: Mapping[str, Any], trace_id: str | None = None) -> TraceRecord:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from parallax.runtime.storage.trace_store import TraceStore
     from parallax.state.lifecycle import Transition
     from parallax.state.records import BranchSpec
-    from parallax.state.trace_record import TraceRecord
+    from parallax.state.trace_record import DeadLetter, LetterRetry, TraceRecord
 
 T = TypeVar("T")
 
@@ -163,7 +163,7 @@ def speculation_table(report: dict[str, Any]) -> Table:
     return table
 
 
-def _letter_row(d: dict[str, Any]) -> dict[str, Any]:
+def _letter_row(d: DeadLetter) -> dict[str, Any]:
     return {k: d[k] for k in ("id", "kind", "trace_id", "status", "attempts", "escalated_at", "error")} | {
         "retries": len(d.get("retries", []))}
 
@@ -181,7 +181,7 @@ def dlq_list(tenant: Tenant = "default",
                 + ": no branch has given up after its retries")
 
 
-def letters_table(tenant: str, letters: list[dict[str, Any]]) -> Table:
+def letters_table(tenant: str, letters: list[DeadLetter]) -> Table:
     """Dead letters: the trace id short (`parallax trace` takes it), the last error elided to 120 characters."""
     table = new_table(f"dead letters of {tenant} ({len(letters)})",
                       ("branch", "trace", "status", "escalated", "retries", "last error"),
@@ -208,7 +208,7 @@ def dlq_show(branch_id: Annotated[str, typer.Argument(help="Branch id from `para
         console.print("result: " + json.dumps(letter["result"], ensure_ascii=False))
 
 
-async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> dict[str, Any]:
+async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> DeadLetter:
     """Run the branch again from its stored input, under the letter's lock; record the outcome."""
     from parallax.nodes.work import run_branch
     from parallax.runtime.redaction import redact_value
@@ -221,17 +221,19 @@ async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> 
         if letter["status"] != "open":
             raise StoreError(f"dead letter {branch_id!r} was already resolved by a retry; nothing to do")
         # the stored input of the branch (a BranchSpec when it was dispatched), under its own ids
-        spec = cast("BranchSpec", {**letter["input"], "id": letter["id"], "parent_id": letter["trace_id"]})
+        asked = letter["input"] or {}
+        spec = cast("BranchSpec", {**asked, "id": letter["id"], "parent_id": letter["trace_id"]})
         life = Lifecycle()
         life.move("PENDING", "dlq retry")
         life.move("DISPATCHED")
         record = await run_branch(spec, resolved(context), life)
-        attempt = {"at": now_iso(), "status": record["status"],
+        attempt: LetterRetry = {"at": now_iso(), "status": record["status"],
                    "attempts": record["attempts"], "error": redact_value(record.get("error") or ""),
                    "transitions": record["transitions"]}
         letter["retries"] = [*letter["retries"], attempt]
         if record["status"] == "ok":
-            letter.update(status="resolved", result={"output": record["output"], "vote": record.get("vote")})
+            letter["status"] = "resolved"
+            letter["result"] = {"output": record["output"], "vote": record.get("vote")}
         else:
             letter["error"] = attempt["error"]
         await traces.put_dead_letter(letter)

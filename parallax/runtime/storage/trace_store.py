@@ -14,7 +14,7 @@ run's answer matched it, under the same lock.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore
 from typing_extensions import TypedDict
@@ -27,7 +27,7 @@ from parallax.runtime.storage.namespaces import NotFound, check_tenant, dead_let
 from parallax.runtime.storage.store_calls import call_store, scan
 from parallax.runtime.timestamps import now_iso
 from parallax.state.records import BranchRecordData
-from parallax.state.trace_record import TraceRecord, as_trace
+from parallax.state.trace_record import DeadLetter, TraceRecord, as_trace
 
 SHORT_PREFIX = 6
 """Fewest characters of a trace id that `get_trace` looks up as a prefix (tables show 8)."""
@@ -137,23 +137,25 @@ class TraceStore:
 
     # --- dead letters ------------------------------------------------------------------
 
-    async def put_dead_letter(self, letter: dict[str, Any]) -> None:
+    async def put_dead_letter(self, letter: DeadLetter) -> None:
         await lease_check.check_lease("dead letter write")
-        await self._call("put", dead_letters_namespace(self.tenant), letter["id"], lease_check.stamped(letter), index=False)
+        await self._call("put", dead_letters_namespace(self.tenant), letter["id"],
+                         lease_check.stamped(dict(letter)), index=False)
 
-    async def get_dead_letter(self, branch_id: str) -> dict[str, Any]:
+    async def get_dead_letter(self, branch_id: str) -> DeadLetter:
         letter = await self._get(dead_letters_namespace(self.tenant), branch_id)
         if letter is None:
             raise NotFound(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
-        return letter
+        return cast(DeadLetter, letter)
 
-    async def dead_letters(self) -> list[dict[str, Any]]:
+    async def dead_letters(self) -> list[DeadLetter]:
         """Every dead letter of the tenant, oldest first."""
         found = await self._scan(dead_letters_namespace(self.tenant))
-        return sorted(found.values(), key=lambda d: (d["escalated_at"], d["id"]))
+        letters = cast(list[DeadLetter], list(found.values()))
+        return sorted(letters, key=lambda d: (d["escalated_at"], d["id"]))
 
 
-def dead_letter(record: BranchRecordData, trace: TraceOwner) -> dict[str, Any]:
+def dead_letter(record: BranchRecordData, trace: TraceOwner) -> DeadLetter:
     """The dead-letter entry of one escalated branch record."""
     return {"id": record["id"], "trace_id": trace["trace_id"], "tenant": trace["tenant"], "kind": record["kind"],
             "input": record.get("input"), "error": redact_value(record.get("error") or record["status"]),
