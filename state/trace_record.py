@@ -146,6 +146,14 @@ class EditConversation(TypedDict):
     steps: list[dict[str, Any]]
 
 
+class Outcome(TypedDict, total=False):
+    """Whether a run met its target (logic/run_record.py): all three keys, or none without one."""
+
+    target: str
+    correct: bool
+    scorer: str
+
+
 class TraceRecord(TypedDict):
     """One run's trace (nodes/record_trace.py), redacted, under its id in ("traces", tenant)."""
 

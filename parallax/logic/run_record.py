@@ -29,12 +29,12 @@ from parallax.logic.scoring import score
 from parallax.state.payloads import BUSINESS
 from parallax.state.records import ServedVersion
 from parallax.state.solve import SolveState
-from parallax.state.trace_record import Message, TokenTotals, TraceRecord
+from parallax.state.trace_record import Message, Outcome, TokenTotals, TraceRecord
 
 ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 
 
-def outcome(state: SolveState) -> dict[str, Any]:
+def outcome(state: SolveState) -> Outcome:
     """{"target", "correct", "scorer"} when the run had a target; {} otherwise."""
     target = state.get("target")
     if target is None:

@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from parallax.logic.run_record import latest_score
 from parallax.logic.spend import spend_of
@@ -31,6 +31,50 @@ from parallax.state.trace_record import TraceRecord
 SINCE = re.compile(r"^(\d+)\s*([mhdw])$")
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 FAULT_STATES = {"FAILED", "TIMEOUT", "RETRY"}
+
+
+class RunMetrics(TypedDict):
+    """The metrics of one group of runs (see the module docstring)."""
+
+    runs: int
+    ok_rate: float | None
+    accuracy: float | None
+    accuracy_runs: int
+    mean_branches: float | None
+    mean_model_calls: float | None
+    runs_with_faults: int
+    recovery_rate: float | None
+    latency_ms_p50: float | None
+    latency_ms_p95: float | None
+    tokens_total: int
+    tokens_mean: float | None
+    cost_usd_total: float | None
+    cost_usd_mean: float | None
+    cost_unknown_runs: int
+    budget_stops: int
+    feedback_mean: float | None
+    feedback_runs: int
+
+
+class VersionMetrics(RunMetrics):
+    """The metrics of the runs one playbook version served."""
+
+    playbook: str
+    version: int
+
+
+class Filters(TypedDict):
+    since: str | None
+    playbook: str | None
+    version: int | None
+
+
+class RunStats(TypedDict):
+    """What `parallax stats` and the `stats` graph report."""
+
+    filters: Filters
+    overall: RunMetrics
+    by_version: list[VersionMetrics]
 
 
 class BadFilter(ValueError):
@@ -82,7 +126,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
-def summarize(traces: list[TraceRecord]) -> dict[str, Any]:
+def summarize(traces: list[TraceRecord]) -> RunMetrics:
     """The metrics of one group of runs (see the module docstring)."""
     scored = [t for t in traces if t.get("correct") is not None]
     faulty = [t for t in traces if met_fault(t)]
@@ -121,7 +165,7 @@ def select(traces: list[TraceRecord], since: datetime | None = None, playbook: s
 
 
 def run_stats(traces: list[TraceRecord], since: datetime | None = None, playbook: str | None = None,
-              version: int | None = None) -> dict[str, Any]:
+              version: int | None = None) -> RunStats:
     """{"overall": metrics, "by_version": [{"playbook", "version", **metrics}, ...]} of the selected runs."""
     chosen = select(traces, since, playbook, version)
     groups: dict[tuple[str, int], list[TraceRecord]] = {}
@@ -129,4 +173,5 @@ def run_stats(traces: list[TraceRecord], since: datetime | None = None, playbook
         groups.setdefault((t.get("playbook", "default"), t.get("playbook_version", 0)), []).append(t)
     return {"filters": {"since": since.isoformat() if since else None, "playbook": playbook, "version": version},
             "overall": summarize(chosen),
-            "by_version": [{"playbook": p, "version": v, **summarize(ts)} for (p, v), ts in sorted(groups.items())]}
+            "by_version": [{"playbook": p, "version": v, **summarize(ts)}
+                           for (p, v), ts in sorted(groups.items())]}

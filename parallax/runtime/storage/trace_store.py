@@ -27,7 +27,7 @@ from parallax.runtime.storage.namespaces import NotFound, check_tenant, dead_let
 from parallax.runtime.storage.store_calls import call_store, scan
 from parallax.runtime.timestamps import now_iso
 from parallax.state.records import BranchRecordData
-from parallax.state.trace_record import DeadLetter, TraceRecord, as_trace
+from parallax.state.trace_record import DeadLetter, Outcome, TraceRecord, as_trace
 
 SHORT_PREFIX = 6
 """Fewest characters of a trace id that `get_trace` looks up as a prefix (tables show 8)."""
@@ -123,7 +123,7 @@ class TraceStore:
             await self._call("put", traces_namespace(self.tenant), trace_id, after, index=False)
             return before, after
 
-    async def set_outcome(self, trace_id: str, outcome: dict[str, Any]
+    async def set_outcome(self, trace_id: str, outcome: Outcome
                           ) -> tuple[TraceRecord, TraceRecord]:
         """Set a trace's `target`, `correct` and `scorer` (redacted); (the trace before, the trace after).
         An unknown trace raises StoreError and writes nothing."""
