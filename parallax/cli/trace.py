@@ -228,8 +228,9 @@ async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> 
         life.move("DISPATCHED")
         record = await run_branch(spec, resolved(context), life)
         attempt: LetterRetry = {"at": now_iso(), "status": record["status"],
-                   "attempts": record["attempts"], "error": redact_value(record.get("error") or ""),
-                   "transitions": record["transitions"]}
+                                "attempts": record["attempts"],
+                                "error": redact_value(record.get("error") or ""),
+                                "transitions": record["transitions"]}
         letter["retries"] = [*letter["retries"], attempt]
         if record["status"] == "ok":
             letter["status"] = "resolved"
