@@ -17,37 +17,41 @@ from parallax.logic.run_record import branch_place, kept_prompts, outcome, token
 from parallax.logic.spend import spend_of
 from parallax.runtime.model_note import model_note
 from parallax.runtime.run_context import context_of, tenant_of
-from parallax.runtime.storage.trace_store import TraceStore, dead_letter
+from parallax.runtime.storage.trace_store import TraceOwner, TraceStore, dead_letter
 from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
 from parallax.runtime.timestamps import now_iso
 from parallax.state.context import Context, setting
 from parallax.state.payloads import BUSINESS
 from parallax.state.plan import PlanState
 from parallax.state.solve import SolveState
+from parallax.state.trace_record import TraceBranch, TraceRecord, TraceTask
 
 PREVIEW_CHARS = 200
 
 
-def trace_of(state: SolveState, prompt_chars: int) -> dict[str, Any]:
+def trace_of(state: SolveState, prompt_chars: int) -> TraceRecord:
     """What is kept of a run. Votes are a list of {answer, count}: redaction rewrites values, never
     dict keys, and an answer can hold personal data. `prompt_chars`: the most prompt text it keeps (all or none)."""
     trace = _solve_trace(state, prompt_chars)
     plan_run: Mapping[str, Any] = state  # the plan graph runs this node on its PlanState too
     if plan_run.get("plan"):
         tasks = plan_run.get("tasks", [])
-        trace.update(plan=plan_run["plan"], plans=plan_run.get("plans", []), verification=state.get("verification", {}),
-                     tasks=[{k: v for k, v in t.items() if k != "branches"}
-                            | {"branch_ids": [b["id"] for b in t.get("branches", [])]} for t in tasks])
-        trace["branches"] += [{**{k: v for k, v in b.items() if k != "input"}, "task": t["id"], "round": t["round"]}
+        trace["plan"], trace["plans"] = plan_run["plan"], plan_run.get("plans", [])
+        trace["verification"] = state.get("verification", {})
+        trace["tasks"] = [cast(TraceTask, {k: v for k, v in t.items() if k != "branches"}
+                               | {"branch_ids": [b["id"] for b in t.get("branches", [])]})
+                          for t in tasks]
+        trace["branches"] += [cast(TraceBranch, {**{k: v for k, v in b.items() if k != "input"},
+                                                 "task": t["id"], "round": t["round"]})
                               for t in tasks for b in t.get("branches", [])]
     trace["tokens"] = token_totals(trace["branches"])
     return trace
 
 
-def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
+def _solve_trace(state: SolveState, prompt_chars: int) -> TraceRecord:
     prompts, keys, omitted = kept_prompts(state, prompt_chars)
     started = state.get("started_at")
-    return {
+    return cast(TraceRecord, {
         "trace_id": state["trace_id"], "tenant": tenant_of(state.get("tenant")),
         "created_at": now_iso(),
         "task_preview": state["task"][:PREVIEW_CHARS], "task_chars": len(state["task"]),
@@ -74,7 +78,7 @@ def _solve_trace(state: SolveState, prompt_chars: int) -> dict[str, Any]:
         "branches": [{**{k: v for k, v in b.items() if k != "input"},
                       **({"prompt_key": keys[branch_place(b)]} if branch_place(b) in keys else {})}
                      for b in state.get("branches", [])],
-    }
+    })
 
 
 async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -86,17 +90,18 @@ async def record_trace(state: SolveState, runtime: Runtime[Context]) -> dict[str
         return update
     tenant, parent = tenant_of(state.get("tenant")), state.get("parent_trace")
     traces = TraceStore(runtime.store, tenant)
+    owner: TraceOwner
     if parent:  # part of a plan run: its dead letters name the plan's trace, which is stored there
-        trace = {"trace_id": parent, "tenant": tenant}
+        owner = {"trace_id": parent, "tenant": tenant}
     else:
-        trace = trace_of(state, setting(context_of(runtime).trace_prompt_chars))
+        owner = trace = trace_of(state, setting(context_of(runtime).trace_prompt_chars))
         await traces.put_trace(trace)
         # the stored trace as OpenTelemetry spans, when the OTEL_* variables ask for them (runtime/telemetry.py);
         # a served run's W3C trace context (server/trace_context.py) makes it a child of the caller's span
         export_later(trace, parent_from((get_config().get("configurable") or {}).get(TRACE_CONTEXT)))
     for record in state.get("branches", []):
         if record.get("state") == "ESCALATED" and record["kind"] in BUSINESS and record.get("input"):
-            await traces.put_dead_letter(dead_letter(dict(record), trace))
+            await traces.put_dead_letter(dead_letter(record, owner))
     return update
 
 

@@ -212,10 +212,13 @@ class TokensData(TypedDict):
     prompt: int
     completion: int
     total: int
+    cached_tokens: NotRequired[int]
+    """Of `prompt`, the tokens the endpoint read from its prefix cache (absent in older records)."""
 
 
-class BranchRecordData(TypedDict):
-    """`payloads.BranchRecord.model_dump()`: one branch's trace as the state's `branches` channel keeps it."""
+class BranchFields(TypedDict):
+    """Every field of `payloads.BranchRecord` but `input`: a branch as a stored trace keeps it
+    (state/trace_record.py `TraceBranch`)."""
 
     id: str
     parent_id: str
@@ -225,8 +228,10 @@ class BranchRecordData(TypedDict):
     reasks: int
     latency_ms: float
     tokens: TokensData
+    cost_usd: NotRequired[float | None]
     output: dict[str, Any] | None
     error: str | None
+    cause: NotRequired[str | None]
     model: str | None
     temperature: float | None
     slice_index: int | None
@@ -235,9 +240,15 @@ class BranchRecordData(TypedDict):
     state: BranchState | None
     transitions: list[Transition]
     backup: dict[str, Any] | None
-    input: dict[str, Any] | None
     prompt: dict[str, Any] | None
+    budget_seen: NotRequired[dict[str, Any] | None]
     speculation: NotRequired[dict[str, Any] | None]
+
+
+class BranchRecordData(BranchFields):
+    """`payloads.BranchRecord.model_dump()`: a branch's trace as the state's `branches` keeps it."""
+
+    input: dict[str, Any] | None
 
 
 class CandidateSpec(TypedDict):

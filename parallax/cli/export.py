@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,6 +16,8 @@ from parallax.cli.common import AsJson, Tenant, check_output_dir, emit, fail, wi
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
+
+    from parallax.state.trace_record import TraceRecord
 
 export_app = typer.Typer(help="Fine-tuning data from stored runs: sft (OpenAI chat), preferences (TRL, OpenAI DPO, KTO).",
                          no_args_is_help=True, pretty_exceptions_enable=False)
@@ -38,7 +40,7 @@ def _export(fmt: str, out: Path, min_score: float, tenant: str, since: str | Non
         fail(f"--out must be a .jsonl file, got {out.name}")
     check_output_dir(out)
 
-    async def work(store: BaseStore) -> list[dict[str, Any]]:
+    async def work(store: BaseStore) -> list[TraceRecord]:
         traces = select(await traces_in(store, tenant).traces(), parse_since(since))
         for trace in traces:  # a plan run's edit candidates' conversations are kept beside its trace
             if keys := conversation_keys(trace):

@@ -7,12 +7,15 @@ matplotlib, one column per depth, tasks coloured by status.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from parallax.cli.common import Tenant, check_output_dir, fail, write_atomically
 from parallax.cli.trace import with_traces
+
+if TYPE_CHECKING:
+    from parallax.state.trace_record import TraceRecord, TraceTask
 
 plan_app = typer.Typer(help="Plan runs: show a run's DAG of tasks.", no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -20,34 +23,40 @@ COLOURS = {"DONE": "#b7e4c7", "NEEDS_REVIEW": "#e0c3fc", "FAILED": "#f4a3a3", "S
            "RUNNING": "#ffe8a3"}
 
 
-def _final_tasks(trace: dict[str, Any]) -> dict[int, dict[str, Any]]:
+def _final_tasks(trace: TraceRecord) -> dict[int, TraceTask]:
     tasks = trace.get("tasks") or []
     last = max((t["round"] for t in tasks), default=0)
     return {t["id"]: t for t in tasks if t["round"] == last}
 
 
-def _label(task: dict[str, Any], record: dict[str, Any]) -> str:
+def _status_of(records: dict[int, TraceTask], task_id: int) -> str:
+    """A task's status in the last round; PENDING when it has no record there."""
+    record = records.get(task_id)
+    return record["status"] if record is not None else "PENDING"
+
+
+def _label(task: dict[str, Any], status: str) -> str:
     goal = task["goal"].replace('"', "'").replace("\n", " ")
     goal = goal[:60] + ("…" if len(goal) > 60 else "")
-    return f"{task['id']} · {task.get('kind', 'solve')} · {record.get('status', 'PENDING')}<br/>{goal}"
+    return f"{task['id']} · {task.get('kind', 'solve')} · {status}<br/>{goal}"
 
 
-def mermaid(trace: dict[str, Any]) -> str:
+def mermaid(trace: TraceRecord) -> str:
     """The plan of `trace` as a Mermaid flowchart (statuses of the last round as classes)."""
     plan, records = trace["plan"], _final_tasks(trace)
     lines = ["graph TD"]
     for task in plan["tasks"]:
-        lines.append(f'    t{task["id"]}["{_label(task, records.get(task["id"], {}))}"]')
+        lines.append(f'    t{task["id"]}["{_label(task, _status_of(records, task["id"]))}"]')
     for task in plan["tasks"]:
         lines += [f"    t{dep} --> t{task['id']}" for dep in task.get("deps", [])]
     for status, colour in COLOURS.items():
         lines.append(f"    classDef {status} fill:{colour},stroke:#555")
     for task in plan["tasks"]:
-        lines.append(f"    class t{task['id']} {records.get(task['id'], {}).get('status', 'PENDING')}")
+        lines.append(f"    class t{task['id']} {_status_of(records, task['id'])}")
     return "\n".join(lines) + "\n"
 
 
-def png(trace: dict[str, Any]) -> bytes:
+def png(trace: TraceRecord) -> bytes:
     """The plan drawn as a PNG: depth from left to right, arrows for dependencies."""
     import io
 
@@ -72,7 +81,7 @@ def png(trace: dict[str, Any]) -> bytes:
             (x0, y0), (x1, y1) = where[dep], where[task.id]
             ax.annotate("", xy=(x1 - 1.25, y1), xytext=(x0 + 1.25, y0), arrowprops={"arrowstyle": "->", "color": "#555"})
     for task in plan.tasks:
-        status = records.get(task.id, {}).get("status", "PENDING")
+        status = _status_of(records, task.id)
         x, y = where[task.id]
         ax.text(x, y, f"{task.id} {task.kind} · {status}\n{task.goal[:34]}", ha="center", va="center", fontsize=8,
                 bbox={"boxstyle": "round", "facecolor": COLOURS.get(status, "#fff"), "edgecolor": "#555"})

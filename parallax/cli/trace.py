@@ -24,7 +24,9 @@ from parallax.state.context import Context
 
 if TYPE_CHECKING:
     from parallax.runtime.storage.trace_store import TraceStore
+    from parallax.state.lifecycle import Transition
     from parallax.state.records import BranchSpec
+    from parallax.state.trace_record import DeadLetter, LetterRetry, TraceRecord
 
 T = TypeVar("T")
 
@@ -39,11 +41,11 @@ def with_traces(work: Callable[[TraceStore], Awaitable[T]], tenant: str) -> T:
     return with_store(lambda store: work(traces_in(store, tenant)), tenant, missing=no_store_yet)
 
 
-def path_of(transitions: list[dict[str, Any]]) -> str:
+def path_of(transitions: list[Transition]) -> str:
     return " > ".join(t["state"] for t in transitions)
 
 
-def seconds_between(transitions: list[dict[str, Any]]) -> float:
+def seconds_between(transitions: list[Transition]) -> float:
     return round(transitions[-1]["at"] - transitions[0]["at"], 3) if len(transitions) > 1 else 0.0
 
 
@@ -98,7 +100,7 @@ def plan_text(plan: dict[str, Any]) -> str:
             f"{on.get('votes_seen', 0)} earlier votes of {on.get('model')}")
 
 
-def write_timeline(found: dict[str, Any], path: Path) -> None:
+def write_timeline(found: TraceRecord, path: Path) -> None:
     """The run's timeline into `path` (written whole through a temporary file beside it, so a failed write
     leaves no half picture); a folder that does not exist is an exit 2."""
     from parallax.logic.timeline import timeline
@@ -116,15 +118,15 @@ def write_timeline(found: dict[str, Any], path: Path) -> None:
     err.print(f"timeline: {path}", highlight=False)
 
 
-def trace_table(found: dict[str, Any]) -> Table:
+def trace_table(found: TraceRecord) -> Table:
     """A trace's branches: lifecycle path and the reasons of its failures (elided to 300 characters)."""
     table = new_table(None, ("branch", "state", "s", "tries", "tokens", "USD", "path", "why"), text=("path", "why"))
     for b in found["branches"]:
         steps = b.get("transitions") or []
         reasons = "; ".join(dict.fromkeys(elide(t["reason"], 160) for t in steps
                                           if t["state"] in ("TIMEOUT", "FAILED", "ESCALATED") and t["reason"]))
-        if b.get("backup"):
-            reasons = f"backup copy ({b['backup']['reason']}), {b['backup']['winner']} won; " + reasons
+        if backup := b.get("backup"):
+            reasons = f"backup copy ({backup['reason']}), {backup['winner']} won; " + reasons
         speculation = b.get("speculation") or {}
         if speculation:
             check = speculation.get("check") or {}
@@ -158,7 +160,7 @@ def speculation_table(report: dict[str, Any]) -> Table:
     return table
 
 
-def _letter_row(d: dict[str, Any]) -> dict[str, Any]:
+def _letter_row(d: DeadLetter) -> dict[str, Any]:
     return {k: d[k] for k in ("id", "kind", "trace_id", "status", "attempts", "escalated_at", "error")} | {
         "retries": len(d.get("retries", []))}
 
@@ -176,7 +178,7 @@ def dlq_list(tenant: Tenant = "default",
                 + ": no branch has given up after its retries")
 
 
-def letters_table(tenant: str, letters: list[dict[str, Any]]) -> Table:
+def letters_table(tenant: str, letters: list[DeadLetter]) -> Table:
     """Dead letters: the trace id short (`parallax trace` takes it), the last error elided to 120 characters."""
     table = new_table(f"dead letters of {tenant} ({len(letters)})",
                       ("branch", "trace", "status", "escalated", "retries", "last error"),
@@ -203,7 +205,7 @@ def dlq_show(branch_id: Annotated[str, typer.Argument(help="Branch id from `para
         console.print("result: " + json.dumps(letter["result"], ensure_ascii=False))
 
 
-async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> dict[str, Any]:
+async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> DeadLetter:
     """Run the branch again from its stored input, under the letter's lock; record the outcome."""
     from parallax.nodes.work import run_branch
     from parallax.runtime.redaction import redact_value
@@ -216,17 +218,20 @@ async def retry_letter(traces: TraceStore, branch_id: str, context: Context) -> 
         if letter["status"] != "open":
             raise StoreError(f"dead letter {branch_id!r} was already resolved by a retry; nothing to do")
         # the stored input of the branch (a BranchSpec when it was dispatched), under its own ids
-        spec = cast("BranchSpec", {**letter["input"], "id": letter["id"], "parent_id": letter["trace_id"]})
+        asked = letter["input"] or {}
+        spec = cast("BranchSpec", {**asked, "id": letter["id"], "parent_id": letter["trace_id"]})
         life = Lifecycle()
         life.move("PENDING", "dlq retry")
         life.move("DISPATCHED")
         record = await run_branch(spec, resolved(context), life)
-        attempt = {"at": now_iso(), "status": record["status"],
-                   "attempts": record["attempts"], "error": redact_value(record.get("error") or ""),
-                   "transitions": record["transitions"]}
+        attempt: LetterRetry = {"at": now_iso(), "status": record["status"],
+                                "attempts": record["attempts"],
+                                "error": redact_value(record.get("error") or ""),
+                                "transitions": record["transitions"]}
         letter["retries"] = [*letter["retries"], attempt]
         if record["status"] == "ok":
-            letter.update(status="resolved", result={"output": record["output"], "vote": record.get("vote")})
+            letter["status"] = "resolved"
+            letter["result"] = {"output": record["output"], "vote": record.get("vote")}
         else:
             letter["error"] = attempt["error"]
         await traces.put_dead_letter(letter)

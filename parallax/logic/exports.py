@@ -17,26 +17,27 @@ from parallax.logic.scoring import score
 from parallax.logic.vote import normalize_answer
 from parallax.runtime.redaction import redact_value
 from parallax.state.plan import EditStep
+from parallax.state.trace_record import EditCandidate, Message, TraceBranch, TraceRecord, TraceTask
 
 FORMATS = ("sft", "trl", "openai", "kto")
 
 
 # --- picking examples --------------------------------------------------------------------
 
-def _reply(branch: dict[str, Any]) -> dict[str, Any]:
+def _reply(branch: TraceBranch) -> dict[str, Any]:
     return {"role": "assistant", "content": json.dumps(branch["output"], ensure_ascii=False)}
 
 
-def _branch_answer(branch: dict[str, Any]) -> str:
+def _branch_answer(branch: TraceBranch) -> str:
     return str((branch.get("output") or {}).get("answer", ""))
 
 
-def _gives_target(trace: dict[str, Any], answer: str, question: str) -> bool:
+def _gives_target(trace: TraceRecord, answer: str, question: str) -> bool:
     """Whether `answer` is the run's target, scored by the run's scorer."""
     return bool(score({"answer": answer}, trace["target"], question, trace.get("scorer") or "auto")["correct"])
 
 
-def is_right(trace: dict[str, Any], min_score: float) -> bool | None:
+def is_right(trace: TraceRecord, min_score: float) -> bool | None:
     """True/False when the run's verdict is known (target first, then feedback), None otherwise."""
     if trace.get("correct") is not None:
         return bool(trace["correct"])
@@ -44,10 +45,10 @@ def is_right(trace: dict[str, Any], min_score: float) -> bool | None:
     return None if feedback is None else feedback >= min_score
 
 
-def answering_branch(trace: dict[str, Any]) -> dict[str, Any] | None:
+def answering_branch(trace: TraceRecord) -> TraceBranch | None:
     """The business branch whose reply is the run's final answer (none for section runs)."""
     final = normalize_answer(trace.get("answer") or "")
-    branches: list[dict[str, Any]] = trace.get("branches", [])
+    branches: list[TraceBranch] = trace.get("branches", [])
     for b in branches:
         if b["kind"] in ("direct", "vote") and b.get("status") == "ok" and b.get("output") \
                 and normalize_answer(_branch_answer(b)) == final:
@@ -55,7 +56,7 @@ def answering_branch(trace: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _prompt_of(trace: dict[str, Any], branch: dict[str, Any]) -> list[dict[str, Any]] | None:
+def _prompt_of(trace: TraceRecord, branch: TraceBranch) -> list[Message] | None:
     return (trace.get("prompts") or {}).get(branch.get("prompt_key") or "")
 
 
@@ -86,7 +87,8 @@ class Collector:
         return {"format": self.fmt, "written": len(self.lines), "left_out": dict(self.left_out.most_common())}
 
 
-def _final_branch_and_prompt(trace: dict[str, Any], out: Collector) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+def _final_branch_and_prompt(trace: TraceRecord, out: Collector
+                             ) -> tuple[TraceBranch, list[Message]] | None:
     if trace.get("mode") == "section":
         out.skip("section run (its answer comes from many prompts)")
         return None
@@ -101,30 +103,36 @@ def _final_branch_and_prompt(trace: dict[str, Any], out: Collector) -> tuple[dic
     return branch, prompt
 
 
-def _checked(trace: dict[str, Any]) -> list[dict[str, Any]]:
+def _checked(trace: TraceRecord) -> list[TraceBranch]:
     """A speculate run's candidates that made a reply and ran their check (the others give no example)."""
     return [b for b in trace.get("branches", []) if b["kind"] == "candidate" and b.get("status") == "ok"
             and b.get("output") and ((b.get("speculation") or {}).get("check") or {}).get("passed") is not None]
 
 
-def _passed(candidate: dict[str, Any]) -> bool:
-    return bool(candidate["speculation"]["check"]["passed"])
+def _speculation(candidate: TraceBranch) -> dict[str, Any]:
+    return candidate.get("speculation") or {}
 
 
-def _won(candidate: dict[str, Any]) -> bool:
-    return bool(candidate["speculation"].get("result") == "won")
+def _passed(candidate: TraceBranch) -> bool:
+    return bool(_speculation(candidate)["check"]["passed"])
 
 
-def _plain(candidate: dict[str, Any]) -> bool:
+def _won(candidate: TraceBranch) -> bool:
+    return bool(_speculation(candidate).get("result") == "won")
+
+
+def _plain(candidate: TraceBranch) -> bool:
     """A reply that is its answer alone (it names no further files), so an answer can judge all of it."""
     return not (candidate.get("output") or {}).get("files")
 
 
-Judged = list[tuple[dict[str, Any], bool | None, str]]
+Judged = list[tuple[TraceBranch, bool | None, str]]
 """Each checked candidate, whether it is right (None: not known) and, when not known, why."""
+EditJudged = list[tuple[EditCandidate, bool | None, str]]
+"""The same for a speculative edit task's candidates."""
 
 
-def _judged(trace: dict[str, Any], out: Collector) -> Judged | None:
+def _judged(trace: TraceRecord, out: Collector) -> Judged | None:
     """A speculate run's checked candidates, each judged by its check unless a person said otherwise; None (counted)
     without any. A person's word is the stronger signal (logic/trace_signal.py), since a check can pass a wrong answer:
     - with a target (`--target`, or `parallax feedback --correct`), a candidate whose answer does not match it is wrong
@@ -154,7 +162,7 @@ def _judged(trace: dict[str, Any], out: Collector) -> Judged | None:
     return [(c, _passed(c), "") for c in checked]
 
 
-def _chosen(trace: dict[str, Any], judged: Judged, out: Collector) -> dict[str, Any] | None:
+def _chosen(trace: TraceRecord, judged: Judged, out: Collector) -> TraceBranch | None:
     """The speculate run's positive example: the winner when it is right, else (with a target) a candidate that
     gave it; None (counted, with why) otherwise. A candidate that merely passed after the winner is not one."""
     winner = next(((c, right) for c, right, _ in judged if _won(c)), None)
@@ -169,7 +177,7 @@ def _chosen(trace: dict[str, Any], judged: Judged, out: Collector) -> dict[str, 
     return None
 
 
-def _speculate_sft(trace: dict[str, Any], out: Collector) -> None:
+def _speculate_sft(trace: TraceRecord, out: Collector) -> None:
     if (judged := _judged(trace, out)) is None or (chosen := _chosen(trace, judged, out)) is None:
         return
     if (prompt := _prompt_of(trace, chosen)) is None:
@@ -177,7 +185,7 @@ def _speculate_sft(trace: dict[str, Any], out: Collector) -> None:
     out.add(chosen["prompt_key"], {"messages": [*prompt, _reply(chosen)]})
 
 
-def _speculate_kto(trace: dict[str, Any], out: Collector) -> None:
+def _speculate_kto(trace: TraceRecord, out: Collector) -> None:
     if (judged := _judged(trace, out)) is None:
         return
     ids = {c["id"] for c, _, _ in judged}
@@ -193,7 +201,7 @@ def _speculate_kto(trace: dict[str, Any], out: Collector) -> None:
             out.add(c["prompt_key"], {"prompt": prompt, "completion": [_reply(c)], "label": right})
 
 
-def _speculate_pair(trace: dict[str, Any], out: Collector) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _speculate_pair(trace: TraceRecord, out: Collector) -> tuple[TraceBranch, TraceBranch] | None:
     if (judged := _judged(trace, out)) is None or (chosen := _chosen(trace, judged, out)) is None:
         return None
     wrong = [c for c, right, _ in judged if right is False]
@@ -219,32 +227,38 @@ def edit_tools() -> list[dict[str, Any]]:
         "required": list(args)}}} for name, (what, args) in EDIT_TOOLS.items()]
 
 
-def speculative_edits(trace: dict[str, Any]) -> list[dict[str, Any]]:
+def speculative_edits(trace: TraceRecord) -> list[TraceTask]:
     """A plan run's speculative edit tasks that ran their candidates (a task reused from an earlier round ran none)."""
     return [t for t in trace.get("tasks") or [] if (t.get("edit") or {}).get("candidates") and "reused_from_round" not in t]
 
 
-def conversation_keys(trace: dict[str, Any]) -> list[str]:
+def conversation_keys(trace: TraceRecord) -> list[str]:
     """Where a plan run's edit candidates' conversations are kept (runtime/storage/edit_conversations.py); the
     caller puts them in the trace's `edit_conversations` (key -> conversation) before exporting it."""
-    return [c["conversation"] for t in speculative_edits(trace) for c in t["edit"]["candidates"] if c.get("conversation")]
+    return [key for t in speculative_edits(trace) for c in t["edit"]["candidates"]
+            if (key := c.get("conversation"))]
 
 
-def _edit_judged(trace: dict[str, Any], task: dict[str, Any], out: Collector) -> Judged | None:
+def _edit_judged(trace: TraceRecord, task: TraceTask, out: Collector) -> EditJudged | None:
     """A speculative edit task's candidates that ran their tests, each judged by them unless a person said the plan
     run is wrong: that overrules every test that passed in it, but not which task's patch is to blame, so a candidate
     whose tests passed is then not known (one whose tests failed stays wrong). A target cannot judge a patch."""
-    checked = [c for c in task["edit"]["candidates"] if (c.get("check") or {}).get("passed") is not None]
+    checked = [c for c in task["edit"]["candidates"] if _tests_passed(c) is not None]
     if not checked:
         out.skip("edit task without a checked candidate")
         return None
     if is_right(trace, 0.5) is False:  # a person said the plan run is wrong: a target missed, or a score below 0.5
-        return [(c, None, "a person said the plan run is wrong (its tests passed)") if c["check"]["passed"]
-                else (c, False, "") for c in checked]
-    return [(c, bool(c["check"]["passed"]), "") for c in checked]
+        overruled = "a person said the plan run is wrong (its tests passed)"
+        return [(c, None, overruled) if _tests_passed(c) else (c, False, "") for c in checked]
+    return [(c, bool(_tests_passed(c)), "") for c in checked]
 
 
-def _edit_winner(judged: Judged, out: Collector) -> dict[str, Any] | None:
+def _tests_passed(candidate: EditCandidate) -> bool | None:
+    """Whether an edit candidate's tests passed; None when it did not run them."""
+    return (candidate.get("check") or {}).get("passed")
+
+
+def _edit_winner(judged: EditJudged, out: Collector) -> EditCandidate | None:
     winner = next((c for c, right, _ in judged if c.get("result") == "won" and right), None)
     if winner is None:
         out.skip("a person said the plan run is wrong (its tests passed)" if any(r is None for _, r, _ in judged)
@@ -252,8 +266,8 @@ def _edit_winner(judged: Judged, out: Collector) -> dict[str, Any] | None:
     return winner
 
 
-def _conversation(trace: dict[str, Any], candidate: dict[str, Any], openai: bool, out: Collector
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+def _conversation(trace: TraceRecord, candidate: EditCandidate, openai: bool, out: Collector
+                  ) -> tuple[list[Message], list[dict[str, Any]]] | None:
     """(prompt, the agent's turns) of an edit candidate: each reply a tool call (OpenAI's or TRL's shape) answered by
     its tool's result, ending at the agent's last reply; None (counted) when its conversation is not at hand."""
     kept = (trace.get("edit_conversations") or {}).get(candidate.get("conversation") or "")
@@ -273,7 +287,7 @@ def _conversation(trace: dict[str, Any], candidate: dict[str, Any], openai: bool
     return kept["messages"], turns[:-1] if turns and turns[-1]["role"] == "tool" else turns
 
 
-def _edit_sft(trace: dict[str, Any], out: Collector) -> None:
+def _edit_sft(trace: TraceRecord, out: Collector) -> None:
     for task in speculative_edits(trace):
         if (judged := _edit_judged(trace, task, out)) and (winner := _edit_winner(judged, out)) \
                 and (found := _conversation(trace, winner, True, out)):
@@ -281,10 +295,10 @@ def _edit_sft(trace: dict[str, Any], out: Collector) -> None:
             out.add(prompt_key(prompt), {"messages": [*prompt, *turns], "tools": edit_tools()})
 
 
-def _edit_kto(trace: dict[str, Any], out: Collector) -> None:
+def _edit_kto(trace: TraceRecord, out: Collector) -> None:
     for task in speculative_edits(trace):
         for c in task["edit"]["candidates"]:
-            if (c.get("check") or {}).get("passed") is None:
+            if _tests_passed(c) is None:
                 out.skip("candidate not checked (cancelled, refused or failed)")
         for c, right, why in _edit_judged(trace, task, out) or []:
             if right is None:
@@ -294,7 +308,7 @@ def _edit_kto(trace: dict[str, Any], out: Collector) -> None:
                 out.add(prompt_key(prompt), {"prompt": prompt, "completion": turns, "label": right, "tools": edit_tools()})
 
 
-def _edit_pairs(trace: dict[str, Any], out: Collector) -> None:
+def _edit_pairs(trace: TraceRecord, out: Collector) -> None:
     """TRL pairs: chosen = the winner, rejected = a candidate whose tests failed (one given the same approach, so the
     same prompt, first), under the winner's prompt, as for speculate runs."""
     for task in speculative_edits(trace):
@@ -309,7 +323,7 @@ def _edit_pairs(trace: dict[str, Any], out: Collector) -> None:
                                             "tools": edit_tools()})
 
 
-def sft(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
+def sft(traces: list[TraceRecord], min_score: float = 1.0) -> Collector:
     out = Collector("sft")
     for trace in traces:
         if trace.get("mode") == "speculate":
@@ -327,7 +341,7 @@ def sft(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
     return out
 
 
-def kto(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
+def kto(traces: list[TraceRecord], min_score: float = 1.0) -> Collector:
     out = Collector("kto")
     for trace in traces:
         if trace.get("mode") == "speculate":
@@ -347,7 +361,8 @@ def kto(traces: list[dict[str, Any]], min_score: float = 1.0) -> Collector:
     return out
 
 
-def _right_votes(trace: dict[str, Any], votes: list[dict[str, Any]], min_score: float) -> list[bool] | None:
+def _right_votes(trace: TraceRecord, votes: list[TraceBranch], min_score: float
+                 ) -> list[bool] | None:
     """Whether each vote gave the right answer, or None when the right answer is not known."""
     if trace.get("target") is not None:
         question = next((m["content"] for m in _prompt_of(trace, votes[0]) or [] if m["role"] == "user"), "")
@@ -359,7 +374,8 @@ def _right_votes(trace: dict[str, Any], votes: list[dict[str, Any]], min_score: 
     return None
 
 
-def _vote_pair(trace: dict[str, Any], out: Collector, min_score: float) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _vote_pair(trace: TraceRecord, out: Collector, min_score: float
+               ) -> tuple[TraceBranch, TraceBranch] | None:
     """A vote that gave the right answer and one, sent the same prompt, that did not; None (counted) otherwise."""
     if trace.get("mode") != "vote":
         out.skip("not a vote or speculate run")
@@ -378,7 +394,7 @@ def _vote_pair(trace: dict[str, Any], out: Collector, min_score: float) -> tuple
     return chosen, rejected
 
 
-def preferences(traces: list[dict[str, Any]], fmt: str, min_score: float = 1.0) -> Collector:
+def preferences(traces: list[TraceRecord], fmt: str, min_score: float = 1.0) -> Collector:
     out = Collector(fmt)
     for trace in traces:
         if speculative_edits(trace):
@@ -405,7 +421,7 @@ def preferences(traces: list[dict[str, Any]], fmt: str, min_score: float = 1.0) 
     return out
 
 
-def export(traces: list[dict[str, Any]], fmt: str, min_score: float = 1.0) -> Collector:
+def export(traces: list[TraceRecord], fmt: str, min_score: float = 1.0) -> Collector:
     """Examples of format `fmt` (sft | trl | openai | kto) from `traces`."""
     if fmt == "sft":
         return sft(traces, min_score)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from parallax.state.payloads import BUSINESS
@@ -10,7 +11,7 @@ from parallax.state.payloads import BUSINESS
 ERROR_CHARS = 500
 
 
-def run_failure(run: dict[str, Any]) -> dict[str, str] | None:
+def run_failure(run: Mapping[str, Any]) -> dict[str, str] | None:
     """{"cause", "error"} of a run that ended `failed`; None for any other run."""
     if run.get("status") != "failed":
         return None

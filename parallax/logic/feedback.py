@@ -8,7 +8,6 @@ the run matched it. See docs/data-loop.md.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from langgraph.store.base import BaseStore
 
@@ -16,6 +15,7 @@ from parallax.logic.releases import correct_trial
 from parallax.logic.run_record import latest_score
 from parallax.logic.scoring import score as score_answer
 from parallax.runtime.storage.stores import traces_in
+from parallax.state.trace_record import TraceRecord
 
 WORDS = {"up": 1.0, "down": 0.0}
 MAX_COMMENT = 2000
@@ -39,7 +39,7 @@ def parse_score(raw: str | float | int) -> float:
 
 
 async def give_feedback(store: BaseStore, tenant: str, trace_id: str, score: str | float, comment: str = "",
-                        by: str = "") -> dict[str, Any]:
+                        by: str = "") -> TraceRecord:
     """Store a score with the trace and correct its release trial; the trace after. Bad input or an
     unknown trace raises (BadFeedback, StoreError) before anything is written."""
     value = parse_score(score)
@@ -50,7 +50,8 @@ async def give_feedback(store: BaseStore, tenant: str, trace_id: str, score: str
     return after
 
 
-async def correct_answer(store: BaseStore, tenant: str, trace_id: str, answer: str, by: str = "") -> dict[str, Any]:
+async def correct_answer(store: BaseStore, tenant: str, trace_id: str, answer: str,
+                         by: str = "") -> TraceRecord:
     """Store a person's answer as the run's target (with whether the run's answer matched it) and as
     feedback (1 when it matched, else 0, the answer in the comment); the trace after. An empty answer
     raises BadFeedback, an unknown trace StoreError, before anything is written."""

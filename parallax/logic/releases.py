@@ -20,6 +20,7 @@ from parallax.runtime.storage.stores import playbooks_in, prompts_in, traces_in
 from parallax.runtime.timestamps import now_iso
 from parallax.state.playbook import PlaybookVersion
 from parallax.state.records import ServedVersion
+from parallax.state.trace_record import TraceRecord
 
 AUTO = "auto"
 KEEP_RELEASES = 20
@@ -157,15 +158,17 @@ async def count_run(store: BaseStore, tenant: str, served: Mapping[str, ServedVe
     return decided
 
 
-async def correct_trial(store: BaseStore, tenant: str, trace: dict[str, Any], before: float | None, after: float | None) -> None:
+async def correct_trial(store: BaseStore, tenant: str, trace: TraceRecord, before: float | None,
+                        after: float | None) -> None:
     """Feedback changed a run's verdict (from `before` to `after`): correct its trial in the releases that served it."""
     old = run_success(trace.get("status"), trace.get("correct"), before)
     new = run_success(trace.get("status"), trace.get("correct"), after)
     if old == new:
         return
     for subject, choice in sorted((trace.get("served") or {}).items()):
-        if choice.get("release_id"):
-            await count_trial(labels_of(store, tenant, subject), choice["release_id"], choice["arm"], 0, 1 if new else -1)
+        if release_id := choice.get("release_id"):
+            await count_trial(labels_of(store, tenant, subject), release_id, choice["arm"], 0,
+                              1 if new else -1)
 
 
 # --- starting and looking ------------------------------------------------------------------
@@ -190,7 +193,7 @@ async def release(store: BaseStore, tenant: str, subject: str, version: int, sha
                                production=before)
 
 
-def arm_view(counts: dict[str, Any], traces: list[dict[str, Any]]) -> dict[str, Any]:
+def arm_view(counts: dict[str, Any], traces: list[TraceRecord]) -> dict[str, Any]:
     low, high = wilson(counts["successes"], counts["runs"])
     rate = round(counts["successes"] / counts["runs"], 4) if counts["runs"] else None
     stats = summarize(traces)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from langchain_core.messages import BaseMessage
 
@@ -18,11 +18,12 @@ from parallax.logic.scoring import score
 from parallax.state.payloads import BUSINESS
 from parallax.state.records import ServedVersion
 from parallax.state.solve import SolveState
+from parallax.state.trace_record import Message, Outcome, TokenTotals, TraceRecord
 
 ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 
 
-def outcome(state: SolveState) -> dict[str, Any]:
+def outcome(state: SolveState) -> Outcome:
     """{"target", "correct", "scorer"} when the run had a target; {} otherwise."""
     target = state.get("target")
     if target is None:
@@ -43,15 +44,16 @@ def used_subjects(state: SolveState) -> dict[str, ServedVersion]:
     return {s: c for s, c in (state.get("served") or {}).items() if s.startswith("playbook/") or s in used}
 
 
-def as_dicts(messages: Iterable[BaseMessage]) -> list[dict[str, Any]]:
+def as_dicts(messages: Iterable[BaseMessage]) -> list[Message]:
     return [{"role": ROLES.get(m.type, m.type), "content": str(m.content)} for m in messages]
 
 
-def prompt_key(messages: list[dict[str, Any]]) -> str:
+def prompt_key(messages: Sequence[Mapping[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def kept_prompts(state: SolveState, limit_chars: int) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, int], str], str]:
+def kept_prompts(state: SolveState, limit_chars: int
+                 ) -> tuple[dict[str, list[Message]], dict[tuple[str, int], str], str]:
     """(prompt key -> messages, (kind, slice index) -> key, why none were kept or "")."""
     if not any(b["kind"] in (*BUSINESS, "candidate") for b in state.get("branches", [])):
         return {}, {}, ""
@@ -63,7 +65,7 @@ def kept_prompts(state: SolveState, limit_chars: int) -> tuple[dict[str, list[di
     return {keys[where]: messages for where, messages in built.items()}, keys, ""
 
 
-def latest_score(trace: dict[str, Any]) -> float | None:
+def latest_score(trace: TraceRecord) -> float | None:
     """A run's feedback: its latest score (logic/feedback.py), None without any."""
     entries = trace.get("feedback") or []
     return float(entries[-1]["score"]) if entries else None
@@ -79,7 +81,7 @@ def branch_place(record: Mapping[str, Any]) -> tuple[str, int]:
 TOKEN_FIELDS = ("prompt", "completion", "total", "cached_tokens")
 
 
-def token_totals(branches: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def token_totals(branches: Iterable[Mapping[str, Any]]) -> TokenTotals:
     """The run's tokens: each field of the branches' `tokens` summed (a branch recorded before
     `cached_tokens` existed counts none cached)."""
     totals = dict.fromkeys(TOKEN_FIELDS, 0)
@@ -87,4 +89,4 @@ def token_totals(branches: Iterable[Mapping[str, Any]]) -> dict[str, int]:
         tokens = branch.get("tokens") or {}
         for name in TOKEN_FIELDS:
             totals[name] += int(tokens.get(name, 0) or 0)
-    return totals
+    return cast(TokenTotals, totals)

@@ -7,16 +7,62 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from parallax.logic.run_record import latest_score
 from parallax.logic.spend import spend_of
 from parallax.state.payloads import BUSINESS
+from parallax.state.trace_record import TraceRecord
 
 SINCE = re.compile(r"^(\d+)\s*([mhdw])$")
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 FAULT_STATES = {"FAILED", "TIMEOUT", "RETRY"}
+
+
+class RunMetrics(TypedDict):
+    """The metrics of one group of runs (docs/data-loop.md lists them)."""
+
+    runs: int
+    ok_rate: float | None
+    accuracy: float | None
+    accuracy_runs: int
+    mean_branches: float | None
+    mean_model_calls: float | None
+    runs_with_faults: int
+    recovery_rate: float | None
+    latency_ms_p50: float | None
+    latency_ms_p95: float | None
+    tokens_total: int
+    tokens_mean: float | None
+    cost_usd_total: float | None
+    cost_usd_mean: float | None
+    cost_unknown_runs: int
+    budget_stops: int
+    feedback_mean: float | None
+    feedback_runs: int
+
+
+class VersionMetrics(RunMetrics):
+    """The metrics of the runs one playbook version served."""
+
+    playbook: str
+    version: int
+
+
+class Filters(TypedDict):
+    since: str | None
+    playbook: str | None
+    version: int | None
+
+
+class RunStats(TypedDict):
+    """What `parallax stats` and the `stats` graph report."""
+
+    filters: Filters
+    overall: RunMetrics
+    by_version: list[VersionMetrics]
 
 
 class BadFilter(ValueError):
@@ -45,11 +91,11 @@ def percentile(values: list[float], p: float) -> float | None:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def model_calls(trace: dict[str, Any]) -> int:
+def model_calls(trace: TraceRecord) -> int:
     return sum(b.get("attempts", 0) for b in trace.get("branches", []) if b["kind"] != "safety")
 
 
-def met_fault(trace: dict[str, Any]) -> bool:
+def met_fault(trace: TraceRecord) -> bool:
     """A fault, retry, re-ask or straggler backup anywhere in the run."""
     for b in trace.get("branches", []):
         if b["kind"] == "safety":
@@ -64,15 +110,15 @@ def _share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
-def summarize(traces: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(traces: list[TraceRecord]) -> RunMetrics:
     """The metrics of one group of runs (docs/data-loop.md lists them)."""
     scored = [t for t in traces if t.get("correct") is not None]
     faulty = [t for t in traces if met_fault(t)]
-    durations = [float(t["duration_ms"]) for t in traces if t.get("duration_ms") is not None]
+    durations = [float(d) for t in traces if (d := t.get("duration_ms")) is not None]
     tokens = [sum(b.get("tokens", {}).get("total", 0) for b in t.get("branches", [])) for t in traces]
     costs = [spend_of(t.get("branches", []))["cost_usd"] for t in traces]
     known = [c for c in costs if c is not None]
@@ -95,9 +141,9 @@ def summarize(traces: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def select(traces: list[dict[str, Any]], since: datetime | None = None, playbook: str | None = None,
-           version: int | None = None) -> list[dict[str, Any]]:
-    def keep(t: dict[str, Any]) -> bool:
+def select(traces: list[TraceRecord], since: datetime | None = None, playbook: str | None = None,
+           version: int | None = None) -> list[TraceRecord]:
+    def keep(t: TraceRecord) -> bool:
         if since is not None and datetime.fromisoformat(t.get("created_at") or "1970-01-01T00:00:00+00:00") < since:
             return False
         if playbook is not None and t.get("playbook", "default") != playbook:
@@ -106,13 +152,14 @@ def select(traces: list[dict[str, Any]], since: datetime | None = None, playbook
     return [t for t in traces if keep(t)]
 
 
-def run_stats(traces: list[dict[str, Any]], since: datetime | None = None, playbook: str | None = None,
-              version: int | None = None) -> dict[str, Any]:
+def run_stats(traces: list[TraceRecord], since: datetime | None = None, playbook: str | None = None,
+              version: int | None = None) -> RunStats:
     """{"overall": metrics, "by_version": [{"playbook", "version", **metrics}, ...]} of the selected runs."""
     chosen = select(traces, since, playbook, version)
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, int], list[TraceRecord]] = {}
     for t in chosen:
         groups.setdefault((t.get("playbook", "default"), t.get("playbook_version", 0)), []).append(t)
     return {"filters": {"since": since.isoformat() if since else None, "playbook": playbook, "version": version},
             "overall": summarize(chosen),
-            "by_version": [{"playbook": p, "version": v, **summarize(ts)} for (p, v), ts in sorted(groups.items())]}
+            "by_version": [{"playbook": p, "version": v, **summarize(ts)}
+                           for (p, v), ts in sorted(groups.items())]}

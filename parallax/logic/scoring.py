@@ -6,8 +6,9 @@ allows a small relative tolerance, so "2.0", "2.00" and "$2" all match a target 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypedDict
 
 from parallax.logic.vote import normalize_answer
 from parallax.runtime import linear_regex
@@ -54,7 +55,15 @@ def contains(answer: str, target: str) -> bool:
 SCORERS = {"exact": exact, "contains": contains}
 
 
-def score(run: dict[str, Any], target: str | None, question: str, scorer: str = "auto") -> dict[str, Any]:
+class Verdict(TypedDict):
+    correct: bool
+    scorer: str
+    """What decided: numeric, exact, contains, or execution (no target: the run's status)."""
+    feedback: str
+
+
+def score(run: Mapping[str, Any], target: str | None, question: str,
+          scorer: str = "auto") -> Verdict:
     """{"correct": bool, "scorer": name, "feedback": str} for one solve run."""
     answer = run.get("answer", "")
     if target is None:

@@ -6,8 +6,12 @@ See docs/internals/runs.md#timelines.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from parallax.state.lifecycle import Transition
+from parallax.state.trace_record import TraceBranch, TraceRecord
 
 Phase = Literal["queued", "running", "failed", "retry"]
 End = Literal["completed", "escalated", "cancelled", "open"]
@@ -77,7 +81,7 @@ class Timeline:
         return asdict(self)
 
 
-def _segments(transitions: list[dict[str, Any]], origin: float) -> tuple[list[Segment], End]:
+def _segments(transitions: Sequence[Transition], origin: float) -> tuple[list[Segment], End]:
     """A lifecycle as segments; the last transition's state is the lane's end (or `open`)."""
     segments: list[Segment] = []
     for step, following in zip(transitions, transitions[1:], strict=False):
@@ -94,14 +98,14 @@ def _segments(transitions: list[dict[str, Any]], origin: float) -> tuple[list[Se
     return segments, _END_OF.get(last, "open")
 
 
-def _origin(trace: dict[str, Any]) -> float:
+def _origin(trace: TraceRecord) -> float:
     moments = [t["at"] for b in trace.get("branches", []) for t in b.get("transitions") or []]
     moments += [t["at"] for b in trace.get("branches", []) for t in ((b.get("backup") or {}).get("other_transitions") or [])]
     moments += [t["started_at"] for t in trace.get("tasks", []) if t.get("started_at")]
     return min(moments) if moments else 0.0
 
 
-def _branch_lanes(branch: dict[str, Any], origin: float) -> list[Lane]:
+def _branch_lanes(branch: TraceBranch, origin: float) -> list[Lane]:
     """The lane of a branch, or two when a backup copy raced it (the winner's record keeps both lifecycles)."""
     segments, end = _segments(branch.get("transitions") or [], origin)
     lane = Lane(id=branch["id"], kind=branch["kind"], label=branch["id"], status=branch["status"], end=end,
@@ -147,7 +151,7 @@ def _mark_waves(lanes: list[Lane]) -> list[float]:
     return waves
 
 
-def _task_lanes(trace: dict[str, Any], origin: float) -> list[Lane]:
+def _task_lanes(trace: TraceRecord, origin: float) -> list[Lane]:
     """A plan's tasks of its last round, each with its dependencies and the one it waited on longest."""
     tasks = trace.get("tasks") or []
     if not tasks:
@@ -170,7 +174,7 @@ def _task_lanes(trace: dict[str, Any], origin: float) -> list[Lane]:
     return lanes
 
 
-def timeline(trace: dict[str, Any]) -> Timeline:
+def timeline(trace: TraceRecord) -> Timeline:
     """The lanes of a stored trace: plan tasks first (each followed by its branches), else branches in the
     order they were planned."""
     origin = _origin(trace)

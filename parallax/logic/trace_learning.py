@@ -15,11 +15,12 @@ from langgraph.store.base import BaseStore
 from parallax.logic.run_stats import parse_since
 from parallax.logic.trace_signal import MODEL_CAUSES, learn_task, replay_task, served_by, signal_of, task_text
 from parallax.runtime.storage.stores import consumed_in, playbooks_in, traces_in
+from parallax.state.trace_record import TraceRecord
 
 LEASE_S = 1800.0
 
 
-def _created(trace: dict[str, Any]) -> datetime:
+def _created(trace: TraceRecord) -> datetime:
     return datetime.fromisoformat(trace.get("created_at") or "1970-01-01T00:00:00+00:00")
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypedDict
 
 from parallax.logic.failures import run_failure
 from parallax.logic.run_record import latest_score
+from parallax.state.trace_record import TraceRecord
 
 Source = Literal["target", "feedback", "status"]
 MODEL_CAUSES = frozenset({"parse", "length"})
@@ -22,7 +23,7 @@ class Signal(TypedDict):
     """What the reflector is told about the outcome."""
 
 
-def signal_of(trace: dict[str, Any]) -> Signal | None:
+def signal_of(trace: TraceRecord) -> Signal | None:
     """The strongest signal of a stored run (target > feedback > status), or None."""
     answer = trace.get("answer", "")
     if trace.get("target") is not None and trace.get("correct") is not None:
@@ -30,7 +31,7 @@ def signal_of(trace: dict[str, Any]) -> Signal | None:
                 "feedback": f"expected {trace['target']}, got {answer!r}"}
     score = latest_score(trace)
     if score is not None:
-        comment = (trace.get("feedback") or [{}])[-1].get("comment") or ""
+        comment = trace["feedback"][-1].get("comment") or ""  # a score means an entry
         return {"source": "feedback", "correct": score >= 0.5,
                 "feedback": f"a person scored this answer {score:g} of 1" + (f": {comment}" if comment else "")}
     status = trace.get("status")
@@ -45,7 +46,7 @@ def signal_of(trace: dict[str, Any]) -> Signal | None:
     return None
 
 
-def task_text(trace: dict[str, Any]) -> str | None:
+def task_text(trace: TraceRecord) -> str | None:
     """The run's whole task, or None when only a cut preview was kept."""
     if trace.get("task"):
         return str(trace["task"])
@@ -55,13 +56,13 @@ def task_text(trace: dict[str, Any]) -> str | None:
     return None
 
 
-def served_by(trace: dict[str, Any], playbook: str) -> bool:
+def served_by(trace: TraceRecord, playbook: str) -> bool:
     """Whether the run was served `playbook` (a production run of it, either arm of a release). Runs that were
     handed their lessons (the learn graph's own runs and evaluations) were not, and never teach it."""
     return f"playbook/{playbook}" in (trace.get("served") or {})
 
 
-def learn_task(trace: dict[str, Any], signal: Signal) -> dict[str, Any]:
+def learn_task(trace: TraceRecord, signal: Signal) -> dict[str, Any]:
     """The learn graph's task for a stored run: its input, target, and the run itself (`run`), so the run is
     reflected on as it happened instead of being solved again."""
     used = sorted({i for b in trace.get("branches", []) for i in b.get("playbook_item_ids", [])})
@@ -72,7 +73,7 @@ def learn_task(trace: dict[str, Any], signal: Signal) -> dict[str, Any]:
                     "used_item_ids": used}}
 
 
-def replay_task(trace: dict[str, Any]) -> dict[str, Any]:
+def replay_task(trace: TraceRecord) -> dict[str, Any]:
     """A stored run with a known target as a validation task for the offline gate."""
     return {"id": trace["trace_id"], "input": task_text(trace) or "", "target": trace["target"],
             "scorer": trace.get("scorer") or "auto"}

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Span, Tracer
 
+    from parallax.state.lifecycle import Transition
+    from parallax.state.trace_record import TraceBranch, TraceRecord
+
 _IDS: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("parallax_span_ids", default=None)
 _lock = threading.Lock()
 _provider: list[TracerProvider | None] = []
@@ -111,7 +114,7 @@ _exporting: list[ThreadPoolExecutor] = []
 _pending: set[Future[int]] = set()
 
 
-def export_later(trace: dict[str, Any], parent: OtelContext | None = None) -> None:
+def export_later(trace: TraceRecord, parent: OtelContext | None = None) -> None:
     """`export_trace` on the exporter's own thread, so the run that recorded the trace does not wait for its spans
     to be made (the one place a run pays for export is handing the trace over). At exit what is pending is sent."""
     if not enabled() or not _sdk_installed():
@@ -158,8 +161,8 @@ def _status(span: Span, failed: bool, reason: str = "") -> None:
     span.set_status(Status(StatusCode.ERROR, reason[:300]) if failed else Status(StatusCode.OK))
 
 
-def _branch(tracer: Tracer, trace_id: int, root: str, parent: OtelContext, branch: dict[str, Any],
-            transitions: list[dict[str, Any]], copy: str, content: bool) -> int:
+def _branch(tracer: Tracer, trace_id: int, root: str, parent: OtelContext, branch: TraceBranch,
+            transitions: list[Transition], copy: str, content: bool) -> int:
     """One branch (or one copy of a raced branch) and its model calls; returns the spans made."""
     if not transitions:
         return 0
@@ -210,7 +213,7 @@ def _branch(tracer: Tracer, trace_id: int, root: str, parent: OtelContext, branc
     return made
 
 
-def export_trace(trace: dict[str, Any], parent: OtelContext | None = None) -> int:
+def export_trace(trace: TraceRecord, parent: OtelContext | None = None) -> int:
     """Hand a stored trace to the exporter as spans; the number of spans made (0 when export is off).
     `parent`: the caller's context (its span becomes the run's parent), else the run is a trace of its own."""
     if not enabled() or not _sdk_installed():

@@ -17,6 +17,7 @@ from parallax.logic.timeline_svg import render_svg
 from parallax.runtime import settings as settings_mod
 from parallax.server.caller import MISSING_KEY, caller_of
 from parallax.server.openai_face import credentials, loopback
+from parallax.state.trace_record import as_trace
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -45,7 +46,7 @@ async def show(request: Request) -> Response:
         item = None
     if not item:
         return _error(404, f"no trace {trace_id!r} for tenant {tenant!r}: use the full trace id a run returned")
-    line = timeline({**item["value"], "trace_id": trace_id})
+    line = timeline(as_trace(item["value"], trace_id))
     if form == "json":
         return JSONResponse(line.as_dict())
     return Response(render_svg(line), media_type="image/svg+xml")

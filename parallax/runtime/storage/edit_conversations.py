@@ -6,13 +6,14 @@ See docs/internals/storage.md#records-kept-for-a-resume.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore
 
 from parallax.runtime.redaction import redact_value
 from parallax.runtime.storage.namespaces import check_tenant, edit_conversations_namespace
 from parallax.runtime.storage.store_calls import call_store
+from parallax.state.trace_record import EditConversation
 
 
 class EditConversations:
@@ -29,8 +30,8 @@ class EditConversations:
         await call_store(self.store, "put", self.namespace, key, redact_value(conversation), index=False)
         return key
 
-    async def load(self, key: str) -> dict[str, Any] | None:
+    async def load(self, key: str) -> EditConversation | None:
         if self.store is None:
             return None
         item = await call_store(self.store, "get", self.namespace, key)
-        return dict(item.value) if item is not None else None
+        return cast(EditConversation, dict(item.value)) if item is not None else None

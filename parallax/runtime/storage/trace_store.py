@@ -5,9 +5,10 @@ See docs/internals/storage.md#traces-and-dead-letters.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore
+from typing_extensions import TypedDict
 
 from parallax.runtime import lease_check
 from parallax.runtime.redaction import redact_value
@@ -16,6 +17,8 @@ from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.namespaces import NotFound, check_tenant, dead_letters_namespace, traces_namespace
 from parallax.runtime.storage.store_calls import call_store, scan
 from parallax.runtime.timestamps import now_iso
+from parallax.state.records import BranchRecordData
+from parallax.state.trace_record import DeadLetter, Outcome, TraceRecord, as_trace
 
 SHORT_PREFIX = 6
 """Fewest characters of a trace id that `get_trace` looks up as a prefix (tables show 8)."""
@@ -23,6 +26,13 @@ SHORT_PREFIX = 6
 
 SAME_END = ("answer", "status", "confidence", "mode", "votes")
 """What a trace written again must repeat for the first one to stand as the run's end."""
+
+
+class TraceOwner(TypedDict):
+    """The trace a dead letter names: a run's own, or the plan's that a task's run is part of."""
+
+    trace_id: str
+    tenant: str
 
 
 class TraceStore:
@@ -45,7 +55,7 @@ class TraceStore:
 
     # --- traces ----------------------------------------------------------------------
 
-    async def put_trace(self, trace: dict[str, Any]) -> bool:
+    async def put_trace(self, trace: TraceRecord) -> bool:
         """Write a run's trace (its end); False when it was not written because this run already ended with it.
 
         A trace is a run's last write: a takeover that runs the run's last step again (its first execution
@@ -66,16 +76,17 @@ class TraceStore:
         await self._call("put", namespace, trace["trace_id"], lease_check.stamped(record), index=False)
         return True
 
-    async def get_trace(self, trace_id: str) -> dict[str, Any]:
+    async def get_trace(self, trace_id: str) -> TraceRecord:
         """The trace with this id, or with this id's start (the short id tables show: at least SHORT_PREFIX
         characters, and only one trace of the tenant may start with it). A run started by a user below the tenant
         finds only that user's traces (server/ownership.py); its administrator's, every trace of the tenant."""
         user, admin = authenticated_user()
         trace = await self._get(traces_namespace(self.tenant), trace_id)
         if trace is not None and (admin or trace.get("user") == user):
-            return {**trace, "trace_id": trace_id}
+            return as_trace(trace, trace_id)
         if len(trace_id) >= SHORT_PREFIX:
-            found = [{**t, "trace_id": key} for key, t in (await self._scan(traces_namespace(self.tenant))).items()
+            scanned = await self._scan(traces_namespace(self.tenant))
+            found = [as_trace(t, key) for key, t in scanned.items()
                      if key.startswith(trace_id) and (admin or t.get("user") == user)]
             if len(found) == 1:
                 return found[0]
@@ -85,50 +96,57 @@ class TraceStore:
         raise NotFound(f"no trace {trace_id!r} for tenant {self.tenant!r}: "
                        f"use the trace id `parallax run` printed (and the same --tenant)")
 
-    async def traces(self) -> list[dict[str, Any]]:
+    async def traces(self) -> list[TraceRecord]:
         """Every trace of the tenant, oldest first."""
-        found = [{**t, "trace_id": key} for key, t in (await self._scan(traces_namespace(self.tenant))).items()]
+        scanned = await self._scan(traces_namespace(self.tenant))
+        found = [as_trace(t, key) for key, t in scanned.items()]
         return sorted(found, key=lambda t: (t.get("created_at", ""), t["trace_id"]))
 
-    async def add_feedback(self, trace_id: str, entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def add_feedback(self, trace_id: str, entry: dict[str, Any]
+                           ) -> tuple[TraceRecord, TraceRecord]:
         """Append a (redacted) feedback entry to a trace; (the trace before, the trace after).
         An unknown trace raises StoreError and writes nothing."""
         trace_id = (await self.get_trace(trace_id))["trace_id"]  # a short id names its whole one
         async with self.lock.hold(f"feedback/{self.tenant}/{trace_id}"):
             before = await self.get_trace(trace_id)
-            after = {**before, "feedback": [*before.get("feedback", []), redact_value({**entry, "at": now_iso()})]}
+            after = as_trace({**before, "feedback": [*before.get("feedback", []),
+                                                     redact_value({**entry, "at": now_iso()})]})
             await self._call("put", traces_namespace(self.tenant), trace_id, after, index=False)
             return before, after
 
-    async def set_outcome(self, trace_id: str, outcome: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def set_outcome(self, trace_id: str, outcome: Outcome
+                          ) -> tuple[TraceRecord, TraceRecord]:
         """Set a trace's `target`, `correct` and `scorer` (redacted); (the trace before, the trace after).
         An unknown trace raises StoreError and writes nothing."""
         trace_id = (await self.get_trace(trace_id))["trace_id"]  # a short id names its whole one
         async with self.lock.hold(f"feedback/{self.tenant}/{trace_id}"):
             before = await self.get_trace(trace_id)
-            after = {**before, **redact_value({k: outcome[k] for k in ("target", "correct", "scorer")})}
+            verdict = {k: outcome[k] for k in ("target", "correct", "scorer")}
+            after = as_trace({**before, **redact_value(verdict)})
             await self._call("put", traces_namespace(self.tenant), trace_id, after, index=False)
             return before, after
 
     # --- dead letters ------------------------------------------------------------------
 
-    async def put_dead_letter(self, letter: dict[str, Any]) -> None:
+    async def put_dead_letter(self, letter: DeadLetter) -> None:
         await lease_check.check_lease("dead letter write")
-        await self._call("put", dead_letters_namespace(self.tenant), letter["id"], lease_check.stamped(letter), index=False)
+        await self._call("put", dead_letters_namespace(self.tenant), letter["id"],
+                         lease_check.stamped(dict(letter)), index=False)
 
-    async def get_dead_letter(self, branch_id: str) -> dict[str, Any]:
+    async def get_dead_letter(self, branch_id: str) -> DeadLetter:
         letter = await self._get(dead_letters_namespace(self.tenant), branch_id)
         if letter is None:
             raise NotFound(f"no dead letter {branch_id!r} for tenant {self.tenant!r}: see `parallax dlq list`")
-        return letter
+        return cast(DeadLetter, letter)
 
-    async def dead_letters(self) -> list[dict[str, Any]]:
+    async def dead_letters(self) -> list[DeadLetter]:
         """Every dead letter of the tenant, oldest first."""
         found = await self._scan(dead_letters_namespace(self.tenant))
-        return sorted(found.values(), key=lambda d: (d["escalated_at"], d["id"]))
+        letters = cast(list[DeadLetter], list(found.values()))
+        return sorted(letters, key=lambda d: (d["escalated_at"], d["id"]))
 
 
-def dead_letter(record: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
+def dead_letter(record: BranchRecordData, trace: TraceOwner) -> DeadLetter:
     """The dead-letter entry of one escalated branch record."""
     return {"id": record["id"], "trace_id": trace["trace_id"], "tenant": trace["tenant"], "kind": record["kind"],
             "input": record.get("input"), "error": redact_value(record.get("error") or record["status"]),
