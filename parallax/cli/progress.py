@@ -1,4 +1,4 @@
-"""What `parallax run` shows on stderr while it works: branch counts, or its plan as a tree with live task status."""
+"""What `parallax run` shows while it works: branch counts, or its plan's tree with live status."""
 
 from __future__ import annotations
 
@@ -13,12 +13,20 @@ from parallax.cli.tables import elide
 if TYPE_CHECKING:
     from rich.status import Status
 
-STATUS_STYLE = {"PENDING": "dim", "RUNNING": "yellow", "DONE": "green", "NEEDS_REVIEW": "magenta", "FAILED": "red",
-                "SKIPPED": "red dim"}
+STATUS_STYLE = {
+    "PENDING": "dim",
+    "RUNNING": "yellow",
+    "DONE": "green",
+    "NEEDS_REVIEW": "magenta",
+    "FAILED": "red",
+    "SKIPPED": "red dim",
+}
 
 
-def plan_tree(plan: dict[str, Any], statuses: dict[int, dict[str, Any]], title: str = "plan") -> Tree:
-    """The plan as a tree: each task under the last of its dependencies, with its status (and why)."""
+def plan_tree(
+    plan: dict[str, Any], statuses: dict[int, dict[str, Any]], title: str = "plan"
+) -> Tree:
+    """The plan as a tree: each task under its last dependency, with its status (and why)."""
     from rich.markup import escape
 
     tree = Tree(f"[bold]{title}[/] ({plan.get('synthesis', 'concat')})")
@@ -27,10 +35,16 @@ def plan_tree(plan: dict[str, Any], statuses: dict[int, dict[str, Any]], title: 
         seen = statuses.get(task["id"], {})
         status = seen.get("status", "PENDING")
         deps = task.get("deps", [])
-        label = (f"[{STATUS_STYLE.get(status, '')}]{status}[/] {task['id']} {task.get('kind', 'solve')}: "
-                 f"{escape(elide(task['goal'], 70))}" + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
-                 + (f" [dim]- {escape(elide(seen['reason'], 80))}[/]" if seen.get("reason") and status in ("FAILED", "SKIPPED")
-                    else ""))
+        label = (
+            f"[{STATUS_STYLE.get(status, '')}]{status}[/] {task['id']} "
+            f"{task.get('kind', 'solve')}: {escape(elide(task['goal'], 70))}"
+            + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
+            + (
+                f" [dim]- {escape(elide(seen['reason'], 80))}[/]"
+                if seen.get("reason") and status in ("FAILED", "SKIPPED")
+                else ""
+            )
+        )
         known = [d for d in deps if d in nodes]
         parent = nodes[max(known)] if known else tree
         nodes[task["id"]] = parent.add(label)
@@ -48,16 +62,23 @@ class Progress:
 
     def update(self, node: str, update: dict[str, Any]) -> None:
         if node == "route":
-            err.print(f"route: [bold]{update['mode']}[/]" + (f" ({len(update['slices'])} slices)" if update["slices"] else ""))
+            err.print(
+                f"route: [bold]{update['mode']}[/]"
+                + (f" ({len(update['slices'])} slices)" if update["slices"] else "")
+            )
         if node == "make_plan" and update.get("plan"):
             self.plan, self.tasks, self.round = update["plan"], {}, update.get("round", self.round)
             self._redraw()
         from langgraph.types import Overwrite
 
         branches = update.get("branches") or []
-        for record in branches.value if isinstance(branches, Overwrite) else branches:  # route starts a run empty
+        for record in (
+            branches.value if isinstance(branches, Overwrite) else branches
+        ):  # route starts a run empty
             self.done += 1
-            self.status.update(f"{self.done} branches done (last: {record['kind']} {record['status']})")
+            self.status.update(
+                f"{self.done} branches done (last: {record['kind']} {record['status']})"
+            )
 
     def task(self, event: dict[str, Any]) -> None:
         if event.get("round", 0) == self.round:

@@ -9,8 +9,9 @@ from parallax.state.lifecycle import Lifecycle
 
 
 class Attempts:
-    """Counts a call's attempts and re-asks and moves its lifecycle: IN_PROGRESS as an attempt starts, TIMEOUT
-    or FAILED as one fails (the retry records RETRY), FAILED then RETRY for a reply that is re-asked."""
+    """Counts a call's attempts and re-asks and moves its lifecycle: IN_PROGRESS as an attempt
+    starts, TIMEOUT or FAILED as one fails (the retry records RETRY), FAILED then RETRY for a
+    reply that is re-asked."""
 
     def __init__(self, life: Lifecycle) -> None:
         self.life = life

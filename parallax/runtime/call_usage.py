@@ -9,13 +9,15 @@ TOKEN_KEYS = ("prompt", "completion", "total", "cached_tokens")
 
 
 def no_tokens() -> dict[str, int]:
-    """A branch's token counts before its first call; `cached_tokens` are the prompt tokens the endpoint
-    read from its prefix cache (`usage.prompt_tokens_details.cached_tokens`), part of `prompt`."""
+    """A branch's token counts before its first call; `cached_tokens` are the prompt tokens the
+    endpoint read from its prefix cache (`usage.prompt_tokens_details.cached_tokens`), part of
+    `prompt`."""
     return {"prompt": 0, "completion": 0, "total": 0, "cached_tokens": 0}
 
 
 def usage_sum(replies: list[AIMessage]) -> dict[str, int]:
-    """The summed `usage_metadata` of a request's replies (each choice carries its share: runtime/wave_request.py)."""
+    """The summed `usage_metadata` of a request's replies (each choice carries its share:
+    runtime/wave_request.py)."""
     total = no_tokens()
     for reply in replies:
         add_usage(total, reply)
@@ -23,12 +25,20 @@ def usage_sum(replies: list[AIMessage]) -> dict[str, int]:
 
 
 def length_usage(exc: openai.LengthFinishReasonError) -> dict[str, int]:
-    """What a reply cut at the token limit cost: openai's error carries the completion and its usage."""
+    """What a reply cut at the token limit cost: openai's error carries the completion and its
+    usage."""
     usage = getattr(exc.completion, "usage", None)
-    prompt, completion = getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0
+    prompt, completion = (
+        getattr(usage, "prompt_tokens", 0) or 0,
+        getattr(usage, "completion_tokens", 0) or 0,
+    )
     details = getattr(usage, "prompt_tokens_details", None)
-    return {"prompt": prompt, "completion": completion, "total": getattr(usage, "total_tokens", 0) or prompt + completion,
-            "cached_tokens": getattr(details, "cached_tokens", 0) or 0}
+    return {
+        "prompt": prompt,
+        "completion": completion,
+        "total": getattr(usage, "total_tokens", 0) or prompt + completion,
+        "cached_tokens": getattr(details, "cached_tokens", 0) or 0,
+    }
 
 
 def add_usage(tokens: dict[str, int], message: AIMessage) -> None:

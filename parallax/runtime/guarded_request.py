@@ -1,4 +1,4 @@
-"""One HTTP request of a model call under its endpoint's breaker, a connection slot, the run's lease and a timeout."""
+"""One model request under its endpoint's breaker, a connection slot, the run's lease, a timeout."""
 
 from __future__ import annotations
 
@@ -17,20 +17,23 @@ from parallax.runtime.retry import TRANSIENT_ERRORS
 R = TypeVar("R")
 
 
-async def guarded(endpoint: Endpoint, timeout_s: float, send: Callable[[], Awaitable[R]],
-                  attempt: Attempts | None) -> R:
+async def guarded(
+    endpoint: Endpoint, timeout_s: float, send: Callable[[], Awaitable[R]], attempt: Attempts | None
+) -> R:
     """`send()` under the endpoint's breaker, connection slot, lease and `timeout_s`.
 
     Args:
-        attempt: the attempts it begins one of (None: it begins none, as a seat whose wave's request gave it no
-            choice is already in one).
+        attempt: the attempts it begins one of (None: it begins none, as a seat whose wave's
+            request gave it no choice is already in one).
     """
     breaker = endpoint.breaker
     # an open circuit: wait for its probe if it comes back within this attempt's deadline
     probe = await breaker.admit(breaker.clock() + timeout_s)
     slots = endpoint_slot(endpoint.base_url)
     async with slots:  # waiting for a slot is ours, not the endpoint's: outside the timeout
-        await check_lease("model call")  # a run that lost its lease calls nothing (runtime/lease_check.py)
+        await check_lease(
+            "model call"
+        )  # a run that lost its lease calls nothing (runtime/lease_check.py)
         if attempt is not None:
             attempt.start()
         try:

@@ -1,5 +1,8 @@
-"""A model request held against its run's budgets (runtime/request_budget.py): its worst case reserved before it
-is sent, the request shrunk to fit, its spend settled when it returns."""
+"""A model request held against its run's budgets: reserved at its worst case, shrunk, settled.
+
+Its worst case is reserved before it is sent (runtime/request_budget.py), the request shrunk to
+fit what is left, and its spend settled when it returns.
+"""
 
 from __future__ import annotations
 
@@ -25,11 +28,18 @@ from parallax.runtime.request_budget import (
 R = TypeVar("R")
 
 
-async def prompt_tokens(endpoint: Endpoint, conversation: list[BaseMessage], call: CallFormat) -> tuple[int, str]:
+async def prompt_tokens(
+    endpoint: Endpoint, conversation: list[BaseMessage], call: CallFormat
+) -> tuple[int, str]:
     """The prompt's tokens as a budget counts them, and how they were counted."""
     base_url = endpoint.base_url
-    counter = (endpoint.services.counter_for(str(base_url or ""), endpoint.model_name, endpoint.settings.api_key)
-               if base_url else None)
+    counter = (
+        endpoint.services.counter_for(
+            str(base_url or ""), endpoint.model_name, endpoint.settings.api_key
+        )
+        if base_url
+        else None
+    )
     if not budgeted():  # only counters of what was spent: nothing to hold, nothing to count first
         return 0, "none"
     if counter is not None:
@@ -41,12 +51,18 @@ async def prompt_tokens(endpoint: Endpoint, conversation: list[BaseMessage], cal
     return estimate(as_dicts(conversation)), "estimate"
 
 
-async def held(endpoint: Endpoint, call: CallFormat, conversation: list[BaseMessage], choices: int,
-               owners: list[str], send: Callable[[int, dict[str, Any]], Awaitable[R]],
-               usage: Callable[[R], dict[str, int]]) -> R:
-    """`send(choices, call arguments)` held against the budgets of this request's run: its worst case reserved
-    first (the prompt counted, `max_tokens` per choice), the request shrunk to fit; its spend settled when it
-    returns. BudgetRefused when nothing fits.
+async def held(
+    endpoint: Endpoint,
+    call: CallFormat,
+    conversation: list[BaseMessage],
+    choices: int,
+    owners: list[str],
+    send: Callable[[int, dict[str, Any]], Awaitable[R]],
+    usage: Callable[[R], dict[str, int]],
+) -> R:
+    """`send(choices, call arguments)` held against the budgets of this request's run: its worst
+    case reserved first (the prompt counted, `max_tokens` per choice), the request shrunk to fit;
+    its spend settled when it returns. BudgetRefused when nothing fits.
 
     Args:
         owners: the branches whose records will carry the request's spend.
@@ -63,14 +79,20 @@ async def held(endpoint: Endpoint, call: CallFormat, conversation: list[BaseMess
         result = await send(granted, call.capped(cap))
     except openai.LengthFinishReasonError as exc:
         settle(hold, length_usage(exc), price, model_name)
-        if cap < call.max_tokens:  # cut at the cap the budget lowered: the budget's doing, and said so
-            raise BudgetRefused(f"budget reached: the reply was cut at {cap} tokens, all that was left of "
-                                f"{hold_text(hold)}") from exc
+        if (
+            cap < call.max_tokens
+        ):  # cut at the cap the budget lowered: the budget's doing, and said so
+            raise BudgetRefused(
+                f"budget reached: the reply was cut at {cap} tokens, all that was left of "
+                f"{hold_text(hold)}"
+            ) from exc
         raise
     except openai.APIStatusError:  # answered with an error: nothing billed
         settle(hold, None, price, model_name)
         raise
-    except BaseException:  # cancelled, timed out, the connection lost: it may be billed all the same
+    except (
+        BaseException
+    ):  # cancelled, timed out, the connection lost: it may be billed all the same
         keep_worst(hold, model_name)
         raise
     spent = usage(result)
