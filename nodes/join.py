@@ -31,8 +31,8 @@ from parallax.state.plan import FINISHED, Plan, PlanState
 
 
 class _Calls:
-    """The joiner's own model calls (a judge per board conflict, the synthesis' combines), each left unasked once
-    the run's budget is reached (`stops` says so)."""
+    """The joiner's own model calls (a judge per board conflict, the synthesis' combines), each
+    left unasked once the run's budget is reached (`stops` says so)."""
 
     def __init__(self, state: PlanState, ctx: Context, budget: RunBudget | None) -> None:
         self.state, self.ctx, self.budget = state, ctx, budget
@@ -50,32 +50,51 @@ class _Calls:
         return stop is not None
 
     def identity(self, kind: str) -> dict[str, Any]:
-        return {"id": f"{kind}-{uuid.uuid4().hex[:8]}", "parent_id": self.state["trace_id"], "kind": kind}
+        return {
+            "id": f"{kind}-{uuid.uuid4().hex[:8]}",
+            "parent_id": self.state["trace_id"],
+            "kind": kind,
+        }
 
     async def combine(self, first: str, second: str) -> str | None:
         if self.refused("a combine call"):
             return None
         ctx = self.ctx
         with holding(self.budget):
-            record, reply = await call_branch(self.identity("combine"),
-                                              combine_messages(self.state["request"], first, second),
-                                              Answer, ctx, model=ctx.reviewer_model, temperature=0.0)
+            record, reply = await call_branch(
+                self.identity("combine"),
+                combine_messages(self.state["request"], first, second),
+                Answer,
+                ctx,
+                model=ctx.reviewer_model,
+                temperature=0.0,
+            )
         self.calls.append(record.model_dump())
         return None if reply is None else reply.answer
 
     async def judge(self, key: str, entry: dict[str, Any]) -> dict[str, Any] | None:
-        """The board key's conflict resolved by a judge ({value, by, reason}); None when it stays unresolved."""
+        """The board key's conflict resolved by a judge ({value, by, reason}); None when it stays
+        unresolved."""
         candidates = [str(e["value"]) for e in entry["entries"]]
         if self.refused(f"the judge of board key {key}"):
             return None
         asked = judge_messages(self.state["request"], f"board key {key}", candidates)
         ctx = self.ctx
         with holding(self.budget):
-            record, decision = await call_branch(self.identity("judge"), asked,
-                                                 judge_reply(tuple(dict.fromkeys(candidates))),
-                                                 ctx, model=ctx.reviewer_model, temperature=0.0)
+            record, decision = await call_branch(
+                self.identity("judge"),
+                asked,
+                judge_reply(tuple(dict.fromkeys(candidates))),
+                ctx,
+                model=ctx.reviewer_model,
+                temperature=0.0,
+            )
         self.calls.append(record.model_dump())
-        chosen = [c for c in candidates if decision and normalize_answer(c) == normalize_answer(decision.choice)]
+        chosen = [
+            c
+            for c in candidates
+            if decision and normalize_answer(c) == normalize_answer(decision.choice)
+        ]
         if chosen and decision is not None:
             return {"value": chosen[0], "by": record.id, "reason": decision.reason}
         return None
@@ -106,27 +125,51 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
     records = {r["id"]: r for r in state.get("tasks", []) if r["round"] == state["round"]}
     budget = run_tally(services_of(ctx), state)
     calls = _Calls(state, ctx, budget)
-    replan = should_replan(plan, records, state.get("max_replans", 1) - state["round"], state.get("stop", ""))
+    replan = should_replan(
+        plan, records, state.get("max_replans", 1) - state["round"], state.get("stop", "")
+    )
     if replan and budget is not None and (stop := budget.reached()):
         calls.stops.append(f"{stop}: no replan ({replan})")
     elif replan:
         return {"decision": "replan", "reason": replan}
     board_update, unresolved = await _resolve_board(calls, state.get("board") or {})
-    results = {t.id: records[t.id].get("output") if records.get(t.id, {}).get("status") in FINISHED else None
-               for t in plan.tasks}
+    results = {
+        t.id: records[t.id].get("output")
+        if records.get(t.id, {}).get("status") in FINISHED
+        else None
+        for t in plan.tasks
+    }
     synthesis = await synthesise(plan, results, calls.combine)
-    verification = {**(state.get("verification") or {}),
-                    "rules": {"required_missing": [t.id for t in plan.tasks if not t.optional
-                                                   and records.get(t.id, {}).get("status") not in FINISHED],
-                              "synthesis": plan.synthesis, "settled": synthesis.settled, "vote": synthesis.quorum,
-                              "board_conflicts_unresolved": unresolved}}
+    verification = {
+        **(state.get("verification") or {}),
+        "rules": {
+            "required_missing": [
+                t.id
+                for t in plan.tasks
+                if not t.optional and records.get(t.id, {}).get("status") not in FINISHED
+            ],
+            "synthesis": plan.synthesis,
+            "settled": synthesis.settled,
+            "vote": synthesis.quorum,
+            "board_conflicts_unresolved": unresolved,
+        },
+    }
     status, confidence, reasons = plan_status(plan, records, synthesis, verification, unresolved)
     if state.get("stop"):
         reasons.append(state["stop"])
     stops = calls.stops
     if stops:
         reasons.insert(0, stops[0])
-    return {"decision": "finish", "answer": synthesis.answer, "status": status, "confidence": confidence,
-            "vote_counts": synthesis.votes, "reason": "; ".join(reasons)[:1000], "verification": verification,
-            "branches": calls.calls, "board": board_update, **({"budget_stop": stops[0]} if stops else {}),
-            "failed_branches": _failed_branches(records)}
+    return {
+        "decision": "finish",
+        "answer": synthesis.answer,
+        "status": status,
+        "confidence": confidence,
+        "vote_counts": synthesis.votes,
+        "reason": "; ".join(reasons)[:1000],
+        "verification": verification,
+        "branches": calls.calls,
+        "board": board_update,
+        **({"budget_stop": stops[0]} if stops else {}),
+        "failed_branches": _failed_branches(records),
+    }

@@ -93,10 +93,15 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
             "reason": "; ".join(x for x in (why, choice.reason, partial) if x)}
 
 
-async def _choose(state: SolveState, ctx: Context, candidates: list[dict[str, Any]], checked: bool,
-                  judged: list[dict[str, Any]]) -> Pick:
-    """The first candidate that passed its check, else the judges' tournament among those that answered (their
-    records added to `judged`); no winner when none answered."""
+async def _choose(
+    state: SolveState,
+    ctx: Context,
+    candidates: list[dict[str, Any]],
+    checked: bool,
+    judged: list[dict[str, Any]],
+) -> Pick:
+    """The first candidate that passed its check, else the judges' tournament among those that
+    answered (their records added to `judged`); no winner when none answered."""
     ok = [c for c in candidates if c["status"] == "ok"]
     if checked:
         return pick_checked(candidates)
@@ -105,17 +110,38 @@ async def _choose(state: SolveState, ctx: Context, candidates: list[dict[str, An
     return Pick(None, "failed", 0.0, "")
 
 
-def _no_winner(choice: Pick, candidates: list[dict[str, Any]], failed: list[str],
-               judged: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run's end without a winner: needs review when the budget let none ask, else failed with the errors."""
-    refused = [str(c.get("error")) for c in candidates if c.get("cause") == BUDGET_CAUSE and c.get("error")]
+def _no_winner(
+    choice: Pick, candidates: list[dict[str, Any]], failed: list[str], judged: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The run's end without a winner: needs review when the budget let none ask, else failed
+    with the errors."""
+    refused = [
+        str(c.get("error")) for c in candidates if c.get("cause") == BUDGET_CAUSE and c.get("error")
+    ]
     if refused and not failed:  # the budget let none ask: nothing failed, nothing to show
-        return {"status": "needs_review", "answer": "", "confidence": 0.0, "failed_branches": [], "vote_counts": {},
-                "consensus": False, "branches": judged, "reason": refused[0]}
-    errors = "; ".join(sorted({c.get("error") or c["status"] for c in candidates if c["status"] != "ok"}))[:500]
-    return {"status": "failed", "answer": "", "confidence": 0.0, "failed_branches": failed, "vote_counts": {},
-            "consensus": False, "branches": judged,
-            "reason": choice.reason or f"all {len(candidates)} candidates failed: {errors}"}
+        return {
+            "status": "needs_review",
+            "answer": "",
+            "confidence": 0.0,
+            "failed_branches": [],
+            "vote_counts": {},
+            "consensus": False,
+            "branches": judged,
+            "reason": refused[0],
+        }
+    errors = "; ".join(
+        sorted({c.get("error") or c["status"] for c in candidates if c["status"] != "ok"})
+    )[:500]
+    return {
+        "status": "failed",
+        "answer": "",
+        "confidence": 0.0,
+        "failed_branches": failed,
+        "vote_counts": {},
+        "consensus": False,
+        "branches": judged,
+        "reason": choice.reason or f"all {len(candidates)} candidates failed: {errors}",
+    }
 
 
 def _with_result(record: dict[str, Any], choice: Pick) -> dict[str, Any]:

@@ -40,7 +40,8 @@ class InvalidLearnInput(ValueError):
 async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """Validate the input, plan the batches, and measure the head on the validation sample with `solve`."""
     ctx = context_of(runtime)
-    settings = validate_learn_input(state)  # its definition's bounds (epochs, batch, tasks, ...): no caller skips them
+    # its definition's bounds (epochs, batch, tasks, ...), here too: no caller skips them
+    settings = validate_learn_input(state)
     from_traces, tasks = bool(state.get("from_traces")), cast(list[dict[str, Any]], state.get("tasks") or [])
     limit, lease_s = settings["limit"], settings["lease_s"]
     cut = not from_traces and limit is not None and limit < len(tasks)
@@ -54,11 +55,13 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     found: dict[str, Any] = {}
     replay: list[dict[str, Any]] = []
     if from_traces:  # its `since` is valid: validate_learn_input parsed it
-        tasks, replay, found = await claim_traces(runtime.store, tenant, name, run_id, state.get("since"), limit,
-                                                  float(lease_s), settings["val_size"])
+        tasks, replay, found = await claim_traces(runtime.store, tenant, name, run_id,
+                                                  state.get("since"), limit, float(lease_s),
+                                                  settings["val_size"])
     elif cut:
         tasks = tasks[:limit]
-    sample = validation_sample(state) if not from_traces or state.get("val_tasks") else replay[: settings["val_size"]]
+    own_sample = not from_traces or state.get("val_tasks")
+    sample = validation_sample(state) if own_sample else replay[: settings["val_size"]]
     accuracy, results = None, {}
     own = Purse()
     progress = runtime.stream_writer  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise

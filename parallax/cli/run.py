@@ -61,7 +61,8 @@ RUN_OPTIONS = {"votes": "--votes", "min_votes": "--min-votes", "candidates": "--
                "playbook": "--playbook", "tenant": "--tenant", "target": "--target", "test_command": "--test-command",
                "question": "--question", "context.max_concurrency": "--concurrency", "context.early_stop": "--early-stop"}
 """The option of `run` (and `resume`) that sets each input field or run setting a refusal may name."""
-OPTION_NAMES = {**RUN_OPTIONS, "mode": "--mode", "check": "--check", "repo": "--repo", "schema": "--schema"}
+OPTION_NAMES = {**RUN_OPTIONS, "mode": "--mode", "check": "--check", "repo": "--repo",
+                "schema": "--schema"}
 """How `run` names each option a refusal of logic/run_options.py names."""
 OUTPUT_KEYS = {"solve": tuple(SolveOutput.__annotations__), "plan": tuple(PlanOutput.__annotations__)}
 GRAPH_KEY = "parallax_graph"
@@ -241,7 +242,12 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
-    from parallax.logic.run_options import RunOptions, check_options, check_schema_options, graph_input
+    from parallax.logic.run_options import (
+        RunOptions,
+        check_options,
+        check_schema_options,
+        graph_input,
+    )
 
     use_endpoint(cli, model, base_url)
 
@@ -256,8 +262,9 @@ def run(
         with refusals():
             check_schema_options(mode, repo, OPTION_NAMES)
         output_schema = load_schema(schema)
-    options = RunOptions(task, question, mode, votes, red_team, playbook, tenant, pages, min_votes, candidates, check,
-                         check_file, repo, test_command, max_replans, target, max_cost, max_tokens, output_schema)
+    options = RunOptions(task, question, mode, votes, red_team, playbook, tenant, pages, min_votes,
+                         candidates, check, check_file, repo, test_command, max_replans, target,
+                         max_cost, max_tokens, output_schema)
     with refusals():
         name, payload = graph_input(options, OPTION_NAMES)
     context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
@@ -301,62 +308,94 @@ def _print_result(result: dict[str, Any]) -> None:
     else:
         console.print(branch_table(result.get("branches", [])))
     _print_votes(console, result)
-    guess = result.get("status") == "needs_review" and result.get("data") is None and bool(result.get("answer"))
+    guess = (
+        result.get("status") == "needs_review"
+        and result.get("data") is None
+        and bool(result.get("answer"))
+    )
     _print_status(console, result, guess)
     _print_answer(console, result, guess)
 
 
 def _print_plan(console: Console, result: dict[str, Any]) -> None:
     """The last round's plan as a tree, then what its verification found and what was merged."""
-    statuses = {t["id"]: t for t in result.get("tasks", []) if t["round"] == max(r["round"] for r in result["tasks"])}
+    statuses = {
+        t["id"]: t
+        for t in result.get("tasks", [])
+        if t["round"] == max(r["round"] for r in result["tasks"])
+    }
     console.print(plan_tree(result["plan"], statuses))
     layers = result.get("verification") or {}
     facts, semantics = layers.get("facts") or {}, layers.get("semantics") or {}
     if facts.get("checked"):
-        console.print(f"facts: {facts['verified']} of {facts['checked']} findings quote their source", highlight=False)
+        console.print(
+            f"facts: {facts['verified']} of {facts['checked']} findings quote their source",
+            highlight=False,
+        )
     if semantics.get("flagged"):
-        console.print(f"semantics: {len(semantics['flagged'])} contradicting pair(s) of findings", highlight=False)
+        console.print(
+            f"semantics: {len(semantics['flagged'])} contradicting pair(s) of findings",
+            highlight=False,
+        )
     merge = layers.get("merge")
     if merge:
-        console.print(f"merged into {merge['integration_branch']}: tasks {merge['merged'] or 'none'}; "
-                      f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}", highlight=False)
+        console.print(
+            f"merged into {merge['integration_branch']}: tasks {merge['merged'] or 'none'}; "
+            f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}",
+            highlight=False,
+        )
 
 
 def _print_votes(console: Console, result: dict[str, Any]) -> None:
-    """How the answer was chosen: the speculation's candidates, the votes asked and counted, the red team's word."""
+    """How the answer was chosen: the speculation's candidates, the votes asked and counted, the
+    red team's word."""
     speculation = (result.get("verification") or {}).get("speculation")
     if speculation:
         from parallax.cli.trace import speculation_table
 
         console.print(speculation_table(speculation))
     if result.get("votes_asked"):
-        stop = f" ({result['stop_reason']})" if result.get("stop_reason") else ""  # "(the most allowed)", ...
+        stop = (
+            f" ({result['stop_reason']})" if result.get("stop_reason") else ""
+        )  # "(the most allowed)", ...
         console.print(f"votes asked: {result['votes_asked']}{stop}", highlight=False)
     if result.get("vote_counts"):
-        shown = (f"{elide(k, 40) if len(k) > 40 else repr(k)}: {v}" for k, v in result["vote_counts"].items())
+        shown = (
+            f"{elide(k, 40) if len(k) > 40 else repr(k)}: {v}"
+            for k, v in result["vote_counts"].items()
+        )
         console.print("votes: " + ", ".join(shown), highlight=False)
     if result.get("objection"):
         console.print(f"red team: {result['objection']}")
 
 
 def _print_status(console: Console, result: dict[str, Any], guess: bool) -> None:
-    """The run's status and confidence (and why, unless the answer is a leading guess), trace, spend and thread."""
-    console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
-                  + (f" - {result['reason']}" if result.get("reason") and not guess else ""))
+    """The run's status, confidence and why (unless a leading guess), trace, spend and thread."""
+    console.print(
+        f"[bold]{result.get('status')}[/] ({result.get('mode')}, "
+        f"confidence {result.get('confidence')})"
+        + (f" - {result['reason']}" if result.get("reason") and not guess else "")
+    )
     console.print(f"trace {result.get('trace_id')}", highlight=False)
     if result.get("spend"):
-        console.print(f"spent {result['spend']['tokens']} tokens, {cost_text(result['spend'])}", highlight=False)
+        console.print(
+            f"spent {result['spend']['tokens']} tokens, {cost_text(result['spend'])}",
+            highlight=False,
+        )
     console.print(f"thread {result['thread_id']}  playbook v{result.get('playbook_version')}", highlight=False)
 
 
 def _print_answer(console: Console, result: dict[str, Any], guess: bool) -> None:
-    """The answer: its data and how much of it is verified, a leading guess said as one, or the text."""
+    """The answer: its data and what of it is verified, a leading guess said as one, or its text."""
     if result.get("data") is not None:
         console.print_json(data=result["data"])
         provenance = result.get("provenance") or []
         verified = sum(1 for p in provenance if p.get("verified"))
-        console.print(f"provenance: {verified} of {len(provenance)} values verified (--json lists each, with its quote "
-                      "and page)", highlight=False)
+        console.print(
+            f"provenance: {verified} of {len(provenance)} values verified (--json lists each, "
+            "with its quote and page)",
+            highlight=False,
+        )
     elif guess:
         console.print(leading_guess(result), highlight=False)
     else:

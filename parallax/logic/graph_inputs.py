@@ -30,7 +30,8 @@ RULE_DEFAULTS: dict[str, Any] = {"error_rate": 0.05, "margin": 0.05, "min_runs":
 """A canary's decision rule when the input leaves it out (logic/release_decision.py)."""
 LOOP_DEFAULTS: dict[str, Any] = {"limit": 200, "share": 10.0, **RULE_DEFAULTS, "lease_s": LEASE_S}
 """A loop round's settings when the input leaves them out."""
-LEARN_DEFAULTS: dict[str, Any] = {"epochs": 1, "batch": 8, "val_size": 50, "lease_s": LEASE_S, "limit": None}
+LEARN_DEFAULTS: dict[str, Any] = {"epochs": 1, "batch": 8, "val_size": 50, "lease_s": LEASE_S,
+                                  "limit": None}
 """A learn run's settings when the input leaves them out."""
 RULE_FIELDS = {"error rate": "error_rate", "margin": "margin", "min runs": "min_runs", "canary share": "share"}
 """The field a refusal of logic/release_decision.py is about, by the words it starts with."""
@@ -57,8 +58,8 @@ def _rule(given: Mapping[str, Any], share: str, whole: bool) -> None:
 
 
 def validate_learn_input(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A learn run's settings (the input's, else LEARN_DEFAULTS), or InvalidInput for a learn input that cannot run
-    (nodes/schedule.py `start` and every face run it)."""
+    """A learn run's settings (the input's, else LEARN_DEFAULTS), or InvalidInput for a learn input
+    that cannot run (nodes/schedule.py `start` and every face run it)."""
     given = caller_input(LearnInput, state)
     check_typed(LearnInput, given)
     from_traces, tasks = bool(state.get("from_traces")), state.get("tasks") or []

@@ -86,7 +86,8 @@ def problems(plan: Plan, limits: PlanLimits) -> list[str]:
 
 
 def _reference_problems(task: PlanTask, known: set[int]) -> list[str]:
-    """A task's dependencies and `$N` placeholders that name no task, itself, or a task it does not wait for."""
+    """A task's dependencies and `$N` placeholders that name no task, itself, or a task it does
+    not wait for."""
     name, found = f"task {task.id}", []
     if task.id in task.deps:
         found.append(f"{name} depends on itself")
@@ -101,8 +102,8 @@ def _reference_problems(task: PlanTask, known: set[int]) -> list[str]:
 
 
 def _kind_problems(task: PlanTask, limits: PlanLimits) -> list[str]:
-    """What a task of its kind needs: an edit task a repository and files inside it, a tool task a known tool,
-    a section task a document."""
+    """What a task of its kind needs: an edit task a repository and files inside it, a tool task
+    a known tool, a section task a document."""
     name, found = f"task {task.id}", []
     if task.kind == "edit":
         if not limits.has_repo:
@@ -115,19 +116,25 @@ def _kind_problems(task: PlanTask, limits: PlanLimits) -> list[str]:
     if task.kind == "tool" and task.inputs.get("tool") not in TOOLS:
         found.append(f"{name} is a tool task: set inputs.tool to one of {', '.join(TOOLS)}")
     if task.kind == "section" and not (limits.has_document or task.inputs.get("document")):
-        found.append(f"{name} reads a document in sections, but the run has none: use kind solve, "
-                     f"or give a document (--input-file with --question)")
+        found.append(
+            f"{name} reads a document in sections, but the run has none: use kind solve, "
+            f"or give a document (--input-file with --question)"
+        )
     return found
 
 
 def _synthesis_problems(plan: Plan, known: set[int]) -> list[str]:
-    """What the plan's synthesis needs: an assembly a template naming known tasks, a vote two outputs."""
+    """What the plan's synthesis needs: an assembly a template naming known tasks, a vote two
+    outputs."""
     found = []
     if plan.synthesis == "assembly":
         if not plan.template.strip():
             found.append("assembly needs a template with ${N} where task N's result goes")
-        found += [f"the template uses ${ref}, but there is no task {ref}"
-                  for ref in dict.fromkeys(placeholders(plan.template)) if ref not in known]
+        found += [
+            f"the template uses ${ref}, but there is no task {ref}"
+            for ref in dict.fromkeys(placeholders(plan.template))
+            if ref not in known
+        ]
     if plan.synthesis == "vote" and len(plan.output_ids()) < 2:
         found.append("vote synthesis needs at least two output tasks answering the same question")
     return found

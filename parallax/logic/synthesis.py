@@ -77,10 +77,20 @@ async def synthesise(plan: Plan, results: dict[int, str | None], combine: Combin
 
 
 def _assembled(plan: Plan, results: dict[int, str | None]) -> Synthesis:
-    """The template with each `${N}` replaced by task N's result (a missing one said in its place)."""
-    filled = PLACEHOLDER.sub(lambda m: str(results.get(int(m.group(1) or m.group(2)))
-                                           or f"[missing: task {m.group(1) or m.group(2)}]"), plan.template)
-    gaps = [i for i in dict.fromkeys(int(a or b) for a, b in PLACEHOLDER.findall(plan.template)) if results.get(i) is None]
+    """The template with each `${N}` replaced by task N's result (a missing one said in its
+    place)."""
+    filled = PLACEHOLDER.sub(
+        lambda m: str(
+            results.get(int(m.group(1) or m.group(2)))
+            or f"[missing: task {m.group(1) or m.group(2)}]"
+        ),
+        plan.template,
+    )
+    gaps = [
+        i
+        for i in dict.fromkeys(int(a or b) for a, b in PLACEHOLDER.findall(plan.template))
+        if results.get(i) is None
+    ]
     return Synthesis(filled.strip(), not gaps, _missing_note(gaps))
 
 
@@ -89,7 +99,12 @@ def _voted(plan: Plan, present: list[tuple[int, str]], asked: int, note: str) ->
     valid = len(present)
     winner, votes = tally([text for _, text in present], quorum(asked, plan.min_votes))
     shortfall = quorum_shortfall(valid, asked, plan.min_votes)
-    rule = {"quorum": quorum(asked, plan.min_votes), "valid_votes": valid, "asked": asked, "quorum_met": not shortfall}
+    rule = {
+        "quorum": quorum(asked, plan.min_votes),
+        "valid_votes": valid,
+        "asked": asked,
+        "quorum_met": not shortfall,
+    }
     if shortfall or winner is None:
         why = shortfall or f"no answer reached {quorum(asked, plan.min_votes)} of {asked} votes"
         return Synthesis("", False, "; ".join(x for x in (why, note) if x), votes, rule)

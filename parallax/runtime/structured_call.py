@@ -29,7 +29,14 @@ from parallax.runtime import linear_regex
 from parallax.runtime.call_attempts import Attempts
 from parallax.runtime.call_errors import BranchError as BranchError
 from parallax.runtime.call_errors import branch_error
-from parallax.runtime.call_setup import CallFormat, CallLimits, Endpoint, call_format, open_endpoint, trace_config
+from parallax.runtime.call_setup import (
+    CallFormat,
+    CallLimits,
+    Endpoint,
+    call_format,
+    open_endpoint,
+    trace_config,
+)
 from parallax.runtime.call_setup import response_format as response_format
 from parallax.runtime.call_usage import add_usage as add_usage
 from parallax.runtime.call_usage import no_tokens as no_tokens
@@ -101,12 +108,21 @@ def _one_usage(reply: AIMessage) -> dict[str, int]:
 
 
 class StructuredCall:
-    """One branch's conversation with its endpoint: each attempt's request (its own, or its choice of its wave's one
-    request with `n`), the replies' tokens, and the re-asks that follow an invalid reply."""
+    """One branch's conversation with its endpoint: each attempt's request (its own, or its
+    choice of its wave's one request with `n`), the replies' tokens, and the re-asks that follow
+    an invalid reply."""
 
-    def __init__(self, endpoint: Endpoint, call: CallFormat, config: RunnableConfig | None, limits: CallLimits,
-                 conversation: list[BaseMessage], attempts: Attempts, owner: str | None = None,
-                 seat: Seat | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        call: CallFormat,
+        config: RunnableConfig | None,
+        limits: CallLimits,
+        conversation: list[BaseMessage],
+        attempts: Attempts,
+        owner: str | None = None,
+        seat: Seat | None = None,
+    ) -> None:
         self.endpoint, self.call, self.config, self.limits = endpoint, call, config, limits
         self.conversation, self.attempts, self.owner = conversation, attempts, owner
         self.tokens = no_tokens()
@@ -114,33 +130,54 @@ class StructuredCall:
         self.seat = seat if seat is not None and endpoint.base_url else None
 
     def _single(self, choices: int, kwargs: dict[str, Any]) -> Awaitable[AIMessage]:
-        return cast(Awaitable[AIMessage], self.endpoint.llm.ainvoke(self.conversation, self.config, **kwargs))
+        return cast(
+            Awaitable[AIMessage],
+            self.endpoint.llm.ainvoke(self.conversation, self.config, **kwargs),
+        )
 
     def alone(self, starting: bool = True) -> Awaitable[AIMessage]:
-        """This attempt's own request (one choice), held against the run's budgets; `starting`: it begins an
-        attempt (a seat whose wave's request gave it no choice is already in one)."""
+        """This attempt's own request (one choice), held against the run's budgets; `starting`:
+        it begins an attempt (a seat whose wave's request gave it no choice is already in one)."""
         owners = [self.owner] if self.owner else []
-        return guarded(self.endpoint, self.limits.timeout_s,
-                       lambda: held(self.endpoint, self.call, self.conversation, 1, owners, self._single, _one_usage),
-                       self.attempts if starting else None)
+        return guarded(
+            self.endpoint,
+            self.limits.timeout_s,
+            lambda: held(
+                self.endpoint, self.call, self.conversation, 1, owners, self._single, _one_usage
+            ),
+            self.attempts if starting else None,
+        )
 
     async def _choices(self, granted: int, kwargs: dict[str, Any]) -> list[AIMessage]:
-        """The conversation asked once for `granted` choices, each choice with its share of the usage."""
+        """The conversation asked once for `granted` choices, each choice with its share of the
+        usage."""
         config = self.config or {}
-        result = await self.endpoint.llm.agenerate([self.conversation], callbacks=config.get("callbacks"),
-                                                   tags=config.get("tags"), metadata=config.get("metadata"),
-                                                   run_name=config.get("run_name"),
-                                                   **{**({"n": granted} if granted > 1 else {}), **kwargs})
-        replies = [cast(AIMessage, g.message) for g in result.generations[0] if isinstance(g, ChatGeneration)]
+        result = await self.endpoint.llm.agenerate(
+            [self.conversation],
+            callbacks=config.get("callbacks"),
+            tags=config.get("tags"),
+            metadata=config.get("metadata"),
+            run_name=config.get("run_name"),
+            **{**({"n": granted} if granted > 1 else {}), **kwargs},
+        )
+        replies = [
+            cast(AIMessage, g.message)
+            for g in result.generations[0]
+            if isinstance(g, ChatGeneration)
+        ]
         fingerprint = (result.llm_output or {}).get("system_fingerprint")
-        for reply in replies:  # LangChain leaves the response's own fields off the choices when there are several
+        for reply in (
+            replies
+        ):  # LangChain leaves the response's own fields off the choices when there are several
             reply.response_metadata.setdefault("system_fingerprint", fingerprint)
-        share_usage(replies)  # each choice its share of the one usage, before the budget settles the sum
+        share_usage(
+            replies
+        )  # each choice its share of the one usage, before the budget settles the sum
         return replies
 
     async def send_n(self, n: int, owners: list[str]) -> tuple[list[AIMessage], int]:
-        """The wave's prompt once, for up to `n` choices (runtime/wave_request.py): (the replies, the choices asked;
-        fewer than `n` when the run's budget fits no more)."""
+        """The wave's prompt once, for up to `n` choices (runtime/wave_request.py): (the replies,
+        the choices asked; fewer than `n` when the run's budget fits no more)."""
         asked = n
 
         async def choices(granted: int, kwargs: dict[str, Any]) -> list[AIMessage]:
@@ -148,16 +185,25 @@ class StructuredCall:
             asked = granted
             return await self._choices(granted, kwargs)
 
-        replies = await guarded(self.endpoint, self.limits.timeout_s,
-                                lambda: held(self.endpoint, self.call, self.conversation, n, owners, choices, usage_sum),
-                                None)
+        replies = await guarded(
+            self.endpoint,
+            self.limits.timeout_s,
+            lambda: held(
+                self.endpoint, self.call, self.conversation, n, owners, choices, usage_sum
+            ),
+            None,
+        )
         return replies, asked
 
     async def call_once(self) -> AIMessage:
-        """One attempt's reply: the first takes the seat's choice of its wave's one request, if it has a seat."""
+        """One attempt's reply: the first takes the seat's choice of its wave's one request, if
+        it has a seat."""
         if self.seat is None:
             return await self.alone()
-        taking, self.seat = self.seat, None  # the first attempt: this vote's choice of its wave's one request
+        taking, self.seat = (
+            self.seat,
+            None,
+        )  # the first attempt: this vote's choice of its wave's one request
         self.attempts.start()
         try:
             choice = await taking.take(self.endpoint.wave_key, self.send_n)
@@ -166,15 +212,18 @@ class StructuredCall:
             raise
         if choice is not None:
             return choice
-        try:  # the endpoint does not take `n`, or gave this vote no choice: the same attempt, on its own
+        # the endpoint does not take `n`, or gave this vote no choice: the same attempt, on its own
+        try:
             return await self.alone(starting=False)
         except TRANSIENT_ERRORS as exc:
             self.attempts.failed(exc)
             raise
 
-    async def answer(self, schema: type[T], check: Callable[[T], object] | None = None) -> CallResult[T]:
-        """A valid reply: each call retried on transient errors, an invalid reply re-asked up to `max_reasks`
-        times; ParseFailure when the re-asks run out."""
+    async def answer(
+        self, schema: type[T], check: Callable[[T], object] | None = None
+    ) -> CallResult[T]:
+        """A valid reply: each call retried on transient errors, an invalid reply re-asked up to
+        `max_reasks` times; ParseFailure when the re-asks run out."""
         while True:
             reply = await with_retries(self.call_once, self.limits.max_attempts, self.attempts.life)
             add_usage(self.tokens, reply)
@@ -187,7 +236,9 @@ class StructuredCall:
                     raise
                 self.conversation += [
                     reply,
-                    HumanMessage(f"That reply was not valid ({exc}). Answer again with only the JSON object."),
+                    HumanMessage(
+                        f"That reply was not valid ({exc}). Answer again with only the JSON object."
+                    ),
                 ]
                 continue
             return CallResult(value, self.attempts.attempts, self.attempts.reasks, self.tokens)
@@ -228,13 +279,31 @@ async def ask(
     limits = CallLimits(model, temperature, timeout_s, max_attempts, max_reasks, max_tokens)
     endpoint = await open_endpoint(limits, chat_model, services)
     current = endpoint.settings
-    call = StructuredCall(endpoint, call_format(schema, current.structured_output, temperature, max_tokens),
-                          trace_config(metadata, current.langsmith_tracing), limits, list(messages),
-                          Attempts(lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])),
-                          owner, seat)
+    call = StructuredCall(
+        endpoint,
+        call_format(schema, current.structured_output, temperature, max_tokens),
+        trace_config(metadata, current.langsmith_tracing),
+        limits,
+        list(messages),
+        Attempts(lifecycle or Lifecycle([{"state": "DISPATCHED", "at": 0.0, "reason": ""}])),
+        owner,
+        seat,
+    )
     try:
         return await call.answer(schema, check)
-    except (BudgetRefused, ParseFailure, CircuitOpen, *TRANSIENT_ERRORS, openai.APIError,
-            openai.LengthFinishReasonError) as exc:
-        raise branch_error(exc, attempts=call.attempts.attempts, reasks=call.attempts.reasks, tokens=call.tokens,
-                           endpoint=endpoint.name, breaker=endpoint.breaker) from exc
+    except (
+        BudgetRefused,
+        ParseFailure,
+        CircuitOpen,
+        *TRANSIENT_ERRORS,
+        openai.APIError,
+        openai.LengthFinishReasonError,
+    ) as exc:
+        raise branch_error(
+            exc,
+            attempts=call.attempts.attempts,
+            reasks=call.attempts.reasks,
+            tokens=call.tokens,
+            endpoint=endpoint.name,
+            breaker=endpoint.breaker,
+        ) from exc

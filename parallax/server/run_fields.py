@@ -124,17 +124,22 @@ def _check_run_options(config: Mapping[str, Any]) -> None:
 
 
 def _check_configurable(configurable: Any, thread_id: str | None) -> str | None:
-    """config.configurable holding only the route's thread, a checkpoint id and run settings; the checkpoint id."""
+    """config.configurable holding only the route's thread, a checkpoint id and run settings; the
+    checkpoint id."""
     if not isinstance(configurable, Mapping):
         raise invalid("config.configurable must be an object", "config.configurable")
     for key, value in configurable.items():
         if key == "thread_id":
             if thread_id is None or str(value) != thread_id:
-                raise invalid("config.configurable.thread_id must be the thread of the route, or left out",
-                              "config.configurable.thread_id")
+                raise invalid(
+                    "config.configurable.thread_id must be the thread of the route, or left out",
+                    "config.configurable.thread_id",
+                )
         elif key != "checkpoint_id" and key not in RunContext.model_fields:
-            raise invalid(f"config.configurable.{key} {_configurable_refusal(key)}: leave it out",
-                          f"config.configurable.{key}")
+            raise invalid(
+                f"config.configurable.{key} {_configurable_refusal(key)}: leave it out",
+                f"config.configurable.{key}",
+            )
     checkpoint = configurable.get("checkpoint_id")
     return None if checkpoint is None else check_checkpoint_id(checkpoint, "config.configurable.checkpoint_id")
 

@@ -68,31 +68,53 @@ def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter[str]) -> t
     return new_id, block
 
 
-def _superseded(c: Cluster, keep: PlaybookItem | None, new_id: str, report: Counter[str]) -> list[Operation]:
-    """An archive for each active item of the cluster other than the one kept (`new_id` supersedes them)."""
+def _superseded(
+    c: Cluster, keep: PlaybookItem | None, new_id: str, report: Counter[str]
+) -> list[Operation]:
+    """An archive for each active item of the cluster other than the one kept (`new_id`
+    supersedes them)."""
     block = []
     for old in sorted(c.items, key=lambda i: i.id):
         if old is not keep:
             report["superseded"] += 1
             if old.status == "active":
-                block.append(Operation(op="archive", item_id=old.id, reason=f"superseded by {new_id}"))
+                block.append(
+                    Operation(op="archive", item_id=old.id, reason=f"superseded by {new_id}")
+                )
     return block
 
 
 def _tags(keep: PlaybookItem, helpful: int, harmful: int, provenance: set[str]) -> list[Operation]:
-    """The kept item's counts brought up to the cluster's: helpful (or new provenance) and harmful tags."""
+    """The kept item's counts brought up to the cluster's: helpful (or new provenance) and
+    harmful tags."""
     block = []
     more_helpful, more_harmful = helpful - keep.helpful, harmful - keep.harmful
     if more_helpful or not more_harmful and not set(provenance) <= set(keep.provenance):
-        block.append(Operation(op="tag_helpful", item_id=keep.id, count=more_helpful, provenance=sorted(provenance)))
+        block.append(
+            Operation(
+                op="tag_helpful", item_id=keep.id, count=more_helpful, provenance=sorted(provenance)
+            )
+        )
     if more_harmful:
-        block.append(Operation(op="tag_harmful", item_id=keep.id, count=more_harmful, provenance=sorted(provenance)))
+        block.append(
+            Operation(
+                op="tag_harmful", item_id=keep.id, count=more_harmful, provenance=sorted(provenance)
+            )
+        )
     return block
 
 
-def _status_change(rule: ArchiveRule, counts: tuple[int, int], keep: PlaybookItem | None, new_id: str,
-                   was_active: bool, gained: bool, report: Counter[str]) -> list[Operation]:
-    """The item archived when its counts now meet the rule, or reactivated when they no longer do and it gained."""
+def _status_change(
+    rule: ArchiveRule,
+    counts: tuple[int, int],
+    keep: PlaybookItem | None,
+    new_id: str,
+    was_active: bool,
+    gained: bool,
+    report: Counter[str],
+) -> list[Operation]:
+    """The item archived when its counts now meet the rule, or reactivated when they no longer do
+    and it gained."""
     helpful, harmful = counts
     archive = rule.archives(helpful, harmful)
     if archive and was_active:
@@ -100,8 +122,17 @@ def _status_change(rule: ArchiveRule, counts: tuple[int, int], keep: PlaybookIte
         return [Operation(op="archive", item_id=new_id, reason=rule.why(helpful, harmful))]
     if not archive and not was_active and gained and keep is not None:
         report["reactivated"] += 1
-        return [Operation(op="add", item_id=new_id, section=keep.section, text=keep.text, about=keep.about,
-                          count=1, reason="reactivated: counts no longer meet the archive rule")]
+        return [
+            Operation(
+                op="add",
+                item_id=new_id,
+                section=keep.section,
+                text=keep.text,
+                about=keep.about,
+                count=1,
+                reason="reactivated: counts no longer meet the archive rule",
+            )
+        ]
     return []
 
 
