@@ -69,23 +69,10 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
                         key=lambda r: (r.get("speculation") or {}).get("index", 0))
     checked = bool(state.get("check"))
     judged: list[dict[str, Any]] = []
-    ok = [c for c in candidates if c["status"] == "ok"]
-    if checked:
-        choice = pick_checked(candidates)
-    elif ok:
-        choice = await _tournament(state, ctx, ok, judged)
-    else:
-        choice = Pick(None, "failed", 0.0, "")
+    choice = await _choose(state, ctx, candidates, checked, judged)
     failed = [c["id"] for c in candidates if c["status"] not in ("ok", "cancelled")]
-    refused = [str(c.get("error")) for c in candidates if c.get("cause") == BUDGET_CAUSE and c.get("error")]
-    if choice.winner is None and refused and not failed:  # the budget let none ask: nothing failed, nothing to show
-        return {"status": "needs_review", "answer": "", "confidence": 0.0, "failed_branches": [], "vote_counts": {},
-                "consensus": False, "branches": judged, "reason": refused[0]}
     if choice.winner is None:
-        errors = "; ".join(sorted({c.get("error") or c["status"] for c in candidates if c["status"] != "ok"}))[:500]
-        return {"status": "failed", "answer": "", "confidence": 0.0, "failed_branches": failed, "vote_counts": {},
-                "consensus": False, "branches": judged,
-                "reason": choice.reason or f"all {len(candidates)} candidates failed: {errors}"}
+        return _no_winner(choice, candidates, failed, judged)
     winner = next(c for c in candidates if c["id"] == choice.winner)
     rewritten = [_with_result(c, choice) for c in candidates]
     status, why = final_status(records, choice.status == "ok", choice.confidence, setting(ctx.ok_confidence))
@@ -99,6 +86,57 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
             "failed_branches": failed, "vote_counts": {}, "branches": [*rewritten, *judged],
             "verification": {"speculation": report},
             "reason": "; ".join(x for x in (why, choice.reason, partial) if x)}
+
+
+async def _choose(
+    state: SolveState,
+    ctx: Context,
+    candidates: list[dict[str, Any]],
+    checked: bool,
+    judged: list[dict[str, Any]],
+) -> Pick:
+    """The first candidate that passed its check, else the judges' tournament among those that
+    answered (their records added to `judged`); no winner when none answered."""
+    ok = [c for c in candidates if c["status"] == "ok"]
+    if checked:
+        return pick_checked(candidates)
+    if ok:
+        return await _tournament(state, ctx, ok, judged)
+    return Pick(None, "failed", 0.0, "")
+
+
+def _no_winner(
+    choice: Pick, candidates: list[dict[str, Any]], failed: list[str], judged: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The run's end without a winner: needs review when the budget let none ask, else failed
+    with the errors."""
+    refused = [
+        str(c.get("error")) for c in candidates if c.get("cause") == BUDGET_CAUSE and c.get("error")
+    ]
+    if refused and not failed:  # the budget let none ask: nothing failed, nothing to show
+        return {
+            "status": "needs_review",
+            "answer": "",
+            "confidence": 0.0,
+            "failed_branches": [],
+            "vote_counts": {},
+            "consensus": False,
+            "branches": judged,
+            "reason": refused[0],
+        }
+    errors = "; ".join(
+        sorted({c.get("error") or c["status"] for c in candidates if c["status"] != "ok"})
+    )[:500]
+    return {
+        "status": "failed",
+        "answer": "",
+        "confidence": 0.0,
+        "failed_branches": failed,
+        "vote_counts": {},
+        "consensus": False,
+        "branches": judged,
+        "reason": choice.reason or f"all {len(candidates)} candidates failed: {errors}",
+    }
 
 
 def _with_result(record: dict[str, Any], choice: Pick) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from parallax.logic.evaluate import Solver, correct_by_task, evaluate, validated
 from parallax.logic.graph_inputs import validate_learn_input
 from parallax.logic.learn_schedule import batch_count, batch_of
 from parallax.logic.releases import serve_prompts
-from parallax.logic.run_stats import BadFilter
-from parallax.logic.trace_learning import LEASE_S, claim_traces
+from parallax.logic.trace_learning import claim_traces
 from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
 from parallax.runtime.request_budget import Purse, holding
 from parallax.runtime.run_context import context_of, task_scoped_id, tenant_of
@@ -33,9 +32,10 @@ class InvalidLearnInput(ValueError):
 async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
     """Validate the input, plan the batches, and measure the head on the validation sample with `solve`."""
     ctx = context_of(runtime)
-    validate_learn_input(state)  # its definition's bounds (epochs, batch, tasks, ...), here too: no caller skips them
+    # its definition's bounds (epochs, batch, tasks, ...), here too: no caller skips them
+    settings = validate_learn_input(state)
     from_traces, tasks = bool(state.get("from_traces")), cast(list[dict[str, Any]], state.get("tasks") or [])
-    limit, lease_s = state.get("limit"), state.get("lease_s", LEASE_S)
+    limit, lease_s = settings["limit"], settings["lease_s"]
     cut = not from_traces and limit is not None and limit < len(tasks)
     name = state.get("playbook", "default")
     tenant = tenant_of(state.get("tenant"))
@@ -46,19 +46,18 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     run_id = f"learn-{task_scoped_id()[:12]}"  # the same if this run is taken over and scheduled again
     found: dict[str, Any] = {}
     replay: list[dict[str, Any]] = []
-    if from_traces:
-        try:
-            tasks, replay, found = await claim_traces(runtime.store, tenant, name, run_id, state.get("since"), limit,
-                                                      float(lease_s), state.get("val_size", 50))
-        except BadFilter as exc:
-            raise InvalidLearnInput(str(exc)) from None
+    if from_traces:  # its `since` is valid: validate_learn_input parsed it
+        tasks, replay, found = await claim_traces(runtime.store, tenant, name, run_id,
+                                                  state.get("since"), limit, float(lease_s),
+                                                  settings["val_size"])
     elif cut:
         tasks = tasks[:limit]
-    sample = validation_sample(state) if not from_traces or state.get("val_tasks") else replay[: state.get("val_size", 50)]
+    own_sample = not from_traces or state.get("val_tasks")
+    sample = validation_sample(state) if own_sample else replay[: settings["val_size"]]
     accuracy, results = None, {}
     own = Purse()
     progress = runtime.stream_writer  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise
-    epochs, size = state.get("epochs", 1), state.get("batch", 8)
+    epochs, size = settings["epochs"], settings["batch"]
     sizes = [len(batch_of(i, len(tasks), epochs, size)) for i in range(batch_count(len(tasks), epochs, size))]
     progress({"learn": "start", "version": head.version, "batch_sizes": sizes, "total": len(sample)})
     if sample:

@@ -32,6 +32,22 @@ InputText = Annotated[str, Field(max_length=INPUT_CHARS)]
 PATH_CHARS = 4096
 """The longest path or command (Linux's PATH_MAX)."""
 PathText = Annotated[str, Field(max_length=PATH_CHARS)]
+
+
+def inside_folder(path: str) -> str:
+    """`path` as it is, or ValueError: absolute, climbing out (`..`) or into `.git` (empty: the
+    default file)."""
+    if path and (
+        path.startswith(("/", "\\"))
+        or ".." in path.replace("\\", "/").split("/")
+        or ".git" in path.split("/")
+    ):
+        raise ValueError(f"{path!r} must be a path inside the candidate's folder, like solution.py")
+    return path
+
+
+CheckFile = Annotated[PathText, AfterValidator(inside_folder)]
+"""Where a candidate's answer is saved for its check: a path inside the candidate's folder."""
 NOTE_CHARS = 2000
 """The longest comment, reason or corrected answer a caller attaches to a run."""
 Note = Annotated[str, Field(max_length=NOTE_CHARS)]

@@ -15,6 +15,7 @@ from typing_extensions import TypedDict
 from parallax.state.inputs import (
     CALLER,
     Answer,
+    CheckFile,
     CostBudget,
     Document,
     InputText,
@@ -94,7 +95,7 @@ class SolveInput(TypedDict):
     check: NotRequired[PathText]
     """Speculate mode: a command run in each candidate's own folder (its answer saved there as `check_file`); exit 0
     passes. The first candidate that passes wins and the others are cancelled. Without it, a judge compares them."""
-    check_file: NotRequired[PathText]
+    check_file: NotRequired[CheckFile]
     """Speculate mode: where a candidate's answer is saved for the check, relative to its folder (default
     candidate.txt)."""
     repo: NotRequired[PathText]

@@ -11,7 +11,8 @@ import json
 import os
 import sys
 import uuid
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, get_args
 
@@ -19,7 +20,6 @@ import typer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
-from rich.tree import Tree
 
 from parallax.cli.common import (
     EarlyStop,
@@ -39,6 +39,7 @@ from parallax.cli.common import (
 )
 from parallax.cli.endpoint import BaseUrl, Model, use_endpoint
 from parallax.cli.model_notice import print_model_notice
+from parallax.cli.progress import Progress, plan_tree
 from parallax.cli.tables import elide, new_table
 from parallax.logic.spend import cost_text
 from parallax.runtime import settings as settings_mod
@@ -46,7 +47,6 @@ from parallax.state.context import Context
 
 if TYPE_CHECKING:
     from langgraph.graph import StateGraph
-    from rich.status import Status
 from parallax.state.plan import PlanOutput
 from parallax.state.solve import Mode, SolveOutput
 
@@ -56,11 +56,12 @@ RUN_OPTIONS = {"votes": "--votes", "min_votes": "--min-votes", "candidates": "--
                "playbook": "--playbook", "tenant": "--tenant", "target": "--target", "test_command": "--test-command",
                "question": "--question", "context.max_concurrency": "--concurrency", "context.early_stop": "--early-stop"}
 """The option of `run` (and `resume`) that sets each input field or run setting a refusal may name."""
+OPTION_NAMES = {**RUN_OPTIONS, "mode": "--mode", "check": "--check", "repo": "--repo",
+                "schema": "--schema"}
+"""How `run` names each option a refusal of logic/run_options.py names."""
 OUTPUT_KEYS = {"solve": tuple(SolveOutput.__annotations__), "plan": tuple(PlanOutput.__annotations__)}
 GRAPH_KEY = "parallax_graph"
 """Checkpoint metadata naming the graph of a thread, so `resume` continues it with the same graph."""
-STATUS_STYLE = {"PENDING": "dim", "RUNNING": "yellow", "DONE": "green", "NEEDS_REVIEW": "magenta", "FAILED": "red",
-                "SKIPPED": "red dim"}
 
 
 def read_task(text: str | None, input_file: Path | None) -> tuple[str, list[str] | None]:
@@ -131,58 +132,6 @@ def branch_table(branches: list[dict[str, Any]]) -> Table:
                       "?" if cost is None and b["tokens"]["total"] else f"{cost or 0:.6f}",
                       str(b["attempts"] + b["reasks"]), elide(shown, 80))
     return table
-
-
-def plan_tree(plan: dict[str, Any], statuses: dict[int, dict[str, Any]], title: str = "plan") -> Tree:
-    """The plan as a tree: each task under the last of its dependencies, with its status (and why)."""
-    from rich.markup import escape
-
-    tree = Tree(f"[bold]{title}[/] ({plan.get('synthesis', 'concat')})")
-    nodes: dict[int, Tree] = {}
-    for task in plan["tasks"]:
-        seen = statuses.get(task["id"], {})
-        status = seen.get("status", "PENDING")
-        deps = task.get("deps", [])
-        label = (f"[{STATUS_STYLE.get(status, '')}]{status}[/] {task['id']} {task.get('kind', 'solve')}: "
-                 f"{escape(elide(task['goal'], 70))}" + (f" [dim](after {', '.join(map(str, deps))})[/]" if deps else "")
-                 + (f" [dim]- {escape(elide(seen['reason'], 80))}[/]" if seen.get("reason") and status in ("FAILED", "SKIPPED")
-                    else ""))
-        known = [d for d in deps if d in nodes]
-        parent = nodes[max(known)] if known else tree
-        nodes[task["id"]] = parent.add(label)
-    return tree
-
-
-class Progress:
-    """What a run shows on stderr while it works: branch counts, or the plan's live tree."""
-
-    def __init__(self, status: Status, live: Live | None) -> None:
-        self.status, self.live, self.done = status, live, 0
-        self.plan: dict[str, Any] | None = None
-        self.tasks: dict[int, dict[str, Any]] = {}
-        self.round = 0
-
-    def update(self, node: str, update: dict[str, Any]) -> None:
-        if node == "route":
-            err.print(f"route: [bold]{update['mode']}[/]" + (f" ({len(update['slices'])} slices)" if update["slices"] else ""))
-        if node == "make_plan" and update.get("plan"):
-            self.plan, self.tasks, self.round = update["plan"], {}, update.get("round", self.round)
-            self._redraw()
-        from langgraph.types import Overwrite
-
-        branches = update.get("branches") or []
-        for record in branches.value if isinstance(branches, Overwrite) else branches:  # route starts a run empty
-            self.done += 1
-            self.status.update(f"{self.done} branches done (last: {record['kind']} {record['status']})")
-
-    def task(self, event: dict[str, Any]) -> None:
-        if event.get("round", 0) == self.round:
-            self.tasks[event["id"]] = event
-            self._redraw()
-
-    def _redraw(self) -> None:
-        if self.live is not None and self.plan is not None:
-            self.live.update(plan_tree(self.plan, self.tasks, f"plan (round {self.round})"))
 
 
 async def graph_of_thread(thread_id: str) -> str:
@@ -288,78 +237,61 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
 ) -> None:
     """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
-    from parallax.logic.routing import wants_plan
+    from parallax.logic.run_options import (
+        RunOptions,
+        check_options,
+        check_schema_options,
+        graph_input,
+    )
 
     use_endpoint(cli, model, base_url)
 
     if mode not in RUN_MODES:
         fail(f"unknown mode {mode!r}: use one of {', '.join(RUN_MODES)}")
-    speculative = mode == "speculate" or (mode == "auto" and check is not None)
-    if repo is not None and mode not in ("plan", "auto", "speculate"):
-        fail(f"--repo needs --mode plan (edit tasks run in plan mode) or speculate with --check, not --mode {mode}")
-    if repo is not None and speculative and check is None:
-        fail("--repo with --mode speculate needs --check: the command run in each candidate's worktree")
-    if (check is not None or check_file is not None) and not speculative:
-        fail(f"--check and --check-file work with --mode speculate, not --mode {mode}")
-    if repo is not None and not repo.is_dir():
-        fail(f"--repo {repo}: no such folder")
+    with refusals():
+        check_options(mode, check, check_file, repo, OPTION_NAMES)
     checked_tenant(tenant)
     task, pages = read_task(text, input_file)
-    payload = {"task": task, "question": question, "mode": mode, "votes": votes, "red_team": red_team,
-               "playbook": playbook, "tenant": tenant}
-    if pages is not None:
-        payload["pages"] = pages
-    if speculative:
-        payload.update(mode="speculate", candidates=3 if candidates is None else candidates)
-        if check is not None:
-            payload["check"] = check
-        if check_file is not None:
-            payload["check_file"] = check_file
-        if repo is not None:
-            payload["repo"] = str(repo.resolve())
-    if min_votes is not None:
-        payload["min_votes"] = min_votes
-    if target is not None:
-        payload["target"] = target
-    if max_cost is not None:
-        payload["max_cost"] = max_cost
-    if max_tokens is not None:
-        payload["max_tokens"] = max_tokens
+    output_schema = None
     if schema is not None:
-        if mode == "plan" or repo is not None:
-            fail("--schema works with --mode auto, direct, vote or section, not plan (nor --repo)")
-        payload["output_schema"] = load_schema(schema)
-    plan_shaped = mode == "auto" and not speculative and schema is None and wants_plan(question or task)
-    name = "plan" if mode == "plan" or (repo is not None and not speculative) or plan_shaped else "solve"
-    if name == "plan":
-        if (candidates or 1) > 1 and not (repo is not None and test_command) and (mode == "plan" or repo is not None):
-            fail("--candidates in plan mode makes edit tasks speculative: it needs --repo and --test-command")
-        payload.update(mode="plan", max_replans=max_replans, test_command=test_command)
-        if candidates is not None and repo is not None:
-            payload["candidates"] = candidates
-        payload.pop("red_team")
-        if repo is not None:
-            payload["repo"] = str(repo.resolve())
+        with refusals():
+            check_schema_options(mode, repo, OPTION_NAMES)
+        output_schema = load_schema(schema)
+    options = RunOptions(task, question, mode, votes, red_team, playbook, tenant, pages, min_votes,
+                         candidates, check, check_file, repo, test_command, max_replans, target,
+                         max_cost, max_tokens, output_schema)
+    with refusals():
+        name, payload = graph_input(options, OPTION_NAMES)
     context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
     _check_input(payload, name, context)
     thread_id = thread or uuid.uuid4().hex
     _finish(name, payload, thread_id, context, as_json)
 
 
+@contextmanager
+def refusals() -> Iterator[None]:
+    """A refusal of logic/run_options.py as the command's one line, exit 2."""
+    from parallax.logic.run_input import RunInputError
+
+    try:
+        yield
+    except RunInputError as exc:
+        fail(str(exc))
+
+
 def _check_input(payload: dict[str, Any], name: str, context: Context) -> None:
     """The graph's own input checks (logic/run_input.py, as every face runs them: the run's options too), before the
     checkpoint file is touched (nothing written); a refusal names the option at fault (--votes, not votes)."""
     from parallax.logic.run_input import RunInputError, check_run_input
-    from parallax.runtime.worktrees import GitError, repository_root
+    from parallax.logic.run_options import check_repository
 
     try:
         check_run_input(name, payload, context)
-        if payload.get("repo"):
-            repository_root(payload["repo"])
     except RunInputError as exc:
         fail(as_option(exc, RUN_OPTIONS))
-    except GitError as exc:
-        fail(f"--repo {payload['repo']}: {exc} (give a git repository with at least one commit)")
+    if payload.get("repo"):
+        with refusals():
+            check_repository(payload["repo"], OPTION_NAMES)
     if payload["playbook"] != "default":  # a typo'd --playbook must not quietly run with no lessons
         with_playbooks(lambda playbooks: require_known(playbooks, payload["playbook"]), payload["tenant"])
 
@@ -367,46 +299,98 @@ def _check_input(payload: dict[str, Any], name: str, context: Context) -> None:
 def _print_result(result: dict[str, Any]) -> None:
     console = Console()
     if result.get("plan"):
-        statuses = {t["id"]: t for t in result.get("tasks", []) if t["round"] == max(r["round"] for r in result["tasks"])}
-        console.print(plan_tree(result["plan"], statuses))
-        layers = result.get("verification") or {}
-        facts, semantics = layers.get("facts") or {}, layers.get("semantics") or {}
-        if facts.get("checked"):
-            console.print(f"facts: {facts['verified']} of {facts['checked']} findings quote their source", highlight=False)
-        if semantics.get("flagged"):
-            console.print(f"semantics: {len(semantics['flagged'])} contradicting pair(s) of findings", highlight=False)
-        merge = layers.get("merge")
-        if merge:
-            console.print(f"merged into {merge['integration_branch']}: tasks {merge['merged'] or 'none'}; "
-                          f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}", highlight=False)
+        _print_plan(console, result)
     else:
         console.print(branch_table(result.get("branches", [])))
+    _print_votes(console, result)
+    guess = (
+        result.get("status") == "needs_review"
+        and result.get("data") is None
+        and bool(result.get("answer"))
+    )
+    _print_status(console, result, guess)
+    _print_answer(console, result, guess)
+
+
+def _print_plan(console: Console, result: dict[str, Any]) -> None:
+    """The last round's plan as a tree, then what its verification found and what was merged."""
+    statuses = {
+        t["id"]: t
+        for t in result.get("tasks", [])
+        if t["round"] == max(r["round"] for r in result["tasks"])
+    }
+    console.print(plan_tree(result["plan"], statuses))
+    layers = result.get("verification") or {}
+    facts, semantics = layers.get("facts") or {}, layers.get("semantics") or {}
+    if facts.get("checked"):
+        console.print(
+            f"facts: {facts['verified']} of {facts['checked']} findings quote their source",
+            highlight=False,
+        )
+    if semantics.get("flagged"):
+        console.print(
+            f"semantics: {len(semantics['flagged'])} contradicting pair(s) of findings",
+            highlight=False,
+        )
+    merge = layers.get("merge")
+    if merge:
+        console.print(
+            f"merged into {merge['integration_branch']}: tasks {merge['merged'] or 'none'}; "
+            f"conflicts: {[c['task'] for c in merge['conflicts']] or 'none'}",
+            highlight=False,
+        )
+
+
+def _print_votes(console: Console, result: dict[str, Any]) -> None:
+    """How the answer was chosen: the speculation's candidates, the votes asked and counted, the
+    red team's word."""
     speculation = (result.get("verification") or {}).get("speculation")
     if speculation:
         from parallax.cli.trace import speculation_table
 
         console.print(speculation_table(speculation))
     if result.get("votes_asked"):
-        stop = f" ({result['stop_reason']})" if result.get("stop_reason") else ""  # "(the most allowed)", ...
+        stop = (
+            f" ({result['stop_reason']})" if result.get("stop_reason") else ""
+        )  # "(the most allowed)", ...
         console.print(f"votes asked: {result['votes_asked']}{stop}", highlight=False)
     if result.get("vote_counts"):
-        shown = (f"{elide(k, 40) if len(k) > 40 else repr(k)}: {v}" for k, v in result["vote_counts"].items())
+        shown = (
+            f"{elide(k, 40) if len(k) > 40 else repr(k)}: {v}"
+            for k, v in result["vote_counts"].items()
+        )
         console.print("votes: " + ", ".join(shown), highlight=False)
     if result.get("objection"):
         console.print(f"red team: {result['objection']}")
-    guess = result.get("status") == "needs_review" and result.get("data") is None and bool(result.get("answer"))
-    console.print(f"[bold]{result.get('status')}[/] ({result.get('mode')}, confidence {result.get('confidence')})"
-                  + (f" - {result['reason']}" if result.get("reason") and not guess else ""))
+
+
+def _print_status(console: Console, result: dict[str, Any], guess: bool) -> None:
+    """The run's status, confidence and why (unless a leading guess), trace, spend and thread."""
+    console.print(
+        f"[bold]{result.get('status')}[/] ({result.get('mode')}, "
+        f"confidence {result.get('confidence')})"
+        + (f" - {result['reason']}" if result.get("reason") and not guess else "")
+    )
     console.print(f"trace {result.get('trace_id')}", highlight=False)
     if result.get("spend"):
-        console.print(f"spent {result['spend']['tokens']} tokens, {cost_text(result['spend'])}", highlight=False)
+        console.print(
+            f"spent {result['spend']['tokens']} tokens, {cost_text(result['spend'])}",
+            highlight=False,
+        )
     console.print(f"thread {result['thread_id']}  playbook v{result.get('playbook_version')}", highlight=False)
+
+
+def _print_answer(console: Console, result: dict[str, Any], guess: bool) -> None:
+    """The answer: its data and what of it is verified, a leading guess said as one, or its text."""
     if result.get("data") is not None:
         console.print_json(data=result["data"])
         provenance = result.get("provenance") or []
         verified = sum(1 for p in provenance if p.get("verified"))
-        console.print(f"provenance: {verified} of {len(provenance)} values verified (--json lists each, with its quote "
-                      "and page)", highlight=False)
+        console.print(
+            f"provenance: {verified} of {len(provenance)} values verified (--json lists each, "
+            "with its quote and page)",
+            highlight=False,
+        )
     elif guess:
         console.print(leading_guess(result), highlight=False)
     else:

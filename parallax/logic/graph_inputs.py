@@ -25,6 +25,9 @@ RULE_DEFAULTS: dict[str, Any] = {"error_rate": 0.05, "margin": 0.05, "min_runs":
 """A canary's decision rule when the input leaves it out (logic/release_decision.py)."""
 LOOP_DEFAULTS: dict[str, Any] = {"limit": 200, "share": 10.0, **RULE_DEFAULTS, "lease_s": LEASE_S}
 """A loop round's settings when the input leaves them out."""
+LEARN_DEFAULTS: dict[str, Any] = {"epochs": 1, "batch": 8, "val_size": 50, "lease_s": LEASE_S,
+                                  "limit": None}
+"""A learn run's settings when the input leaves them out."""
 RULE_FIELDS = {"error rate": "error_rate", "margin": "margin", "min runs": "min_runs", "canary share": "share"}
 """The field a refusal of logic/release_decision.py is about, by the words it starts with."""
 
@@ -49,9 +52,11 @@ def _rule(given: Mapping[str, Any], share: str, whole: bool) -> None:
         raise InvalidInput(words, share if field == "share" else field) from None
 
 
-def validate_learn_input(state: Mapping[str, Any]) -> None:
-    """InvalidInput for a learn input that cannot run (nodes/schedule.py `start` and every face run it)."""
-    check_typed(LearnInput, caller_input(LearnInput, state))
+def validate_learn_input(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A learn run's settings (the input's, else LEARN_DEFAULTS), or InvalidInput for a learn input
+    that cannot run (nodes/schedule.py `start` and every face run it)."""
+    given = caller_input(LearnInput, state)
+    check_typed(LearnInput, given)
     from_traces, tasks = bool(state.get("from_traces")), state.get("tasks") or []
     if from_traces and tasks:
         raise InvalidInput("give `tasks` or `from_traces`, not both", "tasks")
@@ -65,6 +70,7 @@ def validate_learn_input(state: Mapping[str, Any]) -> None:
         raise InvalidInput(f"epochs times tasks must be at most {MAX_TASK_RUNS}, got {epochs} x {runs // epochs} = "
                            f"{runs}: use fewer epochs (or tasks)", "epochs")
     _since(state)
+    return {**LEARN_DEFAULTS, **{k: given[k] for k in LEARN_DEFAULTS if k in given}}
 
 
 def validate_loop_input(state: Mapping[str, Any]) -> dict[str, Any]:

@@ -68,45 +68,78 @@ def problems(plan: Plan, limits: PlanLimits) -> list[str]:
         found.append(f"duplicate task ids {duplicates}: give every task its own id")
     known = set(ids)
     for task in plan.tasks:
-        name = f"task {task.id}"
-        if task.id in task.deps:
-            found.append(f"{name} depends on itself")
-        for dep in sorted(set(task.deps) - known):
-            found.append(f"{name} depends on unknown task {dep}")
-        for ref in dict.fromkeys(p for text in task_texts(task) for p in placeholders(text)):
-            if ref not in known:
-                found.append(f"{name} uses ${ref}, but there is no task {ref}")
-            elif ref not in task.deps:
-                found.append(f"{name} uses ${ref} but does not list {ref} in deps")
-        if task.kind == "edit":
-            if not limits.has_repo:
-                found.append(f"{name} is an edit task but the run has no repository (--repo)")
-            if not task.writes:
-                found.append(f"{name} is an edit task and must list the files it writes")
-            found += [f"{name} writes {p}" for w in task.writes if (p := _path_problem(w))]
-        elif task.writes:
-            found.append(f"{name} lists writes, but only edit tasks write files")
-        if task.kind == "tool" and task.inputs.get("tool") not in TOOLS:
-            found.append(f"{name} is a tool task: set inputs.tool to one of {', '.join(TOOLS)}")
-        if task.kind == "section" and not (limits.has_document or task.inputs.get("document")):
-            found.append(f"{name} reads a document in sections, but the run has none: use kind solve, "
-                         f"or give a document (--input-file with --question)")
+        found += _reference_problems(task, known) + _kind_problems(task, limits)
     for ref in sorted(set(plan.outputs) - known):
         found.append(f"outputs name unknown task {ref}")
+    found += _synthesis_problems(plan, known)
+    if not any("depends on unknown" in f or "depends on itself" in f for f in found):
+        found += _cycle_problems(plan)
+    return found
+
+
+def _reference_problems(task: PlanTask, known: set[int]) -> list[str]:
+    """A task's dependencies and `$N` placeholders that name no task, itself, or a task it does
+    not wait for."""
+    name, found = f"task {task.id}", []
+    if task.id in task.deps:
+        found.append(f"{name} depends on itself")
+    for dep in sorted(set(task.deps) - known):
+        found.append(f"{name} depends on unknown task {dep}")
+    for ref in dict.fromkeys(p for text in task_texts(task) for p in placeholders(text)):
+        if ref not in known:
+            found.append(f"{name} uses ${ref}, but there is no task {ref}")
+        elif ref not in task.deps:
+            found.append(f"{name} uses ${ref} but does not list {ref} in deps")
+    return found
+
+
+def _kind_problems(task: PlanTask, limits: PlanLimits) -> list[str]:
+    """What a task of its kind needs: an edit task a repository and files inside it, a tool task
+    a known tool, a section task a document."""
+    name, found = f"task {task.id}", []
+    if task.kind == "edit":
+        if not limits.has_repo:
+            found.append(f"{name} is an edit task but the run has no repository (--repo)")
+        if not task.writes:
+            found.append(f"{name} is an edit task and must list the files it writes")
+        found += [f"{name} writes {p}" for w in task.writes if (p := _path_problem(w))]
+    elif task.writes:
+        found.append(f"{name} lists writes, but only edit tasks write files")
+    if task.kind == "tool" and task.inputs.get("tool") not in TOOLS:
+        found.append(f"{name} is a tool task: set inputs.tool to one of {', '.join(TOOLS)}")
+    if task.kind == "section" and not (limits.has_document or task.inputs.get("document")):
+        found.append(
+            f"{name} reads a document in sections, but the run has none: use kind solve, "
+            f"or give a document (--input-file with --question)"
+        )
+    return found
+
+
+def _synthesis_problems(plan: Plan, known: set[int]) -> list[str]:
+    """What the plan's synthesis needs: an assembly a template naming known tasks, a vote two
+    outputs."""
+    found = []
     if plan.synthesis == "assembly":
         if not plan.template.strip():
             found.append("assembly needs a template with ${N} where task N's result goes")
-        found += [f"the template uses ${ref}, but there is no task {ref}"
-                  for ref in dict.fromkeys(placeholders(plan.template)) if ref not in known]
+        found += [
+            f"the template uses ${ref}, but there is no task {ref}"
+            for ref in dict.fromkeys(placeholders(plan.template))
+            if ref not in known
+        ]
     if plan.synthesis == "vote" and len(plan.output_ids()) < 2:
         found.append("vote synthesis needs at least two output tasks answering the same question")
-    if not any("depends on unknown" in f or "depends on itself" in f for f in found):
-        try:
-            TopologicalSorter({t.id: set(t.deps) for t in plan.tasks}).prepare()
-        except CycleError as exc:
-            cycle = " -> ".join(str(i) for i in exc.args[1])
-            found.append(f"the dependencies form a cycle ({cycle}): a task cannot wait for its own result")
     return found
+
+
+def _cycle_problems(plan: Plan) -> list[str]:
+    """The dependencies' cycle, if they form one."""
+    try:
+        TopologicalSorter({t.id: set(t.deps) for t in plan.tasks}).prepare()
+    except CycleError as exc:
+        cycle = " -> ".join(str(i) for i in exc.args[1])
+        return [f"the dependencies form a cycle ({cycle}): a task cannot wait for its own result"]
+    return []
 
 
 def check_plan(plan: Plan, limits: PlanLimits) -> Plan:

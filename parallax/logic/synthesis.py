@@ -54,25 +54,50 @@ async def synthesise(plan: Plan, results: dict[int, str | None], combine: Combin
     missing = [i for i in order if results.get(i) is None]
     note = _missing_note(missing)
     if plan.synthesis == "assembly":
-        filled = PLACEHOLDER.sub(lambda m: str(results.get(int(m.group(1) or m.group(2)))
-                                               or f"[missing: task {m.group(1) or m.group(2)}]"), plan.template)
-        gaps = [i for i in dict.fromkeys(int(a or b) for a, b in PLACEHOLDER.findall(plan.template)) if results.get(i) is None]
-        return Synthesis(filled.strip(), not gaps, _missing_note(gaps))
+        return _assembled(plan, results)
     if not present:
         return Synthesis("", False, note or "no output task finished")
     if plan.synthesis == "vote":
-        asked, valid = len(order), len(present)
-        winner, votes = tally([text for _, text in present], quorum(asked, plan.min_votes))
-        shortfall = quorum_shortfall(valid, asked, plan.min_votes)
-        rule = {"quorum": quorum(asked, plan.min_votes), "valid_votes": valid, "asked": asked, "quorum_met": not shortfall}
-        if shortfall or winner is None:
-            why = shortfall or f"no answer reached {quorum(asked, plan.min_votes)} of {asked} votes"
-            return Synthesis("", False, "; ".join(x for x in (why, note) if x), votes, rule)
-        answer = next(text for _, text in present if tally([text], 1)[0] == winner)
-        return Synthesis(answer.strip(), True, note, votes, rule)
+        return _voted(plan, present, len(order), note)
     texts = [text.strip() for _, text in present]
     if plan.synthesis == "reduce" and combine is not None and len(texts) > 1:
         answer, failed = await _fold(texts, combine)
         extra = f"{failed} combine call{'s' if failed > 1 else ''} failed: those results are joined as they are" if failed else ""
         return Synthesis(answer.strip(), not missing, "; ".join(x for x in (note, extra) if x))
     return Synthesis("\n\n".join(texts), not missing, note)
+
+
+def _assembled(plan: Plan, results: dict[int, str | None]) -> Synthesis:
+    """The template with each `${N}` replaced by task N's result (a missing one said in its
+    place)."""
+    filled = PLACEHOLDER.sub(
+        lambda m: str(
+            results.get(int(m.group(1) or m.group(2)))
+            or f"[missing: task {m.group(1) or m.group(2)}]"
+        ),
+        plan.template,
+    )
+    gaps = [
+        i
+        for i in dict.fromkeys(int(a or b) for a, b in PLACEHOLDER.findall(plan.template))
+        if results.get(i) is None
+    ]
+    return Synthesis(filled.strip(), not gaps, _missing_note(gaps))
+
+
+def _voted(plan: Plan, present: list[tuple[int, str]], asked: int, note: str) -> Synthesis:
+    """The answer the output tasks agree on by the plan's quorum, with the rule it was held to."""
+    valid = len(present)
+    winner, votes = tally([text for _, text in present], quorum(asked, plan.min_votes))
+    shortfall = quorum_shortfall(valid, asked, plan.min_votes)
+    rule = {
+        "quorum": quorum(asked, plan.min_votes),
+        "valid_votes": valid,
+        "asked": asked,
+        "quorum_met": not shortfall,
+    }
+    if shortfall or winner is None:
+        why = shortfall or f"no answer reached {quorum(asked, plan.min_votes)} of {asked} votes"
+        return Synthesis("", False, "; ".join(x for x in (why, note) if x), votes, rule)
+    answer = next(text for _, text in present if tally([text], 1)[0] == winner)
+    return Synthesis(answer.strip(), True, note, votes, rule)

@@ -161,56 +161,137 @@ def _status(span: Span, failed: bool, reason: str = "") -> None:
     span.set_status(Status(StatusCode.ERROR, reason[:300]) if failed else Status(StatusCode.OK))
 
 
-def _branch(tracer: Tracer, trace_id: int, root: str, parent: OtelContext, branch: TraceBranch,
-            transitions: list[Transition], copy: str, content: bool) -> int:
+def _branch(
+    tracer: Tracer,
+    trace_id: int,
+    root: str,
+    parent: OtelContext,
+    branch: TraceBranch,
+    transitions: list[Transition],
+    copy: str,
+    content: bool,
+) -> int:
     """One branch (or one copy of a raced branch) and its model calls; returns the spans made."""
     if not transitions:
         return 0
     key = branch["id"] + (f"~{copy}" if copy else "")
-    tokens = branch.get("tokens") or {}
     lost = copy != "" and (branch.get("backup") or {}).get("winner") != copy
     status = "cancelled" if lost else branch.get("status")
+    span = _start(
+        tracer,
+        f"parallax.branch {branch.get('kind')}",
+        (trace_id, _id(root, key)),
+        parent,
+        transitions[0]["at"],
+        _branch_attributes(root, branch, transitions, copy, lost, content),
+    )
+    for step in (
+        transitions
+    ):  # the path is an attribute; what went wrong (or was cancelled) is an event with its reason
+        if step["state"] in EVENT_STATES or step.get("reason"):
+            span.add_event(
+                step["state"],
+                {"reason": step["reason"]} if step.get("reason") else {},
+                timestamp=_ns(step["at"]),
+            )
+    made = 1 + _call_spans(tracer, (trace_id, root, key), span, branch, transitions, lost)
+    _status(
+        span,
+        status in ("failed", "escalated") or transitions[-1]["state"] == "ESCALATED",
+        branch.get("error") or "",
+    )
+    span.end(end_time=_ns(transitions[-1]["at"]))
+    return made
+
+
+def _branch_attributes(
+    root: str,
+    branch: TraceBranch,
+    transitions: list[Transition],
+    copy: str,
+    lost: bool,
+    content: bool,
+) -> dict[str, Any]:
+    """A branch span's attributes; a copy that lost its race carries no usage, output or backup
+    figures."""
+    tokens = branch.get("tokens") or {}
     attributes: dict[str, Any] = {
-        "parallax.trace_id": root, "parallax.branch_id": branch["id"], "parallax.kind": branch.get("kind"),
-        "parallax.status": status, "parallax.path": " > ".join(t["state"] for t in transitions),
+        "parallax.trace_id": root,
+        "parallax.branch_id": branch["id"],
+        "parallax.kind": branch.get("kind"),
+        "parallax.status": "cancelled" if lost else branch.get("status"),
+        "parallax.path": " > ".join(t["state"] for t in transitions),
         "parallax.attempts": branch.get("attempts"),
-        "parallax.reasks": branch.get("reasks"), "parallax.slice_index": branch.get("slice_index"),
-        "parallax.task": branch.get("task"), "parallax.vote": branch.get("vote") if content else None,
-        "parallax.copy": copy or None, "parallax.cancelled": transitions[-1]["state"] == "CANCELLED",
-        "gen_ai.request.model": branch.get("model"), "gen_ai.request.temperature": branch.get("temperature"),
+        "parallax.reasks": branch.get("reasks"),
+        "parallax.slice_index": branch.get("slice_index"),
+        "parallax.task": branch.get("task"),
+        "parallax.vote": branch.get("vote") if content else None,
+        "parallax.copy": copy or None,
+        "parallax.cancelled": transitions[-1]["state"] == "CANCELLED",
+        "gen_ai.request.model": branch.get("model"),
+        "gen_ai.request.temperature": branch.get("temperature"),
     }
     if not lost:
-        attributes |= {"gen_ai.usage.input_tokens": tokens.get("prompt"), "gen_ai.usage.output_tokens": tokens.get("completion"),
-                       "parallax.backup_reason": (branch.get("backup") or {}).get("reason"),
-                       "parallax.backup_winner": (branch.get("backup") or {}).get("winner")}
+        attributes |= {
+            "gen_ai.usage.input_tokens": tokens.get("prompt"),
+            "gen_ai.usage.output_tokens": tokens.get("completion"),
+            "parallax.backup_reason": (branch.get("backup") or {}).get("reason"),
+            "parallax.backup_winner": (branch.get("backup") or {}).get("winner"),
+        }
         if content and branch.get("output") is not None:
             attributes["parallax.output"] = json.dumps(branch["output"], ensure_ascii=False)[:4000]
-    span = _start(tracer, f"parallax.branch {branch.get('kind')}", (trace_id, _id(root, key)), parent,
-                  transitions[0]["at"], attributes)
-    for step in transitions:  # the path is an attribute; what went wrong (or was cancelled) is an event with its reason
-        if step["state"] in EVENT_STATES or step.get("reason"):
-            span.add_event(step["state"], {"reason": step["reason"]} if step.get("reason") else {}, timestamp=_ns(step["at"]))
-    made = 1
-    calls = ([(i, step) for i, step in enumerate(transitions) if step["state"] == "IN_PROGRESS"]
-             if branch.get("kind") != "safety" else [])  # the safety screen is local: it calls no model
+    return attributes
+
+
+def _call_spans(
+    tracer: Tracer,
+    where: tuple[int, str, str],
+    span: Span,
+    branch: TraceBranch,
+    transitions: list[Transition],
+    lost: bool,
+) -> int:
+    """A span per model call of a branch (an IN_PROGRESS step, ended by the next); the spans made.
+
+    Args:
+        where: the OpenTelemetry trace id, the run's trace id and the branch's span key.
+    """
+    trace_id, root, key = where
+    tokens = branch.get("tokens") or {}
+    calls = (
+        [(i, step) for i, step in enumerate(transitions) if step["state"] == "IN_PROGRESS"]
+        if branch.get("kind") != "safety"
+        else []
+    )  # the safety screen is local: it calls no model
     for number, (i, step) in enumerate(calls, start=1):
         after = transitions[i + 1] if i + 1 < len(transitions) else step
         last = number == len(calls) and not lost
         call_attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": branch.get("model"),
-            "gen_ai.request.temperature": branch.get("temperature"), "parallax.call": number,
-            "parallax.outcome": after["state"]}
-        if last:  # the record's tokens are the branch's; its last call is the one that produced the reply
-            call_attributes |= {"gen_ai.usage.input_tokens": tokens.get("prompt"),
-                                "gen_ai.usage.output_tokens": tokens.get("completion")}
-        call = _start(tracer, f"chat {branch.get('model') or ''}".strip(), (trace_id, _id(root, key, "call", str(number))),
-                      _child(span), step["at"], call_attributes)
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": branch.get("model"),
+            "gen_ai.request.temperature": branch.get("temperature"),
+            "parallax.call": number,
+            "parallax.outcome": after["state"],
+        }
+        if (
+            last
+        ):  # the record's tokens are the branch's; its last call is the one that produced the reply
+            call_attributes |= {
+                "gen_ai.usage.input_tokens": tokens.get("prompt"),
+                "gen_ai.usage.output_tokens": tokens.get("completion"),
+            }
+        call = _start(
+            tracer,
+            f"chat {branch.get('model') or ''}".strip(),
+            (trace_id, _id(root, key, "call", str(number))),
+            _child(span),
+            step["at"],
+            call_attributes,
+        )
         _status(call, after["state"] in ("FAILED", "TIMEOUT"), after.get("reason", ""))
         call.end(end_time=_ns(after["at"]))
-        made += 1
-    _status(span, status in ("failed", "escalated") or transitions[-1]["state"] == "ESCALATED", branch.get("error") or "")
-    span.end(end_time=_ns(transitions[-1]["at"]))
-    return made
+    return len(calls)
 
 
 def export_trace(trace: TraceRecord, parent: OtelContext | None = None) -> int:
@@ -225,49 +306,124 @@ def export_trace(trace: TraceRecord, parent: OtelContext | None = None) -> int:
     caller = otel.get_current_span(parent).get_span_context() if parent is not None else None
     joined = caller is not None and caller.is_valid
     trace_id = caller.trace_id if joined and caller is not None else int(root, 16)
-    branches = trace.get("branches", [])
-    moments = [t["at"] for b in branches for t in b.get("transitions") or []]
+    started, ended = _run_window(trace)
+    content = capture_content()
+    run = _start(
+        tracer,
+        f"parallax.run {trace.get('mode')}",
+        (trace_id, _id(root, "run")),
+        parent if joined else None,
+        started,
+        _run_attributes(trace, content),
+    )
+    parents: dict[Any, OtelContext] = {None: _child(run)}
+    made = 1 + _task_spans(tracer, trace_id, trace, parents)
+    for branch in trace.get("branches", []):
+        parent_ctx = parents.get((branch.get("task"), branch.get("round", 0)), parents[None])
+        backup = branch.get("backup") or {}
+        if not backup:
+            made += _branch(
+                tracer,
+                trace_id,
+                root,
+                parent_ctx,
+                branch,
+                branch.get("transitions") or [],
+                "",
+                content,
+            )
+            continue
+        won, lost = (
+            ("backup", "original") if backup.get("winner") == "backup" else ("original", "backup")
+        )
+        made += _branch(
+            tracer,
+            trace_id,
+            root,
+            parent_ctx,
+            branch,
+            branch.get("transitions") or [],
+            won,
+            content,
+        )
+        made += _branch(
+            tracer,
+            trace_id,
+            root,
+            parent_ctx,
+            branch,
+            backup.get("other_transitions") or [],
+            lost,
+            content,
+        )
+    _status(run, trace.get("status") == "failed", trace.get("reason") or "")
+    run.end(end_time=_ns(ended))
+    return made
+
+
+def _run_window(trace: TraceRecord) -> tuple[float, float]:
+    """When the run's span starts and ends: its branches' first and last moments, at least its
+    duration apart."""
+    moments = [t["at"] for b in trace.get("branches", []) for t in b.get("transitions") or []]
     started = min(moments) if moments else 0.0
     duration = (trace.get("duration_ms") or 0) / 1000
     ended = max([*moments, started + duration]) if moments else started + duration
-    content = capture_content()
+    return started, ended
+
+
+def _run_attributes(trace: TraceRecord, content: bool) -> dict[str, Any]:
+    """The run span's attributes: what the run was, how it ended, and its branches' tokens
+    summed."""
+    branches = trace.get("branches", [])
     tokens = [b.get("tokens") or {} for b in branches]
-    run = _start(tracer, f"parallax.run {trace.get('mode')}", (trace_id, _id(root, "run")), parent if joined else None,
-                 started, {
-                     "parallax.trace_id": root, "parallax.mode": trace.get("mode"), "parallax.status": trace.get("status"),
-                     "parallax.confidence": trace.get("confidence"), "parallax.reason": trace.get("reason") or None,
-                     "parallax.tenant": trace.get("tenant"), "parallax.thread_id": trace.get("thread_id"),
-                     "parallax.playbook": trace.get("playbook"), "parallax.playbook_version": trace.get("playbook_version"),
-                     "parallax.branches": len(branches),
-                     "gen_ai.usage.input_tokens": sum(int(t.get("prompt") or 0) for t in tokens),
-                     "gen_ai.usage.output_tokens": sum(int(t.get("completion") or 0) for t in tokens),
-                     "parallax.answer": (trace.get("answer") or None) if content else None})
-    made = 1
-    parents: dict[Any, OtelContext] = {None: _child(run)}
+    return {
+        "parallax.trace_id": trace["trace_id"],
+        "parallax.mode": trace.get("mode"),
+        "parallax.status": trace.get("status"),
+        "parallax.confidence": trace.get("confidence"),
+        "parallax.reason": trace.get("reason") or None,
+        "parallax.tenant": trace.get("tenant"),
+        "parallax.thread_id": trace.get("thread_id"),
+        "parallax.playbook": trace.get("playbook"),
+        "parallax.playbook_version": trace.get("playbook_version"),
+        "parallax.branches": len(branches),
+        "gen_ai.usage.input_tokens": sum(int(t.get("prompt") or 0) for t in tokens),
+        "gen_ai.usage.output_tokens": sum(int(t.get("completion") or 0) for t in tokens),
+        "parallax.answer": (trace.get("answer") or None) if content else None,
+    }
+
+
+def _task_spans(
+    tracer: Tracer, trace_id: int, trace: TraceRecord, parents: dict[Any, OtelContext]
+) -> int:
+    """A span per started plan task, under the run's span; each task's context added to `parents`
+    (by task id and round) for its branches. The spans made."""
+    root, made = trace["trace_id"], 0
     for task in trace.get("tasks") or []:
         if not task.get("started_at"):
             continue
         key = f"task-{task['id']}-{task.get('round', 0)}"
-        span = _start(tracer, "parallax.task", (trace_id, _id(root, key)), parents[None], task["started_at"], {
-            "parallax.trace_id": root, "parallax.task": task["id"], "parallax.round": task.get("round", 0),
-            "parallax.status": task.get("status"), "parallax.kind": task.get("kind"),
-            "parallax.deps": [int(d) for d in task.get("deps", [])]})
+        span = _start(
+            tracer,
+            "parallax.task",
+            (trace_id, _id(root, key)),
+            parents[None],
+            task["started_at"],
+            {
+                "parallax.trace_id": root,
+                "parallax.task": task["id"],
+                "parallax.round": task.get("round", 0),
+                "parallax.status": task.get("status"),
+                "parallax.kind": task.get("kind"),
+                "parallax.deps": [int(d) for d in task.get("deps", [])],
+            },
+        )
         _status(span, task.get("status") == "FAILED", task.get("reason") or "")
         span.end(end_time=_ns(task.get("finished_at") or task["started_at"]))
         parents[(task["id"], task.get("round", 0))] = _child(span)
         made += 1
-    for branch in branches:
-        parent_ctx = parents.get((branch.get("task"), branch.get("round", 0)), parents[None])
-        backup = branch.get("backup") or {}
-        if not backup:
-            made += _branch(tracer, trace_id, root, parent_ctx, branch, branch.get("transitions") or [], "", content)
-            continue
-        won, lost = ("backup", "original") if backup.get("winner") == "backup" else ("original", "backup")
-        made += _branch(tracer, trace_id, root, parent_ctx, branch, branch.get("transitions") or [], won, content)
-        made += _branch(tracer, trace_id, root, parent_ctx, branch, backup.get("other_transitions") or [], lost, content)
-    _status(run, trace.get("status") == "failed", trace.get("reason") or "")
-    run.end(end_time=_ns(ended))
     return made
+
 
 
 def parent_from(carrier: dict[str, str] | None) -> OtelContext | None:

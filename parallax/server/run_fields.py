@@ -77,6 +77,16 @@ def check_config(config: Any, thread_id: str | None) -> str | None:
         if key not in CONFIG_KEYS:
             raise invalid(f"config.{key} is not accepted on the served API: config may carry {', '.join(CONFIG_KEYS)} "
                           "(run settings go in context)", f"config.{key}")
+    _check_run_options(config)
+    check_metadata(config.get("metadata"), "config.metadata")
+    configurable = config.get("configurable")
+    if configurable is None:
+        return None
+    return _check_configurable(configurable, thread_id)
+
+
+def _check_run_options(config: Mapping[str, Any]) -> None:
+    """config's recursion_limit, tags and run_name in bounds."""
     limit = config.get("recursion_limit")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
                               or not 1 <= limit <= MAX_RECURSION_LIMIT):
@@ -90,25 +100,25 @@ def check_config(config: Any, thread_id: str | None) -> str | None:
     name = config.get("run_name")
     if name is not None and (not isinstance(name, str) or len(name) > MAX_RUN_NAME_CHARS):
         raise invalid(f"config.run_name must be a string of at most {MAX_RUN_NAME_CHARS} characters", "config.run_name")
-    check_metadata(config.get("metadata"), "config.metadata")
-    configurable = config.get("configurable")
-    if configurable is None:
-        return None
+
+
+def _check_configurable(configurable: Any, thread_id: str | None) -> str | None:
+    """config.configurable holding only the route's thread, a checkpoint id and run settings; the
+    checkpoint id."""
     if not isinstance(configurable, Mapping):
         raise invalid("config.configurable must be an object", "config.configurable")
-    settings: dict[str, Any] = {}
     for key, value in configurable.items():
         if key == "thread_id":
             if thread_id is None or str(value) != thread_id:
-                raise invalid("config.configurable.thread_id must be the thread of the route, or left out",
-                              "config.configurable.thread_id")
-        elif key == "checkpoint_id":
-            continue
-        elif key in RunContext.model_fields:
-            settings[key] = value
-        else:
-            raise invalid(f"config.configurable.{key} {_configurable_refusal(key)}: leave it out",
-                          f"config.configurable.{key}")
+                raise invalid(
+                    "config.configurable.thread_id must be the thread of the route, or left out",
+                    "config.configurable.thread_id",
+                )
+        elif key != "checkpoint_id" and key not in RunContext.model_fields:
+            raise invalid(
+                f"config.configurable.{key} {_configurable_refusal(key)}: leave it out",
+                f"config.configurable.{key}",
+            )
     checkpoint = configurable.get("checkpoint_id")
     return None if checkpoint is None else check_checkpoint_id(checkpoint, "config.configurable.checkpoint_id")
 

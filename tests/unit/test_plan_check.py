@@ -165,7 +165,7 @@ def test_a_large_result_stays_in_the_store_and_the_board_holds_where():
 def test_the_live_tree_shows_each_task_under_its_dependency_with_its_status():
     from rich.console import Console
 
-    from parallax.cli.run import plan_tree
+    from parallax.cli.progress import plan_tree
 
     p = {"tasks": [{"id": 1, "goal": "fetch"}, {"id": 2, "goal": "sum $1", "deps": [1], "kind": "tool"}]}
     console = Console(width=120, record=True)

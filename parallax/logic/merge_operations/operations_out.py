@@ -47,15 +47,9 @@ def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter[str]) -> t
     helpful = sum(i.helpful for i in c.items) + proposals + c.helpful
     harmful = sum(i.harmful for i in c.items) + c.harmful
     provenance |= {p for i in c.items for p in i.provenance}
-    archive = rule.archives(helpful, harmful)
     keep = rep.item
     new_id = keep.id if keep else item_id_for(rep.text, rep.section)
-    block = []
-    for old in sorted(c.items, key=lambda i: i.id):
-        if old is not keep:
-            report["superseded"] += 1
-            if old.status == "active":
-                block.append(Operation(op="archive", item_id=old.id, reason=f"superseded by {new_id}"))
+    block = _superseded(c, keep, new_id, report)
     if keep is None:
         block.append(Operation(op="add", item_id=new_id, section=rep.section, text=rep.text, about=sorted(rep.about),
                                count=helpful + 1, provenance=sorted(provenance), reason="merged: new representative"))
@@ -63,20 +57,78 @@ def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter[str]) -> t
             block.append(Operation(op="tag_harmful", item_id=new_id, count=harmful, reason="carried over"))
         was_active, gained = True, True
     else:
-        more_helpful, more_harmful = helpful - keep.helpful, harmful - keep.harmful
-        if more_helpful or not more_harmful and not set(provenance) <= set(keep.provenance):
-            block.append(Operation(op="tag_helpful", item_id=new_id, count=more_helpful, provenance=sorted(provenance)))
-        if more_harmful:
-            block.append(Operation(op="tag_harmful", item_id=new_id, count=more_harmful, provenance=sorted(provenance)))
-        was_active, gained = keep.status == "active", more_helpful > 0
+        block += _tags(keep, helpful, harmful, provenance)
+        was_active, gained = keep.status == "active", helpful - keep.helpful > 0
+    block += _status_change(rule, (helpful, harmful), keep, new_id, was_active, gained, report)
+    return new_id, block
+
+
+def _superseded(
+    c: Cluster, keep: PlaybookItem | None, new_id: str, report: Counter[str]
+) -> list[Operation]:
+    """An archive for each active item of the cluster other than the one kept (`new_id`
+    supersedes them)."""
+    block = []
+    for old in sorted(c.items, key=lambda i: i.id):
+        if old is not keep:
+            report["superseded"] += 1
+            if old.status == "active":
+                block.append(
+                    Operation(op="archive", item_id=old.id, reason=f"superseded by {new_id}")
+                )
+    return block
+
+
+def _tags(keep: PlaybookItem, helpful: int, harmful: int, provenance: set[str]) -> list[Operation]:
+    """The kept item's counts brought up to the cluster's: helpful (or new provenance) and
+    harmful tags."""
+    block = []
+    more_helpful, more_harmful = helpful - keep.helpful, harmful - keep.harmful
+    if more_helpful or not more_harmful and not set(provenance) <= set(keep.provenance):
+        block.append(
+            Operation(
+                op="tag_helpful", item_id=keep.id, count=more_helpful, provenance=sorted(provenance)
+            )
+        )
+    if more_harmful:
+        block.append(
+            Operation(
+                op="tag_harmful", item_id=keep.id, count=more_harmful, provenance=sorted(provenance)
+            )
+        )
+    return block
+
+
+def _status_change(
+    rule: ArchiveRule,
+    counts: tuple[int, int],
+    keep: PlaybookItem | None,
+    new_id: str,
+    was_active: bool,
+    gained: bool,
+    report: Counter[str],
+) -> list[Operation]:
+    """The item archived when its counts now meet the rule, or reactivated when they no longer do
+    and it gained."""
+    helpful, harmful = counts
+    archive = rule.archives(helpful, harmful)
     if archive and was_active:
         report["archived"] += 1
-        block.append(Operation(op="archive", item_id=new_id, reason=rule.why(helpful, harmful)))
-    elif not archive and not was_active and gained and keep is not None:
+        return [Operation(op="archive", item_id=new_id, reason=rule.why(helpful, harmful))]
+    if not archive and not was_active and gained and keep is not None:
         report["reactivated"] += 1
-        block.append(Operation(op="add", item_id=new_id, section=keep.section, text=keep.text, about=keep.about,
-                               count=1, reason="reactivated: counts no longer meet the archive rule"))
-    return new_id, block
+        return [
+            Operation(
+                op="add",
+                item_id=new_id,
+                section=keep.section,
+                text=keep.text,
+                about=keep.about,
+                count=1,
+                reason="reactivated: counts no longer meet the archive rule",
+            )
+        ]
+    return []
 
 
 def archive_untouched(active: list[PlaybookItem], touched: set[str], alive: dict[str, bool], rule: ArchiveRule,
