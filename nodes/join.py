@@ -28,6 +28,10 @@ from parallax.runtime.services import services_of
 from parallax.state.context import Context
 from parallax.state.payloads import Answer, judge_reply
 from parallax.state.plan import FINISHED, Plan, PlanState
+from parallax.state.vocabulary import BUSINESS
+
+WORKERS = (*BUSINESS, "edit")
+"""Kinds of branch that do a task's work: the plan names those that failed."""
 
 
 async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -100,4 +104,4 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
             "vote_counts": synthesis.votes, "reason": "; ".join(reasons)[:1000], "verification": verification,
             "branches": calls, "board": board_update, **({"budget_stop": stops[0]} if stops else {}),
             "failed_branches": [b["id"] for r in records.values() for b in r.get("branches", [])
-                                if b.get("kind") in ("direct", "slice", "vote", "edit") and b.get("status") != "ok"]}
+                                if b.get("kind") in WORKERS and b.get("status") != "ok"]}

@@ -18,7 +18,7 @@ import sys
 import uuid
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, get_args
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -53,9 +53,9 @@ if TYPE_CHECKING:
     from langgraph.graph import StateGraph
     from rich.status import Status
 from parallax.state.plan import PlanOutput
-from parallax.state.solve import Mode, SolveOutput
+from parallax.state.solve import SolveOutput
+from parallax.state.vocabulary import BUSINESS_ROUTES, RUN_MODES, listed
 
-RUN_MODES = (*get_args(Mode), "plan")
 RUN_OPTIONS = {"votes": "--votes", "min_votes": "--min-votes", "candidates": "--candidates", "check_file": "--check-file",
                "max_replans": "--max-replans", "max_cost": "--max-cost", "max_tokens": "--max-tokens",
                "playbook": "--playbook", "tenant": "--tenant", "target": "--target", "test_command": "--test-command",
@@ -250,7 +250,7 @@ def run(
     input_file: Annotated[Path | None, typer.Option("--input-file", "-f",
                                                     help="Read the task from a file: PDF (pages kept), DOCX, HTML, "
                                                          "Markdown or UTF-8 text ('-' for stdin).")] = None,
-    mode: Annotated[str, typer.Option(help="auto | direct | section | vote | speculate | plan. auto decides from the "
+    mode: Annotated[str, typer.Option(help=f"{' | '.join(RUN_MODES)}. auto decides from the "
                                            "input's shape (several deliverables or steps: plan; write a function, fix, "
                                            "draft: speculate).")] = "auto",
     votes: Annotated[int, typer.Option(help="Most vote branches in vote mode (with early stopping, fewer once the "
@@ -332,7 +332,8 @@ def run(
         payload["max_tokens"] = max_tokens
     if schema is not None:
         if mode == "plan" or repo is not None:
-            fail("--schema works with --mode auto, direct, vote or section, not plan (nor --repo)")
+            modes = listed(("auto", *BUSINESS_ROUTES))
+            fail(f"--schema works with --mode {modes}, not plan (nor --repo)")
         payload["output_schema"] = load_schema(schema)
     plan_shaped = mode == "auto" and not speculative and schema is None and wants_plan(question or task)
     name = "plan" if mode == "plan" or (repo is not None and not speculative) or plan_shaped else "solve"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from parallax.state.payloads import BUSINESS
+from parallax.state.vocabulary import BUSINESS
 
 ERROR_CHARS = 500
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from parallax.logic.run_record import latest_score
 from parallax.logic.spend import spend_of
-from parallax.state.payloads import BUSINESS
+from parallax.state.vocabulary import BUSINESS
 
 SINCE = re.compile(r"^(\d+)\s*([mhdw])$")
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
