@@ -31,7 +31,7 @@ import time
 import httpx
 import openai
 
-from parallax.logic.branch_plans import spread
+from parallax.logic.branch_kinds import spread
 from parallax.prompts.solve import answer_messages
 from parallax.runtime.model_server import LocalModelServer, default_threads, peak_rss_mb
 from parallax.runtime.settings import load

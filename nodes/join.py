@@ -23,6 +23,10 @@ from parallax.runtime.services import services_of
 from parallax.state.context import Context
 from parallax.state.payloads import Answer, judge_reply
 from parallax.state.plan import FINISHED, Plan, PlanState
+from parallax.state.vocabulary import BUSINESS
+
+WORKERS = (*BUSINESS, "edit")
+"""Kinds of branch that do a task's work: the plan names those that failed."""
 
 
 class _Calls:
@@ -111,7 +115,7 @@ async def _resolve_board(calls: _Calls, board: dict[str, Any]) -> tuple[dict[str
 
 def _failed_branches(records: dict[int, dict[str, Any]]) -> list[str]:
     return [b["id"] for r in records.values() for b in r.get("branches", [])
-            if b.get("kind") in ("direct", "slice", "vote", "edit") and b.get("status") != "ok"]
+            if b.get("kind") in WORKERS and b.get("status") != "ok"]
 
 
 async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:

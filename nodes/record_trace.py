@@ -21,10 +21,10 @@ from parallax.runtime.storage.trace_store import TraceOwner, TraceStore, dead_le
 from parallax.runtime.telemetry import TRACE_CONTEXT, export_later, parent_from
 from parallax.runtime.timestamps import now_iso
 from parallax.state.context import Context, setting
-from parallax.state.payloads import BUSINESS
 from parallax.state.plan import PlanState
 from parallax.state.solve import SolveState
 from parallax.state.trace_record import TraceBranch, TraceRecord, TraceTask
+from parallax.state.vocabulary import BUSINESS
 
 PREVIEW_CHARS = 200
 

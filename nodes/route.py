@@ -28,6 +28,7 @@ from parallax.state.context import Context, setting
 from parallax.state.payloads import BranchRecord
 from parallax.state.records import PlaybookItemData
 from parallax.state.solve import NEW_RUN, SolveState
+from parallax.state.vocabulary import per_slice
 
 
 async def read_playbook(store: BaseStore | None, tenant: str, name: str,
@@ -127,7 +128,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     pages = pages_of(state)
     slices: list[str] = []
     slice_pages: list[list[int]] = []
-    if chosen == "section":
+    if per_slice(chosen):
         slices, slice_pages = (split_pages(pages, setting(ctx.slice_chars)) if pages
                                else (split_into_slices(state["task"], setting(ctx.slice_chars)), []))
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]

@@ -31,8 +31,8 @@ from parallax.runtime.storage.plan_results import PlanResults
 from parallax.runtime.worktrees import Worktree, path_part, work_folder
 from parallax.state.context import Context, setting
 from parallax.state.plan import Plan, PlanTask, TaskPayload
+from parallax.state.vocabulary import TASK_ROUTE, per_slice
 
-SOLVE_MODES = {"solve": "direct", "section": "section", "vote": "vote"}
 STATUS_OF_RUN = {"ok": "DONE", "needs_review": "NEEDS_REVIEW", "failed": "FAILED"}
 
 
@@ -46,11 +46,12 @@ def worktree_dir(trace_id: str, name: str) -> Path:
 
 async def _solve(task: PlanTask, payload: TaskPayload, goal: str, inputs: str, ctx: Context, solve: Solver) -> dict[str, Any]:
     text = "\n\n".join(x for x in (goal, inputs) if x)
-    if task.kind == "section":
+    route = TASK_ROUTE[task.kind]
+    if per_slice(route):  # the task reads the document, asking its goal of every slice
         document = task.inputs.get("document") or payload["document"]
-        run_input: dict[str, Any] = {"task": document, "question": text, "mode": "section"}
+        run_input: dict[str, Any] = {"task": document, "question": text, "mode": route}
     else:
-        run_input = {"task": text, "mode": SOLVE_MODES[task.kind]}
+        run_input = {"task": text, "mode": route}
     run_input.update(tenant=tenant_of(payload.get("tenant")), playbook=payload["playbook"], votes=payload["votes"],
                      parent_trace=payload["trace_id"])
     budget = payload.get("budget")

@@ -11,12 +11,12 @@ from typing import Any, cast
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
-from pydantic import BaseModel
 
+from parallax.logic.branch_kinds import reply_schema
 from parallax.logic.branch_plans import VotePrompts, branch_messages, prompt_name
 from parallax.logic.budget import BUDGET_CAUSE, tally_of
 from parallax.logic.stragglers import StragglerWatch, run_watched
-from parallax.logic.user_schema import answer_schema, normal, reply_model, slice_schema
+from parallax.logic.user_schema import normal
 from parallax.logic.vote import final_value
 from parallax.logic.vote_watch import VoteWatch
 from parallax.runtime.branch_call import call_branch
@@ -28,8 +28,9 @@ from parallax.runtime.services import services_of
 from parallax.runtime.wave_request import MAX_CHOICES, Seat, WaveRequest
 from parallax.state.context import Context, setting
 from parallax.state.lifecycle import Lifecycle
-from parallax.state.payloads import Answer, BranchRecord, SliceFinding, VoteAnswer
-from parallax.state.records import BranchInput, BranchSpec, JsonSchema, PromptVersion, WorkShared, WorkTask
+from parallax.state.payloads import BranchRecord
+from parallax.state.records import BranchInput, BranchSpec, PromptVersion, WorkShared, WorkTask
+from parallax.state.vocabulary import BUSINESS_KINDS
 
 INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief", "prompt",
                 "output_schema")
@@ -37,7 +38,7 @@ INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", 
 
 def _identity(spec: BranchSpec, template: PromptVersion | None = None, typed: bool = False) -> dict[str, Any]:
     return {"id": spec["id"], "parent_id": spec["parent_id"], "kind": spec["kind"],
-            "slice_index": spec["index"] if spec["kind"] == "slice" else None,
+            "slice_index": spec["index"] if BUSINESS_KINDS[spec["kind"]].per_slice else None,
             "playbook_item_ids": [item["id"] for item in spec["playbook"]],
             "prompt": {"name": prompt_name(spec["kind"], typed), "version": template.get("version", 0) if template else 0}}
 
@@ -45,15 +46,6 @@ def _identity(spec: BranchSpec, template: PromptVersion | None = None, typed: bo
 def _template(spec: BranchSpec, prompts: dict[str, PromptVersion] | None, typed: bool = False) -> PromptVersion | None:
     """The served prompt version of this branch (a dead letter carries its own)."""
     return (prompts or {}).get(prompt_name(spec["kind"], typed)) or spec.get("prompt")
-
-
-def reply_schema(kind: str, output_schema: JsonSchema | None) -> type[BaseModel]:
-    """What a business branch must reply: our Answer or SliceFinding, or the user's object wrapped for its kind."""
-    if output_schema is None:
-        return SliceFinding if kind == "slice" else VoteAnswer if kind == "vote" else Answer
-    if kind == "slice":
-        return reply_model(slice_schema(output_schema), "SliceValues")
-    return reply_model(answer_schema(output_schema), "TypedAnswer")
 
 
 def input_of(spec: BranchSpec) -> BranchInput:
@@ -107,7 +99,7 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
                             "votes") if wave is not None else None
     seats = wave_seats(state["branches"], services.takes_n, votes.arrived if votes is not None else None)
-    slices = [spec["index"] for spec in state["branches"] if spec["kind"] == "slice"]
+    slices = [spec["index"] for spec in state["branches"] if BUSINESS_KINDS[spec["kind"]].per_slice]
     lead = services.shared(fan_out, PrefixLead, "prefix") if slices else None
     if lead is not None:
         lead.carries(slices)

@@ -19,7 +19,7 @@ from parallax.runtime.sync_graph import iterate
 from parallax.state.context import Context
 from parallax.state.payloads import BranchRecord
 from parallax.state.records import JsonSchema, Spend
-from parallax.state.solve import Mode
+from parallax.state.vocabulary import Mode
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -13,6 +13,7 @@ from string import Template
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from parallax.state.records import PromptText
+from parallax.state.vocabulary import BUSINESS_KINDS
 
 JSON_RULE = "Reply with one JSON object only, no other text."
 
@@ -117,8 +118,9 @@ DEFAULTS: dict[str, PromptTemplate] = {t.name: t for t in (
         ("json_rule", "diagnosis", "lessons"), ("lessons",),
         "the curator of the learn graph, one reflection at a time"),
 )}
-SOLVE_PROMPTS = ("answer", "slice", "judge", "red_team")
-TYPED_PROMPTS = ("typed", "typed_slice")
+SOLVE_PROMPTS = (*dict.fromkeys(kind.prompt for kind in BUSINESS_KINDS.values()),
+                 "judge", "red_team")
+TYPED_PROMPTS = tuple(dict.fromkeys(kind.typed_prompt for kind in BUSINESS_KINDS.values()))
 """Served only to runs with an output schema."""
 SPECULATE_PROMPTS = ("candidate", "compare")
 """Served only to speculative runs."""

@@ -15,7 +15,8 @@ from pydantic import BeforeValidator, Field, with_config
 from typing_extensions import TypedDict
 
 from parallax.state.inputs import CALLER, INPUT_CHARS, CostBudget, JsonObject, Name, TokenBudget, Votes
-from parallax.state.solve import FollowUp, Mode
+from parallax.state.solve import FollowUp
+from parallax.state.vocabulary import Mode
 
 ReviewKind = Literal["accept", "edit", "reject"]
 MAX_MESSAGES = 200

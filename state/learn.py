@@ -26,7 +26,8 @@ from parallax.state.inputs import (
     Votes,
 )
 from parallax.state.records import PromptVersion
-from parallax.state.solve import Mode, Scorer
+from parallax.state.solve import Scorer
+from parallax.state.vocabulary import Mode
 
 MAX_TASKS = 10_000
 """The most training (or validation) tasks one learn run takes, and the most stored runs it learns from."""

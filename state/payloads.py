@@ -11,13 +11,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model, field_validator
 
 from parallax.state.lifecycle import BranchState, Transition
+from parallax.state.vocabulary import BranchKind
 
-BranchKind = Literal["direct", "slice", "vote", "judge", "red_team", "safety", "reflect", "curate",
-                     "plan", "tool", "edit", "combine", "contradiction", "candidate", "compare", "condense"]
 BranchStatus = Literal["ok", "failed", "timeout", "cancelled"]
 """`cancelled`: a vote still in flight when the vote settled without it (never counted, never asked again)."""
-BUSINESS = ("direct", "slice", "vote")
-"""Kinds of branch that do the task itself (the rest check, judge or learn from them)."""
 VOTE_REASONING_CHARS = 280
 VOTE_ANSWER_CHARS = 60
 """A vote's working and final value, in characters (about 70 and 15 tokens at four characters a token):

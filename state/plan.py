@@ -15,8 +15,8 @@ from typing_extensions import TypedDict
 from parallax.state.inputs import CALLER, JsonObject, PathText
 from parallax.state.records import BudgetSpec
 from parallax.state.solve import RunOutput, SolveInput
+from parallax.state.vocabulary import TASKS, TaskKind
 
-TaskKind = Literal["solve", "section", "vote", "tool", "edit"]
 Synthesis = Literal["concat", "reduce", "vote", "assembly"]
 BoardPolicy = Literal["append", "keep_both", "conflict"]
 TaskStatus = Literal["PENDING", "RUNNING", "DONE", "NEEDS_REVIEW", "FAILED", "SKIPPED"]
@@ -42,9 +42,7 @@ class PlanTask(BaseModel):
 
     id: int = Field(ge=1, description="1, 2, 3 ... unique within the plan")
     goal: str = Field(json_schema_extra={"maxLength": PLAN_TEXT_CHARS}, description="what this task must produce")
-    kind: TaskKind = Field("solve", description="solve: answer it; section: read a long document in slices; "
-                                                "vote: several independent short answers; tool: run a tool; "
-                                                "edit: change files in the repository")
+    kind: TaskKind = Field("solve", description="; ".join(f"{k}: {it}" for k, it in TASKS.items()))
     deps: list[int] = Field(default_factory=list, json_schema_extra=_most(PLAN_TASKS),
                             description="ids of the tasks whose results this task needs")
     inputs: dict[str, Bounded] = Field(default_factory=dict, json_schema_extra={"maxProperties": PLAN_LIST_ITEMS},

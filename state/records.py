@@ -11,14 +11,12 @@ from typing import Any, Literal, NotRequired, Required
 from typing_extensions import TypedDict
 
 from parallax.state.lifecycle import BranchState, Transition
-from parallax.state.payloads import BranchKind, BranchStatus
+from parallax.state.payloads import BranchStatus
+from parallax.state.vocabulary import BranchKind, BusinessKind
 
 JsonSchema = dict[str, Any]
 """A JSON Schema object: the user's output schema, what every branch is asked for, what the merge
 votes on or assembles field by field and what `data` is checked against (logic/user_schema.py)."""
-
-BusinessKind = Literal["direct", "slice", "vote"]
-"""Kinds of branch that do the task itself (state/payloads.py BUSINESS)."""
 
 
 class PlaybookItemData(TypedDict, total=False):

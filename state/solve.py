@@ -26,9 +26,8 @@ from parallax.state.inputs import (
     Votes,
 )
 from parallax.state.records import BranchRecordData, PlaybookItemData, PromptVersion, Provenance, ServedVersion, Spend
+from parallax.state.vocabulary import Mode, Route
 
-Mode = Literal["auto", "direct", "section", "vote", "speculate"]
-Route = Literal["direct", "section", "vote", "speculate"]
 Status = Literal["ok", "needs_review", "failed"]
 Scorer = Literal["auto", "numeric", "exact", "contains"]
 """How a run's answer is compared with its target (logic/scoring.py)."""

@@ -13,8 +13,8 @@ from typing import Any, NotRequired, cast
 from typing_extensions import TypedDict
 
 from parallax.state.lifecycle import Transition
-from parallax.state.payloads import BranchKind
 from parallax.state.records import BranchFields, JsonSchema, Provenance, ServedVersion, Spend
+from parallax.state.vocabulary import BranchKind
 
 
 class Message(TypedDict):

@@ -43,12 +43,15 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime.model_note import on_embedded_model
 from parallax.runtime.run_context import resolved
 from parallax.state.context import Context, setting
+from parallax.state.vocabulary import BUSINESS_ROUTES, MODES
 
 LEARN_OPTIONS = {"batch": "--batch", "epochs": "--epochs", "val_size": "--val-size", "limit": "--limit", "votes": "--votes",
                  "mode": "--mode", "margin": "--margin", "since": "--since", "playbook": "--playbook", "tenant": "--tenant",
                  "context.max_concurrency": "--concurrency", "context.early_stop": "--early-stop"}
 """The option of `learn` and `eval` that sets each input field or run setting a refusal may name."""
 EACH_TASK = "?"
+EVAL_MODES = " | ".join(mode for mode in MODES if mode == "auto" or mode in BUSINESS_ROUTES)
+"""The solve modes `eval --mode` names: auto and the routes of business branches."""
 """The task `eval` checks its options with: each of its tasks runs as a solve input with them."""
 
 
@@ -247,7 +250,7 @@ def evaluate_command(
     tenant: Tenant = "default",
     version: Annotated[int | None, typer.Option(help="Playbook version (default: the head).")] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N tasks.")] = None,
-    mode: Annotated[str, typer.Option(help="Solve mode: auto | direct | section | vote.")] = "auto",
+    mode: Annotated[str, typer.Option(help=f"Solve mode: {EVAL_MODES}.")] = "auto",
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave out bad JSONL lines instead of stopping.")] = False,
     scorer: Annotated[str | None, typer.Option(help="auto | numeric | exact | contains "
                                                    "(default: each line's, else auto).")] = None,

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, get_args
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -48,9 +48,9 @@ from parallax.state.context import Context
 if TYPE_CHECKING:
     from langgraph.graph import StateGraph
 from parallax.state.plan import PlanOutput
-from parallax.state.solve import Mode, SolveOutput
+from parallax.state.solve import SolveOutput
+from parallax.state.vocabulary import RUN_MODES
 
-RUN_MODES = (*get_args(Mode), "plan")
 RUN_OPTIONS = {"votes": "--votes", "min_votes": "--min-votes", "candidates": "--candidates", "check_file": "--check-file",
                "max_replans": "--max-replans", "max_cost": "--max-cost", "max_tokens": "--max-tokens",
                "playbook": "--playbook", "tenant": "--tenant", "target": "--target", "test_command": "--test-command",
@@ -194,7 +194,7 @@ def run(
     input_file: Annotated[Path | None, typer.Option("--input-file", "-f",
                                                     help="Read the task from a file: PDF (pages kept), DOCX, HTML, "
                                                          "Markdown or UTF-8 text ('-' for stdin).")] = None,
-    mode: Annotated[str, typer.Option(help="auto | direct | section | vote | speculate | plan. auto decides from the "
+    mode: Annotated[str, typer.Option(help=f"{' | '.join(RUN_MODES)}. auto decides from the "
                                            "input's shape (several deliverables or steps: plan; write a function, fix, "
                                            "draft: speculate).")] = "auto",
     votes: Annotated[int, typer.Option(help="Most vote branches in vote mode (with early stopping, fewer once the "

@@ -5,29 +5,25 @@ See docs/internals/votes.md#branches-and-send-tasks.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from typing import TypeVar
 
 from langchain_core.messages import BaseMessage
 
+from parallax.logic.branch_kinds import KINDS, schema_text
 from parallax.logic.routing import votes_of
 from parallax.logic.speculation import candidate_prompts
 from parallax.logic.stopping import decide
-from parallax.prompts.solve import answer_messages, slice_messages, typed_messages, typed_slice_messages
 from parallax.runtime.run_context import tenant_of
 from parallax.runtime.wave_request import MAX_CHOICES
 from parallax.state.context import Context, setting
-from parallax.state.records import BranchAsk, BranchSpec, BusinessKind, JsonSchema, PlaybookItemData, PromptVersion, RunMeta
+from parallax.state.records import BranchAsk, BranchSpec, JsonSchema, PromptVersion, RunMeta
 from parallax.state.solve import SolveState
+from parallax.state.vocabulary import BUSINESS_KINDS, ROUTE_KIND, BusinessKind
 
 MAX_TASKS = 10
 T = TypeVar("T")
-
-
-def spread(low: float, high: float, n: int) -> list[float]:
-    return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 3) for i in range(n)]
 
 
 def adaptive(state: SolveState, ctx: Context) -> bool:
@@ -56,66 +52,35 @@ def waves_of(state: SolveState, ctx: Context) -> tuple[int, int]:
 def branch_specs(state: SolveState, ctx: Context, votes: range | None = None) -> list[BranchSpec]:
     """What each business branch gets: only its own text, plus brief, question and lessons. `votes`: which
     of a vote's branches to plan (a wave), by index; each keeps the model and temperature of its index."""
-    task, question, route = state["task"], state.get("question", ""), state["mode"]
-    selections = state.get("playbook_selections") or [[]]
-    now = round(time.time(), 3)
-
-    def spec(kind: BusinessKind, text: str, lessons: list[PlaybookItemData], model: str, temperature: float, index: int,
-             total: int | None = None, brief: str | None = None) -> BranchSpec:
-        planned: BranchSpec = {"id": f"{kind}-{secrets.token_hex(4)}", "kind": kind, "parent_id": state["trace_id"],
-                               "planned_at": now, "text": text, "question": question, "playbook": lessons,
-                               "model": model, "temperature": temperature, "index": index}
-        if total is not None:
-            planned["total"] = total
-        if brief is not None:
-            planned["brief"] = brief
-        return planned
-
-    if route == "vote":
-        n = votes_of(state)
-        temperatures = spread(setting(ctx.vote_temperature_min), setting(ctx.vote_temperature_max), n)
-        models = ctx.models_for_votes(n)
-        return [spec("vote", task, selections[0], model=models[i], temperature=temperatures[i], index=i)
-                for i in (votes if votes is not None else range(n))]
-    if route == "section":
-        slices = state["slices"]
-        brief = _brief(task, slices)
-        return [spec("slice", part, selections[i], model=setting(ctx.model), temperature=setting(ctx.temperature), index=i,
-                     total=len(slices), brief=brief)
-                for i, part in enumerate(slices)]
-    return [spec("direct", task, selections[0], model=setting(ctx.model), temperature=setting(ctx.temperature), index=0)]
+    kind = ROUTE_KIND[state["mode"]]
+    rules, now = KINDS[kind], round(time.time(), 3)
+    planned = rules.branches(state, ctx, rules.asks(state, kind), votes)
+    return [_spec(state, ask, model, temperature, now) for ask, model, temperature in planned]
 
 
-def _brief(task: str, slices: list[str]) -> str:
-    return f"A document of {len(task)} characters in {len(slices)} parts; each part is read separately."
+def _spec(state: SolveState, ask: BranchAsk, model: str, temperature: float,
+          now: float) -> BranchSpec:
+    planned: BranchSpec = {"id": f"{ask['kind']}-{secrets.token_hex(4)}", "kind": ask["kind"],
+                           "parent_id": state["trace_id"], "planned_at": now, "text": ask["text"],
+                           "question": ask["question"], "playbook": ask["playbook"], "model": model,
+                           "temperature": temperature, "index": ask.get("index", 0)}
+    if "total" in ask:
+        planned["total"] = ask["total"]
+    if "brief" in ask:
+        planned["brief"] = ask["brief"]
+    return planned
 
 
-def prompt_name(kind: str, typed: bool = False) -> str:
-    """The prompt template (prompts/templates.py) a business branch of `kind` is built from; `typed`: the
-    run has an output schema."""
-    if typed:
-        return "typed_slice" if kind == "slice" else "typed"
-    return "slice" if kind == "slice" else "answer"
-
-
-def schema_text(schema: JsonSchema) -> str:
-    """The user's schema as a prompt shows it: compact JSON."""
-    return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+def prompt_name(kind: BusinessKind, typed: bool = False) -> str:
+    """The prompt template (prompts/templates.py) a business branch of `kind` is built from;
+    `typed`: the run has an output schema."""
+    return BUSINESS_KINDS[kind].typed_prompt if typed else BUSINESS_KINDS[kind].prompt
 
 
 def branch_messages(spec: BranchAsk, template: PromptVersion | None, schema: JsonSchema | None = None) -> list[BaseMessage]:
     """The messages a business branch is sent: its own text, the question, its lessons, in `template`
     (a served prompt version; None = the default); with the user's `schema`, asked for that object."""
-    if schema is not None:
-        if spec["kind"] == "slice":
-            return typed_slice_messages(spec["brief"], spec["question"], spec["text"], spec["index"], spec["total"],
-                                        spec["playbook"], schema_text(schema), version=template)
-        return typed_messages(spec["text"], spec["question"], spec["playbook"], schema_text(schema), version=template)
-    if spec["kind"] == "slice":
-        return slice_messages(spec["brief"], spec["question"], spec["text"], spec["index"], spec["total"],
-                              spec["playbook"], version=template)
-    return answer_messages(spec["text"], spec["question"], spec["playbook"], short=spec["kind"] == "vote",
-                           version=template)
+    return KINDS[spec["kind"]].messages(spec, template, schema)
 
 
 class VotePrompts:
@@ -146,21 +111,14 @@ def branch_prompts(state: SolveState) -> dict[tuple[str, int], list[BaseMessage]
     """(kind, slice or candidate index, else 0) -> the messages those business branches (or speculative
     candidates) were sent. Votes share one prompt. Rebuilt from the state for the trace, so the checkpoint
     never holds a copy per branch."""
-    task, question, route = state["task"], state.get("question", ""), state["mode"]
-    if route == "speculate":
+    if state["mode"] == "speculate":
         return candidate_prompts(state)
-    selections = state.get("playbook_selections") or [[]]
-    prompts = state.get("prompts") or {}
+    kind = ROUTE_KIND[state["mode"]]
     schema = state.get("output_schema")
-    if route == "section":
-        slices = state.get("slices") or []
-        asks: list[BranchAsk] = [{"kind": "slice", "text": part, "question": question, "playbook": selections[i], "index": i,
-                                  "total": len(slices), "brief": _brief(task, slices)} for i, part in enumerate(slices)]
-        return {("slice", i): branch_messages(ask, prompts.get(prompt_name("slice", schema is not None)), schema)
-                for i, ask in enumerate(asks)}
-    kind: BusinessKind = "vote" if route == "vote" else "direct"
-    spec: BranchAsk = {"kind": kind, "text": task, "question": question, "playbook": selections[0]}
-    return {(route, 0): branch_messages(spec, prompts.get(prompt_name(route, schema is not None)), schema)}
+    template = (state.get("prompts") or {}).get(prompt_name(kind, schema is not None))
+    rules = KINDS[kind]
+    asks = rules.asks(state, kind)
+    return {(kind, i): rules.messages(ask, template, schema) for i, ask in enumerate(asks)}
 
 
 def run_metadata(state: SolveState) -> RunMeta:

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from parallax.state.payloads import BUSINESS
+from parallax.state.vocabulary import BUSINESS
 
 ERROR_CHARS = 500
 

@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from parallax.state.plan import Plan, PlanTask
+from parallax.state.vocabulary import TASK_ROUTE, per_slice
 
 PLACEHOLDER = re.compile(r"\$\{(\d+)\}|\$(\d+)(?!\d)")
 TOOLS = ("calc",)
@@ -107,7 +108,8 @@ def _kind_problems(task: PlanTask, limits: PlanLimits) -> list[str]:
         found.append(f"{name} lists writes, but only edit tasks write files")
     if task.kind == "tool" and task.inputs.get("tool") not in TOOLS:
         found.append(f"{name} is a tool task: set inputs.tool to one of {', '.join(TOOLS)}")
-    if task.kind == "section" and not (limits.has_document or task.inputs.get("document")):
+    reads_document = per_slice(TASK_ROUTE.get(task.kind))
+    if reads_document and not (limits.has_document or task.inputs.get("document")):
         found.append(
             f"{name} reads a document in sections, but the run has none: use kind solve, "
             f"or give a document (--input-file with --question)"

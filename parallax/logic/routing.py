@@ -16,7 +16,8 @@ from parallax.logic.slicing import HEADING
 from parallax.logic.user_schema import SchemaProblem, checked_schema
 from parallax.state.context import Context, setting
 from parallax.state.plan import PlanInput
-from parallax.state.solve import INTERNAL, Route, SolveInput
+from parallax.state.solve import INTERNAL, SolveInput
+from parallax.state.vocabulary import BUSINESS_ROUTES, Route, listed
 
 OPEN_ENDED = re.compile(
     r"^\s*(write|draft|compose|summari[sz]e|explain|describe|translate|rewrite|list|brainstorm|create)\b", re.I
@@ -36,7 +37,8 @@ ASK = re.compile(
     re.I | re.M)
 PLAN_MAX_REQUEST_CHARS = 4000
 """Longer requests are documents to read, not lists of steps (they go to `section`)."""
-
+SCHEMA_MODES = f"the {listed(BUSINESS_ROUTES, 'and')} modes"
+"""The modes an output schema works with, as a refusal names them."""
 
 DEFAULT_VOTES = 5
 
@@ -121,7 +123,7 @@ def _validate_speculation(state: Mapping[str, Any]) -> None:
     if mode == "speculate" and state.get("repo") and not state.get("check"):
         raise InvalidInput("repo with mode speculate needs a check command to run in each candidate's worktree", "repo")
     if (mode == "speculate" or state.get("check")) and state.get("output_schema") is not None:
-        raise InvalidInput("an output schema works with the direct, vote and section modes, not speculate: "
+        raise InvalidInput(f"an output schema works with {SCHEMA_MODES}, not speculate: "
                            "choose one of them, or leave the schema out", "output_schema")
 
 
@@ -138,7 +140,7 @@ def validate_plan_input(state: Mapping[str, Any], ctx: Context) -> None:
         raise InvalidInput("the input must be an object with at least a task")
     check_typed(PlanInput, caller_input(PlanInput, state, INTERNAL))
     if state.get("output_schema") is not None:
-        raise InvalidInput("an output schema works with the direct, vote and section modes, not plan: "
+        raise InvalidInput(f"an output schema works with {SCHEMA_MODES}, not plan: "
                            "choose one of them, or leave the schema out", "output_schema")
     if state.get("document") is not None:
         raise InvalidInput("the plan graph reads no document: send its text as task and the request as question",

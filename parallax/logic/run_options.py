@@ -12,6 +12,7 @@ from typing import Any
 
 from parallax.logic.routing import wants_plan
 from parallax.logic.run_input import RunInputError
+from parallax.state.vocabulary import BUSINESS_ROUTES, listed
 
 OPTIONS = ("mode", "check", "check_file", "repo", "schema", "candidates", "test_command")
 """The options a refusal here names."""
@@ -65,7 +66,7 @@ def check_schema_options(mode: str, repo: Path | None, names: Mapping[str, str])
     if mode == "plan" or repo is not None:
         n = _named(names)
         raise RunInputError(
-            f"{n['schema']} works with {n['mode']} auto, direct, vote or section, not plan "
+            f"{n['schema']} works with {n['mode']} {listed(('auto', *BUSINESS_ROUTES))}, not plan "
             f"(nor {n['repo']})",
             "output_schema",
         )

@@ -15,10 +15,10 @@ from langchain_core.messages import BaseMessage
 from parallax.logic.branch_plans import branch_prompts
 from parallax.logic.release_decision import run_success
 from parallax.logic.scoring import score
-from parallax.state.payloads import BUSINESS
 from parallax.state.records import ServedVersion
 from parallax.state.solve import SolveState
 from parallax.state.trace_record import Message, Outcome, TokenTotals, TraceRecord
+from parallax.state.vocabulary import BUSINESS
 
 ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 

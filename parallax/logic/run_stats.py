@@ -13,8 +13,8 @@ from typing import TypedDict
 
 from parallax.logic.run_record import latest_score
 from parallax.logic.spend import spend_of
-from parallax.state.payloads import BUSINESS
 from parallax.state.trace_record import TraceRecord
+from parallax.state.vocabulary import BUSINESS
 
 SINCE = re.compile(r"^(\d+)\s*([mhdw])$")
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

@@ -66,6 +66,13 @@ def vote_outcome(schema: JsonSchema, tally: FieldVote, valid_votes: int) -> Type
                         verification)
 
 
+def _conflict(conflict: dict[str, Any]) -> str:
+    """One field's conflicting values as a note says them: each with the pages it was found on."""
+    return f"{conflict['path']}: " + " vs ".join(
+        f"{v['value']!r}" + (f" (page {', '.join(map(str, v['pages']))})" if v["pages"] else "")
+        for v in conflict["values"])
+
+
 def section_outcome(schema: JsonSchema, ok: list[BranchRecord], slices: list[str], slice_pages: list[list[int]],
                     pages: list[str]) -> TypedOutcome:
     founds = []
@@ -80,10 +87,7 @@ def section_outcome(schema: JsonSchema, ok: list[BranchRecord], slices: list[str
     if merged.dropped:
         notes.append(f"{merged.dropped} of {merged.checked} values dropped: quote not in its slice")
     if merged.conflicts:
-        notes.append("conflicting values on " + "; ".join(
-            f"{c['path']}: " + " vs ".join(f"{v['value']!r}" + (f" (page {', '.join(map(str, v['pages']))})"
-                                                                 if v["pages"] else "") for v in c["values"])
-            for c in merged.conflicts))
+        notes.append("conflicting values on " + "; ".join(_conflict(c) for c in merged.conflicts))
     disputed = {c["path"] for c in merged.conflicts}  # left out of the data: already said above
     missing = [m for m in missing_required(schema, merged.data) if m not in disputed]
     if missing:

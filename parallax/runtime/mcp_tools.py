@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, TypeAdapter, WithJsonSchema
 from parallax.runtime.model_server import ModelServerError
 from parallax.state.data_loop import FeedbackInput
 from parallax.state.solve import SolveInput
+from parallax.state.vocabulary import NAMED_ROUTES, listed
 
 T = TypeVar("T")
 
@@ -39,7 +40,8 @@ def argument(definition: Any, name: str, description: str) -> WithJsonSchema:
 
 
 Task = Annotated[Any, argument(SolveInput, "task", "the text to work on")]
-SolveMode = Annotated[Any, argument(SolveInput, "mode", "auto routes it; direct, vote, section or speculate run it that way")]
+SolveMode = Annotated[Any, argument(SolveInput, "mode",
+                                   f"auto routes it; {listed(NAMED_ROUTES)} run it that way")]
 Votes = Annotated[Any, argument(SolveInput, "votes", "vote mode: how many independent answers")]
 Candidates = Annotated[Any, argument(SolveInput, "candidates", "speculate mode: how many candidates")]
 Playbook = Annotated[Any, argument(SolveInput, "playbook", "the playbook whose lessons the run reads")]
@@ -51,7 +53,8 @@ TraceId = Annotated[Any, argument(FeedbackInput, "trace_id", "the run's trace id
 Score = Annotated[Any, argument(FeedbackInput, "score", '0..1 (1 = right), or "up" / "down"')]
 Comment = Annotated[Any, argument(FeedbackInput, "comment", "why, in a sentence")]
 RUN_KEYS = ("status", "confidence", "answer", "data", "trace_id", "mode", "reason", "vote_counts", "spend", "note")
-INSTRUCTIONS = ("Parallax answers a task through parallel branches (direct, vote, section, speculate) and a "
+INSTRUCTIONS = ("Parallax answers a task through parallel branches "
+                f"({', '.join(NAMED_ROUTES)}) and a "
                 "checked merge; "
                 "plan runs a DAG of tasks. Every result says status (ok | needs_review | failed), confidence and "
                 "trace_id; give feedback on a trace when you know whether its answer was right.")

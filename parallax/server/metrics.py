@@ -19,7 +19,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from starlette.responses import Response
 
 from parallax.runtime.services import process_services
-from parallax.state.payloads import BUSINESS
+from parallax.state.vocabulary import BUSINESS
 
 RUNS = Counter("parallax_runs_total", "Runs finished on this replica, by graph and status.", ["graph", "status"])
 BRANCHES = Counter("parallax_branches_total", "Branches of finished solve runs, by kind and status.", ["kind", "status"])

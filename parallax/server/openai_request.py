@@ -13,10 +13,12 @@ from parallax.logic.routing import wants_plan
 from parallax.logic.run_input import RunInputError, check_run_input, checked_context
 from parallax.logic.user_schema import SchemaProblem, checked_schema
 from parallax.state.chat import MAX_MESSAGES, MAX_PARTS
+from parallax.state.vocabulary import NAMED_ROUTES, PLAN, listed
 
-MODELS = {"parallax-auto": "auto", "parallax-direct": "direct", "parallax-vote": "vote", "parallax-section": "section",
-          "parallax-speculate": "speculate", "parallax-plan": "plan"}
+MODELS = {f"parallax-{mode}": mode for mode in ("auto", *NAMED_ROUTES, PLAN)}
 """Model name -> mode."""
+SOLVE_MODELS = listed(["parallax-auto", *(f"-{route}" for route in NAMED_ROUTES)])
+"""The solve graph's model names, as a refusal lists them."""
 OPTIONS = ("votes", "min_votes", "candidates", "red_team", "playbook", "max_replans", "max_cost", "max_tokens", "context")
 """What the body's `parallax` object may hold."""
 ROLES = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool",
@@ -210,7 +212,7 @@ def parse(body: Any) -> RunRequest:
     task, question = conversation(body.get("messages"))
     schema = output_schema(body.get("response_format"))
     if schema is not None and mode == "plan":
-        raise Refusal("parallax-plan has no output schema: use parallax-auto, -direct, -vote, -section or -speculate with "
+        raise Refusal(f"parallax-plan has no output schema: use {SOLVE_MODELS} with "
                       "response_format, or leave response_format out", param="response_format",
                       code="unsupported_value")
     extra = options(body)

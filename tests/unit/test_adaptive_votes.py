@@ -11,7 +11,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from parallax.graphs.solve import builder
-from parallax.logic.branch_plans import spread
+from parallax.logic.branch_kinds import spread
 from parallax.logic.vote import final_value
 from parallax.state.context import Context
 from tests.support.fault_server import FaultConfig, chat_log

@@ -11,7 +11,7 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from parallax.graphs.solve import builder, graph
-from parallax.logic.branch_plans import spread
+from parallax.logic.branch_kinds import spread
 from parallax.state.playbook import PlaybookItem, PlaybookVersion
 from tests.support.scripted_model import scripted
 
