@@ -8,7 +8,8 @@ and this script, copied out of the checkout, checks what a user of the installed
 
 1. `parallax run "..." --json` on the embedded model (the README's first command);
 2. `parallax.solve` against a scripted OpenAI-compatible server (below, stdlib only: nothing of the
-   checkout's tests/ is imported, and the script refuses to run if `parallax` comes from the checkout);
+   checkout's tests/ or testkit/ is imported, and the script refuses to run if `parallax` comes from
+   the checkout);
 3. `parallax mcp` over stdio, driven by the MCP SDK's client, against the same server;
 4. the graphs loaded as `langgraph dev` loads module paths (`parallax.graphs.solve:graph`: the langgraph.json
    docs/graph-api.md gives for an installed package) and, with `--server`, as Aegra loads the

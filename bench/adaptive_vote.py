@@ -4,7 +4,7 @@ Why: a fixed vote of 8 pays for 8 answers even when the first 3 agree. Adaptive 
 (logic/stopping.py) ask in parallel waves and stop once the leader is settled. This measures
 the trade on simulated questions whose answers are drawn from stated distributions, through
 the real vote path: the solve graph, ChatOpenAI and the scripted OpenAI-compatible server
-(tests/support/fault_server.py) answering each vote after `--latency-ms` (1 s by default).
+(testkit/fault_server.py) answering each vote after `--latency-ms` (1 s by default).
 
 Question kinds (shares of `--questions`) and the distribution each vote draws from, in two stated
 mixes (`MIXES`, `--mix`): `mostly-easy` (default; half the questions easy: right 0.95) and
@@ -43,7 +43,7 @@ from typing import Any
 
 from bench.samples import SAMPLES
 from parallax.runtime.settings import reload_settings
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit.fault_server import FaultConfig, FaultServer
 
 MIXES = {  # kind -> (share of questions, the answers a vote draws from); "trap": the most likely answer is wrong
     "mostly-easy": {

@@ -1,8 +1,8 @@
 """An attacker with one tenant's key against one `parallax serve` replica: the attack table, memory and /ok (JSON).
 
 It starts a throwaway deployment as docs/deploy.md does (PostgreSQL, Redis, two tenants, the scripted
-model of tests/support/fault_server.py; one replica, so its memory is the attack's alone), lets it
-settle, then sends every attempt of tests/support/attacks.py while two threads watch the replica:
+model of testkit/fault_server.py; one replica, so its memory is the attack's alone), lets it
+settle, then sends every attempt of testkit/attacks.py while two threads watch the replica:
 one samples its RSS every 50 ms, one asks `GET /ok` every 100 ms. It prints the table and:
 - `held`: attempts answered 4xx (or handled within bounds) with nothing run or written;
 - `commands_executed`, `cross_tenant_writes`: side effects seen (goal 0);
@@ -28,9 +28,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tests.support import attacks
-from tests.support.aegra_cluster import Cluster, Replica, missing_services
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit import attacks
+from testkit.aegra_cluster import Cluster, Replica, missing_services
+from testkit.fault_server import FaultConfig, FaultServer
 
 
 class Watch:

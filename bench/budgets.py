@@ -6,7 +6,7 @@ choices, a lower cap) or not sent; a run the budget stopped ends saying "budget 
 where a user would: against the bill of the endpoint, not Parallax's own records.
 
 How: the real graphs (solve in every mode, plan, chat, learn, loop), ChatOpenAI and the billing server of
-tests/support/billing_server.py over HTTP (tokens are words; prompts billed per request, once for all `n` choices;
+testkit/billing_server.py over HTTP (tokens are words; prompts billed per request, once for all `n` choices;
 replies cut at their `max_tokens`; its `/tokenize` counts a prompt as it bills it). Model "gpt-4o-mini" at the default
 price table. Four phases: the endpoint takes `n` or refuses it (each vote then asks alone), and its tokenizer is known
 (`/tokenize` served) or not (404: Parallax estimates at 3 characters a token). In each phase, `--runs` runs per kind
@@ -48,8 +48,8 @@ from unittest import mock
 import numpy as np
 
 from parallax.runtime.prices import DEFAULT_PRICES
-from tests.support.billing_server import BillingServer, Pricing, tag_of
-from tests.support.fault_server import _requested_schema, schema_instance
+from testkit.billing_server import BillingServer, Pricing, tag_of
+from testkit.fault_server import _requested_schema, schema_instance
 
 KINDS = ("direct", "vote", "section", "speculate", "plan", "chat", "learn", "loop")
 ALONE = ("learn", "loop")

@@ -91,7 +91,7 @@ async def graph_rollouts(n: int, share: float, p_prod: float, seed: int, min_run
     from parallax.logic.releases import start_release
     from parallax.runtime.storage.stores import playbooks_in
     from parallax.state.playbook import Operation
-    from tests.support.scripted_model import scripted
+    from testkit.scripted_model import scripted
 
     rule = Rule(error_rate=0.05, margin=0.05, min_runs=min_runs, max_runs=max_runs)
     out = {}

@@ -4,7 +4,7 @@ Why: retries, backoff, the circuit breaker, straggler backups and the merge's de
 paths only count if, under faults, every run still ends with a status, no finished
 branch's result goes missing and no vote is counted twice. This runs the real solve
 graph (with a store, so traces and dead letters are written too) against
-`tests.support.fault_server` over HTTP, which at `--fault-rate` answers 429 + Retry-After, 500,
+`testkit.fault_server` over HTTP, which at `--fault-rate` answers 429 + Retry-After, 500,
 hangs, malformed JSON, truncated output or a slow tail, and measures, twice in the same
 process (straggler backups on, then off):
 
@@ -38,7 +38,7 @@ from langgraph.store.memory import InMemoryStore
 
 from parallax.runtime.services import renew_process_services
 from parallax.runtime.settings import reload_settings
-from tests.support.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
+from testkit.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_reply
 
 QUESTION = "How many meetings were held?"
 VOTE_TASK = "What is 6 * 7?"

@@ -3,7 +3,7 @@
 Why: a client's mistake must come back as a client error in the face's own shape with the real
 reason, create no run and provoke no retry (issue 31, item 3). This starts a throwaway deployment
 as docs/deploy.md does (two `parallax serve` replicas on PostgreSQL and Redis, the scripted model
-of tests/support/fault_server.py) and makes each mistake of tests/support/client_mistakes.py once,
+of testkit/fault_server.py) and makes each mistake of testkit/client_mistakes.py once,
 with the face's official client: the openai SDK with its default retries, the MCP SDK's
 Streamable HTTP client, langgraph-sdk. It prints one row per mistake (face, mistake, status,
 shape, the field the error names, the message, runs_created, threads_left, requests_sent) and the
@@ -24,10 +24,10 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from tests.support import client_mistakes as cm
-from tests.support import openai_checks
-from tests.support.aegra_cluster import Cluster, missing_services
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit import client_mistakes as cm
+from testkit import openai_checks
+from testkit.aegra_cluster import Cluster, missing_services
+from testkit.fault_server import FaultConfig, FaultServer
 
 
 async def main() -> dict:

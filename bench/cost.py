@@ -4,7 +4,7 @@ Why: a vote of 8 over a long page used to send 8 requests with the whole prompt 
 wave share model and temperature by default and go as one request with `n` (runtime/wave_request.py),
 and a section run's slices put what they share first and send slice 0 ahead (runtime/prefix_lead.py).
 This measures both through the real path (the solve graph, ChatOpenAI) against the scripted server
-of tests/support/billing_server.py, which bills as OpenAI documents (prompt tokens per request, once
+of testkit/billing_server.py, which bills as OpenAI documents (prompt tokens per request, once
 for all `n` choices; cached input at a share of the price: 0.1, the GPT-5 family's 90% discount, and
 0.5, GPT-4o's 50%, both reported) and caches prefixes block by block as vLLM does; tokens are words.
 When a prompt's blocks enter the cache is run both ways (`--timings`): `scheduled`, as vLLM v1 (when
@@ -50,7 +50,7 @@ from typing import Any
 
 from bench.adaptive_vote import Question, Voter, make_questions
 from parallax.runtime.settings import Settings
-from tests.support.billing_server import BillingServer, Pricing
+from testkit.billing_server import BillingServer, Pricing
 
 DEFAULTS: dict[str, Any] = {name: Settings.model_fields[name].default
                              for name in ("vote_temperature_min", "vote_temperature_max")}
@@ -119,7 +119,7 @@ POLICIES = ("priced", "one_request", "waves")
 
 def plan_reply(voter: Voter, words: int) -> Any:
     """The voter's answers with `words` words of working; any other call (the judge) a valid reply of its schema."""
-    from tests.support.fault_server import _requested_schema, schema_instance
+    from testkit.fault_server import _requested_schema, schema_instance
 
     def reply(body: dict[str, Any], k: int) -> str:
         name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
@@ -217,7 +217,7 @@ def plans_sweep(args: argparse.Namespace) -> dict[str, Any]:
 RATES = (0.1, 0.5)
 """Cached input at 10% of the input price (OpenAI's GPT-5 family: a 90% discount) and at 50% (GPT-4o's)."""
 TIMINGS = ("scheduled", "read")
-"""When a prompt's blocks enter the cache (tests/support/billing_server.py): vLLM v1, or once read (hosted APIs)."""
+"""When a prompt's blocks enter the cache (testkit/billing_server.py): vLLM v1, or once read (hosted APIs)."""
 
 
 def billed(entries: list[dict[str, Any]], rate: float) -> float:

@@ -9,7 +9,7 @@ cite plus their neighbours, written into a real PDF per filing
 Python API (`parallax.asolve(document=..., mode="section", schema=...)`, the product path:
 SQLite store, trace, ChatOpenAI) against a scripted OpenAI-compatible server with latency.
 
-The scripted model (tests/support/extraction_model.py) reports, for its part of the
+The scripted model (testkit/extraction_model.py) reports, for its part of the
 document, each fact whose evidence line it can see, copying the evidence as the quote, and
 makes stated mistakes (seeded): for fields its part does not give it invents a value and a
 quote (`--hallucinate`: the quote is not in the part, so the value must be dropped), and it
@@ -53,8 +53,8 @@ from typing import Any
 
 from bench.samples import SAMPLES, read_jsonl
 from parallax.runtime.settings import reload_settings
-from tests.support.extraction_model import ExtractionModel, Fact
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit.extraction_model import ExtractionModel, Fact
+from testkit.fault_server import FaultConfig, FaultServer
 
 DATA = SAMPLES / "financebench"
 DOCUMENTS = {  # the pages (from 0, as in the data) FinanceBench's questions cite, with neighbours

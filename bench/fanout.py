@@ -58,7 +58,7 @@ from parallax.prompts.solve import answer_messages
 from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.state.context import Context
-from tests.support.sleeping_model import SleepingChatModel, sleeping
+from testkit.sleeping_model import SleepingChatModel, sleeping
 
 TASK = "What is 6 * 7?"
 

@@ -3,11 +3,11 @@ cost a running deployment.
 
 Why: the deployed API promises that no accepted run is lost, none ends twice, no trace or playbook
 version is written twice, and a replica that lost a run's lease calls the model for it no more. This
-builds the deployment the promise is about on real processes (tests/support/fault_lab.py: PostgreSQL,
+builds the deployment the promise is about on real processes (testkit/fault_lab.py: PostgreSQL,
 Redis and each replica in a network namespace of its own, veth links, nothing routed; needs root),
 then, per fault, starts `--runs` solve runs (`--votes` votes each, asked one after another) and one
 learn run, injects the fault once the first run has answers, ends it, and waits for every run
-(tests/support/fault_scenarios.py). Per fault, `--rounds` times, summed:
+(testkit/fault_scenarios.py). Per fault, `--rounds` times, summed:
 
   runs                      runs started (solve + learn)
   lost                      runs that did not end `success`                      (goal 0)
@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.fault_lab import lab_missing
-from tests.support.fault_scenarios import FAULTS, running_lab, scenario
+from testkit.fault_lab import lab_missing
+from testkit.fault_scenarios import FAULTS, running_lab, scenario
 
 SUMMED = ("runs", "lost", "finished_twice", "traces_twice", "trace_rewrites", "playbook_versions",
           "playbook_versions_twice", "duplicate_model_calls", "repeated_model_requests", "model_calls",

@@ -55,7 +55,7 @@ from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in
 from parallax.state.context import Context
-from tests.support.sleeping_model import sleeping
+from testkit.sleeping_model import sleeping
 
 DATA = SAMPLES / "formula" / "train.jsonl.gz"
 FORMULA = re.compile(r"Use formula (.+?) to answer")

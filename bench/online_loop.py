@@ -54,7 +54,7 @@ from parallax.graphs.solve import builder as solve_builder
 from parallax.logic.feedback import correct_answer, give_feedback
 from parallax.logic.trace_signal import served_by, signal_of
 from parallax.runtime.storage.stores import consumed_in, playbooks_in, traces_in
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 FAMILIES = {
     "tariff": ("For a tariff total, always multiply unit price by quantity, then add the tariff fee.",

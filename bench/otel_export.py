@@ -33,7 +33,7 @@ from parallax.runtime import telemetry
 from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.state.context import Context
-from tests.support.sleeping_model import sleeping
+from testkit.sleeping_model import sleeping
 
 RECEIVER = """
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

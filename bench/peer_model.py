@@ -1,6 +1,6 @@
 """A slow, streaming OpenAI-compatible chat stub for Aegra's sample graphs (bench/peer_suites.py only).
 
-Why not tests/support/fault_server.py: Aegra's sample agent streams its model (stream=True,
+Why not testkit/fault_server.py: Aegra's sample agent streams its model (stream=True,
 which the fault server refuses) and its cancel tests need a run that is still going a second
 after it starts. This answers every chat request with the same sentence, word by word, one word
 every `word_s` seconds (as SSE chunks when asked to stream), and never calls a tool.

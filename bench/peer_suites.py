@@ -14,7 +14,7 @@ into this repository):
 
 Each `parallax serve` gets a temporary Aegra config outside the repository (Parallax's
 aegra.json with the suite's graphs added, paths made absolute; auth, store scopes and the HTTP
-app stay Parallax's), a throwaway PostgreSQL database and Redis keys (tests/support/aegra_cluster.py),
+app stay Parallax's), a throwaway PostgreSQL database and Redis keys (testkit/aegra_cluster.py),
 and one API key. The suites need two things they do not get from `parallax serve` as shipped,
 given by bench/peer_plugin.py without editing them: the API key on every request, and
 test_remote_graph_v3.py's hard-coded http://localhost:2024 pointed at the server. Aegra's
@@ -42,7 +42,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from tests.support.aegra_cluster import ROOT, Cluster, config_with, free_port, missing_services
+from testkit.aegra_cluster import ROOT, Cluster, config_with, free_port, missing_services
 
 TENANT, KEY = "peer", "key-peer"
 SDK_GRAPHS = Path("libs/sdk-py/integration")
@@ -142,7 +142,7 @@ def sdk_on_langgraph_dev(langgraph: Path, work: Path) -> dict[str, Any]:
         return run_pytest(langgraph / "libs/sdk-py", ["tests/integration"], ["-m", "integration"], client_env(url),
                           work / "sdk-dev.xml", 1800)
     finally:
-        from tests.support.processes import stop_group
+        from testkit.processes import stop_group
 
         stop_group(process)
         log.close()

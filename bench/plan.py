@@ -52,7 +52,7 @@ from parallax.runtime.settings import reload_settings
 from parallax.runtime.startup import freeze_startup_objects
 from parallax.state.context import Context
 from parallax.state.plan import Plan
-from tests.support.sleeping_model import sleeping
+from testkit.sleeping_model import sleeping
 
 COST = "(cost {k})"
 

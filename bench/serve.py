@@ -3,7 +3,7 @@
 Why: the graph API adds HTTP, PostgreSQL checkpoints, a Redis queue and a worker hand-off to
 every run; this measures what that costs and shows that under load no accepted run is lost
 or executed twice. Each phase starts its own throwaway database and replicas exactly as the
-docs/deploy.md does (`parallax serve`, one after the other; tests/support/aegra_cluster.py),
+docs/deploy.md does (`parallax serve`, one after the other; testkit/aegra_cluster.py),
 then `--clients` concurrent langgraph-sdk clients submit `--runs` vote runs between them
 (a new thread and `runs.stream` each, retried on 429 as docs/deploy.md shows; `runs.wait` would add
 up to 2 s per run, because Aegra's Redis executor polls for a finished run every 2 s), and
@@ -27,7 +27,7 @@ and store, same endpoint, same concurrency), so `server_overhead_s` = server p50
 set against `replica_cpu_s_per_run`. On a 2-core machine that also runs the clients and the model,
 CPU is what limits runs/s, so a second replica adds little here; on separate hosts it would.
 
-The model is tests/support/fault_server.py with no faults and `--latency-ms` per call, an
+The model is testkit/fault_server.py with no faults and `--latency-ms` per call, an
 OpenAI-compatible HTTP endpoint both the replicas and the in-process runs call: the sleeping
 model of bench/fanout.py can only be handed to a graph in code (Context.chat_model), which an
 API caller cannot do. Top-level `lost_runs` and `duplicated_runs` sum both phases and both faces (goal: 0 and 0).
@@ -72,8 +72,8 @@ import time
 from pathlib import Path
 
 from parallax.runtime.settings import reload_settings
-from tests.support.aegra_cluster import Cluster, missing_services, readme_retry_helper
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit.aegra_cluster import Cluster, missing_services, readme_retry_helper
+from testkit.fault_server import FaultConfig, FaultServer
 
 TENANT, KEY = "bench", "key-bench"
 ENV = {"PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model", "PARALLAX_STRAGGLER_FACTOR": "0",

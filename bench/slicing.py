@@ -26,7 +26,7 @@ from parallax.prompts.solve import slice_messages
 from parallax.runtime.run_context import resolved
 from parallax.runtime.settings import reload_settings
 from parallax.state.context import Context
-from tests.support.sleeping_model import prompt_text, sleeping
+from testkit.sleeping_model import prompt_text, sleeping
 
 
 def slice_reply(prompt: str) -> str:

@@ -3,7 +3,7 @@
 Each task is a throwaway git repository with a real pytest suite (`test_solution.py`, three unittest
 tests of a small function `f`) and no `solution.py`. The real solve graph runs it in speculate mode
 with `--check "python -m unittest -q test_solution"` and `check_file` solution.py, so every candidate is
-written into its own git worktree and the suite runs there. The model is `tests.support.fault_server`
+written into its own git worktree and the suite runs there. The model is `testkit.fault_server`
 over HTTP with a scripted reply: a candidate is correct with the stated probability `--p-correct`
 (else one of two wrong versions that pass 2 or 0 of the 3 tests), drawn once per (task, candidate
 temperature), so early cancellation and waiting for all see the same candidates. Every reply waits
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from parallax.runtime.settings import reload_settings
-from tests.support.fault_server import FaultConfig, FaultServer, chat_log
+from testkit.fault_server import FaultConfig, FaultServer, chat_log
 
 ENDPOINT_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PARALLAX_RESPONSE_FORMAT", "PARALLAX_HOME")
 TESTS = '''import unittest

@@ -81,10 +81,10 @@ def _isolated_home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def scripted_endpoint(monkeypatch):
-    """`start(FaultConfig)` starts the scripted OpenAI-compatible server (tests/support/fault_server.py) and
+    """`start(FaultConfig)` starts the scripted OpenAI-compatible server (testkit/fault_server.py) and
     points every model call of the test at it, in OpenAI's json_schema form; returns its …/v1 URL. Stopped after."""
     from parallax.runtime.chat_models import forget_clients
-    from tests.support.fault_server import FaultServer
+    from testkit.fault_server import FaultServer
 
     running = []
 

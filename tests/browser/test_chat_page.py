@@ -4,9 +4,9 @@
 What a person does: open the page on the chat graph, ask a question and read the answer with its run line,
 ask one the branches cannot settle, meet the review card and approve it, find the conversation in the
 thread list and reopen it; hold a five-turn conversation whose follow-ups point back. The model is the
-fault server with a scripted reply (tests/support/review_model.py; tests/support/conversation_model.py for
+fault server with a scripted reply (testkit/review_model.py; testkit/conversation_model.py for
 the conversation). The same steps against `parallax serve`: tests/integration/test_chat_page_deploy.py.
-Needs what `.ci/run` sets up (tests/support/chat_page.py; a skip fails in CI).
+Needs what `.ci/run` sets up (testkit/chat_page.py; a skip fails in CI).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.chat_page import (
+from testkit.chat_page import (
     WAIT_S,
     ChatPage,
     ask_then_meet_a_review_and_approve_it,
@@ -26,9 +26,9 @@ from tests.support.chat_page import (
     missing,
     static_site,
 )
-from tests.support.conversation_model import FIVE_TURNS, conversing
-from tests.support.langgraph_dev import LANGGRAPH, DevServer, scripted_dev_server
-from tests.support.review_model import review_reply
+from testkit.conversation_model import FIVE_TURNS, conversing
+from testkit.langgraph_dev import LANGGRAPH, DevServer, scripted_dev_server
+from testkit.review_model import review_reply
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +84,7 @@ def test_ask_read_the_answer_meet_a_review_and_approve_it(chat_server, page):
 
 def test_a_five_turn_conversation_whose_follow_ups_point_back_is_answered_turn_by_turn(chat_server, page):
     """Each follow-up ("And half of that?") needs an earlier answer; the model answers only what its prompt states
-    (tests/support/conversation_model.py), so every right reply shows the conversation reached the work."""
+    (testkit/conversation_model.py), so every right reply shows the conversation reached the work."""
     page.open(chat_server.url)
     with conversing(chat_server.model):
         hold_five_turns(page)

@@ -149,7 +149,7 @@ def test_custom_events_a_named_payload_goes_out_as_written_where_aegra_wraps_it(
 def test_stream_transformers_a_graph_with_its_own_transformers_streams_where_aegra_refuses_it():
     from aegra_api.services import run_executor
 
-    from tests.support.protocol_graph import graph
+    from testkit.protocol_graph import graph
 
     aegra_patches.install(allow_untested=False)
 
@@ -177,7 +177,7 @@ def test_fencing_each_execution_gets_its_own_copy_of_the_config_and_workers_are_
 
 
 def test_db_pool_the_pool_aegra_opens_waits_120_s_where_aegra_leaves_30(tmp_path):
-    from tests.support.aegra_cluster import Cluster, missing_services
+    from testkit.aegra_cluster import Cluster, missing_services
 
     if missing := missing_services():
         pytest.fail("missing: " + "; ".join(missing))

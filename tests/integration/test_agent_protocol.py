@@ -6,7 +6,7 @@ bench/peer_suites.py runs those suites themselves): /ok, thread copy, crons that
 graph ids as assistant ids, cancel answering the end state, store namespaces as written (and still
 apart per tenant), the v3 thread stream of a graph with stream transformers of its own (SSE and
 WebSocket) and RemoteGraph. The client is langgraph-sdk throughout, as a user's code would be. The
-graph is tests/support/protocol_graph.py (no model), served beside Parallax's own.
+graph is testkit/protocol_graph.py (no model), served beside Parallax's own.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
 
-from tests.support.aegra_cluster import ROOT, config_with, two_replicas
-from tests.support.fault_server import default_reply
+from testkit.aegra_cluster import ROOT, config_with, two_replicas
+from testkit.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta"}
@@ -32,7 +32,7 @@ ENV = {"CRON_ENABLED": "true", "PARALLAX_CANCEL_WAIT_S": "10"}
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("protocol")
-    config = config_with(work / "config", {GRAPH: f"{ROOT / 'tests/support/protocol_graph.py'}:graph"})
+    config = config_with(work / "config", {GRAPH: f"{ROOT / 'testkit/protocol_graph.py'}:graph"})
     with two_replicas(work, default_reply, KEYS, 50, ENV, config=config) as running:
         yield running
 

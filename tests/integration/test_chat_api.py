@@ -1,9 +1,9 @@
 """The `chat` graph served by a real `langgraph dev`, driven with langgraph-sdk as Agent Chat UI drives it.
 
-The model is the fault server with a scripted reply (tests/support/review_model.py): sure
+The model is the fault server with a scripted reply (testkit/review_model.py): sure
 answers, and a split vote for tasks that say "unsure", so a review is met every time. For
 conversations, the reply that answers a sum only when its numbers are in the prompt
-(tests/support/conversation_model.py).
+(testkit/conversation_model.py).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import pytest
 from langgraph_sdk import get_client
 
-from tests.support.conversation_model import FIVE_TURNS, TWO_TURNS, conversing
-from tests.support.langgraph_dev import LANGGRAPH, DevServer, scripted_dev_server
-from tests.support.readme_examples import python_block, run_block
-from tests.support.review_model import review_reply
+from testkit.conversation_model import FIVE_TURNS, TWO_TURNS, conversing
+from testkit.langgraph_dev import LANGGRAPH, DevServer, scripted_dev_server
+from testkit.readme_examples import python_block, run_block
+from testkit.review_model import review_reply
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +105,7 @@ async def converse(client, turns) -> list[dict]:
 
 @pytest.mark.parametrize("turns", [TWO_TURNS, FIVE_TURNS], ids=["two-turns", "five-turns"])
 async def test_follow_ups_that_cannot_be_answered_alone_are_answered_from_the_conversation(chat_server, turns):
-    """The model answers a sum only when its numbers are in the prompt (tests/support/conversation_model.py)."""
+    """The model answers a sum only when its numbers are in the prompt (testkit/conversation_model.py)."""
     client = get_client(url=chat_server.url)
     with conversing(chat_server.model):
         outs = await converse(client, turns)

@@ -4,7 +4,7 @@ replicas on PostgreSQL and Redis, the page served from its own origin with the A
 The steps of tests/browser/test_chat_page.py (a review met and approved, a five-turn conversation), plus what
 a deployment adds: no key, no conversation (the page shows the server's 401); the conversation reopened from
 the other replica; another tenant's key lists none of it. Needs the server venv and what `.ci/run` sets up
-for the browser (tests/support/chat_page.py); `.ci/run` runs it with `-m deploy` and fails when it is skipped.
+for the browser (testkit/chat_page.py); `.ci/run` runs it with `-m deploy` and fails when it is skipped.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import two_replicas
-from tests.support.chat_page import (
+from testkit.aegra_cluster import two_replicas
+from testkit.chat_page import (
     ChatPage,
     ask_then_meet_a_review_and_approve_it,
     chat_page,
@@ -23,8 +23,8 @@ from tests.support.chat_page import (
     missing,
     static_site,
 )
-from tests.support.conversation_model import FIVE_TURNS, conversing
-from tests.support.review_model import review_reply
+from testkit.conversation_model import FIVE_TURNS, conversing
+from testkit.review_model import review_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta"}

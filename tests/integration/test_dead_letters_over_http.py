@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit.fault_server import FaultConfig, FaultServer
 
 pytestmark = pytest.mark.integration
 PARALLAX = str(Path(sys.executable).with_name("parallax"))

@@ -18,8 +18,15 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import METRICS_KEY, PARALLAX, Cluster, fill_pending, readme_retry_helper, two_replicas
-from tests.support.fault_server import default_reply
+from testkit.aegra_cluster import (
+    METRICS_KEY,
+    PARALLAX,
+    Cluster,
+    fill_pending,
+    readme_retry_helper,
+    two_replicas,
+)
+from testkit.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}

@@ -16,9 +16,9 @@ import json
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import fill_pending, two_replicas
-from tests.support.readme_examples import python_block, run_block
-from tests.support.review_model import review_reply
+from testkit.aegra_cluster import fill_pending, two_replicas
+from testkit.readme_examples import python_block, run_block
+from testkit.review_model import review_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}

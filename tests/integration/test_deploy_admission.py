@@ -5,7 +5,7 @@ with raw HTTP (httpx), langgraph-sdk and a WebSocket, and each test checks both 
 is refused with the right status and a message that says why, and nothing happened (no file made
 by a shell command, no trace under the other tenant, no store record, no run, the replica's memory
 not grown by what was sent). The model is the fault server with the chat review script
-(tests/support/review_model.py), so a chat question containing "unsure" ends in a review interrupt.
+(testkit/review_model.py), so a chat question containing "unsure" ends in a review interrupt.
 
 With PARALLAX_ATTACK_TABLE set to a file, each attempt is appended to it as a JSON line
 (request, expected, got): the table of the change's notes.
@@ -24,8 +24,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.support.aegra_cluster import METRICS_KEY, sql, two_replicas
-from tests.support.review_model import review_reply
+from testkit.aegra_cluster import METRICS_KEY, sql, two_replicas
+from testkit.review_model import review_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta"}

@@ -1,4 +1,4 @@
-"""An attacker with one tenant's key gets nowhere: every attempt of tests/support/attacks.py holds (deploy test).
+"""An attacker with one tenant's key gets nowhere: every attempt of testkit/attacks.py holds (deploy test).
 
 One replica of `parallax serve` (PostgreSQL, Redis, two tenants, the scripted model): each attempt is
 answered 4xx, or, where the request is legitimate, handled within its bounds, and nothing happens
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import attacks
-from tests.support.aegra_cluster import two_replicas
+from testkit import attacks
+from testkit.aegra_cluster import two_replicas
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 SECRETS = {"PARALLAX_WEBHOOK_SECRETS": f"{attacks.TENANT}:a-webhook-secret-of-acme,"

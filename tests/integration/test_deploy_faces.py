@@ -1,7 +1,7 @@
 """The chat graph and the MCP endpoint on the deployed graph API: two `parallax serve` replicas on PostgreSQL
 and Redis, driven with langgraph-sdk and with the MCP SDK's Streamable HTTP client.
 
-The model is the fault server with a scripted reply (tests/support/review_model.py): sure answers
+The model is the fault server with a scripted reply (testkit/review_model.py): sure answers
 "4", and a split vote for a task that says "unsure", so the chat graph meets a review every time.
 Needs the server venv; `.ci/run` runs it with `-m deploy` and fails when it is skipped.
 """
@@ -14,11 +14,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.aegra_cluster import fill_pending, two_replicas
-from tests.support.conversation_model import FIVE_TURNS, TWO_TURNS, conversing
-from tests.support.extraction_model import scripted_votes
-from tests.support.readme_examples import python_block, run_block
-from tests.support.review_model import review_reply
+from testkit.aegra_cluster import fill_pending, two_replicas
+from testkit.conversation_model import FIVE_TURNS, TWO_TURNS, conversing
+from testkit.extraction_model import scripted_votes
+from testkit.readme_examples import python_block, run_block
+from testkit.review_model import review_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}
@@ -183,7 +183,7 @@ async def test_a_runs_timeline_is_drawn_on_either_replica_for_its_tenant_only(cl
 
 @pytest.mark.parametrize("turns", [TWO_TURNS, FIVE_TURNS], ids=["two-turns", "five-turns"])
 async def test_chat_follow_ups_are_answered_from_the_conversation_on_either_replica(cluster, turns):
-    """The model answers a sum only when its numbers are in the prompt (tests/support/conversation_model.py); turns
+    """The model answers a sum only when its numbers are in the prompt (testkit/conversation_model.py); turns
     alternate between the replicas, so the conversation is read from the shared database, not a process."""
     thread = await client(cluster.replicas[0]).threads.create()
     outs = []

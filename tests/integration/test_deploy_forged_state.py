@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 
-from tests.support.aegra_cluster import Cluster, require_services, sql
-from tests.support.fault_server import FaultConfig, FaultServer, default_reply
+from testkit.aegra_cluster import Cluster, require_services, sql
+from testkit.fault_server import FaultConfig, FaultServer, default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta"}

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.aegra_cluster import two_replicas
-from tests.support.phoenix import reply
+from testkit.aegra_cluster import two_replicas
+from testkit.phoenix import reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 ROOT = Path(__file__).resolve().parents[2]

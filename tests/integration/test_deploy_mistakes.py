@@ -1,6 +1,6 @@
 """A client's mistake is a client error on every face of `parallax serve` (two replicas, PostgreSQL, Redis).
 
-Each mistake of tests/support/client_mistakes.py is made with the face's official client: the
+Each mistake of testkit/client_mistakes.py is made with the face's official client: the
 error comes back at once in the face's own shape (OpenAI's error JSON on /v1, a tool result with
 isError on /mcp, the Agent Protocol's error body with 422 on the graph API), naming the field at
 fault; no run is created, no thread is left behind, and the client sent exactly one request (the
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import client_mistakes as cm
-from tests.support import openai_checks
-from tests.support.aegra_cluster import two_replicas
+from testkit import client_mistakes as cm
+from testkit import openai_checks
+from testkit.aegra_cluster import two_replicas
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {cm.TENANT: cm.KEY, cm.OTHER_TENANT: cm.OTHER_KEY}

@@ -1,7 +1,7 @@
 """`parallax serve`'s runs as OpenTelemetry spans in a real backend (Arize Phoenix, started by the test): a
 client's W3C `traceparent` on the create-run request makes the run a child of the client's span, whichever
 of two replicas runs it, and the spans are the stored trace's (ids, parents, counts, statuses).
-Needs the server venv and Phoenix (tests/support/phoenix.py); `.ci/run` runs it with `-m deploy`."""
+Needs the server venv and Phoenix (testkit/phoenix.py); `.ci/run` runs it with `-m deploy`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import secrets
 
 import pytest
 
-from tests.support.aegra_cluster import two_replicas
-from tests.support.phoenix import check_tree, phoenix_server, reply
+from testkit.aegra_cluster import two_replicas
+from testkit.phoenix import check_tree, phoenix_server, reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme"}

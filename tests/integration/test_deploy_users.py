@@ -26,8 +26,8 @@ from jwt.algorithms import RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.aegra_cluster import two_replicas
-from tests.support.review_model import review_reply
+from testkit.aegra_cluster import two_replicas
+from testkit.review_model import review_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta"}

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
+from testkit import openai_checks
+from testkit.aegra_cluster import Cluster, require_services
+from testkit.fault_server import FaultConfig, FaultServer
 from tests.integration.test_deploy import scrape, total
-from tests.support import openai_checks
-from tests.support.aegra_cluster import Cluster, require_services
-from tests.support.fault_server import FaultConfig, FaultServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEY = "key-acme"

@@ -6,7 +6,7 @@ through bash as written, on the real services (PostgreSQL, Redis, Aegra), with o
 the same machine must change: the database's name, the two ports, the venv's path (this one) and the Redis keys'
 prefix (deploy.md's own advice for sharing a Redis). No model endpoint is set, as a newcomer forgets it: the
 replicas find the "embedded" model where `parallax model serve` advertises it, a scripted stand-in
-(tests/support/examples_model.py), and must say they answer with the toy model. Then every client block that
+(testkit/examples_model.py), and must say they answer with the toy model. Then every client block that
 talks to `parallax serve` (README: deploy_client.py, openai_client.py, mcp_http.py; deploy.md: the retry and 422
 client, the timeline's curl) runs in a fresh interpreter, and each must print what it says it prints: an example
 that prints nothing fails as doing nothing.
@@ -30,10 +30,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.aegra_cluster import PG_ADMIN, free_port, missing_services
-from tests.support.examples_model import ExamplesModel
-from tests.support.fault_server import FaultConfig, FaultServer
-from tests.support.readme_examples import run_block
+from testkit.aegra_cluster import PG_ADMIN, free_port, missing_services
+from testkit.examples_model import ExamplesModel
+from testkit.fault_server import FaultConfig, FaultServer
+from testkit.readme_examples import run_block
 
 pytestmark = pytest.mark.deploy
 ROOT = Path(__file__).resolve().parents[2]

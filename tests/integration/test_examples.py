@@ -26,8 +26,8 @@ from typer.testing import CliRunner
 
 from parallax.cli import app
 from parallax.runtime.chat_models import forget_clients
-from tests.support.examples_model import ExamplesModel
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit.examples_model import ExamplesModel
+from testkit.fault_server import FaultConfig, FaultServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -49,7 +49,7 @@ ELSEWHERE = {
     "pip install -e '.[studio]'": "tests/unit/test_readme.py (the test extra, which .ci/run installs, includes studio)",
     "parallax model serve &": "tests/integration/test_local_model.py::test_serve_forever_is_found_by_other_processes",
     "parallax model serve": "tests/integration/test_local_model.py::test_serve_forever_is_found_by_other_processes",
-    "langgraph dev --no-browser": "tests/integration/test_graph_api.py (tests/support/langgraph_dev.py)",
+    "langgraph dev --no-browser": "tests/integration/test_graph_api.py (testkit/langgraph_dev.py)",
     "parallax serve --port 2026": "tests/integration/test_documented_commands.py (-m deploy: deploy.md's block)",
     "parallax run \"Write solution.py with a function slugify(text).\" --mode speculate --candidates 3 --check "
     "\"python -m pytest -q\" --check-file solution.py --repo ./myrepo":

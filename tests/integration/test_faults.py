@@ -1,7 +1,7 @@
 """Faults on real processes: replicas, PostgreSQL and Redis on hosts of their own (network namespaces made by
-tests/support/fault_lab.py), the scripted model counting every call (tests/support/fault_server.py).
+testkit/fault_lab.py), the scripted model counting every call (testkit/fault_server.py).
 
-For each fault, mid-run (tests/support/fault_scenarios.py): no run is lost, none ends twice, no trace
+For each fault, mid-run (testkit/fault_scenarios.py): no run is lost, none ends twice, no trace
 and no playbook version is written twice. Cutting a replica off from the database is the case fencing
 exists for: another replica takes its runs over, and the cut-off replica calls the model for none of
 them once it has lost their leases (server/lease_fence.py); a write it had already sent is refused by the
@@ -17,8 +17,8 @@ import json
 
 import pytest
 
-from tests.support.fault_lab import lab_missing
-from tests.support.fault_scenarios import running_lab, scenario
+from testkit.fault_lab import lab_missing
+from testkit.fault_scenarios import running_lab, scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 

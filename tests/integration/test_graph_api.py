@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from langgraph_sdk import get_client
 
+from testkit.langgraph_dev import LANGGRAPH, DevServer, DevServerError, langgraph_dev
 from tests.integration.conftest import MODEL_ALIAS
-from tests.support.langgraph_dev import LANGGRAPH, DevServer, DevServerError, langgraph_dev
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ CHILD = """
 import asyncio, json
 from langgraph.store.memory import InMemoryStore
 from parallax.graphs.solve import builder
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 async def main():
     ctx, _ = scripted(lambda p, t, i: json.dumps({"reasoning": "r", "answer": "4"}))

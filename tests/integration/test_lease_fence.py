@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from tests.support.aegra_cluster import PG_ADMIN
+from testkit.aegra_cluster import PG_ADMIN
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 

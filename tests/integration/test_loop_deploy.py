@@ -15,8 +15,8 @@ import json
 import pytest
 
 from parallax.logic.release_decision import assigned_arm
-from tests.support.aegra_cluster import two_replicas
-from tests.support.fault_server import default_reply
+from testkit.aegra_cluster import two_replicas
+from testkit.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta"}

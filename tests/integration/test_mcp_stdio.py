@@ -16,9 +16,9 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.support.fault_server import FaultConfig, FaultServer
-from tests.support.readme_examples import python_block, run_block
-from tests.support.review_model import review_reply
+from testkit.fault_server import FaultConfig, FaultServer
+from testkit.readme_examples import python_block, run_block
+from testkit.review_model import review_reply
 
 pytestmark = pytest.mark.integration
 PARALLAX = Path(sys.executable).with_name("parallax")

@@ -16,9 +16,9 @@ from collections import Counter
 import httpx
 import pytest
 
+from testkit import openai_checks
+from testkit.aegra_cluster import fill_pending, two_replicas
 from tests.integration.test_deploy import scrape, total
-from tests.support import openai_checks
-from tests.support.aegra_cluster import fill_pending, two_replicas
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "busy": "key-busy"}

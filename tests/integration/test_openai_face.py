@@ -17,8 +17,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from tests.support import openai_checks
-from tests.support.langgraph_dev import LANGGRAPH, ROOT, DevServerError, scripted_dev_server
+from testkit import openai_checks
+from testkit.langgraph_dev import LANGGRAPH, ROOT, DevServerError, scripted_dev_server
 
 pytestmark = pytest.mark.integration
 README_URL = "http://127.0.0.1:2026/v1"

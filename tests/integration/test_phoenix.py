@@ -3,7 +3,7 @@ run in each mode from the CLI and from the Python API; read back through Phoenix
 is the trace store's: one run span, one span per branch (and per raced copy) with the branch's id and
 status, parented on the run (or its plan task), and one model-call span per call, parented on its branch.
 
-The model is the scripted OpenAI-compatible server (tests/support/fault_server.py). `parallax serve`'s
+The model is the scripted OpenAI-compatible server (testkit/fault_server.py). `parallax serve`'s
 spans, with a client's `traceparent`, are checked in tests/integration/test_deploy_faces.py.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fault_server import FaultConfig, FaultServer
-from tests.support.phoenix import check_tree, phoenix_server, reply
+from testkit.fault_server import FaultConfig, FaultServer
+from testkit.phoenix import check_tree, phoenix_server, reply
 
 pytestmark = pytest.mark.integration
 PARALLAX = Path(sys.executable).with_name("parallax")

@@ -24,9 +24,9 @@ from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEnti
 
 from parallax.runtime import webhooks
 from parallax.runtime.storage.platform_schema import THREAD_LOCK_CLASS
-from tests.support.aegra_cluster import PARALLAX, ROOT, Cluster, two_replicas
-from tests.support.fault_server import default_reply
-from tests.support.webhook_receiver import WebhookReceiver
+from testkit.aegra_cluster import PARALLAX, ROOT, Cluster, two_replicas
+from testkit.fault_server import default_reply
+from testkit.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta"}

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from tests.support.aegra_cluster import Cluster, missing_services
+from testkit.aegra_cluster import Cluster, missing_services
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 WRITERS, COMMITS = 4, 5

@@ -6,7 +6,7 @@ each in that transport's own error shape, with nothing stored for a refused comm
 
 Before these, a command with a bad input was stored and ran into an error (the 422 checks never saw the commands
 route), and backpressure on the WebSocket was answered "invalid_argument". The scripted model answers solve runs; the
-graph `echo` (tests/support/protocol_graph.py, no model) sleeps on request, to keep runs in flight.
+graph `echo` (testkit/protocol_graph.py, no model) sleeps on request, to keep runs in flight.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import RateLimitError, UnprocessableEntityError
 
-from tests.support.aegra_cluster import ROOT, config_with, sql, two_replicas
-from tests.support.fault_server import default_reply
+from testkit.aegra_cluster import ROOT, config_with, sql, two_replicas
+from testkit.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "busy": "key-busy"}
@@ -34,7 +34,7 @@ SLEEPER = {"items": [], "sleep_s": 60, "ask": False}
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("run-commands")
-    config = config_with(work / "config", {"echo": f"{ROOT / 'tests/support/protocol_graph.py'}:graph"})
+    config = config_with(work / "config", {"echo": f"{ROOT / 'testkit/protocol_graph.py'}:graph"})
     with two_replicas(work, default_reply, KEYS, MAX_PENDING, config=config) as running:
         yield running
 

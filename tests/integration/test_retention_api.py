@@ -14,8 +14,8 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
 
-from tests.support.aegra_cluster import config_with, sql, two_replicas
-from tests.support.fault_server import default_reply
+from testkit.aegra_cluster import config_with, sql, two_replicas
+from testkit.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta"}

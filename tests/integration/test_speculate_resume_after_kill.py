@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fault_server import FaultConfig, FaultServer, chat_log
+from testkit.fault_server import FaultConfig, FaultServer, chat_log
 
 pytestmark = pytest.mark.integration
 PARALLAX = str(Path(sys.executable).with_name("parallax"))

@@ -23,9 +23,9 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+from testkit.aegra_cluster import sql, two_replicas
+from testkit.fault_server import default_reply
 from tests.integration.test_deploy import scrape, total
-from tests.support.aegra_cluster import sql, two_replicas
-from tests.support.fault_server import default_reply
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 KEYS = {"acme": "key-acme", "beta": "key-beta", "crowd": "key-crowd", "cronny": "key-cronny", "free": "key-free"}

@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 import pytest
 
 from parallax.runtime import webhooks
-from tests.support.aegra_cluster import Cluster, missing_services
-from tests.support.webhook_receiver import WebhookReceiver
+from testkit.aegra_cluster import Cluster, missing_services
+from testkit.webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 

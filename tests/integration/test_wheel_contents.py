@@ -73,7 +73,8 @@ def test_neither_the_wheel_nor_the_sdist_carries_a_data_sample(dist):
     assert data == [], data
     with tarfile.open(dist["sdist"]) as sdist:
         names = [name.split("/", 1)[1] for name in sdist.getnames() if "/" in name]
-    assert not [name for name in names if name.split("/")[0] in ("tests", "bench", "examples", "docs")]
+    not_shipped = ("tests", "testkit", "bench", "examples", "docs")
+    assert not [name for name in names if name.split("/")[0] in not_shipped]
     assert not [name for name in names if "financebench" in name.lower() or name.endswith((".jsonl", ".csv", ".pdf", ".gz"))]
     assert {"pyproject.toml", "setup.py", "README.md", "LICENSE", "THIRD_PARTY_NOTICES.md", "graphs/solve.py",
             "parallax/server/aegra.json"} <= set(names)

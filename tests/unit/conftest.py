@@ -1,5 +1,5 @@
 """Unit tests never reach a real model: a test that forgets to pass its scripted Context
-(`tests/support/scripted_model.py`) fails fast against a closed port instead of quietly
+(`testkit/scripted_model.py`) fails fast against a closed port instead of quietly
 starting the embedded model server."""
 
 import pytest
@@ -12,12 +12,12 @@ def _no_real_model(monkeypatch):
 
 @pytest.fixture
 def billing(monkeypatch):
-    """`billing(reply, pricing)` starts a BillingServer (tests/support/billing_server.py) and points every model call
+    """`billing(reply, pricing)` starts a BillingServer (testkit/billing_server.py) and points every model call
     of the test at it, in OpenAI's json_schema form; `reply(body, k)` defaults to a vote for 42. Stopped after."""
     import json
 
     from parallax.runtime.chat_models import forget_clients
-    from tests.support.billing_server import BillingServer, Pricing
+    from testkit.billing_server import BillingServer, Pricing
 
     running: list[BillingServer] = []
 

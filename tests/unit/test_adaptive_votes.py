@@ -1,5 +1,5 @@
 """Adaptive votes, one answer per meaning, and an `ok` that is a promise: end to end against the scripted
-OpenAI-compatible server (tests/support/fault_server.py), through ChatOpenAI and the product's settings."""
+OpenAI-compatible server (testkit/fault_server.py), through ChatOpenAI and the product's settings."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from parallax.graphs.solve import builder
 from parallax.logic.branch_kinds import spread
 from parallax.logic.vote import final_value
 from parallax.state.context import Context
-from tests.support.fault_server import FaultConfig, chat_log
+from testkit.fault_server import FaultConfig, chat_log
 
 
 def vote(answer: str) -> str:
@@ -121,7 +121,7 @@ def test_the_cli_asks_in_waves_by_default_and_all_votes_with_no_early_stop(tmp_p
     from typer.testing import CliRunner
 
     from parallax.cli import app
-    from tests.support.scripted_model import scripted
+    from testkit.scripted_model import scripted
 
     runner = CliRunner()
     ctx, calls = scripted(lambda p, t, i: vote("42"), early_stop=None)  # None: the command's flag or the setting

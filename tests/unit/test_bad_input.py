@@ -18,7 +18,7 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime.storage.namespaces import NAME_RE, StoreError, check_tenant
 from parallax.runtime.storage.playbook_files import parse_playbook
 from parallax.state.context import Context
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from parallax.cli import app
 from parallax.logic.failures import failures_by_cause, run_failure
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 from tests.unit.test_learn_graph import bag_of_words, learning_script, tasks
 
 runner = CliRunner()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench import fanout, slicing
-from tests.support.sleeping_model import sleeping
+from testkit.sleeping_model import sleeping
 
 
 def qmsum_meetings(path: Path, n: int) -> Path:

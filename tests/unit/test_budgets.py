@@ -1,4 +1,4 @@
-"""Run budgets (logic/budget.py, runtime/request_budget.py) against the scripted billing server of tests/support, over
+"""Run budgets (logic/budget.py, runtime/request_budget.py) against the scripted billing server of testkit, over
 HTTP: every request is held at its worst case (its prompt counted by the server's own /tokenize, `max_tokens` per
 choice) before it is sent, so what the server bills never passes the budget; a request that does not fit is shrunk
 or not sent, and the run ends needs_review saying which budget and with which figures."""
@@ -19,9 +19,9 @@ from parallax.graphs.solve import graph as solve_graph
 from parallax.runtime.prices import DEFAULT_PRICES
 from parallax.runtime.settings import reload_settings
 from parallax.state.context import Context
-from tests.support.billing_server import BillingServer, Pricing
-from tests.support.fault_server import _requested_schema, schema_instance
-from tests.support.word_counts import word_counts
+from testkit.billing_server import BillingServer, Pricing
+from testkit.fault_server import _requested_schema, schema_instance
+from testkit.word_counts import word_counts
 
 runner = CliRunner()
 WORDS = ("revenue", "margin", "growth", "segment", "cash", "debt", "risk", "guidance", "market", "cost")

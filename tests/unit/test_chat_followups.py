@@ -1,6 +1,6 @@
 """A chat is a conversation: follow-ups that cannot be answered alone are condensed into tasks that can.
 
-The model is scripted (tests/support/conversation_model.py): it answers a sum only when the sum's numbers
+The model is scripted (testkit/conversation_model.py): it answers a sum only when the sum's numbers
 are in its prompt, and rewrites a follow-up from the earlier turns when asked to condense one.
 """
 
@@ -14,8 +14,8 @@ from parallax.graphs.chat import builder
 from parallax.logic.conversation import TURN_CHARS, WINDOW_CHARS, WINDOW_TURNS, earlier_exchanges, transcript_task
 from parallax.logic.run_stats import model_calls
 from parallax.runtime.storage.trace_store import TraceStore
-from tests.support.conversation_model import FIVE_TURNS, TWO_TURNS, UNKNOWN, answer_of, reply_for
-from tests.support.scripted_model import asked_for, scripted
+from testkit.conversation_model import FIVE_TURNS, TWO_TURNS, UNKNOWN, answer_of, reply_for
+from testkit.scripted_model import asked_for, scripted
 
 
 def script(prompt: str, t: float, i: int) -> str:

@@ -13,7 +13,7 @@ from parallax.graphs.chat import builder
 from parallax.logic.review_request import BadDecision, decision_of
 from parallax.logic.run_stats import run_stats
 from parallax.runtime.storage.trace_store import TraceStore
-from tests.support.scripted_model import asked_for, scripted
+from testkit.scripted_model import asked_for, scripted
 
 TEMPS = [0.3, 0.475, 0.65, 0.825, 1.0]
 SPLIT = dict(zip(TEMPS, ["42", "42", "42", "41", "41"], strict=True))

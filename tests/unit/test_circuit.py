@@ -9,7 +9,7 @@ import pytest
 
 from parallax.graphs.solve import graph
 from parallax.runtime.circuit_breaker import CircuitBreaker, CircuitOpen
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 from tests.unit.test_solve_graph import _error, answer
 
 

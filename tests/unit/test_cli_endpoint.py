@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from parallax.cli import app
 from parallax.runtime.chat_models import forget_clients
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit.fault_server import FaultConfig, FaultServer
 
 runner = CliRunner()
 MODEL_COMMANDS = (["run"], ["resume"], ["learn"], ["eval"], ["dlq", "retry"], ["prompts", "set"], ["serve"])

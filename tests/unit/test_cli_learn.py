@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from parallax.cli import app
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 from tests.unit.test_learn_graph import bag_of_words, learning_script, tasks
 
 runner = CliRunner()

@@ -19,7 +19,7 @@ from parallax.runtime import settings
 from parallax.runtime.run_context import AUTH_TENANT_FIELD
 from parallax.runtime.storage.postgres import conninfo, lock_key
 from parallax.runtime.storage.stores import traces_in
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -1,7 +1,7 @@
 """A document is a stranger's file: its bytes, pages, what it inflates to, its text and its parse time are bounded,
 and one over a bound is refused in one line naming the bound and the setting that raises it.
 
-The hostile files are built here, byte by byte (tests/support/hostile_documents.py): a DOCX whose ZIP declares
+The hostile files are built here, byte by byte (testkit/hostile_documents.py): a DOCX whose ZIP declares
 200 MB, one whose ZIP lies about its sizes, a PDF of many pages, a PDF whose one content stream inflates to 70 MB.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from parallax.runtime.documents import DocumentError, DocumentLimits, document_from_input, read_document
 from parallax.runtime.settings import reload_settings
-from tests.support import hostile_documents as hostile
+from testkit import hostile_documents as hostile
 
 
 def _refused(data: bytes, limits: DocumentLimits | None = None, name: str = "") -> str:
@@ -134,7 +134,7 @@ async def test_the_graph_and_the_async_api_parse_a_document_off_the_event_loop(m
     import parallax
     from parallax.graphs.solve import graph
     from parallax.runtime import documents
-    from tests.support.scripted_model import scripted
+    from testkit.scripted_model import scripted
 
     threads: list[threading.Thread] = []
 

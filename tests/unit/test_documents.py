@@ -24,7 +24,7 @@ from parallax.cli import app
 from parallax.cli.run import read_task
 from parallax.logic.quotes import quote_occurs
 from parallax.runtime.documents import Document, DocumentError, document_from_input, read_document
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 

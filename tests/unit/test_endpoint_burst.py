@@ -1,7 +1,7 @@
 """Issue 24: a burst against a small accept queue fails no task; an endpoint that is down fails every task, clearly.
 
 Real HTTP through `parallax eval` (the CLI, ChatOpenAI, the endpoint's connection cap, retries and
-the circuit breaker), against tests/support/small_queue_server.py: Python's http.server with its
+the circuit breaker), against testkit/small_queue_server.py: Python's http.server with its
 accept queue of 5, holding at most 12 connections and resetting the rest, and a latency that makes
 a burst queue. Forty vote tasks of five votes each, eight tasks at once, are ~40 requests in
 flight. The replies are deterministic (every fifth task answered wrong), so a run that loses no
@@ -20,8 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from parallax.cli import app
-from tests.support.fault_server import default_reply
-from tests.support.small_queue_server import SmallQueueServer
+from testkit.fault_server import default_reply
+from testkit.small_queue_server import SmallQueueServer
 
 runner = CliRunner()
 TASKS = 40

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from parallax.cli import app
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 SECRET_TASK = "Contact bob@example.com (key sk-abcdefghijklmnopqrstuvwx1234). What is 2 + 2?"

@@ -13,7 +13,7 @@ import openai
 import pytest
 from pydantic import ValidationError
 
-from tests.support.fault_server import FaultConfig, FaultServer, messages_hash, schema_instance
+from testkit.fault_server import FaultConfig, FaultServer, messages_hash, schema_instance
 
 ANSWER_SCHEMA = {
     "type": "object",

@@ -17,7 +17,7 @@ from parallax.logic.release_decision import Rule
 from parallax.logic.releases import start_release
 from parallax.runtime.storage.stores import open_sqlite_store, playbooks_in, traces_in
 from parallax.state.playbook import Operation
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from bench import fidelity
-from tests.support.scripted_model import asked_for, scripted
+from testkit.scripted_model import asked_for, scripted
 
 LESSONS = {
     "gross_margin": ["Gross margin is revenue minus COGS, divided by revenue.",

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from parallax.cli import app
 from parallax.cli.model_notice import NOTICE
 from parallax.cli.run import leading_guess
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 TEMPS = [0.3, 0.475, 0.65, 0.825, 1.0]

@@ -20,7 +20,7 @@ from parallax.logic.release_decision import Rule
 from parallax.logic.releases import count_trial, start_release
 from parallax.runtime.storage.stores import playbooks_in, traces_in
 from parallax.state.playbook import Operation
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 GOOD, BAD = "Add the two numbers given in the question.", "BADLESSON: answer seven to every sum."

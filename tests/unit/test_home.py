@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from parallax.cli import app
 from parallax.runtime import settings as settings_mod
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 

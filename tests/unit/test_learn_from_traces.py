@@ -29,8 +29,8 @@ from parallax.logic.trace_signal import signal_of
 from parallax.runtime.services import Services
 from parallax.runtime.storage.consumed import MAX_FAILURES, RETRY_MAX_S, RETRY_S, retry_after_s
 from parallax.runtime.storage.stores import consumed_in, open_sqlite_store, playbooks_in, traces_in
-from tests.support.scripted_model import asked_for, scripted
-from tests.support.word_counts import word_counts
+from testkit.scripted_model import asked_for, scripted
+from testkit.word_counts import word_counts
 
 runner = CliRunner()
 LESSON = "Add the two numbers of the sum before answering; state the total."

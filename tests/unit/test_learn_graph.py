@@ -11,8 +11,8 @@ from langgraph.types import Command
 
 from parallax.graphs.learn import builder
 from parallax.runtime.storage.stores import playbooks_in
-from tests.support.scripted_model import asked_for, scripted
-from tests.support.word_counts import word_counts
+from testkit.scripted_model import asked_for, scripted
+from testkit.word_counts import word_counts
 
 LESSON = "Current ratio = current assets / current liabilities; round to 2 decimals."
 bag_of_words = word_counts("current ratio assets liabilities round decimals margin gross revenue cost".split())

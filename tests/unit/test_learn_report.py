@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from parallax.cli import app
 from parallax.cli.learn_report import summary
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 from tests.unit.test_cli_learn import write_tasks
 from tests.unit.test_learn_graph import bag_of_words, learning_script
 

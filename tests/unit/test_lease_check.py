@@ -19,7 +19,7 @@ from parallax.runtime.storage.playbook_store import PlaybookStore, version_key
 from parallax.runtime.storage.trace_store import TraceStore
 from parallax.runtime.structured_call import ask
 from parallax.state.playbook import Operation
-from tests.support.fault_server import FaultConfig, chat_log
+from testkit.fault_server import FaultConfig, chat_log
 
 
 class Answer(BaseModel):
@@ -162,7 +162,7 @@ async def test_a_takeover_that_runs_the_last_step_again_leaves_the_first_end(gua
     from langgraph.checkpoint.memory import InMemorySaver
 
     from parallax.graphs.solve import builder
-    from tests.support.scripted_model import scripted
+    from testkit.scripted_model import scripted
 
     _, state = guard
     store = InMemoryStore()

@@ -14,7 +14,7 @@ from parallax.graphs.learn import builder
 from parallax.logic.gate_decision import gate_verdict, paired_changes
 from parallax.logic.lesson_quality import BARE_NUMBER, NARRATIVE, UNGROUNDED, VERDICT, check_lesson, form_problem
 from parallax.runtime.storage.stores import playbooks_in
-from tests.support.scripted_model import asked_for, scripted
+from testkit.scripted_model import asked_for, scripted
 from tests.unit.test_learn_graph import LESSON, bag_of_words, learning_script, tasks
 
 LABELLED = Path(__file__).resolve().parents[2] / "bench" / "data" / "lessons_dev.jsonl"

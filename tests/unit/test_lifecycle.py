@@ -14,7 +14,7 @@ from parallax.logic.stragglers import StragglerWatch
 from parallax.runtime.run_context import resolved
 from parallax.state.context import Context
 from parallax.state.lifecycle import BranchState, IllegalTransition, Lifecycle, Transition
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 from tests.unit.test_solve_graph import _error
 
 

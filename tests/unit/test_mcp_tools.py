@@ -10,8 +10,8 @@ from mcp import Client
 from parallax.cli.mcp import LocalBackend
 from parallax.logic.routing import InvalidInput
 from parallax.runtime.mcp_tools import FeedbackResult, build_server, run_result
-from tests.support.extraction_model import ExtractionModel
-from tests.support.fault_server import FaultConfig, chat_log
+from testkit.extraction_model import ExtractionModel
+from testkit.fault_server import FaultConfig, chat_log
 
 FILING = {"type": "object", "properties": {
     "revenue": {"type": "number"}, "currency": {"type": "string"}, "segments": {"type": "array", "items": {"type": "string"}}},

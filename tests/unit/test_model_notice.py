@@ -13,7 +13,7 @@ from parallax.cli import app
 from parallax.runtime import model_server
 from parallax.runtime import settings as settings_mod
 from parallax.runtime.chat_models import forget_clients
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit.fault_server import FaultConfig, FaultServer
 
 runner = CliRunner()
 ARGS = ["run", "Write a haiku about caching.", "--mode", "direct", "--json"]

@@ -21,7 +21,7 @@ from langgraph.store.memory import InMemoryStore
 from parallax.runtime.run_context import AUTH_TENANT_FIELD, TenantMismatch
 from parallax.runtime.storage.stores import playbooks_in, traces_in
 from parallax.state.playbook import Operation
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 NODES = Path(__file__).resolve().parents[2] / "nodes"
 TRACE_ID = "0123456789abcdef0123456789abcdef"

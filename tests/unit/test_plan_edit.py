@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from parallax.cli import app
 from parallax.logic.edit_agent import run_tests
 from parallax.runtime.worktrees import Integration, PathRefused, Worktree, check_merge, git, head_commit
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 PLANNER = "You plan work as a small graph"
 EDITOR = "You change files in a repository through tools"

@@ -23,7 +23,7 @@ from parallax.logic.routing import wants_plan
 from parallax.logic.run_stats import run_stats
 from parallax.runtime.storage.trace_store import TraceStore
 from parallax.state.plan import Plan
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 PLANNER = "You plan work as a small graph"
 

@@ -69,7 +69,7 @@ def test_a_section_run_sends_its_first_slice_ahead_so_the_others_read_the_shared
 
     from parallax.graphs.solve import graph
     from parallax.state.context import Context
-    from tests.support.billing_server import Pricing
+    from testkit.billing_server import Pricing
 
     # cached once read, as hosted APIs do: slices sent together would all miss (vLLM v1 would let them hit anyway)
     server = billing(lambda body, k: json.dumps({"relevant": False, "points": []}), Pricing(cache_timing="read"))

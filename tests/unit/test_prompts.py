@@ -18,7 +18,7 @@ from parallax.logic.releases import start_release
 from parallax.prompts.solve import answer_messages, judge_messages, red_team_messages, slice_messages
 from parallax.prompts.templates import DEFAULTS, problems, render
 from parallax.runtime.storage.stores import prompts_in, traces_in
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 EDIT = DEFAULTS["answer"].system.replace("You solve tasks carefully.", "You solve tasks carefully. EDITED.")

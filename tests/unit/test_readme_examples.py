@@ -9,8 +9,8 @@ import json
 import re
 from pathlib import Path
 
-from tests.support.extraction_model import ExtractionModel
-from tests.support.fault_server import FaultConfig, FaultServer
+from testkit.extraction_model import ExtractionModel
+from testkit.fault_server import FaultConfig, FaultServer
 
 ROOT = Path(__file__).parents[2]
 

@@ -14,7 +14,7 @@ from langchain_core.runnables import RunnableLambda
 
 from parallax.runtime import settings as settings_mod
 from parallax.server import run_charges
-from tests.support.scripted_model import ScriptedChatModel
+from testkit.scripted_model import ScriptedChatModel
 
 
 def test_each_call_is_added_to_its_own_run_priced_and_a_failed_run_keeps_what_it_spent(monkeypatch):

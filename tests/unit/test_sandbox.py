@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from parallax.cli import app
 from parallax.runtime.sandbox import BUBBLEWRAP, run_command
-from tests.support.fault_server import FaultConfig
+from testkit.fault_server import FaultConfig
 
 runner = CliRunner()
 VALUE = "qzx-secret-value"

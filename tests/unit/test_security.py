@@ -13,7 +13,7 @@ from parallax.graphs.learn import builder as learn_builder
 from parallax.graphs.solve import builder as solve_builder
 from parallax.runtime.storage.playbook_store import PlaybookStore
 from parallax.state.playbook import Operation
-from tests.support.scripted_model import asked_for, scripted
+from testkit.scripted_model import asked_for, scripted
 from tests.unit.test_learn_graph import bag_of_words, tasks
 
 runner = CliRunner()

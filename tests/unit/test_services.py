@@ -5,7 +5,7 @@ from __future__ import annotations
 from parallax.graphs.solve import graph
 from parallax.runtime.services import Services, process_services, services_of
 from parallax.state.context import Context
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 from tests.unit.test_solve_graph import _error
 
 

@@ -57,7 +57,7 @@ def test_a_python_api_call_reads_the_environment_as_it_is_when_it_starts(monkeyp
     import json
 
     import parallax
-    from tests.support.scripted_model import scripted
+    from testkit.scripted_model import scripted
 
     monkeypatch.setenv("PARALLAX_HOME", str(tmp_path / "before"))
     assert settings_mod.load().home == tmp_path / "before"

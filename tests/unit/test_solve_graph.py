@@ -13,7 +13,7 @@ from langgraph.store.memory import InMemoryStore
 from parallax.graphs.solve import builder, graph
 from parallax.logic.branch_kinds import spread
 from parallax.state.playbook import PlaybookItem, PlaybookVersion
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 
 def answer(text: str, reasoning: str = "because") -> str:
@@ -405,7 +405,7 @@ async def test_a_vote_whose_answer_reduces_to_no_value_is_not_counted(monkeypatc
 
 async def test_model_calls_in_flight_never_exceed_max_concurrency(monkeypatch):
 
-    from tests.support import scripted_model as fakes
+    from testkit import scripted_model as fakes
 
     in_flight, peak = 0, 0
 

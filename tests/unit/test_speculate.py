@@ -19,7 +19,7 @@ from parallax.logic.routing import InvalidInput, choose_route, validate
 from parallax.logic.speculation import match_result, pick_checked, tournament_pick
 from parallax.runtime.run_context import resolved
 from parallax.runtime.worktrees import git, head_commit
-from tests.support.fault_server import FaultConfig, chat_log
+from testkit.fault_server import FaultConfig, chat_log
 
 runner = CliRunner()
 CHECK = r'''

@@ -16,7 +16,7 @@ from parallax.graphs.data_loop import stats_builder
 from parallax.graphs.solve import builder as solve_builder
 from parallax.logic.run_stats import parse_since, percentile, run_stats
 from parallax.runtime.storage.stores import open_sqlite_store, traces_in
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 NOW = datetime.now(UTC)

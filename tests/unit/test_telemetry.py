@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from parallax.cli import app
 from parallax.runtime import telemetry
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 CALLER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

@@ -17,7 +17,7 @@ from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.playbook_store import PlaybookStore
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.playbook import Operation
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 from tests.unit.test_learn_graph import bag_of_words, learning_script, tasks
 
 runner = CliRunner()

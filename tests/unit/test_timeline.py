@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from parallax.cli import app
 from parallax.logic.timeline import timeline
 from parallax.logic.timeline_svg import render_svg
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 T0 = 1_800_000_000.0
 SVG = "{http://www.w3.org/2000/svg}"

@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from parallax.runtime.prices import Price
 from parallax.runtime.request_budget import BudgetRefused, Purse, Worst, holding, keep_worst, reserve, settle
 from parallax.runtime.token_count import CHARS_PER_TOKEN_BOUND, Counter, as_dicts, estimate, openai_count, server_root
-from tests.support.billing_server import Pricing
+from testkit.billing_server import Pricing
 
 MESSAGES = [SystemMessage("You answer in JSON."), HumanMessage("What is six times seven? Think, then answer.")]
 PRICE = Price(input=1.0, cached_input=0.5, output=4.0)

@@ -13,7 +13,7 @@ from parallax.cli.trace import retry_letter
 from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import open_sqlite_store
 from parallax.runtime.storage.trace_store import TraceStore
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 from tests.unit.test_lifecycle import replayed
 from tests.unit.test_solve_graph import _error
 

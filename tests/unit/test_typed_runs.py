@@ -1,7 +1,7 @@
 """Runs with the user's output schema, end to end against a scripted OpenAI-compatible server.
 
-The server (tests/support/fault_server.py) speaks HTTP like any endpoint; its replies come from
-tests/support/extraction_model.py, which answers whatever schema the request carries. So these
+The server (testkit/fault_server.py) speaks HTTP like any endpoint; its replies come from
+testkit/extraction_model.py, which answers whatever schema the request carries. So these
 tests go through the product path: ChatOpenAI, the `response_format` Parallax builds from the
 user's schema, reply validation, the field-wise merge, the CLI and the Python API.
 """
@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from parallax.cli import app
 from parallax.runtime import settings as settings_mod
-from tests.support.extraction_model import ExtractionModel, Fact
-from tests.support.fault_server import FaultConfig, chat_log
-from tests.support.scripted_model import scripted
+from testkit.extraction_model import ExtractionModel, Fact
+from testkit.fault_server import FaultConfig, chat_log
+from testkit.scripted_model import scripted
 
 runner = CliRunner()
 FILING = {"type": "object", "properties": {

@@ -39,7 +39,7 @@ from parallax.state.vocabulary import (
     listed,
     per_slice,
 )
-from tests.support.scripted_model import scripted
+from testkit.scripted_model import scripted
 
 OWN_NODE = {"speculate"}
 """Routes that fan out to a node of their own instead of business branches (nodes/candidate.py)."""

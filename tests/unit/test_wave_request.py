@@ -1,4 +1,4 @@
-"""Votes of one wave in one request with `n`, against a server that bills as OpenAI does (tests/support/billing_server.py).
+"""Votes of one wave in one request with `n`, against a server that bills as OpenAI does (testkit/billing_server.py).
 
 Each choice is its own vote branch with its own record; an endpoint that refuses `n` or gives fewer
 choices is asked separately, and remembered; a bad choice is re-asked on its own; votes at different
@@ -17,7 +17,7 @@ from parallax.logic.branch_plans import request_groups
 from parallax.runtime.services import process_services
 from parallax.runtime.wave_request import Seat, WaveRequest, share_usage
 from parallax.state.context import Context
-from tests.support.billing_server import Pricing
+from testkit.billing_server import Pricing
 
 ONE_TEMPERATURE = {"vote_temperature_min": 0.7, "vote_temperature_max": 0.7, "straggler_factor": 0.0}
 PAGE = " ".join(f"word{i}" for i in range(300))

@@ -1,5 +1,5 @@
 """Webhooks without a server: the address guard (every resolved address checked), signatures, backoff, settings,
-and one delivery attempt against a loopback receiver (tests/support/webhook_receiver.py).
+and one delivery attempt against a loopback receiver (testkit/webhook_receiver.py).
 
 The deployed path (outbox, triggers, replicas, a replica killed mid-delivery) is
 tests/integration/test_platform_api.py. Name resolution is scripted here: nothing leaves the machine.
@@ -13,7 +13,7 @@ import pytest
 
 from parallax.runtime import settings as settings_mod
 from parallax.runtime import webhooks
-from tests.support.webhook_receiver import WebhookReceiver
+from testkit.webhook_receiver import WebhookReceiver
 
 LOOPBACK = webhooks.parse_networks("127.0.0.0/8")
 

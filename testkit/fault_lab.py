@@ -19,7 +19,7 @@ clients. PostgreSQL is a private cluster (initdb into a temporary folder, run as
 user), Redis a private `redis-server` that keeps nothing on disk. `close()` (also on failure, and
 from an atexit hook) kills what it started and deletes the namespaces, which removes their veths.
 
-The scripted model (tests/support/fault_server.py) runs in the test process on the root end of
+The scripted model (testkit/fault_server.py) runs in the test process on the root end of
 replica 0's link; the other replicas reach it through a host route over their own link.
 """
 
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from parallax.runtime.model_server import wait_for_200
-from tests.support.aegra_cluster import FAST_LEASES, PARALLAX, ROOT, ClusterError, Replica
+from testkit.aegra_cluster import FAST_LEASES, PARALLAX, ROOT, ClusterError, Replica
 
 PG_BIN = Path("/usr/local/bin")
 REDIS_SERVER = Path("/usr/bin/redis-server")

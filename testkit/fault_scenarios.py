@@ -1,4 +1,4 @@
-"""Faults on a running deployment (tests/support/fault_lab.py) and what they cost: the deploy fault test and
+"""Faults on a running deployment (testkit/fault_lab.py) and what they cost: the deploy fault test and
 `bench.faults` run these.
 
 One scenario: start `runs` solve runs (votes asked one after another, so each run spans seconds) and one
@@ -35,8 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.support.fault_lab import FaultLab, LabReplica
-from tests.support.fault_server import default_reply
+from testkit.fault_lab import FaultLab, LabReplica
+from testkit.fault_server import default_reply
 
 FAULTS = ("partition", "db_restart", "redis_outage", "replica_kill")
 KEY, TENANT = "key-acme", "acme"
@@ -224,7 +224,7 @@ def scenario(lab: FaultLab, fault: str, runs: int = 3, votes: int = 4, outage_s:
 @contextmanager
 def running_lab(work: Path, replicas: int = 2) -> Iterator[FaultLab]:
     """The lab with the scripted model (`reply`) and `replicas` replicas up; everything removed after."""
-    from tests.support.fault_server import FaultConfig, FaultServer
+    from testkit.fault_server import FaultConfig, FaultServer
 
     with FaultLab(work, replicas_wanted=replicas, env=dict(LAB_ENV)) as lab:
         lab.model = FaultServer(FaultConfig(latency_ms=20, reply=reply), lab_host=lab.model_host)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tests.support.fault_server import FaultServer
+    from testkit.fault_server import FaultServer
 
 PART = re.compile(r"\nPart \d+(?: of \d+)?:\n(?P<part>.*)\Z", re.S)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "web" / "chat" / "dist"
 SHOTS = ROOT / ".browser-shots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -176,8 +176,8 @@ def chat_page(request: Any, site: str, prefix: str) -> Iterator[ChatPage]:
 
 def ask_then_meet_a_review_and_approve_it(page: ChatPage) -> str:
     """A sure question answered, then one the branches cannot settle: its review card met and approved.
-    The model is tests/support/review_model.py's; returns the answer under review (what was approved)."""
-    from tests.support.review_model import SURE
+    The model is testkit/review_model.py's; returns the answer under review (what was approved)."""
+    from testkit.review_model import SURE
 
     page.ask("What is 2 + 2?")
     assert page.wait_for_reply(1, SURE) == SURE
@@ -205,9 +205,9 @@ def ask_then_meet_a_review_and_approve_it(page: ChatPage) -> str:
 
 
 def hold_five_turns(page: ChatPage) -> list[str]:
-    """tests/support/conversation_model.py's five turns, each follow-up pointing back; every reply right, and
+    """testkit/conversation_model.py's five turns, each follow-up pointing back; every reply right, and
     each follow-up's run line shows the standalone task it was run as. Returns the run lines."""
-    from tests.support.conversation_model import FIVE_TURNS, UNKNOWN
+    from testkit.conversation_model import FIVE_TURNS, UNKNOWN
 
     for n, (said, want) in enumerate(FIVE_TURNS, 1):
         page.ask(said)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from tests.support.fault_server import default_reply
+from testkit.fault_server import default_reply
 
 SURE = "4"
 

@@ -69,8 +69,8 @@ def reply_for(prompt: str, schema: str) -> str:
 
 def conversation_reply(body: dict) -> str:
     """For the fault server (`FaultConfig(reply=conversation_reply)`)."""
-    from tests.support.fault_server import default_reply
-    from tests.support.scripted_model import schema_name
+    from testkit.fault_server import default_reply
+    from testkit.scripted_model import schema_name
 
     prompt = "\n".join(str(m.get("content")) for m in body.get("messages", []))
     data = json.loads(default_reply(body))

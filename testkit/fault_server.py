@@ -41,7 +41,7 @@ network namespace lab passes the address it made as ``lab_host``).
 
 Run it::
 
-    python -m tests.support.fault_server --port 0 --fault-rate 0.2 [--seed N] [--log FILE]
+    python -m testkit.fault_server --port 0 --fault-rate 0.2 [--seed N] [--log FILE]
 
 or in tests::
 
@@ -459,7 +459,7 @@ class FaultServer:
 
     def __init__(self, config: FaultConfig | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  lab_host: str | None = None):
-        """`lab_host`: an address of a test's own network namespaces (tests/support/fault_lab.py) to bind
+        """`lab_host`: an address of a test's own network namespaces (testkit/fault_lab.py) to bind
         instead of loopback; the lab made it and removes it."""
         self.host = lab_host or check_loopback(host)
         self.port = port
@@ -551,7 +551,8 @@ class FaultServer:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tests.support.fault_server", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m testkit.fault_server",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--host", default="127.0.0.1", help="loopback only: 127.0.0.1, ::1 or localhost")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--fault-rate", type=float, default=0.0, help="spread evenly over 429, 500, hang, malformed, truncated")

@@ -24,10 +24,10 @@ from typing import Any
 
 import httpx
 
-from tests.support.fault_server import default_reply
-from tests.support.processes import stop_group
+from testkit.fault_server import default_reply
+from testkit.processes import stop_group
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PLAN = {"tasks": [{"id": 1, "goal": "List the vendors"}, {"id": 2, "goal": "Total the invoices"},
                   {"id": 3, "goal": "Summarise $1 and $2", "deps": [1, 2]}]}
 """The plan the scripted model's planner answers with (`reply`)."""

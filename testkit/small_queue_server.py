@@ -9,7 +9,7 @@ overflowing connection on loopback depends on its SYN-cookie state and on
 `tcp_abort_on_overflow`, which a test cannot set; so this server does it itself, every time:
 a connection that arrives while `max_connections` are already held (its workers plus its
 queue) is reset (SO_LINGER 0), as a full accept queue with `tcp_abort_on_overflow=1` does.
-The replies are the fault server's (tests/support/fault_server.py: its `default_reply`, or
+The replies are the fault server's (testkit/fault_server.py: its `default_reply`, or
 a `reply` function of the request body), after `latency_s`, so that a burst queues.
 
     with SmallQueueServer(latency_s=0.5, reply=fn) as url:  # http://127.0.0.1:PORT/v1
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.support.fault_server import default_reply
+from testkit.fault_server import default_reply
 
 
 class SmallQueueServer:

@@ -26,7 +26,7 @@ from typing import Any
 
 from parallax.runtime.model_server import wait_for_200
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LANGGRAPH = Path(sys.executable).with_name("langgraph")
 START_TIMEOUT_S = 120.0
 
@@ -124,9 +124,9 @@ def langgraph_dev(work: Path, env: dict[str, str]) -> Iterator[DevServer]:
 
 @contextmanager
 def scripted_dev_server(work: Path, reply: Any, latency_ms: float = 0.0, **env: str) -> Iterator[DevServer]:
-    """`langgraph dev` whose model is the fault server answering with `reply` (tests/support/fault_server.py),
+    """`langgraph dev` whose model is the fault server answering with `reply` (testkit/fault_server.py),
     `env` added to `fault_model_env`'s settings; `server.model` is the fault server. Both stopped on exit."""
-    from tests.support.fault_server import FaultConfig, FaultServer
+    from testkit.fault_server import FaultConfig, FaultServer
 
     model = FaultServer(FaultConfig(latency_ms=latency_ms, reply=reply))
     with model as model_url, langgraph_dev(work, {**fault_model_env(model_url), **env}) as server:

@@ -17,8 +17,8 @@ import json
 
 from pydantic import BaseModel
 
-from tests.support.extraction_model import scripted_votes
-from tests.support.fault_server import FaultServer, default_reply
+from testkit.extraction_model import scripted_votes
+from testkit.fault_server import FaultServer, default_reply
 
 INVOICE = {"vendor": "ACME Tools", "total": 1250.5, "paid": False}
 VOTES = 3

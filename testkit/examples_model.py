@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.extraction_model import PART, ExtractionModel, Fact, schema_of, user_text
-from tests.support.fault_server import schema_instance
-from tests.support.scripted_model import schema_name
+from testkit.extraction_model import PART, ExtractionModel, Fact, schema_of, user_text
+from testkit.fault_server import schema_instance
+from testkit.scripted_model import schema_name
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 REPORT_FACTS = [Fact("revenue", 4796, "Total net revenue was 4,796 million"),
                 Fact("net_income", 629, "Net income was 629 million")]
 """What annual_report.pdf says, with the words that say it."""

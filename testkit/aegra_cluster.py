@@ -28,7 +28,7 @@ from typing import Any
 
 from parallax.runtime.model_server import wait_for_200
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PARALLAX = Path(sys.executable).with_name("parallax")
 PG_ADMIN = os.environ.get("PARALLAX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("PARALLAX_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -283,10 +283,10 @@ def readme_retry_helper():
 def two_replicas(work: Path, reply: Any, keys: dict[str, str], max_pending: int,
                  extra_env: dict[str, str] | None = None, config: Path | None = None) -> Iterator[Cluster]:
     """A database, two replicas (the second started once the first answered /ready) and the scripted model
-    (tests/support/fault_server.py answering with `reply`), for a deploy test module; removed after.
+    (testkit/fault_server.py answering with `reply`), for a deploy test module; removed after.
     `config`: an Aegra config other than the repository's (`config_with`).
     Without the server venv's services this skips outside CI and fails in it (tests/conftest.py)."""
-    from tests.support.fault_server import FaultConfig, FaultServer
+    from testkit.fault_server import FaultConfig, FaultServer
 
     require_services()
     server = FaultServer(FaultConfig(latency_ms=20, reply=reply))

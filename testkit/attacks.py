@@ -36,7 +36,7 @@ LEARN_TASKS = [{"id": "t1", "input": "What is 1 + 1?", "target": "2"}]
 
 def reply(body: dict[str, Any]) -> str:
     """The scripted model: a 20,000-digit answer to the long-answer task, else the fault server's default."""
-    from tests.support.fault_server import default_reply
+    from testkit.fault_server import default_reply
 
     said = json.dumps(body.get("messages", []))
     if "LONG-ANSWER" in said:
