@@ -62,7 +62,8 @@ MIXES = {  # kind -> (share of questions, the answers a vote draws from); "trap"
 SPELLINGS = ("{n}", "{n}.0", "The answer is {n}.", "{h} + {rest} = {n}", "{n} apples")
 QUESTION = re.compile(r"Question #(\d+):")
 SPREAD = {"vote_temperature_min": 0.3, "vote_temperature_max": 1.0}
-"""Vote temperatures of the runs against the scripted server: a spread, so each vote is a request of its own."""
+"""Vote temperatures of the runs against the scripted server: a spread, so each vote is a request of
+its own."""
 
 
 def log(message: str) -> None:
@@ -114,7 +115,9 @@ class Voter:
     def label(self, number: int, k: int) -> str:
         """Which of question `number`'s answers its k-th vote gives (right / d1 / d2)."""
         weights = self.questions[number].weights
-        return random.Random(f"{self.seed}/{number}/{k}").choices([w[0] for w in weights], [w[1] for w in weights])[0]
+        return random.Random(f"{self.seed}/{number}/{k}").choices(
+            [w[0] for w in weights], [w[1] for w in weights]
+        )[0]
 
     def reset(self) -> None:
         self.asked.clear()
@@ -131,8 +134,15 @@ class Voter:
         return json.dumps({"reasoning": "counted", "answer": spelled})
 
 
-async def run_config(name: str, questions: list[Question], voter: Voter, url: str, max_votes: int, early_stop: bool,
-                     parallel: int) -> dict[str, Any]:
+async def run_config(
+    name: str,
+    questions: list[Question],
+    voter: Voter,
+    url: str,
+    max_votes: int,
+    early_stop: bool,
+    parallel: int,
+) -> dict[str, Any]:
     import httpx
 
     from parallax.graphs.solve import graph
@@ -140,50 +150,83 @@ async def run_config(name: str, questions: list[Question], voter: Voter, url: st
 
     voter.reset()
     httpx.post(f"{url[:-3]}/_reset")
-    # each vote its own temperature, so its own request: calls count votes here (`n` is bench/cost.py's)
-    context = Context(early_stop=early_stop, max_concurrency=max_votes, straggler_factor=0.0, **SPREAD)
+    # each vote its own temperature, so its own request: calls count votes here (`n` is
+    # bench/cost.py's)
+    context = Context(
+        early_stop=early_stop, max_concurrency=max_votes, straggler_factor=0.0, **SPREAD
+    )
     gate = asyncio.Semaphore(parallel)
     rows: list[dict[str, Any]] = []
 
     async def one(question: Question) -> None:
         async with gate:
             began = time.perf_counter()
-            out = await graph.ainvoke({"task": question.text(), "mode": "vote", "votes": max_votes}, context=context)
-            rows.append({"kind": question.kind, "status": out["status"], "answer": out.get("answer", ""),
-                         "right": question.right, "most_likely": question.most_likely,
-                         "asked": out.get("votes_asked", max_votes), "stop": out.get("stop_reason", ""),
-                         "seconds": time.perf_counter() - began})
+            out = await graph.ainvoke(
+                {"task": question.text(), "mode": "vote", "votes": max_votes}, context=context
+            )
+            rows.append(
+                {
+                    "kind": question.kind,
+                    "status": out["status"],
+                    "answer": out.get("answer", ""),
+                    "right": question.right,
+                    "most_likely": question.most_likely,
+                    "asked": out.get("votes_asked", max_votes),
+                    "stop": out.get("stop_reason", ""),
+                    "seconds": time.perf_counter() - began,
+                }
+            )
 
     began = time.perf_counter()
     await asyncio.gather(*(one(q) for q in questions))
     wall = time.perf_counter() - began
-    asked = [e for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions")]
+    asked = [
+        e for e in httpx.get(f"{url[:-3]}/_log").json() if e["path"].endswith("/chat/completions")
+    ]
     calls, completions = len(asked), sum(int(e.get("choices") or 1) for e in asked)
     from parallax.logic.vote import final_value
 
     ok = [r for r in rows if r["status"] == "ok"]
     right = [r for r in rows if final_value(r["answer"]) == r["right"]]
-    report = {"config": name, "max_votes": max_votes, "early_stop": early_stop, "questions": len(rows),
-              "model_calls": calls, "calls_per_question": round(calls / len(rows), 3),
-              "model_calls_counted_as": "requests (a wave of votes with n is one)", "model_completions": completions,
-              "accuracy": round(len(right) / len(rows), 4),
-              "mean_wall_s": round(statistics.mean(r["seconds"] for r in rows), 3),
-              "ok_share": round(len(ok) / len(rows), 4),
-              "ok_is_most_likely": round(sum(final_value(r["answer"]) == r["most_likely"] for r in ok) / len(ok), 4)
-              if ok else None,
-              "by_kind": {k: {"accuracy": round(sum(final_value(r["answer"]) == r["right"] for r in rs) / len(rs), 3),
-                              "calls": round(statistics.mean(r["asked"] for r in rs), 2)}
-                          for k in ("easy", "medium", "hard", "trap") if (rs := [r for r in rows if r["kind"] == k])},
-              "elapsed_s": round(wall, 1)}
+    report = {
+        "config": name,
+        "max_votes": max_votes,
+        "early_stop": early_stop,
+        "questions": len(rows),
+        "model_calls": calls,
+        "calls_per_question": round(calls / len(rows), 3),
+        "model_calls_counted_as": "requests (a wave of votes with n is one)",
+        "model_completions": completions,
+        "accuracy": round(len(right) / len(rows), 4),
+        "mean_wall_s": round(statistics.mean(r["seconds"] for r in rows), 3),
+        "ok_share": round(len(ok) / len(rows), 4),
+        "ok_is_most_likely": (
+            round(sum(final_value(r["answer"]) == r["most_likely"] for r in ok) / len(ok), 4)
+            if ok
+            else None
+        ),
+        "by_kind": {
+            k: {
+                "accuracy": round(
+                    sum(final_value(r["answer"]) == r["right"] for r in rs) / len(rs), 3
+                ),
+                "calls": round(statistics.mean(r["asked"] for r in rs), 2),
+            }
+            for k in ("easy", "medium", "hard", "trap")
+            if (rs := [r for r in rows if r["kind"] == k])
+        },
+        "elapsed_s": round(wall, 1),
+    }
     log(json.dumps(report))
     return report
 
 
-def sequential_reference(questions: list[Question], voter: Voter, max_votes: int = 8,
-                         threshold: float = 0.95) -> dict[str, Any]:
-    """Adaptive-Consistency as published, on the same sample streams: one vote at a time, stop at its
-    0.95 threshold or at `max_votes`. No server: it only counts. It says what the mix itself allows, so
-    a calls ratio is read against the rule this one is built on, not against an ideal."""
+def sequential_reference(
+    questions: list[Question], voter: Voter, max_votes: int = 8, threshold: float = 0.95
+) -> dict[str, Any]:
+    """Adaptive-Consistency as published, on the same sample streams: one vote at a time, stop at
+    its 0.95 threshold or at `max_votes`. No server: it only counts. It says what the mix itself
+    allows, so a calls ratio is read against the rule this one is built on, not against an ideal."""
     from collections import Counter
 
     from parallax.logic.stopping import settled
@@ -197,19 +240,23 @@ def sequential_reference(questions: list[Question], voter: Voter, max_votes: int
                 break
         calls += sum(counts.values())
         right += counts.most_common(1)[0][0] == "right"
-    return {"rule": f"one vote at a time, Beta rule at {threshold}, at most {max_votes}",
-            "calls_ratio_vs_fixed_8": round(calls / (8 * len(questions)), 3),
-            "accuracy": round(right / len(questions), 4), "waves_per_question": round(calls / len(questions), 2)}
+    return {
+        "rule": f"one vote at a time, Beta rule at {threshold}, at most {max_votes}",
+        "calls_ratio_vs_fixed_8": round(calls / (8 * len(questions)), 3),
+        "accuracy": round(right / len(questions), 4),
+        "waves_per_question": round(calls / len(questions), 2),
+    }
 
 
-def lead_by_two_reference(questions: list[Question], voter: Voter, fixed_accuracy: float,
-                          threshold: float = 0.93) -> dict[str, Any]:
-    """The wave rule that reaches the calls goal on this mix, counted on the same streams: a first wave
-    of 3, then stop once the leader leads the runner-up by 2 (the shape of the Bayes-optimal policy
-    near 0.5x, see bench/vote_bound.py), else ask the votes that would make it lead by 2. It stops at
-    3-1, which the Beta rule does not call settled; this says what `ok` would cost if it stopped there:
-    with a majority as `ok`, how often an `ok` answer is not the most likely one; with `ok` needing the
-    Beta posterior, how many runs are left to review."""
+def lead_by_two_reference(
+    questions: list[Question], voter: Voter, fixed_accuracy: float, threshold: float = 0.93
+) -> dict[str, Any]:
+    """The wave rule that reaches the calls goal on this mix, counted on the same streams: a first
+    wave of 3, then stop once the leader leads the runner-up by 2 (the shape of the Bayes-optimal
+    policy near 0.5x, see bench/vote_bound.py), else ask the votes that would make it lead by 2. It
+    stops at 3-1, which the Beta rule does not call settled; this says what `ok` would cost if it
+    stopped there: with a majority as `ok`, how often an `ok` answer is not the most likely one;
+    with `ok` needing the Beta posterior, how many runs are left to review."""
     from collections import Counter
 
     from parallax.logic.stopping import leader_posterior
@@ -233,25 +280,36 @@ def lead_by_two_reference(questions: list[Question], voter: Voter, fixed_accurac
             ok_majority_likely += str(q.values[top]) == q.most_likely
         ok_posterior += leader_posterior(top_count, runner_up) >= threshold
     n = len(questions)
-    return {"rule": "first wave 3, stop when the leader leads by 2, at most 8",
-            "calls_ratio_vs_fixed_8": round(calls / (8 * n), 3),
-            "accuracy_delta_pp": round(100 * (right / n - fixed_accuracy), 2),
-            "ok_is_most_likely_if_a_majority_is_ok": round(ok_majority_likely / max(1, ok_majority), 4),
-            f"ok_share_if_ok_needs_posterior_{threshold}": round(ok_posterior / n, 3)}
+    return {
+        "rule": "first wave 3, stop when the leader leads by 2, at most 8",
+        "calls_ratio_vs_fixed_8": round(calls / (8 * n), 3),
+        "accuracy_delta_pp": round(100 * (right / n - fixed_accuracy), 2),
+        "ok_is_most_likely_if_a_majority_is_ok": round(ok_majority_likely / max(1, ok_majority), 4),
+        f"ok_share_if_ok_needs_posterior_{threshold}": round(ok_posterior / n, 3),
+    }
 
 
 def references(args: argparse.Namespace) -> dict[str, Any]:
-    """Only what is counted on the sample streams (no server, seconds): the references and the bound."""
+    """Only what is counted on the sample streams (no server, seconds): the references and the
+    bound."""
     from collections import Counter
 
     questions = make_questions(args.questions, args.seed, args.mix)
     voter = Voter(questions, args.seed)
-    fixed = sum(Counter(voter.label(q.number, k) for k in range(8)).most_common(1)[0][0] == "right"
-                for q in questions) / len(questions)
-    return {"benchmark": "adaptive_vote references (counted, no server)", "questions": args.questions,
-            "seed": args.seed, "mix": args.mix, "fixed_8_accuracy_counted": round(fixed, 4),
-            "reference_sequential_adaptive_consistency": sequential_reference(questions, voter),
-            "reference_lead_by_two": lead_by_two_reference(questions, voter, fixed), "bound_any_rule": bound(args.mix)}
+    fixed = sum(
+        Counter(voter.label(q.number, k) for k in range(8)).most_common(1)[0][0] == "right"
+        for q in questions
+    ) / len(questions)
+    return {
+        "benchmark": "adaptive_vote references (counted, no server)",
+        "questions": args.questions,
+        "seed": args.seed,
+        "mix": args.mix,
+        "fixed_8_accuracy_counted": round(fixed, 4),
+        "reference_sequential_adaptive_consistency": sequential_reference(questions, voter),
+        "reference_lead_by_two": lead_by_two_reference(questions, voter, fixed),
+        "bound_any_rule": bound(args.mix),
+    }
 
 
 def bound(mix: str) -> dict[str, Any]:
@@ -259,9 +317,14 @@ def bound(mix: str) -> dict[str, Any]:
     from bench.vote_bound import Mix, fewest_votes
 
     known = Mix([(share, dict(answers)) for share, answers in MIXES[mix].values()])
-    return {"what": "Bayes-optimal, knowing the mix, one vote at a time, may toss a coin between two policies",
-            "at_most_8_within_0.5pp": fewest_votes(known, 8, 0.5),
-            "at_most_8_within_0.1pp": fewest_votes(known, 8, 0.1)}
+    return {
+        "what": (
+            "Bayes-optimal, knowing the mix, one vote at a time, may toss a coin between two"
+            " policies"
+        ),
+        "at_most_8_within_0.5pp": fewest_votes(known, 8, 0.5),
+        "at_most_8_within_0.1pp": fewest_votes(known, 8, 0.1),
+    }
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -274,35 +337,48 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with FaultServer(FaultConfig(reply=voter, latency_ms=args.latency_ms)) as url:
         os.environ["OPENAI_BASE_URL"] = url
         os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_schema")
-        # no queueing at our own connection cap: every configuration's votes reach the server at once
+        # no queueing at our own connection cap: every configuration's votes reach the server at
+        # once
         os.environ["PARALLAX_ENDPOINT_MAX_CONNECTIONS"] = str(args.parallel * 16 + 16)
         reload_settings()
         forget_clients()
         fixed = await run_config("fixed_8", questions, voter, url, 8, False, args.parallel)
         adaptive8 = await run_config("adaptive_8", questions, voter, url, 8, True, args.parallel)
         adaptive16 = await run_config("adaptive_16", questions, voter, url, 16, True, args.parallel)
-    result: dict[str, Any] = {"benchmark": "adaptive_vote", "questions": args.questions, "latency_ms": args.latency_ms,
-                              "seed": args.seed, "mix": args.mix, "fixed_8": fixed, "adaptive_8": adaptive8,
-                              "adaptive_16": adaptive16}
+    result: dict[str, Any] = {
+        "benchmark": "adaptive_vote",
+        "questions": args.questions,
+        "latency_ms": args.latency_ms,
+        "seed": args.seed,
+        "mix": args.mix,
+        "fixed_8": fixed,
+        "adaptive_8": adaptive8,
+        "adaptive_16": adaptive16,
+    }
     for name, run in (("adaptive_8", adaptive8), ("adaptive_16", adaptive16)):
         result[f"{name}_vs_fixed_8"] = {
             "calls_ratio": round(run["model_calls"] / fixed["model_calls"], 3),
             "completions_ratio": round(run["model_completions"] / fixed["model_completions"], 3),
             "accuracy_delta_pp": round(100 * (run["accuracy"] - fixed["accuracy"]), 2),
-            "wall_ratio": round(run["mean_wall_s"] / fixed["mean_wall_s"], 3)}
+            "wall_ratio": round(run["mean_wall_s"] / fixed["mean_wall_s"], 3),
+        }
     result["reference_sequential_adaptive_consistency"] = sequential_reference(questions, voter)
     result["reference_lead_by_two"] = lead_by_two_reference(questions, voter, fixed["accuracy"])
     result["bound_any_rule"] = bound(args.mix)
     a8 = result["adaptive_8_vs_fixed_8"]
-    result["goals_met"] = {"calls_le_0.5x": a8["calls_ratio"] <= 0.5, "accuracy_within_0.5pp": a8["accuracy_delta_pp"] >= -0.5,
-                           "wall_le_1.5x": a8["wall_ratio"] <= 1.5,
-                           "ok_is_most_likely_ge_0.97": (adaptive8["ok_is_most_likely"] or 0) >= 0.97}
+    result["goals_met"] = {
+        "calls_le_0.5x": a8["calls_ratio"] <= 0.5,
+        "accuracy_within_0.5pp": a8["accuracy_delta_pp"] >= -0.5,
+        "wall_le_1.5x": a8["wall_ratio"] <= 1.5,
+        "ok_is_most_likely_ge_0.97": (adaptive8["ok_is_most_likely"] or 0) >= 0.97,
+    }
     return result
 
 
 async def embedded(args: argparse.Namespace) -> dict[str, Any]:
-    """Fixed 8 against adaptive at most 8 on the embedded model (SmolLM2-135M) over GSM8K's first test
-    questions: calls, accuracy, wall time, and the share of vote branches cut at the token cap."""
+    """Fixed 8 against adaptive at most 8 on the embedded model (SmolLM2-135M) over GSM8K's first
+    test questions: calls, accuracy, wall time, and the share of vote branches cut at the token cap.
+    """
     import os
 
     from bench.samples import read_jsonl
@@ -313,29 +389,45 @@ async def embedded(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.pop("OPENAI_BASE_URL", None)
     reload_settings()
     rows = read_jsonl(args.data)[: args.embedded]
-    out: dict[str, Any] = {"questions": len(rows), "source": "gsm8k test, first questions",
-                           "order": "per question, fixed then adaptive, so load on the machine falls on both alike"}
-    tally: dict[str, dict[str, Any]] = {name: {"calls": 0, "capped": 0, "right": 0, "seconds": []}
-                                        for name in ("fixed_8", "adaptive_8")}
+    out: dict[str, Any] = {
+        "questions": len(rows),
+        "source": "gsm8k test, first questions",
+        "order": "per question, fixed then adaptive, so load on the machine falls on both alike",
+    }
+    tally: dict[str, dict[str, Any]] = {
+        name: {"calls": 0, "capped": 0, "right": 0, "seconds": []}
+        for name in ("fixed_8", "adaptive_8")
+    }
     for number, row in enumerate(rows, 1):
         for name, early in (("fixed_8", False), ("adaptive_8", True)):
             t = tally[name]
             began = time.perf_counter()
-            result = await graph.ainvoke({"task": row["question"], "mode": "vote", "votes": 8},
-                                         context=Context(early_stop=early))
+            result = await graph.ainvoke(
+                {"task": row["question"], "mode": "vote", "votes": 8},
+                context=Context(early_stop=early),
+            )
             t["seconds"].append(time.perf_counter() - began)
-            votes = [b for b in result["branches"] if b["kind"] == "vote" and b["status"] != "cancelled"]
+            votes = [
+                b for b in result["branches"] if b["kind"] == "vote" and b["status"] != "cancelled"
+            ]
             t["calls"] += len(votes)
             t["capped"] += sum("token limit" in (b.get("error") or "") for b in votes)
-            t["right"] += final_value(result.get("answer", "")) == final_value(row["answer"].split("####")[-1])
+            t["right"] += final_value(result.get("answer", "")) == final_value(
+                row["answer"].split("####")[-1]
+            )
         if number % 10 == 0:
             log(f"embedded: {number}/{len(rows)} questions")
     for name, t in tally.items():
-        out[name] = {"vote_branches": t["calls"], "accuracy": round(t["right"] / len(rows), 3),
-                     "mean_wall_s": round(statistics.mean(t["seconds"]), 2),
-                     "token_cap_share": round(t["capped"] / max(1, t["calls"]), 3)}
+        out[name] = {
+            "vote_branches": t["calls"],
+            "accuracy": round(t["right"] / len(rows), 3),
+            "mean_wall_s": round(statistics.mean(t["seconds"]), 2),
+            "token_cap_share": round(t["capped"] / max(1, t["calls"]), 3),
+        }
         log(json.dumps({name: out[name]}))
-    out["calls_ratio"] = round(out["adaptive_8"]["vote_branches"] / out["fixed_8"]["vote_branches"], 3)
+    out["calls_ratio"] = round(
+        out["adaptive_8"]["vote_branches"] / out["fixed_8"]["vote_branches"], 3
+    )
     return out
 
 
@@ -345,14 +437,30 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=1000.0)
     parser.add_argument("--parallel", type=int, default=100, help="questions in flight at once")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--mix", choices=sorted(MIXES), default="mostly-easy", help="which stated distributions")
-    parser.add_argument("--embedded", type=int, default=0, metavar="N",
-                        help="instead: fixed 8 against adaptive on the embedded model over N GSM8K questions")
-    parser.add_argument("--data", type=Path, default=SAMPLES / "gsm8k" / "test.jsonl.gz",
-                        help="GSM8K test JSONL for --embedded, may be gzipped (default: its first 100 questions, "
-                        "bench/data/samples/gsm8k)")
-    parser.add_argument("--references-only", action="store_true",
-                        help="only the counted references and the bound on the stated mix (no server, seconds)")
+    parser.add_argument(
+        "--mix", choices=sorted(MIXES), default="mostly-easy", help="which stated distributions"
+    )
+    parser.add_argument(
+        "--embedded",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: fixed 8 against adaptive on the embedded model over N GSM8K questions",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=SAMPLES / "gsm8k" / "test.jsonl.gz",
+        help=(
+            "GSM8K test JSONL for --embedded, may be gzipped (default: its first 100 questions, "
+            "bench/data/samples/gsm8k)"
+        ),
+    )
+    parser.add_argument(
+        "--references-only",
+        action="store_true",
+        help="only the counted references and the bound on the stated mix (no server, seconds)",
+    )
     args = parser.parse_args()
     if args.references_only:
         print(json.dumps(references(args)))

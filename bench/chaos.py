@@ -42,7 +42,9 @@ from testkit.fault_server import ALL_KINDS, FaultConfig, FaultServer, default_re
 
 QUESTION = "How many meetings were held?"
 VOTE_TASK = "What is 6 * 7?"
-SECTION_TASK = "\n\n".join(f"# Part {i}\nThe committee met on day {i} and agreed item {i}." for i in range(3))
+SECTION_TASK = "\n\n".join(
+    f"# Part {i}\nThe committee met on day {i} and agreed item {i}." for i in range(3)
+)
 SLICE_CHARS = 70  # the section task is three parts of about 60 characters: one slice each
 STATUSES = ("ok", "needs_review", "failed")
 ENDPOINT_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PARALLAX_RESPONSE_FORMAT")
@@ -79,16 +81,27 @@ def check(out: dict) -> tuple[int, int]:
     completed = [b for b in business if b["status"] == "ok"]
     duplicates = len(business) - len({b["id"] for b in business})
     if out["mode"] == "vote":
-        recount = Counter(final_value(b["output"]["answer"]) for b in completed)  # votes count final values
+        recount = Counter(
+            final_value(b["output"]["answer"]) for b in completed
+        )  # votes count final values
         counted = Counter(out.get("vote_counts", {}))
         lost = sum((recount - counted).values())
         return lost, sum((counted - recount).values()) + duplicates
     if out["mode"] == "section":
-        answer = {normalize_answer(line.lstrip("- ")) for line in out.get("answer", "").splitlines()}
-        points = {normalize_answer(p["point"]) for b in completed if b["output"].get("relevant")
-                  for p in b["output"]["points"]}
+        answer = {
+            normalize_answer(line.lstrip("- ")) for line in out.get("answer", "").splitlines()
+        }
+        points = {
+            normalize_answer(p["point"])
+            for b in completed
+            if b["output"].get("relevant")
+            for p in b["output"]["points"]
+        }
         return len(points - answer), duplicates
-    lost = int(bool(completed) and out.get("answer", "").strip() != completed[0]["output"]["answer"].strip())
+    lost = int(
+        bool(completed)
+        and out.get("answer", "").strip() != completed[0]["output"]["answer"].strip()
+    )
     return lost, duplicates
 
 
@@ -98,11 +111,19 @@ async def one_run(graph, index: int, ctx, limit: asyncio.Semaphore) -> dict:
         try:
             out = await graph.ainvoke(payload_for(index), context=ctx)
         except Exception as exc:  # a run that raised did not terminate with a status
-            return {"status": f"raised {type(exc).__name__}: {exc}"[:200], "seconds": time.perf_counter() - started}
+            return {
+                "status": f"raised {type(exc).__name__}: {exc}"[:200],
+                "seconds": time.perf_counter() - started,
+            }
         lost, doubled = check(out)
         backups = sum(1 for b in out.get("branches", []) if b.get("backup"))
-        return {"status": out.get("status"), "seconds": time.perf_counter() - started, "lost": lost, "doubled": doubled,
-                "backups": backups}
+        return {
+            "status": out.get("status"),
+            "seconds": time.perf_counter() - started,
+            "lost": lost,
+            "doubled": doubled,
+            "backups": backups,
+        }
 
 
 async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
@@ -111,10 +132,15 @@ async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
 
     renew_process_services()
     graph = builder.compile(store=InMemoryStore())
-    ctx = Context(early_stop=False,  # all 5 votes of a run, recounted from their records
-                  request_timeout_s=args.timeout_s, max_attempts=args.max_attempts, max_concurrency=args.concurrency,
-                  straggler_factor=3.0 if stragglers else 0.0, straggler_min_s=args.straggler_min_s,
-                  slice_chars=SLICE_CHARS)
+    ctx = Context(
+        early_stop=False,  # all 5 votes of a run, recounted from their records
+        request_timeout_s=args.timeout_s,
+        max_attempts=args.max_attempts,
+        max_concurrency=args.concurrency,
+        straggler_factor=3.0 if stragglers else 0.0,
+        straggler_min_s=args.straggler_min_s,
+        slice_chars=SLICE_CHARS,
+    )
     limit = asyncio.Semaphore(args.parallel)
     done = 0
 
@@ -145,36 +171,77 @@ async def campaign(args: argparse.Namespace, stragglers: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=200, help="solve runs per campaign (default 200)")
-    parser.add_argument("--fault-rate", type=float, default=0.2,
-                        help="share of model requests that misbehave, spread evenly over 429, 500, hang, "
-                             "malformed, truncated and slow (default 0.2)")
-    parser.add_argument("--latency-ms", type=float, default=20.0, help="latency of every model reply (default 20)")
-    parser.add_argument("--slow-tail-ms", type=float, default=3000.0, help="extra delay of a slow reply (default 3000)")
-    parser.add_argument("--timeout-s", type=float, default=2.0, help="per-attempt request timeout (default 2)")
-    parser.add_argument("--max-attempts", type=int, default=3, help="attempts per model call (default 3)")
-    parser.add_argument("--straggler-min-s", type=float, default=0.3, help="no backup before this (default 0.3)")
-    parser.add_argument("--parallel", type=int, default=8, help="runs in flight at once (default 8)")
-    parser.add_argument("--concurrency", type=int, default=8, help="model calls in flight per run (default 8)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--runs", type=int, default=200, help="solve runs per campaign (default 200)"
+    )
+    parser.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.2,
+        help=(
+            "share of model requests that misbehave, spread evenly over 429, 500, hang, "
+            "malformed, truncated and slow (default 0.2)"
+        ),
+    )
+    parser.add_argument(
+        "--latency-ms", type=float, default=20.0, help="latency of every model reply (default 20)"
+    )
+    parser.add_argument(
+        "--slow-tail-ms",
+        type=float,
+        default=3000.0,
+        help="extra delay of a slow reply (default 3000)",
+    )
+    parser.add_argument(
+        "--timeout-s", type=float, default=2.0, help="per-attempt request timeout (default 2)"
+    )
+    parser.add_argument(
+        "--max-attempts", type=int, default=3, help="attempts per model call (default 3)"
+    )
+    parser.add_argument(
+        "--straggler-min-s", type=float, default=0.3, help="no backup before this (default 0.3)"
+    )
+    parser.add_argument(
+        "--parallel", type=int, default=8, help="runs in flight at once (default 8)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="model calls in flight per run (default 8)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print only the JSON object (the default output anyway)")
+    parser.add_argument(
+        "--json", action="store_true", help="print only the JSON object (the default output anyway)"
+    )
     args = parser.parse_args(argv)
     if args.runs < 1 or not 0.0 <= args.fault_rate <= 1.0:
         parser.error("--runs must be at least 1 and --fault-rate between 0 and 1")
 
     share = args.fault_rate / len(ALL_KINDS)
-    config = FaultConfig(**{f"rate_{kind}": share for kind in ALL_KINDS}, latency_ms=args.latency_ms,
-                         slow_tail_ms=args.slow_tail_ms, hang_s=60.0, retry_after_s=0.2, seed=args.seed, reply=reply)
+    config = FaultConfig(
+        **{f"rate_{kind}": share for kind in ALL_KINDS},
+        latency_ms=args.latency_ms,
+        slow_tail_ms=args.slow_tail_ms,
+        hang_s=60.0,
+        retry_after_s=0.2,
+        seed=args.seed,
+        reply=reply,
+    )
     server = FaultServer(config)
     saved = {k: os.environ.get(k) for k in ENDPOINT_VARIABLES}
     try:
         with server as url:
-            os.environ.update(OPENAI_BASE_URL=url, OPENAI_API_KEY="chaos", PARALLAX_RESPONSE_FORMAT="json_schema")
+            os.environ.update(
+                OPENAI_BASE_URL=url, OPENAI_API_KEY="chaos", PARALLAX_RESPONSE_FORMAT="json_schema"
+            )
             reload_settings()
             figures = {}
             for stragglers in (True, False):
-                log(f"campaign: {args.runs} runs, fault rate {args.fault_rate}, stragglers {'on' if stragglers else 'off'}")
+                log(
+                    f"campaign: {args.runs} runs, fault rate {args.fault_rate}, stragglers"
+                    f" {'on' if stragglers else 'off'}"
+                )
                 figures[stragglers] = asyncio.run(campaign(args, stragglers))
             faults = Counter(entry["fault"] for entry in server.log())
     finally:
@@ -182,15 +249,29 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
         reload_settings()
     on, off = figures[True], figures[False]
-    report = {**{k: on[k] for k in ("runs", "terminated_with_status", "lost_branch_results", "double_counted_votes",
-                                    "p50_s", "p95_s")},
-              "fault_rate": args.fault_rate, "faults_injected": dict(faults),
-              "stragglers_on": on, "stragglers_off": off,
-              "p95_ratio_on_vs_off": round(on["p95_s"] / off["p95_s"], 3) if off["p95_s"] else None,
-              "goals_met": {
-                  "all_terminated": all(f["terminated_with_status"] == f["runs"] for f in (on, off)),
-                  "no_lost_results": on["lost_branch_results"] == off["lost_branch_results"] == 0,
-                  "no_double_votes": on["double_counted_votes"] == off["double_counted_votes"] == 0}}
+    report = {
+        **{
+            k: on[k]
+            for k in (
+                "runs",
+                "terminated_with_status",
+                "lost_branch_results",
+                "double_counted_votes",
+                "p50_s",
+                "p95_s",
+            )
+        },
+        "fault_rate": args.fault_rate,
+        "faults_injected": dict(faults),
+        "stragglers_on": on,
+        "stragglers_off": off,
+        "p95_ratio_on_vs_off": round(on["p95_s"] / off["p95_s"], 3) if off["p95_s"] else None,
+        "goals_met": {
+            "all_terminated": all(f["terminated_with_status"] == f["runs"] for f in (on, off)),
+            "no_lost_results": on["lost_branch_results"] == off["lost_branch_results"] == 0,
+            "no_double_votes": on["double_counted_votes"] == off["double_counted_votes"] == 0,
+        },
+    }
     print(json.dumps(report))
     return 0 if all(report["goals_met"].values()) else 1
 

@@ -1,4 +1,5 @@
-"""Client mistakes on every face of `parallax serve`: what the client saw, runs created, requests sent (JSON).
+"""Client mistakes on every face of `parallax serve`: what the client saw, runs created, requests
+sent (JSON).
 
 Why: a client's mistake must come back as a client error in the face's own shape with the real
 reason, create no run and provoke no retry (issue 31, item 3). This starts a throwaway deployment
@@ -36,8 +37,13 @@ async def main() -> dict:
     if missing := missing_services():
         raise SystemExit("bench.client_mistakes needs: " + "; ".join(missing))
     server = FaultServer(FaultConfig(latency_ms=20, reply=openai_checks.reply))
-    env = {"OPENAI_BASE_URL": server.start(), "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
-           "PARALLAX_API_KEYS": f"{cm.KEY}:{cm.TENANT},{cm.OTHER_KEY}:{cm.OTHER_TENANT}", "PARALLAX_STRAGGLER_FACTOR": "0"}
+    env = {
+        "OPENAI_BASE_URL": server.start(),
+        "PARALLAX_RESPONSE_FORMAT": "json_schema",
+        "PARALLAX_MODEL": "fault-model",
+        "PARALLAX_API_KEYS": f"{cm.KEY}:{cm.TENANT},{cm.OTHER_KEY}:{cm.OTHER_TENANT}",
+        "PARALLAX_STRAGGLER_FACTOR": "0",
+    }
     try:
         with tempfile.TemporaryDirectory(prefix="bench-mistakes-") as tmp:
             cluster = Cluster(Path(tmp), env).create()
@@ -45,7 +51,11 @@ async def main() -> dict:
                 a, b = cluster.start_replica(), cluster.start_replica()
 
                 async def other_thread() -> str:
-                    return str((await get_client(url=b.url, api_key=cm.OTHER_KEY).threads.create())["thread_id"])
+                    return str(
+                        (await get_client(url=b.url, api_key=cm.OTHER_KEY).threads.create())[
+                            "thread_id"
+                        ]
+                    )
 
                 rows = await cm.make_mistakes(a.url, cluster.database_url, other_thread)
             finally:
@@ -53,15 +63,22 @@ async def main() -> dict:
     finally:
         server.stop()
     faces = sorted({r.face for r in rows})
-    return {"mistakes": len(rows), "per_face": {f: sum(r.face == f for r in rows) for f in faces},
-            "runs_created": sum(r.runs_created for r in rows), "threads_left": sum(r.threads_left for r in rows),
-            "requests_sent": sum(r.requests_sent for r in rows),
-            "status_5xx": sum(1 for r in rows if (r.status or 0) >= 500), "rows": [asdict(r) for r in rows]}
+    return {
+        "mistakes": len(rows),
+        "per_face": {f: sum(r.face == f for r in rows) for f in faces},
+        "runs_created": sum(r.runs_created for r in rows),
+        "threads_left": sum(r.threads_left for r in rows),
+        "requests_sent": sum(r.requests_sent for r in rows),
+        "status_5xx": sum(1 for r in rows if (r.status or 0) >= 500),
+        "rows": [asdict(r) for r in rows],
+    }
 
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON object (the default)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the result as one JSON object (the default)"
+    )
     parser.parse_args()
     print(json.dumps(asyncio.run(main())))
 

@@ -19,7 +19,8 @@ vocabulary or XBRL tag it mentions, skipping names introduced by "unlike"/"not";
 through the configured or embedded model). The curate step does not depend on B, so it
 runs once and its time is reported as `curate_seconds`; `seconds` per B is the merge.
 
-    python -m bench.fidelity --reflections bench/data/reflections_dev.jsonl --batches 1,10,100 --json
+    python -m bench.fidelity --reflections bench/data/reflections_dev.jsonl --batches 1,10,100
+    --json
 """
 
 from __future__ import annotations
@@ -106,27 +107,36 @@ def lesson_sentence(text: str) -> str:
 
 
 def names(sentence: str) -> list[tuple[int, str]]:
-    return sorted([(m.start(), _CANON[m.group(0).lower()]) for m in _NAME.finditer(sentence)]
-                  + [(m.start(), m.group(0).lower()) for m in _TAG.finditer(sentence)])
+    return sorted(
+        [(m.start(), _CANON[m.group(0).lower()]) for m in _NAME.finditer(sentence)]
+        + [(m.start(), m.group(0).lower()) for m in _TAG.finditer(sentence)]
+    )
 
 
 def subject(sentence: str) -> list[str]:
     """The first named thing the sentence is about (not one it contrasts with), as `about`."""
     for start, name in names(sentence):
-        if not _CONTRAST.search(sentence[max(0, start - 20):start]):
+        if not _CONTRAST.search(sentence[max(0, start - 20) : start]):
             return [name]
     return []
 
 
 def rule_curate(row: dict, about_mode: str = "subject") -> list[Operation]:
-    """One add per reflection; `about_mode="all"` names every term mentioned (a sloppier curator)."""
+    """One add per reflection; `about_mode="all"` names every term mentioned (a sloppier
+    curator)."""
     sentence = lesson_sentence(row["text"])
-    about = subject(sentence) if about_mode == "subject" else sorted({n for _, n in names(sentence)})
+    about = (
+        subject(sentence) if about_mode == "subject" else sorted({n for _, n in names(sentence)})
+    )
     section = "xbrl" if _TAG.search(sentence) else "formulas" if about else "general"
-    return [Operation(op="add", section=section, text=sentence, about=about, provenance=[row["id"]])]
+    return [
+        Operation(op="add", section=section, text=sentence, about=about, provenance=[row["id"]])
+    ]
 
 
-async def model_curate(rows: list[dict], chat_model=None, concurrency: int = 4) -> list[list[Operation]]:
+async def model_curate(
+    rows: list[dict], chat_model=None, concurrency: int = 4
+) -> list[list[Operation]]:
     """The product's curator, one call per reflection (diagnosis = text before "Lesson:")."""
     from parallax.logic.curate import curate
     from parallax.runtime.run_context import resolved
@@ -138,7 +148,11 @@ async def model_curate(rows: list[dict], chat_model=None, concurrency: int = 4) 
     async def one(row: dict) -> list[Operation]:
         diagnosis = row["text"].split("Lesson:", 1)[0].strip()
         async with gate:
-            _, ops = await curate(Reflection(diagnosis=diagnosis, lessons=[lesson_sentence(row["text"])]), [row["id"]], ctx)
+            _, ops = await curate(
+                Reflection(diagnosis=diagnosis, lessons=[lesson_sentence(row["text"])]),
+                [row["id"]],
+                ctx,
+            )
         return ops
 
     return list(await asyncio.gather(*(one(r) for r in rows)))
@@ -150,13 +164,19 @@ class Summary(BaseModel):
 
 def summary_messages(texts: list[str]) -> list:
     listed = "\n".join(f"- {t}" for t in texts)
-    return [SystemMessage("You maintain a playbook of lessons for a financial question-answering solver. Summarise the "
-                          "reflections below into playbook items: concrete, reusable lessons, one per item, without "
-                          'repeats. Reply with only a JSON object {"items": ["...", ...]}.'),
-            HumanMessage(f"Reflections from {len(texts)} solve runs:\n{listed}")]
+    return [
+        SystemMessage(
+            "You maintain a playbook of lessons for a financial question-answering solver."
+            " Summarise the reflections below into playbook items: concrete, reusable lessons, one"
+            ' per item, without repeats. Reply with only a JSON object {"items": ["...", ...]}.'
+        ),
+        HumanMessage(f"Reflections from {len(texts)} solve runs:\n{listed}"),
+    ]
 
 
-async def baseline_run(rows: list[dict], size: int, max_tokens: int, log, chat_model=None) -> tuple[list[str], int, float]:
+async def baseline_run(
+    rows: list[dict], size: int, max_tokens: int, log, chat_model=None
+) -> tuple[list[str], int, float]:
     """One summarising model call per batch; the playbook is the union of what the calls return."""
     from parallax.runtime import settings
     from parallax.runtime.structured_call import BranchError, ask
@@ -164,24 +184,39 @@ async def baseline_run(rows: list[dict], size: int, max_tokens: int, log, chat_m
     items: list[PlaybookItem] = []
     failures, started = 0, time.perf_counter()
     for n, start in enumerate(range(0, len(rows), size)):
-        batch = rows[start:start + size]
+        batch = rows[start : start + size]
         try:
-            result = await ask(summary_messages([r["text"] for r in batch]), Summary, model=settings.load().chat_model_name,
-                               temperature=0.0, timeout_s=300, max_attempts=2, max_reasks=1, max_tokens=max_tokens,
-                               chat_model=chat_model)
+            result = await ask(
+                summary_messages([r["text"] for r in batch]),
+                Summary,
+                model=settings.load().chat_model_name,
+                temperature=0.0,
+                timeout_s=300,
+                max_attempts=2,
+                max_reasks=1,
+                max_tokens=max_tokens,
+                chat_model=chat_model,
+            )
             texts = [t for t in result.value.items if isinstance(t, str) and t.strip()]
         except BranchError as exc:
             failures, texts = failures + 1, []
             log(f"  baseline batch {n}: {exc}")
-        ops = [Operation(op="add", text=" ".join(t.split()), provenance=[f"batch{n}"]) for t in texts]
+        ops = [
+            Operation(op="add", text=" ".join(t.split()), provenance=[f"batch{n}"]) for t in texts
+        ]
         items = apply_operations(items, ops, n + 1)
     return [i.text for i in items if i.status == "active"], failures, time.perf_counter() - started
 
 
 def figures(item_lessons: list[str | None], lessons_total: int, seconds: float) -> dict:
     known = [lesson for lesson in item_lessons if lesson is not None]
-    return {"items": len(item_lessons), "lessons_total": lessons_total, "lessons_retained": len(set(known)),
-            "duplicate_items": len(known) - len(set(known)), "seconds": round(seconds, 3)}
+    return {
+        "items": len(item_lessons),
+        "lessons_total": lessons_total,
+        "lessons_retained": len(set(known)),
+        "duplicate_items": len(known) - len(set(known)),
+        "seconds": round(seconds, 3),
+    }
 
 
 def lesson_of(provenance: list[str], label: dict[str, str]) -> str | None:
@@ -190,19 +225,31 @@ def lesson_of(provenance: list[str], label: dict[str, str]) -> str | None:
 
 
 def main(argv: list[str] | None = None, chat_model=None) -> dict:
-    """`chat_model`: a factory for the model curator and the baseline (tests); default the configured endpoint."""
+    """`chat_model`: a factory for the model curator and the baseline (tests); default the
+    configured endpoint."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reflections", required=True, type=Path)
     parser.add_argument("--batches", default="1,10,100")
     parser.add_argument("--dump", type=Path)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--curator", choices=["rule", "model"], default="rule")
-    parser.add_argument("--about", choices=["subject", "all"], default="subject",
-                        help="rule curator: name the lesson's subject, or every term it mentions")
+    parser.add_argument(
+        "--about",
+        choices=["subject", "all"],
+        default="subject",
+        help="rule curator: name the lesson's subject, or every term it mentions",
+    )
     parser.add_argument("--baseline", choices=["model", "none"], default="model")
     parser.add_argument("--baseline-max-tokens", type=int, default=384)
-    parser.add_argument("--threshold", type=float, default=None, help="merge threshold (default: the merge's)")
-    parser.add_argument("--embedder", choices=["minilm", "bow"], default="minilm", help="bow: offline bag-of-words, for tests")
+    parser.add_argument(
+        "--threshold", type=float, default=None, help="merge threshold (default: the merge's)"
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=["minilm", "bow"],
+        default="minilm",
+        help="bow: offline bag-of-words, for tests",
+    )
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -217,46 +264,79 @@ def main(argv: list[str] | None = None, chat_model=None) -> dict:
     else:
         from parallax.runtime.embeddings import embed
     started = time.perf_counter()
-    op_lists = ([rule_curate(r, args.about) for r in rows] if args.curator == "rule"
-                else asyncio.run(model_curate(rows, chat_model)))
+    op_lists = (
+        [rule_curate(r, args.about) for r in rows]
+        if args.curator == "rule"
+        else asyncio.run(model_curate(rows, chat_model))
+    )
     curate_seconds = time.perf_counter() - started
-    embed(sorted({normalise(op.text) for ops in op_lists for op in ops}))  # load the model and warm the cache
+    embed(
+        sorted({normalise(op.text) for ops in op_lists for op in ops})
+    )  # load the model and warm the cache
 
-    out = {"reflections": len(rows), "lessons_total": lessons_total, "curator": args.curator,
-           "about": args.about if args.curator == "rule" else "model",
-           "curate_seconds": round(curate_seconds, 3), "adds": sum(len(ops) for ops in op_lists), "batches": {}}
+    out = {
+        "reflections": len(rows),
+        "lessons_total": lessons_total,
+        "curator": args.curator,
+        "about": args.about if args.curator == "rule" else "model",
+        "curate_seconds": round(curate_seconds, 3),
+        "adds": sum(len(ops) for ops in op_lists),
+        "batches": {},
+    }
     for size in sizes:
         items: list[PlaybookItem] = []
         totals: Counter = Counter()
         started = time.perf_counter()
         for version, start in enumerate(range(0, len(op_lists), size), 1):
-            result = merge_operations(op_lists[start:start + size], items, embed=embed, threshold=args.threshold)
+            result = merge_operations(
+                op_lists[start : start + size], items, embed=embed, threshold=args.threshold
+            )
             items = apply_operations(items, result.operations, version)
             totals.update(result.report)
         seconds = time.perf_counter() - started
         active = sorted((i for i in items if i.status == "active"), key=lambda i: i.id)
-        out["batches"][str(size)] = {**figures([lesson_of(i.provenance, label) for i in active], lessons_total, seconds),
-                                     "merges": -(-len(rows) // size), "superseded": totals["superseded"]}
+        out["batches"][str(size)] = {
+            **figures([lesson_of(i.provenance, label) for i in active], lessons_total, seconds),
+            "merges": -(-len(rows) // size),
+            "superseded": totals["superseded"],
+        }
         log(f"merge B={size}: {out['batches'][str(size)]}")
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
-            (args.dump / f"batch_{size}.json").write_text(json.dumps(
-                [{"id": i.id, "text": i.text, "provenance": i.provenance} for i in active], indent=1))
+            (args.dump / f"batch_{size}.json").write_text(
+                json.dumps(
+                    [{"id": i.id, "text": i.text, "provenance": i.provenance} for i in active],
+                    indent=1,
+                )
+            )
 
     if args.baseline == "model":
         lesson_names = sorted(set(label.values()))
         vectors = embed([r["text"] for r in rows])
-        centroids = np.stack([vectors[[r["lesson"] == name for r in rows]].mean(axis=0) for name in lesson_names])
+        centroids = np.stack(
+            [vectors[[r["lesson"] == name for r in rows]].mean(axis=0) for name in lesson_names]
+        )
         out["baseline"] = {}
 
         async def run_all() -> None:
             for size in sizes:
-                texts, failures, seconds = await baseline_run(rows, size, args.baseline_max_tokens, log, chat_model)
-                nearest = [lesson_names[int(np.argmax(centroids @ v))] for v in embed(texts)] if texts else []
-                out["baseline"][str(size)] = {**figures(nearest, lessons_total, seconds), "failed_calls": failures}
+                texts, failures, seconds = await baseline_run(
+                    rows, size, args.baseline_max_tokens, log, chat_model
+                )
+                nearest = (
+                    [lesson_names[int(np.argmax(centroids @ v))] for v in embed(texts)]
+                    if texts
+                    else []
+                )
+                out["baseline"][str(size)] = {
+                    **figures(nearest, lessons_total, seconds),
+                    "failed_calls": failures,
+                }
                 log(f"baseline B={size}: {out['baseline'][str(size)]}")
                 if args.dump:
-                    (args.dump / f"baseline_batch_{size}.json").write_text(json.dumps(texts, indent=1))
+                    (args.dump / f"baseline_batch_{size}.json").write_text(
+                        json.dumps(texts, indent=1)
+                    )
 
         asyncio.run(run_all())
     else:
@@ -266,7 +346,9 @@ def main(argv: list[str] | None = None, chat_model=None) -> dict:
     out["goals"] = {
         "retained_ratio": round(last["lessons_retained"] / max(1, first["lessons_retained"]), 4),
         "retained_ok": last["lessons_retained"] >= 0.98 * first["lessons_retained"],
-        "duplicates_ok": all(b["duplicate_items"] <= 0.10 * max(1, b["items"]) for b in out["batches"].values()),
+        "duplicates_ok": all(
+            b["duplicate_items"] <= 0.10 * max(1, b["items"]) for b in out["batches"].values()
+        ),
     }
     if args.json:
         print(json.dumps(out, indent=1))

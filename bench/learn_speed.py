@@ -74,22 +74,38 @@ def reply_for(prompt: str) -> str:
     return '{"reasoning": "r", "answer": "1.00"}'
 
 
-async def learn_once(tasks: list[dict], batch: int, latency_s: float, concurrency: int, home: Path) -> dict:
+async def learn_once(
+    tasks: list[dict], batch: int, latency_s: float, concurrency: int, home: Path
+) -> dict:
     embeddings.forget()
     home.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteSaver.from_conn_string(str(home / "checkpoints.sqlite")) as saver, \
-            open_sqlite_store(home / "store.sqlite") as store:
+    async with (
+        AsyncSqliteSaver.from_conn_string(str(home / "checkpoints.sqlite")) as saver,
+        open_sqlite_store(home / "store.sqlite") as store,
+    ):
         graph = builder.compile(checkpointer=saver, store=store)
         config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 100_000}
-        ctx = Context(max_concurrency=concurrency, chat_model=sleeping(latency_s=latency_s, reply_for=reply_for))
+        ctx = Context(
+            max_concurrency=concurrency,
+            chat_model=sleeping(latency_s=latency_s, reply_for=reply_for),
+        )
         started, cpu = time.perf_counter(), time.process_time()
-        out = await graph.ainvoke({"tasks": tasks, "batch": batch, "mode": "direct", "playbook": "bench"}, config,
-                                  context=ctx)
+        out = await graph.ainvoke(
+            {"tasks": tasks, "batch": batch, "mode": "direct", "playbook": "bench"},
+            config,
+            context=ctx,
+        )
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         head = await playbooks_in(store).head("bench")
-    return {"seconds": round(seconds, 3), "cpu_s": round(cpu, 3), "cpu_ms_per_task": round(cpu / len(tasks) * 1000, 2),
-            "batches": len(out["batches"]), "to_version": out["to_version"],
-            "items_total": len(head.active), "accepted_batches": sum(b["accepted"] for b in out["batches"])}
+    return {
+        "seconds": round(seconds, 3),
+        "cpu_s": round(cpu, 3),
+        "cpu_ms_per_task": round(cpu / len(tasks) * 1000, 2),
+        "batches": len(out["batches"]),
+        "to_version": out["to_version"],
+        "items_total": len(head.active),
+        "accepted_batches": sum(b["accepted"] for b in out["batches"]),
+    }
 
 
 class SkeletonState(TypedDict, total=False):
@@ -99,7 +115,8 @@ class SkeletonState(TypedDict, total=False):
 
 
 def skeleton_solve(latency_s: float):
-    """A direct-mode solve run's LangGraph shape with nodes that only pass (the work node sleeps)."""
+    """A direct-mode solve run's LangGraph shape with nodes that only pass (the work node
+    sleeps)."""
 
     async def passing(state: SkeletonState) -> dict:
         return {}
@@ -146,19 +163,46 @@ async def skeleton_epoch(tasks: int, batch: int, latency_s: float, concurrency: 
     for first in range(0, tasks, batch):
         await asyncio.gather(*(one(i) for i in range(first, min(first + batch, tasks))))
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    return {"seconds": round(seconds, 3), "cpu_s": round(cpu, 3), "cpu_ms_per_task": round(cpu / tasks * 1000, 2)}
+    return {
+        "seconds": round(seconds, 3),
+        "cpu_s": round(cpu, 3),
+        "cpu_ms_per_task": round(cpu / tasks * 1000, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.learn_speed", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, default=300, help="training tasks from Formula train (default 300)")
-    parser.add_argument("--latency-ms", type=float, default=50.0, help="sleep of every model call (default 50)")
-    parser.add_argument("--batch", type=int, default=100, help="the parallel batch size compared with 1 (default 100)")
-    parser.add_argument("--data", type=Path, default=DATA,
-                        help="training JSONL, may be gzipped (default: the first 300 Formula train tasks, in the repository)")
-    parser.add_argument("--json", action="store_true", help="print JSON (always on; kept for the contract)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.learn_speed", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--tasks", type=int, default=300, help="training tasks from Formula train (default 300)"
+    )
+    parser.add_argument(
+        "--latency-ms", type=float, default=50.0, help="sleep of every model call (default 50)"
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=100,
+        help="the parallel batch size compared with 1 (default 100)",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DATA,
+        help=(
+            "training JSONL, may be gzipped (default: the first 300 Formula train tasks, in the"
+            " repository)"
+        ),
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (always on; kept for the contract)"
+    )
     args = parser.parse_args(argv)
-    tasks = [{**parse_task(json.loads(line)), "id": f"train:{n}"} for n, line in enumerate(read_lines(args.data), 1)]
+    tasks = [
+        {**parse_task(json.loads(line)), "id": f"train:{n}"}
+        for n, line in enumerate(read_lines(args.data), 1)
+    ]
     tasks = tasks[: args.tasks]
     embeddings.embed(["load the model before timing"])
     freeze_startup_objects()
@@ -169,18 +213,27 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"batch 1 over {len(tasks)} tasks...", file=sys.stderr)
         sequential = asyncio.run(learn_once(tasks, 1, latency, args.batch, Path(tmp) / "batch-1"))
         print(f"batch {args.batch}...", file=sys.stderr)
-        parallel = asyncio.run(learn_once(tasks, args.batch, latency, args.batch, Path(tmp) / f"batch-{args.batch}"))
+        parallel = asyncio.run(
+            learn_once(tasks, args.batch, latency, args.batch, Path(tmp) / f"batch-{args.batch}")
+        )
         print("skeleton (the floor)...", file=sys.stderr)
         skeleton = asyncio.run(skeleton_epoch(len(tasks), args.batch, latency, args.batch))
     ceiling = sequential["seconds"] / skeleton["seconds"]
-    result = {"benchmark": "learn_speed", "tasks": len(tasks), "latency_ms": args.latency_ms, "batch": args.batch,
-              "batch_1": sequential, f"batch_{args.batch}": parallel, "skeleton": skeleton,
-              "speedup": round(sequential["seconds"] / parallel["seconds"], 2),
-              "speedup_ceiling": round(ceiling, 2),
-              "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-              "loadavg_1m": round(os.getloadavg()[0], 2),
-              "goal_met": sequential["seconds"] / parallel["seconds"] >= 50,
-              "goal_reachable_here": ceiling >= 50}
+    result = {
+        "benchmark": "learn_speed",
+        "tasks": len(tasks),
+        "latency_ms": args.latency_ms,
+        "batch": args.batch,
+        "batch_1": sequential,
+        f"batch_{args.batch}": parallel,
+        "skeleton": skeleton,
+        "speedup": round(sequential["seconds"] / parallel["seconds"], 2),
+        "speedup_ceiling": round(ceiling, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "goal_met": sequential["seconds"] / parallel["seconds"] >= 50,
+        "goal_reachable_here": ceiling >= 50,
+    }
     print(json.dumps(result, indent=2))
     return result
 

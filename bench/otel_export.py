@@ -1,14 +1,15 @@
 """What OpenTelemetry export costs a wide fan-out, and whether every span arrives.
 
-The solve graph runs a vote of N branches (a model that only sleeps, as in bench.fanout) with a store, so
-its trace is recorded, twice per repeat: export off, then export on, sending over OTLP/HTTP to a
-receiver on loopback in this process's own thread (it decodes each request and counts its spans, as a
-collector would). Export is one batch per run made from the stored trace (runtime/telemetry.py), so the
-cost to compare is CPU per branch with it on against off, in the same process; `spans_expected` is what
-the stored trace says (a run span, a span per branch, a span per model call), `spans_received` what the
-receiver decoded once the exporter was flushed. Two figures, since the spans are made and encoded on the
-exporter's own thread after the run has handed its trace over: the run's own wall time per branch (what a
-caller waits), and the process's CPU per branch including that thread's work (what a replica spends).
+The solve graph runs a vote of N branches (a model that only sleeps, as in bench.fanout) with a
+store, so its trace is recorded, twice per repeat: export off, then export on, sending over
+OTLP/HTTP to a receiver on loopback in this process's own thread (it decodes each request and counts
+its spans, as a collector would). Export is one batch per run made from the stored trace
+(runtime/telemetry.py), so the cost to compare is CPU per branch with it on against off, in the same
+process; `spans_expected` is what the stored trace says (a run span, a span per branch, a span per
+model call), `spans_received` what the receiver decoded once the exporter was flushed. Two figures,
+since the spans are made and encoded on the exporter's own thread after the run has handed its trace
+over: the run's own wall time per branch (what a caller waits), and the process's CPU per branch
+including that thread's work (what a replica spends).
 
 Prints one JSON object; progress on stderr.
 """
@@ -69,14 +70,16 @@ server.serve_forever()
 
 
 class Receiver:
-    """An OTLP/HTTP trace receiver in a process of its own (its decoding is not Parallax's CPU), on a free
-    loopback port, that counts the spans it decoded; `GET /` answers "<spans> <requests>"."""
+    """An OTLP/HTTP trace receiver in a process of its own (its decoding is not Parallax's CPU), on
+    a free loopback port, that counts the spans it decoded; `GET /` answers "<spans> <requests>"."""
 
     def __init__(self) -> None:
         import subprocess
         import sys
 
-        self.process = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True
+        )
         assert self.process.stdout is not None
         self.url = f"http://127.0.0.1:{self.process.stdout.readline().strip()}"
 
@@ -94,19 +97,34 @@ class Receiver:
 
 def expected_spans(out: dict) -> int:
     branches = out["branches"]
-    calls = sum(1 for b in branches if b["kind"] != "safety" for t in b["transitions"] if t["state"] == "IN_PROGRESS")
+    calls = sum(
+        1
+        for b in branches
+        if b["kind"] != "safety"
+        for t in b["transitions"]
+        if t["state"] == "IN_PROGRESS"
+    )
     return 1 + len(branches) + calls
 
 
-async def run(branches: int, latency_s: float, concurrency: int, db: Path) -> tuple[float, float, int]:
+async def run(
+    branches: int, latency_s: float, concurrency: int, db: Path
+) -> tuple[float, float, int]:
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         await saver.setup()
         graph = solve_builder.compile(checkpointer=saver, store=InMemoryStore())
-        ctx = Context(max_concurrency=concurrency, straggler_factor=3.0, early_stop=False,
-                      chat_model=sleeping(latency_s=latency_s))
+        ctx = Context(
+            max_concurrency=concurrency,
+            straggler_factor=3.0,
+            early_stop=False,
+            chat_model=sleeping(latency_s=latency_s),
+        )
         with Timer() as timer:
-            out = await graph.ainvoke({"task": TASK, "mode": "vote", "votes": branches},
-                                      {"configurable": {"thread_id": uuid.uuid4().hex}}, context=ctx)
+            out = await graph.ainvoke(
+                {"task": TASK, "mode": "vote", "votes": branches},
+                {"configurable": {"thread_id": uuid.uuid4().hex}},
+                context=ctx,
+            )
     if out.get("status") != "ok" or len(out["branches"]) != branches + 1:
         raise RuntimeError(f"solve graph result is wrong: {out.get('status')} {out.get('reason')}")
     return timer.result[0], timer.result[1], expected_spans(out)
@@ -115,7 +133,10 @@ async def run(branches: int, latency_s: float, concurrency: int, db: Path) -> tu
 async def measure(args: argparse.Namespace, tmp: Path, receiver: Receiver) -> dict:
     latency_s, n, c = args.latency_ms / 1000, args.branches, args.concurrency
     dbs = iter(tmp / f"checkpoints-{i}.sqlite" for i in range(10**6))
-    modes = {"off": {"OTEL_SDK_DISABLED": "true"}, "on": {"OTEL_SDK_DISABLED": "", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}}
+    modes = {
+        "off": {"OTEL_SDK_DISABLED": "true"},
+        "on": {"OTEL_SDK_DISABLED": "", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url},
+    }
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
     wall: dict[str, list[float]] = {"off": [], "on": []}
     cpu: dict[str, list[float]] = {"off": [], "on": []}
@@ -136,16 +157,35 @@ async def measure(args: argparse.Namespace, tmp: Path, receiver: Receiver) -> di
                 expected += spans
             wall[mode].append(seconds)
             cpu[mode].append(cpu_s)
-        log(f"repeat {i + 1}/{args.repeat}: off {cpu['off'][-1]:.3f} s CPU, on {cpu['on'][-1]:.3f} s CPU")
+        log(
+            f"repeat {i + 1}/{args.repeat}: off {cpu['off'][-1]:.3f} s CPU, on {cpu['on'][-1]:.3f}"
+            " s CPU"
+        )
     return {"wall": wall, "cpu": cpu, "expected": expected, "before": before}
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m bench.otel_export", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--branches", type=int, default=1000, help="vote branches per run (default 1000)")
-    parser.add_argument("--latency-ms", type=float, default=50.0, help="sleep of every model call in ms (default 50)")
-    parser.add_argument("--concurrency", type=int, default=100, help="model calls in flight (default 100)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of each mode; medians reported (default 3)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.otel_export", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--branches", type=int, default=1000, help="vote branches per run (default 1000)"
+    )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=50.0,
+        help="sleep of every model call in ms (default 50)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=100, help="model calls in flight (default 100)"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="timed runs of each mode; medians reported (default 3)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
     reload_settings()
@@ -158,18 +198,28 @@ def main(argv: list[str] | None = None) -> dict:
     receiver.stop()
     spans -= measured["before"]
     off, on = (statistics.median(measured["cpu"][m]) / args.branches * 1000 for m in ("off", "on"))
-    wall_off, wall_on = (statistics.median(measured["wall"][m]) / args.branches * 1000 for m in ("off", "on"))
+    wall_off, wall_on = (
+        statistics.median(measured["wall"][m]) / args.branches * 1000 for m in ("off", "on")
+    )
     result = {
-        "benchmark": "otel_export", "branches": args.branches, "latency_ms": args.latency_ms,
-        "concurrency": args.concurrency, "repeat": args.repeat,
+        "benchmark": "otel_export",
+        "branches": args.branches,
+        "latency_ms": args.latency_ms,
+        "concurrency": args.concurrency,
+        "repeat": args.repeat,
         "wall_s": {m: round(statistics.median(v), 3) for m, v in measured["wall"].items()},
         "run_wall_ms_per_branch": {"off": round(wall_off, 4), "on": round(wall_on, 4)},
         "run_wall_overhead_share": round(wall_on / wall_off - 1, 4),
         "cpu_ms_per_branch": {"off": round(off, 4), "on": round(on, 4)},
         "cpu_overhead_share": round(on / off - 1, 4),
-        "spans_expected": measured["expected"], "spans_received": spans, "export_requests": requests,
+        "spans_expected": measured["expected"],
+        "spans_received": spans,
+        "export_requests": requests,
         "loadavg_1m": round(os.getloadavg()[0], 2),
-        "goals_met": {"run_wall_overhead_le_10pct": wall_on <= wall_off * 1.10, "no_lost_spans": spans == measured["expected"]},
+        "goals_met": {
+            "run_wall_overhead_le_10pct": wall_on <= wall_off * 1.10,
+            "no_lost_spans": spans == measured["expected"],
+        },
     }
     print(json.dumps(result, indent=2))
     return result

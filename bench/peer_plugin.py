@@ -1,4 +1,5 @@
-"""pytest plugin for running a peer project's own suite against `parallax serve` (bench/peer_suites.py loads it).
+"""pytest plugin for running a peer project's own suite against `parallax serve`
+(bench/peer_suites.py loads it).
 
 What the peer suites assume and `parallax serve` does not give them, set from the environment
 bench/peer_suites.py prepares, without editing a line of their files:
@@ -77,7 +78,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     target = os.environ.get("PARALLAX_PEER_URL")
     if not target:
         return

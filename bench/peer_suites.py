@@ -1,4 +1,5 @@
-"""The peer projects' own test suites against `parallax serve` (and langgraph-sdk's against `langgraph dev`).
+"""The peer projects' own test suites against `parallax serve` (and langgraph-sdk's against
+`langgraph dev`).
 
 Why: "conforms to the Agent Protocol" is only worth what the clients' own tests say. This runs,
 unchanged, from checkouts given on the command line (it fetches nothing, and copies nothing
@@ -53,8 +54,10 @@ AEGRA_SKIP = ["multi_instance", "manual_auth_tests"]  # servers of their own / t
 def suite_graphs(suite_config: Path) -> dict[str, str]:
     """The graphs a suite's langgraph.json / aegra.json serves, paths absolute."""
     theirs = json.loads(suite_config.read_text())
-    return {name: f"{(suite_config.parent / spec.partition(':')[0]).resolve()}:{spec.partition(':')[2]}"
-            for name, spec in theirs["graphs"].items()}
+    return {
+        name: f"{(suite_config.parent / spec.partition(':')[0]).resolve()}:{spec.partition(':')[2]}"
+        for name, spec in theirs["graphs"].items()
+    }
 
 
 def suite_paths(suite_config: Path) -> list[str]:
@@ -63,14 +66,41 @@ def suite_paths(suite_config: Path) -> list[str]:
     return [str((suite_config.parent / dep).resolve()) for dep in theirs.get("dependencies", [])]
 
 
-def run_pytest(cwd: Path, targets: list[str], extra: list[str], env: dict[str, str], junit: Path,
-               timeout_s: float) -> dict[str, Any]:
-    """pytest on a peer suite with bench/peer_plugin.py loaded; the counts and failures from its JUnit XML."""
-    command = [sys.executable, "-m", "pytest", *targets, "-p", "bench.peer_plugin", "-o", "addopts=",
-               "-p", "no:cacheprovider", "-q", "--junitxml", str(junit), *extra]
+def run_pytest(
+    cwd: Path,
+    targets: list[str],
+    extra: list[str],
+    env: dict[str, str],
+    junit: Path,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """pytest on a peer suite with bench/peer_plugin.py loaded; the counts and failures from its
+    JUnit XML."""
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *targets,
+        "-p",
+        "bench.peer_plugin",
+        "-o",
+        "addopts=",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--junitxml",
+        str(junit),
+        *extra,
+    ]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=cwd, env={**env, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), env.get("PYTHONPATH", "")])}, capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run(
+        command,
+        cwd=cwd,
+        env={**env, "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     result = junit_counts(junit) if junit.is_file() else {}
     if not result.get("total"):
         result["error"] = done.stdout[-3000:] + done.stderr[-3000:]
@@ -84,7 +114,9 @@ def junit_counts(junit: Path) -> dict[str, Any]:
     failures: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = f"{case.get('classname', '').split('.')[-1]}::{case.get('name')}"
-        outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        outcome = next(
+            (child for child in case if child.tag in ("failure", "error", "skipped")), None
+        )
         if outcome is None:
             counts["passed"] += 1
             continue
@@ -97,50 +129,100 @@ def junit_counts(junit: Path) -> dict[str, Any]:
 
 
 def serve(work: Path, suite_config: Path, env: dict[str, str], tenant: str = TENANT) -> Cluster:
-    """One replica serving the suite's graphs beside Parallax's, and the store scopes its config names."""
+    """One replica serving the suite's graphs beside Parallax's, and the store scopes its config
+    names."""
     scopes = json.loads(suite_config.read_text()).get("store", {}).get("scopes")
     config = config_with(work, suite_graphs(suite_config), scopes)
     pythonpath = os.pathsep.join(suite_paths(suite_config) + [os.environ.get("PYTHONPATH", "")])
-    cluster = Cluster(work / "cluster", {"PARALLAX_API_KEYS": f"{KEY}:{tenant}", "PYTHONPATH": pythonpath,
-                                         "PARALLAX_MAX_PENDING": "1000", **env}, config=config).create()
+    cluster = Cluster(
+        work / "cluster",
+        {
+            "PARALLAX_API_KEYS": f"{KEY}:{tenant}",
+            "PYTHONPATH": pythonpath,
+            "PARALLAX_MAX_PENDING": "1000",
+            **env,
+        },
+        config=config,
+    ).create()
     cluster.start_replica(timeout_s=180)
     return cluster
 
 
 def client_env(url: str) -> dict[str, str]:
-    return {**os.environ, "LANGGRAPH_INTEGRATION_URL": url, "PARALLAX_PEER_URL": url, "PARALLAX_PEER_KEY": KEY,
-            "LANGGRAPH_API_KEY": KEY, "SERVER_URL": url}
+    return {
+        **os.environ,
+        "LANGGRAPH_INTEGRATION_URL": url,
+        "PARALLAX_PEER_URL": url,
+        "PARALLAX_PEER_KEY": KEY,
+        "LANGGRAPH_API_KEY": KEY,
+        "SERVER_URL": url,
+    }
 
 
 def sdk_on_parallax(langgraph: Path, work: Path) -> dict[str, Any]:
     # Parallax's own graphs are not run by this suite: their model endpoint points nowhere
-    cluster = serve(work, langgraph / SDK_GRAPHS / "langgraph.json",
-                    {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "unused"})
+    cluster = serve(
+        work,
+        langgraph / SDK_GRAPHS / "langgraph.json",
+        {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "unused"},
+    )
     try:
-        return run_pytest(langgraph / "libs/sdk-py", ["tests/integration"], ["-m", "integration"],
-                          client_env(cluster.replicas[0].url), work / "sdk-parallax.xml", 1800)
+        return run_pytest(
+            langgraph / "libs/sdk-py",
+            ["tests/integration"],
+            ["-m", "integration"],
+            client_env(cluster.replicas[0].url),
+            work / "sdk-parallax.xml",
+            1800,
+        )
     finally:
         cluster.close()
 
 
 def sdk_on_langgraph_dev(langgraph: Path, work: Path) -> dict[str, Any]:
-    """langgraph dev resolves the config's paths from its working directory (the suite's integration/ folder,
-    where its in-memory state, .langgraph_api/, lands too)."""
+    """langgraph dev resolves the config's paths from its working directory (the suite's
+    integration/ folder, where its in-memory state, .langgraph_api/, lands too)."""
     port, config = free_port(), langgraph / SDK_GRAPHS / "langgraph.json"
     cli = Path(sys.executable).with_name("langgraph")
     log = open(work / "langgraph-dev.log", "wb")  # noqa: SIM115 - closed below
-    process = subprocess.Popen([str(cli), "dev", "--config", str(config), "--port", str(port), "--host", "127.0.0.1",
-                                "--no-browser", "--no-reload"], cwd=config.parent, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_ANALYTICS": "1"},
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [
+            str(cli),
+            "dev",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--no-browser",
+            "--no-reload",
+        ],
+        cwd=config.parent,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_NO_ANALYTICS": "1"},
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         from parallax.runtime.model_server import wait_for_200
 
         if wait_for_200(f"{url}/ok", 180, alive=lambda: process.poll() is None) != "ready":
-            return {"error": "langgraph dev did not start: " + (work / "langgraph-dev.log").read_text()[-2000:]}
-        return run_pytest(langgraph / "libs/sdk-py", ["tests/integration"], ["-m", "integration"], client_env(url),
-                          work / "sdk-dev.xml", 1800)
+            return {
+                "error": (
+                    "langgraph dev did not start: "
+                    + (work / "langgraph-dev.log").read_text()[-2000:]
+                )
+            }
+        return run_pytest(
+            langgraph / "libs/sdk-py",
+            ["tests/integration"],
+            ["-m", "integration"],
+            client_env(url),
+            work / "sdk-dev.xml",
+            1800,
+        )
     finally:
         from testkit.processes import stop_group
 
@@ -153,17 +235,32 @@ def aegra_on_parallax(aegra: Path, work: Path) -> dict[str, Any]:
 
     model_port = free_port()
     model = peer_model.start(model_port)
-    # the key's tenant is "anonymous": Aegra's identity without auth, which its tests that write runs straight into
-    # the database give those runs (another tenant's runs are 404, as they should be)
-    cluster = serve(work, aegra / "aegra.json", {"OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
-                                                  "OPENAI_API_KEY": "unused", "CRON_ENABLED": "true"}, "anonymous")
+    # the key's tenant is "anonymous": Aegra's identity without auth, which its tests that write
+    # runs straight into the database give those runs (another tenant's runs are 404, as they should
+    # be)
+    cluster = serve(
+        work,
+        aegra / "aegra.json",
+        {
+            "OPENAI_BASE_URL": f"http://127.0.0.1:{model_port}/v1",
+            "OPENAI_API_KEY": "unused",
+            "CRON_ENABLED": "true",
+        },
+        "anonymous",
+    )
     try:
         tests = aegra / AEGRA_TESTS
         ignore = [f"--ignore={tests / name}" for name in AEGRA_SKIP]
         # some of its tests read and write the server's database directly (settings.db.database_url)
         env = {**client_env(cluster.replicas[0].url), "DATABASE_URL": cluster.database_url}
-        return run_pytest(aegra / "libs/aegra-api", ["tests/e2e"], ["-m", "e2e and not auth_only", *ignore],
-                          env, work / "aegra.xml", 2400)
+        return run_pytest(
+            aegra / "libs/aegra-api",
+            ["tests/e2e"],
+            ["-m", "e2e and not auth_only", *ignore],
+            env,
+            work / "aegra.xml",
+            2400,
+        )
     finally:
         cluster.close()
         model.should_exit = True
@@ -173,8 +270,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--langgraph", type=Path, help="a checkout of langchain-ai/langgraph")
     parser.add_argument("--aegra", type=Path, help="a checkout of Aegra")
-    parser.add_argument("--only", choices=["sdk", "dev", "aegra"], action="append",
-                        help="run only these (repeatable; default: every suite whose checkout is given)")
+    parser.add_argument(
+        "--only",
+        choices=["sdk", "dev", "aegra"],
+        action="append",
+        help="run only these (repeatable; default: every suite whose checkout is given)",
+    )
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args()
     if missing := missing_services():
@@ -184,12 +285,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="parallax-peer-") as tmp:
         work = Path(tmp)
         if args.langgraph and "sdk" in wanted:
-            results["sdk_on_parallax_serve"] = sdk_on_parallax(args.langgraph.resolve(), work / "sdk")
+            results["sdk_on_parallax_serve"] = sdk_on_parallax(
+                args.langgraph.resolve(), work / "sdk"
+            )
         if args.langgraph and "dev" in wanted:
             (work / "dev").mkdir()
-            results["sdk_on_langgraph_dev"] = sdk_on_langgraph_dev(args.langgraph.resolve(), work / "dev")
+            results["sdk_on_langgraph_dev"] = sdk_on_langgraph_dev(
+                args.langgraph.resolve(), work / "dev"
+            )
         if args.aegra and "aegra" in wanted:
-            results["aegra_e2e_on_parallax_serve"] = aegra_on_parallax(args.aegra.resolve(), work / "aegra")
+            results["aegra_e2e_on_parallax_serve"] = aegra_on_parallax(
+                args.aegra.resolve(), work / "aegra"
+            )
     print(json.dumps(results, indent=2))
 
 

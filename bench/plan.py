@@ -62,8 +62,8 @@ def log(message: str) -> None:
 
 
 def random_dag(rng: random.Random, width: int, depth: int, uneven: bool) -> dict:
-    """`depth` levels of 3/4-to-full `width` tasks (one level exactly `width`); each task after the first
-    level depends on 1-3 tasks of the level before and sometimes one older task."""
+    """`depth` levels of 3/4-to-full `width` tasks (one level exactly `width`); each task after the
+    first level depends on 1-3 tasks of the level before and sometimes one older task."""
     tasks, previous, older = [], [], []
     full = rng.randrange(depth)
     for level in range(depth):
@@ -71,11 +71,17 @@ def random_dag(rng: random.Random, width: int, depth: int, uneven: bool) -> dict
         current = []
         for _ in range(size):
             task_id = len(tasks) + 1
-            deps = sorted(rng.sample(previous, min(len(previous), rng.randint(1, 3)))) if previous else []
+            deps = (
+                sorted(rng.sample(previous, min(len(previous), rng.randint(1, 3))))
+                if previous
+                else []
+            )
             if older and rng.random() < 0.2:
                 deps = sorted({*deps, rng.choice(older)})
             cost = rng.randint(1, 4) if uneven else 1
-            tasks.append({"id": task_id, "goal": f"step {task_id} {COST.format(k=cost)}", "deps": deps})
+            tasks.append(
+                {"id": task_id, "goal": f"step {task_id} {COST.format(k=cost)}", "deps": deps}
+            )
             current.append(task_id)
         older += previous
         previous = current
@@ -87,16 +93,23 @@ def costs(dag: dict) -> dict[int, int]:
 
 
 def with_barriers(dag: dict) -> dict:
-    """The same tasks, each depending on every task of the level before (level-by-level dispatch)."""
+    """The same tasks, each depending on every task of the level before (level-by-level
+    dispatch)."""
     depth = levels(Plan.model_validate(dag))
     by_level: dict[int, list[int]] = {}
     for task_id, level in depth.items():
         by_level.setdefault(level, []).append(task_id)
-    return {**dag, "tasks": [{**t, "deps": sorted(by_level.get(depth[t["id"]] - 1, []))} for t in dag["tasks"]]}
+    return {
+        **dag,
+        "tasks": [
+            {**t, "deps": sorted(by_level.get(depth[t["id"]] - 1, []))} for t in dag["tasks"]
+        ],
+    }
 
 
 def ideal_peak(dag: dict) -> int:
-    """Most tasks running at once when every task starts the moment its dependencies finish (no cap)."""
+    """Most tasks running at once when every task starts the moment its dependencies finish (no
+    cap)."""
     cost, finish = costs(dag), {}
     for task in dag["tasks"]:  # plan order is topological here
         finish[task["id"]] = max((finish[d] for d in task["deps"]), default=0) + cost[task["id"]]
@@ -116,17 +129,22 @@ def level_bound(dag: dict) -> int:
 async def timed_run(graph, dag: dict, ctx: Context) -> float:
     config = {"configurable": {"thread_id": uuid.uuid4().hex}}
     started = time.perf_counter()
-    out = await graph.ainvoke({"task": "Run the plan, step by step.", "mode": "plan", "plan": dag}, config, context=ctx)
+    out = await graph.ainvoke(
+        {"task": "Run the plan, step by step.", "mode": "plan", "plan": dag}, config, context=ctx
+    )
     seconds = time.perf_counter() - started
     done = sum(t["status"] == "DONE" for t in out["tasks"])
     if out["status"] != "ok" or done != len(dag["tasks"]):
-        raise RuntimeError(f"plan run is wrong: status {out['status']} ({out['reason'][:200]}), {done} of "
-                           f"{len(dag['tasks'])} tasks done")
+        raise RuntimeError(
+            f"plan run is wrong: status {out['status']} ({out['reason'][:200]}), {done} of "
+            f"{len(dag['tasks'])} tasks done"
+        )
     return seconds
 
 
 async def dispatch_only(dag: dict, unit: float, cap: int) -> float:
-    """The same scheduler over bare sleeps: every task waits for its dependencies, then for a slot."""
+    """The same scheduler over bare sleeps: every task waits for its dependencies, then for a
+    slot."""
     plan = Plan.model_validate(dag)
     run, cost = DagRun(plan, cap), costs(dag)
 
@@ -154,32 +172,54 @@ async def compiled(kind: str, db: Path):
 
 async def measure(args: argparse.Namespace, db: Path) -> list[dict]:
     unit = args.latency_ms / 1000
-    factory = sleeping(latency_for=lambda prompt: unit * int(prompt.split("(cost ", 1)[1].split(")", 1)[0])
-                       if "(cost " in prompt else unit)
+    factory = sleeping(
+        latency_for=lambda prompt: (
+            unit * int(prompt.split("(cost ", 1)[1].split(")", 1)[0])
+            if "(cost " in prompt
+            else unit
+        )
+    )
     rng = random.Random(args.seed)
     shapes = [(rng.randint(1, 16), rng.randint(1, 6), i % 2 == 1) for i in range(args.dags)]
-    shapes[: min(len(shapes), args.width8)] = [(8, rng.randint(2, 6), i % 2 == 1) for i in range(min(len(shapes), args.width8))]
+    shapes[: min(len(shapes), args.width8)] = [
+        (8, rng.randint(2, 6), i % 2 == 1) for i in range(min(len(shapes), args.width8))
+    ]
     rows = []
     async with compiled(args.checkpointer, db) as graph:
-        ctx = Context(max_concurrency=args.concurrency, chat_model=factory, plan_max_tasks=200, straggler_factor=0.0)
+        ctx = Context(
+            max_concurrency=args.concurrency,
+            chat_model=factory,
+            plan_max_tasks=200,
+            straggler_factor=0.0,
+        )
         await timed_run(graph, random_dag(rng, 2, 2, False), ctx)  # warm-up
         for index, (width, depth, uneven) in enumerate(shapes):
             dag = random_dag(rng, width, depth, uneven)
             cost = costs(dag)
-            row = {"width": width, "depth": depth, "uneven": uneven, "tasks": len(dag["tasks"]),
-                   "bound_s": critical_path(Plan.model_validate(dag), cost) * unit,
-                   "level_bound_s": level_bound(dag) * unit, "sum_s": sum(cost.values()) * unit,
-                   "cap_binds": ideal_peak(dag) > args.concurrency}
+            row = {
+                "width": width,
+                "depth": depth,
+                "uneven": uneven,
+                "tasks": len(dag["tasks"]),
+                "bound_s": critical_path(Plan.model_validate(dag), cost) * unit,
+                "level_bound_s": level_bound(dag) * unit,
+                "sum_s": sum(cost.values()) * unit,
+                "cap_binds": ideal_peak(dag) > args.concurrency,
+            }
             row["dispatch_only_s"] = await dispatch_only(dag, unit, args.concurrency)
             cpu = time.process_time()
             row["dag_s"] = await timed_run(graph, dag, ctx)
             row["cpu_s"] = time.process_time() - cpu
             row["levels_s"] = await timed_run(graph, with_barriers(dag), ctx)
             if width == 8:
-                row["sequential_s"] = await timed_run(graph, dag, dataclasses.replace(ctx, max_concurrency=1))
+                row["sequential_s"] = await timed_run(
+                    graph, dag, dataclasses.replace(ctx, max_concurrency=1)
+                )
             rows.append(row)
-            log(f"{index + 1}/{len(shapes)} w{width} d{depth} {'uneven' if uneven else 'even'}: dag {row['dag_s']:.3f}s "
-                f"levels {row['levels_s']:.3f}s bound {row['bound_s']:.3f}s")
+            log(
+                f"{index + 1}/{len(shapes)} w{width} d{depth} {'uneven' if uneven else 'even'}: dag"
+                f" {row['dag_s']:.3f}s levels {row['levels_s']:.3f}s bound {row['bound_s']:.3f}s"
+            )
     return rows
 
 
@@ -198,40 +238,74 @@ def report(args: argparse.Namespace, rows: list[dict]) -> dict:
         "concurrency": args.concurrency,
         "tasks_total": sum(r["tasks"] for r in rows),
         "vs_critical_path": round(statistics.median(free), 3) if free else None,
-        "vs_critical_path_p90": round(sorted(free)[int(0.9 * (len(free) - 1))], 3) if free else None,
+        "vs_critical_path_p90": (
+            round(sorted(free)[int(0.9 * (len(free) - 1))], 3) if free else None
+        ),
         "cap_free_dags": len(free),
         "dispatch_only_vs_critical_path": round(statistics.median(bare), 3) if bare else None,
         "cpu_ms_per_task": round(statistics.median(cpu_ms), 2),
         "checkpointer": args.checkpointer,
         "speedup_vs_sequential_width8": round(statistics.median(width8), 2) if width8 else None,
         "width8_dags": len(width8),
-        "faster_than_levels_share": round(len(faster) / len(barrier_costs), 3) if barrier_costs else None,
-        "levels_slower_by_median": round(statistics.median(ratio_levels), 3) if ratio_levels else None,
+        "faster_than_levels_share": (
+            round(len(faster) / len(barrier_costs), 3) if barrier_costs else None
+        ),
+        "levels_slower_by_median": (
+            round(statistics.median(ratio_levels), 3) if ratio_levels else None
+        ),
         "uneven_dags_where_barriers_cost": len(barrier_costs),
         "loadavg_1m": round(os.getloadavg()[0], 2),
         "goals_met": {
             "vs_critical_path_le_1.15": bool(free) and statistics.median(free) <= 1.15,
-            "speedup_vs_sequential_width8_ge_3.7": bool(width8) and statistics.median(width8) >= 3.7,
-            "faster_than_levels_on_every_uneven_dag": bool(barrier_costs) and len(faster) == len(barrier_costs),
+            "speedup_vs_sequential_width8_ge_3.7": (
+                bool(width8) and statistics.median(width8) >= 3.7
+            ),
+            "faster_than_levels_on_every_uneven_dag": (
+                bool(barrier_costs) and len(faster) == len(barrier_costs)
+            ),
         },
     }
     if args.rows:
-        result["rows"] = [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+        result["rows"] = [
+            {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows
+        ]
     return result
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.plan", description="Time random plan DAGs through the real "
-                                     "plan graph against one-at-a-time, level-by-level and the critical-path bound.")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.plan",
+        description=(
+            "Time random plan DAGs through the real "
+            "plan graph against one-at-a-time, level-by-level and the critical-path bound."
+        ),
+    )
     parser.add_argument("--dags", type=int, default=200, help="random DAGs (default 200)")
-    parser.add_argument("--width8", type=int, default=12, help="of which this many have width 8 (default 12)")
-    parser.add_argument("--latency-ms", type=float, default=50.0, help="sleep of one cost unit in ms (default 50)")
-    parser.add_argument("--concurrency", type=int, default=8, help="the plan's cap on tasks in flight (default 8)")
+    parser.add_argument(
+        "--width8", type=int, default=12, help="of which this many have width 8 (default 12)"
+    )
+    parser.add_argument(
+        "--latency-ms", type=float, default=50.0, help="sleep of one cost unit in ms (default 50)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="the plan's cap on tasks in flight (default 8)"
+    )
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--checkpointer", choices=("none", "sqlite"), default="none",
-                        help="none: the bare compiled graph; sqlite: SQLite checkpoints and a store, as the CLI (slower)")
+    parser.add_argument(
+        "--checkpointer",
+        choices=("none", "sqlite"),
+        default="none",
+        help=(
+            "none: the bare compiled graph; sqlite: SQLite checkpoints and a store, as the CLI"
+            " (slower)"
+        ),
+    )
     parser.add_argument("--rows", action="store_true", help="also print every DAG's timings")
-    parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="accepted for the CLI contract; the output is always JSON",
+    )
     args = parser.parse_args(argv)
     if args.dags < 1 or args.concurrency < 1 or args.latency_ms <= 0 or args.width8 < 0:
         parser.error("--dags and --concurrency must be >= 1, --latency-ms > 0, --width8 >= 0")
@@ -240,7 +314,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")  # no endpoint is contacted
+    os.environ.setdefault(
+        "PARALLAX_RESPONSE_FORMAT", "json_object_schema"
+    )  # no endpoint is contacted
     reload_settings()
     freeze_startup_objects()
     with tempfile.TemporaryDirectory(prefix="parallax-plan-bench-") as tmp:

@@ -1,17 +1,20 @@
-"""Patterns that read model or user text, timed on hostile text of 20,000 characters (goal: 50 ms each).
+"""Patterns that read model or user text, timed on hostile text of 20,000 characters (goal: 50 ms
+each).
 
 Three parts, one JSON object:
 
-- `normaliser`: logic/vote.py's `final_value` on answers that made its patterns backtrack (a run of digits that
-  ends in something else), on RE2 as it runs now, against the same function with the same patterns compiled by
-  Python's `re` (the old code path, swapped in for the run). The old path is measured at 2,000 and 5,000
-  characters only (quadratic: tens of seconds at 20,000); `old_20000_estimate_ms` scales the 5,000 figure by 16.
-- `user_pattern`: an output schema's `"pattern": "^(a+)+$"` validating a reply that almost matches, through
-  logic/user_schema.py's validator (RE2) at 20,000 characters, against jsonschema's own validator (Python's
-  `re`) at 18 to 24 characters (exponential: x4 every 2 more).
-- `sweep`: every function that puts model or user text through patterns (votes, scoring, check output,
-  lessons, quotes, redaction, screening, routing, slicing, JSON in replies), each on the most expensive of a
-  family of hostile inputs at 5,000 characters, then timed on that input at 20,000: `ratio` near 4 is linear.
+- `normaliser`: logic/vote.py's `final_value` on answers that made its patterns backtrack (a run of
+  digits that ends in something else), on RE2 as it runs now, against the same function with the
+  same patterns compiled by Python's `re` (the old code path, swapped in for the run). The old path
+  is measured at 2,000 and 5,000 characters only (quadratic: tens of seconds at 20,000);
+  `old_20000_estimate_ms` scales the 5,000 figure by 16.
+- `user_pattern`: an output schema's `"pattern": "^(a+)+$"` validating a reply that almost matches,
+  through logic/user_schema.py's validator (RE2) at 20,000 characters, against jsonschema's own
+  validator (Python's `re`) at 18 to 24 characters (exponential: x4 every 2 more).
+- `sweep`: every function that puts model or user text through patterns (votes, scoring, check
+  output, lessons, quotes, redaction, screening, routing, slicing, JSON in replies), each on the
+  most expensive of a family of hostile inputs at 5,000 characters, then timed on that input at
+  20,000: `ratio` near 4 is linear.
 
 Run: python -m bench.regex_bounds
 """
@@ -28,13 +31,29 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from parallax.logic import lesson_quality, playbook_selection, quotes, routing, scoring, slicing, speculation, vote
+from parallax.logic import (
+    lesson_quality,
+    playbook_selection,
+    quotes,
+    routing,
+    scoring,
+    slicing,
+    speculation,
+    vote,
+)
 from parallax.logic.user_schema import validation_errors
 from parallax.runtime import redaction, screening, structured_call
 
 SIZE = 20_000
 GOAL_MS = 50.0
-VOTE_PATTERNS = ("NUMBER_WITH_UNIT", "LEADING_POINT", "CANONICAL_NUMBER", "OPTION", "LEADING_WORD", "ENDS_WITH_NUMBER")
+VOTE_PATTERNS = (
+    "NUMBER_WITH_UNIT",
+    "LEADING_POINT",
+    "CANONICAL_NUMBER",
+    "OPTION",
+    "LEADING_WORD",
+    "ENDS_WITH_NUMBER",
+)
 
 
 def _ms(run: Callable[[], object], repeat: int = 3) -> float:
@@ -50,11 +69,14 @@ def _final_value(answer: str) -> Callable[[], object]:
     def run() -> object:
         vote.final_value.cache_clear()
         return vote.final_value(answer)
+
     return run
 
 
 def _on_python_re(run: Callable[[], object]) -> Callable[[], object]:
-    """`run` with vote.py's patterns compiled by Python's `re` for its duration (the old engine, same patterns)."""
+    """`run` with vote.py's patterns compiled by Python's `re` for its duration (the old engine,
+    same patterns)."""
+
     def swapped() -> object:
         kept = {name: getattr(vote, name) for name in VOTE_PATTERNS}
         try:
@@ -64,6 +86,7 @@ def _on_python_re(run: Callable[[], object]) -> Callable[[], object]:
         finally:
             for name, pattern in kept.items():
                 setattr(vote, name, pattern)
+
     return swapped
 
 
@@ -75,23 +98,41 @@ def normaliser() -> dict[str, Any]:
     }
     out: dict[str, Any] = {}
     for name, make in cases.items():
-        old = {size: _ms(_on_python_re(_final_value(make(size))), repeat=1) for size in (2_000, 5_000)}
+        old = {
+            size: _ms(_on_python_re(_final_value(make(size))), repeat=1) for size in (2_000, 5_000)
+        }
         new = {size: _ms(_final_value(make(size))) for size in (5_000, SIZE)}
-        out[name] = {"old_2000_ms": old[2_000], "old_5000_ms": old[5_000], "old_20000_estimate_ms": round(old[5_000] * 16),
-                     "new_5000_ms": new[5_000], "new_20000_ms": new[SIZE], "new_within_goal": new[SIZE] <= GOAL_MS,
-                     "same_answer_at_5000": _on_python_re(_final_value(make(5_000)))() == _final_value(make(5_000))()}
+        out[name] = {
+            "old_2000_ms": old[2_000],
+            "old_5000_ms": old[5_000],
+            "old_20000_estimate_ms": round(old[5_000] * 16),
+            "new_5000_ms": new[5_000],
+            "new_20000_ms": new[SIZE],
+            "new_within_goal": new[SIZE] <= GOAL_MS,
+            "same_answer_at_5000": (
+                _on_python_re(_final_value(make(5_000)))() == _final_value(make(5_000))()
+            ),
+        }
     return out
 
 
 def user_pattern() -> dict[str, Any]:
     schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}}}
     old = Draft202012Validator(schema)
-    old_ms = {n: _ms(lambda n=n: list(old.iter_errors({"code": "a" * n + "!"})), repeat=1) for n in (18, 20, 22, 24)}
+    old_ms = {
+        n: _ms(lambda n=n: list(old.iter_errors({"code": "a" * n + "!"})), repeat=1)
+        for n in (18, 20, 22, 24)
+    }
     new_ms = _ms(lambda: validation_errors(schema, {"code": "a" * SIZE + "!"}))
-    return {"pattern": "^(a+)+$", "input": "'a' * n + '!'", **{f"old_{n}_chars_ms": v for n, v in old_ms.items()},
-            "new_20000_chars_ms": new_ms, "new_within_goal": new_ms <= GOAL_MS,
-            "new_rejects_it": validation_errors(schema, {"code": "a" * SIZE + "!"}) != [],
-            "new_accepts_a_match": validation_errors(schema, {"code": "a" * SIZE}) == []}
+    return {
+        "pattern": "^(a+)+$",
+        "input": "'a' * n + '!'",
+        **{f"old_{n}_chars_ms": v for n, v in old_ms.items()},
+        "new_20000_chars_ms": new_ms,
+        "new_within_goal": new_ms <= GOAL_MS,
+        "new_rejects_it": validation_errors(schema, {"code": "a" * SIZE + "!"}) != [],
+        "new_accepts_a_match": validation_errors(schema, {"code": "a" * SIZE}) == [],
+    }
 
 
 def _quiet(function: Callable[[str], object]) -> Callable[[str], object]:
@@ -100,6 +141,7 @@ def _quiet(function: Callable[[str], object]) -> Callable[[str], object]:
             return function(text)
         except Exception as exc:  # noqa: BLE001 (a parse failure is an answer too; only time counts here)
             return exc
+
     return run
 
 
@@ -120,7 +162,25 @@ SWEEP: dict[str, Callable[[str], object]] = {
     "structured_call.extract_json": structured_call.extract_json,
 }
 PREFIXES = ("", "1", "a", "over ", "the answer is ", "Ran 1 tests", "sk-", "Bearer ", "key: ", "# ")
-UNITS = ("1", "1 ", "1,", "a", "a ", ". ", "\t", "{", '{"a":', "-", "a@", "+1", "1-", "\n", "over ", "Aa", "\u2026")
+UNITS = (
+    "1",
+    "1 ",
+    "1,",
+    "a",
+    "a ",
+    ". ",
+    "\t",
+    "{",
+    '{"a":',
+    "-",
+    "a@",
+    "+1",
+    "1-",
+    "\n",
+    "over ",
+    "Aa",
+    "\u2026",
+)
 TAILS = ("!", "#", "\x00")
 
 
@@ -138,13 +198,24 @@ def sweep() -> dict[str, Any]:
         small_text, large_text = (prefix + unit * (n // len(unit)) + tail for n in (5_000, SIZE))
         small = _ms(functools.partial(run, small_text))
         large = _ms(functools.partial(run, large_text))
-        out[name] = {"worst_input": f"{prefix!r} + {unit!r} * n + {tail!r}", "ms_5000": small, "ms_20000": large,
-                     "ratio": round(large / small, 1) if small else None, "within_goal": large <= GOAL_MS}
+        out[name] = {
+            "worst_input": f"{prefix!r} + {unit!r} * n + {tail!r}",
+            "ms_5000": small,
+            "ms_20000": large,
+            "ratio": round(large / small, 1) if small else None,
+            "within_goal": large <= GOAL_MS,
+        }
     return out
 
 
 def main() -> None:
-    figures = {"size": SIZE, "goal_ms": GOAL_MS, "normaliser": normaliser(), "user_pattern": user_pattern(), "sweep": sweep()}
+    figures = {
+        "size": SIZE,
+        "goal_ms": GOAL_MS,
+        "normaliser": normaliser(),
+        "user_pattern": user_pattern(),
+        "sweep": sweep(),
+    }
     print(json.dumps(figures, indent=2))
 
 

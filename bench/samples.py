@@ -1,4 +1,5 @@
-"""Where the benchmarks' data lives: small samples in the repository, or a full copy named with `--data`.
+"""Where the benchmarks' data lives: small samples in the repository, or a full copy named with
+`--data`.
 
 Why: a clone has nothing beside it, so every bench runs on the samples under bench/data/samples/
 (each folder's README.md says where its rows come from, under which licence and how they were

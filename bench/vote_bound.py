@@ -21,33 +21,49 @@ from functools import cache
 from math import factorial, prod
 
 Kind = tuple[float, dict[str, float]]
-"""A kind of question: its share of the mix, and the probability of each answer label ("right", ...)."""
+"""A kind of question: its share of the mix, and the probability of each answer label ("right",
+...)."""
 
 
 class Mix:
     def __init__(self, kinds: list[Kind]) -> None:
         self.kinds = kinds
-        self.labels = sorted({label for _, dist in kinds for label in dist}, key=lambda x: x != "right")
+        self.labels = sorted(
+            {label for _, dist in kinds for label in dist}, key=lambda x: x != "right"
+        )
         assert self.labels[0] == "right", "a mix needs a 'right' answer"
 
     def weight(self, counts: tuple[int, ...]) -> float:
         """P(one particular vote sequence with these per-label counts), over the mix."""
-        return sum(share * prod(dist.get(label, 0.0) ** n for label, n in zip(self.labels, counts, strict=True))
-                   for share, dist in self.kinds)
+        return sum(
+            share
+            * prod(dist.get(label, 0.0) ** n for label, n in zip(self.labels, counts, strict=True))
+            for share, dist in self.kinds
+        )
 
     @cache  # noqa: B019 (a Mix lives as long as the benchmark)
     def labelled(self, seen: tuple[int, ...]) -> list[tuple[int, ...]]:
-        """The per-label count vectors a vote could have when its sorted answer counts are `seen`."""
+        """The per-label count vectors a vote could have when its sorted answer counts are
+        `seen`."""
         n = sum(seen)
-        return [c for c in itertools.product(range(n + 1), repeat=len(self.labels))
-                if sum(c) == n and tuple(sorted((x for x in c if x), reverse=True)) == seen]
+        return [
+            c
+            for c in itertools.product(range(n + 1), repeat=len(self.labels))
+            if sum(c) == n and tuple(sorted((x for x in c if x), reverse=True)) == seen
+        ]
 
     @cache  # noqa: B019
     def right_if_stopped(self, seen: tuple[int, ...]) -> float:
-        """P(right) of the best pick (an answer with some count, chosen among its equals) given `seen`."""
+        """P(right) of the best pick (an answer with some count, chosen among its equals) given
+        `seen`."""
         vectors = self.labelled(seen)
         total = sum(self.weight(c) for c in vectors)
-        return max(sum(self.weight(c) for c in vectors if c[0] == v) / seen.count(v) for v in set(seen)) / total
+        return (
+            max(
+                sum(self.weight(c) for c in vectors if c[0] == v) / seen.count(v) for v in set(seen)
+            )
+            / total
+        )
 
     def next_counts(self, seen: tuple[int, ...]) -> dict[tuple[int, ...], float]:
         """P(the sorted counts after one more vote | `seen`)."""
@@ -89,28 +105,36 @@ def optimal(mix: Mix, lam: float, max_votes: int) -> tuple[float, float]:
 
 
 def plurality_accuracy(mix: Mix, votes: int) -> float:
-    """Expected accuracy of a fixed vote of `votes` that answers with the plurality (ties split evenly)."""
+    """Expected accuracy of a fixed vote of `votes` that answers with the plurality (ties split
+    evenly)."""
     accuracy = 0.0
     for share, dist in mix.kinds:
         for c in itertools.product(range(votes + 1), repeat=len(mix.labels)):
             if sum(c) != votes:
                 continue
-            p = factorial(votes) / prod(factorial(x) for x in c) * prod(
-                dist.get(label, 0.0) ** n for label, n in zip(mix.labels, c, strict=True))
+            p = (
+                factorial(votes)
+                / prod(factorial(x) for x in c)
+                * prod(dist.get(label, 0.0) ** n for label, n in zip(mix.labels, c, strict=True))
+            )
             accuracy += share * p * (c[0] == max(c)) / c.count(max(c))
     return accuracy
 
 
 def fewest_votes(mix: Mix, max_votes: int, within_pp: float) -> dict[str, float]:
-    """The lowest expected votes at accuracy within `within_pp` points of a fixed plurality of `max_votes`.
+    """The lowest expected votes at accuracy within `within_pp` points of a fixed plurality of
+    `max_votes`.
 
     The optimal policies over prices of a wrong answer from 1 to 10,000 votes trace the frontier; a
     rule may also toss a coin between two of them per question, so the bound is read on the line
-    between the two frontier points around the target accuracy (the frontier's lower convex hull)."""
+    between the two frontier points around the target accuracy (the frontier's lower convex hull).
+    """
     fixed = plurality_accuracy(mix, max_votes)
     target = fixed - within_pp / 100 - 1e-9  # sums in another order differ in the last bits
-    points = sorted({optimal(mix, 1.25 ** k, max_votes) for k in range(42)} | {(float(max_votes), fixed)},
-                    key=lambda p: p[1])
+    points = sorted(
+        {optimal(mix, 1.25**k, max_votes) for k in range(42)} | {(float(max_votes), fixed)},
+        key=lambda p: p[1],
+    )
     best = float(max_votes)
     for (v1, a1), (v2, a2) in itertools.combinations(points, 2):
         if a1 <= target <= a2 and a2 > a1:
@@ -119,5 +143,8 @@ def fewest_votes(mix: Mix, max_votes: int, within_pp: float) -> dict[str, float]
             best = min(best, v1)
         if a2 >= target:
             best = min(best, v2)
-    return {"calls_ratio_vs_fixed": round(best / max_votes, 3), "accuracy_delta_pp": -within_pp,
-            "fixed_plurality_accuracy": round(fixed, 4)}
+    return {
+        "calls_ratio_vs_fixed": round(best / max_votes, 3),
+        "accuracy_delta_pp": -within_pp,
+        "fixed_plurality_accuracy": round(fixed, 4),
+    }

@@ -11,7 +11,9 @@ async def main():
     print(out["messages"][-1]["content"], out["messages"][-1]["response_metadata"]["parallax"])
     if out.get("__interrupt__"):  # needs_review: answer the review as Agent Chat UI would
         edit = {"type": "edit", "edited_action": {"name": "answer", "args": {"answer": "144"}}}
-        out = await client.runs.wait(thread["thread_id"], "chat", command={"resume": {"decisions": [edit]}})
+        out = await client.runs.wait(
+            thread["thread_id"], "chat", command={"resume": {"decisions": [edit]}}
+        )
         print("after review:", out["messages"][-1]["content"])
 
 

@@ -8,8 +8,12 @@ class Filing(BaseModel):
     net_income: float
 
 
-result = parallax.solve(document="annual_report.pdf", question="What were revenue and net income?",
-                        mode="section", schema=Filing)
+result = parallax.solve(
+    document="annual_report.pdf",
+    question="What were revenue and net income?",
+    mode="section",
+    schema=Filing,
+)
 print(result.status, result.data, result.trace_id)
 print("reason:", result.reason or "none")  # why it is not ok, or what the run noticed
 for value in result.provenance:  # where each value comes from: its quote and page

@@ -28,7 +28,9 @@ async def after_answer(state: ChatState) -> Literal["review_answer", "__end__"]:
     return "review_answer" if state["last_run"].get("status") == "needs_review" else "__end__"
 
 
-builder = StateGraph(ChatState, context_schema=Context, input_schema=ChatInput, output_schema=ChatOutput)
+builder = StateGraph(
+    ChatState, context_schema=Context, input_schema=ChatInput, output_schema=ChatOutput
+)
 builder.add_node("condense_turn", condense_turn)
 builder.add_node("answer_turn", partial(answer_turn, solve=solve))
 builder.add_node("review_answer", review_answer)

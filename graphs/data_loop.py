@@ -28,9 +28,16 @@ from parallax.state.data_loop import (
 )
 
 
-def one_node(state: type[Any], input_schema: type[Any], output_schema: type[Any], name: str,
-             node: Callable[..., Awaitable[dict[str, Any]]]) -> StateGraph[Any, Context, Any, Any]:
-    builder = StateGraph(state, context_schema=Context, input_schema=input_schema, output_schema=output_schema)
+def one_node(
+    state: type[Any],
+    input_schema: type[Any],
+    output_schema: type[Any],
+    name: str,
+    node: Callable[..., Awaitable[dict[str, Any]]],
+) -> StateGraph[Any, Context, Any, Any]:
+    builder = StateGraph(
+        state, context_schema=Context, input_schema=input_schema, output_schema=output_schema
+    )
     builder.add_node(name, node)
     builder.add_edge(START, name)
     builder.add_edge(name, END)
@@ -38,7 +45,9 @@ def one_node(state: type[Any], input_schema: type[Any], output_schema: type[Any]
 
 
 stats_builder = one_node(StatsState, StatsInput, StatsOutput, "report_stats", report_stats)
-feedback_builder = one_node(FeedbackState, FeedbackInput, FeedbackOutput, "store_feedback", store_feedback)
+feedback_builder = one_node(
+    FeedbackState, FeedbackInput, FeedbackOutput, "store_feedback", store_feedback
+)
 release_builder = one_node(ReleaseState, ReleaseInput, ReleaseOutput, "move_labels", move_labels)
 
 stats = both_ways(stats_builder.compile(name="stats"))

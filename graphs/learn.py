@@ -23,10 +23,14 @@ from parallax.state.learn import LearnInput, LearnOutput, LearnState
 
 solve = solve_builder.compile(checkpointer=False, name="solve")
 
-builder = StateGraph(LearnState, context_schema=Context, input_schema=LearnInput, output_schema=LearnOutput)
+builder = StateGraph(
+    LearnState, context_schema=Context, input_schema=LearnInput, output_schema=LearnOutput
+)
 builder.add_node("start", partial(start, solve=solve))
 builder.add_node("next_batch", next_batch)
-builder.add_node("learn_from_task", partial(learn_from_task, solve=solve), error_handler=learn_from_task_failed)
+builder.add_node(
+    "learn_from_task", partial(learn_from_task, solve=solve), error_handler=learn_from_task_failed
+)
 builder.add_node("consolidate", consolidate, defer=True)
 builder.add_node("gate", partial(gate, solve=solve))
 builder.add_node("commit", commit)

@@ -27,7 +27,9 @@ def after_open(state: LoopState) -> Literal["learn_round", "close_round"]:
     return "close_round" if state.get("status") == "skipped" else "learn_round"
 
 
-builder = StateGraph(LoopState, context_schema=Context, input_schema=LoopInput, output_schema=LoopOutput)
+builder = StateGraph(
+    LoopState, context_schema=Context, input_schema=LoopInput, output_schema=LoopOutput
+)
 builder.add_node("open_round", open_round)
 builder.add_node("learn_round", partial(learn_round, learn=learn))
 builder.add_node("close_round", close_round)

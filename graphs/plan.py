@@ -36,7 +36,9 @@ async def after_join(state: PlanState) -> Literal["make_plan", "integrate", "rec
     return "integrate" if state.get("repo") else "record_trace"
 
 
-builder = StateGraph(PlanState, context_schema=Context, input_schema=PlanInput, output_schema=PlanOutput)
+builder = StateGraph(
+    PlanState, context_schema=Context, input_schema=PlanInput, output_schema=PlanOutput
+)
 builder.add_node("start_plan", start_plan)
 builder.add_node("make_plan", make_plan)
 builder.add_node("run_task", partial(run_task, solve=solve), error_handler=run_task_failed)
@@ -44,7 +46,9 @@ builder.add_node("verify", verify, defer=True)
 builder.add_node("join", join)
 builder.add_node("integrate", integrate)
 builder.add_node("answer_directly", partial(answer_directly, solve=solve))
-builder.add_node("record_trace", record_plan_trace, input_schema=PlanState)  # the solve node, given the plan keys too
+builder.add_node(
+    "record_trace", record_plan_trace, input_schema=PlanState
+)  # the solve node, given the plan keys too
 
 builder.add_edge(START, "start_plan")
 builder.add_edge("start_plan", "make_plan")

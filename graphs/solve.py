@@ -27,14 +27,24 @@ from parallax.state.context import Context
 from parallax.state.solve import SolveInput, SolveOutput, SolveState
 
 
-async def after_merge(state: SolveState) -> Literal["judge", "pick", "red_team", "record_trace"] | list[Send]:
+async def after_merge(
+    state: SolveState,
+) -> Literal["judge", "pick", "red_team", "record_trace"] | list[Send]:
     if state["mode"] == "speculate":
-        return "pick"  # the verifier: the first candidate that passed its check, or the judge's tournament
+        return (  # the verifier: the first candidate that passed its check, or the judge's tournament
+            "pick"
+        )
     if state.get("next_wave"):
-        return await next_wave(state)  # an adaptive vote that has not settled: its next wave, then merge again
+        return await next_wave(
+            state
+        )  # an adaptive vote that has not settled: its next wave, then merge again
     if state["status"] == "failed":
         return "record_trace"
-    if state["mode"] == "vote" and not state.get("consensus") and state.get("output_schema") is None:
+    if (
+        state["mode"] == "vote"
+        and not state.get("consensus")
+        and state.get("output_schema") is None
+    ):
         return "judge"  # a typed vote names its unsettled fields instead (logic/field_vote.py)
     return "red_team" if state.get("red_team") else "record_trace"
 
@@ -43,7 +53,9 @@ async def after_judge(state: SolveState) -> Literal["red_team", "record_trace"]:
     return "red_team" if state.get("red_team") and state.get("answer") else "record_trace"
 
 
-builder = StateGraph(SolveState, context_schema=Context, input_schema=SolveInput, output_schema=SolveOutput)
+builder = StateGraph(
+    SolveState, context_schema=Context, input_schema=SolveInput, output_schema=SolveOutput
+)
 builder.add_node("route", route)
 builder.add_node("safety", check_safety)
 builder.add_node("work", work, error_handler=work_failed)
@@ -60,7 +72,9 @@ builder.add_conditional_edges("route", fan_out, ["safety", "work", "candidate"])
 builder.add_edge("safety", "merge")
 builder.add_edge("work", "merge")
 builder.add_edge("candidate", "merge")
-builder.add_conditional_edges("merge", after_merge, ["judge", "pick", "red_team", "record_trace", "work"])
+builder.add_conditional_edges(
+    "merge", after_merge, ["judge", "pick", "red_team", "record_trace", "work"]
+)
 builder.add_conditional_edges("judge", after_judge)
 builder.add_conditional_edges("pick", after_judge)
 builder.add_edge("red_team", "record_trace")

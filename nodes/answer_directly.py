@@ -17,17 +17,36 @@ from parallax.state.context import Context
 from parallax.state.plan import PlanState
 
 PASSED_ON = ("question", "votes", "min_votes", "red_team", "playbook")
-TAKEN = ("answer", "mode", "status", "confidence", "vote_counts", "failed_branches", "objection", "playbook_version",
-         "verification")
+TAKEN = (
+    "answer",
+    "mode",
+    "status",
+    "confidence",
+    "vote_counts",
+    "failed_branches",
+    "objection",
+    "playbook_version",
+    "verification",
+)
 
 
-async def answer_directly(state: PlanState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
+async def answer_directly(
+    state: PlanState, runtime: Runtime[Context], *, solve: Solver
+) -> dict[str, Any]:
     """`solve` is the solve graph (graphs/plan.py hands it in)."""
     fallback = bool(state.get("plan_error"))
     given: Mapping[str, Any] = state
-    run_input = {"task": state["task"], "mode": "direct" if fallback else "auto", "parent_trace": state["trace_id"],
-                 "tenant": tenant_of(state.get("tenant")), **{k: given[k] for k in PASSED_ON if k in given}}
+    run_input = {
+        "task": state["task"],
+        "mode": "direct" if fallback else "auto",
+        "parent_trace": state["trace_id"],
+        "tenant": tenant_of(state.get("tenant")),
+        **{k: given[k] for k in PASSED_ON if k in given},
+    }
     run = await solve.ainvoke(run_input, subgraph_config(), context=context_of(runtime))
     why = f"no valid plan ({state['plan_error']}): answered directly" if fallback else ""
-    return {**{k: run[k] for k in TAKEN if k in run}, "branches": run.get("branches", []),
-            "reason": "; ".join(x for x in (why, run.get("reason", "")) if x)}
+    return {
+        **{k: run[k] for k in TAKEN if k in run},
+        "branches": run.get("branches", []),
+        "reason": "; ".join(x for x in (why, run.get("reason", "")) if x),
+    }

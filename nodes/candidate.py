@@ -30,27 +30,53 @@ from parallax.state.records import CandidateSpec, CandidateTask
 
 
 def _approach(spec: CandidateSpec) -> dict[str, Any]:
-    return {"approach": spec["approach"], "hint": spec["hint"], "temperature": spec["temperature"],
-            "model": spec["model"] or None, "index": spec["index"], "check": None, "result": "", "why": ""}
+    return {
+        "approach": spec["approach"],
+        "hint": spec["hint"],
+        "temperature": spec["temperature"],
+        "model": spec["model"] or None,
+        "index": spec["index"],
+        "check": None,
+        "result": "",
+        "why": "",
+    }
 
 
 async def _generate(task: CandidateTask, ctx: Context, life: Lifecycle) -> dict[str, Any]:
     spec = task["candidate"]
     template = (task.get("prompts") or {}).get("candidate")
-    identity = {"id": spec["id"], "parent_id": spec["parent_id"], "kind": "candidate",
-                "playbook_item_ids": [item["id"] for item in spec["playbook"]],
-                "prompt": {"name": "candidate", "version": template.get("version", 0) if template else 0}}
-    messages = candidate_messages(spec["text"], spec["question"], spec["playbook"], spec["hint"],
-                                  check_note(task["check"]["command"], task["check"]["file"]), version=template)
-    record, _ = await call_branch(identity, messages, CandidateAnswer, ctx, model=spec["model"],
-                                  temperature=spec["temperature"], lifecycle=life, run_metadata=dict(task["meta"]))
+    identity = {
+        "id": spec["id"],
+        "parent_id": spec["parent_id"],
+        "kind": "candidate",
+        "playbook_item_ids": [item["id"] for item in spec["playbook"]],
+        "prompt": {"name": "candidate", "version": template.get("version", 0) if template else 0},
+    }
+    messages = candidate_messages(
+        spec["text"],
+        spec["question"],
+        spec["playbook"],
+        spec["hint"],
+        check_note(task["check"]["command"], task["check"]["file"]),
+        version=template,
+    )
+    record, _ = await call_branch(
+        identity,
+        messages,
+        CandidateAnswer,
+        ctx,
+        model=spec["model"],
+        temperature=spec["temperature"],
+        lifecycle=life,
+        run_metadata=dict(task["meta"]),
+    )
     record.speculation = _approach(spec)
     return record.model_dump()
 
 
 async def _shielded(work: asyncio.Future[Any]) -> Any:
-    """Await `work` to its end even when cancelled meanwhile (then re-raise): a folder being made or removed
-    must not be left half-done."""
+    """Await `work` to its end even when cancelled meanwhile (then re-raise): a folder being made or
+    removed must not be left half-done."""
     try:
         return await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -59,9 +85,12 @@ async def _shielded(work: asyncio.Future[Any]) -> Any:
 
 
 async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
-    """Write the candidate into its own folder and run the check there; the folder is removed after."""
+    """Write the candidate into its own folder and run the check there; the folder is removed
+    after."""
     spec, check = task["candidate"], task["check"]
-    made = asyncio.ensure_future(asyncio.to_thread(CheckFolder.create, spec["parent_id"], spec["id"], check["repo"]))
+    made = asyncio.ensure_future(
+        asyncio.to_thread(CheckFolder.create, spec["parent_id"], spec["id"], check["repo"])
+    )
     try:
         folder = await _shielded(made)
     except asyncio.CancelledError:
@@ -72,27 +101,44 @@ async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
     try:
         reply = CandidateAnswer.model_validate(record["output"])
         try:
-            folder.write(check["file"], reply.answer if reply.answer.endswith("\n") else reply.answer + "\n")
+            folder.write(
+                check["file"], reply.answer if reply.answer.endswith("\n") else reply.answer + "\n"
+            )
             for extra in reply.files:
                 folder.write(extra.path, extra.content)
         except PathRefused as exc:
-            return {**record["speculation"], "refused": f"it writes outside its folder: {exc}"[:300]}
-        result = await run_check(check["command"], folder.tree.root, folder.tree.resolve(check["file"]), check["timeout_s"],
-                                 [folder.tree.repo] if folder.in_repo else [])
+            return {
+                **record["speculation"],
+                "refused": f"it writes outside its folder: {exc}"[:300],
+            }
+        result = await run_check(
+            check["command"],
+            folder.tree.root,
+            folder.tree.resolve(check["file"]),
+            check["timeout_s"],
+            [folder.tree.repo] if folder.in_repo else [],
+        )
     finally:
         await _shielded(asyncio.ensure_future(asyncio.to_thread(folder.remove)))
-    result.update(passed_tests=passed_tests(result["output"]), failed_tests=failed_tests(result["output"]))
+    result.update(
+        passed_tests=passed_tests(result["output"]), failed_tests=failed_tests(result["output"])
+    )
     return {**record["speculation"], "check": result}
 
 
 async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Make one candidate (or take the one a killed run already made) and, with a check, check it."""
+    """Make one candidate (or take the one a killed run already made) and, with a check, check
+    it."""
     task = state
     ctx = context_of(runtime)
     spec, checked = task["candidate"], bool(task["check"]["command"])
-    if checked or task["check"]["repo"]:  # the entry refuses these when served; so does every step after it
+    if (
+        checked or task["check"]["repo"]
+    ):  # the entry refuses these when served; so does every step after it
         refuse_when_served("a candidate's check command or repository")
-    cancel_rest = setting(ctx.early_stop)  # off (--no-early-stop): every candidate is made and checked
+    cancel_rest = setting(
+        ctx.early_stop
+    )  # off (--no-early-stop): every candidate is made and checked
     services, fan_out = services_of(ctx), task["fan_out"]
     limit = fan_out_limit(services, fan_out, setting(ctx.max_concurrency))
     watch = services.shared(fan_out, CandidateWatch, "candidates")
@@ -111,13 +157,17 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
             record = await results.load(spec["id"])
             if record is None:
                 async with limit:
-                    if budget is not None and (stop := budget.reached()):  # checked when its turn comes
+                    if budget is not None and (
+                        stop := budget.reached()
+                    ):  # checked when its turn comes
                         if checked and cancel_rest:
                             watch.finished(spec["id"], False)
                         return _cancelled(spec, life, None, stop, cause=BUDGET_CAUSE)
                     seen = budget.seen() if budget is not None else None
                     record = await _generate(task, ctx, life)
-                if budget is not None:  # counted before anything else is awaited: siblings check it at once
+                if (
+                    budget is not None
+                ):  # counted before anything else is awaited: siblings check it at once
                     record["budget_seen"] = seen
                     budget.add(record)
                 await results.save(spec["id"], record)
@@ -132,7 +182,9 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
             record["speculation"] = await _check(task, record)
             found = record["speculation"].get("check") or {}
             won = watch.finished(spec["id"], bool(found.get("passed")))
-            record["speculation"].update(result="won" if won else "passed" if found.get("passed") else "failed")
+            record["speculation"].update(
+                result="won" if won else "passed" if found.get("passed") else "failed"
+            )
             return record
         except asyncio.CancelledError:
             if spec["id"] not in watch.cancelled:
@@ -143,26 +195,60 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
         return {"branches": [await asyncio.ensure_future(attempt())]}
 
 
-def _cancelled(spec: CandidateSpec, life: Lifecycle, made: dict[str, Any] | None, why: str,
-               cause: str | None = None) -> dict[str, Any]:
-    """The record of a candidate cancelled because another passed first (or not started: `cause` "budget"): kept in
-    the trace, never picked or counted. A candidate already made keeps its reply (and its model call's figures)."""
+def _cancelled(
+    spec: CandidateSpec,
+    life: Lifecycle,
+    made: dict[str, Any] | None,
+    why: str,
+    cause: str | None = None,
+) -> dict[str, Any]:
+    """The record of a candidate cancelled because another passed first (or not started: `cause`
+    "budget"): kept in the trace, never picked or counted. A candidate already made keeps its reply
+    (and its model call's figures).
+    """
     if made is not None and made["status"] == "ok":
-        return {**made, "status": "cancelled", "speculation": {**made["speculation"], "result": "cancelled", "why": why}}
+        return {
+            **made,
+            "status": "cancelled",
+            "speculation": {**made["speculation"], "result": "cancelled", "why": why},
+        }
     life.finish("CANCELLED", why)
-    return BranchRecord(id=spec["id"], parent_id=spec["parent_id"], kind="candidate", status="cancelled",
-                        model=spec["model"] or None, temperature=spec["temperature"], state=life.state,
-                        transitions=life.transitions, cause=cause, error=why if cause else None,
-                        speculation={**_approach(spec), "result": "cancelled", "why": why}).model_dump()
+    return BranchRecord(
+        id=spec["id"],
+        parent_id=spec["parent_id"],
+        kind="candidate",
+        status="cancelled",
+        model=spec["model"] or None,
+        temperature=spec["temperature"],
+        state=life.state,
+        transitions=life.transitions,
+        cause=cause,
+        error=why if cause else None,
+        speculation={**_approach(spec), "result": "cancelled", "why": why},
+    ).model_dump()
 
 
 def candidate_failed(state: CandidateTask, error: NodeError) -> dict[str, Any]:
-    """Error handler: a candidate that crashed outside its own guard is recorded as failed (never picked)."""
+    """Error handler: a candidate that crashed outside its own guard is recorded as failed (never
+    picked)."""
     spec = state["candidate"]
     message = f"{type(error.error).__name__}: {error.error}"[:500]
     life = Lifecycle([{"state": "PENDING", "at": spec["planned_at"], "reason": ""}])
     life.finish("ESCALATED", message)
-    return {"branches": [BranchRecord(id=spec["id"], parent_id=spec["parent_id"], kind="candidate", status="failed",
-                                      error=message, cause="crash", model=spec["model"] or None,
-                                      temperature=spec["temperature"], state=life.state, transitions=life.transitions,
-                                      speculation=_approach(spec)).model_dump()]}
+    return {
+        "branches": [
+            BranchRecord(
+                id=spec["id"],
+                parent_id=spec["parent_id"],
+                kind="candidate",
+                status="failed",
+                error=message,
+                cause="crash",
+                model=spec["model"] or None,
+                temperature=spec["temperature"],
+                state=life.state,
+                transitions=life.transitions,
+                speculation=_approach(spec),
+            ).model_dump()
+        ]
+    }

@@ -29,7 +29,9 @@ NO_STREAM = ["nostream"]
 
 
 async def condense_turn(state: ChatState, runtime: Runtime[Context]) -> dict[str, Any]:
-    validate_chat_input(state, context_of(runtime), with_messages=False)  # the run options; messages are the thread's
+    validate_chat_input(
+        state, context_of(runtime), with_messages=False
+    )  # the run options; messages are the thread's
     messages = list(state.get("messages") or [])
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].type == "human"), None)
     asked = text_of(messages[last]) if last is not None else ""
@@ -44,11 +46,29 @@ async def condense_turn(state: ChatState, runtime: Runtime[Context]) -> dict[str
     limits = limits_of(state)
 
     async def call(_: Any) -> Any:
-        with holding(RunBudget(limits) if limits else None):  # the turn's budget: its run counts this call too
-            return await call_branch(identity, condense_messages(earlier, asked), CondensedTask, ctx,
-                                     model=ctx.reviewer_model, temperature=0.0)
+        with holding(
+            RunBudget(limits) if limits else None
+        ):  # the turn's budget: its run counts this call too
+            return await call_branch(
+                identity,
+                condense_messages(earlier, asked),
+                CondensedTask,
+                ctx,
+                model=ctx.reviewer_model,
+                temperature=0.0,
+            )
 
-    record, reply = await RunnableLambda(call).ainvoke(None, {"tags": NO_STREAM, "run_name": "condense"})
+    record, reply = await RunnableLambda(call).ainvoke(
+        None, {"tags": NO_STREAM, "run_name": "condense"}
+    )
     task = reply.task if reply is not None else transcript_task(earlier, asked)
-    return {"turn": {"task": task, "follow_up": {"asked": asked, "earlier_turns": len(earlier),
-                                                 "condense": record.model_dump()}}}
+    return {
+        "turn": {
+            "task": task,
+            "follow_up": {
+                "asked": asked,
+                "earlier_turns": len(earlier),
+                "condense": record.model_dump(),
+            },
+        }
+    }

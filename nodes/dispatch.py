@@ -1,4 +1,5 @@
-"""Plan mode: send every task at once; each waits for its own dependencies (logic/dag_schedule.py)."""
+"""Plan mode: send every task at once; each waits for its own dependencies
+(logic/dag_schedule.py)."""
 
 from __future__ import annotations
 
@@ -27,10 +28,18 @@ async def dispatch_tasks(state: PlanState) -> list[Send] | Literal["answer_direc
     tenant = tenant_of(state.get("tenant"))
 
     def payload(task: dict[str, Any]) -> TaskPayload:
-        sent: TaskPayload = {"task": task, "plan": state["plan"], "round": current, "trace_id": state["trace_id"],
-                             "request": state["request"], "document": state["document"], "earlier": earlier,
-                             "tenant": tenant, "playbook": state.get("playbook", "default"),
-                             "votes": votes}
+        sent: TaskPayload = {
+            "task": task,
+            "plan": state["plan"],
+            "round": current,
+            "trace_id": state["trace_id"],
+            "request": state["request"],
+            "document": state["document"],
+            "earlier": earlier,
+            "tenant": tenant,
+            "playbook": state.get("playbook", "default"),
+            "votes": votes,
+        }
         if "min_votes" in state:
             sent["min_votes"] = state["min_votes"]
         if "repo" in state:

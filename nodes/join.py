@@ -114,8 +114,12 @@ async def _resolve_board(calls: _Calls, board: dict[str, Any]) -> tuple[dict[str
 
 
 def _failed_branches(records: dict[int, dict[str, Any]]) -> list[str]:
-    return [b["id"] for r in records.values() for b in r.get("branches", [])
-            if b.get("kind") in WORKERS and b.get("status") != "ok"]
+    return [
+        b["id"]
+        for r in records.values()
+        for b in r.get("branches", [])
+        if b.get("kind") in WORKERS and b.get("status") != "ok"
+    ]
 
 
 async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -133,9 +137,9 @@ async def join(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
         return {"decision": "replan", "reason": replan}
     board_update, unresolved = await _resolve_board(calls, state.get("board") or {})
     results = {
-        t.id: records[t.id].get("output")
-        if records.get(t.id, {}).get("status") in FINISHED
-        else None
+        t.id: (
+            records[t.id].get("output") if records.get(t.id, {}).get("status") in FINISHED else None
+        )
         for t in plan.tasks
     }
     synthesis = await synthesise(plan, results, calls.combine)

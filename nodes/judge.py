@@ -27,22 +27,42 @@ from parallax.state.solve import SolveState
 async def judge(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state["branches"]]
-    originals = {r.vote: Answer.model_validate(r.output).answer.strip() for r in records if r.kind == "vote" and r.status == "ok"}
+    originals = {
+        r.vote: Answer.model_validate(r.output).answer.strip()
+        for r in records
+        if r.kind == "vote" and r.status == "ok"
+    }
     candidates = [originals[v] for v in state["vote_counts"]]
     votes = [r for r in records if r.kind == "vote" and r.status != "cancelled"]
     unjudged = _not_judged(state, ctx, votes, candidates)
     if unjudged is not None:
         return unjudged
     template = (state.get("prompts") or {}).get("judge")
-    identity = {"id": f"judge-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "judge",
-                "prompt": {"name": "judge", "version": template.get("version", 0) if template else 0}}
-    messages = judge_messages(state["task"], state.get("question", ""), candidates, version=template)
+    identity = {
+        "id": f"judge-{uuid.uuid4().hex[:8]}",
+        "parent_id": state["trace_id"],
+        "kind": "judge",
+        "prompt": {"name": "judge", "version": template.get("version", 0) if template else 0},
+    }
+    messages = judge_messages(
+        state["task"], state.get("question", ""), candidates, version=template
+    )
     with holding(run_tally(services_of(ctx), state)):
-        record, decision = await call_branch(identity, messages, judge_reply(tuple(candidates)), ctx, model=ctx.reviewer_model,
-                                             temperature=0.0, run_metadata=dict(run_metadata(state)))
+        record, decision = await call_branch(
+            identity,
+            messages,
+            judge_reply(tuple(candidates)),
+            ctx,
+            model=ctx.reviewer_model,
+            temperature=0.0,
+            run_metadata=dict(run_metadata(state)),
+        )
     if decision is None:
-        return {"branches": [record.model_dump()], "status": "needs_review",
-                "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; ")}
+        return {
+            "branches": [record.model_dump()],
+            "status": "needs_review",
+            "reason": f"{state.get('reason', '')}; the judge failed: {record.error}".strip("; "),
+        }
     return _decided(state, ctx, records, votes, originals, record, decision)
 
 
@@ -89,8 +109,10 @@ def _decided(
         return {
             "branches": [record.model_dump()],
             "status": "needs_review",
-            "reason": f"{state.get('reason', '')}; the judge did not pick a candidate: it replied "
-            f"{decision.choice[:60]!r}, which is none of them".strip("; "),
+            "reason": (
+                f"{state.get('reason', '')}; the judge did not pick a candidate: it replied "
+                f"{decision.choice[:60]!r}, which is none of them".strip("; ")
+            ),
         }
     leader = max(counts, key=lambda v: counts[v])
     if counts[choice] < counts[leader]:
@@ -98,9 +120,11 @@ def _decided(
             "branches": [record.model_dump()],
             "status": "needs_review",
             "answer": originals[leader],
-            "reason": f"{state.get('reason', '')}; the judge chose {originals[choice]!r}, which "
-            f"{counts[choice]} vote(s) gave against {counts[leader]} for {originals[leader]!r}: a "
-            f"minority pick is no result".strip("; "),
+            "reason": (
+                f"{state.get('reason', '')}; the judge chose {originals[choice]!r}, which"
+                f" {counts[choice]} vote(s) gave against {counts[leader]} for"
+                f" {originals[leader]!r}: a minority pick is no result".strip("; ")
+            ),
         }
     confidence = round(
         counts[choice] / max(1, sum(r.status == "ok" and r.vote != "" for r in votes)), 3

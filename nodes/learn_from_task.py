@@ -31,48 +31,111 @@ from parallax.state.playbook import Operation
 from parallax.state.records import LearnTask, PlaybookItemData, PromptVersion
 
 
-async def learn_from_task(payload: LearnTask, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
-    """A `Send` target: this group's tasks and the playbook head's items, under the batch's shared limit."""
+async def learn_from_task(
+    payload: LearnTask, runtime: Runtime[Context], *, solve: Solver
+) -> dict[str, Any]:
+    """A `Send` target: this group's tasks and the playbook head's items, under the batch's shared
+    limit."""
     ctx = context_of(runtime)
     limit = fan_out_limit(services_of(ctx), payload["fan_out"], setting(ctx.max_concurrency))
     tasks = payload["tasks"]
-    selections = await select_items(payload["items"], [retrieval_text(t["input"]) for t in tasks],
-                                    setting(ctx.playbook_chars),
-                                    ctx.embedder)
+    selections = await select_items(
+        payload["items"],
+        [retrieval_text(t["input"]) for t in tasks],
+        setting(ctx.playbook_chars),
+        ctx.embedder,
+    )
     # a stored run used the items it was served: its verdicts may name any active item of the head
-    selections = [payload["items"] if t.get("run") else chosen for t, chosen in zip(tasks, selections, strict=True)]
+    selections = [
+        payload["items"] if t.get("run") else chosen
+        for t, chosen in zip(tasks, selections, strict=True)
+    ]
 
-    progress = runtime.stream_writer  # each task as it ends, for a watching caller (cli/learn_report.py)
+    progress = (
+        runtime.stream_writer
+    )  # each task as it ends, for a watching caller (cli/learn_report.py)
 
     async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
-            run = await learn_one(solve, task, items, payload["version"], payload["mode"], ctx,
-                                  tenant_of(payload.get("tenant")), payload.get("prompts"), payload.get("votes"))
-        progress({"learn": "task", "correct": bool(run["correct"]), "cause": run.get("cause"),
-                  "lessons": len((run.get("reflection") or {}).get("lessons") or [])})
+            run = await learn_one(
+                solve,
+                task,
+                items,
+                payload["version"],
+                payload["mode"],
+                ctx,
+                tenant_of(payload.get("tenant")),
+                payload.get("prompts"),
+                payload.get("votes"),
+            )
+        progress(
+            {
+                "learn": "task",
+                "correct": bool(run["correct"]),
+                "cause": run.get("cause"),
+                "lessons": len((run.get("reflection") or {}).get("lessons") or []),
+            }
+        )
         return run
 
     # the learn run's budget holds every request of these tasks' runs, reflections and curations
-    budget, own = tally_of(services_of(ctx), payload["budget"]) if "budget" in payload else None, Purse()
+    budget, own = (
+        (tally_of(services_of(ctx), payload["budget"]) if "budget" in payload else None),
+        Purse(),
+    )
     refused = budget.refused if budget is not None else 0
     with holding(budget, own):
-        runs = list(await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True))))
+        runs = list(
+            await asyncio.gather(*(bounded(t, s) for t, s in zip(tasks, selections, strict=True)))
+        )
     cut = budget is not None and budget.refused > refused
-    return {"runs": runs, "spend": spent_by(own),
-            **({"budget_stop": f"budget reached: {budget.describe()}: some runs of the batch were cut short"}
-               if cut and budget is not None else {})}
+    return {
+        "runs": runs,
+        "spend": spent_by(own),
+        **(
+            {
+                "budget_stop": (
+                    f"budget reached: {budget.describe()}: some runs of the batch were cut short"
+                )
+            }
+            if cut and budget is not None
+            else {}
+        ),
+    }
 
 
-async def learn_one(solve: Solver, task: dict[str, Any], items: list[PlaybookItemData], version: int, mode: str, ctx: Context,
-                    tenant: str, prompts: dict[str, PromptVersion] | None = None, votes: int | None = None) -> dict[str, Any]:
+async def learn_one(
+    solve: Solver,
+    task: dict[str, Any],
+    items: list[PlaybookItemData],
+    version: int,
+    mode: str,
+    ctx: Context,
+    tenant: str,
+    prompts: dict[str, PromptVersion] | None = None,
+    votes: int | None = None,
+) -> dict[str, Any]:
     prompts = prompts or {}
-    if task.get("run"):  # a stored run (learn --from-traces): reflected on as it happened, with its signal
+    if task.get(
+        "run"
+    ):  # a stored run (learn --from-traces): reflected on as it happened, with its signal
         run = dict(task["run"])
         used_ids = [i for i in run["used_item_ids"] if i in {item["id"] for item in items}]
     else:
-        run = await solve_one(solve, task, items, version, ctx, mode, tenant,
-                              {n: p for n, p in prompts.items() if n in SOLVE_PROMPTS} or None, votes)
-        used_ids = sorted({i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])})
+        run = await solve_one(
+            solve,
+            task,
+            items,
+            version,
+            ctx,
+            mode,
+            tenant,
+            {n: p for n, p in prompts.items() if n in SOLVE_PROMPTS} or None,
+            votes,
+        )
+        used_ids = sorted(
+            {i for b in run.get("branches", []) for i in b.get("playbook_item_ids", [])}
+        )
     used = [i for i in items if i["id"] in used_ids]
     reflect_record, reflection = await reflect(run, task, used, ctx, prompts.get("reflect"))
     provenance = [reflect_record.id, run.get("trace_id") or reflect_record.id]
@@ -83,8 +146,9 @@ async def learn_one(solve: Solver, task: dict[str, Any], items: list[PlaybookIte
         # untrusted text: screened before the curator reads it, and again before it is merged
         lessons, quarantined = screen_lessons(reflection.lessons, "reflection", provenance)
         grounds = f"{task['input']}\n{run.get('answer', '')}\n{run['feedback']}"
-        lessons, rejected = await asyncio.to_thread(keep_grounded, lessons, grounds, ctx.embedder or embeddings.embed,
-                                                    provenance)
+        lessons, rejected = await asyncio.to_thread(
+            keep_grounded, lessons, grounds, ctx.embedder or embeddings.embed, provenance
+        )
         quarantined += rejected
         reflection = reflection.model_copy(update={"lessons": lessons})
         curate_record, curated = await curate(reflection, provenance, ctx, prompts.get("curate"))
@@ -93,19 +157,42 @@ async def learn_one(solve: Solver, task: dict[str, Any], items: list[PlaybookIte
         operations = tag_operations(reflection, set(used_ids), provenance) + curated
     records = [r.model_dump() for r in (reflect_record, curate_record) if r is not None]
     return {
-        "task_id": task.get("id"), "trace_id": run.get("trace_id", ""), "status": run["status"],
-        "answer": run.get("answer", ""), "correct": run["correct"], "scorer": run["scorer"],
+        "task_id": task.get("id"),
+        "trace_id": run.get("trace_id", ""),
+        "status": run["status"],
+        "answer": run.get("answer", ""),
+        "correct": run["correct"],
+        "scorer": run["scorer"],
         **({"cause": run["cause"], "error": run["error"]} if run.get("cause") else {}),
-        "used_item_ids": used_ids, "reflection_id": reflect_record.id,
+        "used_item_ids": used_ids,
+        "reflection_id": reflect_record.id,
         "reflection": reflection.model_dump() if reflection else None,
-        "operations": [op.model_dump() for op in operations], "records": records, "quarantined": quarantined,
+        "operations": [op.model_dump() for op in operations],
+        "records": records,
+        "quarantined": quarantined,
     }
 
 
 def learn_from_task_failed(payload: dict[str, Any], error: NodeError) -> dict[str, Any]:
-    """Error handler: every task of a group that crashed is a failed run with nothing to learn from."""
-    return {"runs": [{
-        "task_id": task.get("id"), "trace_id": "", "status": "failed", "answer": "", "correct": False,
-        "scorer": "execution", "used_item_ids": [], "reflection_id": "", "reflection": None, "operations": [],
-        "records": [], "cause": "crash", "error": f"{type(error.error).__name__}: {error.error}"[:500],
-    } for task in payload["tasks"]]}
+    """Error handler: every task of a group that crashed is a failed run with nothing to learn
+    from."""
+    return {
+        "runs": [
+            {
+                "task_id": task.get("id"),
+                "trace_id": "",
+                "status": "failed",
+                "answer": "",
+                "correct": False,
+                "scorer": "execution",
+                "used_item_ids": [],
+                "reflection_id": "",
+                "reflection": None,
+                "operations": [],
+                "records": [],
+                "cause": "crash",
+                "error": f"{type(error.error).__name__}: {error.error}"[:500],
+            }
+            for task in payload["tasks"]
+        ]
+    }

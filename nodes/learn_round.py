@@ -18,16 +18,30 @@ Learner = Any
 """The compiled learn graph (`ainvoke(input, context=...)`)."""
 
 
-async def learn_round(state: LoopState, runtime: Runtime[Context], *, learn: Learner) -> dict[str, Any]:
+async def learn_round(
+    state: LoopState, runtime: Runtime[Context], *, learn: Learner
+) -> dict[str, Any]:
     tenant = tenant_of(state.get("tenant"))
-    given = {"from_traces": True, "playbook": state["playbook"], "tenant": tenant, "batch": state["limit"],
-             "limit": state["limit"], "lease_s": state["lease_s"], "ties_to_canary": True, "mode": "direct",
-             **{k: state[k] for k in ("max_cost", "max_tokens") if state.get(k) is not None},  # the round's budget
-             **({"since": state["since"]} if state.get("since") else {})}
+    given = {
+        "from_traces": True,
+        "playbook": state["playbook"],
+        "tenant": tenant,
+        "batch": state["limit"],
+        "limit": state["limit"],
+        "lease_s": state["lease_s"],
+        "ties_to_canary": True,
+        "mode": "direct",
+        **{
+            k: state[k] for k in ("max_cost", "max_tokens") if state.get(k) is not None
+        },  # the round's budget
+        **({"since": state["since"]} if state.get("since") else {}),
+    }
     try:
         learned = await learn.ainvoke(given, subgraph_config(), context=runtime.context)
     except BaseException:
-        if runtime.store is not None:  # the next round need not wait for the slot to expire; the claims do expire
+        if (
+            runtime.store is not None
+        ):  # the next round need not wait for the slot to expire; the claims do expire
             await free_slot(runtime.store, tenant, state["playbook"], state["round"])
         raise
     return {"learned": dict(learned), "traces": learned.get("traces") or {}}

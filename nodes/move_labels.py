@@ -20,15 +20,33 @@ from parallax.state.data_loop import ReleaseState
 async def move_labels(state: ReleaseState, runtime: Runtime[Context]) -> dict[str, Any]:
     store = runtime.store
     if store is None:
-        raise RuntimeError("the release graph needs a store: run it on the graph API (or compile it with one)")
-    validate_release_input(state)  # a version to release, a share and a decision rule within their bounds
+        raise RuntimeError(
+            "the release graph needs a store: run it on the graph API (or compile it with one)"
+        )
+    validate_release_input(
+        state
+    )  # a version to release, a share and a decision rule within their bounds
     tenant, subject, action = tenant_of(state.get("tenant")), state["subject"], state["action"]
     by, reason = state.get("by", "api"), state.get("reason", "")
     if action == "release":
         share = state.get("canary")
         given: dict[str, Any] = {**RULE_DEFAULTS, **state}
-        rule = check_rule(given["error_rate"], given["margin"], given["min_runs"], given["max_runs"])
-        await release(store, tenant, subject, state["version"], share, by, reason, rule, state.get("manual", False))
+        rule = check_rule(
+            given["error_rate"], given["margin"], given["min_runs"], given["max_runs"]
+        )
+        await release(
+            store,
+            tenant,
+            subject,
+            state["version"],
+            share,
+            by,
+            reason,
+            rule,
+            state.get("manual", False),
+        )
     elif action in ("promote", "rollback"):
-        await end_release(labels_of(store, tenant, subject), action, by, reason or f"{action} by a person")
+        await end_release(
+            labels_of(store, tenant, subject), action, by, reason or f"{action} by a person"
+        )
     return {"view": await canary_view(store, tenant, subject)}

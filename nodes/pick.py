@@ -13,7 +13,14 @@ from langgraph.runtime import Runtime
 from parallax.logic.branch_plans import run_metadata
 from parallax.logic.budget import BUDGET_CAUSE, run_tally, state_reached
 from parallax.logic.run_status import final_status
-from parallax.logic.speculation import UNCLEAR_CONFIDENCE, Pick, match_result, pairs, pick_checked, tournament_pick
+from parallax.logic.speculation import (
+    UNCLEAR_CONFIDENCE,
+    Pick,
+    match_result,
+    pairs,
+    pick_checked,
+    tournament_pick,
+)
 from parallax.prompts.solve import compare_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.runtime.request_budget import holding
@@ -24,16 +31,34 @@ from parallax.state.payloads import BranchRecord, CandidateAnswer, Comparison
 from parallax.state.solve import SolveState
 
 
-async def _verdict(state: SolveState, ctx: Context, first: dict[str, Any], second: dict[str, Any],
-                   records: list[dict[str, Any]]) -> str | None:
+async def _verdict(
+    state: SolveState,
+    ctx: Context,
+    first: dict[str, Any],
+    second: dict[str, Any],
+    records: list[dict[str, Any]],
+) -> str | None:
     """One judge call with `first` shown as A: the letter it chose (None when the call failed)."""
     template = (state.get("prompts") or {}).get("compare")
-    identity = {"id": f"compare-{first['id'][10:]}-{second['id'][10:]}", "parent_id": state["trace_id"], "kind": "compare",
-                "prompt": {"name": "compare", "version": template.get("version", 0) if template else 0}}
-    messages = compare_messages(state["task"], state.get("question", ""), _answer(first), _answer(second), version=template)
+    identity = {
+        "id": f"compare-{first['id'][10:]}-{second['id'][10:]}",
+        "parent_id": state["trace_id"],
+        "kind": "compare",
+        "prompt": {"name": "compare", "version": template.get("version", 0) if template else 0},
+    }
+    messages = compare_messages(
+        state["task"], state.get("question", ""), _answer(first), _answer(second), version=template
+    )
     with holding(run_tally(services_of(ctx), state)):
-        record, decision = await call_branch(identity, messages, Comparison, ctx, model=ctx.reviewer_model, temperature=0.0,
-                                             run_metadata=dict(run_metadata(state)))
+        record, decision = await call_branch(
+            identity,
+            messages,
+            Comparison,
+            ctx,
+            model=ctx.reviewer_model,
+            temperature=0.0,
+            run_metadata=dict(run_metadata(state)),
+        )
     records.append(record.model_dump())
     return decision.better if decision is not None else None
 
@@ -42,21 +67,39 @@ def _answer(record: dict[str, Any]) -> str:
     return CandidateAnswer.model_validate(record["output"]).answer.strip()
 
 
-async def _tournament(state: SolveState, ctx: Context, ok: list[dict[str, Any]],
-                      records: list[dict[str, Any]]) -> Pick:
+async def _tournament(
+    state: SolveState, ctx: Context, ok: list[dict[str, Any]], records: list[dict[str, Any]]
+) -> Pick:
     by_id = {c["id"]: c for c in ok}
     ids = [c["id"] for c in ok]
     matches: list[dict[str, Any]] = []
     while len(ids) > 1:
-        if stop := state_reached({**state, "branches": [*state.get("branches", []), *records]}, services_of(ctx)):
+        if stop := state_reached(
+            {**state, "branches": [*state.get("branches", []), *records]}, services_of(ctx)
+        ):
             why = {i: f"not compared: {stop}" for i in ids[1:]}
-            return Pick(ids[0], "needs_review", UNCLEAR_CONFIDENCE, f"{stop}; {ids[0]} was not compared with "
-                        f"{len(ids) - 1} other candidate(s)", why, matches)
+            return Pick(
+                ids[0],
+                "needs_review",
+                UNCLEAR_CONFIDENCE,
+                f"{stop}; {ids[0]} was not compared with {len(ids) - 1} other candidate(s)",
+                why,
+                matches,
+            )
         matched, bye = pairs(ids)
-        verdicts = await asyncio.gather(*(asyncio.gather(_verdict(state, ctx, by_id[a], by_id[b], records),
-                                                         _verdict(state, ctx, by_id[b], by_id[a], records))
-                                          for a, b in matched))
-        round_ = [match_result(a, b, one, other) for (a, b), (one, other) in zip(matched, verdicts, strict=True)]
+        verdicts = await asyncio.gather(
+            *(
+                asyncio.gather(
+                    _verdict(state, ctx, by_id[a], by_id[b], records),
+                    _verdict(state, ctx, by_id[b], by_id[a], records),
+                )
+                for a, b in matched
+            )
+        )
+        round_ = [
+            match_result(a, b, one, other)
+            for (a, b), (one, other) in zip(matched, verdicts, strict=True)
+        ]
         matches += round_
         ids = [m["winner"] for m in round_] + ([bye] if bye else [])
     return tournament_pick(ids, matches)
@@ -65,8 +108,10 @@ async def _tournament(state: SolveState, ctx: Context, ok: list[dict[str, Any]],
 async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
-    candidates: list[dict[str, Any]] = sorted((dict(r) for r in state.get("branches", []) if r["kind"] == "candidate"),
-                        key=lambda r: (r.get("speculation") or {}).get("index", 0))
+    candidates: list[dict[str, Any]] = sorted(
+        (dict(r) for r in state.get("branches", []) if r["kind"] == "candidate"),
+        key=lambda r: (r.get("speculation") or {}).get("index", 0),
+    )
     checked = bool(state.get("check"))
     judged: list[dict[str, Any]] = []
     choice = await _choose(state, ctx, candidates, checked, judged)
@@ -75,17 +120,31 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         return _no_winner(choice, candidates, failed, judged)
     winner = next(c for c in candidates if c["id"] == choice.winner)
     rewritten = [_with_result(c, choice) for c in candidates]
-    status, why = final_status(records, choice.status == "ok", choice.confidence, setting(ctx.ok_confidence))
+    status, why = final_status(
+        records, choice.status == "ok", choice.confidence, setting(ctx.ok_confidence)
+    )
     partial = f"{len(failed)} of {len(candidates)} candidates failed" if failed else ""
-    report = {"by": "check" if checked else "judge", "winner": choice.winner, "status": choice.status,
-              "reason": choice.reason, "matches": choice.matches,
-              "candidates": [_summary(c) for c in rewritten]}
+    report = {
+        "by": "check" if checked else "judge",
+        "winner": choice.winner,
+        "status": choice.status,
+        "reason": choice.reason,
+        "matches": choice.matches,
+        "candidates": [_summary(c) for c in rewritten],
+    }
     stopped = choice.reason.startswith("budget reached")
-    return {**({"budget_stop": choice.reason} if stopped else {}),
-            "answer": _answer(winner), "status": status, "confidence": choice.confidence, "consensus": status == "ok",
-            "failed_branches": failed, "vote_counts": {}, "branches": [*rewritten, *judged],
-            "verification": {"speculation": report},
-            "reason": "; ".join(x for x in (why, choice.reason, partial) if x)}
+    return {
+        **({"budget_stop": choice.reason} if stopped else {}),
+        "answer": _answer(winner),
+        "status": status,
+        "confidence": choice.confidence,
+        "consensus": status == "ok",
+        "failed_branches": failed,
+        "vote_counts": {},
+        "branches": [*rewritten, *judged],
+        "verification": {"speculation": report},
+        "reason": "; ".join(x for x in (why, choice.reason, partial) if x),
+    }
 
 
 async def _choose(
@@ -144,17 +203,39 @@ def _with_result(record: dict[str, Any], choice: Pick) -> dict[str, Any]:
     if record["id"] == choice.winner:
         spec.update(result="won", why="")
     else:
-        spec.update(result=spec.get("result") if spec.get("result") == "cancelled" else "lost",
-                    why=choice.why_lost.get(record["id"], spec.get("why") or ""))
+        spec.update(
+            result=spec.get("result") if spec.get("result") == "cancelled" else "lost",
+            why=choice.why_lost.get(record["id"], spec.get("why") or ""),
+        )
     return {**record, "speculation": spec}
 
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:
     spec = record.get("speculation") or {}
     check = spec.get("check") or {}
-    return {"id": record["id"], "approach": spec.get("approach"), "temperature": spec.get("temperature"),
-            "status": record["status"], "result": spec.get("result"), "why": spec.get("why", ""),
-            "check": {k: check[k] for k in ("passed", "exit", "passed_tests", "failed_tests", "timed_out", "seconds",
-                                            "sandbox") if k in check} or None,
-            **({"refused": spec["refused"]} if spec.get("refused") else {}),
-            **({"reused": True} if spec.get("reused") else {})}
+    return {
+        "id": record["id"],
+        "approach": spec.get("approach"),
+        "temperature": spec.get("temperature"),
+        "status": record["status"],
+        "result": spec.get("result"),
+        "why": spec.get("why", ""),
+        "check": (
+            {
+                k: check[k]
+                for k in (
+                    "passed",
+                    "exit",
+                    "passed_tests",
+                    "failed_tests",
+                    "timed_out",
+                    "seconds",
+                    "sandbox",
+                )
+                if k in check
+            }
+            or None
+        ),
+        **({"refused": spec["refused"]} if spec.get("refused") else {}),
+        **({"reused": True} if spec.get("reused") else {}),
+    }

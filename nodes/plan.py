@@ -28,30 +28,78 @@ async def make_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, An
     ctx = context_of(runtime)
     first = not state.get("plans")
     update = {"mode": "plan"} if first else {}
-    limits = PlanLimits(setting(ctx.plan_max_tasks), has_repo=bool(state.get("repo")), has_document=bool(state["document"]))
-    if first and state.get("plan"):  # a caller's plan: checked like a planner's, refused as bad input
+    limits = PlanLimits(
+        setting(ctx.plan_max_tasks),
+        has_repo=bool(state.get("repo")),
+        has_document=bool(state["document"]),
+    )
+    if first and state.get(
+        "plan"
+    ):  # a caller's plan: checked like a planner's, refused as bad input
         try:
             given = check_plan(Plan.model_validate(state["plan"]), limits)
         except (ValidationError, PlanError) as exc:
-            raise InvalidInput(str(exc).splitlines()[0] if isinstance(exc, PlanError) else
-                               f"invalid plan: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}") from None
-        return {**update, "plan": given.model_dump(), "plans": [given.model_dump()], "planned": True}
+            raise InvalidInput(
+                str(exc).splitlines()[0]
+                if isinstance(exc, PlanError)
+                else f"invalid plan: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}"
+            ) from None
+        return {
+            **update,
+            "plan": given.model_dump(),
+            "plans": [given.model_dump()],
+            "planned": True,
+        }
     if first and state.get("mode", "auto") == "auto" and not wants_plan(state["request"]):
         return {"planned": False, "plan_error": ""}
     previous = None if first else state["plan"]
     outcome = None if first else [r for r in state.get("tasks", []) if r["round"] == state["round"]]
-    identity = {"id": f"plan-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "plan"}
-    messages = planner_messages(state["request"], len(state["document"]), limits.max_tasks, limits.has_repo,
-                                previous, outcome)
+    identity = {
+        "id": f"plan-{uuid.uuid4().hex[:8]}",
+        "parent_id": state["trace_id"],
+        "kind": "plan",
+    }
+    messages = planner_messages(
+        state["request"],
+        len(state["document"]),
+        limits.max_tasks,
+        limits.has_repo,
+        previous,
+        outcome,
+    )
     with holding(run_tally(services_of(ctx), state)):
-        record, plan = await call_branch(identity, messages, Plan, ctx, model=ctx.reviewer_model, temperature=0.0,
-                                         check=lambda p: check_plan(p, limits))
+        record, plan = await call_branch(
+            identity,
+            messages,
+            Plan,
+            ctx,
+            model=ctx.reviewer_model,
+            temperature=0.0,
+            check=lambda p: check_plan(p, limits),
+        )
     branches = [record.model_dump()]
     if plan is None:
         if first:
-            return {**update, "branches": branches, "planned": False, "plan_error": record.error or "no plan"}
-        return {"branches": branches, "stop": f"no valid replan ({record.error}): finishing with what exists"}
+            return {
+                **update,
+                "branches": branches,
+                "planned": False,
+                "plan_error": record.error or "no plan",
+            }
+        return {
+            "branches": branches,
+            "stop": f"no valid replan ({record.error}): finishing with what exists",
+        }
     if previous is not None and same_plan(plan, previous):
-        return {"branches": branches, "stop": "the replan was the same as the plan before: finishing with what exists"}
-    return {**update, "branches": branches, "plan": plan.model_dump(), "plans": [*state.get("plans", []), plan.model_dump()],
-            "planned": True, "round": 0 if first else state["round"] + 1}
+        return {
+            "branches": branches,
+            "stop": "the replan was the same as the plan before: finishing with what exists",
+        }
+    return {
+        **update,
+        "branches": branches,
+        "plan": plan.model_dump(),
+        "plans": [*state.get("plans", []), plan.model_dump()],
+        "planned": True,
+        "round": 0 if first else state["round"] + 1,
+    }

@@ -24,11 +24,24 @@ async def red_team(state: SolveState, runtime: Runtime[Context]) -> dict[str, An
     if stop := state_reached(state, services_of(ctx)):
         return {"budget_stop": f"{stop}: the red team was not asked"}
     template = (state.get("prompts") or {}).get("red_team")
-    identity = {"id": f"red_team-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "red_team",
-                "prompt": {"name": "red_team", "version": template.get("version", 0) if template else 0}}
-    messages = red_team_messages(state["task"], state.get("question", ""), state["answer"], version=template)
+    identity = {
+        "id": f"red_team-{uuid.uuid4().hex[:8]}",
+        "parent_id": state["trace_id"],
+        "kind": "red_team",
+        "prompt": {"name": "red_team", "version": template.get("version", 0) if template else 0},
+    }
+    messages = red_team_messages(
+        state["task"], state.get("question", ""), state["answer"], version=template
+    )
     with holding(run_tally(services_of(ctx), state)):
-        record, objection = await call_branch(identity, messages, Objection, ctx, model=ctx.reviewer_model, temperature=0.7,
-                                              run_metadata=dict(run_metadata(state)))
+        record, objection = await call_branch(
+            identity,
+            messages,
+            Objection,
+            ctx,
+            model=ctx.reviewer_model,
+            temperature=0.7,
+            run_metadata=dict(run_metadata(state)),
+        )
     text = f"[{objection.severity}] {objection.objection}" if objection else ""
     return {"branches": [record.model_dump()], "objection": text}

@@ -24,6 +24,14 @@ async def release_check(state: SolveState, runtime: Runtime[Context]) -> dict[st
     served = used_subjects(state)
     if runtime.store is None or not any(choice.get("release_id") for choice in served.values()):
         return {}
-    for done in await count_run(runtime.store, tenant_of(state.get("tenant")), served, succeeded(state)):
-        log.warning("gray release of %s v%s: %s (%s)", done["subject"], done["version"], done["decision"], done["why"])
+    for done in await count_run(
+        runtime.store, tenant_of(state.get("tenant")), served, succeeded(state)
+    ):
+        log.warning(
+            "gray release of %s v%s: %s (%s)",
+            done["subject"],
+            done["version"],
+            done["decision"],
+            done["why"],
+        )
     return {}

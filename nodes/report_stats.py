@@ -1,4 +1,5 @@
-"""The `stats` graph's node: run metrics from the traces in the server's store (logic/run_stats.py)."""
+"""The `stats` graph's node: run metrics from the traces in the server's store
+(logic/run_stats.py)."""
 
 from __future__ import annotations
 
@@ -18,5 +19,9 @@ async def report_stats(state: StatsState, runtime: Runtime[Context]) -> dict[str
     validate_stats_input(state)
     tenant = tenant_of(state.get("tenant"))
     traces = await traces_in(runtime.store, tenant).traces()
-    return {"tenant": tenant, **run_stats(traces, parse_since(state.get("since")), state.get("playbook"),
-                                          state.get("version"))}
+    return {
+        "tenant": tenant,
+        **run_stats(
+            traces, parse_since(state.get("since")), state.get("playbook"), state.get("version")
+        ),
+    }

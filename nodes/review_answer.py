@@ -32,11 +32,19 @@ async def review_answer(state: ChatState, runtime: Runtime[Context]) -> dict[str
     elif decision["kind"] == "edit":
         if store is not None:
             await correct_answer(store, tenant, trace_id, decision["answer"], BY)
-        messages = [reply_message(run, decision["answer"], review="edited", original_answer=run.get("answer", ""))]
+        messages = [
+            reply_message(
+                run, decision["answer"], review="edited", original_answer=run.get("answer", "")
+            )
+        ]
     else:
         why = decision.get("message") or ""
         if store is not None:
-            await give_feedback(store, tenant, trace_id, 0.0, f"rejected in review{': ' + why if why else ''}", BY)
-        rejected = f"Rejected in review: the answer {run.get('answer', '')!r} was not kept" + (f" ({why})." if why else ".")
+            await give_feedback(
+                store, tenant, trace_id, 0.0, f"rejected in review{': ' + why if why else ''}", BY
+            )
+        rejected = f"Rejected in review: the answer {run.get('answer', '')!r} was not kept" + (
+            f" ({why})." if why else "."
+        )
         messages = [reply_message(run, rejected, suffix="-rejected", review="rejected")]
     return {"messages": messages, "review": decision}

@@ -31,28 +31,35 @@ from parallax.state.solve import NEW_RUN, SolveState
 from parallax.state.vocabulary import per_slice
 
 
-async def read_playbook(store: BaseStore | None, tenant: str, name: str,
-                        thread_key: str = "") -> tuple[int, list[PlaybookItemData], dict[str, Any]]:
+async def read_playbook(
+    store: BaseStore | None, tenant: str, name: str, thread_key: str = ""
+) -> tuple[int, list[PlaybookItemData], dict[str, Any]]:
     """(version, active items, how it was served) of the tenant's playbook for this thread;
     (0, [], {}) without a store. An unknown playbook other than 'default' is refused."""
     if store is None:
         return 0, [], {}
     version, served = await serve_playbook(store, tenant, name, thread_key)
     if version.version == 0 and served["arm"] == "head" and name != "default":
-        raise InvalidInput(f"unknown playbook {name!r} for tenant {tenant!r}: learn or import it first, "
-                           f"or leave playbook out to use 'default'")
+        raise InvalidInput(
+            f"unknown playbook {name!r} for tenant {tenant!r}: learn or import it first, "
+            "or leave playbook out to use 'default'"
+        )
     return version.version, [item.as_data() for item in version.active], served
 
 
 def read_input_document(state: SolveState) -> SolveState:
-    """The input with its `document` read into `task` (and `pages`, for a PDF); a file that cannot be
-    read is bad input, said in one line (runtime/documents.py). A path is read only where the caller
-    owns the disk (the CLI, the Python API, `langgraph dev`): served (runtime/run_context.py) it is refused."""
+    """The input with its `document` read into `task` (and `pages`, for a PDF); a file that cannot
+    be read is bad input, said in one line (runtime/documents.py). A path is read only where the
+    caller owns the disk (the CLI, the Python API, `langgraph dev`): served (runtime/run_context.py)
+    it is refused.
+    """
     if state.get("document") is None:
         return state
     if not isinstance(state["document"], bytes | dict) and served():
-        raise InvalidInput('on the graph API a document is sent as {"name": ..., "base64": ...}, not as a path: '
-                           "the server reads no file of its own disk for a caller")
+        raise InvalidInput(
+            'on the graph API a document is sent as {"name": ..., "base64": ...}, not as a path: '
+            "the server reads no file of its own disk for a caller"
+        )
     from parallax.runtime.documents import DocumentError, document_from_input, run_input
 
     try:
@@ -62,14 +69,18 @@ def read_input_document(state: SolveState) -> SolveState:
 
 
 async def checked_speculation(state: SolveState) -> SolveState:
-    """A speculative run's check and repository are the caller's own machine's: a command and a path are run and
-    read where the caller owns the disk (the CLI, the Python API, `langgraph dev`), refused when served
-    (runtime/run_context.py); a repository must be a git repository with a commit (its top folder is what the run keeps)."""
+    """A speculative run's check and repository are the caller's own machine's: a command and a path
+    are run and read where the caller owns the disk (the CLI, the Python API, `langgraph dev`),
+    refused when served (runtime/run_context.py); a repository must be a git repository with a
+    commit (its top folder is what the run keeps).
+    """
     if not (state.get("check") or state.get("repo")):
         return state
     if served():
-        raise InvalidInput("check commands and repositories are not served over the graph API: the server runs no "
-                           "command of a caller; run `parallax run --mode speculate --check ...` on your machine")
+        raise InvalidInput(
+            "check commands and repositories are not served over the graph API: the server runs no "
+            "command of a caller; run `parallax run --mode speculate --check ...` on your machine"
+        )
     if not state.get("repo"):
         return state
     from parallax.runtime.worktrees import GitError, repository_root
@@ -77,18 +88,22 @@ async def checked_speculation(state: SolveState) -> SolveState:
     try:
         return {**state, "repo": str(await asyncio.to_thread(repository_root, state["repo"]))}
     except GitError as exc:
-        raise InvalidInput(f"repo {state['repo']}: {exc} (give a git repository with at least one commit)") from None
+        raise InvalidInput(
+            f"repo {state['repo']}: {exc} (give a git repository with at least one commit)"
+        ) from None
 
 
 def condensed_from(state: SolveState, trace_id: str) -> dict[str, Any]:
-    """A chat follow-up's condense call (state/solve.py `FollowUp`) starts the run's branches, named as this run's:
-    its trace lists it and `parallax stats` counts it."""
+    """A chat follow-up's condense call (state/solve.py `FollowUp`) starts the run's branches, named
+    as this run's: its trace lists it and `parallax stats` counts it."""
     follow_up = state.get("follow_up")
     if not follow_up:
         return {}
     record = BranchRecord.model_validate({**follow_up["condense"], "parent_id": trace_id})
     if record.kind != "condense":
-        raise InvalidInput("follow_up.condense must be the record of a condense call (the chat graph sets it)")
+        raise InvalidInput(
+            "follow_up.condense must be the record of a condense call (the chat graph sets it)"
+        )
     return {"branches": Overwrite([record.model_dump()])}
 
 
@@ -96,15 +111,22 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Validate the input, pick the route, cut slices and serve the playbook and prompts."""
     started = time.time()
     ctx = context_of(runtime)
-    state = await asyncio.to_thread(read_input_document, state)  # a parser's child process: not on the event loop
+    state = await asyncio.to_thread(
+        read_input_document, state
+    )  # a parser's child process: not on the event loop
     if not state.get("task") and state.get("pages"):
         state = {**state, "task": "\n\n".join(state["pages"])}
     validate(state, ctx)
-    schema = checked_schema(state["output_schema"]) if state.get("output_schema") is not None else None
+    schema = (
+        checked_schema(state["output_schema"]) if state.get("output_schema") is not None else None
+    )
     question = state.get("question", "")
     mode = state.get("mode", "auto")
-    chosen = choose_route(state["task"], question, setting(ctx.slice_chars), bool(state.get("check"))) \
-        if mode == "auto" else mode
+    chosen = (
+        choose_route(state["task"], question, setting(ctx.slice_chars), bool(state.get("check")))
+        if mode == "auto"
+        else mode
+    )
     if chosen == "speculate":
         state = await checked_speculation(state)
     trace_id = task_scoped_id()  # the same if this run is taken over and routed again
@@ -119,18 +141,39 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         if choice:
             served[f"playbook/{name}"] = choice
     overrides = state.get("prompt_overrides") or {}
-    names = SOLVE_PROMPTS + (TYPED_PROMPTS if schema else ()) + (SPECULATE_PROMPTS if chosen == "speculate" else ())
+    names = (
+        SOLVE_PROMPTS
+        + (TYPED_PROMPTS if schema else ())
+        + (SPECULATE_PROMPTS if chosen == "speculate" else ())
+    )
     served_here = tuple(n for n in names if n not in overrides)  # a learn run pins them all
-    prompts = await serve_prompts(runtime.store, tenant, served_here, thread_key, allow_canary=not pinned) if served_here else {}
+    prompts = (
+        await serve_prompts(runtime.store, tenant, served_here, thread_key, allow_canary=not pinned)
+        if served_here
+        else {}
+    )
     for prompt_name, override in overrides.items():
-        prompts[prompt_name] = {"name": prompt_name, "arm": "pinned", "release_id": None, **override}
-    served.update({f"prompt/{n}": {k: p[k] for k in ("version", "arm", "release_id")} for n, p in prompts.items()})
+        prompts[prompt_name] = {
+            "name": prompt_name,
+            "arm": "pinned",
+            "release_id": None,
+            **override,
+        }
+    served.update(
+        {
+            f"prompt/{n}": {k: p[k] for k in ("version", "arm", "release_id")}
+            for n, p in prompts.items()
+        }
+    )
     pages = pages_of(state)
     slices: list[str] = []
     slice_pages: list[list[int]] = []
     if per_slice(chosen):
-        slices, slice_pages = (split_pages(pages, setting(ctx.slice_chars)) if pages
-                               else (split_into_slices(state["task"], setting(ctx.slice_chars)), []))
+        slices, slice_pages = (
+            split_pages(pages, setting(ctx.slice_chars))
+            if pages
+            else (split_into_slices(state["task"], setting(ctx.slice_chars)), [])
+        )
     branch_texts = [f"{question}\n{part}" for part in slices] or [f"{question}\n{state['task']}"]
     routed = {
         **NEW_RUN,
@@ -152,7 +195,9 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         "mode": chosen,
         "slices": slices,
         "playbook_version": version,
-        "playbook_selections": await select_items(items, branch_texts, setting(ctx.playbook_chars), ctx.embedder),
+        "playbook_selections": await select_items(
+            items, branch_texts, setting(ctx.playbook_chars), ctx.embedder
+        ),
         "started_at": started,
         "thread_key": thread_key,
         "served": served,

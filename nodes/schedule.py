@@ -30,11 +30,15 @@ class InvalidLearnInput(ValueError):
 
 
 async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) -> dict[str, Any]:
-    """Validate the input, plan the batches, and measure the head on the validation sample with `solve`."""
+    """Validate the input, plan the batches, and measure the head on the validation sample with
+    `solve`."""
     ctx = context_of(runtime)
     # its definition's bounds (epochs, batch, tasks, ...), here too: no caller skips them
     settings = validate_learn_input(state)
-    from_traces, tasks = bool(state.get("from_traces")), cast(list[dict[str, Any]], state.get("tasks") or [])
+    from_traces, tasks = (
+        bool(state.get("from_traces")),
+        cast(list[dict[str, Any]], state.get("tasks") or []),
+    )
     limit, lease_s = settings["limit"], settings["lease_s"]
     cut = not from_traces and limit is not None and limit < len(tasks)
     name = state.get("playbook", "default")
@@ -43,60 +47,121 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
         head = await playbooks_in(runtime.store, tenant).head(name)
     except StoreError as exc:
         raise InvalidLearnInput(str(exc)) from None
-    run_id = f"learn-{task_scoped_id()[:12]}"  # the same if this run is taken over and scheduled again
+    run_id = (  # the same if this run is taken over and scheduled again
+        f"learn-{task_scoped_id()[:12]}"
+    )
     found: dict[str, Any] = {}
     replay: list[dict[str, Any]] = []
     if from_traces:  # its `since` is valid: validate_learn_input parsed it
-        tasks, replay, found = await claim_traces(runtime.store, tenant, name, run_id,
-                                                  state.get("since"), limit, float(lease_s),
-                                                  settings["val_size"])
+        tasks, replay, found = await claim_traces(
+            runtime.store,
+            tenant,
+            name,
+            run_id,
+            state.get("since"),
+            limit,
+            float(lease_s),
+            settings["val_size"],
+        )
     elif cut:
         tasks = tasks[:limit]
     own_sample = not from_traces or state.get("val_tasks")
     sample = validation_sample(state) if own_sample else replay[: settings["val_size"]]
     accuracy, results = None, {}
     own = Purse()
-    progress = runtime.stream_writer  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise
+    progress = (
+        runtime.stream_writer
+    )  # what a watching caller shows at once (cli/learn_report.py); nothing otherwise
     epochs, size = settings["epochs"], settings["batch"]
-    sizes = [len(batch_of(i, len(tasks), epochs, size)) for i in range(batch_count(len(tasks), epochs, size))]
-    progress({"learn": "start", "version": head.version, "batch_sizes": sizes, "total": len(sample)})
+    sizes = [
+        len(batch_of(i, len(tasks), epochs, size))
+        for i in range(batch_count(len(tasks), epochs, size))
+    ]
+    progress(
+        {"learn": "start", "version": head.version, "batch_sizes": sizes, "total": len(sample)}
+    )
     if sample:
-        with holding(graph_tally(services_of(ctx), run_id, state), own):  # the run's budget holds the head's measure too
-            measured = await evaluate(solve, sample, [i.as_data() for i in head.active], head.version, ctx,
-                                      mode=state.get("mode", "direct"), tenant=tenant, votes=state.get("votes"),
-                                      on_result=validated(progress, "head", len(sample)))
+        with holding(
+            graph_tally(services_of(ctx), run_id, state), own
+        ):  # the run's budget holds the head's measure too
+            measured = await evaluate(
+                solve,
+                sample,
+                [i.as_data() for i in head.active],
+                head.version,
+                ctx,
+                mode=state.get("mode", "direct"),
+                tenant=tenant,
+                votes=state.get("votes"),
+                on_result=validated(progress, "head", len(sample)),
+            )
         accuracy = measured["accuracy"]
         results = correct_by_task(measured)
     # the versions every run of this learning run uses, solve prompts included, read once
-    prompts = await serve_prompts(runtime.store, tenant, LEARN_PROMPTS + SOLVE_PROMPTS, run_id, allow_canary=False)
-    return {"learn_run_id": run_id, "playbook": name, "tenant": tenant, "batch_index": -1,
-            "from_version": head.version, "to_version": head.version,
-            "head_version": head.version, "head_accuracy": accuracy, "head_results": results,
-            "val_accuracy_before": accuracy, "val_accuracy_after": accuracy, "accepted": False, "prompts": prompts,
-            "traces": found, "spend": spent_by(own), "budget_stop": "",
-            **({"tasks": tasks, "val_tasks": sample} if from_traces else {"tasks": tasks} if cut else {})}
+    prompts = await serve_prompts(
+        runtime.store, tenant, LEARN_PROMPTS + SOLVE_PROMPTS, run_id, allow_canary=False
+    )
+    return {
+        "learn_run_id": run_id,
+        "playbook": name,
+        "tenant": tenant,
+        "batch_index": -1,
+        "from_version": head.version,
+        "to_version": head.version,
+        "head_version": head.version,
+        "head_accuracy": accuracy,
+        "head_results": results,
+        "val_accuracy_before": accuracy,
+        "val_accuracy_after": accuracy,
+        "accepted": False,
+        "prompts": prompts,
+        "traces": found,
+        "spend": spent_by(own),
+        "budget_stop": "",
+        **(
+            {"tasks": tasks, "val_tasks": sample}
+            if from_traces
+            else {"tasks": tasks}
+            if cut
+            else {}
+        ),
+    }
 
 
 def next_batch(state: LearnState, runtime: Runtime[Context]) -> dict[str, Any]:
     """The next batch; none once the run's budget is reached (the run ends saying so)."""
     budget = graph_tally(services_of(context_of(runtime)), state["learn_run_id"], state)
     stop = budget.reached() or state.get("budget_stop") if budget is not None else None
-    count = batch_count(len(state.get("tasks") or []), state.get("epochs", 1), state.get("batch", 8))
+    count = batch_count(
+        len(state.get("tasks") or []), state.get("epochs", 1), state.get("batch", 8)
+    )
     if stop and state["batch_index"] + 1 < count:  # reached, or it cut runs short already
-        return {"batch_index": count, "runs": None, "candidate": {}, "decision": {},
-                "budget_stop": f"{stop}: batch {state['batch_index'] + 2} of {count} was not started"}
+        return {
+            "batch_index": count,
+            "runs": None,
+            "candidate": {},
+            "decision": {},
+            "budget_stop": f"{stop}: batch {state['batch_index'] + 2} of {count} was not started",
+        }
     index = state["batch_index"] + 1
     if index < count:  # said as the batch starts: its first task ends a few model calls later
         tasks = len(state.get("tasks") or [])
-        runtime.stream_writer({"learn": "batch", "batch": index + 1,
-                             "total": len(batch_of(index, tasks, state.get("epochs", 1), state.get("batch", 8)))})
+        runtime.stream_writer(
+            {
+                "learn": "batch",
+                "batch": index + 1,
+                "total": len(batch_of(index, tasks, state.get("epochs", 1), state.get("batch", 8))),
+            }
+        )
     return {"batch_index": index, "runs": None, "candidate": {}, "decision": {}}
 
 
 async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] | Literal["__end__"]:
     """Conditional edge: one branch per task of the current batch, or the end."""
     index, epochs, size = state["batch_index"], state.get("epochs", 1), state.get("batch", 8)
-    tasks = cast(list[dict[str, Any]], state.get("tasks") or [])  # TrainingTasks (stored runs: with their record)
+    tasks = cast(
+        list[dict[str, Any]], state.get("tasks") or []
+    )  # TrainingTasks (stored runs: with their record)
     if index >= batch_count(len(tasks), epochs, size):
         return "__end__"
     tenant = tenant_of(state.get("tenant"))
@@ -104,9 +169,18 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     batch = [tasks[t] for t in batch_of(index, len(tasks), epochs, size)]
     items = [i.as_data() for i in head.active]
     fan_out = new_fan_out()
-    payloads: list[LearnTask] = [{"tasks": tasks, "items": items, "version": head.version, "mode": state.get("mode", "direct"),
-                                  "tenant": tenant, "prompts": state.get("prompts") or {}, "fan_out": fan_out}
-                                 for tasks in group(batch)]
+    payloads: list[LearnTask] = [
+        {
+            "tasks": tasks,
+            "items": items,
+            "version": head.version,
+            "mode": state.get("mode", "direct"),
+            "tenant": tenant,
+            "prompts": state.get("prompts") or {},
+            "fan_out": fan_out,
+        }
+        for tasks in group(batch)
+    ]
     if state.get("votes") is not None:
         for payload in payloads:
             payload["votes"] = state["votes"]

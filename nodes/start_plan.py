@@ -19,9 +19,19 @@ from parallax.state.context import Context
 from parallax.state.plan import PlanState
 from parallax.state.solve import NEW_RUN
 
-NEW_PLAN_RUN = {**NEW_RUN, "round": 0, "plans": [], "tasks": Overwrite([]), "board": Overwrite({}), "stop": "", "decision": "",
-                "plan_error": "", "planned": False}
-"""What a plan run starts from: a run's outcome, and the plan's own channels (`Overwrite` empties tasks and board)."""
+NEW_PLAN_RUN = {
+    **NEW_RUN,
+    "round": 0,
+    "plans": [],
+    "tasks": Overwrite([]),
+    "board": Overwrite({}),
+    "stop": "",
+    "decision": "",
+    "plan_error": "",
+    "planned": False,
+}
+"""What a plan run starts from: a run's outcome, and the plan's own channels (`Overwrite` empties
+tasks and board)."""
 
 
 def leftovers(state: PlanState) -> dict[str, Any]:
@@ -37,27 +47,41 @@ def leftovers(state: PlanState) -> dict[str, Any]:
 
 
 async def start_plan(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Checks, request and document, repository and its base commit; the run's outcome starts empty."""
+    """Checks, request and document, repository and its base commit; the run's outcome starts
+    empty."""
     ctx = context_of(runtime)
     stale = leftovers(state)
     given: dict[str, Any] = {**state, **stale}  # the input, without what the last run left behind
-    given.pop("document", None)  # the plan's own channel (the text a request is about), no input of a caller
+    given.pop(
+        "document", None
+    )  # the plan's own channel (the text a request is about), no input of a caller
     if "plan" in stale:
         del given["plan"]  # the last run's plan, not input (the channel is emptied below)
     validate_plan_input(given, ctx)
     question = given.get("question", "")
     request, document = (question, given["task"]) if question.strip() else (given["task"], "")
-    start = {**NEW_PLAN_RUN, **stale, "trace_id": uuid.uuid4().hex, "request": request, "document": document,
-             "mode": "plan" if given.get("mode", "auto") == "plan" else "auto",
-             # on the graph API the key's tenant (its tasks, playbook and trace are that tenant's), else the input's
-             "tenant": tenant_of(given.get("tenant"))}
+    start = {
+        **NEW_PLAN_RUN,
+        **stale,
+        "trace_id": uuid.uuid4().hex,
+        "request": request,
+        "document": document,
+        "mode": "plan" if given.get("mode", "auto") == "plan" else "auto",
+        # on the graph API the key's tenant (its tasks, playbook and trace are that tenant's), else
+        # the input's
+        "tenant": tenant_of(given.get("tenant")),
+    }
     if given.get("repo"):
         if served():  # an API caller must not name paths on the server's disk
-            raise InvalidInput("edit tasks on a repository are not served over the graph API: "
-                               "run `parallax run --mode plan --repo PATH` on the machine that holds it")
+            raise InvalidInput(
+                "edit tasks on a repository are not served over the graph API: "
+                "run `parallax run --mode plan --repo PATH` on the machine that holds it"
+            )
         try:
             root = await asyncio.to_thread(repository_root, given["repo"])
             start.update(repo=str(root), repo_base=await asyncio.to_thread(head_commit, root))
         except GitError as exc:
-            raise InvalidInput(f"--repo {given['repo']}: {exc} (give a git repository with at least one commit)") from None
+            raise InvalidInput(
+                f"--repo {given['repo']}: {exc} (give a git repository with at least one commit)"
+            ) from None
     return start

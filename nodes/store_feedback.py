@@ -20,12 +20,27 @@ from parallax.state.data_loop import FeedbackState
 async def store_feedback(state: FeedbackState, runtime: Runtime[Context]) -> dict[str, Any]:
     store = runtime.store
     if store is None:
-        raise RuntimeError("the feedback graph needs a store: run it on the graph API (or compile it with one)")
+        raise RuntimeError(
+            "the feedback graph needs a store: run it on the graph API (or compile it with one)"
+        )
     validate_feedback_input(state)  # one of score and correct, each within its bounds
     tenant = tenant_of(state.get("tenant"))
     if "correct" in state:
-        trace = await correct_answer(store, tenant, state["trace_id"], state["correct"], state.get("by", "api"))
+        trace = await correct_answer(
+            store, tenant, state["trace_id"], state["correct"], state.get("by", "api")
+        )
     else:
-        trace = await give_feedback(store, tenant, state["trace_id"], state["score"], state.get("comment", ""),
-                                    state.get("by", "api"))
-    return {"trace_id": state["trace_id"], "tenant": tenant, "score": latest_score(trace), "feedback": trace["feedback"]}
+        trace = await give_feedback(
+            store,
+            tenant,
+            state["trace_id"],
+            state["score"],
+            state.get("comment", ""),
+            state.get("by", "api"),
+        )
+    return {
+        "trace_id": state["trace_id"],
+        "tenant": tenant,
+        "score": latest_score(trace),
+        "feedback": trace["feedback"],
+    }

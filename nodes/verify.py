@@ -24,7 +24,9 @@ from parallax.state.plan import FINISHED, PlanState
 
 
 def _schema_layer(records: list[dict[str, Any]]) -> dict[str, Any]:
-    broken = [r["id"] for r in records if r["status"] in FINISHED and not isinstance(r.get("output"), str)]
+    broken = [
+        r["id"] for r in records if r["status"] in FINISHED and not isinstance(r.get("output"), str)
+    ]
     return {"checked": len(records), "invalid": broken, "passed": not broken}
 
 
@@ -35,12 +37,19 @@ def _facts_layer(records: list[dict[str, Any]]) -> tuple[dict[str, Any], list[di
         if not facts:
             continue
         per_task[str(record["id"])] = {k: facts[k] for k in ("checked", "verified", "dropped")}
-        findings += [{**f, "task": record["id"], "source": f"task {record['id']} slice {f['slice_index']}"}
-                     for f in facts.get("findings", [])]
+        findings += [
+            {**f, "task": record["id"], "source": f"task {record['id']} slice {f['slice_index']}"}
+            for f in facts.get("findings", [])
+        ]
     checked = sum(t["checked"] for t in per_task.values())
     verified = sum(t["verified"] for t in per_task.values())
-    return {"checked": checked, "verified": verified, "dropped": checked - verified,
-            "share_verified": round(verified / checked, 3) if checked else None, "tasks": per_task}, findings
+    return {
+        "checked": checked,
+        "verified": verified,
+        "dropped": checked - verified,
+        "share_verified": round(verified / checked, 3) if checked else None,
+        "tasks": per_task,
+    }, findings
 
 
 async def verify(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -55,16 +64,30 @@ async def verify(state: PlanState, runtime: Runtime[Context]) -> dict[str, Any]:
         if budget is not None and (stop := budget.reached()):
             stops.append(f"{stop}: a contradiction check was not asked")
             return None
-        identity = {"id": f"contradiction-{uuid.uuid4().hex[:8]}", "parent_id": state["trace_id"], "kind": "contradiction"}
-        record, verdict = await call_branch(identity, contradiction_messages(first, second), Contradiction, ctx,
-                                            model=ctx.reviewer_model, temperature=0.0)
+        identity = {
+            "id": f"contradiction-{uuid.uuid4().hex[:8]}",
+            "parent_id": state["trace_id"],
+            "kind": "contradiction",
+        }
+        record, verdict = await call_branch(
+            identity,
+            contradiction_messages(first, second),
+            Contradiction,
+            ctx,
+            model=ctx.reviewer_model,
+            temperature=0.0,
+        )
         judged.append(record.model_dump())
         if budget is not None:
             budget.add(judged[-1])
         return None if verdict is None else verdict.contradicts
 
     with holding(budget):
-        semantics = await find_contradictions(findings, ctx.embedder or embeddings.embed, judge,
-                                              setting(ctx.plan_contradiction_pairs))
-    return {"branches": judged, **({"budget_stop": stops[0]} if stops else {}),
-            "verification": {"schema": _schema_layer(records), "facts": facts, "semantics": semantics}}
+        semantics = await find_contradictions(
+            findings, ctx.embedder or embeddings.embed, judge, setting(ctx.plan_contradiction_pairs)
+        )
+    return {
+        "branches": judged,
+        **({"budget_stop": stops[0]} if stops else {}),
+        "verification": {"schema": _schema_layer(records), "facts": facts, "semantics": semantics},
+    }

@@ -32,18 +32,40 @@ from parallax.state.payloads import BranchRecord
 from parallax.state.records import BranchInput, BranchSpec, PromptVersion, WorkShared, WorkTask
 from parallax.state.vocabulary import BUSINESS_KINDS
 
-INPUT_FIELDS = ("kind", "text", "question", "playbook", "model", "temperature", "index", "total", "brief", "prompt",
-                "output_schema")
+INPUT_FIELDS = (
+    "kind",
+    "text",
+    "question",
+    "playbook",
+    "model",
+    "temperature",
+    "index",
+    "total",
+    "brief",
+    "prompt",
+    "output_schema",
+)
 
 
-def _identity(spec: BranchSpec, template: PromptVersion | None = None, typed: bool = False) -> dict[str, Any]:
-    return {"id": spec["id"], "parent_id": spec["parent_id"], "kind": spec["kind"],
-            "slice_index": spec["index"] if BUSINESS_KINDS[spec["kind"]].per_slice else None,
-            "playbook_item_ids": [item["id"] for item in spec["playbook"]],
-            "prompt": {"name": prompt_name(spec["kind"], typed), "version": template.get("version", 0) if template else 0}}
+def _identity(
+    spec: BranchSpec, template: PromptVersion | None = None, typed: bool = False
+) -> dict[str, Any]:
+    return {
+        "id": spec["id"],
+        "parent_id": spec["parent_id"],
+        "kind": spec["kind"],
+        "slice_index": spec["index"] if BUSINESS_KINDS[spec["kind"]].per_slice else None,
+        "playbook_item_ids": [item["id"] for item in spec["playbook"]],
+        "prompt": {
+            "name": prompt_name(spec["kind"], typed),
+            "version": template.get("version", 0) if template else 0,
+        },
+    }
 
 
-def _template(spec: BranchSpec, prompts: dict[str, PromptVersion] | None, typed: bool = False) -> PromptVersion | None:
+def _template(
+    spec: BranchSpec, prompts: dict[str, PromptVersion] | None, typed: bool = False
+) -> PromptVersion | None:
     """The served prompt version of this branch (a dead letter carries its own)."""
     return (prompts or {}).get(prompt_name(spec["kind"], typed)) or spec.get("prompt")
 
@@ -51,7 +73,9 @@ def _template(spec: BranchSpec, prompts: dict[str, PromptVersion] | None, typed:
 def input_of(spec: BranchSpec) -> BranchInput:
     """What an escalated branch was asked: enough for `dlq retry` to ask it again."""
     fields: dict[str, object] = dict(spec)
-    return cast(BranchInput, {k: fields[k] for k in INPUT_FIELDS if k in fields})  # INPUT_FIELDS are BranchInput's keys
+    return cast(
+        BranchInput, {k: fields[k] for k in INPUT_FIELDS if k in fields}
+    )  # INPUT_FIELDS are BranchInput's keys
 
 
 def planned(spec: BranchSpec) -> Lifecycle:
@@ -59,24 +83,49 @@ def planned(spec: BranchSpec) -> Lifecycle:
     return Lifecycle([{"state": "PENDING", "at": spec.get("planned_at", 0.0), "reason": ""}])
 
 
-async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: WorkShared | None = None,
-                     seat: Seat | None = None, prompts: VotePrompts | None = None) -> dict[str, Any]:
-    """One branch: its prompt holds only its own text, the question and its lessons, in the served template.
-    `shared` is what the fan-out gave all its branches: the served "prompts" and the run's "meta"data. `seat`:
-    a vote's place in the one request its wave's votes of the same model and temperature share. `prompts`: the
-    messages its task's votes share, built once (logic/branch_plans.py)."""
-    output_schema = shared.get("output_schema", spec.get("output_schema")) if shared else spec.get("output_schema")
+async def run_branch(
+    spec: BranchSpec,
+    ctx: Context,
+    life: Lifecycle,
+    shared: WorkShared | None = None,
+    seat: Seat | None = None,
+    prompts: VotePrompts | None = None,
+) -> dict[str, Any]:
+    """One branch: its prompt holds only its own text, the question and its lessons, in the served
+    template. `shared` is what the fan-out gave all its branches: the served "prompts" and the run's
+    "meta"data. `seat`: a vote's place in the one request its wave's votes of the same model and
+    temperature share. `prompts`: the messages its task's votes share, built once
+    (logic/branch_plans.py)."""
+    output_schema = (
+        shared.get("output_schema", spec.get("output_schema"))
+        if shared
+        else spec.get("output_schema")
+    )
     typed = output_schema is not None
     template = _template(spec, shared.get("prompts") if shared else None, typed)
     meta = shared.get("meta") if shared else None
-    messages = (prompts.messages(spec, template, output_schema) if prompts is not None
-                else branch_messages(spec, template, output_schema))
-    record, reply = await call_branch(_identity(spec, template, typed), messages,
-                                      reply_schema(spec["kind"], output_schema), ctx,
-                                      model=spec["model"], temperature=spec["temperature"], lifecycle=life,
-                                      run_metadata=dict(meta) if meta is not None else None, seat=seat)
-    if spec["kind"] == "vote" and reply is not None and record.output is not None:  # the output: the reply, dumped
-        record.vote = normal(record.output["data"]) if typed else final_value(record.output["answer"])
+    messages = (
+        prompts.messages(spec, template, output_schema)
+        if prompts is not None
+        else branch_messages(spec, template, output_schema)
+    )
+    record, reply = await call_branch(
+        _identity(spec, template, typed),
+        messages,
+        reply_schema(spec["kind"], output_schema),
+        ctx,
+        model=spec["model"],
+        temperature=spec["temperature"],
+        lifecycle=life,
+        run_metadata=dict(meta) if meta is not None else None,
+        seat=seat,
+    )
+    if (
+        spec["kind"] == "vote" and reply is not None and record.output is not None
+    ):  # the output: the reply, dumped
+        record.vote = (
+            normal(record.output["data"]) if typed else final_value(record.output["answer"])
+        )
     if reply is None:
         asked: BranchSpec = {**spec, "prompt": template} if template else spec.copy()
         if output_schema is not None:
@@ -86,19 +135,37 @@ async def run_branch(spec: BranchSpec, ctx: Context, life: Lifecycle, shared: Wo
 
 
 async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """A `Send` target: run this group's branches under the fan-out's shared limit and straggler watch; the
-    votes of an adaptive wave also under its vote watch, which cancels them once the vote has settled. Votes
-    that share model and temperature take their choices of one request (runtime/wave_request.py); the slices
-    of a section run wait for slice 0 to come back, so their shared prefix is cached (runtime/prefix_lead.py)."""
+    """A `Send` target: run this group's branches under the fan-out's shared limit and straggler
+    watch; the votes of an adaptive wave also under its vote watch, which cancels them once the vote
+    has settled. Votes that share model and temperature take their choices of one request
+    (runtime/wave_request.py); the slices of a section run wait for slice 0 to come back, so their
+    shared prefix is cached (runtime/prefix_lead.py).
+    """
     ctx = context_of(runtime)
     services, fan_out = services_of(ctx), state["fan_out"]
     limit = fan_out_limit(services, fan_out, setting(ctx.max_concurrency))
-    watch = services.shared(fan_out, lambda: StragglerWatch(setting(ctx.straggler_factor), setting(ctx.straggler_min_s),
-                                                            recent=services.recent[setting(ctx.model)]), "stragglers")
+    watch = services.shared(
+        fan_out,
+        lambda: StragglerWatch(
+            setting(ctx.straggler_factor),
+            setting(ctx.straggler_min_s),
+            recent=services.recent[setting(ctx.model)],
+        ),
+        "stragglers",
+    )
     wave = state.get("vote_watch")
-    votes = services.shared(fan_out, lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
-                            "votes") if wave is not None else None
-    seats = wave_seats(state["branches"], services.takes_n, votes.arrived if votes is not None else None)
+    votes = (
+        services.shared(
+            fan_out,
+            lambda: VoteWatch(list(wave["earlier"]), wave["threshold"], wave["min_leader"]),
+            "votes",
+        )
+        if wave is not None
+        else None
+    )
+    seats = wave_seats(
+        state["branches"], services.takes_n, votes.arrived if votes is not None else None
+    )
     slices = [spec["index"] for spec in state["branches"] if BUSINESS_KINDS[spec["kind"]].per_slice]
     lead = services.shared(fan_out, PrefixLead, "prefix") if slices else None
     if lead is not None:
@@ -108,7 +175,8 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
     prompts = VotePrompts()
 
     async def copy(spec: BranchSpec, copy_life: Lifecycle, life: Lifecycle) -> dict[str, Any]:
-        """The branch, or its straggler backup, which the budget checks too (refused: the original runs on alone)."""
+        """The branch, or its straggler backup, which the budget checks too (refused: the original
+        runs on alone)."""
         if copy_life is not life and budget is not None and (stop := budget.reached()):
             copy_life.finish("CANCELLED", stop)
             return {"status": "cancelled", "cause": BUDGET_CAUSE}
@@ -129,7 +197,9 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
                         budget.refused += 1
                         return cancelled(spec, state, stop, cause=BUDGET_CAUSE)
                     seen = budget.seen()
-                record = await run_watched(lambda copy_life: copy(spec, copy_life, life), life, watch, limit)
+                record = await run_watched(
+                    lambda copy_life: copy(spec, copy_life, life), life, watch, limit
+                )
                 if seen is not None:
                     record["budget_seen"] = seen
         except asyncio.CancelledError:
@@ -142,18 +212,24 @@ async def work(state: WorkTask, runtime: Runtime[Context]) -> dict[str, Any]:
         if budget is not None:
             budget.add(record)
         if votes is not None:
-            votes.finished(spec["id"], (record.get("vote") or None) if record["status"] == "ok" else None)
+            votes.finished(
+                spec["id"], (record.get("vote") or None) if record["status"] == "ok" else None
+            )
         return record
 
     with holding(budget):  # every request of these branches is held against the run's budget first
         return {"branches": list(await asyncio.gather(*(bounded(s) for s in state["branches"])))}
 
 
-def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool],
-               arrived: Callable[[list[str]], None] | None = None) -> dict[str, Seat]:
-    """Branch id -> its seat in a request with `n`: this task's votes grouped by model and temperature (a
-    run's votes share their prompt), in requests of at most MAX_CHOICES; a vote alone in its group gets none.
-    `arrived`: the vote watch hears which votes came back together, so it cancels none of them."""
+def wave_seats(
+    specs: list[BranchSpec],
+    takes_n: dict[tuple[str, str], bool],
+    arrived: Callable[[list[str]], None] | None = None,
+) -> dict[str, Seat]:
+    """Branch id -> its seat in a request with `n`: this task's votes grouped by model and
+    temperature (a run's votes share their prompt), in requests of at most MAX_CHOICES; a vote alone
+    in its group gets none. `arrived`: the vote watch hears which votes came back together, so it
+    cancels none of them."""
     groups: dict[tuple[str, float], list[str]] = {}
     for spec in specs:
         if spec["kind"] == "vote":
@@ -168,16 +244,26 @@ def wave_seats(specs: list[BranchSpec], takes_n: dict[tuple[str, str], bool],
     return seats
 
 
-def cancelled(spec: BranchSpec, state: WorkShared, why: str, cause: str | None = None) -> dict[str, Any]:
-    """The record of a vote cancelled in flight, or a branch the run's budget did not let start (`cause` "budget",
-    `error` the budget's reason): not counted, not asked again, no dead letter."""
+def cancelled(
+    spec: BranchSpec, state: WorkShared, why: str, cause: str | None = None
+) -> dict[str, Any]:
+    """The record of a vote cancelled in flight, or a branch the run's budget did not let start
+    (`cause` "budget", `error` the budget's reason): not counted, not asked again, no dead letter.
+    """
     life = planned(spec)
     life.move("DISPATCHED")
     life.finish("CANCELLED", why)
     template = _template(spec, state.get("prompts"))
-    return BranchRecord(**_identity(spec, template), model=spec["model"] or None, temperature=spec["temperature"],
-                        status="cancelled", state=life.state, transitions=life.transitions, cause=cause,
-                        error=why if cause else None).model_dump()
+    return BranchRecord(
+        **_identity(spec, template),
+        model=spec["model"] or None,
+        temperature=spec["temperature"],
+        status="cancelled",
+        state=life.state,
+        transitions=life.transitions,
+        cause=cause,
+        error=why if cause else None,
+    ).model_dump()
 
 
 def work_failed(state: WorkTask, error: NodeError) -> dict[str, Any]:
@@ -189,7 +275,17 @@ def work_failed(state: WorkTask, error: NodeError) -> dict[str, Any]:
         life.finish("ESCALATED", message)
         typed = state.get("output_schema") is not None
         template = _template(spec, state.get("prompts"), typed)
-        records.append(BranchRecord(**_identity(spec, template, typed), model=spec["model"] or None,
-                                    temperature=spec["temperature"], status="failed", error=message, cause="crash",
-                                    state=life.state, transitions=life.transitions, input=dict(input_of(spec))).model_dump())
+        records.append(
+            BranchRecord(
+                **_identity(spec, template, typed),
+                model=spec["model"] or None,
+                temperature=spec["temperature"],
+                status="failed",
+                error=message,
+                cause="crash",
+                state=life.state,
+                transitions=life.transitions,
+                input=dict(input_of(spec)),
+            ).model_dump()
+        )
     return {"branches": records}

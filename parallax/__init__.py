@@ -11,7 +11,8 @@ __all__ = ["solve", "asolve", "Result", "Provenance", "InvalidInput"]
 
 
 def __getattr__(name: str) -> Any:
-    """The Python API (parallax/api.py), imported on first use so `import parallax` and the CLI stay light."""
+    """The Python API (parallax/api.py), imported on first use so `import parallax` and the CLI stay
+    light."""
     if name in __all__:
         from parallax import api
 

@@ -29,12 +29,18 @@ __all__ = ["InvalidInput", "Provenance", "Result", "asolve", "solve"]
 class Provenance(BaseModel):
     """Where one value of `data` comes from."""
 
-    path: str = Field(description="the value's place in the object: `revenue`, `segments[0]`, `a.b`")
+    path: str = Field(
+        description="the value's place in the object: `revenue`, `segments[0]`, `a.b`"
+    )
     value: Any
     branch_id: str | None = None
-    quote: str | None = Field(None, description="the words of the source it rests on (section runs)")
+    quote: str | None = Field(
+        None, description="the words of the source it rests on (section runs)"
+    )
     page: int | None = Field(None, description="the page the quote is on, from 1 (paged documents)")
-    verified: bool = Field(description="section: the quote occurs in its slice; vote: the field met its quorum")
+    verified: bool = Field(
+        description="section: the quote occurs in its slice; vote: the field met its quorum"
+    )
     conflict: bool = False
 
 
@@ -45,7 +51,8 @@ class Result(BaseModel, Generic[M]):
     mode: str
     answer: str = ""
     data: M | dict[str, Any] | None = None
-    """The settled object: an instance of the schema class given, else a dict; None without a schema."""
+    """The settled object: an instance of the schema class given, else a dict; None without a
+    schema."""
     raw_data: dict[str, Any] | None = None
     confidence: float = 0.0
     reason: str = ""
@@ -57,9 +64,11 @@ class Result(BaseModel, Generic[M]):
     thread_id: str = ""
     playbook_version: int = 0
     spend: Spend | None = None
-    """What the run spent: `tokens`, `cost_usd` (None when a model has no price; `unpriced` names it), and the parts."""
+    """What the run spent: `tokens`, `cost_usd` (None when a model has no price; `unpriced` names
+    it), and the parts."""
     note: str = ""
-    """Said beside the answer: that the embedded toy model answered (set OPENAI_BASE_URL for a real one), else ""."""
+    """Said beside the answer: that the embedded toy model answered (set OPENAI_BASE_URL for a real
+    one), else ""."""
 
     @property
     def ok(self) -> bool:
@@ -67,7 +76,8 @@ class Result(BaseModel, Generic[M]):
 
     @property
     def cost_usd(self) -> float | None:
-        """What the run cost in USD at the price table (runtime/prices.py); None: unknown (a model has no price)."""
+        """What the run cost in USD at the price table (runtime/prices.py); None: unknown (a model
+        has no price)."""
         return self.spend["cost_usd"] if self.spend is not None else None
 
     @property
@@ -76,11 +86,29 @@ class Result(BaseModel, Generic[M]):
         return self.spend["tokens"] if self.spend is not None else 0
 
 
-def _payload(task: str | None, question: str, document: Any, mode: str, schema: Any, votes: int,
-             min_votes: int | None, red_team: bool, playbook: str, tenant: str, target: str | None,
-             speculation: dict[str, Any] | None = None, budget: dict[str, Any] | None = None) -> dict[str, Any]:
-    payload: dict[str, Any] = {"question": question, "mode": mode, "votes": votes, "red_team": red_team,
-                               "playbook": playbook, "tenant": tenant}
+def _payload(
+    task: str | None,
+    question: str,
+    document: Any,
+    mode: str,
+    schema: Any,
+    votes: int,
+    min_votes: int | None,
+    red_team: bool,
+    playbook: str,
+    tenant: str,
+    target: str | None,
+    speculation: dict[str, Any] | None = None,
+    budget: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "question": question,
+        "mode": mode,
+        "votes": votes,
+        "red_team": red_team,
+        "playbook": playbook,
+        "tenant": tenant,
+    }
     payload.update({k: v for k, v in (budget or {}).items() if v is not None})
     payload.update({k: v for k, v in (speculation or {}).items() if v is not None})
     if document is not None:
@@ -108,16 +136,33 @@ def _json_schema(schema: Any) -> JsonSchema:
         return schema.model_json_schema()
     if isinstance(schema, dict):
         return schema
-    raise InvalidInput(f"schema must be a pydantic model class or a JSON Schema dict, got {type(schema).__name__}")
+    raise InvalidInput(
+        f"schema must be a pydantic model class or a JSON Schema dict, got {type(schema).__name__}"
+    )
 
 
-async def asolve(task: str | None = None, *, question: str = "", document: str | os.PathLike[str] | bytes | None = None,
-                 mode: Mode = "auto", schema: type[M] | JsonSchema | None = None, votes: int = 5,
-                 min_votes: int | None = None, red_team: bool = False, playbook: str = "default",
-                 tenant: str = "default", thread_id: str | None = None, target: str | None = None,
-                 candidates: int = 3, check: str | None = None, check_file: str | None = None,
-                 repo: str | os.PathLike[str] | None = None, max_cost: float | None = None,
-                 max_tokens: int | None = None, context: Context | None = None) -> Result[M]:
+async def asolve(
+    task: str | None = None,
+    *,
+    question: str = "",
+    document: str | os.PathLike[str] | bytes | None = None,
+    mode: Mode = "auto",
+    schema: type[M] | JsonSchema | None = None,
+    votes: int = 5,
+    min_votes: int | None = None,
+    red_team: bool = False,
+    playbook: str = "default",
+    tenant: str = "default",
+    thread_id: str | None = None,
+    target: str | None = None,
+    candidates: int = 3,
+    check: str | None = None,
+    check_file: str | None = None,
+    repo: str | os.PathLike[str] | None = None,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
+    context: Context | None = None,
+) -> Result[M]:
     """Run one task (or a document with a question) through the solve graph and return its result.
 
     The run is checkpointed and traced like `parallax run`: `parallax trace` finds it and
@@ -164,13 +209,36 @@ async def asolve(task: str | None = None, *, question: str = "", document: str |
     from parallax.runtime.storage.stores import durable_graph
 
     reload_settings()  # a call is an entry point: it sees the environment and .env as they are now
-    speculation = {"candidates": candidates, "check": check, "check_file": check_file,
-                   "repo": os.fspath(repo) if repo is not None else None} if mode == "speculate" or check else None
+    speculation = (
+        {
+            "candidates": candidates,
+            "check": check,
+            "check_file": check_file,
+            "repo": os.fspath(repo) if repo is not None else None,
+        }
+        if mode == "speculate" or check
+        else None
+    )
     payload = await asyncio.to_thread(  # a document is parsed by a child process: the caller's loop goes on meanwhile
-        _payload, task, question, document, mode, schema, votes, min_votes, red_team, playbook, tenant, target,
-        speculation, {"max_cost": max_cost, "max_tokens": max_tokens})
+        _payload,
+        task,
+        question,
+        document,
+        mode,
+        schema,
+        votes,
+        min_votes,
+        red_team,
+        playbook,
+        tenant,
+        target,
+        speculation,
+        {"max_cost": max_cost, "max_tokens": max_tokens},
+    )
     ctx = context or Context()
-    check_run_input("solve", payload, ctx)  # the one definition of a valid run every face checks (logic/run_input.py)
+    check_run_input(
+        "solve", payload, ctx
+    )  # the one definition of a valid run every face checks (logic/run_input.py)
     thread = thread_id or uuid.uuid4().hex
     config = {"configurable": {"thread_id": thread}, "metadata": {"parallax_graph": "solve"}}
     async with durable_graph(builder) as graph:
@@ -195,6 +263,7 @@ def solve(task: str | None = None, **options: Any) -> Result[Any]:
 
     async def once() -> Any:
         yield await asolve(task, **options)
+
     return next(iterate(once))
 
 
@@ -206,7 +275,33 @@ def _result(out: dict[str, Any], thread_id: str, schema: Any) -> Result[Any]:
             data = schema.model_validate(raw)
         except ValidationError:
             data = None
-    kind = Result[schema] if isinstance(schema, type) and issubclass(schema, BaseModel) else Result[Any]
-    fields = {k: out[k] for k in ("status", "mode", "answer", "confidence", "reason", "vote_counts", "verification",
-                                  "branches", "trace_id", "playbook_version", "spend", "note") if out.get(k) is not None}
-    return kind(**fields, data=data, raw_data=raw, provenance=out.get("provenance") or [], thread_id=thread_id)
+    kind = (
+        Result[schema]
+        if isinstance(schema, type) and issubclass(schema, BaseModel)
+        else Result[Any]
+    )
+    fields = {
+        k: out[k]
+        for k in (
+            "status",
+            "mode",
+            "answer",
+            "confidence",
+            "reason",
+            "vote_counts",
+            "verification",
+            "branches",
+            "trace_id",
+            "playbook_version",
+            "spend",
+            "note",
+        )
+        if out.get(k) is not None
+    }
+    return kind(
+        **fields,
+        data=data,
+        raw_data=raw,
+        provenance=out.get("provenance") or [],
+        thread_id=thread_id,
+    )

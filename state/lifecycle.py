@@ -10,8 +10,17 @@ from typing import Literal
 
 from typing_extensions import TypedDict
 
-BranchState = Literal["PENDING", "DISPATCHED", "IN_PROGRESS", "COMPLETED", "TIMEOUT", "FAILED", "RETRY",
-                      "ESCALATED", "CANCELLED"]
+BranchState = Literal[
+    "PENDING",
+    "DISPATCHED",
+    "IN_PROGRESS",
+    "COMPLETED",
+    "TIMEOUT",
+    "FAILED",
+    "RETRY",
+    "ESCALATED",
+    "CANCELLED",
+]
 TERMINAL: frozenset[BranchState] = frozenset({"COMPLETED", "ESCALATED", "CANCELLED"})
 ALLOWED: dict[BranchState | None, frozenset[BranchState]] = {
     None: frozenset({"PENDING"}),
@@ -50,11 +59,14 @@ class Lifecycle:
     def move(self, state: BranchState, reason: str = "") -> None:
         if state not in ALLOWED.get(self.state, frozenset()):
             raise IllegalTransition(f"branch cannot go from {self.state} to {state} ({reason})")
-        self.transitions.append({"state": state, "at": round(time.time(), 3), "reason": reason[:300]})
+        self.transitions.append(
+            {"state": state, "at": round(time.time(), 3), "reason": reason[:300]}
+        )
 
     def finish(self, state: BranchState, reason: str = "", failure: str | None = None) -> None:
         """Move to a terminal state through whatever the lifecycle requires on the way: ESCALATED
-        from a state that did not just fail first records a FAILED step (`failure`, else `reason`)."""
+        from a state that did not just fail first records a FAILED step (`failure`, else `reason`).
+        """
         if self.state in TERMINAL:
             return
         if state == "ESCALATED" and self.state not in ("TIMEOUT", "FAILED"):

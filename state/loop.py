@@ -27,8 +27,9 @@ from parallax.state.learn import MAX_BATCH
 
 @with_config(CALLER)
 class LoopInput(TypedDict):
-    """What a caller (or the loop's cron) sends: each field with its type and bounds (logic/graph_inputs.py
-    `validate_loop_input` for the decision rule, logic/release_decision.py)."""
+    """What a caller (or the loop's cron) sends: each field with its type and bounds
+    (logic/graph_inputs.py `validate_loop_input` for the decision rule, logic/release_decision.py).
+    """
 
     playbook: NotRequired[Name]
     """The playbook to improve (default "default"); only runs it served teach it."""
@@ -37,7 +38,8 @@ class LoopInput(TypedDict):
     since: NotRequired[Since]
     """Only runs this recent: 7d, 12h, 30m, 2w or an ISO date (default: any not yet consumed)."""
     limit: NotRequired[Annotated[int, Field(ge=1, le=MAX_BATCH)]]
-    """The most runs one round learns from (default 200), oldest first: the round's one learn batch."""
+    """The most runs one round learns from (default 200), oldest first: the round's one learn batch.
+    """
     share: NotRequired[CanaryShare]
     """Percent of threads a new candidate's canary gets (default 10)."""
     error_rate: NotRequired[ErrorRate]
@@ -46,7 +48,8 @@ class LoopInput(TypedDict):
     max_runs: NotRequired[Runs]
     """The canary's decision rule (logic/release_decision.py; defaults 0.05, 0.05, 50, 1600)."""
     lease_s: NotRequired[LeaseSeconds]
-    """Seconds a claim on runs, and the round's slot, last if the round dies mid-way (default 1800)."""
+    """Seconds a claim on runs, and the round's slot, last if the round dies mid-way (default 1800).
+    """
     max_cost: NotRequired[CostBudget]
     max_tokens: NotRequired[TokenBudget]
     """The round's budget (USD; tokens): its learn run's (logic/budget.py)."""
@@ -57,7 +60,8 @@ class LoopOutput(TypedDict):
     playbook: str
     tenant: str
     status: str
-    """learned (a candidate went on canary), nothing (no candidate), skipped (a canary runs, or another round)."""
+    """learned (a candidate went on canary), nothing (no candidate), skipped (a canary runs, or
+    another round)."""
     started_at: str
     finished_at: str
     by: str

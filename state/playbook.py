@@ -22,14 +22,17 @@ class PlaybookItem(BaseModel):
     text: str
     helpful: int = 0
     harmful: int = 0
-    provenance: list[str] = Field(default_factory=list, description="reflection and trace ids it came from")
+    provenance: list[str] = Field(
+        default_factory=list, description="reflection and trace ids it came from"
+    )
     about: list[str] = Field(default_factory=list, description="named things the lesson is about")
     created_in: int = 0
     changed_in: int = 0
     status: Literal["active", "archived"] = "active"
 
     def as_data(self) -> PlaybookItemData:
-        """The item as it travels in a run: a plain dict (`model_dump()`), checkpoint-serialisable."""
+        """The item as it travels in a run: a plain dict (`model_dump()`),
+        checkpoint-serialisable."""
         return cast(PlaybookItemData, self.model_dump())
 
 
@@ -67,7 +70,9 @@ class PlaybookVersion(BaseModel):
 
 def item_id_for(text: str, section: str) -> str:
     """Content-derived id, so the same lesson gets the same id whatever order it arrives in."""
-    digest = hashlib.sha1(f"{section}\n{' '.join(text.lower().split())}".encode(), usedforsecurity=False).hexdigest()
+    digest = hashlib.sha1(
+        f"{section}\n{' '.join(text.lower().split())}".encode(), usedforsecurity=False
+    ).hexdigest()
     return f"pb-{digest[:10]}"
 
 
@@ -75,7 +80,9 @@ def _union(a: list[str], b: list[str]) -> list[str]:
     return sorted(set(a) | set(b))
 
 
-def apply_operations(items: list[PlaybookItem], operations: list[Operation], version: int) -> list[PlaybookItem]:
+def apply_operations(
+    items: list[PlaybookItem], operations: list[Operation], version: int
+) -> list[PlaybookItem]:
     """Apply operations in order to copies of `items`; unknown targets are skipped.
 
     An `add` whose id already exists folds into that item (counts and provenance
@@ -94,9 +101,14 @@ def apply_operations(items: list[PlaybookItem], operations: list[Operation], ver
                 item.status, item.changed_in = "active", version
             else:
                 by_id[item_id] = PlaybookItem(
-                    id=item_id, section=op.section, text=op.text, helpful=max(0, op.count - 1),
-                    provenance=sorted(set(op.provenance)), about=sorted(set(op.about)),
-                    created_in=version, changed_in=version,
+                    id=item_id,
+                    section=op.section,
+                    text=op.text,
+                    helpful=max(0, op.count - 1),
+                    provenance=sorted(set(op.provenance)),
+                    about=sorted(set(op.about)),
+                    created_in=version,
+                    changed_in=version,
                 )
                 order.append(item_id)
             continue

@@ -43,8 +43,8 @@ class PromptText(TypedDict):
 
 
 class PromptVersion(PromptText, total=False):
-    """A stored (served) prompt version (runtime/storage/prompt_store.py); version 0 is the template's default.
-    A gate evaluation may hand a run just {"version", "system", "user"}."""
+    """A stored (served) prompt version (runtime/storage/prompt_store.py); version 0 is the
+    template's default. A gate evaluation may hand a run just {"version", "system", "user"}."""
 
     name: str
     version: int
@@ -56,7 +56,8 @@ class PromptVersion(PromptText, total=False):
 
 
 class ServedVersion(TypedDict, total=False):
-    """Which version of a versioned subject ("playbook/<name>", "prompt/<name>") a run was served."""
+    """Which version of a versioned subject ("playbook/<name>", "prompt/<name>") a run was
+    served."""
 
     version: int
     arm: str
@@ -77,7 +78,8 @@ class BranchAsk(TypedDict):
 
 
 class BranchSpec(BranchAsk):
-    """One business branch as the fan-out plans it (logic/branch_plans.py `branch_specs`) and `work` runs it."""
+    """One business branch as the fan-out plans it (logic/branch_plans.py `branch_specs`) and `work`
+    runs it."""
 
     id: str
     parent_id: str
@@ -86,13 +88,16 @@ class BranchSpec(BranchAsk):
     model: str
     temperature: float
     prompt: NotRequired[PromptVersion | None]
-    """A dead letter's own prompt version (`dlq retry`); a planned branch uses the run's served one."""
+    """A dead letter's own prompt version (`dlq retry`); a planned branch uses the run's served one.
+    """
     output_schema: NotRequired[JsonSchema]
-    """A dead letter's output schema (`dlq retry`); a planned branch gets the run's in its `WorkTask`."""
+    """A dead letter's output schema (`dlq retry`); a planned branch gets the run's in its
+    `WorkTask`."""
 
 
 class BranchInput(TypedDict, total=False):
-    """What an escalated branch was asked (`BranchRecord.input`): enough for `dlq retry` to ask it again."""
+    """What an escalated branch was asked (`BranchRecord.input`): enough for `dlq retry` to ask it
+    again."""
 
     kind: BusinessKind
     text: str
@@ -119,8 +124,8 @@ class RunMeta(TypedDict):
 
 
 class Spend(TypedDict):
-    """A run's (or trace's) spend (logic/spend.py): `cost_usd` None when a branch's model has no price (`unpriced`
-    names those models)."""
+    """A run's (or trace's) spend (logic/spend.py): `cost_usd` None when a branch's model has no
+    price (`unpriced` names those models)."""
 
     tokens: int
     prompt_tokens: int
@@ -140,7 +145,8 @@ class Limits(TypedDict, total=False):
 
 
 class BudgetSpec(Limits, total=False):
-    """What a fan-out gives its tasks: the run's limits, the key of its live tally and what the state says was spent."""
+    """What a fan-out gives its tasks: the run's limits, the key of its live tally and what the
+    state says was spent."""
 
     key: str
     spent_tokens: int
@@ -152,16 +158,20 @@ class WorkShared(TypedDict):
     """What the fan-out gives every group of branches alike."""
 
     fan_out: str
-    """The fan-out's name: its groups share one call limit and watches by it (runtime/services.py)."""
+    """The fan-out's name: its groups share one call limit and watches by it (runtime/services.py).
+    """
     prompts: dict[str, PromptVersion]
     """The served prompt version of each branch kind: prompt name -> version."""
     meta: RunMeta
     output_schema: NotRequired[JsonSchema]
-    """The user's schema, when the run has one: every branch of the group is asked for that object."""
+    """The user's schema, when the run has one: every branch of the group is asked for that object.
+    """
     vote_watch: NotRequired[VoteWatchSpec]
-    """An adaptive vote's wave: what its votes in flight are cancelled by once it settles (logic/vote_watch.py)."""
+    """An adaptive vote's wave: what its votes in flight are cancelled by once it settles
+    (logic/vote_watch.py)."""
     budget: NotRequired[BudgetSpec]
-    """The run's budget, when it has one: each branch is checked against it before it starts (logic/budget.py)."""
+    """The run's budget, when it has one: each branch is checked against it before it starts
+    (logic/budget.py)."""
 
 
 class VoteWatchSpec(TypedDict):
@@ -178,7 +188,8 @@ class WorkTask(WorkShared):
 
 
 class SafetyTask(TypedDict):
-    """The payload of `Send("safety", ...)`: the full input, screened beside the business branches."""
+    """The payload of `Send("safety", ...)`: the full input, screened beside the business
+    branches."""
 
     trace_id: str
     text: str
@@ -250,7 +261,8 @@ class BranchRecordData(BranchFields):
 
 
 class CandidateSpec(TypedDict):
-    """One speculative candidate as the fan-out plans it: its own approach (a prompt variant and a temperature)."""
+    """One speculative candidate as the fan-out plans it: its own approach (a prompt variant and a
+    temperature)."""
 
     id: str
     parent_id: str
@@ -268,7 +280,8 @@ class CandidateSpec(TypedDict):
 
 
 class CheckSpec(TypedDict):
-    """How each candidate of a speculative run is checked (all empty: no check, a judge compares them)."""
+    """How each candidate of a speculative run is checked (all empty: no check, a judge compares
+    them)."""
 
     command: str
     file: str
@@ -277,22 +290,25 @@ class CheckSpec(TypedDict):
 
 
 class CandidateTask(TypedDict):
-    """The payload of one `Send("candidate", ...)`: one candidate, its check and what the run shares."""
+    """The payload of one `Send("candidate", ...)`: one candidate, its check and what the run
+    shares."""
 
     fan_out: str
-    """The fan-out's name (runtime/services.py `new_fan_out`): its candidates share a call limit and a watch."""
+    """The fan-out's name (runtime/services.py `new_fan_out`): its candidates share a call limit and
+    a watch."""
     candidate: CandidateSpec
     check: CheckSpec
     tenant: str
     prompts: dict[str, PromptVersion]
     meta: RunMeta
     budget: NotRequired[BudgetSpec]
-    """The run's budget, when it has one: the candidate is checked against it before it starts (logic/budget.py)."""
+    """The run's budget, when it has one: the candidate is checked against it before it starts
+    (logic/budget.py)."""
 
 
 class LearnTask(TypedDict):
-    """The payload of one `Send("learn_from_task", ...)`: a group of training tasks and the playbook head
-    they learn from (nodes/schedule.py `dispatch`)."""
+    """The payload of one `Send("learn_from_task", ...)`: a group of training tasks and the playbook
+    head they learn from (nodes/schedule.py `dispatch`)."""
 
     tasks: list[dict[str, Any]]
     """Training tasks: {"id", "input", "target"} (logic/task_files.py)."""
@@ -307,4 +323,5 @@ class LearnTask(TypedDict):
     votes: NotRequired[int]
     """The most votes a vote of these runs asks."""
     budget: NotRequired[BudgetSpec]
-    """The learn run's budget, when it has one: every request of these tasks is held against it (logic/budget.py)."""
+    """The learn run's budget, when it has one: every request of these tasks is held against it
+    (logic/budget.py)."""

@@ -1,4 +1,5 @@
-"""Replicas of the deployed graph API for tests and benchmarks: a throwaway database, `parallax serve` x N.
+"""Replicas of the deployed graph API for tests and benchmarks: a throwaway database, `parallax
+serve` x N.
 
 Why this exists: the deploy tests and `bench.serve` need what an operator runs (docs/deploy.md,
 Deploy): a fresh PostgreSQL database, Redis, and replicas started one after the other with
@@ -33,8 +34,13 @@ PARALLAX = Path(sys.executable).with_name("parallax")
 PG_ADMIN = os.environ.get("PARALLAX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("PARALLAX_TEST_REDIS", "redis://127.0.0.1:6379/0")
 METRICS_KEY = "test-metrics-key-0123456789"
-"""PARALLAX_METRICS_KEY of every test deployment: what the operator's scraper sends to see every series."""
-FAST_LEASES = {"LEASE_DURATION_SECONDS": "6", "HEARTBEAT_INTERVAL_SECONDS": "2", "REAPER_INTERVAL_SECONDS": "2"}
+"""PARALLAX_METRICS_KEY of every test deployment: what the operator's scraper sends to see every
+series."""
+FAST_LEASES = {
+    "LEASE_DURATION_SECONDS": "6",
+    "HEARTBEAT_INTERVAL_SECONDS": "2",
+    "REAPER_INTERVAL_SECONDS": "2",
+}
 
 
 class ClusterError(RuntimeError):
@@ -47,11 +53,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def config_with(work: Path, graphs: dict[str, str], scopes: dict[str, list[str]] | None = None) -> Path:
-    """Parallax's aegra.json with `graphs` (name -> "path/to/file.py:attr") served beside its own, every path
-    absolute, written to `work`/aegra.json (outside the repository): for `Cluster(config=...)`. A name Parallax
-    already serves keeps Parallax's graph; `scopes` adds store scopes beside Parallax's (which win). Auth and
-    the HTTP app stay Parallax's."""
+def config_with(
+    work: Path, graphs: dict[str, str], scopes: dict[str, list[str]] | None = None
+) -> Path:
+    """Parallax's aegra.json with `graphs` (name -> "path/to/file.py:attr") served beside its own,
+    every path absolute, written to `work`/aegra.json (outside the repository): for
+    `Cluster(config=...)`. A name Parallax already serves keeps Parallax's graph; `scopes` adds
+    store scopes beside Parallax's (which win). Auth and the HTTP app stay Parallax's."""
     import json
 
     packaged = ROOT / "parallax" / "server" / "aegra.json"  # its graph paths are relative to itself
@@ -59,11 +67,20 @@ def config_with(work: Path, graphs: dict[str, str], scopes: dict[str, list[str]]
     served = {}
     for name, spec in {**graphs, **ours["graphs"]}.items():
         path, _, attr = spec.partition(":")
-        served[name] = f"{(packaged.parent / path).resolve() if name in ours['graphs'] else Path(path).resolve()}:{attr}"
+        served[name] = (
+            f"{(packaged.parent / path).resolve() if name in ours['graphs'] else Path(path).resolve()}:{attr}"
+        )
     work.mkdir(parents=True, exist_ok=True)
     target = work / "aegra.json"
-    store = {**ours.get("store", {}), "scopes": {**(scopes or {}), **ours.get("store", {}).get("scopes", {})}}
-    target.write_text(json.dumps({**ours, "dependencies": [str(ROOT)], "graphs": served, "store": store}, indent=2))
+    store = {
+        **ours.get("store", {}),
+        "scopes": {**(scopes or {}), **ours.get("store", {}).get("scopes", {})},
+    }
+    target.write_text(
+        json.dumps(
+            {**ours, "dependencies": [str(ROOT)], "graphs": served, "store": store}, indent=2
+        )
+    )
     return target
 
 
@@ -93,15 +110,18 @@ def missing_services() -> list[str]:
 
 
 def require_services() -> None:
-    """Skip a deploy test module outside the server venv, fail it when the venv is there but a service is not
-    (and in CI, where tests/conftest.py fails every skip)."""
+    """Skip a deploy test module outside the server venv, fail it when the venv is there but a
+    service is not (and in CI, where tests/conftest.py fails every skip)."""
     import pytest
 
     if missing := missing_services():
         try:
             import aegra_api  # noqa: F401
         except ImportError:
-            pytest.skip("needs the server venv (Python 3.12, pip install -e '.[server,test]'): " + "; ".join(missing))
+            pytest.skip(
+                "needs the server venv (Python 3.12, pip install -e '.[server,test]'): "
+                + "; ".join(missing)
+            )
         pytest.fail("the deploy tests need these and they are missing: " + "; ".join(missing))
 
 
@@ -149,14 +169,16 @@ class Replica:
 
 @dataclass
 class Cluster:
-    """A database, a Redis queue and the replicas serving them; `env` is added to every replica's environment."""
+    """A database, a Redis queue and the replicas serving them; `env` is added to every replica's
+    environment."""
 
     work: Path
     env: dict[str, str] = field(default_factory=dict)
     name: str = field(default_factory=lambda: f"parallax_test_{uuid.uuid4().hex[:10]}")
     replicas: list[Replica] = field(default_factory=list)
     model: Any = None
-    """The model server its replicas talk to, when the caller wants it at hand (a FaultServer in tests)."""
+    """The model server its replicas talk to, when the caller wants it at hand (a FaultServer in
+    tests)."""
     config: Path | None = None
     """An Aegra config other than the repository's aegra.json (`parallax serve --config`)."""
 
@@ -175,12 +197,29 @@ class Cluster:
         return self
 
     def replica_env(self, port: int) -> dict[str, str]:
-        env = {**os.environ, "DATABASE_URL": self.database_url, "REDIS_URL": REDIS_URL,
-               "REDIS_CHANNEL_PREFIX": f"{self.name}:run:", "WORKER_QUEUE_KEY": f"{self.name}:jobs",
-               "PARALLAX_HOME": str(self.work / f"home-{port}"), "LOG_LEVEL": "warning", "CRON_ENABLED": "false",
-               "LANGSMITH_TRACING": "false", "PARALLAX_METRICS_KEY": METRICS_KEY, **FAST_LEASES, **self.env}
-        for name in ("PARALLAX_DATABASE_URL", "PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL",
-                     "AEGRA_CONFIG", "HOST", "PORT"):
+        env = {
+            **os.environ,
+            "DATABASE_URL": self.database_url,
+            "REDIS_URL": REDIS_URL,
+            "REDIS_CHANNEL_PREFIX": f"{self.name}:run:",
+            "WORKER_QUEUE_KEY": f"{self.name}:jobs",
+            "PARALLAX_HOME": str(self.work / f"home-{port}"),
+            "LOG_LEVEL": "warning",
+            "CRON_ENABLED": "false",
+            "LANGSMITH_TRACING": "false",
+            "PARALLAX_METRICS_KEY": METRICS_KEY,
+            **FAST_LEASES,
+            **self.env,
+        }
+        for name in (
+            "PARALLAX_DATABASE_URL",
+            "PARALLAX_GGUF",
+            "PARALLAX_VOTE_MODELS",
+            "PARALLAX_JUDGE_MODEL",
+            "AEGRA_CONFIG",
+            "HOST",
+            "PORT",
+        ):
             env.pop(name, None)
         return env
 
@@ -190,12 +229,19 @@ class Cluster:
         return a, b
 
     def cli(self, *args: str) -> dict[str, Any]:
-        """`parallax ARGS --json` on this deployment's database (PARALLAX_DATABASE_URL), as an operator runs it."""
+        """`parallax ARGS --json` on this deployment's database (PARALLAX_DATABASE_URL), as an
+        operator runs it."""
         import json
 
-        env = {**os.environ, **self.env, "PARALLAX_DATABASE_URL": self.database_url,
-               "PARALLAX_HOME": str(self.work / "cli-home")}
-        done = subprocess.run([str(PARALLAX), *args, "--json"], env=env, capture_output=True, text=True, timeout=120)
+        env = {
+            **os.environ,
+            **self.env,
+            "PARALLAX_DATABASE_URL": self.database_url,
+            "PARALLAX_HOME": str(self.work / "cli-home"),
+        }
+        done = subprocess.run(
+            [str(PARALLAX), *args, "--json"], env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         result: dict[str, Any] = json.loads(done.stdout)
         return result
@@ -214,9 +260,15 @@ class Cluster:
         log_path = self.work / f"replica-{port}.log"
         with open(log_path, "ab") as log:
             config = ["--config", str(self.config)] if self.config else []
-            process = subprocess.Popen([str(PARALLAX), "serve", "--host", "127.0.0.1", "--port", str(port), *config],
-                                       cwd=ROOT, env=self.replica_env(port), stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                [str(PARALLAX), "serve", "--host", "127.0.0.1", "--port", str(port), *config],
+                cwd=ROOT,
+                env=self.replica_env(port),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         replica = Replica(port, process, log_path)
         self.replicas.append(replica)
         return replica
@@ -224,18 +276,27 @@ class Cluster:
     def wait_ready(self, replica: Replica, timeout_s: float = 90.0) -> Replica:
         outcome = wait_for_200(f"{replica.url}/ready", timeout_s, alive=replica.alive)
         if outcome == "died":
-            raise ClusterError(f"replica on {replica.port} exited with {replica.process.returncode}:\n{replica.log()[-4000:]}")
+            raise ClusterError(
+                f"replica on {replica.port} exited with"
+                f" {replica.process.returncode}:\n{replica.log()[-4000:]}"
+            )
         if outcome == "timeout":
             replica.kill()
-            raise ClusterError(f"replica on {replica.port} not ready after {timeout_s:.0f}s:\n{replica.log()[-4000:]}")
+            raise ClusterError(
+                f"replica on {replica.port} not ready after"
+                f" {timeout_s:.0f}s:\n{replica.log()[-4000:]}"
+            )
         return replica
 
     def executing_replica(self, run_id: str) -> Replica | None:
-        """The replica whose worker holds `run_id` now (Aegra's runs.claimed_by is vm-<pid>-worker-<n>)."""
+        """The replica whose worker holds `run_id` now (Aegra's runs.claimed_by is
+        vm-<pid>-worker-<n>)."""
         import psycopg
 
         with psycopg.connect(self.database_url) as conn:
-            row = conn.execute("SELECT claimed_by FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+            row = conn.execute(
+                "SELECT claimed_by FROM runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
         claimed = (row or [None])[0] or ""
         parts = claimed.split("-")
         pid = int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
@@ -273,27 +334,42 @@ def readme_retry_helper():
     import re
 
     readme = (ROOT / "docs" / "deploy.md").read_text()
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def retry_on_429" in b)
+    block = next(
+        b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def retry_on_429" in b
+    )
     namespace: dict = {}
     exec(compile(block, "docs/deploy.md", "exec"), namespace)  # noqa: S102 - our own docs
     return namespace["retry_on_429"]
 
 
 @contextmanager
-def two_replicas(work: Path, reply: Any, keys: dict[str, str], max_pending: int,
-                 extra_env: dict[str, str] | None = None, config: Path | None = None) -> Iterator[Cluster]:
-    """A database, two replicas (the second started once the first answered /ready) and the scripted model
-    (testkit/fault_server.py answering with `reply`), for a deploy test module; removed after.
-    `config`: an Aegra config other than the repository's (`config_with`).
-    Without the server venv's services this skips outside CI and fails in it (tests/conftest.py)."""
+def two_replicas(
+    work: Path,
+    reply: Any,
+    keys: dict[str, str],
+    max_pending: int,
+    extra_env: dict[str, str] | None = None,
+    config: Path | None = None,
+) -> Iterator[Cluster]:
+    """A database, two replicas (the second started once the first answered /ready) and the scripted
+    model (testkit/fault_server.py answering with `reply`), for a deploy test module; removed after.
+    `config`: an Aegra config other than the repository's (`config_with`). Without the server venv's
+    services this skips outside CI and fails in it (tests/conftest.py)."""
     from testkit.fault_server import FaultConfig, FaultServer
 
     require_services()
     server = FaultServer(FaultConfig(latency_ms=20, reply=reply))
     url = server.start()
-    env = {"OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
-           "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in keys.items()), "PARALLAX_MAX_PENDING": str(max_pending),
-           "PARALLAX_RETRY_AFTER_S": "1", "PARALLAX_STRAGGLER_FACTOR": "0", **(extra_env or {})}
+    env = {
+        "OPENAI_BASE_URL": url,
+        "PARALLAX_RESPONSE_FORMAT": "json_schema",
+        "PARALLAX_MODEL": "fault-model",
+        "PARALLAX_API_KEYS": ",".join(f"{k}:{t}" for t, k in keys.items()),
+        "PARALLAX_MAX_PENDING": str(max_pending),
+        "PARALLAX_RETRY_AFTER_S": "1",
+        "PARALLAX_STRAGGLER_FACTOR": "0",
+        **(extra_env or {}),
+    }
     cluster = Cluster(work, env, config=config).create()
     cluster.model = server
     try:
@@ -306,19 +382,22 @@ def two_replicas(work: Path, reply: Any, keys: dict[str, str], max_pending: int,
 
 
 async def fill_pending(client: Any, runs: int) -> list[tuple[str, str]]:
-    """Start `runs` direct runs of the client's tenant, each on a new thread (to meet its pending-runs limit);
-    (thread id, run id) of each, for joining them afterwards."""
+    """Start `runs` direct runs of the client's tenant, each on a new thread (to meet its
+    pending-runs limit); (thread id, run id) of each, for joining them afterwards."""
     started = []
     for _ in range(runs):
         thread = await client.threads.create()
-        run = await client.runs.create(thread["thread_id"], "solve", input={"task": "What is 1 + 1?", "mode": "direct"})
+        run = await client.runs.create(
+            thread["thread_id"], "solve", input={"task": "What is 1 + 1?", "mode": "direct"}
+        )
         started.append((thread["thread_id"], run["run_id"]))
     return started
 
 
 def sql(cluster: Any, query: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Rows of `query` on the cluster's database (none for a statement that returns none). psycopg is imported
-    here: it is the server venv's, and the main venv collects the deploy test modules without it."""
+    """Rows of `query` on the cluster's database (none for a statement that returns none). psycopg
+    is imported here: it is the server venv's, and the main venv collects the deploy test modules
+    without it."""
     import psycopg
 
     with psycopg.connect(cluster.database_url, autocommit=True) as conn:

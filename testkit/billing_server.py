@@ -1,18 +1,19 @@
-"""An OpenAI-compatible chat server that bills and caches as real endpoints do, for tests and bench/cost.py.
+"""An OpenAI-compatible chat server that bills and caches as real endpoints do, for tests and
+bench/cost.py.
 
-Why: what a run costs depends on how the endpoint bills, and Parallax cannot see the bill. This server
-keeps one, as documented by OpenAI and vLLM:
+Why: what a run costs depends on how the endpoint bills, and Parallax cannot see the bill. This
+server keeps one, as documented by OpenAI and vLLM:
 
-- prompt tokens are billed per request, once, whatever `n` is: the `n` choices of a request share one
-  prompt (OpenAI: "you will be charged based on the number of generated tokens across all of the
+- prompt tokens are billed per request, once, whatever `n` is: the `n` choices of a request share
+  one prompt (OpenAI: "you will be charged based on the number of generated tokens across all of the
   choices", prompt tokens once);
 - a prefix sent before is read from the cache and billed at `cached_rate` of the input price
   (`usage.prompt_tokens_details.cached_tokens`); OpenAI's rate is 0.1 to 0.5 by model, 0.1 for its
   current models;
-- the cache works as vLLM's automatic prefix caching: the prompt is cut into blocks of `block_tokens`
-  (vLLM's default 16) and a block is a hit when the same block, after the same blocks before it, is
-  in the cache; only whole leading blocks hit. When a request's blocks enter the cache is
-  `cache_timing`:
+- the cache works as vLLM's automatic prefix caching: the prompt is cut into blocks of
+  `block_tokens` (vLLM's default 16) and a block is a hit when the same block, after the same blocks
+  before it, is in the cache; only whole leading blocks hit. When a request's blocks enter the cache
+  is `cache_timing`:
   - "scheduled" (the default; vLLM v1): when the request is scheduled, before its prompt is read.
     vLLM's design notes (docs/design/prefix_caching.md, "Block Allocation"): "If an allocated block
     is already full of tokens, we immediately add it to the cache block, so that the block can be
@@ -25,21 +26,22 @@ keeps one, as documented by OpenAI and vLLM:
     what vLLM v0 did.
 
 Tokens are words (whitespace-separated), counted over each message as `role: content`, so a test
-knows what to expect. Latency: `base_ms` + `prefill_ms_per_token` per uncached prompt token + 
+knows what to expect. Latency: `base_ms` + `prefill_ms_per_token` per uncached prompt token +
 `decode_ms_per_token` per completion token of the longest choice (choices of one request decode
 side by side, as a batching server does).
 
-`n_support`: "yes" (as OpenAI and vLLM), "refuse" (HTTP 400 for n > 1) or "ignore" (one choice,
-as llama-cpp-python's server). A reply is cut at the request's `max_completion_tokens` (or `max_tokens`)
-words, `finish_reason` "length", as every endpoint does. `tokenize` (on by default): `POST /tokenize` counts
-a request's prompt as vLLM's does (`{"model", "messages"}` -> `{"count"}`), so Parallax knows this server's
-tokenizer (runtime/token_count.py); off, it answers 404 and Parallax estimates. Each logged request carries
-its `tag`: the last `[run NAME]` in its prompt (a bench names its runs so), to bill runs apart.
-Replies come from `reply(body, k)`, k the choice's place among all choices this server gave for the
-same messages (so the k-th vote of a question gets the k-th answer, asked singly or with `n`).
-The bill and a log of requests are read with `bill()` and `log()`.
+`n_support`: "yes" (as OpenAI and vLLM), "refuse" (HTTP 400 for n > 1) or "ignore" (one choice, as
+llama-cpp-python's server). A reply is cut at the request's `max_completion_tokens` (or
+`max_tokens`) words, `finish_reason` "length", as every endpoint does. `tokenize` (on by default):
+`POST /tokenize` counts a request's prompt as vLLM's does (`{"model", "messages"}` -> `{"count"}`),
+so Parallax knows this server's tokenizer (runtime/token_count.py); off, it answers 404 and Parallax
+estimates. Each logged request carries its `tag`: the last `[run NAME]` in its prompt (a bench names
+its runs so), to bill runs apart. Replies come from `reply(body, k)`, k the choice's place among all
+choices this server gave for the same messages (so the k-th vote of a question gets the k-th answer,
+asked singly or with `n`). The bill and a log of requests are read with `bill()` and `log()`.
 
-    with BillingServer(reply=lambda body, k: '{"answer": "42"}') as base_url:  # http://127.0.0.1:PORT/v1
+    with BillingServer(reply=lambda body, k: '{"answer": "42"}') as base_url:  #
+    http://127.0.0.1:PORT/v1
         ...
 """
 
@@ -65,7 +67,8 @@ from starlette.routing import Route
 from parallax.runtime.model_server import wait_for_200
 
 Reply = Callable[[dict[str, Any], int], str | dict[str, str]]
-"""The content of choice k, or {"content", "finish_reason"} (e.g. "length": a reply cut at the token limit)."""
+"""The content of choice k, or {"content", "finish_reason"} (e.g. "length": a reply cut at the token
+limit)."""
 
 
 @dataclass
@@ -79,14 +82,16 @@ class Pricing:
     decode_ms_per_token: float = 2.0
     n_support: str = "yes"
     cache_timing: str = "scheduled"
-    """When a request's blocks enter the cache: "scheduled" (vLLM v1) or "read" (see the module docstring)."""
+    """When a request's blocks enter the cache: "scheduled" (vLLM v1) or "read" (see the module
+    docstring)."""
     tokenize: bool = True
     """Serve `POST /tokenize` (vLLM's form): the prompt's count before it is sent."""
     prefix_cache: bool = True
     """Keep a prefix cache at all (False: every prompt token is read and billed in full)."""
     usage_of: str = "request"
-    """What the usage's completion tokens count: "request" (all choices, as OpenAI and vLLM) or "first_choice" (as
-    llama.cpp's server does with `n`, naming its build as the system_fingerprint)."""
+    """What the usage's completion tokens count: "request" (all choices, as OpenAI and vLLM) or
+    "first_choice" (as llama.cpp's server does with `n`, naming its build as the
+    system_fingerprint)."""
 
 
 @dataclass
@@ -103,22 +108,33 @@ class Bill:
 
     @property
     def billed_input(self) -> float:
-        """Input tokens at full price: uncached prompt tokens plus cached ones at the cached rate."""
+        """Input tokens at full price: uncached prompt tokens plus cached ones at the cached
+        rate."""
         return self.prompt_tokens - self.cached_tokens + self.cached_tokens * self.cached_rate
 
     def as_dict(self) -> dict[str, Any]:
-        return {"requests": self.requests, "refused": self.refused, "choices": self.choices,
-                "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                "completion_tokens": self.completion_tokens, "billed_input_tokens": round(self.billed_input, 1)}
+        return {
+            "requests": self.requests,
+            "refused": self.refused,
+            "choices": self.choices,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "completion_tokens": self.completion_tokens,
+            "billed_input_tokens": round(self.billed_input, 1),
+        }
 
 
 TAG = re.compile(r"\[run ([^\]]+)\]")
 
 
 def tag_of(body: dict[str, Any]) -> str:
-    """The last `[run NAME]` in the request's messages, the newest text's ("" when none): a chat's rewrite quotes the
-    earlier turns before the follow-up it is for."""
-    found = [m.group(1) for message in body.get("messages", []) for m in TAG.finditer(str(message.get("content", "")))]
+    """The last `[run NAME]` in the request's messages, the newest text's ("" when none): a chat's
+    rewrite quotes the earlier turns before the follow-up it is for."""
+    found = [
+        m.group(1)
+        for message in body.get("messages", [])
+        for m in TAG.finditer(str(message.get("content", "")))
+    ]
     return found[-1] if found else ""
 
 
@@ -132,7 +148,11 @@ def cap_of(body: dict[str, Any]) -> int | None:
 
 def words(body: dict[str, Any]) -> list[str]:
     """The prompt's tokens: the words of each message as `role: content`."""
-    return [w for m in body.get("messages", []) for w in f"{m.get('role', '')}: {m.get('content', '')}".split()]
+    return [
+        w
+        for m in body.get("messages", [])
+        for w in f"{m.get('role', '')}: {m.get('content', '')}".split()
+    ]
 
 
 @dataclass
@@ -148,7 +168,8 @@ class BillingState:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def block_keys(self, tokens: list[str]) -> list[str]:
-        """One key per whole block: a hash of every token up to the block's end (a block's place matters)."""
+        """One key per whole block: a hash of every token up to the block's end (a block's place
+        matters)."""
         size, keys, running = self.pricing.block_tokens, [], hashlib.sha256()
         for end in range(size, len(tokens) + 1, size):
             running.update(" ".join(tokens[end - size : end]).encode() + b"\x00")
@@ -167,8 +188,17 @@ async def chat(request: Request) -> JSONResponse:
     if n > 1 and pricing.n_support == "refuse":
         with state.lock:
             state.bill.refused += 1
-        return JSONResponse({"error": {"message": "n > 1 is not supported", "type": "invalid_request_error",
-                                       "param": "n", "code": None}}, status_code=400)
+        return JSONResponse(
+            {
+                "error": {
+                    "message": "n > 1 is not supported",
+                    "type": "invalid_request_error",
+                    "param": "n",
+                    "code": None,
+                }
+            },
+            status_code=400,
+        )
     given = 1 if pricing.n_support == "ignore" else n
     tokens = words(body)
     keys = state.block_keys(tokens)
@@ -179,12 +209,18 @@ async def chat(request: Request) -> JSONResponse:
                 break
             hits += 1
         if pricing.cache_timing == "scheduled":
-            state.cached_blocks.update(keys)  # vLLM v1: cached when allocated, for requests of the same batch too
+            state.cached_blocks.update(
+                keys
+            )  # vLLM v1: cached when allocated, for requests of the same batch too
     cached = min(hits * pricing.block_tokens, max(len(tokens) - 1, 0))
-    await asyncio.sleep((pricing.base_ms + pricing.prefill_ms_per_token * (len(tokens) - cached)) / 1000)
+    await asyncio.sleep(
+        (pricing.base_ms + pricing.prefill_ms_per_token * (len(tokens) - cached)) / 1000
+    )
     digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).hexdigest()
     with state.lock:
-        state.cached_blocks.update(keys)  # the prompt has been read: its blocks are cached from now on (both timings)
+        state.cached_blocks.update(
+            keys
+        )  # the prompt has been read: its blocks are cached from now on (both timings)
         first = state.given.get(digest, 0)
         state.given[digest] = first + given
     replies = [state.reply(body, first + k) for k in range(given)]
@@ -204,20 +240,49 @@ async def chat(request: Request) -> JSONResponse:
         bill.prompt_tokens += len(tokens)
         bill.cached_tokens += cached
         bill.completion_tokens += sum(completion)
-        state.entries.append({"n": n, "choices": given, "prompt_tokens": len(tokens), "cached_tokens": cached,
-                              "completion_tokens": sum(completion), "max_tokens": cap, "tag": tag_of(body),
-                              "arrived": arrived, "done": time.time(),
-                              "temperature": body.get("temperature"), "messages_hash": digest,
-                              "schema": ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")})
+        state.entries.append(
+            {
+                "n": n,
+                "choices": given,
+                "prompt_tokens": len(tokens),
+                "cached_tokens": cached,
+                "completion_tokens": sum(completion),
+                "max_tokens": cap,
+                "tag": tag_of(body),
+                "arrived": arrived,
+                "done": time.time(),
+                "temperature": body.get("temperature"),
+                "messages_hash": digest,
+                "schema": (
+                    ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+                ),
+            }
+        )
     reported = completion[0] if pricing.usage_of == "first_choice" else sum(completion)
-    usage = {"prompt_tokens": len(tokens), "completion_tokens": reported,
-             "total_tokens": len(tokens) + reported, "prompt_tokens_details": {"cached_tokens": cached}}
-    return JSONResponse({"id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": 0,
-                         "model": body.get("model", "scripted"),
-                         "system_fingerprint": "b4500-1a2b3c4" if pricing.usage_of == "first_choice" else None,
-                         "choices": [{"index": k, "message": {"role": "assistant", "content": c},
-                                      "finish_reason": finish[k]} for k, c in enumerate(contents)],
-                         "usage": usage})
+    usage = {
+        "prompt_tokens": len(tokens),
+        "completion_tokens": reported,
+        "total_tokens": len(tokens) + reported,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+    return JSONResponse(
+        {
+            "id": f"chatcmpl-{digest[:12]}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "scripted"),
+            "system_fingerprint": "b4500-1a2b3c4" if pricing.usage_of == "first_choice" else None,
+            "choices": [
+                {
+                    "index": k,
+                    "message": {"role": "assistant", "content": c},
+                    "finish_reason": finish[k],
+                }
+                for k, c in enumerate(contents)
+            ],
+            "usage": usage,
+        }
+    )
 
 
 async def tokenize(request: Request) -> JSONResponse:
@@ -227,7 +292,10 @@ async def tokenize(request: Request) -> JSONResponse:
         return JSONResponse({"detail": "Not Found"}, status_code=404)
     body = await request.json()
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-        return JSONResponse({"error": {"message": "messages required", "type": "invalid_request_error"}}, status_code=400)
+        return JSONResponse(
+            {"error": {"message": "messages required", "type": "invalid_request_error"}},
+            status_code=400,
+        )
     count = len(words(body))
     with state.lock:
         state.tokenized += 1
@@ -243,14 +311,20 @@ async def health(request: Request) -> JSONResponse:
 
 
 class BillingServer:
-    """The billing server in a background thread on a free loopback port; `with` yields its /v1 URL."""
+    """The billing server in a background thread on a free loopback port; `with` yields its /v1
+    URL."""
 
     def __init__(self, reply: Reply, pricing: Pricing | None = None) -> None:
         pricing = pricing or Pricing()
         self.state = BillingState(reply, pricing, Bill(cached_rate=pricing.cached_rate))
-        self.app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                                     Route("/tokenize", tokenize, methods=["POST"]),
-                                     Route("/v1/models", models), Route("/health", health)])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", chat, methods=["POST"]),
+                Route("/tokenize", tokenize, methods=["POST"]),
+                Route("/v1/models", models),
+                Route("/health", health),
+            ]
+        )
         self.app.state.billing = self.state
         self.port = 0
         self._server: uvicorn.Server | None = None
@@ -290,10 +364,15 @@ class BillingServer:
         sock.bind(("127.0.0.1", 0))
         sock.listen(256)
         self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False))
+        self._server = uvicorn.Server(
+            uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+        )
         server = self._server
-        self._thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True,
-                                        name=f"billing-server-{self.port}")
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])),
+            daemon=True,
+            name=f"billing-server-{self.port}",
+        )
         self._thread.start()
         if wait_for_200(f"http://127.0.0.1:{self.port}/health", 10.0, interval_s=0.02) != "ready":
             raise RuntimeError("billing server did not start")

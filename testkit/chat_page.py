@@ -1,13 +1,14 @@
 """Parallax's chat page (web/chat), built, served as static files and driven in headless Chromium.
 
-Why a module: the browser test against `langgraph dev` (tests/browser) and the one against `parallax serve`
-(a deploy test, tests/integration) do what a person does on the same page: connect, ask, read each reply
-and its run line, meet a review and decide it. The page is served by a plain static server on its own
-loopback port, so every call it makes to the graph API is cross-origin, as when a team hosts the page
-apart from the API (both servers allow any origin by default: README, "Chat").
+Why a module: the browser test against `langgraph dev` (tests/browser) and the one against `parallax
+serve` (a deploy test, tests/integration) do what a person does on the same page: connect, ask, read
+each reply and its run line, meet a review and decide it. The page is served by a plain static
+server on its own loopback port, so every call it makes to the graph API is cross-origin, as when a
+team hosts the page apart from the API (both servers allow any origin by default: README, "Chat").
 
-Needs what `.ci/run` sets up (a skip fails in CI): Debian's `chromium` and `chromium-driver`, and the page
-built (`cd web/chat && npm ci && npm run build`). Screenshots go to ROOT/.browser-shots/ (PNG, gitignored).
+Needs what `.ci/run` sets up (a skip fails in CI): Debian's `chromium` and `chromium-driver`, and
+the page built (`cd web/chat && npm ci && npm run build`). Screenshots go to ROOT/.browser-shots/
+(PNG, gitignored).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def missing() -> list[str]:
     """What the browser tests need and this machine lacks (empty when all is there)."""
     out = []
     if not Path(CHROMIUM).is_file() or not Path(CHROMEDRIVER).is_file():
-        out.append("Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+        out.append(
+            "Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
+        )
     if not (DIST / "index.html").is_file():
         out.append("the built chat page: cd web/chat && npm ci && npm run build")
     try:
@@ -46,13 +49,16 @@ def missing() -> list[str]:
 
 @contextmanager
 def static_site(folder: Path = DIST) -> Iterator[str]:
-    """`folder` served over HTTP on a free loopback port (any static server would do); yields its URL."""
+    """`folder` served over HTTP on a free loopback port (any static server would do); yields its
+    URL."""
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -64,15 +70,24 @@ def static_site(folder: Path = DIST) -> Iterator[str]:
 
 @contextmanager
 def chromium() -> Iterator[Any]:
-    """Headless Chromium through chromedriver, without the background calls this closed network refuses."""
+    """Headless Chromium through chromedriver, without the background calls this closed network
+    refuses."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900",
-                 "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     try:
@@ -91,23 +106,32 @@ class ChatPage:
         self.wait = WebDriverWait(driver, WAIT_S)
 
     def open(self, api_url: str, thread_id: str | None = None) -> None:
-        query = {"apiUrl": api_url, "assistantId": "chat", **({"threadId": thread_id} if thread_id else {})}
+        query = {
+            "apiUrl": api_url,
+            "assistantId": "chat",
+            **({"threadId": thread_id} if thread_id else {}),
+        }
         self.driver.get(f"{self.site}/?{urlencode(query)}")
         self.wait.until(lambda d: d.find_elements("css selector", "textarea[aria-label='Message']"))
 
     def connect(self, api_url: str, api_key: str) -> None:
-        """Fill the connection form (server, API key) and press Connect, as a person pastes their key."""
+        """Fill the connection form (server, API key) and press Connect, as a person pastes their
+        key."""
         for name, value in (("apiUrl", api_url), ("apiKey", api_key)):
             box = self.driver.find_element("css selector", f"form.connect input[name='{name}']")
             box.clear()
             box.send_keys(value)
-        self.driver.find_element("xpath", "//form[@class='connect']//button[normalize-space()='Connect']").click()
+        self.driver.find_element(
+            "xpath", "//form[@class='connect']//button[normalize-space()='Connect']"
+        ).click()
 
     def ask(self, text: str) -> None:
         from selenium.webdriver.common.keys import Keys
         from selenium.webdriver.support import expected_conditions as ec
 
-        box = self.wait.until(ec.element_to_be_clickable(("css selector", "textarea[aria-label='Message']")))
+        box = self.wait.until(
+            ec.element_to_be_clickable(("css selector", "textarea[aria-label='Message']"))
+        )
         box.send_keys(text)
         box.send_keys(Keys.ENTER)
 
@@ -118,29 +142,37 @@ class ChatPage:
         return self.texts(".bubble.ai .text")
 
     def run_lines(self) -> list[str]:
-        """Each reply's run line (status · confidence · votes · mode [· review], then "run as: ...")."""
+        """Each reply's run line (status · confidence · votes · mode [· review], then "run as:
+        ...")."""
         return self.texts(".bubble.ai .meta")
 
     def said(self) -> list[str]:
         return self.texts(".bubble.human .text")
 
     def wait_for_reply(self, n: int, want: str | None = None) -> str:
-        """The text of the n-th reply (1-based) once it is there, settled (its run line shown) and, when
-        `want` is given, equal to it."""
+        """The text of the n-th reply (1-based) once it is there, settled (its run line shown) and,
+        when `want` is given, equal to it."""
+
         def settled(_: Any) -> bool:
             replies, lines = self.replies(), self.run_lines()
-            return len(replies) >= n and len(lines) >= n and (want is None or replies[n - 1] == want)
+            return (
+                len(replies) >= n and len(lines) >= n and (want is None or replies[n - 1] == want)
+            )
 
         self.wait.until(settled)
         return self.replies()[n - 1]
 
     def review(self) -> Any:
-        return self.wait.until(lambda d: d.find_elements("css selector", "section[aria-label='Review']"))[0]
+        return self.wait.until(
+            lambda d: d.find_elements("css selector", "section[aria-label='Review']")
+        )[0]
 
     def button(self, label: str) -> Any:
         from selenium.webdriver.support import expected_conditions as ec
 
-        return self.wait.until(ec.element_to_be_clickable(("xpath", f"//button[normalize-space()='{label}']")))
+        return self.wait.until(
+            ec.element_to_be_clickable(("xpath", f"//button[normalize-space()='{label}']"))
+        )
 
     def thread_id(self) -> str:
         found = parse_qs(urlparse(self.driver.current_url).query).get("threadId")
@@ -162,7 +194,8 @@ class ChatPage:
 
 @contextmanager
 def chat_page(request: Any, site: str, prefix: str) -> Iterator[ChatPage]:
-    """A fresh browser on the page for one test; on the test's failure, a screenshot and the page's text."""
+    """A fresh browser on the page for one test; on the test's failure, a screenshot and the page's
+    text."""
     with chromium() as driver:
         page = ChatPage(driver, site, prefix)
         try:
@@ -175,8 +208,9 @@ def chat_page(request: Any, site: str, prefix: str) -> Iterator[ChatPage]:
 
 
 def ask_then_meet_a_review_and_approve_it(page: ChatPage) -> str:
-    """A sure question answered, then one the branches cannot settle: its review card met and approved.
-    The model is testkit/review_model.py's; returns the answer under review (what was approved)."""
+    """A sure question answered, then one the branches cannot settle: its review card met and
+    approved. The model is testkit/review_model.py's; returns the answer under review (what was
+    approved)."""
     from testkit.review_model import SURE
 
     page.ask("What is 2 + 2?")
@@ -186,27 +220,38 @@ def ask_then_meet_a_review_and_approve_it(page: ChatPage) -> str:
 
     page.ask("How many moons does Jupiter have? I am unsure.")
     card = page.review()
-    unsure = card.find_element("css selector", "textarea[aria-label='Answer under review']").get_attribute("value")
+    unsure = card.find_element(
+        "css selector", "textarea[aria-label='Answer under review']"
+    ).get_attribute("value")
     assert unsure in {"42", "41", "40"}  # the split vote's answer, ready to be edited
     assert "not sure of this answer" in card.text and "Reject" in card.text
     assert page.wait_for_reply(2, unsure) == unsure
     assert page.run_lines()[1].startswith("needs_review · "), page.run_lines()
-    assert {"42×", "41×", "40×"} <= {part[:3] for part in page.run_lines()[1].split()}  # the votes, each counted
+    assert {"42×", "41×", "40×"} <= {
+        part[:3] for part in page.run_lines()[1].split()
+    }  # the votes, each counted
     message_box = page.driver.find_element("css selector", "textarea[aria-label='Message']")
-    assert not message_box.is_enabled() and message_box.get_attribute("placeholder") == "Answer the review first"
+    assert (
+        not message_box.is_enabled()
+        and message_box.get_attribute("placeholder") == "Answer the review first"
+    )
     page.shot("2-review-request")
 
     page.button("Approve").click()
-    page.wait.until(lambda d: not d.find_elements("css selector", "section[aria-label='Review']")
-                    and "review: accepted" in (page.run_lines() or [""])[-1])
+    page.wait.until(
+        lambda d: (
+            not d.find_elements("css selector", "section[aria-label='Review']")
+            and "review: accepted" in (page.run_lines() or [""])[-1]
+        )
+    )
     assert page.replies() == [SURE, unsure]
     page.shot("3-approved")
     return unsure
 
 
 def hold_five_turns(page: ChatPage) -> list[str]:
-    """testkit/conversation_model.py's five turns, each follow-up pointing back; every reply right, and
-    each follow-up's run line shows the standalone task it was run as. Returns the run lines."""
+    """testkit/conversation_model.py's five turns, each follow-up pointing back; every reply right,
+    and each follow-up's run line shows the standalone task it was run as. Returns the run lines."""
     from testkit.conversation_model import FIVE_TURNS, UNKNOWN
 
     for n, (said, want) in enumerate(FIVE_TURNS, 1):
@@ -218,5 +263,9 @@ def hold_five_turns(page: ChatPage) -> list[str]:
     lines = page.run_lines()
     assert "run as:" not in lines[0]  # a first turn runs as it was asked
     assert [line.split("run as: ")[-1] for line in lines[1:]] == [
-        "What is half of 144?", "What is 72 plus 8?", "What is 80 times 2?", "What is 160 minus 144?"]
+        "What is half of 144?",
+        "What is 72 plus 8?",
+        "What is 80 times 2?",
+        "What is 160 minus 144?",
+    ]
     return lines

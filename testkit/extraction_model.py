@@ -1,4 +1,5 @@
-"""Replies of a scripted model that answers any `response_format` schema Parallax sends (tests, benchmarks).
+"""Replies of a scripted model that answers any `response_format` schema Parallax sends (tests,
+benchmarks).
 
 Plugged into the fault server (`FaultConfig(reply=...)`), it makes a real OpenAI-compatible
 endpoint that behaves like a careful extraction model: a slice request (its schema has
@@ -30,7 +31,9 @@ def schema_of(body: dict) -> dict:
 
 
 def user_text(body: dict) -> str:
-    return next((m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
+    return next(
+        (m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), ""
+    )
 
 
 @dataclass
@@ -46,8 +49,8 @@ class Fact:
 @dataclass
 class ExtractionModel:
     """`facts`: what a slice can find; `answers(i)`: the object of the i-th direct/vote call;
-    `wrong(part)`: extra (path, value, quote) a slice reports wrongly (a made-up or misplaced quote) for fields
-    it found nothing for (a model filling a gap), never in place of what it found."""
+    `wrong(part)`: extra (path, value, quote) a slice reports wrongly (a made-up or misplaced quote)
+    for fields it found nothing for (a model filling a gap), never in place of what it found."""
 
     facts: list[Fact] = field(default_factory=list)
     answers: Callable[[int], dict] = lambda i: {}
@@ -88,10 +91,12 @@ class ExtractionModel:
 
 
 @contextmanager
-def scripted_votes(model: FaultServer, answers: Callable[[int], dict[str, Any]]) -> Iterator[Callable[[], int]]:
-    """A running fault server (a test module's, shared by its tests) answers the i-th typed vote with `answers(i)`,
-    its log emptied first; yields a function that counts the chat requests it has had since. Its reply before is
-    back afterwards."""
+def scripted_votes(
+    model: FaultServer, answers: Callable[[int], dict[str, Any]]
+) -> Iterator[Callable[[], int]]:
+    """A running fault server (a test module's, shared by its tests) answers the i-th typed vote
+    with `answers(i)`, its log emptied first; yields a function that counts the chat requests it has
+    had since. Its reply before is back afterwards."""
     before = model.config.reply
     model.config = model.config.model_copy(update={"reply": ExtractionModel(answers=answers)})
     model.reset()

@@ -1,4 +1,5 @@
-"""A deployment in network namespaces, for fault tests: PostgreSQL, Redis and each replica on a host of its own.
+"""A deployment in network namespaces, for fault tests: PostgreSQL, Redis and each replica on a host
+of its own.
 
 Why this exists: a replica cut off from the database while it still reaches the model, a database
 restart and a Redis outage can only be tested on real processes and a real network. As root, this
@@ -52,8 +53,13 @@ def lab_missing() -> list[str]:
     missing = []
     if os.geteuid() != 0:
         missing.append("root (network namespaces)")
-    for tool in (PG_BIN / "initdb", PG_BIN / "pg_ctl", REDIS_SERVER, Path(shutil.which("ip") or "/nonexistent"),
-                 Path(shutil.which("runuser") or "/nonexistent")):
+    for tool in (
+        PG_BIN / "initdb",
+        PG_BIN / "pg_ctl",
+        REDIS_SERVER,
+        Path(shutil.which("ip") or "/nonexistent"),
+        Path(shutil.which("runuser") or "/nonexistent"),
+    ):
         if not tool.exists():
             missing.append(str(tool))
     try:
@@ -101,7 +107,8 @@ class LabReplica(Replica):
 
 @dataclass
 class FaultLab:
-    """Namespaces, PostgreSQL, Redis, the replicas; `env` is added to every replica's environment."""
+    """Namespaces, PostgreSQL, Redis, the replicas; `env` is added to every replica's
+    environment."""
 
     work: Path
     replicas_wanted: int = 2
@@ -144,7 +151,8 @@ class FaultLab:
     # --- building ------------------------------------------------------------------------
 
     def _veth(self, name: str, ns_a: str | None, addr_a: str, ns_b: str, addr_b: str) -> None:
-        """A veth pair `name`a (in ns_a, None = root) and `name`b (in ns_b), both up with their /24 addresses."""
+        """A veth pair `name`a (in ns_a, None = root) and `name`b (in ns_b), both up with their /24
+        addresses."""
         a, b = f"{name}a", f"{name}b"
         run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
         run("ip", "link", "set", b, "netns", ns_b)
@@ -155,7 +163,9 @@ class FaultLab:
         self._in(ns_b, "ip", "addr", "add", f"{addr_b}/24", "dev", b)
         self._in(ns_b, "ip", "link", "set", b, "up")
 
-    def _in(self, ns: str | None, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _in(
+        self, ns: str | None, *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         return run(*(("ip", "netns", "exec", ns) if ns else ()), *args, check=check)
 
     def create(self) -> FaultLab:
@@ -166,7 +176,11 @@ class FaultLab:
         atexit.register(self.close)
         self.work.mkdir(parents=True, exist_ok=True)
         try:
-            for ns in (self.db_ns, self.redis_ns, *(self.replica_ns(i) for i in range(self.replicas_wanted))):
+            for ns in (
+                self.db_ns,
+                self.redis_ns,
+                *(self.replica_ns(i) for i in range(self.replicas_wanted)),
+            ):
                 run("ip", "netns", "add", ns)
                 self.namespaces.append(ns)
                 self._in(ns, "ip", "link", "set", "lo", "up")
@@ -175,10 +189,16 @@ class FaultLab:
             for i in range(self.replicas_wanted):
                 ns = self.replica_ns(i)
                 self._veth(f"{self.tag}{i}h", None, self.addr(10 + i, 1), ns, self.addr(10 + i, 2))
-                self._veth(f"{self.tag}{i}d", self.db_ns, self.addr(20 + i, 1), ns, self.addr(20 + i, 2))
-                self._veth(f"{self.tag}{i}s", self.redis_ns, self.addr(30 + i, 1), ns, self.addr(30 + i, 2))
+                self._veth(
+                    f"{self.tag}{i}d", self.db_ns, self.addr(20 + i, 1), ns, self.addr(20 + i, 2)
+                )
+                self._veth(
+                    f"{self.tag}{i}s", self.redis_ns, self.addr(30 + i, 1), ns, self.addr(30 + i, 2)
+                )
                 if i:  # the scripted model listens on replica 0's link: a host route to it over this replica's own
-                    self._in(ns, "ip", "route", "add", f"{self.model_host}/32", "dev", f"{self.tag}{i}hb")
+                    self._in(
+                        ns, "ip", "route", "add", f"{self.model_host}/32", "dev", f"{self.tag}{i}hb"
+                    )
             self._start_postgres()
             self.start_redis()
         except BaseException:
@@ -197,22 +217,49 @@ class FaultLab:
         return self.pg_root / "data"
 
     def _pg(self, *args: str, timeout: float = 60) -> None:
-        self._in(self.db_ns, "runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), *args)
+        self._in(
+            self.db_ns,
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.pgdata),
+            *args,
+        )
 
     def _start_postgres(self) -> None:
         self.pgdata.mkdir(mode=0o700)
         shutil.chown(self.pgdata, "postgres", "postgres")
-        run("runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", str(self.pgdata), "-A", "trust",
-            "-U", "postgres", "--no-sync", timeout=120)
+        run(
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+            str(PG_BIN / "initdb"),
+            "-D",
+            str(self.pgdata),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            timeout=120,
+        )
         with open(self.pgdata / "pg_hba.conf", "a") as hba:
             hba.write(f"host all all 10.{self.octet}.0.0/16 trust\n")
         with open(self.pgdata / "postgresql.conf", "a") as conf:
-            conf.write(f"listen_addresses = '*'\nunix_socket_directories = '{self.pgdata}'\nfsync = off\n"
-                       "max_connections = 200\n")
+            conf.write(
+                f"listen_addresses = '*'\nunix_socket_directories = '{self.pgdata}'\nfsync = off\n"
+                "max_connections = 200\n"
+            )
         self.start_postgres()
         import psycopg
 
-        with psycopg.connect(self.admin_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        with psycopg.connect(
+            self.admin_url.rsplit("/", 1)[0] + "/postgres", autocommit=True
+        ) as conn:
             conn.execute("CREATE DATABASE parallax")
 
     def start_postgres(self) -> None:
@@ -226,9 +273,28 @@ class FaultLab:
     def start_redis(self) -> None:
         log = open(self.work / "redis.log", "ab")  # noqa: SIM115 - kept open by the child
         self.redis = subprocess.Popen(
-            ["ip", "netns", "exec", self.redis_ns, str(REDIS_SERVER), "--port", "6379", "--bind", "0.0.0.0",
-             "--protected-mode", "no", "--save", "", "--appendonly", "no"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                "ip",
+                "netns",
+                "exec",
+                self.redis_ns,
+                str(REDIS_SERVER),
+                "--port",
+                "6379",
+                "--bind",
+                "0.0.0.0",
+                "--protected-mode",
+                "no",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         import redis
 
         deadline = time.monotonic() + 20
@@ -238,7 +304,9 @@ class FaultLab:
                 return
             except redis.RedisError:
                 if time.monotonic() > deadline or self.redis.poll() is not None:
-                    raise ClusterError(f"redis did not start: {(self.work / 'redis.log').read_text()[-2000:]}") from None
+                    raise ClusterError(
+                        f"redis did not start: {(self.work / 'redis.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.1)
 
     def stop_redis(self) -> None:
@@ -259,12 +327,31 @@ class FaultLab:
     # --- replicas ------------------------------------------------------------------------
 
     def replica_env(self, i: int) -> dict[str, str]:
-        env = {**os.environ, "DATABASE_URL": f"postgresql://postgres@{self.addr(20 + i, 1)}:5432/parallax",
-               "REDIS_URL": f"redis://{self.addr(30 + i, 1)}:6379/0", "PARALLAX_HOME": str(self.work / f"home-{i}"),
-               "LOG_LEVEL": "warning", "CRON_ENABLED": "false", "LANGSMITH_TRACING": "false",
-               "NO_PROXY": "*", **FAST_LEASES, **self.env}
-        for name in ("PARALLAX_DATABASE_URL", "PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL",
-                     "AEGRA_CONFIG", "HOST", "PORT", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"postgresql://postgres@{self.addr(20 + i, 1)}:5432/parallax",
+            "REDIS_URL": f"redis://{self.addr(30 + i, 1)}:6379/0",
+            "PARALLAX_HOME": str(self.work / f"home-{i}"),
+            "LOG_LEVEL": "warning",
+            "CRON_ENABLED": "false",
+            "LANGSMITH_TRACING": "false",
+            "NO_PROXY": "*",
+            **FAST_LEASES,
+            **self.env,
+        }
+        for name in (
+            "PARALLAX_DATABASE_URL",
+            "PARALLAX_GGUF",
+            "PARALLAX_VOTE_MODELS",
+            "PARALLAX_JUDGE_MODEL",
+            "AEGRA_CONFIG",
+            "HOST",
+            "PORT",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "http_proxy",
+            "https_proxy",
+        ):
             env.pop(name, None)
         return env
 
@@ -272,10 +359,26 @@ class FaultLab:
         ns, host = self.replica_ns(i), self.addr(10 + i, 2)
         log_path = self.work / f"replica-{i}.log"
         with open(log_path, "ab") as log:
-            process = subprocess.Popen(["ip", "netns", "exec", ns, str(PARALLAX), "serve", "--host", host,
-                                        "--port", str(PORT)], cwd=ROOT, env=self.replica_env(i),
-                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    str(PARALLAX),
+                    "serve",
+                    "--host",
+                    host,
+                    "--port",
+                    str(PORT),
+                ],
+                cwd=ROOT,
+                env=self.replica_env(i),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         replica = LabReplica(PORT, process, log_path, host=host, namespace=ns, index=i)
         self.replicas.append(replica)
         return replica
@@ -292,7 +395,8 @@ class FaultLab:
         return [r for r in self.replicas if r.alive()]
 
     def executing_replica(self, run_id: str) -> LabReplica | None:
-        """The replica whose worker holds `run_id` now (runs.claimed_by is <host>-<pid>-worker-<n>)."""
+        """The replica whose worker holds `run_id` now (runs.claimed_by is
+        <host>-<pid>-worker-<n>)."""
         claimed = self.query("SELECT claimed_by FROM runs WHERE run_id = %s", run_id)
         text = str((claimed or [[None]])[0][0] or "")
         return next((r for r in self.replicas if r.alive() and f"-{r.pid}-worker-" in text), None)
@@ -325,7 +429,11 @@ class FaultLab:
                 except (ProcessLookupError, ValueError):
                     pass
             run("ip", "netns", "del", ns, check=False)  # its veths go with it
-        for link in (f"{self.tag}da", f"{self.tag}sa", *(f"{self.tag}{i}ha" for i in range(self.replicas_wanted))):
+        for link in (
+            f"{self.tag}da",
+            f"{self.tag}sa",
+            *(f"{self.tag}{i}ha" for i in range(self.replicas_wanted)),
+        ):
             run("ip", "link", "del", link, check=False)
         atexit.unregister(self.close)
 
@@ -337,8 +445,20 @@ class FaultLab:
                 self.redis.kill()
 
     def _pg_quietly(self) -> None:
-        run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-m", "immediate",
-            "-w", "stop", check=False)
+        run(
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(self.pgdata),
+            "-m",
+            "immediate",
+            "-w",
+            "stop",
+            check=False,
+        )
 
     def __enter__(self) -> FaultLab:
         return self.create()

@@ -86,22 +86,41 @@ class FaultConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    rate_429: float = Field(0.0, ge=0.0, le=1.0, description="share of requests answered 429 + Retry-After")
+    rate_429: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of requests answered 429 + Retry-After"
+    )
     rate_500: float = Field(0.0, ge=0.0, le=1.0, description="share of requests answered 500")
-    rate_hang: float = Field(0.0, ge=0.0, le=1.0, description="share of requests that hang for hang_s")
-    rate_malformed: float = Field(0.0, ge=0.0, le=1.0, description="share of replies whose content is not JSON")
-    rate_truncated: float = Field(0.0, ge=0.0, le=1.0, description="share of replies cut mid-way (finish_reason length)")
-    rate_slow: float = Field(0.0, ge=0.0, le=1.0, description="share of replies delayed by slow_tail_ms")
+    rate_hang: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of requests that hang for hang_s"
+    )
+    rate_malformed: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of replies whose content is not JSON"
+    )
+    rate_truncated: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of replies cut mid-way (finish_reason length)"
+    )
+    rate_slow: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of replies delayed by slow_tail_ms"
+    )
     latency_ms: float = Field(0.0, ge=0.0, description="delay before every chat reply")
     slow_tail_ms: float = Field(2000.0, ge=0.0, description="extra delay of a slow reply")
     hang_s: float = Field(600.0, ge=0.0, description="how long a hanging request waits")
     retry_after_s: float = Field(1.0, ge=0.0, description="Retry-After header value of a 429")
     seed: int = 0
     reply: str | Callable[[dict], str] = Field(
-        "auto", description='"auto" (schema instance or "42"), a fixed content string, or f(request_body) -> content'
+        "auto",
+        description=(
+            '"auto" (schema instance or "42"), a fixed content string, or f(request_body) ->'
+            " content"
+        ),
     )
     delay: Callable[[dict], float] | None = Field(
-        None, description="f(request_body) -> extra seconds this request waits (a slow reply chosen by its content)")
+        None,
+        description=(
+            "f(request_body) -> extra seconds this request waits (a slow reply chosen by its"
+            " content)"
+        ),
+    )
     model_name: str = "fault-model"
     log_path: str | None = Field(None, description="append one JSON line per finished request here")
 
@@ -118,10 +137,13 @@ class FaultConfig(BaseModel):
 
     @classmethod
     def from_fault_rate(cls, fault_rate: float, **overrides: Any) -> FaultConfig:
-        """`fault_rate` spread evenly over the five fault kinds; `overrides` win (e.g. rate_429=0)."""
+        """`fault_rate` spread evenly over the five fault kinds; `overrides` win (e.g.
+        rate_429=0)."""
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault rate must be between 0 and 1, got {fault_rate:g}")
-        values: dict[str, Any] = {f"rate_{kind}": fault_rate / len(FAULT_KINDS) for kind in FAULT_KINDS}
+        values: dict[str, Any] = {
+            f"rate_{kind}": fault_rate / len(FAULT_KINDS) for kind in FAULT_KINDS
+        }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -162,13 +184,19 @@ def schema_instance(schema: dict, *, name: str = "", root: dict | None = None) -
         return schema["enum"][0]
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
-            options = [s for s in schema[key] if not (isinstance(s, dict) and s.get("type") == "null")]
+            options = [
+                s for s in schema[key] if not (isinstance(s, dict) and s.get("type") == "null")
+            ]
             return schema_instance((options or schema[key])[0], name=name, root=root)
     if schema.get("allOf"):
         merged: dict = {}
         for part in schema["allOf"]:
             for k, v in part.items():
-                merged[k] = {**merged.get(k, {}), **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+                merged[k] = (
+                    {**merged.get(k, {}), **v}
+                    if isinstance(v, dict) and isinstance(merged.get(k), dict)
+                    else v
+                )
         return schema_instance(merged, name=name, root=root)
     kind = schema.get("type")
     if isinstance(kind, list):
@@ -177,7 +205,10 @@ def schema_instance(schema: dict, *, name: str = "", root: dict | None = None) -
         kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
     if kind == "object":
         properties = schema.get("properties", {})
-        return {key: schema_instance(properties.get(key, {}), name=key, root=root) for key in schema.get("required", [])}
+        return {
+            key: schema_instance(properties.get(key, {}), name=key, root=root)
+            for key in schema.get("required", [])
+        }
     if kind == "array":
         return [schema_instance(schema.get("items", {}), name=name, root=root)]
     if kind == "boolean":
@@ -316,7 +347,11 @@ async def _wait(seconds: float, request: Request, state: FaultState) -> int | No
 
 
 def _error(status: int, message: str, kind: str, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "code": kind}}, status_code=status, headers=headers)
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": kind}},
+        status_code=status,
+        headers=headers,
+    )
 
 
 def create_app(config: FaultConfig | None = None, state: FaultState | None = None) -> Starlette:
@@ -343,21 +378,35 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
             return _error(status, "interrupted", "server_error")
         if body.get("stream"):
             state.close_entry(entry, 400)
-            return _error(400, "streaming is not supported by the fault server", "invalid_request_error")
+            return _error(
+                400, "streaming is not supported by the fault server", "invalid_request_error"
+            )
         if fault == "429":
             state.close_entry(entry, 429)
             after = cfg.retry_after_s
             header = str(int(after)) if float(after).is_integer() else f"{after:g}"
-            return _error(429, "rate limited (injected fault)", "rate_limit_exceeded", {"Retry-After": header})
+            return _error(
+                429, "rate limited (injected fault)", "rate_limit_exceeded", {"Retry-After": header}
+            )
         if fault == "500":
             state.close_entry(entry, 500)
             return _error(500, "internal error (injected fault)", "server_error")
         n = max(1, int(body.get("n") or 1))
-        entry["choices"] = n  # completions this request asks for (a wave of votes is one request with `n`)
+        entry["choices"] = (
+            n  # completions this request asks for (a wave of votes is one request with `n`)
+        )
         try:
             # each of `n` choices is its own sample: a reply function is asked once per choice
-            contents = [cfg.reply(body) if callable(cfg.reply) else default_reply(body) if cfg.reply == "auto"
-                        else cfg.reply for _ in range(n)]
+            contents = [
+                (
+                    cfg.reply(body)
+                    if callable(cfg.reply)
+                    else default_reply(body)
+                    if cfg.reply == "auto"
+                    else cfg.reply
+                )
+                for _ in range(n)
+            ]
         except Exception as exc:  # a test's reply function failed: say so instead of hanging up
             state.close_entry(entry, 500)
             return _error(500, f"reply function failed: {exc!r}", "server_error")
@@ -369,28 +418,40 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
         prompt_tokens = _tokens(_prompt_text(body["messages"]))
         completion_tokens = sum(_tokens(c) for c in contents)
         state.close_entry(entry, 200)
-        return JSONResponse({
-            "id": f"chatcmpl-fault-{entry['id']}",
-            "object": "chat.completion",
-            "created": int(entry["time"]),
-            "model": body.get("model") or cfg.model_name,
-            "system_fingerprint": None,
-            "choices": [
-                {"index": i, "message": {"role": "assistant", "content": c}, "logprobs": None, "finish_reason": finish}
-                for i, c in enumerate(contents)
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        })
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-fault-{entry['id']}",
+                "object": "chat.completion",
+                "created": int(entry["time"]),
+                "model": body.get("model") or cfg.model_name,
+                "system_fingerprint": None,
+                "choices": [
+                    {
+                        "index": i,
+                        "message": {"role": "assistant", "content": c},
+                        "logprobs": None,
+                        "finish_reason": finish,
+                    }
+                    for i, c in enumerate(contents)
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        )
 
     async def models(request: Request) -> JSONResponse:
         entry, _ = state.open_entry(request.url.path, None)
         state.close_entry(entry, 200)
         name = state.config.model_name
-        return JSONResponse({"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "parallax"}]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [{"id": name, "object": "model", "created": 0, "owned_by": "parallax"}],
+            }
+        )
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -410,23 +471,28 @@ def create_app(config: FaultConfig | None = None, state: FaultState | None = Non
             return _error(400, str(exc), "invalid_request_error")
         return JSONResponse({k: v for k, v in state.config.model_dump().items() if not callable(v)})
 
-    app = Starlette(routes=[
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/_log", get_log, methods=["GET"]),
-        Route("/_reset", reset, methods=["POST"]),
-        Route("/_config", set_config, methods=["POST"]),
-    ])
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/_log", get_log, methods=["GET"]),
+            Route("/_reset", reset, methods=["POST"]),
+            Route("/_config", set_config, methods=["POST"]),
+        ]
+    )
     app.state.fault = state
     return app
 
 
-async def _respond_status(cfg: FaultConfig, fault: str, request: Request, state: FaultState,
-                          body: dict | None = None) -> int | None:
+async def _respond_status(
+    cfg: FaultConfig, fault: str, request: Request, state: FaultState, body: dict | None = None
+) -> int | None:
     """All the waiting a request does before it answers; a status if the wait was interrupted."""
-    seconds = cfg.latency_ms / 1000 + (cfg.delay(body) if cfg.delay is not None and body is not None else 0.0)
+    seconds = cfg.latency_ms / 1000 + (
+        cfg.delay(body) if cfg.delay is not None and body is not None else 0.0
+    )
     if fault == "slow":
         seconds += cfg.slow_tail_ms / 1000
     elif fault == "hang":
@@ -439,15 +505,22 @@ async def _respond_status(cfg: FaultConfig, fault: str, request: Request, state:
 
 def check_loopback(host: str) -> str:
     if host not in LOOPBACK_HOSTS:
-        raise ValueError(f"the fault server binds loopback only ({', '.join(LOOPBACK_HOSTS)}), not {host!r}")
+        raise ValueError(
+            f"the fault server binds loopback only ({', '.join(LOOPBACK_HOSTS)}), not {host!r}"
+        )
     return "127.0.0.1" if host == "localhost" else host
 
 
 def chat_log(base_url: str) -> list[dict[str, Any]]:
-    """The chat completion requests a running fault server at `base_url` (…/v1) has logged, oldest first."""
+    """The chat completion requests a running fault server at `base_url` (…/v1) has logged, oldest
+    first."""
     import httpx
 
-    return [e for e in httpx.get(f"{base_url[:-3]}/_log").json() if e["path"].endswith("/chat/completions")]
+    return [
+        e
+        for e in httpx.get(f"{base_url[:-3]}/_log").json()
+        if e["path"].endswith("/chat/completions")
+    ]
 
 
 class FaultServer:
@@ -457,8 +530,14 @@ class FaultServer:
     returns once the server answers, leaving stops it (hanging requests are released).
     """
 
-    def __init__(self, config: FaultConfig | None = None, *, host: str = "127.0.0.1", port: int = 0,
-                 lab_host: str | None = None):
+    def __init__(
+        self,
+        config: FaultConfig | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        lab_host: str | None = None,
+    ):
         """`lab_host`: an address of a test's own network namespaces (testkit/fault_lab.py) to bind
         instead of loopback; the lab made it and removes it."""
         self.host = lab_host or check_loopback(host)
@@ -503,13 +582,22 @@ class FaultServer:
             raise
         sock.listen(128)
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False,
-                                timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            timeout_graceful_shutdown=2,
+        )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._run, args=(sock,), name=f"fault-server-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(sock,), name=f"fault-server-{self.port}", daemon=True
+        )
         self._thread.start()
         running = lambda: self._error is None and self._thread.is_alive()  # noqa: E731
-        outcome = wait_for_200(f"{self.url[:-3]}/_log", timeout_s, alive=running, interval_s=0.02)  # /_log is not logged
+        outcome = wait_for_200(
+            f"{self.url[:-3]}/_log", timeout_s, alive=running, interval_s=0.02
+        )  # /_log is not logged
         if outcome == "died":
             raise RuntimeError(f"fault server failed to start: {self._error!r}")
         if outcome == "timeout":
@@ -551,13 +639,24 @@ class FaultServer:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m testkit.fault_server",
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m testkit.fault_server", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--host", default="127.0.0.1", help="loopback only: 127.0.0.1, ::1 or localhost")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    p.add_argument("--fault-rate", type=float, default=0.0, help="spread evenly over 429, 500, hang, malformed, truncated")
+    p.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="spread evenly over 429, 500, hang, malformed, truncated",
+    )
     for kind in ALL_KINDS:
-        p.add_argument(f"--rate-{kind}", type=float, default=None, help=f"rate of {kind} (overrides --fault-rate)")
+        p.add_argument(
+            f"--rate-{kind}",
+            type=float,
+            default=None,
+            help=f"rate of {kind} (overrides --fault-rate)",
+        )
     p.add_argument("--latency-ms", type=float, default=0.0)
     p.add_argument("--slow-tail-ms", type=float, default=2000.0)
     p.add_argument("--hang-s", type=float, default=600.0)
@@ -573,8 +672,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         overrides = {f"rate_{kind}": getattr(args, f"rate_{kind}") for kind in ALL_KINDS}
         config = FaultConfig.from_fault_rate(
-            args.fault_rate, **overrides, latency_ms=args.latency_ms, slow_tail_ms=args.slow_tail_ms,
-            hang_s=args.hang_s, retry_after_s=args.retry_after_s, seed=args.seed, reply=args.reply,
+            args.fault_rate,
+            **overrides,
+            latency_ms=args.latency_ms,
+            slow_tail_ms=args.slow_tail_ms,
+            hang_s=args.hang_s,
+            retry_after_s=args.retry_after_s,
+            seed=args.seed,
+            reply=args.reply,
             log_path=str(Path(args.log)) if args.log else None,
         )
         server = FaultServer(config, host=args.host, port=args.port)

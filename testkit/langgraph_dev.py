@@ -74,23 +74,40 @@ def free_port() -> int:
 
 def fault_model_env(model_url: str) -> dict[str, str]:
     """The settings for a server whose model is the fault server at `model_url` (…/v1)."""
-    return {"OPENAI_BASE_URL": model_url, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
-            "PARALLAX_STRAGGLER_FACTOR": "0"}
+    return {
+        "OPENAI_BASE_URL": model_url,
+        "PARALLAX_RESPONSE_FORMAT": "json_schema",
+        "PARALLAX_MODEL": "fault-model",
+        "PARALLAX_STRAGGLER_FACTOR": "0",
+    }
 
 
 def _absolute(path: str) -> str:
     return str(ROOT / path) if path.startswith("./") else path
 
 
-def start_dev_server(work: Path, model_env: dict[str, str], timeout_s: float = START_TIMEOUT_S) -> DevServer:
-    """`langgraph dev` on the project with `model_env` (OPENAI_BASE_URL, PARALLAX_MODEL, ...); DevServerError with
-    the log when it does not answer /ok within `timeout_s`."""
+def start_dev_server(
+    work: Path, model_env: dict[str, str], timeout_s: float = START_TIMEOUT_S
+) -> DevServer:
+    """`langgraph dev` on the project with `model_env` (OPENAI_BASE_URL, PARALLAX_MODEL, ...);
+    DevServerError with the log when it does not answer /ok within `timeout_s`."""
     port = free_port()
     log_path = work / "langgraph-dev.log"
-    env = {**os.environ, "PARALLAX_HOME": str(work / "parallax-home"), "LANGSMITH_TRACING": "false",
-           "LANGGRAPH_CLI_NO_ANALYTICS": "1", **model_env}
-    for name in ("PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL", "LANGGRAPH_ALLOW_BLOCKING",
-                 "BG_JOB_ISOLATED_LOOPS", "PARALLAX_DATABASE_URL"):
+    env = {
+        **os.environ,
+        "PARALLAX_HOME": str(work / "parallax-home"),
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        **model_env,
+    }
+    for name in (
+        "PARALLAX_GGUF",
+        "PARALLAX_VOTE_MODELS",
+        "PARALLAX_JUDGE_MODEL",
+        "LANGGRAPH_ALLOW_BLOCKING",
+        "BG_JOB_ISOLATED_LOOPS",
+        "PARALLAX_DATABASE_URL",
+    ):
         if name not in model_env:
             env.pop(name, None)
     config = json.loads((ROOT / "langgraph.json").read_text())
@@ -99,16 +116,35 @@ def start_dev_server(work: Path, model_env: dict[str, str], timeout_s: float = S
         config["http"]["app"] = _absolute(config["http"]["app"])
     config["dependencies"] = [str(ROOT)]
     (work / "langgraph.json").write_text(json.dumps(config))
-    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
-               "--config", str(work / "langgraph.json")]
+    command = [
+        str(LANGGRAPH),
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--config",
+        str(work / "langgraph.json"),
+    ]
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = DevServer(f"http://127.0.0.1:{port}", log_path, process)
     outcome = wait_for_200(f"{server.url}/ok", timeout_s, alive=lambda: process.poll() is None)
     if outcome != "ready":
         server.stop()
-        raise DevServerError(f"langgraph dev {outcome} (exit {process.returncode}); log:\n{server.log()[-4000:]}")
+        raise DevServerError(
+            f"langgraph dev {outcome} (exit {process.returncode}); log:\n{server.log()[-4000:]}"
+        )
     return server
 
 
@@ -123,9 +159,13 @@ def langgraph_dev(work: Path, env: dict[str, str]) -> Iterator[DevServer]:
 
 
 @contextmanager
-def scripted_dev_server(work: Path, reply: Any, latency_ms: float = 0.0, **env: str) -> Iterator[DevServer]:
-    """`langgraph dev` whose model is the fault server answering with `reply` (testkit/fault_server.py),
-    `env` added to `fault_model_env`'s settings; `server.model` is the fault server. Both stopped on exit."""
+def scripted_dev_server(
+    work: Path, reply: Any, latency_ms: float = 0.0, **env: str
+) -> Iterator[DevServer]:
+    """`langgraph dev` whose model is the fault server answering with `reply`
+    (testkit/fault_server.py), `env` added to `fault_model_env`'s settings; `server.model` is the
+    fault server. Both stopped on exit.
+    """
     from testkit.fault_server import FaultConfig, FaultServer
 
     model = FaultServer(FaultConfig(latency_ms=latency_ms, reply=reply))

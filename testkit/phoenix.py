@@ -2,10 +2,11 @@
 through its REST API.
 
 Phoenix comes from its own venv, `.venv-phoenix` at the repository's root (`.ci/run` makes it:
-`python3 -m venv .venv-phoenix && .venv-phoenix/bin/pip install arize-phoenix`), or `PARALLAX_PHOENIX`
-naming its `phoenix` command: its dependencies are many and pinned, and none of them is Parallax's.
-It takes OTLP/HTTP on its web port (`/v1/traces`), keeps spans in SQLite in a folder of the test's
-and serves them at `GET /v1/projects/{project}/spans`. Without it a test skips, and fails in CI.
+`python3 -m venv .venv-phoenix && .venv-phoenix/bin/pip install arize-phoenix`), or
+`PARALLAX_PHOENIX` naming its `phoenix` command: its dependencies are many and pinned, and none of
+them is Parallax's. It takes OTLP/HTTP on its web port (`/v1/traces`), keeps spans in SQLite in a
+folder of the test's and serves them at `GET /v1/projects/{project}/spans`. Without it a test skips,
+and fails in CI.
 """
 
 from __future__ import annotations
@@ -28,8 +29,13 @@ from testkit.fault_server import default_reply
 from testkit.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[1]
-PLAN = {"tasks": [{"id": 1, "goal": "List the vendors"}, {"id": 2, "goal": "Total the invoices"},
-                  {"id": 3, "goal": "Summarise $1 and $2", "deps": [1, 2]}]}
+PLAN = {
+    "tasks": [
+        {"id": 1, "goal": "List the vendors"},
+        {"id": 2, "goal": "Total the invoices"},
+        {"id": 3, "goal": "Summarise $1 and $2", "deps": [1, 2]},
+    ]
+}
 """The plan the scripted model's planner answers with (`reply`)."""
 START_TIMEOUT_S = 180.0
 
@@ -91,16 +97,29 @@ def phoenix_server(work: Path) -> Iterator[Phoenix]:
 
     command = phoenix_command()
     if command is None:
-        pytest.skip("Arize Phoenix is not installed: "
-                    "python3 -m venv .venv-phoenix && .venv-phoenix/bin/pip install arize-phoenix")
+        pytest.skip(
+            "Arize Phoenix is not installed: "
+            "python3 -m venv .venv-phoenix && .venv-phoenix/bin/pip install arize-phoenix"
+        )
     port, grpc = free_port(), free_port()
     log_path = work / "phoenix.log"
-    env = {**os.environ, "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_HOST": "127.0.0.1",
-           "PHOENIX_WORKING_DIR": str(work / "phoenix"), "PHOENIX_TELEMETRY_ENABLED": "false",
-           "DO_NOT_TRACK": "1"}
+    env = {
+        **os.environ,
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(grpc),
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_WORKING_DIR": str(work / "phoenix"),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+    }
     with open(log_path, "w") as log:
-        process = subprocess.Popen([str(command), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [str(command), "serve"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = Phoenix(f"http://127.0.0.1:{port}", log_path)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -113,7 +132,9 @@ def phoenix_server(work: Path) -> Iterator[Phoenix]:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"phoenix serve did not answer in {START_TIMEOUT_S:.0f} s:\n{server.log()}")
+                pytest.fail(
+                    f"phoenix serve did not answer in {START_TIMEOUT_S:.0f} s:\n{server.log()}"
+                )
             time.sleep(1)
         yield server
     finally:
@@ -121,43 +142,77 @@ def phoenix_server(work: Path) -> Iterator[Phoenix]:
 
 
 def reply(body: dict) -> str:
-    """The scripted model of the OpenTelemetry tests: PLAN for a planner, else a minimal reply of the asked schema."""
+    """The scripted model of the OpenTelemetry tests: PLAN for a planner, else a minimal reply of
+    the asked schema."""
     name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
     return json.dumps(PLAN) if name.lower().startswith("plan") else default_reply(body)
 
 
 def check_tree(phoenix: Phoenix, trace: dict, root_parent: str | None = None) -> dict:
-    """Phoenix's spans of the run against the stored trace (`trace_id`: the OTel trace it is in; `root_parent`:
-    the caller's span, when the run joined a caller's trace); what was compared."""
+    """Phoenix's spans of the run against the stored trace (`trace_id`: the OTel trace it is in;
+    `root_parent`: the caller's span, when the run joined a caller's trace); what was compared."""
     branches = trace["branches"]
     copies = [b for b in branches for _ in range(2 if b.get("backup") else 1)]
-    calls = sum(sum(1 for t in b["transitions"] if t["state"] == "IN_PROGRESS") for b in branches if b["kind"] != "safety")
-    calls += sum(sum(1 for t in (b.get("backup") or {}).get("other_transitions", []) if t["state"] == "IN_PROGRESS")
-                 for b in branches if b["kind"] != "safety")
+    calls = sum(
+        sum(1 for t in b["transitions"] if t["state"] == "IN_PROGRESS")
+        for b in branches
+        if b["kind"] != "safety"
+    )
+    calls += sum(
+        sum(
+            1
+            for t in (b.get("backup") or {}).get("other_transitions", [])
+            if t["state"] == "IN_PROGRESS"
+        )
+        for b in branches
+        if b["kind"] != "safety"
+    )
     tasks = [t for t in trace.get("tasks", []) if t.get("started_at")]
     want = 1 + len(tasks) + len(copies) + calls
     spans = phoenix.spans(trace["trace_id"], want=want)
     names = Counter(s["name"].split(" ")[0] for s in spans)
-    expected = {"parallax.run": 1, "parallax.task": len(tasks), "parallax.branch": len(copies), "chat": calls}
+    expected = {
+        "parallax.run": 1,
+        "parallax.task": len(tasks),
+        "parallax.branch": len(copies),
+        "chat": calls,
+    }
     assert names == Counter(expected), names
     (root,) = [s for s in spans if s["name"].startswith("parallax.run")]
     assert root["parent_id"] == root_parent
     assert root_parent is not None or root["attributes"]["parallax.trace_id"] == trace["trace_id"]
     assert root["attributes"]["parallax.status"] == trace["status"]
     by_id = {s["context"]["span_id"]: s for s in spans}
-    task_spans = {s["attributes"]["parallax.task"]: s["context"]["span_id"] for s in spans if s["name"] == "parallax.task"}
+    task_spans = {
+        s["attributes"]["parallax.task"]: s["context"]["span_id"]
+        for s in spans
+        if s["name"] == "parallax.task"
+    }
     branch_spans = [s for s in spans if s["name"].startswith("parallax.branch")]
-    assert Counter(s["attributes"]["parallax.branch_id"] for s in branch_spans) == Counter(b["id"] for b in copies)
+    assert Counter(s["attributes"]["parallax.branch_id"] for s in branch_spans) == Counter(
+        b["id"] for b in copies
+    )
     recorded = {b["id"]: b for b in branches}
     for span in branch_spans:
         branch = recorded[span["attributes"]["parallax.branch_id"]]
-        expected_parent = task_spans[branch["task"]] if branch.get("task") is not None else root["context"]["span_id"]
+        expected_parent = (
+            task_spans[branch["task"]]
+            if branch.get("task") is not None
+            else root["context"]["span_id"]
+        )
         assert span["parent_id"] == expected_parent, (span["name"], branch["id"])
         if span["attributes"].get("parallax.status") != "cancelled":
             assert span["attributes"]["parallax.status"] == branch["status"]
     for span in spans:
         if span["name"].startswith("chat"):
             assert by_id[span["parent_id"]]["name"].startswith("parallax.branch")
-    return {"mode": trace["mode"], "status": trace["status"], "spans": len(spans), "branches_recorded": len(copies),
-            "branch_spans": len(branch_spans), "model_call_spans": names["chat"], "plan_task_spans": names["parallax.task"],
-            "parents_matched": True}
+    return {
+        "mode": trace["mode"],
+        "status": trace["status"],
+        "spans": len(spans),
+        "branches_recorded": len(copies),
+        "branch_spans": len(branch_spans),
+        "model_call_spans": names["chat"],
+        "plan_task_spans": names["parallax.task"],
+        "parents_matched": True,
+    }

@@ -1,4 +1,5 @@
-"""A graph for the Agent Protocol conformance tests (tests/integration/test_agent_protocol.py); no model.
+"""A graph for the Agent Protocol conformance tests (tests/integration/test_agent_protocol.py); no
+model.
 
 Why its shape: it is what the conformance checks need and Parallax's own graphs do not have.
 - compiled with stream transformers of its own (`transformers=[CustomTransformer,

@@ -35,5 +35,7 @@ def review_reply(body: dict) -> str:
     elif "Candidate answers" in text and "choice" in data:
         data["choice"] = "none of these"
     elif "answer" in data:
-        data["answer"] = split_answer(float(body.get("temperature") or 0)) if "unsure" in text else SURE
+        data["answer"] = (
+            split_answer(float(body.get("temperature") or 0)) if "unsure" in text else SURE
+        )
     return json.dumps(data)

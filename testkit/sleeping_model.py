@@ -40,10 +40,14 @@ class SleepingChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "sleeping"
 
-    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any
+    ) -> ChatResult:
         raise NotImplementedError("benchmarks use the async API")
 
-    async def _agenerate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any
+    ) -> ChatResult:
         if self.on_call is not None:
             self.on_call(messages)
         latency = self.latency_for(prompt_text(messages)) if self.latency_for else self.latency_s
@@ -51,7 +55,9 @@ class SleepingChatModel(BaseChatModel):
             await asyncio.sleep(latency)
         usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
         reply = self.reply_for(prompt_text(messages)) if self.reply_for else self.reply
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply, usage_metadata=usage))])
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(content=reply, usage_metadata=usage))]
+        )
 
 
 def sleeping(**fields: Any) -> ChatModelFactory:

@@ -34,8 +34,14 @@ from testkit.fault_server import default_reply
 
 
 class SmallQueueServer:
-    def __init__(self, *, latency_s: float = 1.0, backlog: int = 5, max_connections: int | None = 12,
-                 reply: Callable[[dict], str] = default_reply):
+    def __init__(
+        self,
+        *,
+        latency_s: float = 1.0,
+        backlog: int = 5,
+        max_connections: int | None = 12,
+        reply: Callable[[dict], str] = default_reply,
+    ):
         self.latency_s, self.reply, self.served, self.reset, self.held = latency_s, reply, 0, 0, 0
         self._lock = threading.Lock()
         outer = self
@@ -65,16 +71,27 @@ class SmallQueueServer:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                body = json.loads(
+                    self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}"
+                )
                 time.sleep(outer.latency_s)
                 content = outer.reply(body)
-                data = json.dumps({
-                    "id": "chatcmpl-small-queue", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model") or "small-queue-model",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                 "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }).encode()
+                data = json.dumps(
+                    {
+                        "id": "chatcmpl-small-queue",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model") or "small-queue-model",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": content},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -91,7 +108,9 @@ class SmallQueueServer:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def __enter__(self) -> str:
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self.url
 

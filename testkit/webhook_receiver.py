@@ -3,8 +3,8 @@
 How it answers is scripted: `answers` is consumed one entry per request (an HTTP status; "hang":
 keep the request open, answering nothing, until `release()` or `stop()`; "drip": answer 200 with a
 body it sends one byte every 0.1 s until released, which no per-read timeout ever ends; "flood":
-answer 200 with a 64 MB body, as fast as the client reads it), and `default` answers the rest.
-Each request is recorded as it arrives (`received`, oldest first) with its headers and raw body, so a
+answer 200 with a 64 MB body, as fast as the client reads it), and `default` answers the rest. Each
+request is recorded as it arrives (`received`, oldest first) with its headers and raw body, so a
 test can check the signature over the exact bytes sent; `Received.sent` is how many body bytes of a
 "drip" or "flood" answer got out before the client closed.
 """
@@ -44,7 +44,9 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                entry = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time())
+                entry = Received(
+                    self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time()
+                )
                 with receiver._lock:
                     receiver.received.append(entry)
                     answer = receiver.answers.pop(0) if receiver.answers else receiver.default
@@ -97,7 +99,10 @@ class WebhookReceiver:
                 if len(self.received) >= count:
                     return list(self.received[:count])
             time.sleep(0.05)
-        raise AssertionError(f"webhook receiver got {len(self.received)} requests in {timeout_s:g}s, expected {count}")
+        raise AssertionError(
+            f"webhook receiver got {len(self.received)} requests in {timeout_s:g}s, expected"
+            f" {count}"
+        )
 
     def stop(self) -> None:
         self.release()

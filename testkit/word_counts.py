@@ -12,7 +12,8 @@ import numpy as np
 
 
 def word_counts(vocabulary: Sequence[str]) -> Callable[[list[str]], np.ndarray]:
-    """An embedder: each text becomes the unit vector of how often it holds each word of `vocabulary`."""
+    """An embedder: each text becomes the unit vector of how often it holds each word of
+    `vocabulary`."""
     words = sorted(set(vocabulary))
 
     def embed(texts: list[str]) -> np.ndarray:

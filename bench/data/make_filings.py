@@ -17,8 +17,8 @@ lines found on the right page (whitespace and case forgiven, as `logic/quotes.py
 how many source lines came through without the fold (`source_lines_unchanged`).
 
     python -m bench.data.make_filings                 # the questions' evidence pages and neighbours
-    python -m bench.data.make_filings --all-pages PEPSICO_2023Q1_EARNINGS --out /tmp/filings
-    python -m bench.data.make_filings --data /path/to/financebench_dev   # a full copy: every document
+    python -m bench.data.make_filings --all-pages PEPSICO_2023Q1_EARNINGS --out /tmp/filings python
+    -m bench.data.make_filings --data /path/to/financebench_dev   # a full copy: every document
 """
 
 from __future__ import annotations
@@ -36,12 +36,23 @@ OUT = Path(__file__).with_name("filings")
 PAGE_W, PAGE_H, MARGIN = 612.0, 792.0, 40.0  # US letter, in points
 FONT, MAX_SIZE, MIN_SIZE = "Helvetica", 8.0, 3.0
 
-_FOLD = str.maketrans({"\u2022": "-", "\u25e6": "-", "\u2610": "[ ]", "\u2612": "[x]", "\u2611": "[x]",
-                       "\u2011": "-", "\u2154": "2/3", "\u00a0": " "})
+_FOLD = str.maketrans(
+    {
+        "\u2022": "-",
+        "\u25e6": "-",
+        "\u2610": "[ ]",
+        "\u2612": "[x]",
+        "\u2611": "[x]",
+        "\u2011": "-",
+        "\u2154": "2/3",
+        "\u00a0": " ",
+    }
+)
 
 
 def source_pages(doc_name: str, data: Path = DATA) -> dict[int, str]:
-    """FinanceBench's page texts of one document: {page counted from 0: text} (a sample holds some pages)."""
+    """FinanceBench's page texts of one document: {page counted from 0: text} (a sample holds some
+    pages)."""
     path = data / "docs_text" / f"{doc_name}.jsonl.gz"
     if not path.is_file():
         raise FileNotFoundError(f"no page texts for {doc_name!r} under {path.parent}")
@@ -49,7 +60,8 @@ def source_pages(doc_name: str, data: Path = DATA) -> dict[int, str]:
 
 
 def drawn_lines(text: str) -> list[str]:
-    """A source page as the lines drawn into the PDF: spaces collapsed, folded to what Helvetica draws."""
+    """A source page as the lines drawn into the PDF: spaces collapsed, folded to what Helvetica
+    draws."""
     lines = []
     for line in text.translate(_FOLD).splitlines():
         line = " ".join(line.split())
@@ -71,7 +83,7 @@ def _draw_page(canvas, lines: list[str]) -> None:
     width = PAGE_W - 2 * MARGIN
     size = MAX_SIZE
     while True:  # shrink the font until the wrapped page fits
-        wrapped = [part for line in lines for part in (simpleSplit(line, FONT, size, width) or [""])]
+        wrapped = [part for line in lines for part in simpleSplit(line, FONT, size, width) or [""]]
         leading = size * 1.2
         if len(wrapped) * leading <= PAGE_H - 2 * MARGIN or size <= MIN_SIZE:
             break
@@ -85,18 +97,25 @@ def _draw_page(canvas, lines: list[str]) -> None:
     canvas.showPage()
 
 
-def make_filing_pdf(doc_name: str, pages: list[int] | None, out_dir: Path | str,
-                    appendix: list[str] | None = None, data: Path = DATA) -> Path:
-    """Write `out_dir/doc_name.pdf`: PDF page N+1 holds source page N; pages not in `pages` are blank.
-    `pages=None` takes every page; `appendix` texts are drawn as further pages after them (a benchmark's
-    planted restatement). Returns the PDF's path."""
+def make_filing_pdf(
+    doc_name: str,
+    pages: list[int] | None,
+    out_dir: Path | str,
+    appendix: list[str] | None = None,
+    data: Path = DATA,
+) -> Path:
+    """Write `out_dir/doc_name.pdf`: PDF page N+1 holds source page N; pages not in `pages` are
+    blank. `pages=None` takes every page; `appendix` texts are drawn as further pages after them (a
+    benchmark's planted restatement). Returns the PDF's path."""
     from reportlab.pdfgen.canvas import Canvas
 
     texts = source_pages(doc_name, data)
     wanted = sorted(texts) if pages is None else sorted(set(pages))
     missing = [p for p in wanted if p not in texts]
     if missing:
-        raise ValueError(f"{doc_name} has no page(s) {missing} under {data} (it has {min(texts)}-{max(texts)})")
+        raise ValueError(
+            f"{doc_name} has no page(s) {missing} under {data} (it has {min(texts)}-{max(texts)})"
+        )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{doc_name}.pdf"
@@ -112,7 +131,8 @@ def make_filing_pdf(doc_name: str, pages: list[int] | None, out_dir: Path | str,
 
 
 def check_filing(path: Path, doc_name: str, pages: list[int] | None, data: Path = DATA) -> dict:
-    """Read the PDF back: how many of the drawn lines are found on the PDF page that should hold them."""
+    """Read the PDF back: how many of the drawn lines are found on the PDF page that should hold
+    them."""
     from parallax.runtime.documents import read_document
 
     texts = source_pages(doc_name, data)
@@ -126,9 +146,14 @@ def check_filing(path: Path, doc_name: str, pages: list[int] | None, data: Path 
                 lines += 1
                 found += normalise(drawn) in extracted
                 found_unfolded += normalise(source) in extracted
-    return {"doc_name": doc_name, "pdf_pages": len(document.pages), "pages_with_text": len(wanted),
-            "lines": lines, "lines_on_right_page": round(found / lines, 4) if lines else None,
-            "source_lines_unchanged": round(found_unfolded / lines, 4) if lines else None}
+    return {
+        "doc_name": doc_name,
+        "pdf_pages": len(document.pages),
+        "pages_with_text": len(wanted),
+        "lines": lines,
+        "lines_on_right_page": round(found / lines, 4) if lines else None,
+        "source_lines_unchanged": round(found_unfolded / lines, 4) if lines else None,
+    }
 
 
 def evidence_pages(neighbours: int = 1, data: Path = DATA) -> dict[str, list[int]]:
@@ -141,34 +166,63 @@ def evidence_pages(neighbours: int = 1, data: Path = DATA) -> dict[str, list[int
         for evidence in row.get("evidence", []):
             page = evidence["evidence_page_num"]
             chosen.setdefault(row["doc_name"], set()).update(
-                p for p in range(page - neighbours, page + neighbours + 1) if p in texts)
+                p for p in range(page - neighbours, page + neighbours + 1) if p in texts
+            )
     return {doc: sorted(pages) for doc, pages in sorted(chosen.items())}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT, help="folder for the PDFs (default: bench/data/filings)")
-    parser.add_argument("--data", type=Path, default=DATA,
-                        help="FinanceBench folder: questions.jsonl[.gz] and docs_text/ (default: the repository's sample)")
-    parser.add_argument("--docs", type=int, default=0, help="how many documents (default 0: all the data has)")
-    parser.add_argument("--all-pages", nargs="*", default=[], metavar="DOC",
-                        help="documents to draw whole (every page), besides the evidence subsets")
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="folder for the PDFs (default: bench/data/filings)"
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DATA,
+        help=(
+            "FinanceBench folder: questions.jsonl[.gz] and docs_text/ (default: the repository's"
+            " sample)"
+        ),
+    )
+    parser.add_argument(
+        "--docs", type=int, default=0, help="how many documents (default 0: all the data has)"
+    )
+    parser.add_argument(
+        "--all-pages",
+        nargs="*",
+        default=[],
+        metavar="DOC",
+        help="documents to draw whole (every page), besides the evidence subsets",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    plan: dict[str, list[int] | None] = dict(list(evidence_pages(data=args.data).items())[: args.docs or None])
+    plan: dict[str, list[int] | None] = dict(
+        list(evidence_pages(data=args.data).items())[: args.docs or None]
+    )
     plan.update({doc: None for doc in args.all_pages})
     reports = []
     for doc, pages in plan.items():
         path = make_filing_pdf(doc, pages, args.out, data=args.data)
-        reports.append({**check_filing(path, doc, pages, args.data), "pdf": str(path), "bytes": path.stat().st_size})
+        reports.append(
+            {
+                **check_filing(path, doc, pages, args.data),
+                "pdf": str(path),
+                "bytes": path.stat().st_size,
+            }
+        )
     lines = sum(r["lines"] for r in reports)
     found = sum(round(r["lines_on_right_page"] * r["lines"]) for r in reports if r["lines"])
     unchanged = sum(round(r["source_lines_unchanged"] * r["lines"]) for r in reports if r["lines"])
-    report = {"documents": reports, "pages_with_text": sum(r["pages_with_text"] for r in reports),
-              "pdf_pages": sum(r["pdf_pages"] for r in reports), "lines": lines,
-              "lines_on_right_page": round(found / lines, 4) if lines else None,
-              "source_lines_unchanged": round(unchanged / lines, 4) if lines else None,
-              "seconds": round(time.perf_counter() - started, 2)}
+    report = {
+        "documents": reports,
+        "pages_with_text": sum(r["pages_with_text"] for r in reports),
+        "pdf_pages": sum(r["pdf_pages"] for r in reports),
+        "lines": lines,
+        "lines_on_right_page": round(found / lines, 4) if lines else None,
+        "source_lines_unchanged": round(unchanged / lines, 4) if lines else None,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
     print(json.dumps(report, indent=2))
     return report
 

@@ -29,14 +29,31 @@ OUT = Path(__file__).with_name("lessons_dev.jsonl")
 ISSUE_SIX = [  # the first three are quoted in issue 12; the other three are of the same kinds
     ("The solution is incorrect", "verdict"),
     ("1.8%", "number"),
-    ("This update brings with it several new features that have been added to the current version…", "narrative"),
+    (
+        (
+            "This update brings with it several new features that have been added to the current"
+            " version…"
+        ),
+        "narrative",
+    ),
     ("The answer given was wrong.", "verdict"),
     ("$3,120.50", "number"),
     ("I calculated the ratio and the company looked healthy this year.", "narrative"),
 ]
-VERDICTS = ["The answer is correct.", "Wrong.", "Incorrect answer.", "The solver was wrong", "This is correct",
-            "The prediction was inaccurate.", "Good job!", "The final answer is right.", "The calculation is wrong.",
-            "It was a mistake.", "The response is fine.", "Correct."]
+VERDICTS = [
+    "The answer is correct.",
+    "Wrong.",
+    "Incorrect answer.",
+    "The solver was wrong",
+    "This is correct",
+    "The prediction was inaccurate.",
+    "Good job!",
+    "The final answer is right.",
+    "The calculation is wrong.",
+    "It was a mistake.",
+    "The response is fine.",
+    "Correct.",
+]
 NARRATIVES = [
     "The company reported strong growth in the quarter.",
     "In this task the model was asked to compute a ratio.",
@@ -51,36 +68,66 @@ NARRATIVES = [
     "The solver read the sentence and picked a tag from the list.",
     "It seems the data came from an annual report.",
 ]
-GENERIC = ["Always double-check your arithmetic before answering.", "Read the question carefully.",
-           "Think step by step and be precise.", "Make sure the answer is formatted nicely.",
-           "Never give up on a hard problem."]
+GENERIC = [
+    "Always double-check your arithmetic before answering.",
+    "Read the question carefully.",
+    "Think step by step and be precise.",
+    "Make sure the answer is formatted nicely.",
+    "Never give up on a hard problem.",
+]
 
 
 def formula_tasks(data: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (data / "formula" / "val.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (data / "formula" / "val.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     tasks = []
     for n, row in enumerate(rows):
         name = re.search(r"Use formula (.*?) to answer", row["context"]).group(1)
         formula = re.search(r"Formula: (.*?), Explanation:", row["context"])
         if formula and "=" in formula.group(1):
-            tasks.append({"id": f"formula:{n + 1}", "name": name, "formula": formula.group(1).strip(),
-                          "text": row["context"], "target": row["target"]})
+            tasks.append(
+                {
+                    "id": f"formula:{n + 1}",
+                    "name": name,
+                    "formula": formula.group(1).strip(),
+                    "text": row["context"],
+                    "target": row["target"],
+                }
+            )
     return tasks
 
 
 def finer_items(data: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (data / "finer" / "val.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (data / "finer" / "val.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     items = []
     for n, row in enumerate(rows):
-        questions = re.findall(r'What is best tag for entity "([^"]+)" in sentence: "(.*?)\?"', row["context"])
+        questions = re.findall(
+            r'What is best tag for entity "([^"]+)" in sentence: "(.*?)\?"', row["context"]
+        )
         for (entity, sentence), tag in zip(questions, row["target"].split(","), strict=False):
-            items.append({"id": f"finer:{n + 1}", "entity": entity, "sentence": sentence, "tag": tag.strip(),
-                          "text": row["context"]})
+            items.append(
+                {
+                    "id": f"finer:{n + 1}",
+                    "entity": entity,
+                    "sentence": sentence,
+                    "tag": tag.strip(),
+                    "text": row["context"],
+                }
+            )
     return items
 
 
 def words_of(tag: str) -> str:
-    return " ".join(p.lower() for p in re.findall(r"[A-Z][a-z]+|[A-Z]+(?![a-z])|\d+", tag) if not p.isdigit())
+    return " ".join(
+        p.lower() for p in re.findall(r"[A-Z][a-z]+|[A-Z]+(?![a-z])|\d+", tag) if not p.isdigit()
+    )
 
 
 FORMULA_PHRASES = [
@@ -107,14 +154,30 @@ def build(data: Path, seed: int = 12) -> list[dict]:
     lines = []
 
     def add(lesson: str, task: dict, label: str, kind: str, source: str) -> None:
-        lines.append({"id": f"l{len(lines) + 1:03d}", "lesson": lesson, "task": task["text"], "task_id": task["id"],
-                      "label": label, "kind": kind, "source": source})
+        lines.append(
+            {
+                "id": f"l{len(lines) + 1:03d}",
+                "lesson": lesson,
+                "task": task["text"],
+                "task_id": task["id"],
+                "label": label,
+                "kind": kind,
+                "source": source,
+            }
+        )
 
     # 33 grounded Formula lessons, one per formula, phrasings in turn
     for i, t in enumerate(distinct[:33]):
         rhs = t["formula"].split("=", 1)[1].strip()
-        add(FORMULA_PHRASES[i % len(FORMULA_PHRASES)].format(name=t["name"], rhs=rhs, formula=t["formula"]), t,
-            "keep", "grounded", "formula")
+        add(
+            FORMULA_PHRASES[i % len(FORMULA_PHRASES)].format(
+                name=t["name"], rhs=rhs, formula=t["formula"]
+            ),
+            t,
+            "keep",
+            "grounded",
+            "formula",
+        )
     # 22 grounded FiNER lessons, distinct tags
     seen, picked = set(), []
     for item in finer:
@@ -123,8 +186,15 @@ def build(data: Path, seed: int = 12) -> list[dict]:
             picked.append(item)
     rng.shuffle(picked)
     for i, item in enumerate(picked[:22]):
-        add(FINER_PHRASES[i % len(FINER_PHRASES)].format(words=words_of(item["tag"]), tag=item["tag"]), item,
-            "keep", "grounded", "finer")
+        add(
+            FINER_PHRASES[i % len(FINER_PHRASES)].format(
+                words=words_of(item["tag"]), tag=item["tag"]
+            ),
+            item,
+            "keep",
+            "grounded",
+            "finer",
+        )
 
     junk_tasks = distinct[33:] + distinct[:33]
     k = 0
@@ -139,7 +209,13 @@ def build(data: Path, seed: int = 12) -> list[dict]:
     for lesson in VERDICTS:
         add(lesson, next_task(), "junk", "verdict", "written")
     for t in formulas[:10]:
-        add(t["target"] if rng.random() < 0.5 else f"{t['target']}%", next_task(), "junk", "number", "targets")
+        add(
+            t["target"] if rng.random() < 0.5 else f"{t['target']}%",
+            next_task(),
+            "junk",
+            "number",
+            "targets",
+        )
     for lesson in NARRATIVES:
         add(lesson, next_task(), "junk", "narrative", "written")
     # instructions about something else: a formula lesson on a task of another formula family,
@@ -147,26 +223,46 @@ def build(data: Path, seed: int = 12) -> list[dict]:
     for i in range(6):
         lesson_task, other = distinct[i], distinct[-1 - i]
         rhs = lesson_task["formula"].split("=", 1)[1].strip()
-        add(f"Compute {lesson_task['name']} as {rhs}.", other, "junk", "ungrounded", "other formula")
+        add(
+            f"Compute {lesson_task['name']} as {rhs}.", other, "junk", "ungrounded", "other formula"
+        )
     for i, item in enumerate(picked[22:26]):
-        add(FINER_PHRASES[i % len(FINER_PHRASES)].format(words=words_of(item["tag"]), tag=item["tag"]), distinct[i + 6],
-            "junk", "ungrounded", "FiNER lesson on a Formula task")
+        add(
+            FINER_PHRASES[i % len(FINER_PHRASES)].format(
+                words=words_of(item["tag"]), tag=item["tag"]
+            ),
+            distinct[i + 6],
+            "junk",
+            "ungrounded",
+            "FiNER lesson on a Formula task",
+        )
     for lesson in GENERIC:
         add(lesson, next_task(), "junk", "ungrounded", "generic")
     return lines
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.data.make_lessons", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="folder with formula/val.jsonl and finer/val.jsonl")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.data.make_lessons", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--data", type=Path, required=True, help="folder with formula/val.jsonl and finer/val.jsonl"
+    )
     args = parser.parse_args(argv)
     for need in ("formula/val.jsonl", "finer/val.jsonl"):
         if not (args.data / need).is_file():
-            parser.error(f"{args.data / need} not found: --data must be a folder with formula/val.jsonl and finer/val.jsonl")
+            parser.error(
+                f"{args.data / need} not found: --data must be a folder with formula/val.jsonl and"
+                " finer/val.jsonl"
+            )
     lines = build(args.data)
     OUT.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
     keep = sum(line["label"] == "keep" for line in lines)
-    print(json.dumps({"lessons": len(lines), "keep": keep, "junk": len(lines) - keep, "out": str(OUT)}))
+    print(
+        json.dumps(
+            {"lessons": len(lines), "keep": keep, "junk": len(lines) - keep, "out": str(OUT)}
+        )
+    )
 
 
 if __name__ == "__main__":

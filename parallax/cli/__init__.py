@@ -34,8 +34,10 @@ from parallax.cli.version import print_version
 from parallax.runtime import settings as settings_mod
 
 app = typer.Typer(
-    help="Parallax: run LLM work in parallel branches (direct, section, vote), merge one validated answer, "
-         "and learn a versioned playbook from the runs.",
+    help=(
+        "Parallax: run LLM work in parallel branches (direct, section, vote), merge one validated"
+        " answer, and learn a versioned playbook from the runs."
+    ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -46,11 +48,19 @@ app = typer.Typer(
 
 @app.callback()
 def check_settings(
-    _version: Annotated[bool, typer.Option("--version", is_eager=True, callback=print_version,
-                                           help="Print the installed version and exit.")] = False,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=print_version,
+            help="Print the installed version and exit.",
+        ),
+    ] = False,
 ) -> None:
-    """Refuse a bad PARALLAX_* or OPENAI_* variable with one line before any command starts; say once when the
-    data lives in a ./.parallax of the working folder rather than the user data directory."""
+    """Refuse a bad PARALLAX_* or OPENAI_* variable with one line before any command starts; say
+    once when the data lives in a ./.parallax of the working folder rather than the user data
+    directory."""
     import os
 
     from parallax.runtime.home import legacy_notice
@@ -63,7 +73,9 @@ def check_settings(
         fail(f"{exc} (fix or unset the variable, in the environment or in ./.env)")
     notice = legacy_notice(settings.home, home_is_set=bool(os.environ.get("PARALLAX_HOME")))
     if notice:
-        err.print(notice, style="dim", highlight=False, markup=False)  # wrapped at words, never mid-path
+        err.print(
+            notice, style="dim", highlight=False, markup=False
+        )  # wrapped at words, never mid-path
 
 
 app.command("run", epilog=epilog("run"))(run.run)

@@ -36,12 +36,19 @@ CREATED_BY = "cli"
 
 Name = Annotated[str, typer.Option("--playbook", help="Playbook name.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-Tenant = Annotated[str, typer.Option("--tenant", envvar="PARALLAX_TENANT",
-                                     help="Whose playbooks (and traces) to use; tenants never see each other's.")]
+Tenant = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        envvar="PARALLAX_TENANT",
+        help="Whose playbooks (and traces) to use; tenants never see each other's.",
+    ),
+]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr and an exit code; no traceback. The message is printed as written (brackets too)."""
+    """One line on stderr and an exit code; no traceback. The message is printed as written
+    (brackets too)."""
     from rich.markup import escape
 
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
@@ -59,8 +66,10 @@ def no_store_yet(what: str = "runs") -> NoReturn:
     """Exit 2 for a command that reads a store nothing has written yet, naming where it looked."""
     from parallax.runtime.storage.stores import cli_store_location
 
-    fail(f"no {what} recorded yet: searched {cli_store_location()}; run `parallax run` first "
-         "(or set PARALLAX_DATABASE_URL for a deployment's runs)")
+    fail(
+        f"no {what} recorded yet: searched {cli_store_location()}; run `parallax run` first "
+        "(or set PARALLAX_DATABASE_URL for a deployment's runs)"
+    )
 
 
 def emit(data: Any) -> None:
@@ -68,8 +77,10 @@ def emit(data: Any) -> None:
 
 
 def cell(value: float | None, kind: str) -> str:
-    """A figure as a table shows it: `share` as a percentage, `mean` with two decimals, `usd` as dollars, else a whole
-    number with thousands separators; None (nothing to measure) as "-". JSON keeps the exact values."""
+    """A figure as a table shows it: `share` as a percentage, `mean` with two decimals, `usd` as
+    dollars, else a whole number with thousands separators; None (nothing to measure) as "-". JSON
+    keeps the exact values.
+    """
     if value is None:
         return "-"
     if kind == "share":
@@ -82,25 +93,31 @@ def cell(value: float | None, kind: str) -> str:
 
 
 def base_context(cli: typer.Context | None, **overrides: Any) -> Context:
-    """The run Context of a command: the caller's (`app(obj=Context(...))`) or a default, plus overrides
-    (an override of None, a flag the user did not give, leaves the field as it was)."""
+    """The run Context of a command: the caller's (`app(obj=Context(...))`) or a default, plus
+    overrides (an override of None, a flag the user did not give, leaves the field as it was)."""
     import dataclasses
 
     given = cli.find_object(Context) if cli is not None else None
-    return dataclasses.replace(given or Context(), **{k: v for k, v in overrides.items() if v is not None})
+    return dataclasses.replace(
+        given or Context(), **{k: v for k, v in overrides.items() if v is not None}
+    )
 
 
 def as_option(exc: InvalidInput, options: Mapping[str, str]) -> str:
-    """A refusal of logic/run_input.py as a command says it: the input field or run setting it names, said as the
-    command's option that sets it (`votes must be ...` -> `--votes must be ...`); the rest of the sentence is the
-    one every face says."""
+    """A refusal of logic/run_input.py as a command says it: the input field or run setting it
+    names, said as the command's option that sets it (`votes must be ...` -> `--votes must be ...`);
+    the rest of the sentence is the one every face says."""
     text, option = str(exc), options.get(exc.field or "")
-    return option + text[len(exc.field or ""):] if option and exc.field and text.startswith(exc.field + " ") else text
+    return (
+        option + text[len(exc.field or "") :]
+        if option and exc.field and text.startswith(exc.field + " ")
+        else text
+    )
 
 
 def checked_options(context: Context, options: Mapping[str, str]) -> Context:
-    """`context`, its run settings within their bounds (logic/run_input.py `checked_context`); else one line naming
-    the option, exit 2."""
+    """`context`, its run settings within their bounds (logic/run_input.py `checked_context`); else
+    one line naming the option, exit 2."""
     from parallax.logic.run_input import RunInputError, checked_context
 
     try:
@@ -110,12 +127,20 @@ def checked_options(context: Context, options: Mapping[str, str]) -> Context:
         fail(as_option(exc, options))
 
 
-EarlyStop = Annotated[bool | None, typer.Option(
-    "--early-stop/--no-early-stop",
-    help="Ask a vote's branches in waves and stop once the leading answer is settled, so --votes is the most "
-         "asked; in speculate mode, cancel the other candidates once one passes its check (default: on, "
-         "PARALLAX_EARLY_STOP).")]
-Votes = Annotated[int | None, typer.Option(help="Most vote branches of a vote-mode run (default 5).")]
+EarlyStop = Annotated[
+    bool | None,
+    typer.Option(
+        "--early-stop/--no-early-stop",
+        help=(
+            "Ask a vote's branches in waves and stop once the leading answer is settled, so --votes"
+            " is the most asked; in speculate mode, cancel the other candidates once one passes its"
+            " check (default: on, PARALLAX_EARLY_STOP)."
+        ),
+    ),
+]
+Votes = Annotated[
+    int | None, typer.Option(help="Most vote branches of a vote-mode run (default 5).")
+]
 
 
 def checked_tenant(tenant: str) -> str:
@@ -160,7 +185,9 @@ async def open_playbooks(write: bool, tenant: str = "default") -> AsyncIterator[
         yield playbooks_in(store, tenant)
 
 
-def with_playbooks(work: Callable[[PlaybookStore], Awaitable[T]], tenant: str, write: bool = False) -> T:
+def with_playbooks(
+    work: Callable[[PlaybookStore], Awaitable[T]], tenant: str, write: bool = False
+) -> T:
     """Run `work(playbooks)` on the tenant's playbooks; errors as `with_store`."""
     from parallax.runtime.storage.stores import playbooks_in
 
@@ -186,15 +213,20 @@ def who() -> str:
         return CREATED_BY
 
 
-By = Annotated[str | None, typer.Option("--by", help="Who is doing this, for the history (default: your login name).")]
+By = Annotated[
+    str | None,
+    typer.Option("--by", help="Who is doing this, for the history (default: your login name)."),
+]
 Reason = Annotated[str, typer.Option("--reason", help="Why, for the history.")]
 
 
 @asynccontextmanager
-async def open_store(write: bool, missing: Callable[[], None] | None = None) -> AsyncIterator[BaseStore]:
-    """The CLI's store (the deployment's PostgreSQL store with PARALLAX_DATABASE_URL). Reading a home without
-    a store creates nothing: `missing()` is called (it may exit, e.g. `no_store_yet`), else an empty in-memory
-    store stands in."""
+async def open_store(
+    write: bool, missing: Callable[[], None] | None = None
+) -> AsyncIterator[BaseStore]:
+    """The CLI's store (the deployment's PostgreSQL store with PARALLAX_DATABASE_URL). Reading a
+    home without a store creates nothing: `missing()` is called (it may exit, e.g. `no_store_yet`),
+    else an empty in-memory store stands in."""
     from langgraph.store.memory import InMemoryStore
 
     from parallax.runtime.storage.stores import has_cli_store, open_cli_store
@@ -208,15 +240,20 @@ async def open_store(write: bool, missing: Callable[[], None] | None = None) -> 
         yield store
 
 
-def with_store(work: Callable[[BaseStore], Awaitable[T]], tenant: str, write: bool = False,
-               missing: Callable[[], None] | None = None) -> T:
-    """The commands' one way to a store: check the tenant, open the store (`open_store`), run `work(store)`;
-    a StoreError or a bad value becomes a one-line exit 2."""
+def with_store(
+    work: Callable[[BaseStore], Awaitable[T]],
+    tenant: str,
+    write: bool = False,
+    missing: Callable[[], None] | None = None,
+) -> T:
+    """The commands' one way to a store: check the tenant, open the store (`open_store`), run
+    `work(store)`; a StoreError or a bad value becomes a one-line exit 2."""
     checked_tenant(tenant)
 
     async def main() -> T:
         async with open_store(write, missing) as store:
             return await work(store)
+
     try:
         return asyncio.run(main())
     except StoreError as exc:
@@ -226,7 +263,8 @@ def with_store(work: Callable[[BaseStore], Awaitable[T]], tenant: str, write: bo
 
 
 def durable_graph(builder: Any) -> Any:
-    """The commands' one way to a durable graph (runtime/storage/stores.py), imported when a command runs one."""
+    """The commands' one way to a durable graph (runtime/storage/stores.py), imported when a command
+    runs one."""
     from parallax.runtime.storage.stores import durable_graph as compiled
 
     return compiled(builder)
@@ -246,10 +284,23 @@ def graph_failures(*bad_input: type[BaseException]) -> Iterator[None]:
         fail(f"model server: {exc}", code=1)
 
 
-MaxCost = Annotated[float | None, typer.Option(
-    help="The run's budget in US dollars, all its model calls together, at the price table (PARALLAX_PRICES). Each "
-         "request is held at its worst case before it is sent, shrunk or not sent: the run never spends past it, and "
-         "ends needs_review, 'budget reached', with what it has.")]
-MaxTokens = Annotated[int | None, typer.Option(
-    help="The run's budget in tokens (prompt plus completion, all model calls), held as --max-cost is. Not the "
-         "per-reply cap (PARALLAX_MAX_TOKENS).")]
+MaxCost = Annotated[
+    float | None,
+    typer.Option(
+        help=(
+            "The run's budget in US dollars, all its model calls together, at the price table"
+            " (PARALLAX_PRICES). Each request is held at its worst case before it is sent, shrunk"
+            " or not sent: the run never spends past it, and ends needs_review, 'budget reached',"
+            " with what it has."
+        )
+    ),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(
+        help=(
+            "The run's budget in tokens (prompt plus completion, all model calls), held as"
+            " --max-cost is. Not the per-reply cap (PARALLAX_MAX_TOKENS)."
+        )
+    ),
+]

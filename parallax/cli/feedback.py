@@ -15,9 +15,16 @@ from parallax.cli.common import AsJson, By, Tenant, emit, fail, no_store_yet, wh
 
 def feedback(
     trace_id: Annotated[str, typer.Argument(help="The trace id `parallax run` printed.")],
-    score: Annotated[str | None, typer.Option("--score", help="0..1 (1 = right), or up / down.")] = None,
-    correct: Annotated[str | None, typer.Option("--correct", help="The right answer: stored as the run's target "
-                                                                  "(scored against its answer).")] = None,
+    score: Annotated[
+        str | None, typer.Option("--score", help="0..1 (1 = right), or up / down.")
+    ] = None,
+    correct: Annotated[
+        str | None,
+        typer.Option(
+            "--correct",
+            help="The right answer: stored as the run's target (scored against its answer).",
+        ),
+    ] = None,
     comment: Annotated[str, typer.Option("--comment", help="Why (stored redacted).")] = "",
     tenant: Tenant = "default",
     by: By = None,
@@ -43,20 +50,39 @@ def feedback(
     if correct is not None:
         if comment:
             fail("--comment goes with --score: a correction's comment is the answer itself")
-        trace = with_store(lambda store: correct_answer(store, tenant, trace_id, correct, by or who()), tenant,
-                           write=True)
+        trace = with_store(
+            lambda store: correct_answer(store, tenant, trace_id, correct, by or who()),
+            tenant,
+            write=True,
+        )
     else:
         given = score
-        trace = with_store(lambda store: give_feedback(store, tenant, trace_id, given or "", comment, by or who()),
-                           tenant, write=True)
+        trace = with_store(
+            lambda store: give_feedback(store, tenant, trace_id, given or "", comment, by or who()),
+            tenant,
+            write=True,
+        )
     if as_json:
-        return emit({"trace_id": trace_id, "tenant": tenant, "score": latest_score(trace),
-                     "feedback": trace["feedback"], **({"target": trace.get("target"), "correct": trace.get("correct")}
-                                                        if correct is not None else {})})
+        return emit(
+            {
+                "trace_id": trace_id,
+                "tenant": tenant,
+                "score": latest_score(trace),
+                "feedback": trace["feedback"],
+                **(
+                    {"target": trace.get("target"), "correct": trace.get("correct")}
+                    if correct is not None
+                    else {}
+                ),
+            }
+        )
     if correct is not None:
-        Console(highlight=False).print(f"trace {trace_id}: target set; the run's answer was "
-                                       f"{'right' if trace.get('correct') else 'wrong'} ({len(trace['feedback'])} "
-                                       f"feedback in all)")
+        Console(highlight=False).print(
+            f"trace {trace_id}: target set; the run's answer was "
+            f"{'right' if trace.get('correct') else 'wrong'} ({len(trace['feedback'])} "
+            "feedback in all)"
+        )
         return
-    Console(highlight=False).print(f"trace {trace_id}: feedback {latest_score(trace)} "
-                                   f"({len(trace['feedback'])} in all)")
+    Console(highlight=False).print(
+        f"trace {trace_id}: feedback {latest_score(trace)} ({len(trace['feedback'])} in all)"
+    )

@@ -56,18 +56,25 @@ class LocalBackend:
     async def plan(self, run_input: dict[str, Any], ctx: McpContext) -> RunResult:
         return await self._run("plan", run_input)
 
-    async def feedback(self, trace_id: str, score: str | float, comment: str, ctx: McpContext) -> FeedbackResult:
+    async def feedback(
+        self, trace_id: str, score: str | float, comment: str, ctx: McpContext
+    ) -> FeedbackResult:
         from parallax.logic.feedback import give_feedback
         from parallax.logic.run_record import latest_score
         from parallax.runtime.mcp_tools import FeedbackResult
 
         async with open_store(write=True) as store:
             trace = await give_feedback(store, self.tenant, trace_id, score, comment, "mcp")
-        return FeedbackResult(trace_id=trace_id, score=latest_score(trace), feedback_entries=len(trace["feedback"]))
+        return FeedbackResult(
+            trace_id=trace_id, score=latest_score(trace), feedback_entries=len(trace["feedback"])
+        )
 
 
-def mcp(cli: typer.Context, tenant: Tenant = "default",
-        name: Annotated[str, typer.Option(help="The server name agents see.")] = "parallax") -> None:
+def mcp(
+    cli: typer.Context,
+    tenant: Tenant = "default",
+    name: Annotated[str, typer.Option(help="The server name agents see.")] = "parallax",
+) -> None:
     """Serve Parallax's MCP tools (solve, plan, feedback) over stdio, on the CLI's store."""
     from parallax.logic.run_input import check_run_input
     from parallax.runtime.mcp_tools import build_server

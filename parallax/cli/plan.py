@@ -17,10 +17,20 @@ from parallax.cli.trace import with_traces
 if TYPE_CHECKING:
     from parallax.state.trace_record import TraceRecord, TraceTask
 
-plan_app = typer.Typer(help="Plan runs: show a run's DAG of tasks.", no_args_is_help=True, pretty_exceptions_enable=False)
+plan_app = typer.Typer(
+    help="Plan runs: show a run's DAG of tasks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 
-COLOURS = {"DONE": "#b7e4c7", "NEEDS_REVIEW": "#e0c3fc", "FAILED": "#f4a3a3", "SKIPPED": "#e5e5e5", "PENDING": "#ffffff",
-           "RUNNING": "#ffe8a3"}
+COLOURS = {
+    "DONE": "#b7e4c7",
+    "NEEDS_REVIEW": "#e0c3fc",
+    "FAILED": "#f4a3a3",
+    "SKIPPED": "#e5e5e5",
+    "PENDING": "#ffffff",
+    "RUNNING": "#ffe8a3",
+}
 
 
 def _final_tasks(trace: TraceRecord) -> dict[int, TraceTask]:
@@ -79,12 +89,28 @@ def png(trace: TraceRecord) -> bytes:
     for task in plan.tasks:
         for dep in task.deps:
             (x0, y0), (x1, y1) = where[dep], where[task.id]
-            ax.annotate("", xy=(x1 - 1.25, y1), xytext=(x0 + 1.25, y0), arrowprops={"arrowstyle": "->", "color": "#555"})
+            ax.annotate(
+                "",
+                xy=(x1 - 1.25, y1),
+                xytext=(x0 + 1.25, y0),
+                arrowprops={"arrowstyle": "->", "color": "#555"},
+            )
     for task in plan.tasks:
         status = _status_of(records, task.id)
         x, y = where[task.id]
-        ax.text(x, y, f"{task.id} {task.kind} · {status}\n{task.goal[:34]}", ha="center", va="center", fontsize=8,
-                bbox={"boxstyle": "round", "facecolor": COLOURS.get(status, "#fff"), "edgecolor": "#555"})
+        ax.text(
+            x,
+            y,
+            f"{task.id} {task.kind} · {status}\n{task.goal[:34]}",
+            ha="center",
+            va="center",
+            fontsize=8,
+            bbox={
+                "boxstyle": "round",
+                "facecolor": COLOURS.get(status, "#fff"),
+                "edgecolor": "#555",
+            },
+        )
     ax.set_xlim(-1.6, max(x for x, _ in where.values()) + 1.6)
     ax.set_ylim(min(y for _, y in where.values()) - 0.9, 0.9)
     ax.axis("off")
@@ -96,10 +122,18 @@ def png(trace: TraceRecord) -> bytes:
 
 
 @plan_app.command("show")
-def show(trace_id: Annotated[str, typer.Argument(help="The trace id a plan run printed.")], tenant: Tenant = "default",
-         output: Annotated[Path | None, typer.Option("--output", "-o", help="Write a PNG drawing here instead of "
-                                                                          "printing Mermaid.")] = None) -> None:
-    """Print a plan run's DAG as Mermaid (paste it into any Mermaid viewer), or draw it as a PNG with --output."""
+def show(
+    trace_id: Annotated[str, typer.Argument(help="The trace id a plan run printed.")],
+    tenant: Tenant = "default",
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write a PNG drawing here instead of printing Mermaid."
+        ),
+    ] = None,
+) -> None:
+    """Print a plan run's DAG as Mermaid (paste it into any Mermaid viewer), or draw it as a PNG
+    with --output."""
     if output is not None:
         if output.suffix.lower() != ".png":
             fail(f"--output {output}: give a .png file name")

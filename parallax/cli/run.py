@@ -51,17 +51,39 @@ from parallax.state.plan import PlanOutput
 from parallax.state.solve import SolveOutput
 from parallax.state.vocabulary import RUN_MODES
 
-RUN_OPTIONS = {"votes": "--votes", "min_votes": "--min-votes", "candidates": "--candidates", "check_file": "--check-file",
-               "max_replans": "--max-replans", "max_cost": "--max-cost", "max_tokens": "--max-tokens",
-               "playbook": "--playbook", "tenant": "--tenant", "target": "--target", "test_command": "--test-command",
-               "question": "--question", "context.max_concurrency": "--concurrency", "context.early_stop": "--early-stop"}
-"""The option of `run` (and `resume`) that sets each input field or run setting a refusal may name."""
-OPTION_NAMES = {**RUN_OPTIONS, "mode": "--mode", "check": "--check", "repo": "--repo",
-                "schema": "--schema"}
+RUN_OPTIONS = {
+    "votes": "--votes",
+    "min_votes": "--min-votes",
+    "candidates": "--candidates",
+    "check_file": "--check-file",
+    "max_replans": "--max-replans",
+    "max_cost": "--max-cost",
+    "max_tokens": "--max-tokens",
+    "playbook": "--playbook",
+    "tenant": "--tenant",
+    "target": "--target",
+    "test_command": "--test-command",
+    "question": "--question",
+    "context.max_concurrency": "--concurrency",
+    "context.early_stop": "--early-stop",
+}
+"""The option of `run` (and `resume`) that sets each input field or run setting a refusal may name.
+"""
+OPTION_NAMES = {
+    **RUN_OPTIONS,
+    "mode": "--mode",
+    "check": "--check",
+    "repo": "--repo",
+    "schema": "--schema",
+}
 """How `run` names each option a refusal of logic/run_options.py names."""
-OUTPUT_KEYS = {"solve": tuple(SolveOutput.__annotations__), "plan": tuple(PlanOutput.__annotations__)}
+OUTPUT_KEYS = {
+    "solve": tuple(SolveOutput.__annotations__),
+    "plan": tuple(PlanOutput.__annotations__),
+}
 GRAPH_KEY = "parallax_graph"
-"""Checkpoint metadata naming the graph of a thread, so `resume` continues it with the same graph."""
+"""Checkpoint metadata naming the graph of a thread, so `resume` continues it with the same graph.
+"""
 
 
 def read_task(text: str | None, input_file: Path | None) -> tuple[str, list[str] | None]:
@@ -76,7 +98,9 @@ def read_task(text: str | None, input_file: Path | None) -> tuple[str, list[str]
         if not stdin and not input_file.is_file():
             fail(f"input file not found: {input_file}")
         try:
-            document = read_document(sys.stdin.buffer.read()) if stdin else read_document(input_file)
+            document = (
+                read_document(sys.stdin.buffer.read()) if stdin else read_document(input_file)
+            )
         except DocumentError as exc:
             fail(str(exc))
         text, pages = document.text, list(document.pages) if document.paged else None
@@ -88,8 +112,8 @@ def read_task(text: str | None, input_file: Path | None) -> tuple[str, list[str]
 
 
 def load_schema(spec: str) -> dict[str, Any]:
-    """The JSON Schema `--schema` names: a JSON file, or `package.module:Model` (a pydantic model class,
-    imported with the working folder on the path, as uvicorn imports an app)."""
+    """The JSON Schema `--schema` names: a JSON file, or `package.module:Model` (a pydantic model
+    class, imported with the working folder on the path, as uvicorn imports an app)."""
     path = Path(spec)
     if path.is_file():
         try:
@@ -99,7 +123,10 @@ def load_schema(spec: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             fail(f"--schema {spec}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
         if not isinstance(loaded, dict):
-            fail(f"--schema {spec}: a JSON Schema is an object, this file holds {type(loaded).__name__}")
+            fail(
+                f"--schema {spec}: a JSON Schema is an object, this file holds"
+                f" {type(loaded).__name__}"
+            )
         return loaded
     module_name, _, attribute = spec.partition(":")
     if not attribute or not module_name:
@@ -113,7 +140,10 @@ def load_schema(spec: str) -> dict[str, Any]:
     try:
         model = getattr(importlib.import_module(module_name), attribute)
     except ImportError as exc:
-        fail(f"--schema {spec}: cannot import {module_name} ({exc}); run from the folder that holds it")
+        fail(
+            f"--schema {spec}: cannot import {module_name} ({exc}); run from the folder that"
+            " holds it"
+        )
     except AttributeError:
         fail(f"--schema {spec}: {module_name} has no {attribute}")
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
@@ -122,15 +152,25 @@ def load_schema(spec: str) -> dict[str, Any]:
 
 
 def branch_table(branches: list[dict[str, Any]]) -> Table:
-    """One row per branch; `tries` counts attempts and re-asks; the vote, error or output elided to 80 characters."""
-    table = new_table("branches", ("id", "status", "ms", "tokens", "USD", "tries", "vote / output"),
-                      text=("vote / output",))
+    """One row per branch; `tries` counts attempts and re-asks; the vote, error or output elided to
+    80 characters."""
+    table = new_table(
+        "branches",
+        ("id", "status", "ms", "tokens", "USD", "tries", "vote / output"),
+        text=("vote / output",),
+    )
     for b in branches:
         shown = b.get("vote") or b.get("error") or json.dumps(b.get("output"), ensure_ascii=False)
         cost = b.get("cost_usd")
-        table.add_row(b["id"], b["status"], f"{b['latency_ms']:.0f}", str(b["tokens"]["total"]),
-                      "?" if cost is None and b["tokens"]["total"] else f"{cost or 0:.6f}",
-                      str(b["attempts"] + b["reasks"]), elide(shown, 80))
+        table.add_row(
+            b["id"],
+            b["status"],
+            f"{b['latency_ms']:.0f}",
+            str(b["tokens"]["total"]),
+            "?" if cost is None and b["tokens"]["total"] else f"{cost or 0:.6f}",
+            str(b["attempts"] + b["reasks"]),
+            elide(shown, 80),
+        )
     return table
 
 
@@ -146,7 +186,8 @@ async def graph_of_thread(thread_id: str) -> str:
 async def run_graph(
     name: str, payload: dict[str, Any] | None, thread_id: str, context: Context, show_progress: bool
 ) -> dict[str, Any]:
-    """Run (or, with `payload=None`, resume) the `name` graph ("solve" or "plan") on a checkpointed thread."""
+    """Run (or, with `payload=None`, resume) the `name` graph ("solve" or "plan") on a checkpointed
+    thread."""
     from parallax.logic.routing import InvalidInput
 
     builder: StateGraph[Any, Any, Any, Any]
@@ -166,16 +207,31 @@ async def run_graph(
             if payload is None:
                 snapshot = await graph.aget_state(config)
                 if not snapshot.values:
-                    fail(f"no run with thread id {thread_id!r}: searched {settings_mod.load().checkpoint_path} "
-                         "(set PARALLAX_HOME to the home of the original run)")
+                    fail(
+                        f"no run with thread id {thread_id!r}: searched"
+                        f" {settings_mod.load().checkpoint_path} (set PARALLAX_HOME to the home of"
+                        " the original run)"
+                    )
                 result = {k: v for k, v in snapshot.values.items() if k in keys}
                 if not snapshot.next:  # finished already: report it, run nothing
                     return result
-            live = Live(console=err, transient=True, refresh_per_second=4) if show_progress and name == "plan" else None
-            with err.status("routing…" if payload else "resuming…") as status, live or nullcontext():
+            live = (
+                Live(console=err, transient=True, refresh_per_second=4)
+                if show_progress and name == "plan"
+                else None
+            )
+            with (
+                err.status("routing…" if payload else "resuming…") as status,
+                live or nullcontext(),
+            ):
                 progress = Progress(status, live)
-                async for mode, chunk in graph.astream(payload, config, context=context, durability="sync",
-                                                       stream_mode=["updates", "values", "custom"]):
+                async for mode, chunk in graph.astream(
+                    payload,
+                    config,
+                    context=context,
+                    durability="sync",
+                    stream_mode=["updates", "values", "custom"],
+                ):
                     if mode == "values":
                         result = {k: v for k, v in chunk.items() if k in keys}
                     elif mode == "custom" and isinstance(chunk, dict) and "plan_task" in chunk:
@@ -189,54 +245,138 @@ async def run_graph(
 def run(
     cli: typer.Context,
     text: Annotated[str | None, typer.Argument(help="The task text (or use --input-file).")] = None,
-    question: Annotated[str, typer.Option("--question", "-q",
-                                          help="Question about the text (section mode asks it of every slice).")] = "",
-    input_file: Annotated[Path | None, typer.Option("--input-file", "-f",
-                                                    help="Read the task from a file: PDF (pages kept), DOCX, HTML, "
-                                                         "Markdown or UTF-8 text ('-' for stdin).")] = None,
-    mode: Annotated[str, typer.Option(help=f"{' | '.join(RUN_MODES)}. auto decides from the "
-                                           "input's shape (several deliverables or steps: plan; write a function, fix, "
-                                           "draft: speculate).")] = "auto",
-    votes: Annotated[int, typer.Option(help="Most vote branches in vote mode (with early stopping, fewer once the "
-                                            "answer is settled).")] = 5,
+    question: Annotated[
+        str,
+        typer.Option(
+            "--question",
+            "-q",
+            help="Question about the text (section mode asks it of every slice).",
+        ),
+    ] = "",
+    input_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--input-file",
+            "-f",
+            help="Read the task from a file: PDF (pages kept), DOCX, HTML, "
+            "Markdown or UTF-8 text ('-' for stdin).",
+        ),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help=f"{' | '.join(RUN_MODES)}. auto decides from the "
+            "input's shape (several deliverables or steps: plan; write a function, fix, "
+            "draft: speculate)."
+        ),
+    ] = "auto",
+    votes: Annotated[
+        int,
+        typer.Option(
+            help="Most vote branches in vote mode (with early stopping, fewer once the "
+            "answer is settled)."
+        ),
+    ] = 5,
     early_stop: EarlyStop = None,
-    min_votes: Annotated[int | None, typer.Option(help="Votes an answer needs (default: a strict majority).")] = None,
-    candidates: Annotated[int | None, typer.Option(
-        help="Speculate mode: candidates made at once, each with its own approach (a prompt variant and a temperature; "
-             "default 3). Plan mode with --repo and --test-command: candidate patches per edit task, the first whose "
-             "tests pass is merged (default 1).")] = None,
-    check: Annotated[str | None, typer.Option(
-        help="Speculate mode: a command that checks a candidate, run in the candidate's own folder with its answer "
-             "saved there as --check-file (exit 0 passes; pytest's 'N passed' is counted). The first candidate that "
-             "passes wins and the others are cancelled. Without a check, a judge compares candidates pairwise, "
-             "both ways round.")] = None,
-    check_file: Annotated[str | None, typer.Option(
-        help="Speculate mode: the file a candidate's answer is saved as, in its folder (default candidate.txt).")] = None,
-    red_team: Annotated[bool, typer.Option("--red-team",
-                                           help="Add a branch that argues against the leading answer (never votes).")] = False,
-    thread: Annotated[str | None, typer.Option(help="Thread id for the checkpoint (default: a new one).")] = None,
-    playbook: Annotated[str, typer.Option(help="Playbook whose lessons go into branch prompts.")] = "default",
+    min_votes: Annotated[
+        int | None, typer.Option(help="Votes an answer needs (default: a strict majority).")
+    ] = None,
+    candidates: Annotated[
+        int | None,
+        typer.Option(
+            help=(
+                "Speculate mode: candidates made at once, each with its own approach (a prompt"
+                " variant and a temperature; "
+                "default 3). Plan mode with --repo and --test-command: candidate patches per edit"
+                " task, the first whose "
+                "tests pass is merged (default 1)."
+            )
+        ),
+    ] = None,
+    check: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "Speculate mode: a command that checks a candidate, run in the candidate's own"
+                " folder with its answer "
+                "saved there as --check-file (exit 0 passes; pytest's 'N passed' is counted). The"
+                " first candidate that "
+                "passes wins and the others are cancelled. Without a check, a judge compares"
+                " candidates pairwise, "
+                "both ways round."
+            )
+        ),
+    ] = None,
+    check_file: Annotated[
+        str | None,
+        typer.Option(
+            help=(
+                "Speculate mode: the file a candidate's answer is saved as, in its folder (default"
+                " candidate.txt)."
+            )
+        ),
+    ] = None,
+    red_team: Annotated[
+        bool,
+        typer.Option(
+            "--red-team", help="Add a branch that argues against the leading answer (never votes)."
+        ),
+    ] = False,
+    thread: Annotated[
+        str | None, typer.Option(help="Thread id for the checkpoint (default: a new one).")
+    ] = None,
+    playbook: Annotated[
+        str, typer.Option(help="Playbook whose lessons go into branch prompts.")
+    ] = "default",
     tenant: Tenant = "default",
-    concurrency: Annotated[int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")] = 8,
-    repo: Annotated[Path | None, typer.Option(help="Plan mode: a git repository that edit tasks change, each in its "
-                                                   "own worktree and branch; merged into a new integration branch. "
-                                                   "Speculate mode with --check: each candidate is checked in its own "
-                                                   "worktree of the repository's HEAD.")] = None,
-    test_command: Annotated[str, typer.Option(help="Plan mode with --repo: the test command edit tasks may run.")] = "",
-    max_replans: Annotated[int, typer.Option(help="Plan mode: new plans the joiner may ask for.")] = 1,
-    target: Annotated[str | None, typer.Option(help="The right answer, if you know it: the trace keeps whether the "
-                                                     "run got it (accuracy in `parallax stats`).")] = None,
-    schema: Annotated[str | None, typer.Option(
-        "--schema", help="The shape of the answer: a JSON Schema file, or package.module:Model (a pydantic model). "
-                         "Branches are asked for that object, votes count field by field, section values need a "
-                         "quote from their slice; --json gives `data` and `provenance`.")] = None,
+    concurrency: Annotated[
+        int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")
+    ] = 8,
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            help="Plan mode: a git repository that edit tasks change, each in its "
+            "own worktree and branch; merged into a new integration branch. "
+            "Speculate mode with --check: each candidate is checked in its own "
+            "worktree of the repository's HEAD."
+        ),
+    ] = None,
+    test_command: Annotated[
+        str, typer.Option(help="Plan mode with --repo: the test command edit tasks may run.")
+    ] = "",
+    max_replans: Annotated[
+        int, typer.Option(help="Plan mode: new plans the joiner may ask for.")
+    ] = 1,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            help="The right answer, if you know it: the trace keeps whether the "
+            "run got it (accuracy in `parallax stats`)."
+        ),
+    ] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            help=(
+                "The shape of the answer: a JSON Schema file, or package.module:Model (a pydantic"
+                " model). "
+                "Branches are asked for that object, votes count field by field, section values"
+                " need a "
+                "quote from their slice; --json gives `data` and `provenance`."
+            ),
+        ),
+    ] = None,
     max_cost: MaxCost = None,
     max_tokens: MaxTokens = None,
     model: Model = None,
     base_url: BaseUrl = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of the table.")
+    ] = False,
 ) -> None:
-    """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it as a DAG of tasks)."""
+    """Run one task: route it, fan out branches in parallel, merge one validated answer (or plan it
+    as a DAG of tasks)."""
     from parallax.logic.run_options import (
         RunOptions,
         check_options,
@@ -257,9 +397,27 @@ def run(
         with refusals():
             check_schema_options(mode, repo, OPTION_NAMES)
         output_schema = load_schema(schema)
-    options = RunOptions(task, question, mode, votes, red_team, playbook, tenant, pages, min_votes,
-                         candidates, check, check_file, repo, test_command, max_replans, target,
-                         max_cost, max_tokens, output_schema)
+    options = RunOptions(
+        task,
+        question,
+        mode,
+        votes,
+        red_team,
+        playbook,
+        tenant,
+        pages,
+        min_votes,
+        candidates,
+        check,
+        check_file,
+        repo,
+        test_command,
+        max_replans,
+        target,
+        max_cost,
+        max_tokens,
+        output_schema,
+    )
     with refusals():
         name, payload = graph_input(options, OPTION_NAMES)
     context = base_context(cli, max_concurrency=concurrency, early_stop=early_stop)
@@ -280,8 +438,10 @@ def refusals() -> Iterator[None]:
 
 
 def _check_input(payload: dict[str, Any], name: str, context: Context) -> None:
-    """The graph's own input checks (logic/run_input.py, as every face runs them: the run's options too), before the
-    checkpoint file is touched (nothing written); a refusal names the option at fault (--votes, not votes)."""
+    """The graph's own input checks (logic/run_input.py, as every face runs them: the run's options
+    too), before the checkpoint file is touched (nothing written); a refusal names the option at
+    fault (--votes, not votes).
+    """
     from parallax.logic.run_input import RunInputError, check_run_input
     from parallax.logic.run_options import check_repository
 
@@ -293,7 +453,9 @@ def _check_input(payload: dict[str, Any], name: str, context: Context) -> None:
         with refusals():
             check_repository(payload["repo"], OPTION_NAMES)
     if payload["playbook"] != "default":  # a typo'd --playbook must not quietly run with no lessons
-        with_playbooks(lambda playbooks: require_known(playbooks, payload["playbook"]), payload["tenant"])
+        with_playbooks(
+            lambda playbooks: require_known(playbooks, payload["playbook"]), payload["tenant"]
+        )
 
 
 def _print_result(result: dict[str, Any]) -> None:
@@ -377,7 +539,9 @@ def _print_status(console: Console, result: dict[str, Any], guess: bool) -> None
             f"spent {result['spend']['tokens']} tokens, {cost_text(result['spend'])}",
             highlight=False,
         )
-    console.print(f"thread {result['thread_id']}  playbook v{result.get('playbook_version')}", highlight=False)
+    console.print(
+        f"thread {result['thread_id']}  playbook v{result.get('playbook_version')}", highlight=False
+    )
 
 
 def _print_answer(console: Console, result: dict[str, Any], guess: bool) -> None:
@@ -398,29 +562,48 @@ def _print_answer(console: Console, result: dict[str, Any], guess: bool) -> None
 
 
 def leading_guess(result: dict[str, Any]) -> str:
-    """A `needs_review` answer as what it is: the leading guess, its support among the votes, and why it needs
-    review. Printed bare, it read as Parallax's answer (the embedded model's junk on the README's first command)."""
+    """A `needs_review` answer as what it is: the leading guess, its support among the votes, and
+    why it needs review. Printed bare, it read as Parallax's answer (the embedded model's junk on
+    the README's first command).
+    """
     from parallax.logic.vote import final_value
 
     counts = result.get("vote_counts") or {}
     votes = counts.get(final_value(result["answer"])) if counts else None
     support = f" ({votes} of {sum(counts.values())} votes)" if votes is not None else ""
-    return (f"leading guess{support}: {result['answer']} — needs review"
-            + (f": {result['reason']}" if result.get("reason") else ""))
+    return f"leading guess{support}: {result['answer']} — needs review" + (
+        f": {result['reason']}" if result.get("reason") else ""
+    )
 
 
-def _finish(name: str | None, payload: dict[str, Any] | None, thread_id: str, context: Context, as_json: bool) -> None:
+def _finish(
+    name: str | None,
+    payload: dict[str, Any] | None,
+    thread_id: str,
+    context: Context,
+    as_json: bool,
+) -> None:
     """Run or resume, then print the result as JSON or as a table; exit 1 if the run failed."""
     try:
         if name is None:
             name = asyncio.run(graph_of_thread(thread_id))
-        result = asyncio.run(run_graph(name, payload, thread_id, context, show_progress=not as_json and err.is_terminal))
+        result = asyncio.run(
+            run_graph(
+                name, payload, thread_id, context, show_progress=not as_json and err.is_terminal
+            )
+        )
     except KeyboardInterrupt:
-        fail(f"interrupted; finished branches are checkpointed: parallax resume {thread_id}", code=130)
+        fail(
+            f"interrupted; finished branches are checkpointed: parallax resume {thread_id}",
+            code=130,
+        )
     from parallax.runtime.model_server import peak_rss_mb, server_process
 
-    result = {**result, "thread_id": thread_id,
-              "resources": {"peak_rss_mb": peak_rss_mb(), "model_server": server_process()}}
+    result = {
+        **result,
+        "thread_id": thread_id,
+        "resources": {"peak_rss_mb": peak_rss_mb(), "model_server": server_process()},
+    }
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
     else:
@@ -431,17 +614,26 @@ def _finish(name: str | None, payload: dict[str, Any] | None, thread_id: str, co
 
 def resume(
     cli: typer.Context,
-    thread_id: Annotated[str, typer.Argument(help="Thread id of a run that was interrupted or killed.")],
-    concurrency: Annotated[int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")] = 8,
+    thread_id: Annotated[
+        str, typer.Argument(help="Thread id of a run that was interrupted or killed.")
+    ],
+    concurrency: Annotated[
+        int, typer.Option(help="Most model calls (plan: tasks) in flight at once.")
+    ] = 8,
     model: Model = None,
     base_url: BaseUrl = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of the table.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of the table.")
+    ] = False,
 ) -> None:
-    """Continue a run from its SQLite checkpoint; branches and plan tasks that had finished are not run again."""
+    """Continue a run from its SQLite checkpoint; branches and plan tasks that had finished are not
+    run again."""
     use_endpoint(cli, model, base_url)
     context = checked_options(base_context(cli, max_concurrency=concurrency), RUN_OPTIONS)
     settings = settings_mod.load()
     if not settings.checkpoint_path.is_file():
-        fail(f"no run with thread id {thread_id!r}: searched {settings.checkpoint_path}, which does not exist "
-             "(set PARALLAX_HOME to the home of the original run)")
+        fail(
+            f"no run with thread id {thread_id!r}: searched {settings.checkpoint_path}, which does"
+            " not exist (set PARALLAX_HOME to the home of the original run)"
+        )
     _finish(None, None, thread_id, context, as_json)

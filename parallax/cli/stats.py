@@ -27,23 +27,37 @@ from parallax.cli.tables import new_table
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
-METRICS = (("runs", "runs", "count"), ("ok", "ok_rate", "share"), ("accuracy (runs with a target)", "accuracy", "share"),
-           ("branches per run", "mean_branches", "mean"), ("model calls per run", "mean_model_calls", "mean"),
-           ("runs that met a fault", "runs_with_faults", "count"), ("of those, ended ok", "recovery_rate", "share"),
-           ("p50 latency ms", "latency_ms_p50", "ms"), ("p95 latency ms", "latency_ms_p95", "ms"),
-           ("tokens", "tokens_total", "count"), ("cost USD (runs with a price)", "cost_usd_total", "usd"),
-           ("runs of unknown cost (no price)", "cost_unknown_runs", "count"),
-           ("runs stopped by their budget", "budget_stops", "count"), ("feedback (mean score)", "feedback_mean", "mean"))
-"""The table's rows: one per metric (its columns are the versions), so it reads on an 80-column terminal."""
+METRICS = (
+    ("runs", "runs", "count"),
+    ("ok", "ok_rate", "share"),
+    ("accuracy (runs with a target)", "accuracy", "share"),
+    ("branches per run", "mean_branches", "mean"),
+    ("model calls per run", "mean_model_calls", "mean"),
+    ("runs that met a fault", "runs_with_faults", "count"),
+    ("of those, ended ok", "recovery_rate", "share"),
+    ("p50 latency ms", "latency_ms_p50", "ms"),
+    ("p95 latency ms", "latency_ms_p95", "ms"),
+    ("tokens", "tokens_total", "count"),
+    ("cost USD (runs with a price)", "cost_usd_total", "usd"),
+    ("runs of unknown cost (no price)", "cost_unknown_runs", "count"),
+    ("runs stopped by their budget", "budget_stops", "count"),
+    ("feedback (mean score)", "feedback_mean", "mean"),
+)
+"""The table's rows: one per metric (its columns are the versions), so it reads on an 80-column
+terminal."""
 
 
-async def read_stats(store: BaseStore, tenant: str, since: str | None, playbook: str | None,
-                     version: int | None) -> dict[str, Any]:
+async def read_stats(
+    store: BaseStore, tenant: str, since: str | None, playbook: str | None, version: int | None
+) -> dict[str, Any]:
     from parallax.logic.run_stats import parse_since, run_stats
     from parallax.runtime.storage.stores import traces_in
 
     when = parse_since(since)
-    return {"tenant": tenant, **run_stats(await traces_in(store, tenant).traces(), when, playbook, version)}
+    return {
+        "tenant": tenant,
+        **run_stats(await traces_in(store, tenant).traces(), when, playbook, version),
+    }
 
 
 def plot(result: dict[str, Any], output: Path) -> None:
@@ -61,12 +75,19 @@ def plot(result: dict[str, Any], output: Path) -> None:
     ax = fig.add_subplot()
     width = 0.4
     ax.bar([x - width / 2 for x in xs], [r["ok_rate"] or 0 for r in rows], width, label="ok rate")
-    ax.bar([x + width / 2 for x in xs], [r["accuracy"] or 0 for r in rows], width, label="accuracy (runs with a target)")
+    ax.bar(
+        [x + width / 2 for x in xs],
+        [r["accuracy"] or 0 for r in rows],
+        width,
+        label="accuracy (runs with a target)",
+    )
     ax.set_ylim(0, 1)
     ax.set_xticks(list(xs), labels, rotation=20)
     ax.legend(loc="upper left")
     latency = ax.twinx()
-    latency.plot(list(xs), [r["latency_ms_p95"] or 0 for r in rows], "o-", color="tab:red", label="p95 ms")
+    latency.plot(
+        list(xs), [r["latency_ms_p95"] or 0 for r in rows], "o-", color="tab:red", label="p95 ms"
+    )
     latency.set_ylabel("p95 latency (ms)", color="tab:red")
     ax.set_title(f"runs of tenant {result['tenant']} by playbook version")
     buf = io.BytesIO()
@@ -76,7 +97,9 @@ def plot(result: dict[str, Any], output: Path) -> None:
 
 def stats_table(tenant: str, result: dict[str, Any]) -> Table:
     """One row per metric, one column per playbook version and one for all runs."""
-    groups = [(f"{row['playbook']} v{row['version']}", row) for row in result["by_version"]] + [("all", result["overall"])]
+    groups = [(f"{row['playbook']} v{row['version']}", row) for row in result["by_version"]] + [
+        ("all", result["overall"])
+    ]
     table = new_table(f"runs of tenant {tenant}", ("", *(name for name, _ in groups)), text=("",))
     for label, key, kind in METRICS:
         table.add_row(label, *(cell(row[key], kind) for _, row in groups))
@@ -84,14 +107,23 @@ def stats_table(tenant: str, result: dict[str, Any]) -> Table:
 
 
 def stats(
-    since: Annotated[str | None, typer.Option(help="Only runs from this far back (7d, 12h, 30m, 2w) or since a date.")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only runs from this far back (7d, 12h, 30m, 2w) or since a date."),
+    ] = None,
     playbook: Annotated[str | None, typer.Option(help="Only runs of this playbook.")] = None,
-    version: Annotated[int | None, typer.Option(help="Only runs served this playbook version.")] = None,
+    version: Annotated[
+        int | None, typer.Option(help="Only runs served this playbook version.")
+    ] = None,
     tenant: Tenant = "default",
-    plot_file: Annotated[Path | None, typer.Option("--plot", help="Also draw the per-version figures to this PNG file.")] = None,
+    plot_file: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also draw the per-version figures to this PNG file."),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
-    """Run metrics: success rate, accuracy, branches and model calls per run, recovery, latency, tokens, feedback."""
+    """Run metrics: success rate, accuracy, branches and model calls per run, recovery, latency,
+    tokens, feedback."""
     if plot_file is not None:
         if plot_file.suffix.lower() != ".png":
             fail(f"--plot must end in .png, got {plot_file.name}")

@@ -12,13 +12,20 @@ from rich.console import Console
 from rich.table import Table
 
 SHORT_ID = 8
-"""Hex digits of a long id that a table shows (4 billion values: unique among any tenant's runs in practice)."""
+"""Hex digits of a long id that a table shows (4 billion values: unique among any tenant's runs in
+practice)."""
 
 
 def new_table(title: str | None, columns: tuple[str, ...], text: tuple[str, ...] = ()) -> Table:
     """A table whose `text` columns wrap at word boundaries and whose other columns never wrap."""
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-                  title_justify="left")
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+        title_justify="left",
+    )
     for column in columns:
         if column in text:
             table.add_column(column, overflow="ellipsis", ratio=1)
@@ -34,7 +41,9 @@ def print_table(console: Console, table: Table, empty: str) -> None:
     if table.row_count:
         console.print(table)
     else:
-        console.print(f"{table.title or 'nothing'}: {empty}", highlight=False, markup=False, soft_wrap=True)
+        console.print(
+            f"{table.title or 'nothing'}: {empty}", highlight=False, markup=False, soft_wrap=True
+        )
 
 
 def short_id(value: str | None) -> str:
@@ -45,7 +54,8 @@ def short_id(value: str | None) -> str:
 
 
 def elide(text: str | None, limit: int) -> str:
-    """`text` on one line, at most `limit` characters, cut at a word boundary with `…` when it is longer."""
+    """`text` on one line, at most `limit` characters, cut at a word boundary with `…` when it is
+    longer."""
     flat = " ".join((text or "").split())
     if len(flat) <= limit:
         return flat
@@ -63,13 +73,19 @@ def when(iso: str | None) -> str:
 def gate_summary(gate: dict[str, Any] | None) -> str:
     """What a version's gate decided, in a few words (the whole record is in --json)."""
     gate = gate or {}
-    if isinstance(gate.get("val_accuracy_before"), (int, float)) and isinstance(gate.get("val_accuracy_after"), (int, float)):
+    if isinstance(gate.get("val_accuracy_before"), (int, float)) and isinstance(
+        gate.get("val_accuracy_after"), (int, float)
+    ):
         return f"val {gate['val_accuracy_before']:.2f} → {gate['val_accuracy_after']:.2f}"
     if isinstance(gate.get("val_accuracy"), (int, float)):
         return f"val {gate['val_accuracy']:.2f}"
     if "rollback_to" in gate:
         return f"rollback to v{gate['rollback_to']}"
     if gate.get("imported"):
-        return "imported" + (f", {gate['quarantined']} quarantined" if gate.get("quarantined") else "")
-    scalars = [f"{k} {v}" for k, v in gate.items() if isinstance(v, (str, int, float, bool)) and v != ""]
+        return "imported" + (
+            f", {gate['quarantined']} quarantined" if gate.get("quarantined") else ""
+        )
+    scalars = [
+        f"{k} {v}" for k, v in gate.items() if isinstance(v, (str, int, float, bool)) and v != ""
+    ]
     return elide(", ".join(scalars), 40) or "-"

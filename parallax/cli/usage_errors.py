@@ -15,7 +15,8 @@ except ImportError:  # pragma: no cover  (an older typer on the click package)
 
 
 class ErrorLine(click.ClickException):
-    """A click exception shown with Parallax's `error:` prefix (usage and hint first, as click does)."""
+    """A click exception shown with Parallax's `error:` prefix (usage and hint first, as click
+    does)."""
 
     def __init__(self, original: click.ClickException) -> None:
         super().__init__(original.format_message())

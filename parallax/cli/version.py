@@ -7,8 +7,8 @@ from importlib.metadata import PackageNotFoundError, version
 import typer
 
 DISTRIBUTION = "parallax-graph"
-"""The name pip knows Parallax by (`parallax` on PyPI is another project); the import name and the command are
-`parallax`."""
+"""The name pip knows Parallax by (`parallax` on PyPI is another project); the import name and the
+command are `parallax`."""
 
 
 def installed_version() -> str:
@@ -19,7 +19,8 @@ def installed_version() -> str:
 
 
 def print_version(value: bool) -> None:
-    """Eager option callback: print `parallax X.Y.Z` and stop before any command (or settings check) runs."""
+    """Eager option callback: print `parallax X.Y.Z` and stop before any command (or settings check)
+    runs."""
     if value:
         typer.echo(f"parallax {installed_version()}")
         raise typer.Exit(0)

@@ -122,8 +122,8 @@ def once_each(
 def voters(
     state: SolveState, ctx: Context, asks: list[BranchAsk], votes: range | None
 ) -> list[Planned]:
-    """The vote's branches (or those of `votes`, a wave): one ask, each with the model and temperature of
-    its index, spread over the vote's range."""
+    """The vote's branches (or those of `votes`, a wave): one ask, each with the model and
+    temperature of its index, spread over the vote's range."""
     n = votes_of(state)
     temperatures = spread(setting(ctx.vote_temperature_min), setting(ctx.vote_temperature_max), n)
     models = ctx.models_for_votes(n)
@@ -216,6 +216,7 @@ KINDS: dict[BusinessKind, KindRules] = {
 
 
 def reply_schema(kind: BusinessKind, output_schema: JsonSchema | None) -> type[BaseModel]:
-    """What a business branch must reply: our model for its kind, or the user's object wrapped for it."""
+    """What a business branch must reply: our model for its kind, or the user's object wrapped for
+    it."""
     rules = KINDS[kind]
     return rules.reply if output_schema is None else rules.typed_reply(output_schema)

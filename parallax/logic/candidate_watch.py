@@ -20,13 +20,15 @@ class CandidateWatch:
         return f"cancelled: {self.winner} passed its check first" if self.winner else ""
 
     def started(self, candidate_id: str, task: asyncio.Task[Any]) -> None:
-        """A candidate is under way; one that starts after a winner is known is cancelled at once."""
+        """A candidate is under way; one that starts after a winner is known is cancelled at
+        once."""
         self.running[candidate_id] = task
         if self.winner is not None:
             self._cancel(candidate_id)
 
     def finished(self, candidate_id: str, passed: bool) -> bool:
-        """A candidate's check ended; True when it is the winner (it passed, first), which cancels the rest."""
+        """A candidate's check ended; True when it is the winner (it passed, first), which cancels
+        the rest."""
         self.running.pop(candidate_id, None)
         if not passed or self.winner is not None:
             return False

@@ -14,11 +14,15 @@ SHOWN = ("status", "confidence", "trace_id", "mode", "vote_counts", "reason", "t
 
 
 def text_of(message: BaseMessage) -> str:
-    """The text of a message whose content is a string or a list of content blocks (Agent Chat UI sends blocks)."""
+    """The text of a message whose content is a string or a list of content blocks (Agent Chat UI
+    sends blocks)."""
     if isinstance(message.content, str):
         return message.content.strip()
-    return "\n".join(block.get("text", "") if isinstance(block, dict) else str(block) for block in message.content
-                     if not isinstance(block, dict) or block.get("type") == "text").strip()
+    return "\n".join(
+        block.get("text", "") if isinstance(block, dict) else str(block)
+        for block in message.content
+        if not isinstance(block, dict) or block.get("type") == "text"
+    ).strip()
 
 
 def reply_text(run: dict[str, Any]) -> str:
@@ -29,8 +33,14 @@ def reply_text(run: dict[str, Any]) -> str:
     return str(run.get("answer") or "")
 
 
-def reply_message(run: dict[str, Any], content: str | None = None, *, suffix: str = "", **review: Any) -> AIMessage:
-    """The AI message for a run; `content` replaces the answer (an edit), `review` adds to its metadata."""
-    return AIMessage(id=f"parallax-{run['trace_id']}{suffix}", name="parallax",
-                     content=reply_text(run) if content is None else content,
-                     response_metadata={"parallax": {**{k: run.get(k) for k in SHOWN}, **review}})
+def reply_message(
+    run: dict[str, Any], content: str | None = None, *, suffix: str = "", **review: Any
+) -> AIMessage:
+    """The AI message for a run; `content` replaces the answer (an edit), `review` adds to its
+    metadata."""
+    return AIMessage(
+        id=f"parallax-{run['trace_id']}{suffix}",
+        name="parallax",
+        content=reply_text(run) if content is None else content,
+        response_metadata={"parallax": {**{k: run.get(k) for k in SHOWN}, **review}},
+    )

@@ -21,9 +21,11 @@ def _clip(text: str) -> str:
 
 
 def earlier_exchanges(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
-    """(task, answer) of each exchange in `messages` (the conversation before the follow-up), oldest first,
-    bounded. An exchange is a human message and the AI messages after it: its task is the one its first reply
-    says it ran (else the human's text), its answer the last reply's text (an edit in review replaced it)."""
+    """(task, answer) of each exchange in `messages` (the conversation before the follow-up), oldest
+    first, bounded. An exchange is a human message and the AI messages after it: its task is the one
+    its first reply says it ran (else the human's text), its answer the last reply's text (an edit
+    in review replaced it).
+    """
     exchanges: list[tuple[str, str]] = []
     task, answer = "", None
     for message in messages:
@@ -45,6 +47,7 @@ def earlier_exchanges(messages: Sequence[BaseMessage]) -> list[tuple[str, str]]:
 
 
 def transcript_task(earlier: list[tuple[str, str]], follow_up: str) -> str:
-    """The follow-up with the bounded exchanges before it, as one task (when the condense call failed)."""
+    """The follow-up with the bounded exchanges before it, as one task (when the condense call
+    failed)."""
     turns = "\n".join(f"Q: {task}\nA: {answer}" for task, answer in earlier)
     return f"Earlier in this conversation:\n{turns}\n\nNow: {follow_up}"

@@ -17,7 +17,8 @@ from parallax.state.plan import FINISHED, Plan, PlanTask
 
 
 class PrioritySlots:
-    """At most `size` holders; when full, the next free slot goes to the waiter with the highest priority."""
+    """At most `size` holders; when full, the next free slot goes to the waiter with the highest
+    priority."""
 
     def __init__(self, size: int) -> None:
         self.free = size
@@ -33,7 +34,9 @@ class PrioritySlots:
         try:
             await granted
         except asyncio.CancelledError:
-            if granted.done() and not granted.cancelled():  # the slot arrived as we were cancelled: pass it on
+            if (
+                granted.done() and not granted.cancelled()
+            ):  # the slot arrived as we were cancelled: pass it on
                 self.release()
             raise
 
@@ -67,7 +70,9 @@ class WriteLocks:
             yield
             return
         async with self._changed:
-            await self._changed.wait_for(lambda: not any(writes_overlap(writes, w) for w in self._held.values()))
+            await self._changed.wait_for(
+                lambda: not any(writes_overlap(writes, w) for w in self._held.values())
+            )
             self._held[owner] = list(writes)
         try:
             yield
@@ -99,7 +104,8 @@ class DagRun:
         return self._results[task_id]
 
     async def load_once(self, load: Callable[[], Awaitable[dict[int, dict[str, Any]]]]) -> None:
-        """Publish the results an earlier process saved (once per dispatch, whichever task asks first)."""
+        """Publish the results an earlier process saved (once per dispatch, whichever task asks
+        first)."""
         async with self._loading:
             if not self._loaded:
                 for task_id, record in (await load()).items():
@@ -124,7 +130,8 @@ class DagRun:
 def blocked_by(task: PlanTask, plan: Plan, dependencies: dict[int, dict[str, Any]]) -> str:
     """Why `task` cannot run ('' if it can): a required dependency that did not finish.
 
-    An optional dependency that failed or was skipped does not block; the task runs on what exists."""
+    An optional dependency that failed or was skipped does not block; the task runs on what exists.
+    """
     for dep in task.deps:
         record = dependencies[dep]
         if record["status"] not in FINISHED and not plan.task(dep).optional:

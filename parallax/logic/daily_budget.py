@@ -44,23 +44,36 @@ def reset_text(now: datetime) -> str:
 
 
 def reached(budget: Limits, spent: DaySpend) -> str | None:
-    """Why the day's budget is reached ("daily budget reached: ..."), or None while there is some left."""
+    """Why the day's budget is reached ("daily budget reached: ..."), or None while there is some
+    left."""
     max_cost, max_tokens = budget.get("max_cost"), budget.get("max_tokens")
-    if spent.exhausted:  # every request is held at its worst case, so a day is seldom spent to the last token
-        return (f"daily budget reached: a run could not pay for its next request with what was left today "
-                f"(${spent.cost_usd:.6f} and {spent.tokens} tokens spent)")
+    if (
+        spent.exhausted
+    ):  # every request is held at its worst case, so a day is seldom spent to the last token
+        return (
+            "daily budget reached: a run could not pay for its next request with what was left"
+            f" today (${spent.cost_usd:.6f} and {spent.tokens} tokens spent)"
+        )
     if max_cost is not None and spent.unpriced_runs:
-        return (f"daily budget reached: {spent.unpriced_runs} run(s) today used a model without a price, so the daily "
-                f"max_cost ${max_cost:g} cannot be held (set PARALLAX_PRICES)")
-    if max_cost is not None and round(max_cost - spent.cost_usd, 8) <= 0:  # what is left rounds as a run's cap does
-        return f"daily budget reached: spent ${spent.cost_usd:.6f} of ${max_cost:g} today ({spent.tokens} tokens)"
+        return (
+            f"daily budget reached: {spent.unpriced_runs} run(s) today used a model without a"
+            f" price, so the daily max_cost ${max_cost:g} cannot be held (set PARALLAX_PRICES)"
+        )
+    if (
+        max_cost is not None and round(max_cost - spent.cost_usd, 8) <= 0
+    ):  # what is left rounds as a run's cap does
+        return (
+            f"daily budget reached: spent ${spent.cost_usd:.6f} of ${max_cost:g} today"
+            f" ({spent.tokens} tokens)"
+        )
     if max_tokens is not None and spent.tokens >= max_tokens:
         return f"daily budget reached: spent {spent.tokens} of {max_tokens} tokens today"
     return None
 
 
 def remaining(budget: Limits, spent: DaySpend) -> Limits:
-    """What is left of each limit the budget sets (call only while `reached` is None: each is then above 0)."""
+    """What is left of each limit the budget sets (call only while `reached` is None: each is then
+    above 0)."""
     left: Limits = {}
     if (max_cost := budget.get("max_cost")) is not None:
         left["max_cost"] = round(max_cost - spent.cost_usd, 8)
@@ -70,8 +83,8 @@ def remaining(budget: Limits, spent: DaySpend) -> Limits:
 
 
 def capped(run_input: dict[str, Any], left: Limits) -> dict[str, Any]:
-    """A run's input (of any graph that calls a model) whose own `max_cost` / `max_tokens` are at most what the tenant
-    has left today (a run asking for less keeps its own)."""
+    """A run's input (of any graph that calls a model) whose own `max_cost` / `max_tokens` are at
+    most what the tenant has left today (a run asking for less keeps its own)."""
     out = dict(run_input)
     for key in ("max_cost", "max_tokens"):
         if key not in left:
@@ -83,11 +96,24 @@ def capped(run_input: dict[str, Any], left: Limits) -> dict[str, Any]:
     return out
 
 
-def refusal_body(tenant: str, why: str, now: datetime, budget: Limits, spent: DaySpend) -> dict[str, Any]:
+def refusal_body(
+    tenant: str, why: str, now: datetime, budget: Limits, spent: DaySpend
+) -> dict[str, Any]:
     """The graph API's 429 body (Aegra's error shape: error, message, details)."""
     resets = reset_text(now)
-    return {"error": "insufficient_quota",
-            "message": f"tenant {tenant!r}: {why}; the budget resets at {resets} (00:00 UTC)",
-            "details": {"reason": why, "resets_at": resets, "tenant": tenant, "budget": dict(budget),
-                        "spent": {"tokens": spent.tokens, "cost_usd": round(spent.cost_usd, 8),
-                                  "runs": spent.runs, "unpriced_runs": spent.unpriced_runs}}}
+    return {
+        "error": "insufficient_quota",
+        "message": f"tenant {tenant!r}: {why}; the budget resets at {resets} (00:00 UTC)",
+        "details": {
+            "reason": why,
+            "resets_at": resets,
+            "tenant": tenant,
+            "budget": dict(budget),
+            "spent": {
+                "tokens": spent.tokens,
+                "cost_usd": round(spent.cost_usd, 8),
+                "runs": spent.runs,
+                "unpriced_runs": spent.unpriced_runs,
+            },
+        },
+    }

@@ -17,9 +17,14 @@ class Message(BaseModel):
     content: str = Field(min_length=1)
 
 
-def _roles(messages: list[Message], allowed: set[str], what: str, exactly_one: bool = False) -> list[Message]:
+def _roles(
+    messages: list[Message], allowed: set[str], what: str, exactly_one: bool = False
+) -> list[Message]:
     if not messages or any(m.role not in allowed for m in messages):
-        raise ValueError(f"{what} must be {'one' if exactly_one else 'a list of'} {'/'.join(sorted(allowed))} message(s)")
+        raise ValueError(
+            f"{what} must be {'one' if exactly_one else 'a list of'} {'/'.join(sorted(allowed))}"
+            " message(s)"
+        )
     if exactly_one and len(messages) != 1:
         raise ValueError(f"{what} must hold exactly one message")
     return messages
@@ -82,10 +87,17 @@ class OpenAIPreference(BaseModel):
     non_preferred_output: Reply
 
 
-MODELS: dict[str, type[BaseModel]] = {"sft": SftLine, "trl": TrlPreference, "openai": OpenAIPreference, "kto": KtoLine}
+MODELS: dict[str, type[BaseModel]] = {
+    "sft": SftLine,
+    "trl": TrlPreference,
+    "openai": OpenAIPreference,
+    "kto": KtoLine,
+}
 
 
-# --- tool-calling lines: an edit agent's conversation ------------------------------------------------
+# --- tool-calling lines: an edit agent's conversation
+# ------------------------------------------------
+
 
 class Function(BaseModel):
     model_config = STRICT
@@ -174,8 +186,8 @@ class TrlToolResult(BaseModel):
 
 
 def _agent_turns(turns: list[Any]) -> list[Any]:
-    """What an agent said and was told: assistant turns, each tool call answered by a tool message right after it
-    (in the order called), ending with the assistant's last reply."""
+    """What an agent said and was told: assistant turns, each tool call answered by a tool message
+    right after it (in the order called), ending with the assistant's last reply."""
     pending: list[str] = []
     for turn in turns:
         if turn.role == "tool":
@@ -184,7 +196,10 @@ def _agent_turns(turns: list[Any]) -> list[Any]:
         elif turn.role == "assistant" and not pending:
             pending = [call.handle for call in getattr(turn, "tool_calls", [])]
         else:
-            raise ValueError("after the prompt come the assistant's turns and their tools' results, each call answered")
+            raise ValueError(
+                "after the prompt come the assistant's turns and their tools' results, each call"
+                " answered"
+            )
     if not turns or turns[-1].role != "assistant":
         raise ValueError("the turns must end with the assistant's reply")
     return turns
@@ -211,7 +226,10 @@ class SftToolLine(BaseModel):
 
     @model_validator(mode="after")
     def _conversation(self) -> SftToolLine:
-        start = next((i for i, m in enumerate(self.messages) if m.role not in ("system", "user")), len(self.messages))
+        start = next(
+            (i for i, m in enumerate(self.messages) if m.role not in ("system", "user")),
+            len(self.messages),
+        )
         _check_prompt(cast(list[Message], self.messages[:start]))
         _declared(self.tools, _agent_turns(self.messages[start:]))
         return self
@@ -243,9 +261,14 @@ class KtoToolLine(BaseModel):
         return self
 
 
-TOOL_MODELS: dict[str, type[BaseModel]] = {"sft": SftToolLine, "trl": TrlToolPreference, "kto": KtoToolLine}
+TOOL_MODELS: dict[str, type[BaseModel]] = {
+    "sft": SftToolLine,
+    "trl": TrlToolPreference,
+    "kto": KtoToolLine,
+}
 
 
 def validate_line(fmt: str, line: dict[str, Any]) -> None:
-    """ValidationError when `line` is not a valid line of `fmt` (a line with `tools` is a tool-calling one)."""
+    """ValidationError when `line` is not a valid line of `fmt` (a line with `tools` is a
+    tool-calling one)."""
     (TOOL_MODELS.get(fmt, MODELS[fmt]) if "tools" in line else MODELS[fmt]).model_validate(line)

@@ -38,33 +38,56 @@ def parse_score(raw: str | float | int) -> float:
     return value
 
 
-async def give_feedback(store: BaseStore, tenant: str, trace_id: str, score: str | float, comment: str = "",
-                        by: str = "") -> TraceRecord:
+async def give_feedback(
+    store: BaseStore,
+    tenant: str,
+    trace_id: str,
+    score: str | float,
+    comment: str = "",
+    by: str = "",
+) -> TraceRecord:
     """Store a score with the trace and correct its release trial; the trace after. Bad input or an
     unknown trace raises (BadFeedback, StoreError) before anything is written."""
     value = parse_score(score)
     if len(comment) > MAX_COMMENT:
         raise BadFeedback(f"comment of {len(comment)} characters: keep it under {MAX_COMMENT}")
-    before, after = await traces_in(store, tenant).add_feedback(trace_id, {"score": value, "comment": comment, "by": by})
+    before, after = await traces_in(store, tenant).add_feedback(
+        trace_id, {"score": value, "comment": comment, "by": by}
+    )
     await correct_trial(store, tenant, before, latest_score(before), latest_score(after))
     return after
 
 
-async def correct_answer(store: BaseStore, tenant: str, trace_id: str, answer: str,
-                         by: str = "") -> TraceRecord:
+async def correct_answer(
+    store: BaseStore, tenant: str, trace_id: str, answer: str, by: str = ""
+) -> TraceRecord:
     """Store a person's answer as the run's target (with whether the run's answer matched it) and as
-    feedback (1 when it matched, else 0, the answer in the comment); the trace after. An empty answer
-    raises BadFeedback, an unknown trace StoreError, before anything is written."""
+    feedback (1 when it matched, else 0, the answer in the comment); the trace after. An empty
+    answer raises BadFeedback, an unknown trace StoreError, before anything is written."""
     answer = answer.strip()
     if not answer:
-        raise BadFeedback("an edited answer cannot be empty: give the right answer, or reject the run's")
+        raise BadFeedback(
+            "an edited answer cannot be empty: give the right answer, or reject the run's"
+        )
     if len(answer) > MAX_COMMENT:
         raise BadFeedback(f"edited answer of {len(answer)} characters: keep it under {MAX_COMMENT}")
     traces = traces_in(store, tenant)
     trace = await traces.get_trace(trace_id)
     trace_id = trace["trace_id"]  # a short id names its whole one
-    verdict = score_answer({"answer": trace.get("answer", ""), "status": trace.get("status")}, answer,
-                           trace.get("task_preview", ""), trace.get("scorer") or "auto")
-    await traces.set_outcome(trace_id, {"target": answer, "correct": verdict["correct"], "scorer": verdict["scorer"]})
-    return await give_feedback(store, tenant, trace_id, 1.0 if verdict["correct"] else 0.0,
-                               f"answer edited in review: {answer}", by)
+    verdict = score_answer(
+        {"answer": trace.get("answer", ""), "status": trace.get("status")},
+        answer,
+        trace.get("task_preview", ""),
+        trace.get("scorer") or "auto",
+    )
+    await traces.set_outcome(
+        trace_id, {"target": answer, "correct": verdict["correct"], "scorer": verdict["scorer"]}
+    )
+    return await give_feedback(
+        store,
+        tenant,
+        trace_id,
+        1.0 if verdict["correct"] else 0.0,
+        f"answer edited in review: {answer}",
+        by,
+    )

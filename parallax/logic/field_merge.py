@@ -26,9 +26,15 @@ class Found:
     page: int | None = None
 
     def record(self, path: str | None = None, conflict: bool | None = None) -> Provenance:
-        record: Provenance = {"path": path or self.path, "value": self.value, "branch_id": self.branch_id,
-                              "quote": " | ".join(q for q in self.quotes if q), "page": self.page,
-                              "verified": self.verified, "slice_index": self.slice_index}
+        record: Provenance = {
+            "path": path or self.path,
+            "value": self.value,
+            "branch_id": self.branch_id,
+            "quote": " | ".join(q for q in self.quotes if q),
+            "page": self.page,
+            "verified": self.verified,
+            "slice_index": self.slice_index,
+        }
         if conflict is not None:
             record["conflict"] = conflict
         return record
@@ -47,13 +53,18 @@ class Merged:
         return self.checked - self.verified
 
     def report(self) -> dict[str, Any]:
-        return {"checked": self.checked, "verified": self.verified, "dropped": self.dropped,
-                "share_verified": round(self.verified / self.checked, 3) if self.checked else None,
-                "conflicts": self.conflicts}
+        return {
+            "checked": self.checked,
+            "verified": self.verified,
+            "dropped": self.dropped,
+            "share_verified": round(self.verified / self.checked, 3) if self.checked else None,
+            "conflicts": self.conflicts,
+        }
 
 
 def plain(node: JsonSchema, reported: Any) -> tuple[Any, list[str]]:
-    """A reported value without its quotes, and the quotes: {"quote", "value"} -> value, recursively."""
+    """A reported value without its quotes, and the quotes: {"quote", "value"} -> value,
+    recursively."""
     kind = shape(node)
     if kind == "object" and isinstance(reported, dict):
         value: dict[str, Any] = {}
@@ -73,7 +84,9 @@ def plain(node: JsonSchema, reported: Any) -> tuple[Any, list[str]]:
     return None, []
 
 
-def collect(schema: JsonSchema, data: Any, slice_index: int, branch_id: str, path: str = "") -> Iterator[Found]:
+def collect(
+    schema: JsonSchema, data: Any, slice_index: int, branch_id: str, path: str = ""
+) -> Iterator[Found]:
     """Every value one slice reported: single values by path, list items one by one."""
     kind = shape(schema)
     if kind == "object" and isinstance(data, dict):
@@ -92,22 +105,34 @@ def collect(schema: JsonSchema, data: Any, slice_index: int, branch_id: str, pat
 
 
 def verify(found: Found, slices: list[str], slice_pages: list[list[int]], pages: list[str]) -> None:
-    """Check each quote against the value's own slice, and find the page it stands on (counted from 1)."""
+    """Check each quote against the value's own slice, and find the page it stands on (counted from
+    1)."""
     source = slices[found.slice_index] if 0 <= found.slice_index < len(slices) else ""
     found.verified = bool(found.quotes) and all(quote_occurs(q, source) for q in found.quotes)
-    if found.verified and isinstance(found.value, int | float) and not isinstance(found.value, bool):
+    if (
+        found.verified
+        and isinstance(found.value, int | float)
+        and not isinstance(found.value, bool)
+    ):
         found.verified = number_shown(found.value, " ".join(found.quotes))
     if found.verified and pages and found.slice_index < len(slice_pages):
-        candidates = [p for p in slice_pages[found.slice_index]
-                      if 0 < p <= len(pages) and quote_occurs(found.quotes[0], pages[p - 1])]
+        candidates = [
+            p
+            for p in slice_pages[found.slice_index]
+            if 0 < p <= len(pages) and quote_occurs(found.quotes[0], pages[p - 1])
+        ]
         exact = " ".join(found.quotes[0].split())
-        # a quote on several pages (a title also in the contents) is placed where it stands as copied
-        found.page = next((p for p in candidates if exact in " ".join(pages[p - 1].split())),
-                          candidates[0] if candidates else None)
+        # a quote on several pages (a title also in the contents) is placed where it stands as
+        # copied
+        found.page = next(
+            (p for p in candidates if exact in " ".join(pages[p - 1].split())),
+            candidates[0] if candidates else None,
+        )
 
 
 def merge_found(founds: list[Found]) -> Merged:
-    """The object the verified values make, with provenance, conflicts and counts (founds in document order)."""
+    """The object the verified values make, with provenance, conflicts and counts (founds in
+    document order)."""
     merged = Merged(checked=len(founds), verified=sum(f.verified for f in founds))
     by_path: dict[str, list[Found]] = {}
     for found in founds:
@@ -140,10 +165,20 @@ def _single(path: str, group: list[Found], merged: Merged) -> None:
         set_at(merged.data, path, only.value)
         merged.provenance.append(only.record())
         return
-    merged.conflicts.append({"path": path, "values": [
-        {"value": same[0].value, "pages": sorted({f.page for f in same if f.page is not None}),
-         "slices": sorted({f.slice_index for f in same}), "branch_ids": [f.branch_id for f in same]}
-        for same in values.values()]})
+    merged.conflicts.append(
+        {
+            "path": path,
+            "values": [
+                {
+                    "value": same[0].value,
+                    "pages": sorted({f.page for f in same if f.page is not None}),
+                    "slices": sorted({f.slice_index for f in same}),
+                    "branch_ids": [f.branch_id for f in same],
+                }
+                for same in values.values()
+            ],
+        }
+    )
     merged.provenance += [same[0].record(conflict=True) for same in values.values()]
 
 

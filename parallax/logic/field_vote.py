@@ -28,8 +28,15 @@ class FieldTally:
     """The votes that gave the settled value (or the leading one)."""
 
     def report(self, asked: int) -> dict[str, Any]:
-        return {"path": self.path, "required": self.required, "settled": self.settled, "value": self.value,
-                "support": self.support, "asked": asked, "counts": self.counts}
+        return {
+            "path": self.path,
+            "required": self.required,
+            "settled": self.settled,
+            "value": self.value,
+            "support": self.support,
+            "asked": asked,
+            "counts": self.counts,
+        }
 
 
 @dataclass
@@ -49,29 +56,49 @@ class FieldVote:
 
     @property
     def weighed(self) -> list[FieldTally]:
-        """The fields an answer is judged by: each required field, or, when none is required, each field some
-        vote gave."""
+        """The fields an answer is judged by: each required field, or, when none is required, each
+        field some vote gave."""
         return [t for t in self.tallies if t.required] or [t for t in self.tallies if t.counts]
 
     @property
     def unit_counts(self) -> list[list[int]]:
-        """The vote counts of what must settle before an adaptive vote stops (logic/stopping.py `decide_units`)."""
+        """The vote counts of what must settle before an adaptive vote stops (logic/stopping.py
+        `decide_units`)."""
         return [list(t.counts.values()) for t in self.weighed]
 
     @property
     def confidence(self) -> float:
         weighed = self.weighed
-        return round(min(t.support for t in weighed) / self.asked, 3) if weighed and self.asked else 0.0
+        return (
+            round(min(t.support for t in weighed) / self.asked, 3)
+            if weighed and self.asked
+            else 0.0
+        )
 
     def provenance(self) -> list[Provenance]:
-        """One record per settled field: the first vote that gave it, `verified` = its quorum was met."""
-        return [{"path": t.path, "value": t.value, "branch_id": t.branch_ids[0] if t.branch_ids else None,
-                 "quote": None, "page": None, "verified": t.settled, "support": t.support, "asked": self.asked}
-                for t in self.tallies if t.settled]
+        """One record per settled field: the first vote that gave it, `verified` = its quorum was
+        met."""
+        return [
+            {
+                "path": t.path,
+                "value": t.value,
+                "branch_id": t.branch_ids[0] if t.branch_ids else None,
+                "quote": None,
+                "page": None,
+                "verified": t.settled,
+                "support": t.support,
+                "asked": self.asked,
+            }
+            for t in self.tallies
+            if t.settled
+        ]
 
 
-def vote_units(schema: JsonSchema, path: str = "", parent_required: bool = True) -> list[tuple[str, bool]]:
-    """(path, required) of each unit a vote counts: single values and whole lists, inside nested objects."""
+def vote_units(
+    schema: JsonSchema, path: str = "", parent_required: bool = True
+) -> list[tuple[str, bool]]:
+    """(path, required) of each unit a vote counts: single values and whole lists, inside nested
+    objects."""
     units: list[tuple[str, bool]] = []
     needed = required(schema)
     for name, sub in properties(schema).items():
@@ -83,9 +110,14 @@ def vote_units(schema: JsonSchema, path: str = "", parent_required: bool = True)
     return units
 
 
-def vote_fields(schema: JsonSchema, replies: list[tuple[str, dict[str, Any]]], asked: int,
-                min_votes: int | None = None) -> FieldVote:
-    """Tally `replies` ((branch id, object) of each valid vote) field by field; `asked` votes were asked."""
+def vote_fields(
+    schema: JsonSchema,
+    replies: list[tuple[str, dict[str, Any]]],
+    asked: int,
+    min_votes: int | None = None,
+) -> FieldVote:
+    """Tally `replies` ((branch id, object) of each valid vote) field by field; `asked` votes were
+    asked."""
     needed = quorum(asked, min_votes)
     result = FieldVote({}, [], asked, needed)
     for path, is_required in vote_units(schema):
@@ -98,10 +130,15 @@ def vote_fields(schema: JsonSchema, replies: list[tuple[str, dict[str, Any]]], a
             top, top_count = ranked[0]
             tally.support = top_count
             tally.branch_ids = [branch for branch, value in given if normal(value) == top]
-            # the spelling most of its votes used (ties: the first given), not whichever vote came back first
-            spellings = Counter(json.dumps(value, sort_keys=True) for _, value in given if normal(value) == top)
+            # the spelling most of its votes used (ties: the first given), not whichever vote came
+            # back first
+            spellings = Counter(
+                json.dumps(value, sort_keys=True) for _, value in given if normal(value) == top
+            )
             tally.value = json.loads(spellings.most_common(1)[0][0])
-            tally.settled = top_count >= needed and not (len(ranked) > 1 and ranked[1][1] == top_count)
+            tally.settled = top_count >= needed and not (
+                len(ranked) > 1 and ranked[1][1] == top_count
+            )
             if tally.settled:
                 set_at(result.data, path, tally.value)
         result.tallies.append(tally)

@@ -21,14 +21,29 @@ from parallax.state.data_loop import FeedbackInput, ReleaseInput, StatsInput
 from parallax.state.learn import MAX_TASK_RUNS, LearnInput
 from parallax.state.loop import LoopInput
 
-RULE_DEFAULTS: dict[str, Any] = {"error_rate": 0.05, "margin": 0.05, "min_runs": 50, "max_runs": 1600}
+RULE_DEFAULTS: dict[str, Any] = {
+    "error_rate": 0.05,
+    "margin": 0.05,
+    "min_runs": 50,
+    "max_runs": 1600,
+}
 """A canary's decision rule when the input leaves it out (logic/release_decision.py)."""
 LOOP_DEFAULTS: dict[str, Any] = {"limit": 200, "share": 10.0, **RULE_DEFAULTS, "lease_s": LEASE_S}
 """A loop round's settings when the input leaves them out."""
-LEARN_DEFAULTS: dict[str, Any] = {"epochs": 1, "batch": 8, "val_size": 50, "lease_s": LEASE_S,
-                                  "limit": None}
+LEARN_DEFAULTS: dict[str, Any] = {
+    "epochs": 1,
+    "batch": 8,
+    "val_size": 50,
+    "lease_s": LEASE_S,
+    "limit": None,
+}
 """A learn run's settings when the input leaves them out."""
-RULE_FIELDS = {"error rate": "error_rate", "margin": "margin", "min runs": "min_runs", "canary share": "share"}
+RULE_FIELDS = {
+    "error rate": "error_rate",
+    "margin": "margin",
+    "min runs": "min_runs",
+    "canary share": "share",
+}
 """The field a refusal of logic/release_decision.py is about, by the words it starts with."""
 
 
@@ -40,12 +55,17 @@ def _since(state: Mapping[str, Any]) -> None:
 
 
 def _rule(given: Mapping[str, Any], share: str, whole: bool) -> None:
-    """The canary's share (`whole`: 100, every thread, allowed too) and decision rule, or InvalidInput naming the
-    field."""
+    """The canary's share (`whole`: 100, every thread, allowed too) and decision rule, or
+    InvalidInput naming the field."""
     try:
         if given.get(share) is not None and not (whole and given[share] >= 100):
             check_share(float(given[share]))
-        check_rule(float(given["error_rate"]), float(given["margin"]), int(given["min_runs"]), int(given["max_runs"]))
+        check_rule(
+            float(given["error_rate"]),
+            float(given["margin"]),
+            int(given["min_runs"]),
+            int(given["max_runs"]),
+        )
     except ValueError as exc:
         words = str(exc)
         field = next((name for start, name in RULE_FIELDS.items() if start in words), "min_runs")
@@ -61,20 +81,26 @@ def validate_learn_input(state: Mapping[str, Any]) -> dict[str, Any]:
     if from_traces and tasks:
         raise InvalidInput("give `tasks` or `from_traces`, not both", "tasks")
     if not tasks and not from_traces:
-        raise InvalidInput("no training tasks: give at least one {input, target} task, or from_traces", "tasks")
+        raise InvalidInput(
+            "no training tasks: give at least one {input, target} task, or from_traces", "tasks"
+        )
     epochs = state.get("epochs") or 1
     if from_traces and epochs != 1:
         raise InvalidInput("from_traces learns from each run once: leave epochs out", "epochs")
     runs = len(tasks[: state.get("limit") or len(tasks)]) * epochs
     if runs > MAX_TASK_RUNS:
-        raise InvalidInput(f"epochs times tasks must be at most {MAX_TASK_RUNS}, got {epochs} x {runs // epochs} = "
-                           f"{runs}: use fewer epochs (or tasks)", "epochs")
+        raise InvalidInput(
+            f"epochs times tasks must be at most {MAX_TASK_RUNS}, got {epochs} x {runs // epochs} ="
+            f" {runs}: use fewer epochs (or tasks)",
+            "epochs",
+        )
     _since(state)
     return {**LEARN_DEFAULTS, **{k: given[k] for k in LEARN_DEFAULTS if k in given}}
 
 
 def validate_loop_input(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A loop round's settings (the input's, else LOOP_DEFAULTS), or InvalidInput (nodes/open_round.py, every face)."""
+    """A loop round's settings (the input's, else LOOP_DEFAULTS), or InvalidInput
+    (nodes/open_round.py, every face)."""
     given = caller_input(LoopInput, state)
     check_typed(LoopInput, given)
     _since(state)
@@ -90,11 +116,14 @@ def validate_stats_input(state: Mapping[str, Any]) -> None:
 
 
 def validate_feedback_input(state: Mapping[str, Any]) -> None:
-    """InvalidInput for feedback that cannot be stored (nodes/store_feedback.py, every face); whether the trace
-    exists is the store's to say."""
+    """InvalidInput for feedback that cannot be stored (nodes/store_feedback.py, every face);
+    whether the trace exists is the store's to say."""
     check_typed(FeedbackInput, caller_input(FeedbackInput, state))
     if ("score" in state) == ("correct" in state):
-        raise InvalidInput("give `score` (0..1, up or down) or `correct` (the right answer), one of the two", "score")
+        raise InvalidInput(
+            "give `score` (0..1, up or down) or `correct` (the right answer), one of the two",
+            "score",
+        )
     try:
         if "score" in state:
             parse_score(state["score"])
@@ -114,10 +143,15 @@ def validate_release_input(state: Mapping[str, Any]) -> None:
         _rule({**RULE_DEFAULTS, **given}, "canary", whole=True)
 
 
-def validate_chat_input(state: Mapping[str, Any], ctx: Context, *, with_messages: bool = True) -> None:
-    """InvalidInput for a chat turn that cannot run (nodes/condense_turn.py without the thread's messages, every face
-    with the new ones): the run options as a solve run of the last human message would take them."""
-    given = caller_input(ChatInput, state, frozenset() if with_messages else frozenset({"messages"}))
+def validate_chat_input(
+    state: Mapping[str, Any], ctx: Context, *, with_messages: bool = True
+) -> None:
+    """InvalidInput for a chat turn that cannot run (nodes/condense_turn.py without the thread's
+    messages, every face with the new ones): the run options as a solve run of the last human
+    message would take them."""
+    given = caller_input(
+        ChatInput, state, frozenset() if with_messages else frozenset({"messages"})
+    )
     check_typed(ChatInput, given)
     if not with_messages:
         return

@@ -19,8 +19,9 @@ SHOWN_CHARS = 40
 
 
 class InvalidInput(ValueError):
-    """Input that cannot run; the message (one line) says what to change, `field` where (None: the input as a whole).
-    `field` is a key of the input (`votes`, `tasks[3].input`) or `context.<name>`."""
+    """Input that cannot run; the message (one line) says what to change, `field` where (None: the
+    input as a whole). `field` is a key of the input (`votes`, `tasks[3].input`) or
+    `context.<name>`."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
@@ -44,16 +45,23 @@ def fields_of(definition: Any) -> frozenset[str]:
     return frozenset(definition.__required_keys__ | definition.__optional_keys__)
 
 
-def caller_input(definition: Any, state: Mapping[str, Any], leave_out: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """What of a graph's state at its entry is its input as a caller could send it: the definition's keys, without
-    those only Parallax's own graphs set (`leave_out`) and without unset (None) ones. The graph's first node checks
-    this against the definition, so a caller of the compiled graph in process skips no check."""
-    return {k: v for k, v in state.items() if k in fields_of(definition) and k not in leave_out and v is not None}
+def caller_input(
+    definition: Any, state: Mapping[str, Any], leave_out: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """What of a graph's state at its entry is its input as a caller could send it: the definition's
+    keys, without those only Parallax's own graphs set (`leave_out`) and without unset (None) ones.
+    The graph's first node checks this against the definition, so a caller of the compiled graph in
+    process skips no check."""
+    return {
+        k: v
+        for k, v in state.items()
+        if k in fields_of(definition) and k not in leave_out and v is not None
+    }
 
 
 def check_typed(definition: Any, value: Mapping[str, Any], prefix: str = "") -> None:
-    """InvalidInput (one line, naming the field, after `prefix.`) for the first value of `value` its definition
-    refuses: a type, a bound, a missing field, a key no field names."""
+    """InvalidInput (one line, naming the field, after `prefix.`) for the first value of `value` its
+    definition refuses: a type, a bound, a missing field, a key no field names."""
     try:
         adapter(definition).validate_python(dict(value))
     except ValidationError as exc:
@@ -61,7 +69,8 @@ def check_typed(definition: Any, value: Mapping[str, Any], prefix: str = "") -> 
 
 
 def problem(exc: ValidationError, schema: dict[str, Any], prefix: str = "") -> InvalidInput:
-    """The first error of `exc` as one sentence, said from `schema` (the JSON Schema of what was validated)."""
+    """The first error of `exc` as one sentence, said from `schema` (the JSON Schema of what was
+    validated)."""
     error = exc.errors(include_url=False)[0]
     node, parent, name = _locate(schema, error["loc"], prefix)
     kind = error["type"]
@@ -70,10 +79,15 @@ def problem(exc: ValidationError, schema: dict[str, Any], prefix: str = "") -> I
         return InvalidInput(f"unknown field {name}: use {allowed}", name)
     if kind == "missing":
         return InvalidInput(f"{name} is missing: give {describe(node, schema)}", name)
-    if kind in ("value_error", "assertion_error"):  # a validator of the definition, in its own words
+    if kind in (
+        "value_error",
+        "assertion_error",
+    ):  # a validator of the definition, in its own words
         reason = str((error.get("ctx") or {}).get("error") or error["msg"])
         return InvalidInput(f"{name}{'' if reason.startswith('[') else ' '}{reason}", name)
-    return InvalidInput(f"{name} must be {describe(node, schema)}, got {shown(error.get('input'))}", name)
+    return InvalidInput(
+        f"{name} must be {describe(node, schema)}, got {shown(error.get('input'))}", name
+    )
 
 
 def _resolve(node: Any, root: dict[str, Any]) -> dict[str, Any]:
@@ -95,18 +109,30 @@ def _properties(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _locate(root: dict[str, Any], loc: tuple[int | str, ...], prefix: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """(the schema of the value at `loc`, the schema of the object holding it, its name: `tasks[3].input`). Parts of
-    `loc` that name a member of a union (pydantic's tags: `str`, `function-after[...]`) are not part of the name."""
+def _locate(
+    root: dict[str, Any], loc: tuple[int | str, ...], prefix: str
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(the schema of the value at `loc`, the schema of the object holding it, its name:
+    `tasks[3].input`). Parts of `loc` that name a member of a union (pydantic's tags: `str`,
+    `function-after[...]`) are not part of the name.
+    """
     node, parent, name = root, root, prefix
     for part in loc:
         if isinstance(part, int):
-            items: Any = next((m["items"] for m in _members(node, root) if isinstance(m.get("items"), dict)), {})
+            items: Any = next(
+                (m["items"] for m in _members(node, root) if isinstance(m.get("items"), dict)), {}
+            )
             parent, node, name = node, _resolve(items, root), f"{name}[{part}]"
             continue
         properties = _properties(node, root)
-        extra = next((m["additionalProperties"] for m in _members(node, root)
-                      if isinstance(m.get("additionalProperties"), dict)), None)
+        extra = next(
+            (
+                m["additionalProperties"]
+                for m in _members(node, root)
+                if isinstance(m.get("additionalProperties"), dict)
+            ),
+            None,
+        )
         if part in properties or extra is not None:
             inner = properties[part] if part in properties else extra
             parent, node, name = node, _resolve(inner, root), f"{name}.{part}" if name else part
@@ -126,8 +152,12 @@ def _range(node: dict[str, Any]) -> str:
     above, below = node.get("exclusiveMinimum"), node.get("exclusiveMaximum")
     if low is not None and high is not None:
         return f" from {_number(low)} to {_number(high)}"
-    parts = [f"of at least {_number(low)}" if low is not None else "", f"above {_number(above)}" if above is not None else "",
-             f"at most {_number(high)}" if high is not None else "", f"below {_number(below)}" if below is not None else ""]
+    parts = [
+        f"of at least {_number(low)}" if low is not None else "",
+        f"above {_number(above)}" if above is not None else "",
+        f"at most {_number(high)}" if high is not None else "",
+        f"below {_number(below)}" if below is not None else "",
+    ]
     said = " and ".join(p for p in parts if p)
     return f" {said}" if said else ""
 
@@ -142,7 +172,8 @@ def _size(node: dict[str, Any], unit: str, least: str, most: str) -> str:
 
 
 def describe(node: dict[str, Any], root: dict[str, Any]) -> str:
-    """What a value of this schema is, in words: "a whole number from 1 to 1000", "text of at most 64 characters"."""
+    """What a value of this schema is, in words: "a whole number from 1 to 1000", "text of at most
+    64 characters"."""
     members = [m for m in _members(node, root) if m.get("type") != "null"]
     if len(members) != 1:
         said = list(dict.fromkeys(describe(m, root) for m in members))
@@ -173,7 +204,8 @@ def describe(node: dict[str, Any], root: dict[str, Any]) -> str:
 
 
 def shown(value: Any) -> str:
-    """A value as a refusal repeats it: short ones as JSON would write them, long ones by their size."""
+    """A value as a refusal repeats it: short ones as JSON would write them, long ones by their
+    size."""
     if isinstance(value, str):
         return repr(value) if len(value) <= SHOWN_CHARS else f"{len(value)} characters"
     if isinstance(value, bool) or value is None:

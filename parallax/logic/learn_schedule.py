@@ -7,7 +7,8 @@ from __future__ import annotations
 
 
 def batch_count(tasks: int, epochs: int, batch: int) -> int:
-    """How many batches a learn run of `tasks` tasks, `epochs` passes and `batch` tasks per batch has."""
+    """How many batches a learn run of `tasks` tasks, `epochs` passes and `batch` tasks per batch
+    has."""
     return -(-tasks * epochs // batch) if tasks else 0
 
 

@@ -25,7 +25,8 @@ from parallax.state.payloads import Answer, BranchRecord, SliceFinding
 
 @dataclass(frozen=True)
 class Ballot:
-    """What a merge settles: the valid business records, how many were asked, the input they read."""
+    """What a merge settles: the valid business records, how many were asked, the input they
+    read."""
 
     ok: list[BranchRecord]
     asked: int

@@ -50,7 +50,12 @@ def task_texts(task: PlanTask) -> list[str]:
 
 def _path_problem(path: str) -> str:
     pure = PurePosixPath(path)
-    if not path.strip() or pure.is_absolute() or ".." in pure.parts or (pure.parts and pure.parts[0] == ".git"):
+    if (
+        not path.strip()
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or (pure.parts and pure.parts[0] == ".git")
+    ):
         return f"{path!r} is not a path inside the repository"
     return ""
 
@@ -61,8 +66,10 @@ def problems(plan: Plan, limits: PlanLimits) -> list[str]:
     if not plan.tasks:
         return ["the plan has no tasks: give at least one"]
     if len(plan.tasks) > limits.max_tasks:
-        found.append(f"the plan has {len(plan.tasks)} tasks, more than {limits.max_tasks} (PARALLAX_PLAN_MAX_TASKS): "
-                     f"combine steps")
+        found.append(
+            f"the plan has {len(plan.tasks)} tasks, more than {limits.max_tasks}"
+            " (PARALLAX_PLAN_MAX_TASKS): combine steps"
+        )
     ids = [t.id for t in plan.tasks]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
@@ -112,7 +119,7 @@ def _kind_problems(task: PlanTask, limits: PlanLimits) -> list[str]:
     if reads_document and not (limits.has_document or task.inputs.get("document")):
         found.append(
             f"{name} reads a document in sections, but the run has none: use kind solve, "
-            f"or give a document (--input-file with --question)"
+            "or give a document (--input-file with --question)"
         )
     return found
 
@@ -175,7 +182,8 @@ def topological(plan: Plan) -> list[int]:
 
 
 def remaining_path(plan: Plan, weight: dict[int, float] | None = None) -> dict[int, float]:
-    """Per task: the longest path from it to the end of the plan, itself included (unit weights by default)."""
+    """Per task: the longest path from it to the end of the plan, itself included (unit weights by
+    default)."""
     below = children(plan)
     longest: dict[int, float] = {}
     for task_id in reversed(topological(plan)):
@@ -185,7 +193,8 @@ def remaining_path(plan: Plan, weight: dict[int, float] | None = None) -> dict[i
 
 
 def levels(plan: Plan) -> dict[int, int]:
-    """Per task: its depth (0 for tasks without dependencies), for level-by-level comparisons and drawings."""
+    """Per task: its depth (0 for tasks without dependencies), for level-by-level comparisons and
+    drawings."""
     depth: dict[int, int] = {}
     by_id = {t.id: t for t in plan.tasks}
     for task_id in topological(plan):
@@ -228,6 +237,7 @@ def same_plan(a: Plan | dict[str, Any], b: Plan | dict[str, Any]) -> bool:
 
 def writes_overlap(a: list[str], b: list[str]) -> bool:
     """Whether two lists of repository paths share a file (a directory covers what is under it)."""
+
     def parts(path: str) -> tuple[str, ...]:
         return PurePosixPath(path.strip().rstrip("/")).parts
 

@@ -15,9 +15,18 @@ from parallax.logic.plan_check import PLACEHOLDER
 from parallax.logic.vote import normalize_answer
 
 _BINARY: dict[type[ast.operator], Callable[[Decimal, Decimal], Decimal]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-_UNARY: dict[type[ast.unaryop], Callable[[Decimal], Decimal]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Decimal], Decimal]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
 MAX_EXPONENT = 64
 
 
@@ -37,7 +46,11 @@ def as_number(text: str, name: str) -> str:
 def _evaluate(node: ast.AST) -> Decimal:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return Decimal(str(node.value))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _evaluate(node.left), _evaluate(node.right)
@@ -51,6 +64,7 @@ def _evaluate(node: ast.AST) -> Decimal:
 
 def calc(expression: str, results: dict[int, str]) -> str:
     """The value of `expression` after every `$N` / `${N}` became task N's result as a number."""
+
     def number_for(match: re.Match[str]) -> str:
         ref = int(match.group(1) or match.group(2))
         if ref not in results:
@@ -69,7 +83,8 @@ def calc(expression: str, results: dict[int, str]) -> str:
 
 
 def run_tool(inputs: dict[str, str], goal: str, results: dict[int, str]) -> str:
-    """Run the tool a task names in `inputs["tool"]` (the plan check already refused unknown ones)."""
+    """Run the tool a task names in `inputs["tool"]` (the plan check already refused unknown
+    ones)."""
     if inputs.get("tool") == "calc":
         return calc(inputs.get("expression") or goal, results)
     raise ToolError(f"unknown tool {inputs.get('tool')!r}")

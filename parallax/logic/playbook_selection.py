@@ -38,8 +38,12 @@ def within_budget(ranked: list[PlaybookItemData], budget_chars: int) -> list[Pla
     return chosen
 
 
-async def select_items(items: list[PlaybookItemData], texts: list[str], budget_chars: int,
-                       embed: Embedder | None = None) -> list[list[PlaybookItemData]]:
+async def select_items(
+    items: list[PlaybookItemData],
+    texts: list[str],
+    budget_chars: int,
+    embed: Embedder | None = None,
+) -> list[list[PlaybookItemData]]:
     """For each branch text, the most relevant items under the budget.
 
     Embedding runs in a thread so the event loop never blocks; `embed` defaults to the
@@ -55,7 +59,13 @@ async def select_items(items: list[PlaybookItemData], texts: list[str], budget_c
     selections = []
     for text_vector in text_vectors:
         scores = item_vectors @ text_vector
-        order = sorted(range(len(items)),
-                       key=lambda k: (-round(float(scores[k]), 6), -items[k].get("helpful", 0), items[k]["id"]))
+        order = sorted(
+            range(len(items)),
+            key=lambda k: (
+                -round(float(scores[k]), 6),
+                -items[k].get("helpful", 0),
+                items[k]["id"],
+            ),
+        )
         selections.append(within_budget([items[k] for k in order], budget_chars))
     return selections

@@ -15,11 +15,24 @@ from parallax.state.payloads import BranchRecord, Reflection
 from parallax.state.records import PlaybookItemData, PromptVersion
 
 
-async def reflect(run: dict[str, Any], task: dict[str, Any], items: list[PlaybookItemData], ctx: Context,
-                  template: PromptVersion | None = None) -> tuple[BranchRecord, Reflection | None]:
+async def reflect(
+    run: dict[str, Any],
+    task: dict[str, Any],
+    items: list[PlaybookItemData],
+    ctx: Context,
+    template: PromptVersion | None = None,
+) -> tuple[BranchRecord, Reflection | None]:
     """`template` is the served version of the reflect prompt (None: the default)."""
-    identity = {"id": f"reflect-{uuid.uuid4().hex[:8]}", "parent_id": run.get("trace_id") or "learn", "kind": "reflect",
-                "playbook_item_ids": [i["id"] for i in items],
-                "prompt": {"name": "reflect", "version": template.get("version", 0) if template else 0}}
-    messages = reflect_messages(task["input"], run.get("answer", ""), run["feedback"], run["correct"], items, template)
-    return await call_branch(identity, messages, Reflection, ctx, model=ctx.reviewer_model, temperature=0.3)
+    identity = {
+        "id": f"reflect-{uuid.uuid4().hex[:8]}",
+        "parent_id": run.get("trace_id") or "learn",
+        "kind": "reflect",
+        "playbook_item_ids": [i["id"] for i in items],
+        "prompt": {"name": "reflect", "version": template.get("version", 0) if template else 0},
+    }
+    messages = reflect_messages(
+        task["input"], run.get("answer", ""), run["feedback"], run["correct"], items, template
+    )
+    return await call_branch(
+        identity, messages, Reflection, ctx, model=ctx.reviewer_model, temperature=0.3
+    )

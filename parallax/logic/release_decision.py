@@ -18,7 +18,8 @@ WILSON_Z = 1.959964  # 95% intervals for display
 
 @dataclass(frozen=True)
 class Rule:
-    """The decision rule of one release (stored with it, so a release keeps the rule it started with)."""
+    """The decision rule of one release (stored with it, so a release keeps the rule it started
+    with)."""
 
     error_rate: float = 0.05
     margin: float = 0.05
@@ -53,19 +54,27 @@ def check_rule(error_rate: float, margin: float, min_runs: int, max_runs: int) -
 
 def check_share(share: float) -> float:
     if not 0 < share < 100:
-        raise ValueError(f"canary share must be more than 0 and less than 100 percent, got {share:g}")
+        raise ValueError(
+            f"canary share must be more than 0 and less than 100 percent, got {share:g}"
+        )
     return share
 
 
 def assigned_arm(subject: str, thread_key: str, share: float) -> Arm:
-    """`canary` for `share` percent of thread keys, the same answer every time for the same thread."""
+    """`canary` for `share` percent of thread keys, the same answer every time for the same
+    thread."""
     digest = hashlib.sha256(f"{subject}\n{thread_key}".encode()).digest()
     bucket = int.from_bytes(digest[:8], "big") % 10_000
     return "canary" if bucket < round(share * 100) else "production"
 
 
-def served_version(labels: dict[str, Any], head_version: int, subject: str, thread_key: str,
-                   allow_canary: bool = True) -> dict[str, Any]:
+def served_version(
+    labels: dict[str, Any],
+    head_version: int,
+    subject: str,
+    thread_key: str,
+    allow_canary: bool = True,
+) -> dict[str, Any]:
     """What a run on `thread_key` gets from a labels record (runtime/storage/labels.py):
     {"version", "arm" (production | canary | head), "release_id"}. Without labels: the head."""
     release = labels.get("release") if allow_canary else None
@@ -99,6 +108,7 @@ def wilson(successes: int, runs: int, z: float = WILSON_Z) -> tuple[float, float
 
 def difference(canary: dict[str, Any], production: dict[str, Any]) -> tuple[float, float]:
     """(canary rate - production rate, its Agresti-Caffo standard error)."""
+
     def adjusted(arm: dict[str, Any]) -> tuple[float, int]:
         n = arm["runs"] + 2
         return (arm["successes"] + 1) / n, n
@@ -108,7 +118,9 @@ def difference(canary: dict[str, Any], production: dict[str, Any]) -> tuple[floa
     return pc - pp, math.sqrt(pc * (1 - pc) / nc + pp * (1 - pp) / np_)
 
 
-def decide(arms: dict[str, dict[str, Any]], rule: Rule, next_look: int) -> tuple[Verdict | None, int, dict[str, Any]]:
+def decide(
+    arms: dict[str, dict[str, Any]], rule: Rule, next_look: int
+) -> tuple[Verdict | None, int, dict[str, Any]]:
     """(verdict or None while collecting, the next look index, the figures of the look).
 
     Called after every counted run; it acts only when the smaller arm reaches the next look."""
@@ -118,9 +130,16 @@ def decide(arms: dict[str, dict[str, Any]], rule: Rule, next_look: int) -> tuple
         return None, next_look, {}
     d, se = difference(arms["canary"], arms["production"])
     z = rule.z()
-    figures = {"look": next_look + 1, "looks": len(looks), "runs_per_arm": smaller, "difference": round(d, 4),
-               "standard_error": round(se, 4), "z_needed": round(z, 3), "z_worse": round(d / se, 3),
-               "z_not_worse": round((d + rule.margin) / se, 3)}
+    figures = {
+        "look": next_look + 1,
+        "looks": len(looks),
+        "runs_per_arm": smaller,
+        "difference": round(d, 4),
+        "standard_error": round(se, 4),
+        "z_needed": round(z, 3),
+        "z_worse": round(d / se, 3),
+        "z_not_worse": round((d + rule.margin) / se, 3),
+    }
     if d / se < -z:
         return "rollback", next_look + 1, figures
     if (d + rule.margin) / se > z:
@@ -132,11 +151,19 @@ def decide(arms: dict[str, dict[str, Any]], rule: Rule, next_look: int) -> tuple
 
 def explain(verdict: Verdict, figures: dict[str, Any], rule: Rule) -> str:
     """The reason recorded with an automatic decision."""
-    d, look = figures["difference"], f"look {figures['look']}/{figures['looks']} at {figures['runs_per_arm']} runs per arm"
+    d, look = (
+        figures["difference"],
+        f"look {figures['look']}/{figures['looks']} at {figures['runs_per_arm']} runs per arm",
+    )
     if verdict == "rollback":
-        return (f"canary worse: success rate {d:+.3f} vs production (z {figures['z_worse']} < -{figures['z_needed']}, "
-                f"error rate {rule.error_rate:g}), {look}")
+        return (
+            f"canary worse: success rate {d:+.3f} vs production (z {figures['z_worse']} <"
+            f" -{figures['z_needed']}, error rate {rule.error_rate:g}), {look}"
+        )
     if verdict == "promote":
-        return (f"canary not worse by more than {rule.margin:g}: difference {d:+.3f} "
-                f"(z {figures['z_not_worse']} > {figures['z_needed']}, error rate {rule.error_rate:g}), {look}")
+        return (
+            f"canary not worse by more than {rule.margin:g}: difference {d:+.3f} (z"
+            f" {figures['z_not_worse']} > {figures['z_needed']}, error rate {rule.error_rate:g}),"
+            f" {look}"
+        )
     return f"no decision after the last look ({look}, difference {d:+.3f}): a person decides"

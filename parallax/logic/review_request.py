@@ -11,8 +11,14 @@ from parallax.state.chat import Review
 
 ACTION = "answer"
 DECISIONS = ["approve", "edit", "reject"]
-WORDS = {"approve": "accept", "accept": "accept", "edit": "edit", "reject": "reject", "ignore": "reject",
-         "response": "reject"}
+WORDS = {
+    "approve": "accept",
+    "accept": "accept",
+    "edit": "edit",
+    "reject": "reject",
+    "ignore": "reject",
+    "response": "reject",
+}
 
 
 class BadDecision(ValueError):
@@ -23,18 +29,27 @@ def review_request(run: dict[str, Any]) -> dict[str, Any]:
     """The interrupt value for a run that ended `needs_review` (Agent Chat UI's HITL request)."""
     why = run.get("reason") or "the branches did not settle on one answer"
     return {
-        "action_requests": [{
-            "name": ACTION, "args": {"answer": run.get("answer", "")},
-            "description": f"Parallax is not sure of this answer ({why}; confidence {run.get('confidence', 0):.2f}). "
-                           f"Accept it, edit it to the right answer (stored as the run's target), or reject it.",
-        }],
+        "action_requests": [
+            {
+                "name": ACTION,
+                "args": {"answer": run.get("answer", "")},
+                "description": (
+                    f"Parallax is not sure of this answer ({why}; confidence"
+                    f" {run.get('confidence', 0):.2f}). Accept it, edit it to the right answer"
+                    " (stored as the run's target), or reject it."
+                ),
+            }
+        ],
         "review_configs": [{"action_name": ACTION, "allowed_decisions": list(DECISIONS)}],
     }
 
 
 def _answer_of(args: Any) -> str | None:
     if isinstance(args, dict):
-        value = args.get("answer", args.get("args", {}).get("answer") if isinstance(args.get("args"), dict) else None)
+        value = args.get(
+            "answer",
+            args.get("args", {}).get("answer") if isinstance(args.get("args"), dict) else None,
+        )
         return None if value is None else str(value)
     return None if args is None else str(args)
 
@@ -50,16 +65,25 @@ def _one(decision: Any) -> Review:
     if kind == "accept":
         return {"kind": "accept"}
     if kind == "reject":
-        message = decision.get("message", decision.get("args") if decision.get("type") == "response" else "")
+        message = decision.get(
+            "message", decision.get("args") if decision.get("type") == "response" else ""
+        )
         return {"kind": "reject", "message": str(message or "")}
     if kind == "edit":
-        answer = _answer_of(decision.get("edited_action", {}).get("args") if "edited_action" in decision
-                            else decision.get("args", decision))
+        answer = _answer_of(
+            decision.get("edited_action", {}).get("args")
+            if "edited_action" in decision
+            else decision.get("args", decision)
+        )
         if not answer or not answer.strip():
-            raise BadDecision("an edit must carry the new answer: {\"type\": \"edit\", \"edited_action\": "
-                              "{\"name\": \"answer\", \"args\": {\"answer\": \"...\"}}}")
+            raise BadDecision(
+                'an edit must carry the new answer: {"type": "edit", "edited_action": '
+                '{"name": "answer", "args": {"answer": "..."}}}'
+            )
         return {"kind": "edit", "answer": answer.strip()}
-    raise BadDecision(f"unknown review decision {decision.get('type')!r}: send approve, edit or reject")
+    raise BadDecision(
+        f"unknown review decision {decision.get('type')!r}: send approve, edit or reject"
+    )
 
 
 def decision_of(resume: Any) -> Review:
@@ -68,6 +92,8 @@ def decision_of(resume: Any) -> Review:
         resume = resume["decisions"]
     if isinstance(resume, list):
         if len(resume) != 1:
-            raise BadDecision(f"expected one decision for the one answer under review, got {len(resume)}")
+            raise BadDecision(
+                f"expected one decision for the one answer under review, got {len(resume)}"
+            )
         resume = resume[0]
     return _one(resume)

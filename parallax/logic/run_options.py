@@ -102,7 +102,7 @@ class RunOptions:
         return speculates(self.mode, self.check)
 
     def graph(self) -> str:
-        """"plan" for mode plan, a repository's edit tasks, or an auto request with several
+        """ "plan" for mode plan, a repository's edit tasks, or an auto request with several
         steps; else "solve"."""
         plan_shaped = (
             self.mode == "auto"

@@ -28,8 +28,12 @@ def outcome(state: SolveState) -> Outcome:
     target = state.get("target")
     if target is None:
         return {}
-    verdict = score({"answer": state.get("answer", ""), "status": state.get("status")}, str(target), state["task"],
-                    state.get("scorer") or "auto")
+    verdict = score(
+        {"answer": state.get("answer", ""), "status": state.get("status")},
+        str(target),
+        state["task"],
+        state.get("scorer") or "auto",
+    )
     return {"target": str(target), "correct": verdict["correct"], "scorer": verdict["scorer"]}
 
 
@@ -39,9 +43,16 @@ def succeeded(state: SolveState) -> bool:
 
 
 def used_subjects(state: SolveState) -> dict[str, ServedVersion]:
-    """subject -> {"version", "arm", "release_id"} for the playbook and the prompts the branches used."""
-    used = {f"prompt/{prompt['name']}" for b in state.get("branches", []) if (prompt := b.get("prompt"))}
-    return {s: c for s, c in (state.get("served") or {}).items() if s.startswith("playbook/") or s in used}
+    """subject -> {"version", "arm", "release_id"} for the playbook and the prompts the branches
+    used."""
+    used = {
+        f"prompt/{prompt['name']}" for b in state.get("branches", []) if (prompt := b.get("prompt"))
+    }
+    return {
+        s: c
+        for s, c in (state.get("served") or {}).items()
+        if s.startswith("playbook/") or s in used
+    }
 
 
 def as_dicts(messages: Iterable[BaseMessage]) -> list[Message]:
@@ -49,18 +60,25 @@ def as_dicts(messages: Iterable[BaseMessage]) -> list[Message]:
 
 
 def prompt_key(messages: Sequence[Mapping[str, Any]]) -> str:
-    return hashlib.sha256(json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(
+        json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()
+    ).hexdigest()[:16]
 
 
-def kept_prompts(state: SolveState, limit_chars: int
-                 ) -> tuple[dict[str, list[Message]], dict[tuple[str, int], str], str]:
+def kept_prompts(
+    state: SolveState, limit_chars: int
+) -> tuple[dict[str, list[Message]], dict[tuple[str, int], str], str]:
     """(prompt key -> messages, (kind, slice index) -> key, why none were kept or "")."""
     if not any(b["kind"] in (*BUSINESS, "candidate") for b in state.get("branches", [])):
         return {}, {}, ""
     built = {where: as_dicts(messages) for where, messages in branch_prompts(state).items()}
     size = sum(len(m["content"]) for messages in built.values() for m in messages)
     if size > limit_chars:
-        return {}, {}, f"prompts of {size} characters exceed PARALLAX_TRACE_PROMPT_CHARS={limit_chars}"
+        return (
+            {},
+            {},
+            f"prompts of {size} characters exceed PARALLAX_TRACE_PROMPT_CHARS={limit_chars}",
+        )
     keys = {where: prompt_key(messages) for where, messages in built.items()}
     return {keys[where]: messages for where, messages in built.items()}, keys, ""
 
@@ -72,7 +90,8 @@ def latest_score(trace: TraceRecord) -> float | None:
 
 
 def branch_place(record: Mapping[str, Any]) -> tuple[str, int]:
-    """Where a branch record's prompt is in `kept_prompts`: its kind and its slice (or candidate) index."""
+    """Where a branch record's prompt is in `kept_prompts`: its kind and its slice (or candidate)
+    index."""
     if record["kind"] == "candidate":
         return "candidate", (record.get("speculation") or {}).get("index") or 0
     return record["kind"], record.get("slice_index") or 0

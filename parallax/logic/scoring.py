@@ -62,18 +62,35 @@ class Verdict(TypedDict):
     feedback: str
 
 
-def score(run: Mapping[str, Any], target: str | None, question: str,
-          scorer: str = "auto") -> Verdict:
+def score(
+    run: Mapping[str, Any], target: str | None, question: str, scorer: str = "auto"
+) -> Verdict:
     """{"correct": bool, "scorer": name, "feedback": str} for one solve run."""
     answer = run.get("answer", "")
     if target is None:
         ok = run.get("status") == "ok"
-        return {"correct": ok, "scorer": "execution", "feedback": f"status {run.get('status')}: {run.get('reason', '')}"}
+        return {
+            "correct": ok,
+            "scorer": "execution",
+            "feedback": f"status {run.get('status')}: {run.get('reason', '')}",
+        }
     if scorer == "auto":
         result = numeric(answer, target, question)
         if result is not None:
-            return {"correct": result, "scorer": "numeric", "feedback": f"expected {target}, got {answer!r}"}
+            return {
+                "correct": result,
+                "scorer": "numeric",
+                "feedback": f"expected {target}, got {answer!r}",
+            }
         scorer = "exact"
-    correct = numeric(answer, target, question) if scorer == "numeric" else SCORERS[scorer](answer, target)
+    correct = (
+        numeric(answer, target, question)
+        if scorer == "numeric"
+        else SCORERS[scorer](answer, target)
+    )
     # `numeric` is None when the target is no number: that is a miss, not a pass
-    return {"correct": bool(correct), "scorer": scorer, "feedback": f"expected {target}, got {answer!r}"}
+    return {
+        "correct": bool(correct),
+        "scorer": scorer,
+        "feedback": f"expected {target}, got {answer!r}",
+    }

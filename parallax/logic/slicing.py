@@ -1,7 +1,7 @@
 """A long input split into independent slices by its own structure.
 
-Headings first (Markdown `#` or `Topic:` lines), then blank-line paragraphs, then lines; small pieces
-are packed up to the budget and a big one is cut at line or sentence boundaries.
+Headings first (Markdown `#` or `Topic:` lines), then blank-line paragraphs, then lines; small
+pieces are packed up to the budget and a big one is cut at line or sentence boundaries.
 """
 
 from __future__ import annotations
@@ -59,9 +59,11 @@ def split_into_slices(text: str, budget: int) -> list[str]:
 
 
 def split_pages(pages: list[str], budget: int) -> tuple[list[str], list[list[int]]]:
-    """Slices of a paged document and, per slice, the pages (from 1) its text comes from. A page larger
-    than the budget is cut like any text; short pages (or the last piece of a cut one) are packed with
-    the next page up to the budget. A quote is later placed on the one of its slice's pages it occurs in."""
+    """Slices of a paged document and, per slice, the pages (from 1) its text comes from. A page
+    larger than the budget is cut like any text; short pages (or the last piece of a cut one) are
+    packed with the next page up to the budget. A quote is later placed on the one of its slice's
+    pages it occurs in.
+    """
     slices: list[str] = []
     owners: list[list[int]] = []
     for number, page in enumerate(pages, start=1):

@@ -13,7 +13,14 @@ from typing import Any
 
 from parallax.logic.candidate_watch import CandidateWatch
 from parallax.logic.edit_agent import EditOutcome, run_edit
-from parallax.logic.speculation import APPROACHES, TEMPERATURE_HIGH, TEMPERATURE_LOW, failed_tests, passed_tests, spread
+from parallax.logic.speculation import (
+    APPROACHES,
+    TEMPERATURE_HIGH,
+    TEMPERATURE_LOW,
+    failed_tests,
+    passed_tests,
+    spread,
+)
 from parallax.runtime.check_folders import run_check
 from parallax.runtime.worktrees import Worktree, git, repo_lock
 from parallax.state.context import Context
@@ -26,16 +33,18 @@ class SpeculativeEdit:
     branch: str | None
     """The winner's branch (None: no candidate committed anything)."""
     candidates: list[dict[str, Any]] = field(default_factory=list)
-    """Per candidate: id, approach, temperature, branch, commit, check, result, why it lost and where its
-    conversation is kept."""
+    """Per candidate: id, approach, temperature, branch, commit, check, result, why it lost and
+    where its conversation is kept."""
 
 
 Keep = Callable[[str, dict[str, Any]], Awaitable[str | None]]
-"""Keeps a candidate's conversation (candidate id, conversation) and gives its key (None: nowhere to keep it)."""
+"""Keeps a candidate's conversation (candidate id, conversation) and gives its key (None: nowhere to
+keep it)."""
 
 
 async def _made(work: asyncio.Future[Worktree]) -> Worktree:
-    """The worktree, made to its end even if the candidate is cancelled meanwhile (then removed, and re-raised)."""
+    """The worktree, made to its end even if the candidate is cancelled meanwhile (then removed, and
+    re-raised)."""
     try:
         return await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -44,10 +53,21 @@ async def _made(work: asyncio.Future[Worktree]) -> Worktree:
         raise
 
 
-async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int], str], where_of: Callable[[int], Path],
-                               writes: list[str], goal: str, ctx: Context, identity: dict[str, Any], *,
-                               test_command: str, candidates: int, timeout_s: float, keep: Keep | None = None
-                               ) -> SpeculativeEdit:
+async def run_speculative_edit(
+    repo: Path,
+    base: str,
+    branch_of: Callable[[int], str],
+    where_of: Callable[[int], Path],
+    writes: list[str],
+    goal: str,
+    ctx: Context,
+    identity: dict[str, Any],
+    *,
+    test_command: str,
+    candidates: int,
+    timeout_s: float,
+    keep: Keep | None = None,
+) -> SpeculativeEdit:
     watch = CandidateWatch()
     temperatures = spread(TEMPERATURE_LOW, TEMPERATURE_HIGH, candidates)
     records: list[dict[str, Any]] = []
@@ -55,8 +75,17 @@ async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int],
     async def one(i: int) -> dict[str, Any]:
         name, hint = APPROACHES[i % len(APPROACHES)]
         cid = f"{identity['id']}-c{i + 1}"
-        summary: dict[str, Any] = {"id": cid, "approach": name, "hint": hint, "temperature": temperatures[i],
-                                   "branch": branch_of(i), "commit": None, "check": None, "result": "", "why": ""}
+        summary: dict[str, Any] = {
+            "id": cid,
+            "approach": name,
+            "hint": hint,
+            "temperature": temperatures[i],
+            "branch": branch_of(i),
+            "commit": None,
+            "check": None,
+            "result": "",
+            "why": "",
+        }
         current = asyncio.current_task()
         if current is not None:
             watch.started(cid, current)
@@ -64,20 +93,44 @@ async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int],
         summary["outcome"] = outcome
         tree: Worktree | None = None
         try:
-            tree = await _made(asyncio.ensure_future(asyncio.to_thread(
-                Worktree.create, repo, branch_of(i), base, where_of(i), writes)))
-            await run_edit(tree, goal, ctx, {**identity, "id": cid}, test_command=test_command,
-                           note=f"Approach: {hint}", temperature=temperatures[i], outcome=outcome)
-            summary.update(commit=outcome.commit, files=outcome.files, refused=outcome.refused, status=outcome.status)
+            tree = await _made(
+                asyncio.ensure_future(
+                    asyncio.to_thread(
+                        Worktree.create, repo, branch_of(i), base, where_of(i), writes
+                    )
+                )
+            )
+            await run_edit(
+                tree,
+                goal,
+                ctx,
+                {**identity, "id": cid},
+                test_command=test_command,
+                note=f"Approach: {hint}",
+                temperature=temperatures[i],
+                outcome=outcome,
+            )
+            summary.update(
+                commit=outcome.commit,
+                files=outcome.files,
+                refused=outcome.refused,
+                status=outcome.status,
+            )
             if outcome.commit is None:
                 watch.finished(cid, False)
                 summary.update(result="lost", why=outcome.reason or "changed nothing")
                 return summary
             check = await run_check(test_command, tree.root, tree.root, timeout_s, readable=[repo])
-            check.update(passed_tests=passed_tests(check["output"]), failed_tests=failed_tests(check["output"]))
+            check.update(
+                passed_tests=passed_tests(check["output"]),
+                failed_tests=failed_tests(check["output"]),
+            )
             won = watch.finished(cid, check["passed"])
-            summary.update(check={k: v for k, v in check.items() if k != "output"} | {"output": check["output"][-800:]},
-                           result="won" if won else "passed" if check["passed"] else "failed")
+            summary.update(
+                check={k: v for k, v in check.items() if k != "output"}
+                | {"output": check["output"][-800:]},
+                result="won" if won else "passed" if check["passed"] else "failed",
+            )
             return summary
         except asyncio.CancelledError:
             if cid not in watch.cancelled:
@@ -97,18 +150,30 @@ async def run_speculative_edit(repo: Path, base: str, branch_of: Callable[[int],
         if c is not winner:
             await asyncio.to_thread(_delete_branch, repo, c["branch"])
             if c["result"] != "cancelled":
-                c.update(result="lost", why=c["why"] or (f"its tests passed after {watch.winner}'s" if c["check"] and
-                                                        c["check"]["passed"] else _failed(c, winner)))
+                c.update(
+                    result="lost",
+                    why=c["why"]
+                    or (
+                        f"its tests passed after {watch.winner}'s"
+                        if c["check"] and c["check"]["passed"]
+                        else _failed(c, winner)
+                    ),
+                )
     if winner is None:
-        return SpeculativeEdit(EditOutcome(status="FAILED", reason="no candidate changed anything", records=records),
-                               None, [{k: v for k, v in c.items() if k != "outcome"} for c in done])
+        return SpeculativeEdit(
+            EditOutcome(status="FAILED", reason="no candidate changed anything", records=records),
+            None,
+            [{k: v for k, v in c.items() if k != "outcome"} for c in done],
+        )
     outcome = winner["outcome"]
     outcome.records = records
     winner["result"] = "won"
     if watch.winner is None:
         tests = (winner["check"] or {}).get("passed_tests", 0)
         outcome.status = "NEEDS_REVIEW"
-        outcome.reason = f"no candidate passed the tests; {winner['id']} has the most passing tests ({tests})"
+        outcome.reason = (
+            f"no candidate passed the tests; {winner['id']} has the most passing tests ({tests})"
+        )
     summaries = [{k: v for k, v in c.items() if k != "outcome"} for c in done]
     return SpeculativeEdit(outcome, winner["branch"], summaries)
 
@@ -126,7 +191,11 @@ def _failed(candidate: dict[str, Any], winner: dict[str, Any] | None) -> str:
     check = candidate.get("check") or {}
     if not check:
         return candidate.get("why") or "not checked"
-    shown = "timed out" if check.get("timed_out") else f"exit {check.get('exit')}, {check.get('passed_tests', 0)} passed"
+    shown = (
+        "timed out"
+        if check.get("timed_out")
+        else f"exit {check.get('exit')}, {check.get('passed_tests', 0)} passed"
+    )
     return f"its tests failed ({shown})" + (f"; {winner['id']} won" if winner else "")
 
 

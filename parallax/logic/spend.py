@@ -19,18 +19,28 @@ def spend_of(branches: Iterable[Mapping[str, Any]]) -> Spend:
     unpriced: set[str] = set()
     for branch in branches:
         counts = branch.get("tokens") or {}
-        spent = _int(counts.get("total")) or _int(counts.get("prompt")) + _int(counts.get("completion"))
+        spent = _int(counts.get("total")) or _int(counts.get("prompt")) + _int(
+            counts.get("completion")
+        )
         tokens += spent
         prompt += _int(counts.get("prompt"))
         completion += _int(counts.get("completion"))
-        cached += _int(counts.get("cached", counts.get("cached_tokens", branch.get("cached_tokens", 0))))
+        cached += _int(
+            counts.get("cached", counts.get("cached_tokens", branch.get("cached_tokens", 0)))
+        )
         value = branch.get("cost_usd")
         if isinstance(value, (int, float)):
             cost += value
         elif spent:
             unpriced.add(str(branch.get("model") or "the endpoint's default model"))
-    return {"tokens": tokens, "prompt_tokens": prompt, "cached_tokens": cached, "completion_tokens": completion,
-            "cost_usd": None if unpriced else round(cost, 8), "unpriced": sorted(unpriced)}
+    return {
+        "tokens": tokens,
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "completion_tokens": completion,
+        "cost_usd": None if unpriced else round(cost, 8),
+        "unpriced": sorted(unpriced),
+    }
 
 
 def cost_text(spend: Mapping[str, Any]) -> str:

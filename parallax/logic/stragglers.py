@@ -24,9 +24,13 @@ MIN_RECENT = 20
 class StragglerWatch:
     """Durations of the finished branches of one fan-out, and the straggler threshold they imply."""
 
-    def __init__(self, factor: float, min_s: float, min_finished: int = 2, recent: deque[float] | None = None) -> None:
-        """`recent`: the model's recent branch durations, which this watch reads and adds to (the process
-        services keep them per model: runtime/services.py); without it, only this fan-out's count."""
+    def __init__(
+        self, factor: float, min_s: float, min_finished: int = 2, recent: deque[float] | None = None
+    ) -> None:
+        """`recent`: the model's recent branch durations, which this watch reads and adds to (the
+        process services keep them per model: runtime/services.py); without it, only this fan-out's
+        count.
+        """
         self.factor, self.min_s, self.min_finished = factor, min_s, min_finished
         self.durations: list[float] = []
         self.recent: deque[float] = recent if recent is not None else deque(maxlen=RECENT)
@@ -51,11 +55,15 @@ class StragglerWatch:
         return None
 
     def _watch_from_min_s(self, race: _Race) -> None:
-        """`race.begin()` once its branch has run `min_s`, if it still runs. One timer serves the fan-out, armed for
-        the earliest branch due (branches are due in the order they started), not one timer per branch."""
+        """`race.begin()` once its branch has run `min_s`, if it still runs. One timer serves the
+        fan-out, armed for the earliest branch due (branches are due in the order they started), not
+        one timer per branch.
+        """
         loop = asyncio.get_running_loop()
         self._due.append((loop.time() + self.min_s, race))
-        if self._timer is None or self._timer_loop is not loop:  # none armed, or armed on a loop that has ended
+        if (
+            self._timer is None or self._timer_loop is not loop
+        ):  # none armed, or armed on a loop that has ended
             self._arm(loop)
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -85,16 +93,21 @@ def _usable(task: asyncio.Task[dict[str, Any]]) -> bool:
 
 
 class _Race:
-    """A branch's watch while its original runs in the caller's task: nothing more than its place in the watch's
-    queue until the branch has run `min_s`; then a watcher task that starts the backup copy once the branch straggles, and
-    that, when the backup finishes first with a usable reply, cancels the original (the caller's task, which
-    `run_watched` then lets go on with the backup's record)."""
+    """A branch's watch while its original runs in the caller's task: nothing more than its place in
+    the watch's queue until the branch has run `min_s`; then a watcher task that starts the backup
+    copy once the branch straggles, and that, when the backup finishes first with a usable reply,
+    cancels the original (the caller's task, which `run_watched` then lets go on with the backup's
+    record)."""
 
-    def __init__(self, run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch, limit: asyncio.Semaphore) -> None:
+    def __init__(
+        self, run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch, limit: asyncio.Semaphore
+    ) -> None:
         self.run_copy, self.life, self.watch, self.limit = run_copy, life, watch, limit
         self.started = time.monotonic()
         self.caller = asyncio.current_task()
-        self.context = contextvars.copy_context()  # the branch's: its backup runs in it, whichever branch armed the timer
+        self.context = (
+            contextvars.copy_context()
+        )  # the branch's: its backup runs in it, whichever branch armed the timer
         self.cancelling = self.caller.cancelling() if self.caller is not None else 0
         self.watcher: asyncio.Task[None] | None = None
         self.backup: asyncio.Task[dict[str, Any]] | None = None
@@ -119,14 +132,22 @@ class _Race:
                 baseline = watch.baseline()
                 assert baseline is not None  # a threshold is only worked out from a baseline
                 durations, what = baseline
-                self.why = (f"ran {elapsed:.2f}s, over {watch.factor:g}x the median "
-                            f"{statistics.median(durations):.2f}s of {len(durations)} {what}")
+                self.why = (
+                    f"ran {elapsed:.2f}s, over {watch.factor:g}x the median "
+                    f"{statistics.median(durations):.2f}s of {len(durations)} {what}"
+                )
                 self.backup_life.move("PENDING", f"backup copy: {self.why}")
                 self.backup = asyncio.create_task(self._run_backup())
                 break
-            await asyncio.sleep(max(wait_s, 0.05))  # not a straggler yet (or no siblings done): look again later
-        await asyncio.wait({self.backup})  # waits without cancelling it when this watcher is cancelled
-        if _usable(self.backup) and self.caller is not None:  # the backup won while the original still runs
+            await asyncio.sleep(
+                max(wait_s, 0.05)
+            )  # not a straggler yet (or no siblings done): look again later
+        await asyncio.wait(
+            {self.backup}
+        )  # waits without cancelling it when this watcher is cancelled
+        if (
+            _usable(self.backup) and self.caller is not None
+        ):  # the backup won while the original still runs
             self.took_over = True
             self.life.finish("CANCELLED", "the other copy finished first")
             self.caller.cancel()
@@ -142,13 +163,16 @@ class _Race:
             self.watcher.cancel()
 
     def cancelled_for_backup(self) -> bool:
-        """Whether the CancelledError the original got is only the watcher's, for the backup that won."""
-        return self.took_over and self.caller is not None and self.caller.uncancel() <= self.cancelling
+        """Whether the CancelledError the original got is only the watcher's, for the backup that
+        won."""
+        return (
+            self.took_over and self.caller is not None and self.caller.uncancel() <= self.cancelling
+        )
 
     async def settle(self, original: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The winner's record once the original ended (`original`: its record; None: it raised, or was cancelled
-        for the backup); None when the original's exception stands. The first usable copy wins, the original if
-        both are."""
+        """The winner's record once the original ended (`original`: its record; None: it raised, or
+        was cancelled for the backup); None when the original's exception stands. The first usable
+        copy wins, the original if both are."""
         self.stop_watching()
         backup = self.backup
         if backup is None:
@@ -165,22 +189,32 @@ class _Race:
             return self._won(backup.result(), self.life, "backup")
         return self._won(original, self.backup_life, "original") if original is not None else None
 
-    def _won(self, record: dict[str, Any], lost_life: Lifecycle | None = None, winner: str = "") -> dict[str, Any]:
+    def _won(
+        self, record: dict[str, Any], lost_life: Lifecycle | None = None, winner: str = ""
+    ) -> dict[str, Any]:
         if record.get("status") == "ok":
             self.watch.finished(time.monotonic() - self.started)
         if lost_life is None:
             return record
-        return {**record, "backup": {"winner": winner, "reason": self.why,
-                                     "other_transitions": list(lost_life.transitions)}}
+        return {
+            **record,
+            "backup": {
+                "winner": winner,
+                "reason": self.why,
+                "other_transitions": list(lost_life.transitions),
+            },
+        }
 
 
-async def run_watched(run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch, limit: asyncio.Semaphore) -> dict[str, Any]:
+async def run_watched(
+    run_copy: RunCopy, life: Lifecycle, watch: StragglerWatch, limit: asyncio.Semaphore
+) -> dict[str, Any]:
     """Run a branch (its slot already held) and, if it straggles, race it against a backup copy.
 
-    The original runs in the caller's task, as without a watch: until it has run `min_s`, a fan-out's branch
-    costs an entry in the watch's queue (one timer serves them all), no task. The backup takes its own slot
-    under `limit`. Returns the winner's record; with a race, `record["backup"]` tells who won, why the copy
-    started and the loser's path.
+    The original runs in the caller's task, as without a watch: until it has run `min_s`, a
+    fan-out's branch costs an entry in the watch's queue (one timer serves them all), no task. The
+    backup takes its own slot under `limit`. Returns the winner's record; with a race,
+    `record["backup"]` tells who won, why the copy started and the loser's path.
     """
     if not watch.enabled:
         return await run_copy(life)

@@ -28,17 +28,27 @@ class Synthesis:
 
 
 def _missing_note(missing: list[int]) -> str:
-    return f"no result from task{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}" if missing else ""
+    return (
+        f"no result from task{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}"
+        if missing
+        else ""
+    )
 
 
 async def _fold(texts: list[str], combine: Combine) -> tuple[str, int]:
-    """Pairwise tree fold; (text, failed combine calls). A failed pair is kept as both texts, in order."""
+    """Pairwise tree fold; (text, failed combine calls). A failed pair is kept as both texts, in
+    order."""
     failed = 0
     while len(texts) > 1:
         pairs = [texts[i : i + 2] for i in range(0, len(texts), 2)]
-        joined = await asyncio.gather(*(combine(*p) if len(p) == 2 else _alone(p[0]) for p in pairs))
+        joined = await asyncio.gather(
+            *(combine(*p) if len(p) == 2 else _alone(p[0]) for p in pairs)
+        )
         failed += sum(text is None for text in joined)
-        texts = [text if text is not None else "\n\n".join(pair) for pair, text in zip(pairs, joined, strict=True)]
+        texts = [
+            text if text is not None else "\n\n".join(pair)
+            for pair, text in zip(pairs, joined, strict=True)
+        ]
     return texts[0], failed
 
 
@@ -46,7 +56,9 @@ async def _alone(text: str) -> str:
     return text
 
 
-async def synthesise(plan: Plan, results: dict[int, str | None], combine: Combine | None = None) -> Synthesis:
+async def synthesise(
+    plan: Plan, results: dict[int, str | None], combine: Combine | None = None
+) -> Synthesis:
     """`results`: task id -> its result, or None when it has none (the output tasks, or, for an
     assembly, the tasks its template names, are the ones used)."""
     order = plan.output_ids()
@@ -62,7 +74,12 @@ async def synthesise(plan: Plan, results: dict[int, str | None], combine: Combin
     texts = [text.strip() for _, text in present]
     if plan.synthesis == "reduce" and combine is not None and len(texts) > 1:
         answer, failed = await _fold(texts, combine)
-        extra = f"{failed} combine call{'s' if failed > 1 else ''} failed: those results are joined as they are" if failed else ""
+        extra = (
+            f"{failed} combine call{'s' if failed > 1 else ''} failed: those results are joined as"
+            " they are"
+            if failed
+            else ""
+        )
         return Synthesis(answer.strip(), not missing, "; ".join(x for x in (note, extra) if x))
     return Synthesis("\n\n".join(texts), not missing, note)
 

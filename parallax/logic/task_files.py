@@ -22,7 +22,9 @@ class TaskFileError(ValueError):
 def parse_task(obj: object) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
-    text = next((obj[k] for k in INPUT_KEYS if isinstance(obj.get(k), str) and obj[k].strip()), None)
+    text = next(
+        (obj[k] for k in INPUT_KEYS if isinstance(obj.get(k), str) and obj[k].strip()), None
+    )
     if text is None:
         raise ValueError(f"no task text: expected one of {', '.join(INPUT_KEYS)}")
     target = next((obj[k] for k in TARGET_KEYS if k in obj and obj[k] is not None), None)
@@ -51,7 +53,9 @@ def load_tasks(path: Path, *, skip_bad: bool = False) -> tuple[list[dict[str, An
         except (json.JSONDecodeError, ValueError) as exc:
             problem = f"{path}:{number}: {exc}"
             if not skip_bad:
-                raise TaskFileError(f"{problem} (fix the line, or pass --skip-bad to leave it out)") from exc
+                raise TaskFileError(
+                    f"{problem} (fix the line, or pass --skip-bad to leave it out)"
+                ) from exc
             problems.append(problem)
             continue
         task["id"] = f"{path.stem}:{number}"

@@ -16,9 +16,19 @@ from parallax.state.trace_record import TraceBranch, TraceRecord
 Phase = Literal["queued", "running", "failed", "retry"]
 End = Literal["completed", "escalated", "cancelled", "open"]
 
-_PHASE_OF: dict[str, Phase] = {"PENDING": "queued", "DISPATCHED": "queued", "IN_PROGRESS": "running",
-                               "TIMEOUT": "failed", "FAILED": "failed", "RETRY": "retry"}
-_END_OF: dict[str, End] = {"COMPLETED": "completed", "ESCALATED": "escalated", "CANCELLED": "cancelled"}
+_PHASE_OF: dict[str, Phase] = {
+    "PENDING": "queued",
+    "DISPATCHED": "queued",
+    "IN_PROGRESS": "running",
+    "TIMEOUT": "failed",
+    "FAILED": "failed",
+    "RETRY": "retry",
+}
+_END_OF: dict[str, End] = {
+    "COMPLETED": "completed",
+    "ESCALATED": "escalated",
+    "CANCELLED": "cancelled",
+}
 
 
 @dataclass(frozen=True)
@@ -100,25 +110,45 @@ def _segments(transitions: Sequence[Transition], origin: float) -> tuple[list[Se
 
 def _origin(trace: TraceRecord) -> float:
     moments = [t["at"] for b in trace.get("branches", []) for t in b.get("transitions") or []]
-    moments += [t["at"] for b in trace.get("branches", []) for t in ((b.get("backup") or {}).get("other_transitions") or [])]
+    moments += [
+        t["at"]
+        for b in trace.get("branches", [])
+        for t in (b.get("backup") or {}).get("other_transitions") or []
+    ]
     moments += [t["started_at"] for t in trace.get("tasks", []) if t.get("started_at")]
     return min(moments) if moments else 0.0
 
 
 def _branch_lanes(branch: TraceBranch, origin: float) -> list[Lane]:
-    """The lane of a branch, or two when a backup copy raced it (the winner's record keeps both lifecycles)."""
+    """The lane of a branch, or two when a backup copy raced it (the winner's record keeps both
+    lifecycles)."""
     segments, end = _segments(branch.get("transitions") or [], origin)
-    lane = Lane(id=branch["id"], kind=branch["kind"], label=branch["id"], status=branch["status"], end=end,
-                segments=segments, attempts=int(branch.get("attempts") or 1), task=branch.get("task"))
+    lane = Lane(
+        id=branch["id"],
+        kind=branch["kind"],
+        label=branch["id"],
+        status=branch["status"],
+        end=end,
+        segments=segments,
+        attempts=int(branch.get("attempts") or 1),
+        task=branch.get("task"),
+    )
     backup = branch.get("backup")
     if not backup:
         return [lane]
     other_segments, other_end = _segments(backup.get("other_transitions") or [], origin)
     backup_won = backup.get("winner") == "backup"
-    other = Lane(id=f"{branch['id']}~{'original' if backup_won else 'backup'}", kind=branch["kind"],
-                 label=f"{branch['id']} ({'original' if backup_won else 'backup'})", status="cancelled",
-                 end=other_end, segments=other_segments, task=branch.get("task"),
-                 copy="original" if backup_won else "backup", winner=False)
+    other = Lane(
+        id=f"{branch['id']}~{'original' if backup_won else 'backup'}",
+        kind=branch["kind"],
+        label=f"{branch['id']} ({'original' if backup_won else 'backup'})",
+        status="cancelled",
+        end=other_end,
+        segments=other_segments,
+        task=branch.get("task"),
+        copy="original" if backup_won else "backup",
+        winner=False,
+    )
     lane.copy = "backup" if backup_won else "original"
     lane.label = f"{branch['id']} ({lane.copy}, won)"
     return [other, lane] if backup_won else [lane, other]
@@ -128,8 +158,8 @@ def _mark_waves(lanes: list[Lane]) -> list[float]:
     """Number the waves of a vote's lanes; the moments the waves were planned.
 
     A wave's votes are planned together, and the next wave only once every one of them has come back
-    (or was cancelled): so a vote planned at or after the last return of the current wave opens a new
-    one. Both copies of a raced vote belong to the wave of the original, planned first."""
+    (or was cancelled): so a vote planned at or after the last return of the current wave opens a
+    new one. Both copies of a raced vote belong to the wave of the original, planned first."""
     planned: dict[str, float] = {}
     returned: dict[str, float] = {}
     for lane in lanes:
@@ -152,7 +182,8 @@ def _mark_waves(lanes: list[Lane]) -> list[float]:
 
 
 def _task_lanes(trace: TraceRecord, origin: float) -> list[Lane]:
-    """A plan's tasks of its last round, each with its dependencies and the one it waited on longest."""
+    """A plan's tasks of its last round, each with its dependencies and the one it waited on
+    longest."""
     tasks = trace.get("tasks") or []
     if not tasks:
         return []
@@ -161,24 +192,47 @@ def _task_lanes(trace: TraceRecord, origin: float) -> list[Lane]:
     lanes: list[Lane] = []
     for task_id, task in sorted(current.items()):
         started, finished = task.get("started_at"), task.get("finished_at")
-        segments = ([Segment("running", round(started - origin, 3), round(finished - origin, 3))]
-                    if started and finished else [])
+        segments = (
+            [Segment("running", round(started - origin, 3), round(finished - origin, 3))]
+            if started and finished
+            else []
+        )
         deps = [int(d) for d in task.get("deps", [])]
         finished_deps = [(current[d].get("finished_at") or 0.0, d) for d in deps if d in current]
         status = str(task.get("status", ""))
-        lanes.append(Lane(id=f"task-{task_id}", kind="task", label=f"task {task_id}: {task.get('goal', '')}"[:60],
-                          status=status, end="completed" if status in ("DONE", "NEEDS_REVIEW") else
-                          "escalated" if status == "FAILED" else "cancelled" if status == "SKIPPED" else "open",
-                          segments=segments, task=task_id, deps=deps,
-                          waited_on=max(finished_deps)[1] if finished_deps else None))
+        lanes.append(
+            Lane(
+                id=f"task-{task_id}",
+                kind="task",
+                label=f"task {task_id}: {task.get('goal', '')}"[:60],
+                status=status,
+                end=(
+                    "completed"
+                    if status in ("DONE", "NEEDS_REVIEW")
+                    else (
+                        "escalated"
+                        if status == "FAILED"
+                        else "cancelled"
+                        if status == "SKIPPED"
+                        else "open"
+                    )
+                ),
+                segments=segments,
+                task=task_id,
+                deps=deps,
+                waited_on=max(finished_deps)[1] if finished_deps else None,
+            )
+        )
     return lanes
 
 
 def timeline(trace: TraceRecord) -> Timeline:
-    """The lanes of a stored trace: plan tasks first (each followed by its branches), else branches in the
-    order they were planned."""
+    """The lanes of a stored trace: plan tasks first (each followed by its branches), else branches
+    in the order they were planned."""
     origin = _origin(trace)
-    branch_lanes = [lane for branch in trace.get("branches", []) for lane in _branch_lanes(branch, origin)]
+    branch_lanes = [
+        lane for branch in trace.get("branches", []) for lane in _branch_lanes(branch, origin)
+    ]
     waves = _mark_waves(branch_lanes) if trace.get("mode") == "vote" else []
     task_lanes = _task_lanes(trace, origin)
     if task_lanes:
@@ -189,6 +243,12 @@ def timeline(trace: TraceRecord) -> Timeline:
     else:
         lanes = sorted(branch_lanes, key=lambda lane: (lane.start, lane.wave or 0))
     duration = max((lane.finish for lane in lanes), default=0.0)
-    return Timeline(trace_id=trace.get("trace_id", ""), mode=str(trace.get("mode") or ""),
-                    status=str(trace.get("status") or ""), origin=origin, duration=round(duration, 3),
-                    lanes=lanes, waves=waves)
+    return Timeline(
+        trace_id=trace.get("trace_id", ""),
+        mode=str(trace.get("mode") or ""),
+        status=str(trace.get("status") or ""),
+        origin=origin,
+        duration=round(duration, 3),
+        lanes=lanes,
+        waves=waves,
+    )

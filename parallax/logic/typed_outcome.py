@@ -37,49 +37,95 @@ def _names(paths: list[str]) -> str:
 def direct_outcome(schema: JsonSchema, record: BranchRecord) -> TypedOutcome:
     data = (record.output or {}).get("data") or {}
     problems = validation_errors(schema, data)
-    provenance: list[Provenance] = [{"path": path, "value": value, "branch_id": record.id, "quote": None, "page": None,
-                                     "verified": False} for path, value in leaves(schema, data)]
-    return TypedOutcome(data, not problems, 0.5, [f"the object does not match the schema: {problems[0]}"] if problems
-                        else [], provenance, {"schema": {"valid": not problems, "errors": problems[:5]}})
+    provenance: list[Provenance] = [
+        {
+            "path": path,
+            "value": value,
+            "branch_id": record.id,
+            "quote": None,
+            "page": None,
+            "verified": False,
+        }
+        for path, value in leaves(schema, data)
+    ]
+    return TypedOutcome(
+        data,
+        not problems,
+        0.5,
+        [f"the object does not match the schema: {problems[0]}"] if problems else [],
+        provenance,
+        {"schema": {"valid": not problems, "errors": problems[:5]}},
+    )
 
 
-def vote_tally(schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None) -> FieldVote:
-    """The valid votes' objects tallied field by field, once per merge: an adaptive vote waits on its
-    `unit_counts` (logic/stopping.py `decide_units`), and the vote that stops settles on it (`vote_outcome`)."""
-    return vote_fields(schema, [(r.id, (r.output or {}).get("data") or {}) for r in ok], asked, min_votes)
+def vote_tally(
+    schema: JsonSchema, ok: list[BranchRecord], asked: int, min_votes: int | None
+) -> FieldVote:
+    """The valid votes' objects tallied field by field, once per merge: an adaptive vote waits on
+    its `unit_counts` (logic/stopping.py `decide_units`), and the vote that stops settles on it
+    (`vote_outcome`).
+    """
+    return vote_fields(
+        schema, [(r.id, (r.output or {}).get("data") or {}) for r in ok], asked, min_votes
+    )
 
 
 def vote_outcome(schema: JsonSchema, tally: FieldVote, valid_votes: int) -> TypedOutcome:
-    """What a vote on objects settles on, from its tally (`vote_tally`) and the number of valid votes."""
+    """What a vote on objects settles on, from its tally (`vote_tally`) and the number of valid
+    votes."""
     asked = tally.asked
     missing = tally.unsettled_required
-    notes = [f"no quorum ({tally.quorum} of {asked} votes) for required field(s): {_names(missing)}"] if missing else []
+    notes = (
+        [f"no quorum ({tally.quorum} of {asked} votes) for required field(s): {_names(missing)}"]
+        if missing
+        else []
+    )
     if tally.unsettled_optional:
         notes.append(f"left out for lack of a quorum: {_names(tally.unsettled_optional)}")
     problems = [] if missing else validation_errors(schema, tally.data)
     if problems:
         notes.append(f"the voted object does not match the schema: {problems[0]}")
-    verification = {"rules": {"quorum": tally.quorum, "valid_votes": valid_votes, "asked": asked,
-                              "quorum_met": not missing,
-                              "fields": [t.report(asked) for t in tally.tallies]}}
-    return TypedOutcome(tally.data, not missing and not problems, tally.confidence, notes, tally.provenance(),
-                        verification)
+    verification = {
+        "rules": {
+            "quorum": tally.quorum,
+            "valid_votes": valid_votes,
+            "asked": asked,
+            "quorum_met": not missing,
+            "fields": [t.report(asked) for t in tally.tallies],
+        }
+    }
+    return TypedOutcome(
+        tally.data,
+        not missing and not problems,
+        tally.confidence,
+        notes,
+        tally.provenance(),
+        verification,
+    )
 
 
 def _conflict(conflict: dict[str, Any]) -> str:
     """One field's conflicting values as a note says them: each with the pages it was found on."""
     return f"{conflict['path']}: " + " vs ".join(
         f"{v['value']!r}" + (f" (page {', '.join(map(str, v['pages']))})" if v["pages"] else "")
-        for v in conflict["values"])
+        for v in conflict["values"]
+    )
 
 
-def section_outcome(schema: JsonSchema, ok: list[BranchRecord], slices: list[str], slice_pages: list[list[int]],
-                    pages: list[str]) -> TypedOutcome:
+def section_outcome(
+    schema: JsonSchema,
+    ok: list[BranchRecord],
+    slices: list[str],
+    slice_pages: list[list[int]],
+    pages: list[str],
+) -> TypedOutcome:
     founds = []
     for record in sorted(ok, key=lambda r: r.slice_index or 0):
         output = record.output or {}
         if output.get("relevant", True):
-            founds += list(collect(schema, output.get("data") or {}, record.slice_index or 0, record.id))
+            founds += list(
+                collect(schema, output.get("data") or {}, record.slice_index or 0, record.id)
+            )
     for found in founds:
         verify(found, slices, slice_pages, pages)
     merged = merge_found(founds)
@@ -96,9 +142,18 @@ def section_outcome(schema: JsonSchema, ok: list[BranchRecord], slices: list[str
     if problems:
         notes.append(f"the merged object does not match the schema: {problems[0]}")
     if not merged.verified:
-        notes.append(f"none of the {merged.checked} values verified" if merged.checked
-                     else "no part of the input gave a value")
+        notes.append(
+            f"none of the {merged.checked} values verified"
+            if merged.checked
+            else "no part of the input gave a value"
+        )
     settled = bool(merged.verified) and not merged.conflicts and not missing and not problems
     confidence = round(merged.verified / merged.checked, 3) if merged.checked else 0.0
-    return TypedOutcome(merged.data if merged.verified else None, settled, confidence, notes, merged.provenance,
-                        {"facts": merged.report()})
+    return TypedOutcome(
+        merged.data if merged.verified else None,
+        settled,
+        confidence,
+        notes,
+        merged.provenance,
+        {"facts": merged.report()},
+    )

@@ -35,45 +35,69 @@ def checked_schema(schema: object) -> JsonSchema:
     """`schema` with its local `$ref`s inlined, or SchemaProblem when it is no valid JSON Schema
     or one that branches cannot be asked for."""
     if not isinstance(schema, dict):
-        raise SchemaProblem(f"output_schema must be a JSON Schema object, got {type(schema).__name__}")
+        raise SchemaProblem(
+            f"output_schema must be a JSON Schema object, got {type(schema).__name__}"
+        )
     check_patterns(schema)
     try:
         Draft202012Validator.check_schema(schema, format_checker=_SCHEMA_FORMATS)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "the top level"
-        raise SchemaProblem(f"output_schema is not a valid JSON Schema at {where}: {exc.message}") from None
+        raise SchemaProblem(
+            f"output_schema is not a valid JSON Schema at {where}: {exc.message}"
+        ) from None
     inlined = _inline(schema, schema, ())
     if shape(inlined) != "object":
-        raise SchemaProblem('output_schema must describe an object with named fields, e.g. '
-                            '{"type": "object", "properties": {"revenue": {"type": "number"}}}')
+        raise SchemaProblem(
+            "output_schema must describe an object with named fields, e.g. "
+            '{"type": "object", "properties": {"revenue": {"type": "number"}}}'
+        )
     _check_askable(inlined, "", 0)
     return cast(dict[str, Any], inlined)
 
 
 def check_patterns(schema: object) -> None:
-    """SchemaProblem for the first `pattern` in `schema` that this server does not run (one RE2 refuses, or
-    longer than linear_regex.MAX_PATTERN_CHARS) and for any `patternProperties`, naming where it is and why;
-    None when every pattern runs in linear time. A schema that is not even an object is left to `checked_schema`."""
+    """SchemaProblem for the first `pattern` in `schema` that this server does not run (one RE2
+    refuses, or longer than linear_regex.MAX_PATTERN_CHARS) and for any `patternProperties`, naming
+    where it is and why; None when every pattern runs in linear time. A schema that is not even an
+    object is left to `checked_schema`.
+    """
     for where, keyword, value in _schema_keywords(schema, "output_schema"):
         if keyword == "patternProperties":
-            raise SchemaProblem(f"{where} uses patternProperties, which this server does not run: replies are asked "
-                                "for and checked field by field, so name the fields under properties")
+            raise SchemaProblem(
+                f"{where} uses patternProperties, which this server does not run: replies are asked"
+                " for and checked field by field, so name the fields under properties"
+            )
         if keyword == "pattern" and isinstance(value, str):
             reason = linear_regex.refusal(linear_regex.from_ecmascript(value))
             if reason:
-                raise SchemaProblem(f"{where}: pattern {value[:80]!r} {reason}, which this server does not run (it runs "
-                                    "patterns on RE2, in time linear in the reply): rewrite the pattern without it")
+                raise SchemaProblem(
+                    f"{where}: pattern {value[:80]!r} {reason}, which this server does not run (it"
+                    " runs patterns on RE2, in time linear in the reply): rewrite the pattern"
+                    " without it"
+                )
 
 
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-_SUBSCHEMAS = ("not", "if", "then", "else", "contains", "items", "additionalItems", "additionalProperties",
-               "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SUBSCHEMAS = (
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
 
 
 def _schema_keywords(node: object, where: str) -> Iterator[tuple[str, str, Any]]:
-    """(where, keyword, value) of every keyword of `node` and of its subschemas (not of `enum`, `const`,
-    `default` or `examples`, whose values are data), `where` naming the subschema."""
+    """(where, keyword, value) of every keyword of `node` and of its subschemas (not of `enum`,
+    `const`, `default` or `examples`, whose values are data), `where` naming the subschema."""
     if not isinstance(node, dict):
         return
     for keyword, value in node.items():
@@ -95,8 +119,9 @@ def _linear_pattern(pattern: str) -> linear_regex.Pattern:
 
 
 _SCHEMA_FORMATS = FormatChecker()
-"""The formats the meta-schema checks, "regex" (what `pattern` must be) read as RE2 reads it: an ECMAScript
-named group `(?<year>...)`, which Python's `re` rejects, is a pattern this server runs."""
+"""The formats the meta-schema checks, "regex" (what `pattern` must be) read as RE2 reads it: an
+ECMAScript named group `(?<year>...)`, which Python's `re` rejects, is a pattern this server runs.
+"""
 
 
 @_SCHEMA_FORMATS.checks("regex", raises=linear_regex.PatternRefused)
@@ -106,7 +131,9 @@ def _is_linear_regex(instance: object) -> bool:
     return True
 
 
-def _pattern_on_re2(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+def _pattern_on_re2(
+    validator: Any, pattern: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
     """The `pattern` keyword with RE2 in place of `re` (a pattern RE2 refuses matches nothing)."""
     if not validator.is_type(instance, "string"):
         return
@@ -124,7 +151,8 @@ ReplyValidator = validators.extend(Draft202012Validator, {"pattern": _pattern_on
 
 
 def _inline(node: Any, root: JsonSchema, seen: tuple[str, ...]) -> Any:
-    """`node` with `{"$ref": "#/$defs/X"}` replaced by X (sibling keys such as a description kept)."""
+    """`node` with `{"$ref": "#/$defs/X"}` replaced by X (sibling keys such as a description
+    kept)."""
     if isinstance(node, list):
         return [_inline(item, root, seen) for item in node]
     if not isinstance(node, dict):
@@ -133,11 +161,15 @@ def _inline(node: Any, root: JsonSchema, seen: tuple[str, ...]) -> Any:
     ref = node.get("$ref")
     if isinstance(ref, str):
         if not ref.startswith("#/"):
-            raise SchemaProblem(f"output_schema refers to {ref!r}: only local references (#/$defs/...) can be used; "
-                                "inline the referenced schema")
+            raise SchemaProblem(
+                f"output_schema refers to {ref!r}: only local references (#/$defs/...) can be used;"
+                " inline the referenced schema"
+            )
         if ref in seen:
-            raise SchemaProblem(f"output_schema is recursive through {ref!r}: branches cannot be asked for a value "
-                                "of unbounded depth; give the nesting a fixed depth")
+            raise SchemaProblem(
+                f"output_schema is recursive through {ref!r}: branches cannot be asked for a value "
+                "of unbounded depth; give the nesting a fixed depth"
+            )
         target: Any = root
         for part in ref[2:].split("/"):
             part = part.replace("~1", "/").replace("~0", "~")
@@ -164,7 +196,8 @@ def _unwrap(node: JsonSchema) -> JsonSchema:
 
 
 def shape(node: JsonSchema) -> Shape | None:
-    """Whether a (sub)schema describes an object, a list or a single value; None when it says nothing."""
+    """Whether a (sub)schema describes an object, a list or a single value; None when it says
+    nothing."""
     node = _unwrap(node) if ("anyOf" in node or "oneOf" in node) else node
     kind = node.get("type")
     kinds = set(kind) if isinstance(kind, list) else {kind} if kind else set()
@@ -177,7 +210,11 @@ def shape(node: JsonSchema) -> Shape | None:
     if "enum" in node or "const" in node:
         return "scalar"
     options = node.get("anyOf") or node.get("oneOf")
-    if isinstance(options, list) and options and all(isinstance(o, dict) and shape(o) == "scalar" for o in options):
+    if (
+        isinstance(options, list)
+        and options
+        and all(isinstance(o, dict) and shape(o) == "scalar" for o in options)
+    ):
         return "scalar"
     return None
 
@@ -189,13 +226,17 @@ def _check_askable(node: JsonSchema, path: str, depth: int) -> None:
     kind = shape(node)
     node = _unwrap(node)
     if kind is None:
-        raise SchemaProblem(f"{where} has no type a branch can be asked for: give it a type "
-                            "(string, number, integer, boolean, object or array) or an enum")
+        raise SchemaProblem(
+            f"{where} has no type a branch can be asked for: give it a type "
+            "(string, number, integer, boolean, object or array) or an enum"
+        )
     if kind == "object":
         properties = node.get("properties")
         if not isinstance(properties, dict) or not properties:
-            raise SchemaProblem(f"{where} is an object without named properties (a free-form map): "
-                                "name its fields under properties")
+            raise SchemaProblem(
+                f"{where} is an object without named properties (a free-form map): "
+                "name its fields under properties"
+            )
         for name, sub in properties.items():
             if not isinstance(sub, dict):
                 raise SchemaProblem(f"field {join(path, name)!r} must be a schema object")
@@ -203,9 +244,13 @@ def _check_askable(node: JsonSchema, path: str, depth: int) -> None:
     elif kind == "array":
         items = node.get("items")
         if not isinstance(items, dict):
-            raise SchemaProblem(f"{where} is a list without one schema for its items: give items a schema")
+            raise SchemaProblem(
+                f"{where} is a list without one schema for its items: give items a schema"
+            )
         if shape(items) == "array":
-            raise SchemaProblem(f"{where} is a list of lists: make its items objects with named fields")
+            raise SchemaProblem(
+                f"{where} is a list of lists: make its items objects with named fields"
+            )
         _check_askable(items, f"{path}[]", depth + 1)
 
 
@@ -227,29 +272,48 @@ def items(node: JsonSchema) -> JsonSchema:
 
 # What branches are asked for ---------------------------------------------------------------
 
+
 def answer_schema(schema: JsonSchema) -> JsonSchema:
     """A `direct` or `vote` branch's reply: its working, then the object."""
-    return {"type": "object", "properties": {
-        "reasoning": {"type": "string", "description": "one or two sentences of working"},
-        "data": schema}, "required": ["reasoning", "data"]}
+    return {
+        "type": "object",
+        "properties": {
+            "reasoning": {"type": "string", "description": "one or two sentences of working"},
+            "data": schema,
+        },
+        "required": ["reasoning", "data"],
+    }
 
 
 def slice_schema(schema: JsonSchema) -> JsonSchema:
-    """A `slice` branch's reply: whether its part helps, and what it supports, each value with its quote."""
-    return {"type": "object", "properties": {
-        "relevant": {"type": "boolean", "description": "does this part of the document give any of the values"},
-        "data": quoted(schema)}, "required": ["relevant", "data"]}
+    """A `slice` branch's reply: whether its part helps, and what it supports, each value with its
+    quote."""
+    return {
+        "type": "object",
+        "properties": {
+            "relevant": {
+                "type": "boolean",
+                "description": "does this part of the document give any of the values",
+            },
+            "data": quoted(schema),
+        },
+        "required": ["relevant", "data"],
+    }
 
 
 def quoted(node: JsonSchema) -> JsonSchema:
-    """The schema of what a slice reports: the same fields, none required, each scalar as {quote, value}."""
+    """The schema of what a slice reports: the same fields, none required, each scalar as {quote,
+    value}."""
     kind = shape(node)
     if kind == "object":
         return {"type": "object", "properties": {k: quoted(v) for k, v in properties(node).items()}}
     if kind == "array":
         return {"type": "array", "items": quoted(items(node))}
-    return {"type": "object", "properties": {"quote": {"type": "string", "description": QUOTE_HELP},
-                                             "value": node}, "required": ["quote", "value"]}
+    return {
+        "type": "object",
+        "properties": {"quote": {"type": "string", "description": QUOTE_HELP}, "value": node},
+        "required": ["quote", "value"],
+    }
 
 
 @functools.lru_cache(maxsize=64)
@@ -258,7 +322,8 @@ def _reply_model(schema_json: str, name: str) -> type[BaseModel]:
     validator = ReplyValidator(schema)
 
     class Reply(BaseModel):
-        """A reply checked against a JSON Schema given at run time (what `ask` validates and re-asks on)."""
+        """A reply checked against a JSON Schema given at run time (what `ask` validates and re-asks
+        on)."""
 
         model_config = ConfigDict(extra="allow")
 
@@ -280,22 +345,27 @@ def _reply_model(schema_json: str, name: str) -> type[BaseModel]:
 
 
 def reply_model(schema: JsonSchema, name: str) -> type[BaseModel]:
-    """A pydantic model that validates a reply against `schema` and reports `schema` as its JSON Schema
-    (so runtime/structured_call.py sends it as the `response_format` and re-asks on a mismatch)."""
+    """A pydantic model that validates a reply against `schema` and reports `schema` as its JSON
+    Schema (so runtime/structured_call.py sends it as the `response_format` and re-asks on a
+    mismatch)."""
     return _reply_model(json.dumps(schema, sort_keys=True), name)
 
 
 def validation_errors(schema: JsonSchema, value: Any) -> list[str]:
     """Each way `value` fails `schema`, as `path: message` (empty when it conforms)."""
     errors = sorted(ReplyValidator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
-    return [f"{'.'.join(str(p) for p in e.absolute_path) or 'object'}: {e.message[:160]}" for e in errors]
+    return [
+        f"{'.'.join(str(p) for p in e.absolute_path) or 'object'}: {e.message[:160]}"
+        for e in errors
+    ]
 
 
 # Values --------------------------------------------------------------------------------------
 
+
 def normal(value: Any) -> str:
-    """A value's canonical form for counting and de-duplication: numbers, case, whitespace and number
-    words folded as in a vote (logic/vote.py); lists and objects compared item by item."""
+    """A value's canonical form for counting and de-duplication: numbers, case, whitespace and
+    number words folded as in a vote (logic/vote.py); lists and objects compared item by item."""
     return json.dumps(_normal(value), sort_keys=True, ensure_ascii=False)
 
 

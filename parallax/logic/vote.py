@@ -16,18 +16,40 @@ from parallax.runtime import linear_regex
 YES = {"yes", "y", "true", "correct", "right", "yeah", "yep"}
 NO = {"no", "n", "false", "incorrect", "wrong", "nope"}
 NUMBER_WITH_UNIT = linear_regex.compile(
-    r"^(?:the answer is\s+)?(?:[$€£¥]\s*)?(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)"
+    r"^(?:the answer"
+    r" is\s+)?(?:[$€£¥]\s*)?(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)"
     r"\s*(?P<pct>%|percent\b)?\s*(?P<unit>[a-z$€£¥][a-z.$€£¥ ]{0,20})?$"
 )
 LEADING_POINT = linear_regex.compile(r"^([-+]?)\.(\d)")
 CANONICAL_NUMBER = linear_regex.compile(r"-?\d+(?:\.\d+)?%?")
-NOT_A_UNIT = {"is", "are", "was", "were", "be", "not", "no", "and", "or", "but", "because", "than", "if", "so"}
-"""Words after a number that make an answer a statement about it, not a quantity ("221 is not prime")."""
-OPTION = linear_regex.compile(r"^\s*(?:(?:the\s+)?answer\s*(?:is)?\s*:?\s*)?(?:option|choice)?\s*\(?([A-Ea-e])"
-                              r"(?:\)|[.:](?:\s|$)|$)", ignore_case=True)
+NOT_A_UNIT = {
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "not",
+    "no",
+    "and",
+    "or",
+    "but",
+    "because",
+    "than",
+    "if",
+    "so",
+}
+"""Words after a number that make an answer a statement about it, not a quantity ("221 is not
+prime")."""
+OPTION = linear_regex.compile(
+    r"^\s*(?:(?:the\s+)?answer\s*(?:is)?\s*:?\s*)?(?:option|choice)?\s*\(?([A-Ea-e])"
+    r"(?:\)|[.:](?:\s|$)|$)",
+    ignore_case=True,
+)
 LEADING_WORD = linear_regex.compile(r"^\s*([A-Za-z]+)\b[\s,.;:!-]")
-ENDS_WITH_NUMBER = linear_regex.compile(r"(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?)\s*"
-                                           r"(?P<tail>(?:[A-Za-z$€£%.'\-/]+\s*){0,2})[\s.!?)\]\"'*]*$")
+ENDS_WITH_NUMBER = linear_regex.compile(
+    r"(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?)\s*"
+    r"(?P<tail>(?:[A-Za-z$€£%.'\-/]+\s*){0,2})[\s.!?)\]\"'*]*$"
+)
 
 
 def _canonical_number(raw: str) -> str | None:
@@ -60,7 +82,8 @@ def normalize_answer(answer: str) -> str:
 
 
 def _digits_for_words(text: str) -> str | None:
-    """`text` with English number words as digits ("fifteen apples" -> "15 apples"); None if it has none."""
+    """`text` with English number words as digits ("fifteen apples" -> "15 apples"); None if it has
+    none."""
     if not any(c.isalpha() for c in text):
         return None
     converted = alpha2digit(text, "en", threshold=0).strip(" .,;:!?")
@@ -102,7 +125,8 @@ def tally(answers: list[str], min_votes: int) -> tuple[str | None, dict[str, int
 
 
 def tally_values(values: list[str], min_votes: int) -> tuple[str | None, dict[str, int]]:
-    """`tally` of answers whose final values are already known (a vote record's `vote`), in the same order."""
+    """`tally` of answers whose final values are already known (a vote record's `vote`), in the same
+    order."""
     counts = Counter(values)
     ranked = counts.most_common()
     if not ranked:
@@ -118,7 +142,8 @@ def strict_majority(n: int) -> int:
 
 
 def quorum(asked: int, min_votes: int | None = None) -> int:
-    """Valid votes a vote needs before any answer counts: `min_votes`, else a strict majority of those asked."""
+    """Valid votes a vote needs before any answer counts: `min_votes`, else a strict majority of
+    those asked."""
     return min_votes or strict_majority(asked)
 
 

@@ -25,19 +25,21 @@ class VoteWatch:
         return bool(self.reason)
 
     def started(self, branch_id: str, task: asyncio.Task[Any]) -> None:
-        """A vote of this wave is under way; one that starts after the vote settled is cancelled at once."""
+        """A vote of this wave is under way; one that starts after the vote settled is cancelled at
+        once."""
         self.running[branch_id] = task
         if self.settled:
             self._cancel(branch_id)
 
     def arrived(self, branch_ids: list[str]) -> None:
-        """These votes' replies came back together (the choices of one request with `n`): none of them is in
-        flight any more, so none is cancelled while its siblings are counted."""
+        """These votes' replies came back together (the choices of one request with `n`): none of
+        them is in flight any more, so none is cancelled while its siblings are counted."""
         for branch_id in branch_ids:
             self.running.pop(branch_id, None)
 
     def finished(self, branch_id: str, value: str | None) -> None:
-        """A vote came back with final value `value` (None: it failed); cancel the rest if that settles it."""
+        """A vote came back with final value `value` (None: it failed); cancel the rest if that
+        settles it."""
         self.running.pop(branch_id, None)
         if value is None or self.settled:
             return

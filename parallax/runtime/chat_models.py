@@ -18,7 +18,8 @@ from parallax.runtime.endpoint_limits import connection_limits
 
 
 async def endpoint(current: settings_mod.Settings) -> str:
-    """OPENAI_BASE_URL if set, else the embedded server's URL (found or started once per process)."""
+    """OPENAI_BASE_URL if set, else the embedded server's URL (found or started once per
+    process)."""
     if current.base_url:
         return current.base_url
     known = model_server.known_endpoint()
@@ -28,20 +29,25 @@ async def endpoint(current: settings_mod.Settings) -> str:
 
 
 _ModelKey = tuple[str, str, str, float, int]  # (model, base_url, api_key, timeout_s, max_tokens)
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_ModelKey, BaseChatModel]] = weakref.WeakKeyDictionary()
-_http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, openai.DefaultAsyncHttpxClient]] = \
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_ModelKey, BaseChatModel]] = (
     weakref.WeakKeyDictionary()
+)
+_http: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[str, openai.DefaultAsyncHttpxClient]
+] = weakref.WeakKeyDictionary()
 
 
 def http_client(base_url: str) -> openai.DefaultAsyncHttpxClient:
     """The one HTTP client (and connection pool) of an endpoint on this loop, capped at
-    PARALLAX_ENDPOINT_MAX_CONNECTIONS (runtime/endpoint_limits.py); each call passes its own timeout."""
+    PARALLAX_ENDPOINT_MAX_CONNECTIONS (runtime/endpoint_limits.py); each call passes its own
+    timeout.
+    """
     per_loop = _http.setdefault(asyncio.get_running_loop(), {})
     client = per_loop.get(base_url)
     if client is None:
-        # openai's client is typed against httpx2's Limits; its pool takes httpx's Limits as they are
-        client = per_loop[base_url] = openai.DefaultAsyncHttpxClient(
-            limits=connection_limits())  # type: ignore[arg-type]
+        # openai's client is typed against httpx2's Limits; its pool takes httpx's Limits as they
+        # are
+        client = per_loop[base_url] = openai.DefaultAsyncHttpxClient(limits=connection_limits())  # type: ignore[arg-type]
     return client
 
 
@@ -59,8 +65,13 @@ async def chat_model(*, model: str, timeout_s: float, max_tokens: int) -> BaseCh
     client = per_loop.get(key)
     if client is None:
         client = per_loop[key] = ChatOpenAI(
-            model=key[0], base_url=base_url, api_key=current.api_key, timeout=timeout_s, max_retries=0,
-            max_tokens=max_tokens, http_async_client=http_client(base_url),
+            model=key[0],
+            base_url=base_url,
+            api_key=current.api_key,
+            timeout=timeout_s,
+            max_retries=0,
+            max_tokens=max_tokens,
+            http_async_client=http_client(base_url),
             disable_streaming=True,
         )
     return client

@@ -26,7 +26,9 @@ def folder_of(trace_id: str, candidate_id: str) -> Path:
 
 
 def branch_of(trace_id: str, candidate_id: str) -> str:
-    return f"parallax/{path_part(trace_id, 'trace id')[:8]}/{path_part(candidate_id, 'candidate id')}"
+    return (
+        f"parallax/{path_part(trace_id, 'trace id')[:8]}/{path_part(candidate_id, 'candidate id')}"
+    )
 
 
 @dataclass
@@ -41,7 +43,12 @@ class CheckFolder:
         where = folder_of(trace_id, candidate_id)
         if repo:
             root = Path(repo)
-            return cls(Worktree.create(root, branch_of(trace_id, candidate_id), head_commit(root), where, []), True)
+            return cls(
+                Worktree.create(
+                    root, branch_of(trace_id, candidate_id), head_commit(root), where, []
+                ),
+                True,
+            )
         shutil.rmtree(where, ignore_errors=True)
         where.mkdir(parents=True)
         return cls(Worktree(where, where, "", ""), False)
@@ -59,12 +66,27 @@ class CheckFolder:
             self.tree.root.parent.rmdir()  # the run's folder, once its last candidate is gone
 
 
-async def run_check(command: str, folder: Path, file: Path, timeout_s: float,
-                    readable: Sequence[Path] = ()) -> dict[str, Any]:
-    """Run `command` in `folder` (the candidate's file at `file`, also in PARALLAX_CANDIDATE_FILE), confined
-    (runtime/sandbox.py; `readable`: the repository a worktree belongs to); exit 0 passes. `sandbox` says where it
-    ran. Cancelled: everything it started is killed and the cancellation goes on."""
-    ran = await run_command(command, folder, timeout_s, env={"PARALLAX_CANDIDATE_FILE": str(file)}, readable=readable,
-                            output_chars=OUTPUT_CHARS)
-    return {"passed": ran.passed, "exit": ran.exit, "output": ran.output, "timed_out": ran.timed_out,
-            "seconds": ran.seconds, "finished_at": time.time(), "sandbox": ran.sandbox}
+async def run_check(
+    command: str, folder: Path, file: Path, timeout_s: float, readable: Sequence[Path] = ()
+) -> dict[str, Any]:
+    """Run `command` in `folder` (the candidate's file at `file`, also in PARALLAX_CANDIDATE_FILE),
+    confined (runtime/sandbox.py; `readable`: the repository a worktree belongs to); exit 0 passes.
+    `sandbox` says where it ran. Cancelled: everything it started is killed and the cancellation
+    goes on."""
+    ran = await run_command(
+        command,
+        folder,
+        timeout_s,
+        env={"PARALLAX_CANDIDATE_FILE": str(file)},
+        readable=readable,
+        output_chars=OUTPUT_CHARS,
+    )
+    return {
+        "passed": ran.passed,
+        "exit": ran.exit,
+        "output": ran.output,
+        "timed_out": ran.timed_out,
+        "seconds": ran.seconds,
+        "finished_at": time.time(),
+        "sandbox": ran.sandbox,
+    }

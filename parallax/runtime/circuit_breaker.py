@@ -19,7 +19,8 @@ PROBE_POLL_S = 0.05
 
 
 class CircuitOpen(RuntimeError):
-    """The endpoint's circuit is open: the call was not made. The message names the endpoint and since when it fails."""
+    """The endpoint's circuit is open: the call was not made. The message names the endpoint and
+    since when it fails."""
 
 
 def clock_time(wall: float) -> str:
@@ -72,20 +73,31 @@ class CircuitBreaker:
         calls, failed = self.counts()
         since = ""
         if self.failing_since is not None:
-            since = f" since {clock_time(self.failing_since)} ({time.time() - self.failing_since:.0f} s ago)"
+            since = (
+                f" since {clock_time(self.failing_since)} ({time.time() - self.failing_since:.0f} s"
+                " ago)"
+            )
         last = f"; last error: {self.last_error}" if self.last_error else ""
-        return (f"{self.endpoint} failing{since}: {failed} of {calls} calls in the last {self.window_s:g} s failed "
-                f"(failures within {self.coalesce_s:g} s counted once){last}")
+        return (
+            f"{self.endpoint} failing{since}: {failed} of {calls} calls in the last"
+            f" {self.window_s:g} s failed (failures within {self.coalesce_s:g} s counted"
+            f" once){last}"
+        )
 
     # --- the rules -----------------------------------------------------------------
 
     def _should_open(self) -> bool:
         calls = len(self.calls)
         failed = sum(1 for _, ok in self.calls if not ok)
-        return calls >= self.min_calls and failed >= self.min_failures and failed >= self.failure_rate * calls
+        return (
+            calls >= self.min_calls
+            and failed >= self.min_failures
+            and failed >= self.failure_rate * calls
+        )
 
     def try_enter(self) -> str | None:
-        """"call" if a call may go out now (closed), "probe" if it goes out as the half-open probe, else None."""
+        """ "call" if a call may go out now (closed), "probe" if it goes out as the half-open probe,
+        else None."""
         with self._lock:
             state = self.state
             if state == "closed":
@@ -101,13 +113,20 @@ class CircuitBreaker:
             if self.opened_at is not None:  # the probe came back: a fresh window
                 self.calls.clear()
                 self._event_at = None
-            self.opened_at, self.probing, self.failing_since, self.probe_failed = None, False, None, False
+            self.opened_at, self.probing, self.failing_since, self.probe_failed = (
+                None,
+                False,
+                None,
+                False,
+            )
             self.calls.append((now, True))
             self._trim(now)
 
     def record_failure(self, error: str = "", *, probe: bool = False) -> None:
-        """A transient failure; `probe` when it was the half-open probe's. A call that went out before
-        the circuit opened and fails while it is open counts in the window, and moves nothing else."""
+        """A transient failure; `probe` when it was the half-open probe's. A call that went out
+        before the circuit opened and fails while it is open counts in the window, and moves nothing
+        else.
+        """
         with self._lock:
             now = self.clock()
             self._trim(now)
@@ -123,13 +142,16 @@ class CircuitBreaker:
                 self.opened_at = now
 
     def release_probe(self) -> None:
-        """The probe ended without a verdict on the endpoint (cancelled, or an error of ours): let another probe."""
+        """The probe ended without a verdict on the endpoint (cancelled, or an error of ours): let
+        another probe."""
         with self._lock:
             self.probing = False
 
     async def admit(self, deadline: float) -> bool:
-        """Return when a call may go out (True if it is the half-open probe); wait for the probe if it can
-        come back before `deadline` (a `clock()` time); else raise CircuitOpen naming the endpoint and since when."""
+        """Return when a call may go out (True if it is the half-open probe); wait for the probe if
+        it can come back before `deadline` (a `clock()` time); else raise CircuitOpen naming the
+        endpoint and since when.
+        """
         seen_open = None
         while True:
             entered = self.try_enter()
@@ -139,12 +161,20 @@ class CircuitBreaker:
             if opened is None:  # closed between the two looks
                 continue
             if self.probe_failed and (seen_open is None or opened != seen_open):
-                raise CircuitOpen(f"circuit open: {self.describe()}; the half-open probe failed too, next one in "
-                                  f"{max(0.0, opened + self.reset_s - now):.0f} s")
+                raise CircuitOpen(
+                    f"circuit open: {self.describe()}; the half-open probe failed too, next one in "
+                    f"{max(0.0, opened + self.reset_s - now):.0f} s"
+                )
             seen_open = opened
             probe_at = opened + self.reset_s
             wake = probe_at if now < probe_at else now + PROBE_POLL_S
             if wake >= deadline:
-                wait = f"next probe in {max(0.0, probe_at - now):.0f} s" if now < probe_at else "a probe is in flight"
-                raise CircuitOpen(f"circuit open: {self.describe()}; {wait}, after this call's deadline")
+                wait = (
+                    f"next probe in {max(0.0, probe_at - now):.0f} s"
+                    if now < probe_at
+                    else "a probe is in flight"
+                )
+                raise CircuitOpen(
+                    f"circuit open: {self.describe()}; {wait}, after this call's deadline"
+                )
             await asyncio.sleep(wake - now)

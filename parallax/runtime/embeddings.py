@@ -26,7 +26,8 @@ _cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
 
 def forget() -> None:
-    """Empty the vector cache (benchmarks start each mode cold, so no mode inherits another's work)."""
+    """Empty the vector cache (benchmarks start each mode cold, so no mode inherits another's
+    work)."""
     with _lock:
         _cache.clear()
 
@@ -41,10 +42,14 @@ def embedder() -> Embeddings:
                 if settings.embeddings_url:
                     from langchain_openai import OpenAIEmbeddings
 
-                    # the fields' own names (populate_by_name): pydantic's mypy plugin knows no aliases there
-                    _model = OpenAIEmbeddings(openai_api_base=settings.embeddings_url, model=settings.embeddings_model,
-                                              openai_api_key=SecretStr(settings.api_key),
-                                              check_embedding_ctx_length=False)
+                    # the fields' own names (populate_by_name): pydantic's mypy plugin knows no
+                    # aliases there
+                    _model = OpenAIEmbeddings(
+                        openai_api_base=settings.embeddings_url,
+                        model=settings.embeddings_model,
+                        openai_api_key=SecretStr(settings.api_key),
+                        check_embedding_ctx_length=False,
+                    )
                 else:
                     from parallax.runtime.minilm import MiniLM
 

@@ -15,7 +15,8 @@ import httpx
 from parallax.runtime import settings as settings_mod
 
 SIGNAL_S = 1.0
-"""Connection failures within this many seconds of a cut are the same overload: one cut, not many."""
+"""Connection failures within this many seconds of a cut are the same overload: one cut, not many.
+"""
 
 
 def max_connections() -> int:
@@ -29,7 +30,8 @@ def connection_limits() -> httpx.Limits:
 
 
 class EndpointSlots:
-    """`async with slots:` holds one of an endpoint's slots; `overloaded()` and `succeeded()` move the limit."""
+    """`async with slots:` holds one of an endpoint's slots; `overloaded()` and `succeeded()` move
+    the limit."""
 
     def __init__(self, ceiling: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.ceiling, self.limit, self.in_flight = ceiling, float(ceiling), 0
@@ -58,7 +60,8 @@ class EndpointSlots:
 
 
 class NoLimit:
-    """The slots of a model that is no HTTP endpoint (a test's or a benchmark's own `Context.chat_model`)."""
+    """The slots of a model that is no HTTP endpoint (a test's or a benchmark's own
+    `Context.chat_model`)."""
 
     async def __aenter__(self) -> NoLimit:
         return self
@@ -74,11 +77,14 @@ class NoLimit:
 
 
 NO_LIMIT = NoLimit()
-_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, EndpointSlots]] = weakref.WeakKeyDictionary()
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, EndpointSlots]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def endpoint_slot(endpoint: str | None) -> EndpointSlots | NoLimit:
-    """The slots of `endpoint` on this loop (created with the ceiling of the moment); no limit without one."""
+    """The slots of `endpoint` on this loop (created with the ceiling of the moment); no limit
+    without one."""
     if not endpoint:
         return NO_LIMIT
     per_loop = _slots.setdefault(asyncio.get_running_loop(), {})

@@ -13,13 +13,16 @@ from langchain_core.messages import BaseMessage
 KEPT = 2048
 """Prompt keys remembered per endpoint and model."""
 NO_CACHE_AFTER = 20
-"""Requests with nothing read from a cache after which an endpoint is taken to keep no prefix cache."""
+"""Requests with nothing read from a cache after which an endpoint is taken to keep no prefix cache.
+"""
 
 
 def prompt_key(messages: Sequence[BaseMessage]) -> int:
     """A cheap key of a request's prompt (a collision only blurs the share a little)."""
     last = str(messages[-1].content) if messages else ""
-    return hash((len(messages), tuple(len(str(m.content)) for m in messages), last[:80], last[-80:]))
+    return hash(
+        (len(messages), tuple(len(str(m.content)) for m in messages), last[:80], last[-80:])
+    )
 
 
 class EndpointSeen:

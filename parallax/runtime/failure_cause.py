@@ -9,23 +9,37 @@ import openai
 
 from parallax.runtime.circuit_breaker import CircuitOpen
 
-CAUSES = ("connection", "timeout", "circuit_open", "rate_limit", "server_error", "client_error", "parse", "length",
-          "input", "crash")
-"""connection: refused, reset or dropped; timeout: no answer within the request timeout; circuit_open: the call was
-not made (runtime/circuit_breaker.py); rate_limit: 429; server_error: 5xx; client_error: another 4xx; parse: replies
-that never matched the schema; length: a reply cut at the token limit; input: a task the solve graph refuses;
-crash: an unexpected error in Parallax itself."""
+CAUSES = (
+    "connection",
+    "timeout",
+    "circuit_open",
+    "rate_limit",
+    "server_error",
+    "client_error",
+    "parse",
+    "length",
+    "input",
+    "crash",
+)
+"""connection: refused, reset or dropped; timeout: no answer within the request timeout;
+circuit_open: the call was not made (runtime/circuit_breaker.py); rate_limit: 429; server_error:
+5xx; client_error: another 4xx; parse: replies that never matched the schema; length: a reply cut at
+the token limit; input: a task the solve graph refuses; crash: an unexpected error in Parallax
+itself."""
 
 
 class ParseFailure(ValueError):
-    """The model never produced JSON matching the schema (cause "parse"; raised by runtime/structured_call.py)."""
+    """The model never produced JSON matching the schema (cause "parse"; raised by
+    runtime/structured_call.py)."""
 
 
 def cause_of(exc: BaseException) -> str:
     """The cause of an exception a model call gave up on (see CAUSES)."""
     if isinstance(exc, CircuitOpen):
         return "circuit_open"
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError, httpx.TimeoutException)):
+    if isinstance(
+        exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError, httpx.TimeoutException)
+    ):
         return "timeout"
     if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
         return "connection"

@@ -23,13 +23,17 @@ def legacy_home() -> Path | None:
 
 
 def default_home() -> Path:
-    """The home when PARALLAX_HOME is unset: an existing ./.parallax, else the user data directory."""
+    """The home when PARALLAX_HOME is unset: an existing ./.parallax, else the user data
+    directory."""
     return legacy_home() or user_home()
 
 
 def legacy_notice(home: Path, home_is_set: bool) -> str | None:
-    """One line for a home found in the working folder: where data now lives and how to move it; else None."""
+    """One line for a home found in the working folder: where data now lives and how to move it;
+    else None."""
     if home_is_set or home != LEGACY:
         return None
-    return (f"note: using ./.parallax; Parallax now keeps data in {user_home()}: move it with "
-            f"mkdir -p {user_home()} && mv .parallax/* {user_home()}/ (or keep it: PARALLAX_HOME=.parallax)")
+    return (
+        f"note: using ./.parallax; Parallax now keeps data in {user_home()}: move it with mkdir -p"
+        f" {user_home()} && mv .parallax/* {user_home()}/ (or keep it: PARALLAX_HOME=.parallax)"
+    )

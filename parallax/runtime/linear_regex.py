@@ -12,11 +12,13 @@ from typing import Any, Protocol, cast
 import re2
 
 MAX_PATTERN_CHARS = 1_000
-"""Longest pattern a user may give (a schema's `pattern`): longer is refused before it is compiled."""
+"""Longest pattern a user may give (a schema's `pattern`): longer is refused before it is compiled.
+"""
 MAX_MEM = 1 << 20
-"""Memory one compiled pattern may use, its program and its DFA cache (RE2's default is 8 MiB): a pattern whose
-program does not fit is refused, and a search whose DFA outgrows it goes on in RE2's NFA, slower but still linear.
-With the 128 patterns google-re2 keeps compiled, at most 128 MiB however many patterns users send."""
+"""Memory one compiled pattern may use, its program and its DFA cache (RE2's default is 8 MiB): a
+pattern whose program does not fit is refused, and a search whose DFA outgrows it goes on in RE2's
+NFA, slower but still linear. With the 128 patterns google-re2 keeps compiled, at most 128 MiB
+however many patterns users send."""
 
 
 class Match(Protocol):
@@ -54,14 +56,17 @@ class PatternRefused(ValueError):
 
 def _options() -> re2.Options:
     options = re2.Options()
-    options.log_errors = False  # a refused pattern is reported to its author, not logged to stderr by RE2
+    options.log_errors = (
+        False  # a refused pattern is reported to its author, not logged to stderr by RE2
+    )
     options.max_mem = MAX_MEM
     return options
 
 
 @functools.lru_cache(maxsize=128)
 def compile(pattern: str, *, ignore_case: bool = False, multiline: bool = False) -> Pattern:
-    """`pattern` compiled by RE2 (kept for the last 128), or PatternRefused saying why it cannot be."""
+    """`pattern` compiled by RE2 (kept for the last 128), or PatternRefused saying why it cannot
+    be."""
     flags = ("i" if ignore_case else "") + ("m" if multiline else "")
     source = f"(?{flags}){pattern}" if flags else pattern
     try:
@@ -71,9 +76,12 @@ def compile(pattern: str, *, ignore_case: bool = False, multiline: bool = False)
 
 
 def refusal(pattern: str) -> str:
-    """Why a user's pattern is not run ('' when it is): too long, or a feature RE2 leaves out (named)."""
+    """Why a user's pattern is not run ('' when it is): too long, or a feature RE2 leaves out
+    (named)."""
     if len(pattern) > MAX_PATTERN_CHARS:
-        return f"is {len(pattern):,} characters long, over the {MAX_PATTERN_CHARS:,} this server runs"
+        return (
+            f"is {len(pattern):,} characters long, over the {MAX_PATTERN_CHARS:,} this server runs"
+        )
     try:
         compile(pattern)
     except PatternRefused as exc:
@@ -82,18 +90,23 @@ def refusal(pattern: str) -> str:
 
 
 def from_ecmascript(pattern: str) -> str:
-    """An ECMAScript pattern (JSON Schema's dialect) in RE2's syntax: `\\uXXXX` becomes `\\x{XXXX}`."""
+    """An ECMAScript pattern (JSON Schema's dialect) in RE2's syntax: `\\uXXXX` becomes
+    `\\x{XXXX}`."""
     out: list[str] = []
     i = 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\" and i + 1 < len(pattern):
-            escape = pattern[i:i + 6]
-            if pattern[i + 1] == "u" and len(escape) == 6 and all(c in "0123456789abcdefABCDEF" for c in escape[2:]):
+            escape = pattern[i : i + 6]
+            if (
+                pattern[i + 1] == "u"
+                and len(escape) == 6
+                and all(c in "0123456789abcdefABCDEF" for c in escape[2:])
+            ):
                 out.append("\\x{" + escape[2:] + "}")
                 i += 6
                 continue
-            out.append(pattern[i:i + 2])
+            out.append(pattern[i : i + 2])
             i += 2
             continue
         out.append(ch)

@@ -12,11 +12,13 @@ LEAD = 0
 MIN_SLICES = 3
 """Fewer slices than this gain too little from a cached prefix to pay a slice's latency for it."""
 MAX_WAIT_S = 10.0
-"""The longest the others wait for a lead that hangs: past it they go, uncached, rather than late."""
+"""The longest the others wait for a lead that hangs: past it they go, uncached, rather than late.
+"""
 
 
 class PrefixLead:
-    """What the tasks of one section fan-out share: which slices run here, and whether the lead is back."""
+    """What the tasks of one section fan-out share: which slices run here, and whether the lead is
+    back."""
 
     def __init__(self) -> None:
         self.running: set[int] = set()
@@ -27,7 +29,8 @@ class PrefixLead:
         self.running.update(indices)
 
     async def wait_turn(self, index: int, total: int) -> None:
-        """Slice `index` of `total` waits for the lead, if one is running and it is not the lead itself."""
+        """Slice `index` of `total` waits for the lead, if one is running and it is not the lead
+        itself."""
         if index == LEAD or total < MIN_SLICES:
             return
         await asyncio.sleep(0)  # the superstep's other tasks say what they carry

@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from parallax.runtime.settings import EMBEDDED_MODEL, Settings, SettingsError
 
 PRICES_DATE = "2025-06-01"
-"""When the default prices were copied from OpenAI's pricing page (platform.openai.com/docs/pricing)."""
+"""When the default prices were copied from OpenAI's pricing page
+(platform.openai.com/docs/pricing)."""
 PRICES_FILE = "prices.json"
 """The file in the home a deployment may keep its prices in (docs/configuration.md)."""
 PER = 1_000_000
@@ -29,8 +30,14 @@ class Price(BaseModel):
     model_config = {"extra": "forbid", "frozen": True}
 
     input: float = Field(ge=0, description="prompt tokens, USD per million")
-    cached_input: float | None = Field(None, ge=0, description="prompt tokens served from the provider's prefix "
-                                                               "cache, USD per million (default: input)")
+    cached_input: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "prompt tokens served from the provider's prefix "
+            "cache, USD per million (default: input)"
+        ),
+    )
     output: float = Field(ge=0, description="completion tokens, USD per million")
 
     @model_validator(mode="after")
@@ -57,10 +64,14 @@ def _parse(text: str, where: str) -> dict[str, Price]:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SettingsError(f"{where} is not JSON ({exc.msg} at line {exc.lineno}): give "
-                            '{"model": {"input": USD, "cached_input": USD, "output": USD}} per million tokens') from None
+        raise SettingsError(
+            f"{where} is not JSON ({exc.msg} at line {exc.lineno}): give "
+            '{"model": {"input": USD, "cached_input": USD, "output": USD}} per million tokens'
+        ) from None
     if not isinstance(raw, dict):
-        raise SettingsError(f"{where} must be a JSON object of model -> {{input, cached_input, output}}")
+        raise SettingsError(
+            f"{where} must be a JSON object of model -> {{input, cached_input, output}}"
+        )
     table: dict[str, Price] = {}
     for model, price in raw.items():
         try:
@@ -68,8 +79,10 @@ def _parse(text: str, where: str) -> dict[str, Price]:
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "price"
-            raise SettingsError(f"{where}: model {model!r}, {field}: {first['msg']} (USD per million tokens: "
-                                "input, output, optional cached_input, each >= 0)") from None
+            raise SettingsError(
+                f"{where}: model {model!r}, {field}: {first['msg']} (USD per million tokens: "
+                "input, output, optional cached_input, each >= 0)"
+            ) from None
     return table
 
 
@@ -92,9 +105,10 @@ _read: tuple[Settings, dict[str, Price]] | None = None
 
 
 def price_table(settings: Settings) -> dict[str, Price]:
-    """The prices in force: the defaults, the home's prices.json, then PARALLAX_PRICES (SettingsError when bad).
-    Read once per settings read, as every setting is (a CLI command, a Python API call, `reload_settings()`): a
-    branch's cost is then a dictionary look-up, not a file check."""
+    """The prices in force: the defaults, the home's prices.json, then PARALLAX_PRICES
+    (SettingsError when bad). Read once per settings read, as every setting is (a CLI command, a
+    Python API call, `reload_settings()`): a branch's cost is then a dictionary look-up, not a file
+    check."""
     global _read
     if _read is not None and _read[0] is settings:
         return _read[1]
@@ -113,19 +127,25 @@ def _read_table(settings: Settings) -> dict[str, Price]:
 
 
 def price_of(table: Mapping[str, Price], model: str) -> Price | None:
-    """The model's price: by its name, else by its name without a date suffix (gpt-4o-2024-08-06 -> gpt-4o)."""
+    """The model's price: by its name, else by its name without a date suffix (gpt-4o-2024-08-06 ->
+    gpt-4o)."""
     return table.get(model) or table.get(_DATED.sub("", model))
 
 
 def cached_of(tokens: Mapping[str, Any]) -> int:
-    """Prompt tokens the provider served from its cache: the record's `cached` count, 0 when absent."""
+    """Prompt tokens the provider served from its cache: the record's `cached` count, 0 when
+    absent."""
     value = tokens.get("cached", tokens.get("cached_tokens", 0))
     return value if isinstance(value, int) else 0
 
 
-def branch_cost(table: Mapping[str, Price], model: str, tokens: Mapping[str, Any], cached: int | None = None) -> float | None:
-    """USD for `tokens` ({prompt, completion, cached?}) of `model`; None when the table has no price for it.
-    `cached` prompt tokens are billed at the cached rate, the rest of the prompt at the input rate."""
+def branch_cost(
+    table: Mapping[str, Price], model: str, tokens: Mapping[str, Any], cached: int | None = None
+) -> float | None:
+    """USD for `tokens` ({prompt, completion, cached?}) of `model`; None when the table has no price
+    for it. `cached` prompt tokens are billed at the cached rate, the rest of the prompt at the
+    input rate.
+    """
     prompt, completion = int(tokens.get("prompt") or 0), int(tokens.get("completion") or 0)
     if not prompt and not completion:
         return 0.0

@@ -77,37 +77,79 @@ _VALUE = r"(?(q)[^\"'\n]+|[^\s\"',;]+)"
 _RULES: tuple[_Rule, ...] = (
     # A PEM block; an unterminated one is redacted through its base64 lines. The search for
     # the END line stops at the next BEGIN, so many unterminated blocks are not quadratic.
-    _Rule("private_key", re.compile(
-        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:(?:(?!-----BEGIN)[\s\S])*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-        r"|(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/=]{16,})*)"
-    ), gate=re.compile("-----BEGIN")),
+    _Rule(
+        "private_key",
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:(?:(?!-----BEGIN)[\s\S])*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            r"|(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/=]{16,})*)"
+        ),
+        gate=re.compile("-----BEGIN"),
+    ),
     # header.payload.signature, base64url; the header is JSON, so it starts with eyJ ('{"').
-    _Rule("jwt", re.compile(_START + r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), gate=re.compile("eyJ")),
+    _Rule(
+        "jwt",
+        re.compile(_START + r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
+        gate=re.compile("eyJ"),
+    ),
     # OpenAI (sk-..., sk-proj-...) and Anthropic (sk-ant-...). Real keys are random, so a
     # digit or capital is required: "sk-learn-compatible-estimator" stays.
-    _Rule("api_key", re.compile(_START + r"sk-(?=[A-Za-z0-9_-]*[0-9A-Z])[A-Za-z0-9_-]{20,}"), gate=re.compile("sk-")),
-    _Rule("aws_key", re.compile(_START + r"(?:AKIA|ASIA)[A-Z0-9]{16}" + _END), gate=re.compile("AKIA|ASIA")),
-    _Rule("api_key", re.compile(_START + r"AIza[A-Za-z0-9_-]{30,}"), gate=re.compile("AIza")),  # Google
-    _Rule("token", re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
-          gate=re.compile("gh[pousr]_|github_pat_")),
-    _Rule("token", re.compile(_START + r"xox[abposr]-[A-Za-z0-9-]{10,}"), gate=re.compile("xox")),  # Slack
-    _Rule("token", re.compile(
-        r"(?P<keep>\b[Bb]earer\s+)(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{8,}=*"
-    ), gate=re.compile("[Bb]earer")),
-    _Rule("secret", re.compile(
-        r"(?P<keep>" + _SECRET_NAME + r"[\"']?\s*[:=]\s*(?P<q>[\"'])?)"
-        r"(?!" + _PLACEHOLDER + r")(?!" + _PLAIN_NUMBER + r")" + _VALUE
-    ), gate=re.compile(r"(?i)key|secret|token|passw|pwd|credential")),
-    _Rule("email", re.compile(
-        r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
-    ), gate=re.compile("@")),
-    _Rule("phone", re.compile(
-        r"(?<![\w+])(?<!\d )\+\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{2,5}){2,5}(?!\d)"
-        r"|(?<![\w(])\(\d{3}\)[ .-]?\d{3}[ .-]\d{4}(?!\d)"
-    ), _is_phone, re.compile(r"[+(]\d")),
+    _Rule(
+        "api_key",
+        re.compile(_START + r"sk-(?=[A-Za-z0-9_-]*[0-9A-Z])[A-Za-z0-9_-]{20,}"),
+        gate=re.compile("sk-"),
+    ),
+    _Rule(
+        "aws_key",
+        re.compile(_START + r"(?:AKIA|ASIA)[A-Z0-9]{16}" + _END),
+        gate=re.compile("AKIA|ASIA"),
+    ),
+    _Rule(
+        "api_key", re.compile(_START + r"AIza[A-Za-z0-9_-]{30,}"), gate=re.compile("AIza")
+    ),  # Google
+    _Rule(
+        "token",
+        re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+        gate=re.compile("gh[pousr]_|github_pat_"),
+    ),
+    _Rule(
+        "token", re.compile(_START + r"xox[abposr]-[A-Za-z0-9-]{10,}"), gate=re.compile("xox")
+    ),  # Slack
+    _Rule(
+        "token",
+        re.compile(r"(?P<keep>\b[Bb]earer\s+)(?=[A-Za-z0-9._~+/-]*\d)[A-Za-z0-9._~+/-]{8,}=*"),
+        gate=re.compile("[Bb]earer"),
+    ),
+    _Rule(
+        "secret",
+        re.compile(
+            r"(?P<keep>" + _SECRET_NAME + r"[\"']?\s*[:=]\s*(?P<q>[\"'])?)"
+            r"(?!" + _PLACEHOLDER + r")(?!" + _PLAIN_NUMBER + r")" + _VALUE
+        ),
+        gate=re.compile(r"(?i)key|secret|token|passw|pwd|credential"),
+    ),
+    _Rule(
+        "email",
+        re.compile(
+            r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+        ),
+        gate=re.compile("@"),
+    ),
+    _Rule(
+        "phone",
+        re.compile(
+            r"(?<![\w+])(?<!\d )\+\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{2,5}){2,5}(?!\d)"
+            r"|(?<![\w(])\(\d{3}\)[ .-]?\d{3}[ .-]\d{4}(?!\d)"
+        ),
+        _is_phone,
+        re.compile(r"[+(]\d"),
+    ),
     # 13-19 digits, single spaces or dashes between them, not part of a longer number or a decimal.
-    _Rule("card", re.compile(r"(?<![\d.])(?<!\d[ -])\d(?:[ -]?\d){12,18}(?![ -]?\d)(?!\.\d)"), _is_card),
+    _Rule(
+        "card",
+        re.compile(r"(?<![\d.])(?<!\d[ -])\d(?:[ -]?\d){12,18}(?![ -]?\d)(?!\.\d)"),
+        _is_card,
+    ),
 )
 
 
@@ -125,7 +167,7 @@ def _apply(rule: _Rule, text: str, found: list[str]) -> str:
 
     def replace(m: re.Match[str]) -> str:
         keep = m.group("keep") if "keep" in rule.pattern.groupindex else ""
-        secret = m.group(0)[len(keep):]
+        secret = m.group(0)[len(keep) :]
         if rule.check is not None and not rule.check(secret):
             return m.group(0)
         found.append(rule.kind)
@@ -139,7 +181,9 @@ def _apply(rule: _Rule, text: str, found: list[str]) -> str:
 # Digits matter only to the phone rules (a '+' or '(' before them) and to cards (13 digits at
 # least): ids, times and counts, which fill a trace, skip the table.
 _MAY_HOLD_SECRET = re.compile(
-    r"[@:=]|[+(]\d|\d(?:[ -]?\d){12}|sk-|AKIA|ASIA|AIza|gh[pousr]_|github_pat_|xox|[Bb]earer|eyJ|-----BEGIN")
+    r"[@:=]|[+(]\d|\d(?:["
+    r" -]?\d){12}|sk-|AKIA|ASIA|AIza|gh[pousr]_|github_pat_|xox|[Bb]earer|eyJ|-----BEGIN"
+)
 
 
 def _scrub(text: str) -> tuple[str, list[str]]:
@@ -166,7 +210,8 @@ def redact(text: str) -> str:
 
 
 def find_secrets(text: str) -> list[str]:
-    """The kinds of secret in `text` (e.g. `["api_key", "email"]`), each once, in the order found."""
+    """The kinds of secret in `text` (e.g. `["api_key", "email"]`), each once, in the order
+    found."""
     return _scrub(_as_text(text))[1]
 
 

@@ -16,18 +16,21 @@ from parallax.runtime.prices import Price
 from parallax.state.records import Limits
 
 MIN_REPLY_SHARE = 0.25
-"""A request's `max_tokens` is lowered to fit a budget at most to this share of it (and at least MIN_REPLY_TOKENS):
-a reply cut shorter than that is rarely whole JSON, so its tokens would be paid for nothing."""
+"""A request's `max_tokens` is lowered to fit a budget at most to this share of it (and at least
+MIN_REPLY_TOKENS): a reply cut shorter than that is rarely whole JSON, so its tokens would be paid
+for nothing."""
 MIN_REPLY_TOKENS = 16
 
 
 class BudgetRefused(Exception):
-    """A request (or a choice of a wave's request) was not sent: it does not fit what is left of a budget."""
+    """A request (or a choice of a wave's request) was not sent: it does not fit what is left of a
+    budget."""
 
 
 @dataclass(frozen=True)
 class Worst:
-    """A request's shape before it is sent: its counted prompt, its choices and reply cap, and the price per token."""
+    """A request's shape before it is sent: its counted prompt, its choices and reply cap, and the
+    price per token."""
 
     prompt_tokens: int
     choices: int
@@ -38,12 +41,15 @@ class Worst:
 
     def tokens(self, choices: int | None = None, max_tokens: int | None = None) -> int:
         return self.prompt_tokens + (self.choices if choices is None else choices) * (
-            self.max_tokens if max_tokens is None else max_tokens)
+            self.max_tokens if max_tokens is None else max_tokens
+        )
 
     def cost(self, choices: int | None = None, max_tokens: int | None = None) -> float | None:
         if self.price is None:
             return None
-        reply = (self.choices if choices is None else choices) * (self.max_tokens if max_tokens is None else max_tokens)
+        reply = (self.choices if choices is None else choices) * (
+            self.max_tokens if max_tokens is None else max_tokens
+        )
         return (self.prompt_tokens * self.price.input + reply * self.price.output) / 1_000_000
 
 
@@ -63,62 +69,86 @@ def _money(value: float) -> str:
 
 
 class Purse:
-    """One budget's live tally: spent (requests returned, branch records counted), held (requests in flight)."""
+    """One budget's live tally: spent (requests returned, branch records counted), held (requests in
+    flight)."""
 
-    def __init__(self, limits: Limits | None = None, tokens: int = 0, cost: float = 0.0,
-                 unpriced: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        tokens: int = 0,
+        cost: float = 0.0,
+        unpriced: Iterable[str] = (),
+    ) -> None:
         self.limits: Limits = dict(limits or {})  # type: ignore[assignment]
         self.tokens, self.cost, self.unpriced = tokens, cost, set(unpriced)
         self.held_tokens, self.held_cost = 0, 0.0
         self.counted: set[str] = set()
-        """Branch records counted, or whose requests were counted as they returned (a record counts once)."""
+        """Branch records counted, or whose requests were counted as they returned (a record counts
+        once)."""
         self.refused = 0
         self.requests = 0
 
-    # -- what is left ------------------------------------------------------------------------------------------
+    # -- what is left
+    # ------------------------------------------------------------------------------------------
     def left(self) -> tuple[int | None, float | None]:
         """(tokens, USD) left after what was spent and what is in flight; None: no such limit."""
         max_tokens, max_cost = self.limits.get("max_tokens"), self.limits.get("max_cost")
-        return (None if max_tokens is None else max_tokens - self.tokens - self.held_tokens,
-                None if max_cost is None else max_cost - self.cost - self.held_cost)
+        return (
+            None if max_tokens is None else max_tokens - self.tokens - self.held_tokens,
+            None if max_cost is None else max_cost - self.cost - self.held_cost,
+        )
 
     def describe(self) -> str:
         """The budget and its figures: "max_tokens 300 (0 spent, 0 in flight, 300 left)"."""
         parts = []
         if (max_tokens := self.limits.get("max_tokens")) is not None:
-            parts.append(f"max_tokens {max_tokens} ({self.tokens} spent, {self.held_tokens} in flight, "
-                         f"{max_tokens - self.tokens - self.held_tokens} left)")
+            parts.append(
+                f"max_tokens {max_tokens} ({self.tokens} spent, {self.held_tokens} in flight, "
+                f"{max_tokens - self.tokens - self.held_tokens} left)"
+            )
         if (max_cost := self.limits.get("max_cost")) is not None:
-            parts.append(f"max_cost ${max_cost:g} ({_money(self.cost)} spent, {_money(self.held_cost)} in flight, "
-                         f"{_money(max_cost - self.cost - self.held_cost)} left)")
+            parts.append(
+                f"max_cost ${max_cost:g} ({_money(self.cost)} spent, {_money(self.held_cost)} in"
+                f" flight, {_money(max_cost - self.cost - self.held_cost)} left)"
+            )
         return " and ".join(parts)
 
     def fit(self, worst: Worst) -> tuple[int, int] | str:
-        """(choices, max_tokens) of the largest request of `worst`'s shape that fits what is left, or why none does.
-        Fewer choices first, then a lower reply cap down to MIN_REPLY_SHARE of it."""
+        """(choices, max_tokens) of the largest request of `worst`'s shape that fits what is left,
+        or why none does. Fewer choices first, then a lower reply cap down to MIN_REPLY_SHARE of it.
+        """
         left_tokens, left_cost = self.left()
         if left_cost is not None and worst.price is None:
-            return f"cost unknown (no price for the model), so max_cost ${self.limits.get('max_cost'):g} cannot be held"
+            return (
+                "cost unknown (no price for the model), so max_cost"
+                f" ${self.limits.get('max_cost'):g} cannot be held"
+            )
 
         def fits(choices: int, cap: int) -> bool:
             cost = worst.cost(choices, cap)
-            return (left_tokens is None or worst.tokens(choices, cap) <= left_tokens) and \
-                (left_cost is None or (cost is not None and cost <= left_cost + 1e-12))
+            return (left_tokens is None or worst.tokens(choices, cap) <= left_tokens) and (
+                left_cost is None or (cost is not None and cost <= left_cost + 1e-12)
+            )
 
         for choices in range(worst.choices, 0, -1):
             if fits(choices, worst.max_tokens):
                 return choices, worst.max_tokens
-        floor = min(worst.max_tokens, max(MIN_REPLY_TOKENS, int(worst.max_tokens * MIN_REPLY_SHARE)))
+        floor = min(
+            worst.max_tokens, max(MIN_REPLY_TOKENS, int(worst.max_tokens * MIN_REPLY_SHARE))
+        )
         low, high = floor, worst.max_tokens - 1
         if low > high or not fits(1, low):
-            return (f"a request of {worst.prompt_tokens} prompt tokens (counted by {worst.counted_by}) and up to "
-                    f"{worst.max_tokens} reply tokens x {worst.choices} does not fit")
+            return (
+                f"a request of {worst.prompt_tokens} prompt tokens (counted by {worst.counted_by})"
+                f" and up to {worst.max_tokens} reply tokens x {worst.choices} does not fit"
+            )
         while low < high:  # the highest cap that fits
             middle = (low + high + 1) // 2
             low, high = (middle, high) if fits(1, middle) else (low, middle - 1)
         return 1, low
 
-    # -- holding and settling ------------------------------------------------------------------------------------
+    # -- holding and settling
+    # ------------------------------------------------------------------------------------
     def _hold(self, hold: Hold) -> None:
         self.held_tokens += hold.tokens
         self.held_cost += hold.cost
@@ -146,21 +176,29 @@ class Purse:
                 self.cost += cost
 
     def spent(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "cost_usd": None if self.unpriced else round(self.cost, 10),
-                "unpriced": sorted(self.unpriced)}
+        return {
+            "tokens": self.tokens,
+            "cost_usd": None if self.unpriced else round(self.cost, 10),
+            "unpriced": sorted(self.unpriced),
+        }
 
 
 _LOCK = threading.RLock()
-"""Guards every purse's figures: a check and its hold are one step, whichever thread's event loop asks."""
-_HOLDING: contextvars.ContextVar[tuple[Purse, ...]] = contextvars.ContextVar("parallax_purses", default=())
+"""Guards every purse's figures: a check and its hold are one step, whichever thread's event loop
+asks."""
+_HOLDING: contextvars.ContextVar[tuple[Purse, ...]] = contextvars.ContextVar(
+    "parallax_purses", default=()
+)
 
 
 @contextlib.contextmanager
 def holding(*purses: Purse | None) -> Iterator[None]:
-    """The model requests made inside (in this task and the tasks it starts) must fit `purses` too (None: skipped;
-    a purse already held is not held twice)."""
+    """The model requests made inside (in this task and the tasks it starts) must fit `purses` too
+    (None: skipped; a purse already held is not held twice)."""
     current = _HOLDING.get()
-    added = tuple(p for p in dict.fromkeys(purses) if p is not None and all(p is not q for q in current))
+    added = tuple(
+        p for p in dict.fromkeys(purses) if p is not None and all(p is not q for q in current)
+    )
     token = _HOLDING.set(current + added)
     try:
         yield
@@ -179,20 +217,27 @@ def budgeted() -> bool:
 
 
 def reserve(worst: Worst, owners: list[str]) -> tuple[Hold, int, int]:
-    """Hold the largest request of `worst`'s shape that fits every purse held here: (hold, choices, max_tokens).
-    Raises BudgetRefused (the reason names the budget and its figures) when none fits."""
+    """Hold the largest request of `worst`'s shape that fits every purse held here: (hold, choices,
+    max_tokens). Raises BudgetRefused (the reason names the budget and its figures) when none fits.
+    """
     purses = held_purses()
     choices, cap = worst.choices, worst.max_tokens
     with _LOCK:
         for purse in purses:
             if not purse.limits:
                 continue
-            fitted = purse.fit(Worst(worst.prompt_tokens, choices, cap, worst.counted_by, worst.price))
+            fitted = purse.fit(
+                Worst(worst.prompt_tokens, choices, cap, worst.counted_by, worst.price)
+            )
             if isinstance(fitted, str):
                 purse.refused += 1
-                raise BudgetRefused(f"budget reached: {fitted} in what is left of {purse.describe()}")
+                raise BudgetRefused(
+                    f"budget reached: {fitted} in what is left of {purse.describe()}"
+                )
             choices, cap = fitted
-        hold = Hold(list(owners), worst.tokens(choices, cap), worst.cost(choices, cap) or 0.0, list(purses))
+        hold = Hold(
+            list(owners), worst.tokens(choices, cap), worst.cost(choices, cap) or 0.0, list(purses)
+        )
         for purse in purses:
             purse._hold(hold)
     return hold, choices, cap
@@ -204,8 +249,8 @@ def hold_text(hold: Hold) -> str:
 
 
 def settle(hold: Hold, usage: Mapping[str, Any] | None, price: Price | None, model: str) -> None:
-    """The request returned (`usage`: {prompt, completion, cached_tokens} as reported) or failed without a bill
-    (None: nothing spent): its hold becomes what it spent. Once per hold."""
+    """The request returned (`usage`: {prompt, completion, cached_tokens} as reported) or failed
+    without a bill (None: nothing spent): its hold becomes what it spent. Once per hold."""
     if hold.done:
         return
     hold.done = True
@@ -214,9 +259,19 @@ def settle(hold: Hold, usage: Mapping[str, Any] | None, price: Price | None, mod
         prompt, completion = int(usage.get("prompt") or 0), int(usage.get("completion") or 0)
         cached = min(prompt, int(usage.get("cached_tokens") or 0))
         tokens = prompt + completion
-        cost_or_none = None if price is None else (
-            ((prompt - cached) * price.input + cached * (price.cached_input if price.cached_input is not None
-                                                         else price.input) + completion * price.output) / 1_000_000)
+        cost_or_none = (
+            None
+            if price is None
+            else (
+                (
+                    (prompt - cached) * price.input
+                    + cached
+                    * (price.cached_input if price.cached_input is not None else price.input)
+                    + completion * price.output
+                )
+                / 1_000_000
+            )
+        )
         for purse in hold.purses:
             purse._settle(hold, tokens, cost_or_none, model)
         return
@@ -225,7 +280,8 @@ def settle(hold: Hold, usage: Mapping[str, Any] | None, price: Price | None, mod
 
 
 def keep_worst(hold: Hold, model: str) -> None:
-    """A request cancelled in flight: its worst case stays spent (an endpoint may bill it all the same)."""
+    """A request cancelled in flight: its worst case stays spent (an endpoint may bill it all the
+    same)."""
     if hold.done:
         return
     hold.done = True

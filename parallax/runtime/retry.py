@@ -37,7 +37,8 @@ def is_timeout(exc: BaseException) -> bool:
 
 
 def retry_after(exc: BaseException | None) -> float | None:
-    """The server's `Retry-After` in seconds (from 0 to 60), if it sent one: a number of seconds or an HTTP date."""
+    """The server's `Retry-After` in seconds (from 0 to 60), if it sent one: a number of seconds or
+    an HTTP date."""
     response = getattr(exc, "response", None)
     header = response.headers.get("retry-after") if response is not None else None
     if not header:
@@ -56,7 +57,8 @@ def retry_after(exc: BaseException | None) -> float | None:
 
 
 class wait_retry_after(wait_base):  # noqa: N801 (tenacity's names for waits)
-    """Exactly the server's `Retry-After` when the failed attempt's response has one, else `fallback`."""
+    """Exactly the server's `Retry-After` when the failed attempt's response has one, else
+    `fallback`."""
 
     def __init__(self, fallback: wait_base) -> None:
         self.fallback = fallback
@@ -67,11 +69,16 @@ class wait_retry_after(wait_base):  # noqa: N801 (tenacity's names for waits)
         return after if after is not None else self.fallback(retry_state)
 
 
-WAIT: wait_base = wait_retry_after(wait_exponential(multiplier=0.25, max=20.0) + wait_random(0, 0.5))
-"""After failure n: the server's Retry-After, else 0.25·2^(n-1) s (at most 20) plus up to 0.5 s of jitter."""
+WAIT: wait_base = wait_retry_after(
+    wait_exponential(multiplier=0.25, max=20.0) + wait_random(0, 0.5)
+)
+"""After failure n: the server's Retry-After, else 0.25·2^(n-1) s (at most 20) plus up to 0.5 s of
+jitter."""
 
 
-async def with_retries(call_once: Callable[[], Awaitable[T]], max_attempts: int, life: Lifecycle) -> T:
+async def with_retries(
+    call_once: Callable[[], Awaitable[T]], max_attempts: int, life: Lifecycle
+) -> T:
     """`call_once()`, tried up to `max_attempts` times while it raises a transient error."""
     try:
         return await call_once()

@@ -18,20 +18,24 @@ EXTRA = "server"
 
 
 def own_distribution() -> importlib.metadata.Distribution:
-    """The installed distribution that holds the `parallax` package (whatever it is named on PyPI)."""
+    """The installed distribution that holds the `parallax` package (whatever it is named on
+    PyPI)."""
     names = importlib.metadata.packages_distributions().get("parallax") or ["parallax"]
     return importlib.metadata.distribution(names[0])
 
 
 def tested_ranges() -> dict[str, SpecifierSet]:
-    """name -> the versions the server extra accepts (its requirement and the main one, intersected)."""
+    """name -> the versions the server extra accepts (its requirement and the main one,
+    intersected)."""
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
 
     ranges = {name: SpecifierSet() for name in CHECKED}
     for line in own_distribution().requires or []:
         requirement = Requirement(line)
-        if requirement.name in ranges and (requirement.marker is None or requirement.marker.evaluate({"extra": EXTRA})):
+        if requirement.name in ranges and (
+            requirement.marker is None or requirement.marker.evaluate({"extra": EXTRA})
+        ):
             ranges[requirement.name] &= requirement.specifier
     return ranges
 
@@ -48,8 +52,8 @@ def installed_versions() -> dict[str, str | None]:
 
 
 def untested(versions: Mapping[str, str | None] | None = None) -> list[str]:
-    """One phrase per checked package that is missing or outside its tested range (empty: all tested); `versions`
-    defaults to the installed ones."""
+    """One phrase per checked package that is missing or outside its tested range (empty: all
+    tested); `versions` defaults to the installed ones."""
     ranges, versions = tested_ranges(), installed_versions() if versions is None else versions
     problems = []
     for name in CHECKED:
@@ -64,17 +68,25 @@ def untested(versions: Mapping[str, str | None] | None = None) -> list[str]:
 def summary() -> str:
     """The installed versions and the tested ranges, as `parallax serve` prints them at start."""
     ranges, versions = tested_ranges(), installed_versions()
-    return (", ".join(f"{name} {versions[name] or 'missing'}" for name in CHECKED)
-            + " (tested: " + "; ".join(f"{name}{shown(ranges[name])}" for name in CHECKED) + ")")
+    return (
+        ", ".join(f"{name} {versions[name] or 'missing'}" for name in CHECKED)
+        + " (tested: "
+        + "; ".join(f"{name}{shown(ranges[name])}" for name in CHECKED)
+        + ")"
+    )
 
 
 def shown(specifier: SpecifierSet) -> str:
     """A range as people write it, lower bound first: `>=0.11,<0.12`."""
-    return ",".join(sorted({str(spec) for spec in specifier}, key=lambda text: (not text.startswith(">"), text)))
+    return ",".join(
+        sorted({str(spec) for spec in specifier}, key=lambda text: (not text.startswith(">"), text))
+    )
 
 
 def refusal(problems: list[str]) -> str:
     """The one line that refuses to start on untested versions, and what to do instead."""
-    return (f"untested {', '.join(problems)}: Parallax changes Aegra internals written for the tested versions "
-            "(docs/deploy.md, Aegra patches); install those (pip install -c constraints/server.txt -e '.[server]') "
-            "or run anyway with --allow-untested-aegra")
+    return (
+        f"untested {', '.join(problems)}: Parallax changes Aegra internals written for the tested"
+        " versions (docs/deploy.md, Aegra patches); install those (pip install -c"
+        " constraints/server.txt -e '.[server]') or run anyway with --allow-untested-aegra"
+    )

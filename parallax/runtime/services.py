@@ -22,7 +22,8 @@ T = TypeVar("T")
 RECENT = 200
 """Branch durations kept per model, for fan-outs with too few finished siblings to compare with."""
 VOTES_SEEN = 500
-"""Finished votes kept per model (their answer counts and reply tokens), which a vote's plan is priced by."""
+"""Finished votes kept per model (their answer counts and reply tokens), which a vote's plan is
+priced by."""
 
 
 def _recent() -> defaultdict[str, deque[float]]:
@@ -35,9 +36,10 @@ def _votes_seen() -> defaultdict[str, deque[tuple[tuple[int, ...], float]]]:
 
 @dataclass(eq=False)
 class Services:
-    """Per process (or per test): the circuit breaker of each endpoint, the recent branch durations of each model,
-    which endpoints take `n` (several choices of one prompt), how each endpoint's prompts are counted, and what the
-    tasks of one fan-out share (its call limit, straggler and vote watches, a plan's task board)."""
+    """Per process (or per test): the circuit breaker of each endpoint, the recent branch durations
+    of each model, which endpoints take `n` (several choices of one prompt), how each endpoint's
+    prompts are counted, and what the tasks of one fan-out share (its call limit, straggler and vote
+    watches, a plan's task board)."""
 
     breakers: dict[str, CircuitBreaker] = field(default_factory=dict)
     takes_n: dict[tuple[str, str], bool] = field(default_factory=dict)
@@ -45,12 +47,20 @@ class Services:
     (runtime/wave_request.py); learned on the first wave asked, kept for the process's life."""
     recent: defaultdict[str, deque[float]] = field(default_factory=_recent)
     counters: dict[tuple[str, str], Counter] = field(default_factory=dict)
-    """(base URL, model) -> how its prompts are counted before a request is sent (runtime/token_count.py)."""
-    seen: defaultdict[tuple[str, str], EndpointSeen] = field(default_factory=lambda: defaultdict(EndpointSeen))
-    """(base URL, model) -> how much of a prompt sent again it served from its cache (runtime/endpoint_seen.py)."""
-    votes_seen: defaultdict[str, deque[tuple[tuple[int, ...], float]]] = field(default_factory=_votes_seen)
+    """(base URL, model) -> how its prompts are counted before a request is sent
+    (runtime/token_count.py)."""
+    seen: defaultdict[tuple[str, str], EndpointSeen] = field(
+        default_factory=lambda: defaultdict(EndpointSeen)
+    )
+    """(base URL, model) -> how much of a prompt sent again it served from its cache
+    (runtime/endpoint_seen.py)."""
+    votes_seen: defaultdict[str, deque[tuple[tuple[int, ...], float]]] = field(
+        default_factory=_votes_seen
+    )
     """model -> its last votes' answer counts and mean reply tokens (logic/vote_pricing.py)."""
-    _shared: weakref.WeakValueDictionary[tuple[object, ...], Any] = field(default_factory=weakref.WeakValueDictionary)
+    _shared: weakref.WeakValueDictionary[tuple[object, ...], Any] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
     _held: dict[tuple[object, ...], Any] = field(default_factory=dict)
 
     def breaker_for(self, endpoint: str) -> CircuitBreaker:
@@ -58,10 +68,18 @@ class Services:
         breaker = self.breakers.get(endpoint)
         if breaker is None:
             s = settings_mod.load()
-            breaker = self.breakers.setdefault(endpoint, CircuitBreaker(
-                endpoint, failure_rate=s.breaker_failure_rate, min_calls=s.breaker_min_calls,
-                min_failures=s.breaker_failures, window_s=s.breaker_window_s, coalesce_s=s.breaker_coalesce_s,
-                reset_s=s.breaker_reset_s))
+            breaker = self.breakers.setdefault(
+                endpoint,
+                CircuitBreaker(
+                    endpoint,
+                    failure_rate=s.breaker_failure_rate,
+                    min_calls=s.breaker_min_calls,
+                    min_failures=s.breaker_failures,
+                    window_s=s.breaker_window_s,
+                    coalesce_s=s.breaker_coalesce_s,
+                    reset_s=s.breaker_reset_s,
+                ),
+            )
         return breaker
 
     def counter_for(self, base_url: str, model: str, api_key: str = "") -> Counter:
@@ -76,16 +94,19 @@ class Services:
         return sum(breaker.state != "closed" for breaker in list(self.breakers.values()))
 
     def shared(self, fan_out: str, make: Callable[[], T], *key: object) -> T:
-        """One object per (fan-out, `key`), shared by every task of the fan-out; it lives as long as a task holds it."""
+        """One object per (fan-out, `key`), shared by every task of the fan-out; it lives as long as
+        a task holds it."""
         full = (fan_out, *key)
         found = self._shared.get(full)
         if found is None:
             found = self._shared[full] = make()
         return found
 
-    def held(self, fan_out: str, make: Callable[[], T], *key: object) -> tuple[T, Callable[[], None]]:
-        """Like `shared`, but kept until `release()` is called, not just while a task holds it: for coordination
-        where a task that starts late must still find what finished tasks left."""
+    def held(
+        self, fan_out: str, make: Callable[[], T], *key: object
+    ) -> tuple[T, Callable[[], None]]:
+        """Like `shared`, but kept until `release()` is called, not just while a task holds it: for
+        coordination where a task that starts late must still find what finished tasks left."""
         full = (fan_out, *key)
         if full not in self._held:
             self._held[full] = make()
@@ -93,7 +114,8 @@ class Services:
 
 
 def new_fan_out() -> str:
-    """A fan-out's name, made by the node that sends it and carried in every `Send` payload of it."""
+    """A fan-out's name, made by the node that sends it and carried in every `Send` payload of
+    it."""
     return uuid.uuid4().hex
 
 
@@ -101,7 +123,8 @@ _process: Services | None = None
 
 
 def process_services() -> Services:
-    """The services of this process: what runs whose Context names none use (the CLI, the API, served graphs)."""
+    """The services of this process: what runs whose Context names none use (the CLI, the API,
+    served graphs)."""
     global _process
     if _process is None:
         _process = Services()
@@ -109,8 +132,8 @@ def process_services() -> Services:
 
 
 def renew_process_services() -> Services:
-    """A fresh process Services, with the settings re-read on their next use (tests start from one; a long-lived
-    process after a configuration change)."""
+    """A fresh process Services, with the settings re-read on their next use (tests start from one;
+    a long-lived process after a configuration change)."""
     global _process
     settings_mod.reload_settings()
     _process = Services()

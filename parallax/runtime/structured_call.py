@@ -48,22 +48,27 @@ T = TypeVar("T", bound=BaseModel)
 
 _DECODER = json.JSONDecoder()
 _OBJECT_START = linear_regex.compile(r'\{\s*["}]')
-"""Where a JSON object may start: a brace, then a key or the closing brace (a brace of prose is not tried)."""
+"""Where a JSON object may start: a brace, then a key or the closing brace (a brace of prose is not
+tried)."""
 MAX_OBJECT_STARTS = 32
-"""Starts tried in one reply: each failed try reads up to the end of the reply, so trying every brace of a reply
-made of braces took time quadratic in its length (95 ms at 20,000 characters)."""
+"""Starts tried in one reply: each failed try reads up to the end of the reply, so trying every
+brace of a reply made of braces took time quadratic in its length (95 ms at 20,000 characters)."""
 
 
 def extract_json(text: str) -> dict[str, Any]:
-    """The first JSON object in a reply: prose and code fences around it ignored (decoding starts at each `{`, so a
-    fence is never stripped from inside the object: a string value may hold ``` itself)."""
+    """The first JSON object in a reply: prose and code fences around it ignored (decoding starts at
+    each `{`, so a fence is never stripped from inside the object: a string value may hold ```
+    itself)."""
     cleaned = text or ""
     for tried, match in enumerate(_OBJECT_START.finditer(cleaned)):
         if tried == MAX_OBJECT_STARTS:
             break
         try:
             value, _ = _DECODER.raw_decode(cleaned, match.start())
-        except (json.JSONDecodeError, RecursionError):  # nested deeper than the decoder goes: not an answer either
+        except (
+            json.JSONDecodeError,
+            RecursionError,
+        ):  # nested deeper than the decoder goes: not an answer either
             continue
         if isinstance(value, dict):
             return value
@@ -92,7 +97,6 @@ def _checked(check: Callable[[T], object], value: T) -> None:
         check(value)
     except ValueError as exc:
         raise ParseFailure(str(exc)) from exc
-
 
 
 def _one_usage(reply: AIMessage) -> dict[str, int]:
@@ -256,18 +260,18 @@ async def ask(
 ) -> CallResult[T]:
     """One branch's model work: call, validate, re-ask on bad JSON, retry on transient errors.
 
-    `lifecycle` (state/lifecycle.py) records each attempt: IN_PROGRESS, then TIMEOUT or
-    FAILED and RETRY when another attempt follows. The caller records the end
-    (COMPLETED, or ESCALATED from the BranchError). `chat_model` replaces the default
-    ChatOpenAI factory (Context.chat_model). `metadata` goes with every call to the
-    callbacks, so LangSmith (LANGSMITH_TRACING=true) shows which branch made it. `check(value)`
-    may raise ValueError for a reply that parses but cannot be used (a plan with a cycle): it is
-    re-asked like bad JSON, with the check's message, inside the same branch. `services`: whose circuit
-    breakers count the calls (runtime/services.py; default the process's). `seat`: the branch's place in its
-    wave's one request with `n` (runtime/wave_request.py): its first attempt takes a choice of that request;
-    re-asks and retries ask on their own. Under a budget (runtime/request_budget.py) each request is held at its worst
-    case before it is sent, shrunk or not sent (`owner`: the branch whose record will carry its spend); a request
-    not sent ends the branch with a BranchError of cause "budget"."""
+    `lifecycle` (state/lifecycle.py) records each attempt: IN_PROGRESS, then TIMEOUT or FAILED and
+    RETRY when another attempt follows. The caller records the end (COMPLETED, or ESCALATED from the
+    BranchError). `chat_model` replaces the default ChatOpenAI factory (Context.chat_model).
+    `metadata` goes with every call to the callbacks, so LangSmith (LANGSMITH_TRACING=true) shows
+    which branch made it. `check(value)` may raise ValueError for a reply that parses but cannot be
+    used (a plan with a cycle): it is re-asked like bad JSON, with the check's message, inside the
+    same branch. `services`: whose circuit breakers count the calls (runtime/services.py; default
+    the process's). `seat`: the branch's place in its wave's one request with `n`
+    (runtime/wave_request.py): its first attempt takes a choice of that request; re-asks and retries
+    ask on their own. Under a budget (runtime/request_budget.py) each request is held at its worst
+    case before it is sent, shrunk or not sent (`owner`: the branch whose record will carry its
+    spend); a request not sent ends the branch with a BranchError of cause "budget"."""
     limits = CallLimits(model, temperature, timeout_s, max_attempts, max_reasks, max_tokens)
     endpoint = await open_endpoint(limits, chat_model, services)
     current = endpoint.settings

@@ -21,7 +21,8 @@ _END = object()
 
 
 def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-    """The items of the async iterator `make()` returns, produced on a private event loop in a worker thread."""
+    """The items of the async iterator `make()` returns, produced on a private event loop in a
+    worker thread."""
     handoff: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
     running: dict[str, Any] = {}
 
@@ -35,8 +36,12 @@ def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
             return
         handoff.put((False, _END))
 
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(asyncio.run, pump()),
-                              name="parallax-sync-graph", daemon=True)
+    thread = threading.Thread(
+        target=contextvars.copy_context().run,
+        args=(asyncio.run, pump()),
+        name="parallax-sync-graph",
+        daemon=True,
+    )
     thread.start()
     finished = False
     try:
@@ -51,19 +56,23 @@ def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
             raise value
     finally:
         if not finished and "loop" in running:  # the caller stopped early: cancel the run
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing left to cancel
+            with contextlib.suppress(
+                RuntimeError
+            ):  # the loop closed meanwhile: nothing left to cancel
                 running["loop"].call_soon_threadsafe(running["task"].cancel)
         thread.join()
 
 
 class SyncAndAsyncGraph(CompiledStateGraph[Any, Any, Any, Any]):
-    """A compiled state graph whose synchronous `stream` and `invoke` run its async nodes (see the module)."""
+    """A compiled state graph whose synchronous `stream` and `invoke` run its async nodes (see the
+    module)."""
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:
         return iterate(lambda: self.astream(input, config, **kwargs))
 
 
 def both_ways(graph: Compiled) -> Compiled:
-    """`graph` (compiled by LangGraph) made usable with `invoke`/`stream` too; returns the same object."""
+    """`graph` (compiled by LangGraph) made usable with `invoke`/`stream` too; returns the same
+    object."""
     graph.__class__ = SyncAndAsyncGraph  # type: ignore[assignment]  # a subclass swapped in at runtime
     return graph

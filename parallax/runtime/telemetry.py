@@ -23,38 +23,51 @@ if TYPE_CHECKING:
     from parallax.state.lifecycle import Transition
     from parallax.state.trace_record import TraceBranch, TraceRecord
 
-_IDS: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("parallax_span_ids", default=None)
+_IDS: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
+    "parallax_span_ids", default=None
+)
 _lock = threading.Lock()
 _provider: list[TracerProvider | None] = []
 TRUE = ("1", "true", "yes", "on")
 EVENT_STATES = frozenset({"TIMEOUT", "FAILED", "RETRY", "ESCALATED", "CANCELLED"})
 """Lifecycle steps that become span events (the whole path is the attribute `parallax.path`)."""
 TRACE_CONTEXT = "parallax_trace_context"
-"""The configurable key a served run's W3C trace context travels under: {"traceparent", "tracestate"?}."""
+"""The configurable key a served run's W3C trace context travels under: {"traceparent",
+"tracestate"?}."""
 
 
 def enabled() -> bool:
-    """Whether the standard OTel variables ask for trace export (read at each call: tests and servers set them)."""
+    """Whether the standard OTel variables ask for trace export (read at each call: tests and
+    servers set them)."""
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() in TRUE:
         return False
     exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").lower()
     if exporter == "none":
         return False
-    return bool(exporter in ("otlp", "console") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    return bool(
+        exporter in ("otlp", "console")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
 
 
 def _sdk_installed() -> bool:
-    """Whether the `otel` extra is there; when the variables ask for export without it, say so once, on stderr."""
+    """Whether the `otel` extra is there; when the variables ask for export without it, say so once,
+    on stderr."""
     import importlib.util
     import sys
 
-    if importlib.util.find_spec("opentelemetry.sdk") and importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http"):
+    if importlib.util.find_spec("opentelemetry.sdk") and importlib.util.find_spec(
+        "opentelemetry.exporter.otlp.proto.http"
+    ):
         return True
     if not _warned:
         _warned.append(True)
-        print("parallax: OTEL_* variables ask for trace export, but the OpenTelemetry SDK is not installed: "
-              "pip install 'parallax-graph[otel]' (runs go on without export)", file=sys.stderr)
+        print(
+            "parallax: OTEL_* variables ask for trace export, but the OpenTelemetry SDK is not"
+            " installed: pip install 'parallax-graph[otel]' (runs go on without export)",
+            file=sys.stderr,
+        )
     return False
 
 
@@ -67,20 +80,28 @@ def capture_content() -> bool:
 
 def _id(*parts: str, bits: int = 64) -> int:
     """A stable non-zero id from names (the same run exports the same span ids again)."""
-    value = int.from_bytes(hashlib.blake2b("\x1f".join(parts).encode(), digest_size=bits // 8).digest(), "big")
+    value = int.from_bytes(
+        hashlib.blake2b("\x1f".join(parts).encode(), digest_size=bits // 8).digest(), "big"
+    )
     return value or 1
 
 
 def provider(exporter: SpanExporter | None = None) -> TracerProvider:
-    """The process's own tracer provider (never the global one, which belongs to the host application):
-    its id generator hands out the ids `_start` chose; its batch processor exports in the background.
-    `exporter`: replace the provider with one that sends each span to it at once (tests read spans back)."""
+    """The process's own tracer provider (never the global one, which belongs to the host
+    application): its id generator hands out the ids `_start` chose; its batch processor exports in
+    the background. `exporter`: replace the provider with one that sends each span to it at once
+    (tests read spans back).
+    """
     with _lock:
         if _provider and _provider[0] is not None and exporter is None:
             return _provider[0]
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            ConsoleSpanExporter,
+            SimpleSpanProcessor,
+        )
         from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
         class ChosenIds(IdGenerator):
@@ -96,8 +117,12 @@ def provider(exporter: SpanExporter | None = None) -> TracerProvider:
                 chosen = _IDS.get()
                 return chosen[0] if chosen else self.fallback.generate_trace_id()
 
-        made = TracerProvider(resource=Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "parallax")}),
-                              id_generator=ChosenIds())
+        made = TracerProvider(
+            resource=Resource.create(
+                {"service.name": os.environ.get("OTEL_SERVICE_NAME", "parallax")}
+            ),
+            id_generator=ChosenIds(),
+        )
         if exporter is not None:
             made.add_span_processor(SimpleSpanProcessor(exporter))
         elif os.environ.get("OTEL_TRACES_EXPORTER", "").lower() == "console":
@@ -105,7 +130,11 @@ def provider(exporter: SpanExporter | None = None) -> TracerProvider:
         else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            made.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(), max_queue_size=65536, max_export_batch_size=2048))
+            made.add_span_processor(
+                BatchSpanProcessor(
+                    OTLPSpanExporter(), max_queue_size=65536, max_export_batch_size=2048
+                )
+            )
         _provider[:] = [made]
         return made
 
@@ -115,8 +144,10 @@ _pending: set[Future[int]] = set()
 
 
 def export_later(trace: TraceRecord, parent: OtelContext | None = None) -> None:
-    """`export_trace` on the exporter's own thread, so the run that recorded the trace does not wait for its spans
-    to be made (the one place a run pays for export is handing the trace over). At exit what is pending is sent."""
+    """`export_trace` on the exporter's own thread, so the run that recorded the trace does not wait
+    for its spans to be made (the one place a run pays for export is handing the trace over). At
+    exit what is pending is sent.
+    """
     if not enabled() or not _sdk_installed():
         return
     with _lock:
@@ -129,7 +160,8 @@ def export_later(trace: TraceRecord, parent: OtelContext | None = None) -> None:
 
 
 def flush(timeout_ms: int = 30_000) -> bool:
-    """Make the spans of every trace handed over, then send what is queued (a CLI process does at exit)."""
+    """Make the spans of every trace handed over, then send what is queued (a CLI process does at
+    exit)."""
     for future in list(_pending):
         future.result(timeout_ms / 1000)
     return bool(_provider and _provider[0] is not None and _provider[0].force_flush(timeout_ms))
@@ -139,12 +171,22 @@ def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
-def _start(tracer: Tracer, name: str, ids: tuple[int, int], parent: OtelContext | None, start: float,
-           attributes: dict[str, Any]) -> Span:
+def _start(
+    tracer: Tracer,
+    name: str,
+    ids: tuple[int, int],
+    parent: OtelContext | None,
+    start: float,
+    attributes: dict[str, Any],
+) -> Span:
     token = _IDS.set(ids)
     try:
-        return tracer.start_span(name, context=parent, start_time=_ns(start),
-                                 attributes={k: v for k, v in attributes.items() if v is not None})
+        return tracer.start_span(
+            name,
+            context=parent,
+            start_time=_ns(start),
+            attributes={k: v for k, v in attributes.items() if v is not None},
+        )
     finally:
         _IDS.reset(token)
 
@@ -295,8 +337,10 @@ def _call_spans(
 
 
 def export_trace(trace: TraceRecord, parent: OtelContext | None = None) -> int:
-    """Hand a stored trace to the exporter as spans; the number of spans made (0 when export is off).
-    `parent`: the caller's context (its span becomes the run's parent), else the run is a trace of its own."""
+    """Hand a stored trace to the exporter as spans; the number of spans made (0 when export is
+    off). `parent`: the caller's context (its span becomes the run's parent), else the run is a
+    trace of its own.
+    """
     if not enabled() or not _sdk_installed():
         return 0
     from opentelemetry import trace as otel
@@ -425,10 +469,9 @@ def _task_spans(
     return made
 
 
-
 def parent_from(carrier: dict[str, str] | None) -> OtelContext | None:
-    """The caller's context from W3C headers (`traceparent`, `tracestate`), else the current one (a Python API
-    call made inside the caller's own span), else None."""
+    """The caller's context from W3C headers (`traceparent`, `tracestate`), else the current one (a
+    Python API call made inside the caller's own span), else None."""
     if not enabled() or not _sdk_installed():
         return None
     from opentelemetry import context, trace

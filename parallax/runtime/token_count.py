@@ -59,12 +59,18 @@ def estimate(messages: list[dict[str, Any]], schema: dict[str, Any] | None = Non
     return math.ceil(chars / CHARS_PER_TOKEN_BOUND) + MESSAGE_OVERHEAD_BOUND * len(messages) + 3
 
 
-def openai_count(encoding: Any, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None) -> int:
-    """OpenAI's chat count with a tiktoken `encoding`: 3 per message, 1 per name, 3 priming the reply, and the reply
-    schema's compact JSON (a structured-output request's prompt carries it)."""
+def openai_count(
+    encoding: Any, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None
+) -> int:
+    """OpenAI's chat count with a tiktoken `encoding`: 3 per message, 1 per name, 3 priming the
+    reply, and the reply schema's compact JSON (a structured-output request's prompt carries it)."""
     total = 3
     for message in messages:
-        total += 3 + len(encoding.encode(_text(message.get("content")))) + len(encoding.encode(str(message.get("role", ""))))
+        total += (
+            3
+            + len(encoding.encode(_text(message.get("content"))))
+            + len(encoding.encode(str(message.get("role", ""))))
+        )
         if message.get("name"):
             total += 1 + len(encoding.encode(str(message["name"])))
     if schema is not None:
@@ -92,20 +98,36 @@ class Counter:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     async def _vllm(self, client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> int | None:
-        reply = await client.post(f"{server_root(self.base_url)}/tokenize", headers=self._headers(),
-                                  json={"model": self.model, "messages": messages, "add_generation_prompt": True})
+        reply = await client.post(
+            f"{server_root(self.base_url)}/tokenize",
+            headers=self._headers(),
+            json={"model": self.model, "messages": messages, "add_generation_prompt": True},
+        )
         if reply.status_code != 200:
             return None
         body = reply.json()
-        return int(body["count"]) if isinstance(body, dict) and isinstance(body.get("count"), int) else None
+        return (
+            int(body["count"])
+            if isinstance(body, dict) and isinstance(body.get("count"), int)
+            else None
+        )
 
-    async def _llama_cpp(self, client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> int | None:
+    async def _llama_cpp(
+        self, client: httpx.AsyncClient, messages: list[dict[str, Any]]
+    ) -> int | None:
         root = server_root(self.base_url)
-        templated = await client.post(f"{root}/apply-template", headers=self._headers(), json={"messages": messages})
-        if templated.status_code != 200 or not isinstance(prompt := templated.json().get("prompt"), str):
+        templated = await client.post(
+            f"{root}/apply-template", headers=self._headers(), json={"messages": messages}
+        )
+        if templated.status_code != 200 or not isinstance(
+            prompt := templated.json().get("prompt"), str
+        ):
             return None
-        tokens = await client.post(f"{root}/tokenize", headers=self._headers(),
-                                   json={"content": prompt, "add_special": True})
+        tokens = await client.post(
+            f"{root}/tokenize",
+            headers=self._headers(),
+            json={"content": prompt, "add_special": True},
+        )
         if tokens.status_code != 200 or not isinstance(found := tokens.json().get("tokens"), list):
             return None
         return len(found)
@@ -130,10 +152,16 @@ class Counter:
         try:
             import tiktoken
 
-            return await asyncio.wait_for(asyncio.to_thread(tiktoken.encoding_for_model, self.model), PROBE_TIMEOUT_S)
+            return await asyncio.wait_for(
+                asyncio.to_thread(tiktoken.encoding_for_model, self.model), PROBE_TIMEOUT_S
+            )
         except Exception as exc:  # noqa: BLE001 - an unknown model, or its encoding not reachable: the estimate
-            log.warning("no tiktoken encoding for %s (%s): prompts are estimated at %s characters a token",
-                        self.model, type(exc).__name__, CHARS_PER_TOKEN_BOUND)
+            log.warning(
+                "no tiktoken encoding for %s (%s): prompts are estimated at %s characters a token",
+                self.model,
+                type(exc).__name__,
+                CHARS_PER_TOKEN_BOUND,
+            )
             return None
 
     async def _decide(self, messages: list[dict[str, Any]]) -> int | None:
@@ -150,11 +178,15 @@ class Counter:
             self.method = "estimate"
         return found
 
-    async def count(self, messages: Sequence[BaseMessage], schema: dict[str, Any] | None = None) -> Count:
-        """The prompt's tokens. `schema`: the reply's JSON schema when the request sends it as a structured-output
-        `response_format` (OpenAI adds it to the prompt)."""
+    async def count(
+        self, messages: Sequence[BaseMessage], schema: dict[str, Any] | None = None
+    ) -> Count:
+        """The prompt's tokens. `schema`: the reply's JSON schema when the request sends it as a
+        structured-output `response_format` (OpenAI adds it to the prompt)."""
         sent = as_dicts(messages)
-        key = hashlib.sha256(json.dumps([sent, schema], sort_keys=True, default=str).encode()).hexdigest()
+        key = hashlib.sha256(
+            json.dumps([sent, schema], sort_keys=True, default=str).encode()
+        ).hexdigest()
         if (kept := self._kept.get(key)) is not None:
             self._kept.move_to_end(key)
             return Count(kept, self.method or "estimate")

@@ -32,12 +32,14 @@ DELIVERY_HEADER = "X-Parallax-Delivery"
 METADATA_KEY = "parallax_webhook"
 """The run metadata key that links a run to its armed outbox row (the row's id)."""
 CRON_LINK_KEY = "parallax_cron"
-"""The config metadata key that links a cron, and each run it creates, to Parallax (server/cron_requests.py)."""
+"""The config metadata key that links a cron, and each run it creates, to Parallax
+(server/cron_requests.py)."""
 MAX_URL_CHARS = 2048
 
 
 class WebhookRefused(ValueError):
-    """A webhook URL that is malformed or leads to an address webhooks may not reach; the message says why."""
+    """A webhook URL that is malformed or leads to an address webhooks may not reach; the message
+    says why."""
 
 
 class WebhookUnresolved(WebhookRefused):
@@ -45,22 +47,26 @@ class WebhookUnresolved(WebhookRefused):
 
 
 def parse_networks(spec: str | None) -> list[IPNetwork]:
-    """The networks of PARALLAX_WEBHOOK_ALLOW_NETWORKS ("127.0.0.0/8,::1/128"); ValueError for a bad entry."""
+    """The networks of PARALLAX_WEBHOOK_ALLOW_NETWORKS ("127.0.0.0/8,::1/128"); ValueError for a bad
+    entry."""
     networks: list[IPNetwork] = []
     for part in (spec or "").split(","):
         if part.strip():
             try:
                 networks.append(ipaddress.ip_network(part.strip(), strict=False))
             except ValueError:
-                raise ValueError(f"PARALLAX_WEBHOOK_ALLOW_NETWORKS: {part.strip()!r} is not a network "
-                                 "(use CIDR, e.g. 127.0.0.0/8)") from None
+                raise ValueError(
+                    f"PARALLAX_WEBHOOK_ALLOW_NETWORKS: {part.strip()!r} is not a network "
+                    "(use CIDR, e.g. 127.0.0.0/8)"
+                ) from None
     return networks
 
 
 NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 """NAT64's well-known prefix (RFC 6052): the IPv4 address is the last 32 bits."""
 NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
-"""NAT64's local-use prefix (RFC 8215): a network's own translator, the IPv4 address placed as its prefix says."""
+"""NAT64's local-use prefix (RFC 8215): a network's own translator, the IPv4 address placed as its
+prefix says."""
 
 
 def _embedded_ipv4(address: IPAddress) -> tuple[str, ipaddress.IPv4Address] | None:
@@ -84,28 +90,53 @@ def _embedded_ipv4(address: IPAddress) -> tuple[str, ipaddress.IPv4Address] | No
 
 
 def _kind(ip: IPAddress) -> str:
-    return ("loopback" if ip.is_loopback else "link-local" if ip.is_link_local
-            else "multicast" if ip.is_multicast else "unspecified" if ip.is_unspecified
-            else "private" if ip.is_private else "not public")
+    return (
+        "loopback"
+        if ip.is_loopback
+        else (
+            "link-local"
+            if ip.is_link_local
+            else (
+                "multicast"
+                if ip.is_multicast
+                else (
+                    "unspecified"
+                    if ip.is_unspecified
+                    else "private"
+                    if ip.is_private
+                    else "not public"
+                )
+            )
+        )
+    )
 
 
 def refusal(address: str | IPAddress, allowed: Sequence[IPNetwork] = ()) -> str | None:
     """Why a webhook may not be sent to `address` (None: it may). Public addresses may; the others
-    (loopback, private, link-local, shared, multicast, reserved, unspecified) and IPv6 forms that carry
-    an IPv4 address only inside `allowed` (the IPv6 address's network or the carried IPv4 one's)."""
+    (loopback, private, link-local, shared, multicast, reserved, unspecified) and IPv6 forms that
+    carry an IPv4 address only inside `allowed` (the IPv6 address's network or the carried IPv4
+    one's)."""
     ip = ipaddress.ip_address(address) if isinstance(address, str) else address
     embedded = _embedded_ipv4(ip)
     inner = embedded[1] if embedded else None
     for candidate in (ip, inner):
-        if candidate is not None and any(candidate.version == net.version and candidate in net for net in allowed):
+        if candidate is not None and any(
+            candidate.version == net.version and candidate in net for net in allowed
+        ):
             return None
     allow = "allow its network with PARALLAX_WEBHOOK_ALLOW_NETWORKS"
     if embedded is not None:
         form, carried = embedded
         if not carried.is_global or carried.is_multicast:
-            return f"{ip} is a {_kind(carried)} address ({form}, with the IPv4 address {carried} inside; {allow})"
-        return (f"{ip} is a {form} address (with the IPv4 address {carried} inside), which a gateway may deliver "
-                f"where no check of the IPv6 address looks: give the IPv4 address or a native IPv6 one, or {allow}")
+            return (
+                f"{ip} is a {_kind(carried)} address ({form}, with the IPv4 address {carried}"
+                f" inside; {allow})"
+            )
+        return (
+            f"{ip} is a {form} address (with the IPv4 address {carried} inside), which a gateway"
+            " may deliver where no check of the IPv6 address looks: give the IPv4 address or a"
+            f" native IPv6 one, or {allow}"
+        )
     if ip.is_global and not ip.is_multicast:
         return None
     return f"{ip} is a {_kind(ip)} address ({allow})"
@@ -144,9 +175,11 @@ def split_url(url: Any) -> tuple[str, str, int]:
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
-async def check_url(url: Any, allowed: Sequence[IPNetwork] = (), resolver: Resolver = system_resolver) -> Target:
-    """The URL's target once every address its host resolves to may be reached; WebhookRefused otherwise
-    (also when the host does not resolve)."""
+async def check_url(
+    url: Any, allowed: Sequence[IPNetwork] = (), resolver: Resolver = system_resolver
+) -> Target:
+    """The URL's target once every address its host resolves to may be reached; WebhookRefused
+    otherwise (also when the host does not resolve)."""
     scheme, host, port = split_url(url)
     try:
         addresses = [str(ipaddress.ip_address(host))]
@@ -164,40 +197,69 @@ async def check_url(url: Any, allowed: Sequence[IPNetwork] = (), resolver: Resol
 
 
 def sign(secret: str, body: bytes) -> str:
-    """The X-Parallax-Signature value of `body`: "sha256=" + hex HMAC-SHA256 with the tenant's secret."""
+    """The X-Parallax-Signature value of `body`: "sha256=" + hex HMAC-SHA256 with the tenant's
+    secret."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def verify(secret: str, body: bytes, signature: str) -> bool:
-    """What a receiver does: recompute the signature of the raw body and compare in constant time."""
+    """What a receiver does: recompute the signature of the raw body and compare in constant
+    time."""
     return hmac.compare_digest(sign(secret, body), signature)
 
 
 def backoff_s(attempts: int, base_s: float, cap_s: float) -> float:
-    """Wait after the `attempts`-th failed attempt: base, 2 x base, 4 x base, ... at most `cap_s`."""
+    """Wait after the `attempts`-th failed attempt: base, 2 x base, 4 x base, ... at most
+    `cap_s`."""
     return float(min(cap_s, base_s * 2 ** max(0, min(attempts - 1, 30))))
 
 
 def body_of(row: dict[str, Any]) -> bytes:
     """The JSON body of a due outbox row: the run as it ended, and the delivery's id."""
-    return json.dumps({**(row["payload"] or {}), "webhook_id": row["id"]}, separators=(",", ":"),
-                      sort_keys=True, default=str).encode()
+    return json.dumps(
+        {**(row["payload"] or {}), "webhook_id": row["id"]},
+        separators=(",", ":"),
+        sort_keys=True,
+        default=str,
+    ).encode()
 
 
-async def post(target: Target, body: bytes, headers: dict[str, str], timeout_s: float,
-               max_response_bytes: int = 65_536) -> int:
-    """POST `body` to the checked address of `target` (Host and TLS name stay the URL's host); the status code.
-    At most `max_response_bytes` of the answer's body are read, then the connection is closed. `timeout_s` bounds
-    each step here; the caller bounds the whole attempt."""
+async def post(
+    target: Target,
+    body: bytes,
+    headers: dict[str, str],
+    timeout_s: float,
+    max_response_bytes: int = 65_536,
+) -> int:
+    """POST `body` to the checked address of `target` (Host and TLS name stay the URL's host); the
+    status code. At most `max_response_bytes` of the answer's body are read, then the connection is
+    closed. `timeout_s` bounds each step here; the caller bounds the whole attempt."""
     parts = urlsplit(target.url)
     literal = f"[{target.address}]" if ":" in target.address else target.address
-    pinned = urlunsplit((parts.scheme, f"{literal}:{target.port}", parts.path or "/", parts.query, ""))
-    host_header = target.host if target.port == (443 if target.scheme == "https" else 80) else f"{target.host}:{target.port}"
-    auth: Any = httpx.BasicAuth(parts.username, parts.password or "") if parts.username else httpx.USE_CLIENT_DEFAULT
-    async with httpx.AsyncClient(trust_env=False, timeout=timeout_s, follow_redirects=False) as client:
-        async with client.stream("POST", pinned, content=body, auth=auth,
-                                 headers={**headers, "Host": host_header, "Content-Type": "application/json"},
-                                 extensions={"sni_hostname": target.host} if target.scheme == "https" else None) as response:
+    pinned = urlunsplit(
+        (parts.scheme, f"{literal}:{target.port}", parts.path or "/", parts.query, "")
+    )
+    host_header = (
+        target.host
+        if target.port == (443 if target.scheme == "https" else 80)
+        else f"{target.host}:{target.port}"
+    )
+    auth: Any = (
+        httpx.BasicAuth(parts.username, parts.password or "")
+        if parts.username
+        else httpx.USE_CLIENT_DEFAULT
+    )
+    async with httpx.AsyncClient(
+        trust_env=False, timeout=timeout_s, follow_redirects=False
+    ) as client:
+        async with client.stream(
+            "POST",
+            pinned,
+            content=body,
+            auth=auth,
+            headers={**headers, "Host": host_header, "Content-Type": "application/json"},
+            extensions={"sni_hostname": target.host} if target.scheme == "https" else None,
+        ) as response:
             read = 0
             async for chunk in response.aiter_raw():
                 read += len(chunk)
@@ -253,29 +315,46 @@ class DeliveryPolicy:
 
 
 def policy_from(settings: Any) -> DeliveryPolicy:
-    """The DeliveryPolicy of PARALLAX_WEBHOOK_* (SettingsError / ValueError for a bad secret list or network)."""
-    return DeliveryPolicy(secrets=settings.webhook_tenant_secrets, allowed=tuple(parse_networks(settings.webhook_allow_networks)),
-                          timeout_s=settings.webhook_timeout_s, max_attempts=settings.webhook_max_attempts,
-                          backoff_s=settings.webhook_backoff_s, backoff_max_s=settings.webhook_backoff_max_s,
-                          max_response_bytes=settings.webhook_max_response_bytes,
-                          max_in_flight=settings.webhook_max_in_flight)
+    """The DeliveryPolicy of PARALLAX_WEBHOOK_* (SettingsError / ValueError for a bad secret list or
+    network)."""
+    return DeliveryPolicy(
+        secrets=settings.webhook_tenant_secrets,
+        allowed=tuple(parse_networks(settings.webhook_allow_networks)),
+        timeout_s=settings.webhook_timeout_s,
+        max_attempts=settings.webhook_max_attempts,
+        backoff_s=settings.webhook_backoff_s,
+        backoff_max_s=settings.webhook_backoff_max_s,
+        max_response_bytes=settings.webhook_max_response_bytes,
+        max_in_flight=settings.webhook_max_in_flight,
+    )
 
 
-async def deliver_one(row: dict[str, Any], policy: DeliveryPolicy,
-                      resolver: Resolver = system_resolver) -> tuple[str, int | None, str | None]:
-    """One attempt, bounded as a whole by `policy.timeout_s`: ("delivered" | "retry" | "failed", HTTP status or None,
-    error or None)."""
+async def deliver_one(
+    row: dict[str, Any], policy: DeliveryPolicy, resolver: Resolver = system_resolver
+) -> tuple[str, int | None, str | None]:
+    """One attempt, bounded as a whole by `policy.timeout_s`: ("delivered" | "retry" | "failed",
+    HTTP status or None, error or None)."""
     try:
         async with asyncio.timeout(policy.timeout_s):
             return await _attempt(row, policy, resolver)
     except TimeoutError:
-        return "retry", None, f"no answer within {policy.timeout_s:g} s (PARALLAX_WEBHOOK_TIMEOUT_S)"
+        return (
+            "retry",
+            None,
+            f"no answer within {policy.timeout_s:g} s (PARALLAX_WEBHOOK_TIMEOUT_S)",
+        )
 
 
-async def _attempt(row: dict[str, Any], policy: DeliveryPolicy, resolver: Resolver) -> tuple[str, int | None, str | None]:
+async def _attempt(
+    row: dict[str, Any], policy: DeliveryPolicy, resolver: Resolver
+) -> tuple[str, int | None, str | None]:
     secret = policy.secrets.get(row["tenant"])
     if secret is None:
-        return "failed", None, f"no webhook secret for tenant {row['tenant']!r} (PARALLAX_WEBHOOK_SECRETS)"
+        return (
+            "failed",
+            None,
+            f"no webhook secret for tenant {row['tenant']!r} (PARALLAX_WEBHOOK_SECRETS)",
+        )
     try:
         target = await check_url(row["url"], policy.allowed, resolver)
     except WebhookUnresolved as exc:
@@ -283,8 +362,12 @@ async def _attempt(row: dict[str, Any], policy: DeliveryPolicy, resolver: Resolv
     except WebhookRefused as exc:
         return "failed", None, str(exc)
     body = body_of(row)
-    headers = {SIGNATURE_HEADER: sign(secret, body), DELIVERY_HEADER: row["id"],
-               "X-Parallax-Attempt": str(row["attempts"]), "User-Agent": "parallax-webhooks"}
+    headers = {
+        SIGNATURE_HEADER: sign(secret, body),
+        DELIVERY_HEADER: row["id"],
+        "X-Parallax-Attempt": str(row["attempts"]),
+        "User-Agent": "parallax-webhooks",
+    }
     try:
         code = await post(target, body, headers, policy.timeout_s, policy.max_response_bytes)
     except httpx.HTTPError as exc:
@@ -294,29 +377,47 @@ async def _attempt(row: dict[str, Any], policy: DeliveryPolicy, resolver: Resolv
     return ("failed" if code == 410 else "retry"), code, f"HTTP {code}"
 
 
-async def record(connect: Callable[[], AbstractAsyncContextManager[Any]], row: dict[str, Any], policy: DeliveryPolicy,
-                 me: str, attempt: tuple[str, int | None, str | None]) -> str:
-    """Store how one attempt went (retry later with backoff, or delivered / failed for good); the outcome."""
+async def record(
+    connect: Callable[[], AbstractAsyncContextManager[Any]],
+    row: dict[str, Any],
+    policy: DeliveryPolicy,
+    me: str,
+    attempt: tuple[str, int | None, str | None],
+) -> str:
+    """Store how one attempt went (retry later with backoff, or delivered / failed for good); the
+    outcome."""
     outcome, code, error = attempt
     async with connect() as conn:
         if outcome == "retry" and row["attempts"] < policy.max_attempts:
             wait_s = backoff_s(row["attempts"], policy.backoff_s, policy.backoff_max_s)
-            await conn.execute(RETRY_SQL, {"wait_s": wait_s, "code": code, "error": error, "id": row["id"], "me": me})
+            await conn.execute(
+                RETRY_SQL,
+                {"wait_s": wait_s, "code": code, "error": error, "id": row["id"], "me": me},
+            )
             return "retry"
         outcome = "delivered" if outcome == "delivered" else "failed"
-        await conn.execute(DONE_SQL, {"status": outcome, "code": code, "error": error, "id": row["id"], "me": me})
+        await conn.execute(
+            DONE_SQL, {"status": outcome, "code": code, "error": error, "id": row["id"], "me": me}
+        )
     return outcome
 
 
 class Deliveries:
     """A replica's webhook attempts in flight, each its own task (docs/internals/postgres.md).
 
-    `round()` claims as many due webhooks as there is room for and starts them; it does not wait for them.
-    `connect()` gives an autocommit psycopg AsyncConnection (a pool's `connection`), held for one statement at a
-    time; `on_outcome` hears each attempt's outcome ("delivered", "retry", "failed") as it is recorded."""
+    `round()` claims as many due webhooks as there is room for and starts them; it does not wait for
+    them. `connect()` gives an autocommit psycopg AsyncConnection (a pool's `connection`), held for
+    one statement at a time; `on_outcome` hears each attempt's outcome ("delivered", "retry",
+    "failed") as it is recorded.
+    """
 
-    def __init__(self, connect: Callable[[], AbstractAsyncContextManager[Any]], me: str,
-                 on_outcome: Callable[[str], None] = lambda _outcome: None, resolver: Resolver = system_resolver) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], AbstractAsyncContextManager[Any]],
+        me: str,
+        on_outcome: Callable[[str], None] = lambda _outcome: None,
+        resolver: Resolver = system_resolver,
+    ) -> None:
         self.connect, self.me, self.on_outcome, self.resolver = connect, me, on_outcome, resolver
         self.in_flight: set[asyncio.Task[str]] = set()
 
@@ -329,10 +430,14 @@ class Deliveries:
             return 0
         async with self.connect() as conn:
             cursor = conn.cursor(row_factory=dict_row)
-            await cursor.execute(CLAIM_SQL, {"lease_s": policy.timeout_s + 5.0, "me": self.me, "limit": room})
+            await cursor.execute(
+                CLAIM_SQL, {"lease_s": policy.timeout_s + 5.0, "me": self.me, "limit": room}
+            )
             rows = await cursor.fetchall()
         for row in rows:
-            task = asyncio.create_task(self._deliver(row, policy), name=f"parallax-webhook-{row['id']}")
+            task = asyncio.create_task(
+                self._deliver(row, policy), name=f"parallax-webhook-{row['id']}"
+            )
             self.in_flight.add(task)
             task.add_done_callback(self.in_flight.discard)
         return len(rows)
@@ -342,8 +447,14 @@ class Deliveries:
         try:
             outcome = await record(self.connect, row, policy, self.me, attempt)
         except Exception as exc:  # noqa: BLE001 - the database is away: the lease runs out and the row is claimed again
-            log.warning("webhook %s: attempt %s, but its outcome could not be stored (%s: %s); it will be tried again",
-                        row["id"], attempt[0], type(exc).__name__, exc)
+            log.warning(
+                "webhook %s: attempt %s, but its outcome could not be stored (%s: %s); it will be"
+                " tried again",
+                row["id"],
+                attempt[0],
+                type(exc).__name__,
+                exc,
+            )
             return "unrecorded"
         self.on_outcome(outcome)
         return outcome

@@ -51,7 +51,12 @@ async def dispatch_held_runs() -> int:
         for run_id, _thread_id, _params in rows:
             if await client.lpos(queue, run_id) is not None:
                 continue  # waiting for a worker already
-            if await client.set(f"{aegra.redis.REDIS_CHANNEL_PREFIX}parallax-dispatched:{run_id}", "1", nx=True, ex=10):
+            if await client.set(
+                f"{aegra.redis.REDIS_CHANNEL_PREFIX}parallax-dispatched:{run_id}",
+                "1",
+                nx=True,
+                ex=10,
+            ):
                 await client.rpush(queue, run_id)
                 handed += 1
         return handed
@@ -61,21 +66,29 @@ async def dispatch_held_runs() -> int:
     handed = 0
     for run_id, thread_id, params in rows:
         if run_id not in active_runs and params:
-            await executor.submit(RunJob.from_run_orm(SimpleNamespace(run_id=run_id, thread_id=thread_id,
-                                                                      execution_params=params)))
+            await executor.submit(
+                RunJob.from_run_orm(
+                    SimpleNamespace(run_id=run_id, thread_id=thread_id, execution_params=params)
+                )
+            )
             handed += 1
     return handed
 
 
 def webhook_deliveries() -> webhooks.Deliveries:
     """The replica's webhook attempts, on its pool, counted in the webhooks metric as each ends."""
-    return webhooks.Deliveries(connection, webhooks.replica_name(),
-                               on_outcome=lambda outcome: metrics.WEBHOOKS.labels(outcome=outcome).inc())
+    return webhooks.Deliveries(
+        connection,
+        webhooks.replica_name(),
+        on_outcome=lambda outcome: metrics.WEBHOOKS.labels(outcome=outcome).inc(),
+    )
 
 
 async def sweep_once() -> retention.Swept | None:
-    """One retention sweep unless another replica is sweeping (None then). It runs on the lock's own connection,
-    not one of the replica's pool: a sweep of many batches would hold one of its 4 connections for as long."""
+    """One retention sweep unless another replica is sweeping (None then). It runs on the lock's own
+    connection, not one of the replica's pool: a sweep of many batches would hold one of its 4
+    connections for as long.
+    """
     settings = settings_mod.load()
     try:
         async with advisory_lock(os.environ["DATABASE_URL"], "sweep", timeout=0) as conn:
@@ -90,7 +103,8 @@ async def sweep_once() -> retention.Swept | None:
 
 
 async def sweep_store_items() -> int:
-    """Delete the expired store items (server/store_ttl.py), counted in parallax_swept_total{kind="store_items"}."""
+    """Delete the expired store items (server/store_ttl.py), counted in
+    parallax_swept_total{kind="store_items"}."""
     from parallax.server import store_ttl  # Aegra's routes: imported where a database serves them
 
     swept = await store_ttl.sweep_expired()
@@ -100,7 +114,9 @@ async def sweep_store_items() -> int:
     return swept
 
 
-async def every(seconds: Callable[[], float], work: Callable[[], Awaitable[Any]], name: str) -> None:
+async def every(
+    seconds: Callable[[], float], work: Callable[[], Awaitable[Any]], name: str
+) -> None:
     """Run `work` every `seconds()` until cancelled; an error is logged and the loop goes on."""
     while True:
         await asyncio.sleep(seconds())
@@ -114,26 +130,44 @@ async def every(seconds: Callable[[], float], work: Callable[[], Awaitable[Any]]
 
 @asynccontextmanager
 async def lifespan(app: Any) -> AsyncIterator[None]:
-    """Runs inside Aegra's lifespan, after it has loaded the graphs: so the imported modules and compiled graphs are
-    frozen out of the garbage collector's walks here, as the CLI does once its graph is compiled (runtime/startup.py:
-    a replica's fan-out pays that CPU per branch otherwise)."""
+    """Runs inside Aegra's lifespan, after it has loaded the graphs: so the imported modules and
+    compiled graphs are frozen out of the garbage collector's walks here, as the CLI does once its
+    graph is compiled (runtime/startup.py: a replica's fan-out pays that CPU per branch otherwise).
+    """
     freeze_startup_objects()
     if not os.environ.get("DATABASE_URL"):
         yield
         return
     settings = settings_mod.load()
-    webhooks.policy_from(settings)  # a bad secret list or network fails the start, not every delivery
+    webhooks.policy_from(
+        settings
+    )  # a bad secret list or network fails the start, not every delivery
     deliveries = webhook_deliveries()
-    loops = [asyncio.create_task(every(lambda: 1.0, dispatch_held_runs, "dispatcher")),
-             asyncio.create_task(every(lambda: 0.5, lambda: deliveries.round(webhooks.policy_from(settings_mod.load())),
-                                       "webhook delivery")),
-             asyncio.create_task(every(lambda: 1.0, lambda: stop_runs_before_cron_runs(app), "cron double-texts"))]
+    loops = [
+        asyncio.create_task(every(lambda: 1.0, dispatch_held_runs, "dispatcher")),
+        asyncio.create_task(
+            every(
+                lambda: 0.5,
+                lambda: deliveries.round(webhooks.policy_from(settings_mod.load())),
+                "webhook delivery",
+            )
+        ),
+        asyncio.create_task(
+            every(lambda: 1.0, lambda: stop_runs_before_cron_runs(app), "cron double-texts")
+        ),
+    ]
     if settings.sweep_interval_s > 0:
-        loops.append(asyncio.create_task(every(lambda: settings_mod.load().sweep_interval_s, sweep_once, "sweep")))
+        loops.append(
+            asyncio.create_task(
+                every(lambda: settings_mod.load().sweep_interval_s, sweep_once, "sweep")
+            )
+        )
     from parallax.server import store_ttl  # Aegra's routes: imported where a database serves them
 
     if (store_sweep_s := store_ttl.current().sweep_interval_minutes * 60) > 0:
-        loops.append(asyncio.create_task(every(lambda: store_sweep_s, sweep_store_items, "store ttl sweep")))
+        loops.append(
+            asyncio.create_task(every(lambda: store_sweep_s, sweep_store_items, "store ttl sweep"))
+        )
     try:
         yield
     finally:

@@ -16,15 +16,19 @@ ADMIN, USER = "admin", "user"
 """A Caller's roles."""
 SCOPE_KEY = "parallax.caller"
 """Where admission keeps the resolved Caller in an ASGI scope."""
-MISSING_KEY = ("missing or unknown API key: send it as Authorization: Bearer <key> or as x-api-key: <key> "
-               "(the key names your tenant)")
-"""The 401 message of every face (graph API, /v1, /mcp, /timeline, the WebSocket): both headers work on each."""
+MISSING_KEY = (
+    "missing or unknown API key: send it as Authorization: Bearer <key> or as x-api-key: <key> "
+    "(the key names your tenant)"
+)
+"""The 401 message of every face (graph API, /v1, /mcp, /timeline, the WebSocket): both headers work
+on each."""
 
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated caller: its tenant, the user below it (None: a static key, which is no user), and its role:
-    ADMIN (a static key, or a JWT whose role claim holds PARALLAX_JWT_ADMIN_ROLE) or USER."""
+    """An authenticated caller: its tenant, the user below it (None: a static key, which is no
+    user), and its role: ADMIN (a static key, or a JWT whose role claim holds
+    PARALLAX_JWT_ADMIN_ROLE) or USER."""
 
     tenant: str
     user: str | None = None
@@ -32,13 +36,14 @@ class Caller:
 
     @property
     def admin(self) -> bool:
-        """Whether the caller is its tenant's administrator: sees every user's records and alone changes the tenant's
-        own (server/ownership.py)."""
+        """Whether the caller is its tenant's administrator: sees every user's records and alone
+        changes the tenant's own (server/ownership.py)."""
         return self.role == ADMIN
 
     @property
     def identity(self) -> str:
-        """The identity the graph API stores runs, threads and crons under (Aegra's `user_id`): the tenant."""
+        """The identity the graph API stores runs, threads and crons under (Aegra's `user_id`): the
+        tenant."""
         return self.tenant
 
 
@@ -61,15 +66,23 @@ def tenant_for_key(key: str | None) -> str | None:
 
 
 def key_for_tenant(tenant: str) -> str | None:
-    """One API key of `tenant` (None: it has none): what Parallax calls Aegra's endpoints with on its behalf."""
-    return next((key for key, owner in settings_mod.load().api_key_tenants.items() if owner == tenant), None)
+    """One API key of `tenant` (None: it has none): what Parallax calls Aegra's endpoints with on
+    its behalf."""
+    return next(
+        (key for key, owner in settings_mod.load().api_key_tenants.items() if owner == tenant), None
+    )
 
 
 def lowered(headers: Any) -> dict[str, str]:
-    """Headers as {lower-case name: value}, from an ASGI header list, a Starlette Headers or a dict (bytes or str)."""
+    """Headers as {lower-case name: value}, from an ASGI header list, a Starlette Headers or a dict
+    (bytes or str)."""
     items = headers.items() if hasattr(headers, "items") else headers
-    return {(k.decode("latin-1") if isinstance(k, bytes) else str(k)).lower():
-            (v.decode("latin-1") if isinstance(v, bytes) else str(v)) for k, v in items}
+    return {
+        (k.decode("latin-1") if isinstance(k, bytes) else str(k)).lower(): (
+            v.decode("latin-1") if isinstance(v, bytes) else str(v)
+        )
+        for k, v in items
+    }
 
 
 class Unauthenticated(Exception):
@@ -77,8 +90,8 @@ class Unauthenticated(Exception):
 
 
 def authenticate(headers: Any) -> Caller:
-    """The caller the request's headers authenticate: a static key's tenant (its administrator), else a JWT's user
-    (server/jwt_auth.py); Unauthenticated with the 401's message otherwise."""
+    """The caller the request's headers authenticate: a static key's tenant (its administrator),
+    else a JWT's user (server/jwt_auth.py); Unauthenticated with the 401's message otherwise."""
     credential = key_from(lowered(headers))
     tenant = tenant_for_key(credential)
     if tenant is not None:
@@ -97,7 +110,8 @@ def authenticate(headers: Any) -> Caller:
 
 
 def resolve(headers: Any) -> Caller | None:
-    """The caller the request's headers authenticate, or None (no key, an unknown one, or a refused JWT)."""
+    """The caller the request's headers authenticate, or None (no key, an unknown one, or a refused
+    JWT)."""
     try:
         return authenticate(headers)
     except Unauthenticated:
@@ -105,7 +119,8 @@ def resolve(headers: Any) -> Caller | None:
 
 
 def caller_of(scope: MutableMapping[str, Any]) -> Caller | None:
-    """The request's caller: the one admission resolved (kept in the scope), else resolved from its headers now."""
+    """The request's caller: the one admission resolved (kept in the scope), else resolved from its
+    headers now."""
     found = scope.get(SCOPE_KEY)
     if isinstance(found, Caller):
         return found

@@ -31,7 +31,9 @@ async def count_threads(
         raise HTTPException(422, "metadata must be an object of the keys and values to match")
     if status is not None and status not in STATUSES:
         raise HTTPException(422, f"status must be one of {', '.join(STATUSES)}, not {status!r}")
-    filters = await handle_event(build_auth_context(user, "threads", "search"), {"metadata": metadata, "status": status})
+    filters = await handle_event(
+        build_auth_context(user, "threads", "search"), {"metadata": metadata, "status": status}
+    )
     stmt = select(func.count()).select_from(ThreadORM).where(ThreadORM.user_id == user.identity)
     auth_filter = build_metadata_filter(ThreadORM.metadata_json, filters)
     if auth_filter is not None:

@@ -16,7 +16,8 @@ from parallax.runtime.storage.postgres import conninfo
 
 POOL_SIZE = 4
 LOCK_POOL_SIZE = 8
-"""Double-texts one replica serves at once (each holds one connection while it waits its turn and acts)."""
+"""Double-texts one replica serves at once (each holds one connection while it waits its turn and
+acts)."""
 
 _pools: dict[str, Any] = {}
 
@@ -30,8 +31,14 @@ async def _pool(name: str, size: int) -> Any:
     if pool is None:
         from psycopg_pool import AsyncConnectionPool
 
-        pool = _pools[name] = AsyncConnectionPool(conninfo(os.environ["DATABASE_URL"]), min_size=1, max_size=size,
-                                                  kwargs={"autocommit": True}, open=False, name=f"parallax-{name}")
+        pool = _pools[name] = AsyncConnectionPool(
+            conninfo(os.environ["DATABASE_URL"]),
+            min_size=1,
+            max_size=size,
+            kwargs={"autocommit": True},
+            open=False,
+            name=f"parallax-{name}",
+        )
         await pool.open()
     return pool
 
@@ -46,7 +53,8 @@ async def connection() -> AsyncIterator[Any]:
 
 @asynccontextmanager
 async def thread_lock(thread_id: str, timeout_s: float) -> AsyncIterator[Any]:
-    """Hold the thread's double-texting lock (all replicas) and yield its connection; LockBusy after `timeout_s`."""
+    """Hold the thread's double-texting lock (all replicas) and yield its connection; LockBusy after
+    `timeout_s`."""
     from psycopg import errors
     from psycopg_pool import PoolTimeout
 
@@ -55,7 +63,9 @@ async def thread_lock(thread_id: str, timeout_s: float) -> AsyncIterator[Any]:
         async with pool.connection(timeout=timeout_s) as conn:
             await conn.execute(f"SET lock_timeout = {int(timeout_s * 1000)}")
             try:
-                await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, thread_id))
+                await conn.execute(
+                    "SELECT pg_advisory_lock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, thread_id)
+                )
             except errors.LockNotAvailable:
                 raise LockBusy(thread_id) from None
             finally:
@@ -63,7 +73,9 @@ async def thread_lock(thread_id: str, timeout_s: float) -> AsyncIterator[Any]:
             try:
                 yield conn
             finally:
-                await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, thread_id))
+                await conn.execute(
+                    "SELECT pg_advisory_unlock(%s, hashtext(%s))", (THREAD_LOCK_CLASS, thread_id)
+                )
     except PoolTimeout:
         raise LockBusy(thread_id) from None
 

@@ -24,7 +24,8 @@ ORDER BY r.created_at LIMIT 20
 
 
 async def stop_runs_before_cron_runs(app: ASGIApp) -> int:
-    """Stop the runs in flight ahead of each waiting interrupt/rollback cron run; how many cron runs were served."""
+    """Stop the runs in flight ahead of each waiting interrupt/rollback cron run; how many cron runs
+    were served."""
     async with connection() as conn:
         rows = await (await conn.execute(WAITING)).fetchall()
     served = 0
@@ -43,7 +44,7 @@ async def serve(app: ASGIApp, run_id: str, thread_id: str, tenant: str, strategy
         return 0  # a double-text of this thread is under way; looked at again next time
     try:
         in_flight = await lock.active_runs(tenant) or []
-        ahead = in_flight[:in_flight.index(run_id)] if run_id in in_flight else []
+        ahead = in_flight[: in_flight.index(run_id)] if run_id in in_flight else []
         if not ahead:
             return 0
         metrics.DOUBLE_TEXTS.labels(strategy=strategy).inc()
@@ -51,4 +52,3 @@ async def serve(app: ASGIApp, run_id: str, thread_id: str, tenant: str, strategy
         return 1
     finally:
         await lock.release()
-

@@ -10,7 +10,8 @@ from typing import Any
 
 
 def install() -> None:
-    """Wrap Aegra's custom-event shaping in its thread event session; a second call changes nothing."""
+    """Wrap Aegra's custom-event shaping in its thread event session; a second call changes
+    nothing."""
     from aegra_api.services.event_streaming import session
 
     wrapped = session._custom_events

@@ -16,8 +16,8 @@ log = logging.getLogger("parallax.db_pool")
 
 
 def ride_out_restarts(manager: Any) -> None:
-    """Give the LangGraph pool of Aegra's database manager WAIT_S as the time a connection request may wait (once it
-    is open; a longer wait someone chose is kept)."""
+    """Give the LangGraph pool of Aegra's database manager WAIT_S as the time a connection request
+    may wait (once it is open; a longer wait someone chose is kept)."""
     pool = getattr(manager, "lg_pool", None)
     if pool is not None and getattr(pool, "timeout", WAIT_S) < WAIT_S:
         pool.timeout = WAIT_S
@@ -25,8 +25,8 @@ def ride_out_restarts(manager: Any) -> None:
 
 
 def install() -> None:
-    """Wrap `DatabaseManager.initialize`, and set the wait on Aegra's pool if it is open already; a second call changes
-    nothing."""
+    """Wrap `DatabaseManager.initialize`, and set the wait on Aegra's pool if it is open already; a
+    second call changes nothing."""
     from aegra_api.core.database import DatabaseManager, db_manager
 
     original = DatabaseManager.initialize

@@ -9,4 +9,6 @@ from starlette.routing import Mount
 
 from parallax.server import openai_face, timeline_face
 
-app = Starlette(routes=[Mount("/v1", app=openai_face.app), Mount("/timeline", app=timeline_face.app)])
+app = Starlette(
+    routes=[Mount("/v1", app=openai_face.app), Mount("/timeline", app=timeline_face.app)]
+)

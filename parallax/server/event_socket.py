@@ -64,10 +64,17 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
             except Refused as refused:
                 await send(_bad(None, refused.message))
                 continue
-            if not isinstance(command, dict) or not isinstance(command.get("id"), int) \
-                    or not isinstance(command.get("method"), str):
-                await send(_bad(command.get("id") if isinstance(command, dict) else None,
-                                "Protocol commands must include an integer id and string method."))
+            if (
+                not isinstance(command, dict)
+                or not isinstance(command.get("id"), int)
+                or not isinstance(command.get("method"), str)
+            ):
+                await send(
+                    _bad(
+                        command.get("id") if isinstance(command, dict) else None,
+                        "Protocol commands must include an integer id and string method.",
+                    )
+                )
                 continue
             method, command_id = command["method"], command["id"]
             if method == "subscription.subscribe":
@@ -99,7 +106,8 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
 
 
 def _subscription(thread_id: str, user: Any, params: dict[str, Any]) -> Any:
-    """Aegra's thread event session for the SSE body given as a subscribe's params (ValueError: bad params)."""
+    """Aegra's thread event session for the SSE body given as a subscribe's params (ValueError: bad
+    params)."""
     from aegra_api.api.event_streaming import _thread_run_lister
     from aegra_api.models.event_streaming import EventStreamRequest
     from aegra_api.services.event_streaming.session import ThreadEventSession, validate_channels
@@ -112,12 +120,19 @@ def _subscription(thread_id: str, user: Any, params: dict[str, Any]) -> Any:
     channels, invalid = validate_channels(body.channels)
     if invalid:
         raise ValueError(f"Unsupported channels: {', '.join(invalid)}")
-    return ThreadEventSession(thread_id, channels=channels, list_run_ids=_thread_run_lister(thread_id, user),
-                              since=body.since, namespaces=body.namespaces, depth=body.depth)
+    return ThreadEventSession(
+        thread_id,
+        channels=channels,
+        list_run_ids=_thread_run_lister(thread_id, user),
+        since=body.since,
+        namespaces=body.namespaces,
+        depth=body.depth,
+    )
 
 
 async def _forward(stream: Any, send: Any, websocket: WebSocket) -> None:
-    """Each event envelope as one text frame; when the stream ends, close the socket cleanly (1000)."""
+    """Each event envelope as one text frame; when the stream ends, close the socket cleanly
+    (1000)."""
     async for envelope in stream.stream():
         await send(envelope)
     with contextlib.suppress(Exception):
@@ -125,7 +140,8 @@ async def _forward(stream: Any, send: Any, websocket: WebSocket) -> None:
 
 
 def _frame(raw: str) -> Any:
-    """A frame's command: at most PARALLAX_MAX_BODY_BYTES, JSON at most PARALLAX_MAX_JSON_DEPTH deep; Refused else."""
+    """A frame's command: at most PARALLAX_MAX_BODY_BYTES, JSON at most PARALLAX_MAX_JSON_DEPTH
+    deep; Refused else."""
     from parallax.runtime import settings as settings_mod
     from parallax.server.json_body import parse, too_large
 
@@ -140,10 +156,12 @@ def _frame(raw: str) -> Any:
         raise
 
 
-async def _command(thread_id: str, caller: Any, user: Any, command: dict[str, Any]) -> dict[str, Any]:
-    """A run.start, input.respond, ... handled as POST /threads/{id}/commands handles it, with the same admission
-    (server/admission.py `admit_command`), each refusal as the protocol's error envelope and before anything is
-    stored."""
+async def _command(
+    thread_id: str, caller: Any, user: Any, command: dict[str, Any]
+) -> dict[str, Any]:
+    """A run.start, input.respond, ... handled as POST /threads/{id}/commands handles it, with the
+    same admission (server/admission.py `admit_command`), each refusal as the protocol's error
+    envelope and before anything is stored."""
     from aegra_api.core.orm import _get_session_maker
     from aegra_api.services.event_streaming.commands import handle_command
 
@@ -155,6 +173,8 @@ async def _command(thread_id: str, caller: Any, user: Any, command: dict[str, An
     except Refused as refused:
         return refused.envelope(command["id"])
     async with _get_session_maker()() as session:
-        response, _run_id = await handle_command(command, session=session, thread_id=thread_id, user=user)
+        response, _run_id = await handle_command(
+            command, session=session, thread_id=thread_id, user=user
+        )
     result: dict[str, Any] = response
     return result

@@ -17,7 +17,21 @@ from jwt import PyJWK, PyJWKClient, PyJWKSet
 
 from parallax.runtime import settings as settings_mod
 
-ASYMMETRIC = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES256K", "ES384", "ES512", "EdDSA"})
+ASYMMETRIC = frozenset(
+    {
+        "RS256",
+        "RS384",
+        "RS512",
+        "PS256",
+        "PS384",
+        "PS512",
+        "ES256",
+        "ES256K",
+        "ES384",
+        "ES512",
+        "EdDSA",
+    }
+)
 """The only signature algorithms a token may use: each needs the signer's private key."""
 REFETCH_EVERY_S = 30.0
 """How often an unknown key id may make the JWKS be read again before its lifetime is over."""
@@ -28,7 +42,8 @@ MAX_TOKEN_CHARS = 16_384
 
 
 class TokenRefused(Exception):
-    """A JWT that does not authenticate its caller; the message is the one-line 401 the caller reads."""
+    """A JWT that does not authenticate its caller; the message is the one-line 401 the caller
+    reads."""
 
 
 @dataclass(frozen=True)
@@ -41,8 +56,8 @@ class TokenCaller:
 
 
 def looks_like_jwt(credential: str) -> bool:
-    """Whether a credential has a JWT's form (header.payload.signature; an unsigned one's signature is empty), so it is
-    checked as a token, not as a key."""
+    """Whether a credential has a JWT's form (header.payload.signature; an unsigned one's signature
+    is empty), so it is checked as a token, not as a key."""
     parts = credential.split(".")
     return len(parts) == 3 and bool(parts[0]) and bool(parts[1])
 
@@ -69,7 +84,9 @@ class Keys:
             found = PyJWKSet.from_dict(json.loads(Path(self.location).read_text()))
         keys = {key.key_id: key for key in found.keys if key.algorithm_name in ASYMMETRIC}
         if not keys:
-            raise TokenRefused("the server's JWKS holds no asymmetric signing key: tell its operator")
+            raise TokenRefused(
+                "the server's JWKS holds no asymmetric signing key: tell its operator"
+            )
         return keys
 
     def get(self, kid: str | None) -> PyJWK:
@@ -84,7 +101,10 @@ class Keys:
                     self._keys = self._read(refresh=True)
                 except (OSError, ValueError, jwt.PyJWTError) as exc:
                     if not self._keys:
-                        raise TokenRefused(f"the server cannot read its JWKS ({type(exc).__name__}): tell its operator") from None
+                        raise TokenRefused(
+                            f"the server cannot read its JWKS ({type(exc).__name__}): tell its"
+                            " operator"
+                        ) from None
                 self._read_at = now
                 if refetch:
                     self._refetched_at = now
@@ -92,9 +112,13 @@ class Keys:
         if kid is None:
             if len(keys) == 1:
                 return next(iter(keys.values()))
-            raise TokenRefused("JWT names no key id (kid) and the JWKS holds several keys: sign with a kid")
+            raise TokenRefused(
+                "JWT names no key id (kid) and the JWKS holds several keys: sign with a kid"
+            )
         if kid not in keys:
-            raise TokenRefused(f"JWT signed by an unknown key (kid {kid[:64]!r} is not in the server's JWKS)")
+            raise TokenRefused(
+                f"JWT signed by an unknown key (kid {kid[:64]!r} is not in the server's JWKS)"
+            )
         return keys[kid]
 
 
@@ -135,7 +159,10 @@ def verify(token: str) -> TokenCaller:
     """The caller a JWT authenticates; TokenRefused (one line) when it does not."""
     settings = settings_mod.load()
     if not settings.jwt_jwks or not settings.jwt_issuer or not settings.jwt_audience:
-        raise TokenRefused("this server accepts no JWTs (PARALLAX_JWT_JWKS, _ISSUER and _AUDIENCE unset): use an API key")
+        raise TokenRefused(
+            "this server accepts no JWTs (PARALLAX_JWT_JWKS, _ISSUER and _AUDIENCE unset): use an"
+            " API key"
+        )
     if len(token) > MAX_TOKEN_CHARS:
         raise TokenRefused(f"JWT is over {MAX_TOKEN_CHARS} characters")
     try:
@@ -149,9 +176,13 @@ def verify(token: str) -> TokenCaller:
             "of the server's JWKS (RS256, PS256, ES256, EdDSA, ...)"
         )
     kid = header.get("kid")
-    key = keys_for(settings.jwt_jwks, settings.jwt_jwks_ttl_s).get(kid if isinstance(kid, str) else None)
+    key = keys_for(settings.jwt_jwks, settings.jwt_jwks_ttl_s).get(
+        kid if isinstance(kid, str) else None
+    )
     if key.algorithm_name != alg:
-        raise TokenRefused(f"JWT algorithm {alg!r} is not the algorithm of its key ({key.algorithm_name})")
+        raise TokenRefused(
+            f"JWT algorithm {alg!r} is not the algorithm of its key ({key.algorithm_name})"
+        )
     try:
         claims: dict[str, Any] = jwt.decode(
             token,
@@ -163,13 +194,21 @@ def verify(token: str) -> TokenCaller:
             options={"require": ["exp", "iss", "aud"]},
         )
     except jwt.ExpiredSignatureError:
-        raise TokenRefused("JWT expired (exp is past): get a new token from your identity provider") from None
+        raise TokenRefused(
+            "JWT expired (exp is past): get a new token from your identity provider"
+        ) from None
     except jwt.InvalidAudienceError:
-        raise TokenRefused(f"JWT has the wrong audience (aud): this server accepts {settings.jwt_audience!r}") from None
+        raise TokenRefused(
+            f"JWT has the wrong audience (aud): this server accepts {settings.jwt_audience!r}"
+        ) from None
     except jwt.InvalidIssuerError:
-        raise TokenRefused(f"JWT has the wrong issuer (iss): this server accepts {settings.jwt_issuer!r}") from None
+        raise TokenRefused(
+            f"JWT has the wrong issuer (iss): this server accepts {settings.jwt_issuer!r}"
+        ) from None
     except jwt.InvalidSignatureError:
-        raise TokenRefused("JWT signature does not verify with the server's key: it was signed by another key") from None
+        raise TokenRefused(
+            "JWT signature does not verify with the server's key: it was signed by another key"
+        ) from None
     except jwt.MissingRequiredClaimError as exc:
         raise TokenRefused(f"JWT lacks the {exc.claim!r} claim") from None
     except jwt.ImmatureSignatureError:
@@ -178,4 +217,6 @@ def verify(token: str) -> TokenCaller:
         raise TokenRefused(f"JWT is invalid: {type(exc).__name__}") from None
     tenant = _name(claims, settings.jwt_tenant_claim, "tenant")
     user = _name(claims, settings.jwt_user_claim, "user")
-    return TokenCaller(tenant, user, settings.jwt_admin_role in _roles(claims, settings.jwt_role_claim))
+    return TokenCaller(
+        tenant, user, settings.jwt_admin_role in _roles(claims, settings.jwt_role_claim)
+    )

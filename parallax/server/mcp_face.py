@@ -55,14 +55,18 @@ def refusal_message(exc: httpx.HTTPStatusError) -> str:
 class ServerBackend:
     """Runs the tools' graphs on this server, as the caller."""
 
-    async def _run(self, graph: str, run_input: dict[str, Any], ctx: Context) -> tuple[dict[str, Any], str]:
+    async def _run(
+        self, graph: str, run_input: dict[str, Any], ctx: Context
+    ) -> tuple[dict[str, Any], str]:
         url, key = _caller(ctx)
         client = get_client(url=url, api_key=key)
         thread = None
         try:
             thread = await client.threads.create(metadata={"graph_id": graph, "via": "mcp"})
             out, run_id, failed = {}, None, False
-            async for part in client.runs.stream(thread["thread_id"], graph, input=run_input, stream_mode="values"):
+            async for part in client.runs.stream(
+                thread["thread_id"], graph, input=run_input, stream_mode="values"
+            ):
                 if part.event == "metadata" and isinstance(part.data, dict):
                     run_id = part.data.get("run_id", run_id)
                 elif part.event == "values" and isinstance(part.data, dict):
@@ -71,21 +75,29 @@ class ServerBackend:
                     failed = True
         except RateLimitError as exc:
             retry = exc.response.headers.get("retry-after", "a few")
-            if "daily budget reached" in refusal_message(exc):  # server/tenant_budgets.py: says when it resets
+            if "daily budget reached" in refusal_message(
+                exc
+            ):  # server/tenant_budgets.py: says when it resets
                 if thread is not None:
                     with contextlib.suppress(httpx.HTTPError):
                         await client.threads.delete(thread["thread_id"])
                 raise ToolFailed(refusal_message(exc)) from None
-            raise ToolFailed(f"the server is busy with this tenant's runs: retry after {retry} s") from None
+            raise ToolFailed(
+                f"the server is busy with this tenant's runs: retry after {retry} s"
+            ) from None
         except httpx.HTTPStatusError as exc:
             if exc.response is None or not 400 <= exc.response.status_code < 500:
                 raise
-            if thread is not None:  # the run was refused (server/run_checks.py): leave no empty thread behind
+            if (
+                thread is not None
+            ):  # the run was refused (server/run_checks.py): leave no empty thread behind
                 with contextlib.suppress(httpx.HTTPError):
                     await client.threads.delete(thread["thread_id"])
             raise ToolFailed(refusal_message(exc)) from None
         if failed:  # the stream says only "<Error>: execution failed"; the run keeps the message
-            run: Mapping[str, object] = await client.runs.get(thread["thread_id"], run_id) if run_id else {}
+            run: Mapping[str, object] = (
+                await client.runs.get(thread["thread_id"], run_id) if run_id else {}
+            )
             raise ToolFailed(run.get("error_message") or f"the {graph} run failed")
         return out, thread["thread_id"]
 
@@ -97,20 +109,28 @@ class ServerBackend:
         out, thread_id = await self._run("plan", run_input, ctx)
         return run_result(out, thread_id)
 
-    async def feedback(self, trace_id: str, score: str | float, comment: str, ctx: Context) -> FeedbackResult:
-        out, _ = await self._run("feedback", {"trace_id": trace_id, "score": score, "comment": comment, "by": "mcp"},
-                                 ctx)
-        return FeedbackResult(trace_id=trace_id, score=out["score"], feedback_entries=len(out["feedback"]))
+    async def feedback(
+        self, trace_id: str, score: str | float, comment: str, ctx: Context
+    ) -> FeedbackResult:
+        out, _ = await self._run(
+            "feedback", {"trace_id": trace_id, "score": score, "comment": comment, "by": "mcp"}, ctx
+        )
+        return FeedbackResult(
+            trace_id=trace_id, score=out["score"], feedback_entries=len(out["feedback"])
+        )
 
 
 class McpEndpoint:
-    """The ASGI endpoint of /mcp: 401 without a known key, else the SDK's Streamable HTTP handler."""
+    """The ASGI endpoint of /mcp: 401 without a known key, else the SDK's Streamable HTTP
+    handler."""
 
     def __init__(self) -> None:
         self.server = build_server(ServerBackend(), check=partial(check_run_input, served=True))
         self.server.streamable_http_app(
-            stateless_http=True, json_response=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
         self.manager = self.server.session_manager
         self._ready: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -128,10 +148,20 @@ class McpEndpoint:
         await self._ready.wait()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if caller_of(scope) is None:  # admission refused it already on `parallax serve`; kept for any other mount
+        if (
+            caller_of(scope) is None
+        ):  # admission refused it already on `parallax serve`; kept for any other mount
             body = json.dumps({"error": "unauthorized", "message": MISSING_KEY}).encode()
-            await send({"type": "http.response.start", "status": 401,
-                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b"Bearer"),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         await self._started()

@@ -15,9 +15,11 @@ OWNER_USER = "parallax_user"
 USER_SPACE = "by_user"
 """A user's store items live under [USER_SPACE, user, *namespace] of the tenant's."""
 USER_READABLE = ("playbooks", "prompts")
-"""Tenant namespaces a user may read (get, search, list): what the tenant's runs use, written by its administrator."""
+"""Tenant namespaces a user may read (get, search, list): what the tenant's runs use, written by its
+administrator."""
 USER_GETS = ("traces",)
-"""Tenant namespaces a user may read one item of by its key (a trace id a run of theirs answered)."""
+"""Tenant namespaces a user may read one item of by its key (a trace id a run of theirs answered).
+"""
 ADMIN_GRAPHS = {
     "release": "starts, decides or looks at a release of the tenant's playbook",
     "learn": "writes the tenant's playbooks and prompts",
@@ -29,18 +31,24 @@ ADMIN_GRAPHS = {
 
 def admin_only(what: str) -> Refused:
     return Refused(
-        403, f"{what} is for the tenant's administrator: use an API key, or a token whose role claim holds the administrator role"
+        403,
+        f"{what} is for the tenant's administrator: use an API key, or a token whose role claim"
+        " holds the administrator role",
     )
 
 
 def thread_filter(caller: Caller) -> dict[str, Any]:
     """The metadata every thread the caller may see has (Aegra filters reads and searches on it)."""
-    return {"owner": caller.tenant} if caller.admin else {"owner": caller.tenant, OWNER_USER: caller.user}
+    return (
+        {"owner": caller.tenant}
+        if caller.admin
+        else {"owner": caller.tenant, OWNER_USER: caller.user}
+    )
 
 
 def stamped(metadata: dict[str, Any] | None, caller: Caller) -> dict[str, Any]:
-    """A new thread's or cron's metadata with its owner set from the caller (a user's name, none for the
-    administrator without one), whatever the request said."""
+    """A new thread's or cron's metadata with its owner set from the caller (a user's name, none for
+    the administrator without one), whatever the request said."""
     marked = {k: v for k, v in (metadata or {}).items() if k != OWNER_USER}
     if caller.user is not None:
         marked[OWNER_USER] = caller.user
@@ -48,7 +56,8 @@ def stamped(metadata: dict[str, Any] | None, caller: Caller) -> dict[str, Any]:
 
 
 def sees(caller: Caller, tenant: str | None, user: Any) -> bool:
-    """Whether the caller may see a record of `tenant` made by `user` (None: by the administrator)."""
+    """Whether the caller may see a record of `tenant` made by `user` (None: by the
+    administrator)."""
     return tenant == caller.tenant and (caller.admin or user == caller.user)
 
 
@@ -59,7 +68,9 @@ def check_graph(caller: Caller, graph: str | None, run_input: Any) -> None:
     if graph in ADMIN_GRAPHS:
         raise admin_only(f"the {graph} graph ({ADMIN_GRAPHS[graph]})")
     if graph == "feedback" and isinstance(run_input, dict) and run_input.get("correct") is not None:
-        raise admin_only("correcting an answer (feedback with `correct`, which a learn run takes as the target)")
+        raise admin_only(
+            "correcting an answer (feedback with `correct`, which a learn run takes as the target)"
+        )
 
 
 def user_namespace(caller: Caller, namespace: list[str]) -> list[str]:
@@ -78,8 +89,9 @@ def as_seen(caller: Caller, namespace: list[str]) -> list[str]:
 
 
 async def claim_thread(thread_id: str, caller: Caller) -> None:
-    """Create the thread a user's run names before Aegra would (it creates a missing one with no user), so it is
-    the user's from its first run. Nothing happens for an administrator or a thread that exists."""
+    """Create the thread a user's run names before Aegra would (it creates a missing one with no
+    user), so it is the user's from its first run. Nothing happens for an administrator or a thread
+    that exists."""
     if caller.admin or caller.user is None:
         return
     import json
@@ -101,7 +113,10 @@ async def thread_user(thread_id: str) -> tuple[str | None, Any]:
 
     async with connection() as conn:
         row = await (
-            await conn.execute("SELECT user_id, metadata_json->>%s FROM thread WHERE thread_id = %s", (OWNER_USER, thread_id))
+            await conn.execute(
+                "SELECT user_id, metadata_json->>%s FROM thread WHERE thread_id = %s",
+                (OWNER_USER, thread_id),
+            )
         ).fetchone()
     return (None, None) if row is None else (str(row[0]), row[1])
 
@@ -112,13 +127,17 @@ async def cron_user(cron_id: str) -> tuple[str | None, Any]:
 
     async with connection() as conn:
         row = await (
-            await conn.execute("SELECT user_id, metadata->>%s FROM crons WHERE cron_id::text = %s", (OWNER_USER, cron_id))
+            await conn.execute(
+                "SELECT user_id, metadata->>%s FROM crons WHERE cron_id::text = %s",
+                (OWNER_USER, cron_id),
+            )
         ).fetchone()
     return (None, None) if row is None else (str(row[0]), row[1])
 
 
 RESERVED_IDS = frozenset({"search", "count", "prune"})
-"""Path words where a thread's or a cron's id would be: routes over many records, filtered by their handlers."""
+"""Path words where a thread's or a cron's id would be: routes over many records, filtered by their
+handlers."""
 
 
 ASSISTANT_READS = frozenset({"search", "count", "versions"})
@@ -126,13 +145,17 @@ ASSISTANT_READS = frozenset({"search", "count", "versions"})
 
 
 async def check_path(caller: Caller, method: str, path: str, payload: Any) -> bool:
-    """A user's request under /threads/{id} or /runs/crons/{id} that is not theirs: 404, as another tenant's is; a
-    user's cron search or count: filtered to their crons (True: `payload` was changed so). Nothing for the tenant's
-    administrator."""
+    """A user's request under /threads/{id} or /runs/crons/{id} that is not theirs: 404, as another
+    tenant's is; a user's cron search or count: filtered to their crons (True: `payload` was changed
+    so). Nothing for the tenant's administrator."""
     if caller.admin:
         return False
     parts = path.strip("/").split("/")
-    if parts[0] == "assistants" and method in ("POST", "PATCH", "PUT", "DELETE") and parts[-1] not in ASSISTANT_READS:
+    if (
+        parts[0] == "assistants"
+        and method in ("POST", "PATCH", "PUT", "DELETE")
+        and parts[-1] not in ASSISTANT_READS
+    ):
         raise admin_only("changing the tenant's assistants (every user's runs use them)")
     if len(parts) >= 2 and parts[0] == "threads" and parts[1] not in RESERVED_IDS:
         tenant, user = await thread_user(parts[1])
@@ -142,7 +165,10 @@ async def check_path(caller: Caller, method: str, path: str, payload: Any) -> bo
         if parts[2] in RESERVED_IDS:
             if method == "POST" and isinstance(payload, dict):
                 given = payload.get("metadata")
-                payload["metadata"] = {**(given if isinstance(given, dict) else {}), OWNER_USER: caller.user}
+                payload["metadata"] = {
+                    **(given if isinstance(given, dict) else {}),
+                    OWNER_USER: caller.user,
+                }
                 return True
             return False
         tenant, user = await cron_user(parts[2])
@@ -152,8 +178,8 @@ async def check_path(caller: Caller, method: str, path: str, payload: Any) -> bo
 
 
 async def cron_metadata(caller: Caller, metadata: Any, cron_id: str | None) -> Any:
-    """A cron's metadata as stored: a new cron's stamped with its user; an update's (Aegra replaces the whole) keeping
-    the user the cron has."""
+    """A cron's metadata as stored: a new cron's stamped with its user; an update's (Aegra replaces
+    the whole) keeping the user the cron has."""
     if not isinstance(metadata, dict):
         return metadata
     if cron_id is None:

@@ -30,7 +30,8 @@ WHERE r.run_id = %s AND r.user_id = %s
 
 
 def assistant_path(path: str) -> str | None:
-    """The path with the graph's default assistant's id, when `path` names a graph of this server as an assistant."""
+    """The path with the graph's default assistant's id, when `path` names a graph of this server as
+    an assistant."""
     found = ASSISTANT_PATH.match(path)
     if found is None or found["id"] in NOT_ASSISTANT_IDS:
         return None
@@ -45,7 +46,9 @@ def assistant_path(path: str) -> str | None:
 
 def answered_json(messages: list[Message]) -> tuple[Message, Any]:
     """(the start message of a kept answer, its JSON when it is a 200 that parses, else None)."""
-    start = next((m for m in messages if m["type"] == "http.response.start"), {"status": 500, "headers": []})
+    start = next(
+        (m for m in messages if m["type"] == "http.response.start"), {"status": 500, "headers": []}
+    )
     body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
     try:
         return start, (json.loads(body) if start["status"] == 200 else None)
@@ -55,9 +58,22 @@ def answered_json(messages: list[Message]) -> tuple[Message, Any]:
 
 async def answer(send: Send, start: Message, payload: Any) -> None:
     body = json.dumps(payload, default=str).encode()
-    headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length", b"content-type")]
-    await send({"type": "http.response.start", "status": start["status"],
-                "headers": [*headers, (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    headers = [
+        (k, v)
+        for k, v in start.get("headers", [])
+        if k.lower() not in (b"content-length", b"content-type")
+    ]
+    await send(
+        {
+            "type": "http.response.start",
+            "status": start["status"],
+            "headers": [
+                *headers,
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -67,7 +83,8 @@ async def replay_messages(send: Send, messages: list[Message]) -> None:
 
 
 async def cron_answer(run: dict[str, Any], tenant: str) -> dict[str, Any] | None:
-    """The cron whose creation started `run`, as crons.search shows it, with the run's id; None if not found."""
+    """The cron whose creation started `run`, as crons.search shows it, with the run's id; None if
+    not found."""
     from aegra_api.api.crons import _cron_to_response
     from aegra_api.core.orm import Cron as CronORM
     from aegra_api.core.orm import _get_session_maker
@@ -85,7 +102,8 @@ async def cron_answer(run: dict[str, Any], tenant: str) -> dict[str, Any] | None
 
 
 async def answer_cron(messages: list[Message], send: Send, tenant: str) -> None:
-    """Aegra's answer to a cron's creation, as the cron (or as Aegra gave it, when it is no started run)."""
+    """Aegra's answer to a cron's creation, as the cron (or as Aegra gave it, when it is no started
+    run)."""
     start, run = answered_json(messages)
     if isinstance(run, dict) and "run_id" in run and "cron_id" not in run:
         if (cron := await cron_answer(run, tenant)) is not None:
@@ -99,8 +117,12 @@ async def ended_status(run_id: str, tenant: str, timeout_s: float) -> dict[str, 
     deadline = time.monotonic() + timeout_s
     while True:
         async with connection() as conn:
-            row = await (await conn.execute("SELECT status, updated_at FROM runs WHERE run_id = %s AND user_id = %s",
-                                            (run_id, tenant))).fetchone()
+            row = await (
+                await conn.execute(
+                    "SELECT status, updated_at FROM runs WHERE run_id = %s AND user_id = %s",
+                    (run_id, tenant),
+                )
+            ).fetchone()
         if row is None or row[0] in ENDED:
             return None if row is None else {"status": row[0], "updated_at": row[1].isoformat()}
         if time.monotonic() >= deadline:
@@ -112,7 +134,9 @@ async def answer_cancel(messages: list[Message], send: Send, run_id: str, tenant
     """Aegra's answer to a cancel, once the run has ended (or as Aegra gave it, after the wait)."""
     start, run = answered_json(messages)
     if isinstance(run, dict) and run.get("status") in ("pending", "running"):
-        ended = await ended_status(run_id, tenant, float(os.environ.get("PARALLAX_CANCEL_WAIT_S", "10")))
+        ended = await ended_status(
+            run_id, tenant, float(os.environ.get("PARALLAX_CANCEL_WAIT_S", "10"))
+        )
         if ended is not None:
             await answer(send, start, {**run, **ended})
             return

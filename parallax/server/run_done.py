@@ -60,8 +60,9 @@ class DoneSignals:
             event.set()
 
     async def listen(self) -> None:
-        """Subscribe, wake the waiters of each run id published; on a Redis error resubscribe (waiters poll
-        meanwhile). It lives as long as the process: one idle connection per replica."""
+        """Subscribe, wake the waiters of each run id published; on a Redis error resubscribe
+        (waiters poll meanwhile). It lives as long as the process: one idle connection per replica.
+        """
         from aegra_api.core.redis_manager import redis_manager
 
         while True:
@@ -78,8 +79,11 @@ class DoneSignals:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any Redis failure: fall back to the poll, try again
-                log.warning("run-done subscription failed (%s: %s): waits poll until it is back",
-                            type(exc).__name__, exc)
+                log.warning(
+                    "run-done subscription failed (%s: %s): waits poll until it is back",
+                    type(exc).__name__,
+                    exc,
+                )
                 self.subscribed.clear()
                 await asyncio.sleep(RESUBSCRIBE_S)
             finally:
@@ -102,7 +106,8 @@ def signals() -> DoneSignals:
 
 
 async def publish_done(run_id: str) -> None:
-    """Tell every replica's waiters that `run_id` ended (best effort: the poll is the safety net)."""
+    """Tell every replica's waiters that `run_id` ended (best effort: the poll is the safety
+    net)."""
     from aegra_api.core.redis_manager import redis_manager
 
     try:
@@ -111,10 +116,14 @@ async def publish_done(run_id: str) -> None:
         log.debug("run-done publish failed for %s: %s", run_id, exc)
 
 
-async def wait_for_completion(run_id: str, *, timeout: float = 300.0,
-                              is_terminal: Callable[[str], Awaitable[bool]] | None = None) -> str:
-    """Return once `run_id` has ended ("notified" or "polled": how it was seen); TimeoutError after `timeout`.
-    `is_terminal` reads the runs table (Aegra's `_is_run_terminal`)."""
+async def wait_for_completion(
+    run_id: str,
+    *,
+    timeout: float = 300.0,
+    is_terminal: Callable[[str], Awaitable[bool]] | None = None,
+) -> str:
+    """Return once `run_id` has ended ("notified" or "polled": how it was seen); TimeoutError after
+    `timeout`. `is_terminal` reads the runs table (Aegra's `_is_run_terminal`)."""
     from aegra_api.core.redis_manager import redis_manager
 
     from parallax.server import metrics
@@ -126,7 +135,9 @@ async def wait_for_completion(run_id: str, *, timeout: float = 300.0,
     client = redis_manager.get_client()
     polls = 0
     try:
-        with contextlib.suppress(TimeoutError):  # subscribed before the first look, so no end goes unseen
+        with contextlib.suppress(
+            TimeoutError
+        ):  # subscribed before the first look, so no end goes unseen
             await asyncio.wait_for(hub.subscribed.wait(), min(timeout, POLL_S))
         while True:
             notified = event.is_set()
@@ -136,7 +147,11 @@ async def wait_for_completion(run_id: str, *, timeout: float = 300.0,
                     how = "notified" if notified else "polled" if polls else "already"
                     break
             except Exception as exc:  # noqa: BLE001 - Redis down: the runs table below still answers
-                log.debug("run-done key of %s unreadable (%s): the runs table answers", run_id, type(exc).__name__)
+                log.debug(
+                    "run-done key of %s unreadable (%s): the runs table answers",
+                    run_id,
+                    type(exc).__name__,
+                )
             if polls % 2 == 1 and is_terminal is not None and await is_terminal(run_id):
                 how = "polled"
                 break

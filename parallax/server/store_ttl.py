@@ -33,7 +33,8 @@ DELETE FROM store WHERE (prefix, key) IN (
 
 @cache
 def current() -> StoreTTL:
-    """This replica's store TTL: the served aegra.json's `store.ttl` over the settings (checked by `parallax serve`)."""
+    """This replica's store TTL: the served aegra.json's `store.ttl` over the settings (checked by
+    `parallax serve`)."""
     from aegra_api.config import load_store_config
 
     block = (load_store_config() or {}).get("ttl")
@@ -41,7 +42,8 @@ def current() -> StoreTTL:
 
 
 def refresh(asked: bool | None) -> bool:
-    """Whether a read restarts the ttl of what it reads: as asked, else the deployment's `refresh_on_read`."""
+    """Whether a read restarts the ttl of what it reads: as asked, else the deployment's
+    `refresh_on_read`."""
     return current().refresh_on_read if asked is None else asked
 
 
@@ -58,29 +60,39 @@ class StorePut(BaseModel):
 
 
 @router.put("/store/items", status_code=204)  # type: ignore[untyped-decorator]
-async def put_item(user: Annotated[User, Depends(get_current_user)], body: Annotated[Any, Body()] = None) -> Response:
+async def put_item(
+    user: Annotated[User, Depends(get_current_user)], body: Annotated[Any, Body()] = None
+) -> Response:
     from aegra_api.api.store import apply_namespace_scoping
     from aegra_api.core.auth_handlers import build_auth_context, handle_event
     from aegra_api.core.database import db_manager
 
     request = parsed(StorePut, body if body is not None else {}, "PUT /store/items")
     if request.ttl is not None and not float(request.ttl).is_integer():
-        raise HTTPException(422, f"PUT /store/items: ttl: {request.ttl} is not a whole number of minutes (the store "
-                                 "keeps whole minutes): round it")
+        raise HTTPException(
+            422,
+            f"PUT /store/items: ttl: {request.ttl} is not a whole number of minutes (the store "
+            "keeps whole minutes): round it",
+        )
     value = request.model_dump()
     filters = await handle_event(build_auth_context(user, "store", "put"), value)
     namespace, key, item = request.namespace, request.key, request.value
     if filters:  # as Aegra's own put: the auth handler may rewrite the namespace, key or value
-        namespace, key, item = filters.get("namespace", namespace), filters.get("key", key), filters.get("value", item)
+        namespace, key, item = (
+            filters.get("namespace", namespace),
+            filters.get("key", key),
+            filters.get("value", item),
+        )
     ttl = request.ttl if request.ttl is not None else current().default_ttl
-    await db_manager.get_store().aput(tuple(apply_namespace_scoping(namespace, user)), key, item,
-                                      index=request.index, ttl=ttl)
+    await db_manager.get_store().aput(
+        tuple(apply_namespace_scoping(namespace, user)), key, item, index=request.index, ttl=ttl
+    )
     return Response(status_code=204)
 
 
 async def sweep_expired() -> int:
-    """Delete the store items past their expiry, SWEEP_BATCH per transaction (each a statement of its own on the
-    replica's autocommit pool, server/connections.py); how many this call deleted."""
+    """Delete the store items past their expiry, SWEEP_BATCH per transaction (each a statement of
+    its own on the replica's autocommit pool, server/connections.py); how many this call deleted."""
     deleted = 0
     for _ in range(MAX_SWEEP_BATCHES):
         async with connection() as conn:

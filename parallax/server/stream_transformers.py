@@ -13,7 +13,9 @@ from typing import Any
 
 def registered_by_graph(graph: Any) -> set[type]:
     """The transformer classes a compiled graph registers itself (empty for anything else)."""
-    return {spec for spec in getattr(graph, "stream_transformers", ()) or () if isinstance(spec, type)}
+    return {
+        spec for spec in getattr(graph, "stream_transformers", ()) or () if isinstance(spec, type)
+    }
 
 
 def extra_transformers(graph: Any, offered: list[Any]) -> list[Any]:
@@ -23,8 +25,8 @@ def extra_transformers(graph: Any, offered: list[Any]) -> list[Any]:
 
 
 class OwnTransformers:
-    """A compiled graph as Aegra's v3 stream driver sees it: the same graph, except that `astream_events` leaves
-    out the extra transformers the graph registers itself."""
+    """A compiled graph as Aegra's v3 stream driver sees it: the same graph, except that
+    `astream_events` leaves out the extra transformers the graph registers itself."""
 
     def __init__(self, graph: Any) -> None:
         self.graph = graph
@@ -32,9 +34,12 @@ class OwnTransformers:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.graph, name)
 
-    def astream_events(self, *args: Any, transformers: list[Any] | None = None, **kwargs: Any) -> Any:
-        return self.graph.astream_events(*args, transformers=extra_transformers(self.graph, list(transformers or ())),
-                                         **kwargs)
+    def astream_events(
+        self, *args: Any, transformers: list[Any] | None = None, **kwargs: Any
+    ) -> Any:
+        return self.graph.astream_events(
+            *args, transformers=extra_transformers(self.graph, list(transformers or ())), **kwargs
+        )
 
 
 def install() -> None:
@@ -47,7 +52,9 @@ def install() -> None:
         return
 
     @functools.wraps(original_stream)
-    async def stream_native_v3_events(*, graph: Any, **kwargs: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def stream_native_v3_events(
+        *, graph: Any, **kwargs: Any
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         async for item in original_stream(graph=OwnTransformers(graph), **kwargs):
             yield item
 

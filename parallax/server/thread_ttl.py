@@ -75,32 +75,45 @@ SET strategy = EXCLUDED.strategy, ttl_minutes = EXCLUDED.ttl_minutes, expires_at
 
 
 @router.patch("/threads/{thread_id}")  # type: ignore[untyped-decorator]
-async def update_thread(thread_id: str, user: CurrentUser, session: Session,
-                        body: Annotated[Any, Body()] = None) -> Any:
+async def update_thread(
+    thread_id: str, user: CurrentUser, session: Session, body: Annotated[Any, Body()] = None
+) -> Any:
     from aegra_api.api.threads import update_thread as aegra_update
     from aegra_api.models import ThreadUpdate
 
     patch = parsed(ThreadPatch, body if body is not None else {}, "PATCH /threads")
-    thread = await aegra_update(thread_id, ThreadUpdate(metadata=patch.metadata), user=user, session=session)
+    thread = await aegra_update(
+        thread_id, ThreadUpdate(metadata=patch.metadata), user=user, session=session
+    )
     if patch.ttl is not None:  # Aegra's update answered 404 for a thread not the caller's
-        await session.execute(SET_TTL, {"thread_id": thread_id, "strategy": patch.ttl.strategy,
-                                        "minutes": patch.ttl.ttl})
+        await session.execute(
+            SET_TTL,
+            {"thread_id": thread_id, "strategy": patch.ttl.strategy, "minutes": patch.ttl.ttl},
+        )
         await session.commit()
     return thread
 
 
-ACTIVE = text("SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = :thread_id AND status IN ('pending', 'running'))")
+ACTIVE = text(
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE thread_id = :thread_id AND status IN ('pending',"
+    " 'running'))"
+)
 
 
 async def owned(session: AsyncSession, user: User, thread_ids: list[str]) -> list[str]:
-    """Those of `thread_ids` the caller may delete (its tenant's, through the auth handler's filter), in order."""
+    """Those of `thread_ids` the caller may delete (its tenant's, through the auth handler's
+    filter), in order."""
     from aegra_api.core.auth_filters import build_metadata_filter
     from aegra_api.core.auth_handlers import build_auth_context, handle_event
     from aegra_api.core.orm import Thread as ThreadORM
     from sqlalchemy import select
 
-    filters = await handle_event(build_auth_context(user, "threads", "delete"), {"thread_ids": thread_ids})
-    stmt = select(ThreadORM.thread_id).where(ThreadORM.thread_id.in_(thread_ids), ThreadORM.user_id == user.identity)
+    filters = await handle_event(
+        build_auth_context(user, "threads", "delete"), {"thread_ids": thread_ids}
+    )
+    stmt = select(ThreadORM.thread_id).where(
+        ThreadORM.thread_id.in_(thread_ids), ThreadORM.user_id == user.identity
+    )
     if (auth_filter := build_metadata_filter(ThreadORM.metadata_json, filters)) is not None:
         stmt = stmt.where(auth_filter)
     found = set((await session.scalars(stmt)).all())
@@ -108,12 +121,16 @@ async def owned(session: AsyncSession, user: User, thread_ids: list[str]) -> lis
 
 
 @router.post("/threads/prune")  # type: ignore[untyped-decorator]
-async def prune_threads(user: CurrentUser, session: Session, body: Annotated[Any, Body()] = None) -> dict[str, int]:
+async def prune_threads(
+    user: CurrentUser, session: Session, body: Annotated[Any, Body()] = None
+) -> dict[str, int]:
     from aegra_api.api.threads import delete_thread
     from aegra_api.api.threads import prune_threads as aegra_prune
     from aegra_api.services.thread_ttl import _prune_checkpoint_history
 
-    if body is None:  # Aegra's own call (no body): the caller's expired threads, now; {"deleted", "pruned"}
+    if (
+        body is None
+    ):  # Aegra's own call (no body): the caller's expired threads, now; {"deleted", "pruned"}
         answer: dict[str, int] = (await aegra_prune(user=user, session=session)).model_dump()
         return answer
     request = parsed(PruneRequest, body, "POST /threads/prune")

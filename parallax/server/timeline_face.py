@@ -21,8 +21,17 @@ from parallax.state.trace_record import as_trace
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": {404: "not_found", 401: "unauthorized", 422: "unprocessable_entity"}.get(status, "error"),
-                         "message": message}, status_code=status)
+    return JSONResponse(
+        {
+            "error": (
+                {404: "not_found", 401: "unauthorized", 422: "unprocessable_entity"}.get(
+                    status, "error"
+                )
+            ),
+            "message": message,
+        },
+        status_code=status,
+    )
 
 
 async def show(request: Request) -> Response:
@@ -38,14 +47,19 @@ async def show(request: Request) -> Response:
     else:
         tenant = request.query_params.get("tenant") or "default"
     try:
-        item = await loopback(request).store.get_item(["traces", tenant], trace_id, headers=credentials(request))
+        item = await loopback(request).store.get_item(
+            ["traces", tenant], trace_id, headers=credentials(request)
+        )
     except httpx.HTTPStatusError as exc:
         status = exc.response.status_code if getattr(exc, "response", None) is not None else 502
         if status != 404:
             return _error(status, f"the trace could not be read: {exc}")
         item = None
     if not item:
-        return _error(404, f"no trace {trace_id!r} for tenant {tenant!r}: use the full trace id a run returned")
+        return _error(
+            404,
+            f"no trace {trace_id!r} for tenant {tenant!r}: use the full trace id a run returned",
+        )
     line = timeline(as_trace(item["value"], trace_id))
     if form == "json":
         return JSONResponse(line.as_dict())

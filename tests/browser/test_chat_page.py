@@ -1,12 +1,13 @@
 """Parallax's chat page (web/chat), built and served as static files, in headless Chromium against
 `langgraph dev`'s `chat` graph.
 
-What a person does: open the page on the chat graph, ask a question and read the answer with its run line,
-ask one the branches cannot settle, meet the review card and approve it, find the conversation in the
-thread list and reopen it; hold a five-turn conversation whose follow-ups point back. The model is the
-fault server with a scripted reply (testkit/review_model.py; testkit/conversation_model.py for
-the conversation). The same steps against `parallax serve`: tests/integration/test_chat_page_deploy.py.
-Needs what `.ci/run` sets up (testkit/chat_page.py; a skip fails in CI).
+What a person does: open the page on the chat graph, ask a question and read the answer with its run
+line, ask one the branches cannot settle, meet the review card and approve it, find the conversation
+in the thread list and reopen it; hold a five-turn conversation whose follow-ups point back. The
+model is the fault server with a scripted reply (testkit/review_model.py;
+testkit/conversation_model.py for the conversation). The same steps against `parallax serve`:
+tests/integration/test_chat_page_deploy.py. Needs what `.ci/run` sets up (testkit/chat_page.py; a
+skip fails in CI).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def test_ask_read_the_answer_meet_a_review_and_approve_it(chat_server, page):
     page.open(chat_server.url)
     unsure = ask_then_meet_a_review_and_approve_it(page)
 
-    # what the page did reached the run: the thread's review is the approval, its trace has the feedback
+    # what the page did reached the run: the thread's review is the approval, its trace has the
+    # feedback
     thread_id = page.thread_id()
     with httpx.Client(base_url=chat_server.url, trust_env=False, timeout=10) as api:
         for _ in range(WAIT_S * 2):
@@ -71,10 +73,14 @@ def test_ask_read_the_answer_meet_a_review_and_approve_it(chat_server, page):
         assert values["messages"][-1]["response_metadata"]["parallax"]["review"] == "accepted"
         assert values["messages"][-1]["content"] == unsure
         trace_id = values["last_run"]["trace_id"]
-        item = api.get("/store/items", params={"namespace": "traces.default", "key": trace_id}).json()
+        item = api.get(
+            "/store/items", params={"namespace": "traces.default", "key": trace_id}
+        ).json()
         assert item["value"]["feedback"][-1]["score"] == 1.0
 
-    page.wait.until(lambda _: "What is 2 + 2?" in page.thread_titles())  # the thread list found it by graph_id
+    page.wait.until(
+        lambda _: "What is 2 + 2?" in page.thread_titles()
+    )  # the thread list found it by graph_id
     page.open(chat_server.url, thread_id)  # a fresh load of the conversation, from the server
     page.wait.until(lambda _: len(page.replies()) == 2)
     assert page.said() == ["What is 2 + 2?", "How many moons does Jupiter have? I am unsure."]
@@ -82,13 +88,19 @@ def test_ask_read_the_answer_meet_a_review_and_approve_it(chat_server, page):
     page.shot("4-thread-reopened")
 
 
-def test_a_five_turn_conversation_whose_follow_ups_point_back_is_answered_turn_by_turn(chat_server, page):
-    """Each follow-up ("And half of that?") needs an earlier answer; the model answers only what its prompt states
-    (testkit/conversation_model.py), so every right reply shows the conversation reached the work."""
+def test_a_five_turn_conversation_whose_follow_ups_point_back_is_answered_turn_by_turn(
+    chat_server, page
+):
+    """Each follow-up ("And half of that?") needs an earlier answer; the model answers only what its
+    prompt states (testkit/conversation_model.py), so every right reply shows the conversation
+    reached the work.
+    """
     page.open(chat_server.url)
     with conversing(chat_server.model):
         hold_five_turns(page)
     with httpx.Client(base_url=chat_server.url, trust_env=False, timeout=10) as api:
         values = api.get(f"/threads/{page.thread_id()}/state").json()["values"]
-    assert [m["content"] for m in values["messages"] if m["type"] == "ai"] == [want for _, want in FIVE_TURNS]
+    assert [m["content"] for m in values["messages"] if m["type"] == "ai"] == [
+        want for _, want in FIVE_TURNS
+    ]
     assert values["last_run"]["task"] == "What is 160 minus 144?"

@@ -39,7 +39,9 @@ def pytest_runtest_makereport(item, call):
 def model_server(tmp_path_factory) -> Iterator[str]:
     """URL (…/v1) of the one real model server shared by the whole session."""
     home = tmp_path_factory.mktemp("model-server-home")
-    settings = load().model_copy(update={"home": home, "base_url": None, "model": MODEL_ALIAS, "gguf": None})
+    settings = load().model_copy(
+        update={"home": home, "base_url": None, "model": MODEL_ALIAS, "gguf": None}
+    )
     server = LocalModelServer(settings)
     server.start(timeout=180)
     try:
@@ -52,7 +54,9 @@ def model_server(tmp_path_factory) -> Iterator[str]:
 def real_model(model_server, monkeypatch) -> str:
     """Point this test's model calls at the shared server; nothing cached leaks to other tests."""
     monkeypatch.setenv("OPENAI_BASE_URL", model_server)
-    monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")  # what the embedded server is asked by default
+    monkeypatch.setenv(
+        "PARALLAX_RESPONSE_FORMAT", "json_schema"
+    )  # what the embedded server is asked by default
     monkeypatch.setenv("PARALLAX_MODEL", MODEL_ALIAS)
     for name in ("PARALLAX_GGUF", "PARALLAX_VOTE_MODELS", "PARALLAX_JUDGE_MODEL"):
         monkeypatch.delenv(name, raising=False)

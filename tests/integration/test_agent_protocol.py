@@ -1,4 +1,5 @@
-"""The Agent Protocol as LangGraph's clients expect it, on the deployed graph API (`parallax serve`, two replicas).
+"""The Agent Protocol as LangGraph's clients expect it, on the deployed graph API (`parallax serve`,
+two replicas).
 
 One test per difference that langgraph-sdk's integration suite and Aegra's e2e suite found between
 `parallax serve` and langgraph-api (docs/deploy.md, "Agent Protocol conformance";
@@ -45,7 +46,10 @@ def test_ok_answers_without_a_key(cluster):
     for replica in cluster.replicas:
         answer = httpx.get(f"{replica.url}/ok", timeout=10)
         assert (answer.status_code, answer.json()["ok"]) == (200, True)
-    assert httpx.get(f"{cluster.replicas[0].url}/threads/{uuid.uuid4()}", timeout=10).status_code == 401
+    assert (
+        httpx.get(f"{cluster.replicas[0].url}/threads/{uuid.uuid4()}", timeout=10).status_code
+        == 401
+    )
 
 
 async def test_a_thread_copy_has_the_state_and_history_and_goes_its_own_way(cluster):
@@ -57,12 +61,29 @@ async def test_a_thread_copy_has_the_state_and_history_and_goes_its_own_way(clus
     cid = copied["thread_id"]
 
     assert cid != tid and copied["metadata"]["label"] == "original" and copied["status"] == "idle"
-    original_state, copy_state = await client(a).threads.get_state(tid), await client(b).threads.get_state(cid)
-    assert copy_state["values"] == original_state["values"] == {"items": ["worked", "not asked"], "ask": False}
-    assert len(await client(b).threads.get_history(cid)) == len(await client(a).threads.get_history(tid)) > 1
+    original_state, copy_state = (
+        await client(a).threads.get_state(tid),
+        await client(b).threads.get_state(cid),
+    )
+    assert (
+        copy_state["values"]
+        == original_state["values"]
+        == {
+            "items": ["worked", "not asked"],
+            "ask": False,
+        }
+    )
+    assert (
+        len(await client(b).threads.get_history(cid))
+        == len(await client(a).threads.get_history(tid))
+        > 1
+    )
     # a run on the copy continues from the copied state; the original stays as it was
     await client(b).runs.wait(cid, GRAPH, input={**INPUT, "ask": False})
-    assert (await client(a).threads.get_state(cid))["values"]["items"] == ["worked", "not asked"] * 2
+    assert (await client(a).threads.get_state(cid))["values"]["items"] == [
+        "worked",
+        "not asked",
+    ] * 2
     assert (await client(a).threads.get_state(tid))["values"]["items"] == ["worked", "not asked"]
     # another tenant can neither copy the thread nor see the copy
     with pytest.raises(NotFoundError):
@@ -73,19 +94,27 @@ async def test_a_thread_copy_has_the_state_and_history_and_goes_its_own_way(clus
 
 async def test_crons_create_answers_the_cron(cluster):
     a, b = cluster.live()
-    created = await client(a).crons.create(GRAPH, schedule="0 0 1 1 *", input={**INPUT, "ask": False},
-                                           metadata={"label": "yearly"})
-    assert created["cron_id"] and created["schedule"] == "0 0 1 1 *" and created["metadata"]["label"] == "yearly"
+    created = await client(a).crons.create(
+        GRAPH, schedule="0 0 1 1 *", input={**INPUT, "ask": False}, metadata={"label": "yearly"}
+    )
+    assert (
+        created["cron_id"]
+        and created["schedule"] == "0 0 1 1 *"
+        and created["metadata"]["label"] == "yearly"
+    )
     assert created["run_id"]  # the run Aegra starts at creation, named so it can be joined
     assert created["cron_id"] in {c["cron_id"] for c in await client(b).crons.search(limit=100)}
     thread = await client(b).threads.create()
-    bound = await client(b).crons.create_for_thread(thread["thread_id"], GRAPH, schedule="0 0 1 1 *",
-                                                   input={**INPUT, "ask": False})
+    bound = await client(b).crons.create_for_thread(
+        thread["thread_id"], GRAPH, schedule="0 0 1 1 *", input={**INPUT, "ask": False}
+    )
     assert bound["thread_id"] == thread["thread_id"] and bound["cron_id"] != created["cron_id"]
     await client(a).runs.join(thread["thread_id"], bound["run_id"])
     for cron in (created, bound):
         await client(b).crons.delete(cron["cron_id"])
-    assert {created["cron_id"], bound["cron_id"]}.isdisjoint(c["cron_id"] for c in await client(a).crons.search())
+    assert {created["cron_id"], bound["cron_id"]}.isdisjoint(
+        c["cron_id"] for c in await client(a).crons.search()
+    )
 
 
 async def test_a_graph_id_is_an_assistant_id_on_every_assistants_route(cluster):
@@ -121,15 +150,20 @@ async def test_store_namespaces_come_back_as_written_and_tenants_stay_apart(clus
     acme, beta = client(a), client(b, "beta")
     ns = ["notes", uuid.uuid4().hex[:8]]
     await acme.store.put_item(ns, key="k", value={"v": 1})
-    # a bare internal prefix means the caller's own (["playbooks", "acme"]), which is read-only through /store
+    # a bare internal prefix means the caller's own (["playbooks", "acme"]), which is read-only
+    # through /store
     with pytest.raises(PermissionDeniedError, match="read-only through /store"):
         await acme.store.put_item(["playbooks"], key=f"p-{ns[1]}", value={"v": 2})
     assert await acme.store.get_item(["playbooks"], key=f"p-{ns[1]}") is None
     import psycopg  # the server venv's (the main venv collects this module without it)
 
-    with psycopg.connect(cluster.database_url, autocommit=True) as conn:  # as the learn graph would write it
-        conn.execute("INSERT INTO store (prefix, key, value) VALUES ('playbooks.acme', %s, '{\"v\": 2}')",
-                     (f"p-{ns[1]}",))
+    with psycopg.connect(
+        cluster.database_url, autocommit=True
+    ) as conn:  # as the learn graph would write it
+        conn.execute(
+            "INSERT INTO store (prefix, key, value) VALUES ('playbooks.acme', %s, '{\"v\": 2}')",
+            (f"p-{ns[1]}",),
+        )
     assert (await acme.store.get_item(["playbooks"], key=f"p-{ns[1]}"))["value"] == {"v": 2}
 
     item = await acme.store.get_item(ns, key="k")
@@ -139,7 +173,9 @@ async def test_store_namespaces_come_back_as_written_and_tenants_stay_apart(clus
     everything = (await acme.store.list_namespaces(limit=1000))["namespaces"]
     assert ns in everything and ["playbooks", "acme"] in everything
     assert not [n for n in everything if n[:1] == ["users"]]
-    assert ["notes"] in (await acme.store.list_namespaces(prefix=["notes"], max_depth=1))["namespaces"]
+    assert ["notes"] in (await acme.store.list_namespaces(prefix=["notes"], max_depth=1))[
+        "namespaces"
+    ]
 
     # beta writes the same namespace: its own item, never acme's, and neither sees the other's
     await beta.store.put_item(ns, key="k", value={"v": "beta"})
@@ -157,9 +193,11 @@ async def test_store_namespaces_come_back_as_written_and_tenants_stay_apart(clus
 @pytest.mark.parametrize("transport", ["sse", "websocket"])
 async def test_the_thread_stream_of_a_graph_with_its_own_transformers(cluster, transport):
     a, _ = cluster.live()
-    # the SDK's WebSocket handshake sends only the stream's own headers, not the client's api_key (docs/deploy.md)
-    async with client(a).threads.stream(assistant_id=GRAPH, transport=transport,
-                                        headers={"x-api-key": KEYS["acme"]}) as thread:
+    # the SDK's WebSocket handshake sends only the stream's own headers, not the client's api_key
+    # (docs/deploy.md)
+    async with client(a).threads.stream(
+        assistant_id=GRAPH, transport=transport, headers={"x-api-key": KEYS["acme"]}
+    ) as thread:
         await thread.run.start(input=INPUT)
         snapshots = [snapshot async for snapshot in thread.values]
         assert thread.interrupted and snapshots
@@ -181,7 +219,10 @@ async def test_a_named_custom_event_reaches_its_extension_as_written(cluster):
 async def test_the_websocket_refuses_a_caller_without_a_key(cluster):
     import websockets
 
-    url = cluster.replicas[0].url.replace("http://", "ws://") + f"/threads/{uuid.uuid4()}/stream/events"
+    url = (
+        cluster.replicas[0].url.replace("http://", "ws://")
+        + f"/threads/{uuid.uuid4()}/stream/events"
+    )
     with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
         async with websockets.connect(url):
             pass
@@ -193,28 +234,41 @@ async def test_remote_graph_invokes_and_streams_the_served_graph(cluster):
 
     a, b = cluster.live()
     remote = RemoteGraph(GRAPH, url=a.url, api_key=KEYS["acme"])
-    assert await remote.ainvoke({**INPUT, "ask": False}) == {"items": ["worked", "not asked"], "ask": False}
-    updates = [chunk async for chunk in RemoteGraph(GRAPH, url=b.url, api_key=KEYS["acme"]).astream(
-        {**INPUT, "ask": False}, stream_mode="updates")]
+    assert await remote.ainvoke({**INPUT, "ask": False}) == {
+        "items": ["worked", "not asked"],
+        "ask": False,
+    }
+    updates = [
+        chunk
+        async for chunk in RemoteGraph(GRAPH, url=b.url, api_key=KEYS["acme"]).astream(
+            {**INPUT, "ask": False}, stream_mode="updates"
+        )
+    ]
     assert [next(iter(u)) for u in updates] == ["work", "ask"]
 
 
 async def test_remote_graph_resumes_an_interrupt_as_soon_as_it_sees_it(cluster):
-    """RemoteGraph's v3 resume sends the answer as `input`; sent the moment the interrupt shows, before Aegra has
-    marked the thread interrupted, it must still resume (not start a run with "yes" as its input)."""
+    """RemoteGraph's v3 resume sends the answer as `input`; sent the moment the interrupt shows,
+    before Aegra has marked the thread interrupted, it must still resume (not start a run with "yes"
+    as its input).
+    """
     from langgraph.pregel.remote import RemoteGraph
     from langgraph.types import Command
 
     a, b = cluster.live()
-    for _ in range(3):  # the race is won or lost in milliseconds: try it more than once, each on a new thread
+    for _ in range(
+        3
+    ):  # the race is won or lost in milliseconds: try it more than once, each on a new thread
         config = {"configurable": {"thread_id": str(uuid.uuid4())}}
         async with await RemoteGraph(GRAPH, url=a.url, api_key=KEYS["acme"]).astream_events(
-                INPUT, config=config, version="v3") as stream:
+            INPUT, config=config, version="v3"
+        ) as stream:
             async for _ in stream.values:
                 if await stream.interrupted():
                     break
             assert await stream.interrupted()
         async with await RemoteGraph(GRAPH, url=b.url, api_key=KEYS["acme"]).astream_events(
-                Command(resume="yes"), config=config, version="v3") as stream:
+            Command(resume="yes"), config=config, version="v3"
+        ) as stream:
             assert await stream.output() == {"items": ["worked", "asked:yes"]}
             assert await stream.interrupted() is False

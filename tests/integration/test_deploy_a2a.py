@@ -1,11 +1,12 @@
-"""/a2a on the deployed graph API: two `parallax serve` replicas on PostgreSQL and Redis, driven by the official
-A2A SDK's client (a2a-sdk), with the scripted fault server as the model.
+"""/a2a on the deployed graph API: two `parallax serve` replicas on PostgreSQL and Redis, driven by
+the official A2A SDK's client (a2a-sdk), with the scripted fault server as the model.
 
-What an agent calling Parallax over A2A must get: the card with the assistant's skills, a message answered as a
-completed task with the answer in its artifact, a streamed message's status updates before the artifact, a
-cancelled task whose run is cancelled, 401 without a key, another tenant's task not found, a bad input refused
-before anything exists; and each message a run of the deployment (thread, run and trace under the caller's tenant,
-readable on the other replica). `-s` prints the transcript of the first test, to paste. Needs the server venv.
+What an agent calling Parallax over A2A must get: the card with the assistant's skills, a message
+answered as a completed task with the answer in its artifact, a streamed message's status updates
+before the artifact, a cancelled task whose run is cancelled, 401 without a key, another tenant's
+task not found, a bad input refused before anything exists; and each message a run of the deployment
+(thread, run and trace under the caller's tenant, readable on the other replica). `-s` prints the
+transcript of the first test, to paste. Needs the server venv.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ MAX_PENDING = 4
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with two_replicas(tmp_path_factory.mktemp("deploy-a2a"), review_reply, KEYS, MAX_PENDING) as running:
+    with two_replicas(
+        tmp_path_factory.mktemp("deploy-a2a"), review_reply, KEYS, MAX_PENDING
+    ) as running:
         yield running
 
 
@@ -43,13 +46,20 @@ def http(tenant: str | None = "acme") -> httpx.AsyncClient:
 
 
 async def a2a_client(
-    replica, tenant: str | None = "acme", *, graph: str = "solve", streaming: bool = True, polling: bool = False
+    replica,
+    tenant: str | None = "acme",
+    *,
+    graph: str = "solve",
+    streaming: bool = True,
+    polling: bool = False,
 ):
     from a2a.client import A2ACardResolver, ClientConfig, create_client
 
     session = http(tenant)
     card = await A2ACardResolver(session, f"{replica.url}/a2a/{graph}").get_agent_card()
-    return await create_client(card, ClientConfig(httpx_client=session, streaming=streaming, polling=polling))
+    return await create_client(
+        card, ClientConfig(httpx_client=session, streaming=streaming, polling=polling)
+    )
 
 
 def message(text: str, **data):
@@ -69,7 +79,8 @@ def as_dict(proto) -> dict:
 
 
 class Transcript:
-    """What the client sent and got, as JSON, printed at the end (pytest -s) to paste into a note."""
+    """What the client sent and got, as JSON, printed at the end (pytest -s) to paste into a
+    note."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -78,7 +89,15 @@ class Transcript:
         self.lines.append(f"### {title}\n{json.dumps(body, indent=1, ensure_ascii=False)}")
 
     def print(self) -> None:
-        print("\n\n".join(["", "===== A2A transcript (a2a-sdk client against parallax serve) =====", *self.lines]))
+        print(
+            "\n\n".join(
+                [
+                    "",
+                    "===== A2A transcript (a2a-sdk client against parallax serve) =====",
+                    *self.lines,
+                ]
+            )
+        )
 
 
 async def test_card_send_stream_and_cancel_with_the_a2a_sdk_client(cluster):
@@ -94,7 +113,10 @@ async def test_card_send_stream_and_cancel_with_the_a2a_sdk_client(cluster):
         plan_card = await A2ACardResolver(anonymous, f"{b.url}/a2a/plan").get_agent_card()
         raw_card = (await anonymous.get(f"{a.url}/a2a/solve/.well-known/agent-card.json")).json()
     said.add(f"GET {a.url}/a2a/solve/.well-known/agent-card.json (no key)", raw_card)
-    assert (card.name, [s.id for s in card.skills]) == ("parallax-solve", ["vote", "extract", "document"])
+    assert (card.name, [s.id for s in card.skills]) == (
+        "parallax-solve",
+        ["vote", "extract", "document"],
+    )
     assert (plan_card.name, [s.id for s in plan_card.skills]) == ("parallax-plan", ["plan"])
     assert [(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces] == [
         (f"{a.url}/a2a/solve", "JSONRPC", "1.0"),
@@ -105,7 +127,10 @@ async def test_card_send_stream_and_cancel_with_the_a2a_sdk_client(cluster):
 
     # SendMessage (message/send): the task comes back completed, the answer in its artifact
     client = await a2a_client(a, streaming=False)
-    [reply] = [event async for event in client.send_message(message("What is 2 + 2?", mode="vote", votes=3))]
+    [reply] = [
+        event
+        async for event in client.send_message(message("What is 2 + 2?", mode="vote", votes=3))
+    ]
     task = reply.task
     said.add("SendMessage 'What is 2 + 2?' + data {mode: vote, votes: 3} -> task", as_dict(task))
     assert TaskState.Name(task.status.state) == "TASK_STATE_COMPLETED"
@@ -127,42 +152,69 @@ async def test_card_send_stream_and_cancel_with_the_a2a_sdk_client(cluster):
 
     with pytest.raises(TaskNotFoundError):
         await (await a2a_client(b, "beta", streaming=False)).get_task(GetTaskRequest(id=task.id))
-    said.add("GetTask of that task with beta's key", {"error": "TaskNotFoundError (-32001): task not found"})
+    said.add(
+        "GetTask of that task with beta's key",
+        {"error": "TaskNotFoundError (-32001): task not found"},
+    )
 
-    # SendStreamingMessage (message/stream): the task, working updates (run, branches, merge), the artifact, completed
-    events = [event async for event in (await a2a_client(b)).send_message(message("What is 2 + 2?", mode="vote", votes=3))]
-    said.add("SendStreamingMessage 'What is 2 + 2?' -> events", [as_dict(event) for event in events])
+    # SendStreamingMessage (message/stream): the task, working updates (run, branches, merge), the
+    # artifact, completed
+    events = [
+        event
+        async for event in (await a2a_client(b)).send_message(
+            message("What is 2 + 2?", mode="vote", votes=3)
+        )
+    ]
+    said.add(
+        "SendStreamingMessage 'What is 2 + 2?' -> events", [as_dict(event) for event in events]
+    )
     kinds = [event.WhichOneof("payload") for event in events]
     assert kinds[0] == "task" and kinds[-2:] == ["artifact_update", "status_update"], kinds
     updates = [event.status_update.status for event in events if event.HasField("status_update")]
-    assert [TaskState.Name(s.state) for s in updates[:-1]] == ["TASK_STATE_WORKING"] * (len(updates) - 1)
+    assert [TaskState.Name(s.state) for s in updates[:-1]] == ["TASK_STATE_WORKING"] * (
+        len(updates) - 1
+    )
     assert TaskState.Name(updates[-1].state) == "TASK_STATE_COMPLETED"
     lines = [get_message_text(s.message) for s in updates[:-1]]
     assert lines[0].startswith("solve run ") and " started on thread " in lines[0], lines
-    assert sum(line.startswith("vote branch") for line in lines) == 3 and "merged: ok" in lines, lines
+    assert sum(line.startswith("vote branch") for line in lines) == 3 and "merged: ok" in lines, (
+        lines
+    )
     assert kinds.index("artifact_update") > max(
         i
         for i, k in enumerate(kinds)
-        if k == "status_update" and TaskState.Name(events[i].status_update.status.state) == "TASK_STATE_WORKING"
+        if k == "status_update"
+        and TaskState.Name(events[i].status_update.status.state) == "TASK_STATE_WORKING"
     )
     assert get_artifact_text(events[-2].artifact_update.artifact) == "4"
 
-    # CancelTask: the task canceled, its run cancelled (the model made slow so that it is still running)
+    # CancelTask: the task canceled, its run cancelled (the model made slow so that it is still
+    # running)
     cluster.set_model(latency_ms=4000)
     try:
         polling = await a2a_client(a, streaming=False, polling=True)
-        [started] = [event async for event in polling.send_message(message("What is 2 + 2?", mode="vote", votes=3))]
+        [started] = [
+            event
+            async for event in polling.send_message(message("What is 2 + 2?", mode="vote", votes=3))
+        ]
         task_id = started.task.id
         thread_id, run_id = await started_run(b, task_id)
-        canceled = await (await a2a_client(b, streaming=False)).cancel_task(CancelTaskRequest(id=task_id))
-        said.add(f"CancelTask {task_id} (on the other replica, while its run works)", as_dict(canceled))
+        canceled = await (await a2a_client(b, streaming=False)).cancel_task(
+            CancelTaskRequest(id=task_id)
+        )
+        said.add(
+            f"CancelTask {task_id} (on the other replica, while its run works)", as_dict(canceled)
+        )
         assert TaskState.Name(canceled.status.state) == "TASK_STATE_CANCELED"
         await sdk(a).runs.join(thread_id, run_id)
         ended = await sdk(a).runs.get(thread_id, run_id)
         assert ended["status"] == "interrupted", ended
         later = await polling.get_task(GetTaskRequest(id=task_id))
         assert TaskState.Name(later.status.state) == "TASK_STATE_CANCELED"
-        said.add("the run of the canceled task (langgraph-sdk runs.get)", {"run_id": run_id, "status": ended["status"]})
+        said.add(
+            "the run of the canceled task (langgraph-sdk runs.get)",
+            {"run_id": run_id, "status": ended["status"]},
+        )
     finally:
         cluster.set_model(latency_ms=20)
     said.print()
@@ -192,12 +244,23 @@ async def test_refusals_come_before_any_task_or_thread(cluster):
     with pytest.raises(A2AClientError, match="HTTP Error 401"):
         [event async for event in anonymous.send_message(message("What is 2 + 2?"))]
     async with http(None) as raw:
-        refused = await raw.post(f"{a.url}/a2a/solve", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}})
+        refused = await raw.post(
+            f"{a.url}/a2a/solve",
+            json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}},
+        )
         assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
-        assert refused.json()["error"]["code"] == -32600 and "API key" in refused.json()["error"]["message"]
+        assert (
+            refused.json()["error"]["code"] == -32600
+            and "API key" in refused.json()["error"]["message"]
+        )
     # a bad input: invalid params naming the field and its bounds
     with pytest.raises(InvalidParamsError, match="votes must be a whole number from 1 to"):
-        [event async for event in (await a2a_client(b)).send_message(message("What is 2 + 2?", votes=0))]
+        [
+            event
+            async for event in (await a2a_client(b)).send_message(
+                message("What is 2 + 2?", votes=0)
+            )
+        ]
     with pytest.raises(InvalidParamsError, match="file parts are not read"):
         from a2a.types import Part
 
@@ -207,13 +270,18 @@ async def test_refusals_come_before_any_task_or_thread(cluster):
     # an unknown assistant: 404 naming the served ones
     async with http() as keyed:
         unknown = await keyed.post(
-            f"{a.url}/a2a/chat", json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "x"}}
+            f"{a.url}/a2a/chat",
+            json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "x"}},
         )
-    assert unknown.status_code == 404 and "/a2a/solve, /a2a/plan" in unknown.json()["error"]["message"]
+    assert (
+        unknown.status_code == 404 and "/a2a/solve, /a2a/plan" in unknown.json()["error"]["message"]
+    )
     # a body over PARALLAX_MAX_BODY_BYTES: 413 before it is read
     async with http() as keyed:
         huge = await keyed.post(
-            f"{a.url}/a2a/solve", content=b"{" + b" " * (5 * 1024 * 1024) + b"}", headers={"content-type": "application/json"}
+            f"{a.url}/a2a/solve",
+            content=b"{" + b" " * (5 * 1024 * 1024) + b"}",
+            headers={"content-type": "application/json"},
         )
     assert huge.status_code == 413 and "error" in huge.json(), huge.text[:300]
     assert len(await sdk(a).threads.search(limit=100)) == threads_before
@@ -243,7 +311,10 @@ async def test_a_tenant_at_its_pending_runs_limit_is_429_with_retry_after(cluste
                 },
             )
         assert refused.status_code == 429 and refused.headers["retry-after"] == "1", refused.text
-        assert refused.json()["id"] == 7 and "runs pending or running" in refused.json()["error"]["message"]
+        assert (
+            refused.json()["id"] == 7
+            and "runs pending or running" in refused.json()["error"]["message"]
+        )
         for thread_id, run_id in started:
             await busy.runs.join(thread_id, run_id)
     finally:
@@ -264,7 +335,12 @@ async def test_the_0_3_method_names_and_the_plan_assistant(cluster):
                         "kind": "message",
                         "role": "user",
                         "messageId": "m-1",
-                        "parts": [{"kind": "text", "text": "Compute 2 + 2, then write a one-line note about it."}],
+                        "parts": [
+                            {
+                                "kind": "text",
+                                "text": "Compute 2 + 2, then write a one-line note about it.",
+                            }
+                        ],
                     }
                 },
             },
@@ -274,19 +350,33 @@ async def test_the_0_3_method_names_and_the_plan_assistant(cluster):
         facts = next(p["data"] for p in task["artifacts"][0]["parts"] if p["kind"] == "data")
         assert facts["mode"] == "plan" and facts["status"] in ("ok", "needs_review"), facts
         got = await keyed.post(
-            f"{b.url}/a2a/plan", json={"jsonrpc": "2.0", "id": "p2", "method": "tasks/get", "params": {"id": task["id"]}}
+            f"{b.url}/a2a/plan",
+            json={
+                "jsonrpc": "2.0",
+                "id": "p2",
+                "method": "tasks/get",
+                "params": {"id": task["id"]},
+            },
         )
         assert got.json()["result"]["status"]["state"] == "completed"
     async with http("beta") as other:
         hidden = await other.post(
-            f"{b.url}/a2a/plan", json={"jsonrpc": "2.0", "id": "p3", "method": "tasks/get", "params": {"id": task["id"]}}
+            f"{b.url}/a2a/plan",
+            json={
+                "jsonrpc": "2.0",
+                "id": "p3",
+                "method": "tasks/get",
+                "params": {"id": task["id"]},
+            },
         )
     assert hidden.json()["error"]["code"] == -32001
 
 
 def test_the_docs_client_example_runs_as_written(cluster):
     a, _ = cluster.live()
-    block = python_block("A2ACardResolver(http, agent_url)", "docs/a2a.md").replace("http://127.0.0.1:2026", a.url)
+    block = python_block("A2ACardResolver(http, agent_url)", "docs/a2a.md").replace(
+        "http://127.0.0.1:2026", a.url
+    )
     out = run_block(block).strip().splitlines()
     assert out[0] == "parallax-solve ['vote', 'extract', 'document']", out
     assert out[1].startswith("TASK_STATE_WORKING solve run "), out

@@ -1,10 +1,12 @@
-"""An attacker with one tenant's key gets nowhere: every attempt of testkit/attacks.py holds (deploy test).
+"""An attacker with one tenant's key gets nowhere: every attempt of testkit/attacks.py holds (deploy
+test).
 
-One replica of `parallax serve` (PostgreSQL, Redis, two tenants, the scripted model): each attempt is
-answered 4xx, or, where the request is legitimate, handled within its bounds, and nothing happens
+One replica of `parallax serve` (PostgreSQL, Redis, two tenants, the scripted model): each attempt
+is answered 4xx, or, where the request is legitimate, handled within its bounds, and nothing happens
 meanwhile: no command runs, nothing is written under the other tenant, nothing is written into the
-internal namespaces through /store, no run is left running. bench/attack.py prints the same table with
-the replica's memory and /ok latency through the attack. Needs the server venv (a skip fails in CI).
+internal namespaces through /store, no run is left running. bench/attack.py prints the same table
+with the replica's memory and /ok latency through the attack. Needs the server venv (a skip fails in
+CI).
 """
 
 from __future__ import annotations
@@ -15,13 +17,18 @@ from testkit import attacks
 from testkit.aegra_cluster import two_replicas
 
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
-SECRETS = {"PARALLAX_WEBHOOK_SECRETS": f"{attacks.TENANT}:a-webhook-secret-of-acme,"
-                                      f"{attacks.OTHER_TENANT}:a-webhook-secret-of-beta"}
+SECRETS = {
+    "PARALLAX_WEBHOOK_SECRETS": (
+        f"{attacks.TENANT}:a-webhook-secret-of-acme,{attacks.OTHER_TENANT}:a-webhook-secret-of-beta"
+    )
+}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with two_replicas(tmp_path_factory.mktemp("deploy-attacks"), attacks.reply, attacks.KEYS, 8, SECRETS) as running:
+    with two_replicas(
+        tmp_path_factory.mktemp("deploy-attacks"), attacks.reply, attacks.KEYS, 8, SECRETS
+    ) as running:
         yield running
 
 

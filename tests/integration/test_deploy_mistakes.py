@@ -1,4 +1,5 @@
-"""A client's mistake is a client error on every face of `parallax serve` (two replicas, PostgreSQL, Redis).
+"""A client's mistake is a client error on every face of `parallax serve` (two replicas, PostgreSQL,
+Redis).
 
 Each mistake of testkit/client_mistakes.py is made with the face's official client: the
 error comes back at once in the face's own shape (OpenAI's error JSON on /v1, a tool result with
@@ -50,14 +51,18 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with two_replicas(tmp_path_factory.mktemp("deploy-mistakes"), openai_checks.reply, KEYS, 8) as running:
+    with two_replicas(
+        tmp_path_factory.mktemp("deploy-mistakes"), openai_checks.reply, KEYS, 8
+    ) as running:
         yield running
 
 
 async def other_tenants_thread(replica) -> str:
     from langgraph_sdk import get_client
 
-    return str((await get_client(url=replica.url, api_key=cm.OTHER_KEY).threads.create())["thread_id"])
+    return str(
+        (await get_client(url=replica.url, api_key=cm.OTHER_KEY).threads.create())["thread_id"]
+    )
 
 
 async def test_every_mistake_is_a_client_error_in_the_faces_shape_with_no_run_and_no_retry(cluster):
@@ -73,19 +78,28 @@ async def test_every_mistake_is_a_client_error_in_the_faces_shape_with_no_run_an
     reasons = {r.mistake: r.message for r in rows}
     assert "unknown playbook 'nope'" in reasons["unknown playbook (extra_body parallax.playbook)"]
     assert "must be a whole number from 1 to 1024, got -3" in reasons["context max_concurrency -3"]
-    assert "x-api-key" in reasons["unknown API key"] and "Authorization: Bearer" in reasons["unknown API key"]
+    assert (
+        "x-api-key" in reasons["unknown API key"]
+        and "Authorization: Bearer" in reasons["unknown API key"]
+    )
     assert "does not serve embeddings" in reasons["POST /v1/embeddings"]
 
 
 async def test_a_good_request_after_the_mistakes_still_runs(cluster):
-    """The checks refuse mistakes, not runs: the same faces' correct requests run (a follow-up run on a thread may
-    leave the task out, the thread holds it)."""
+    """The checks refuse mistakes, not runs: the same faces' correct requests run (a follow-up run
+    on a thread may leave the task out, the thread holds it)."""
     from langgraph_sdk import get_client
 
     a, b = cluster.live()
     client = get_client(url=a.url, api_key=cm.KEY)
     thread = await client.threads.create()
-    first = await client.runs.wait(thread["thread_id"], "solve", input={"task": "What is 6 * 7?", "mode": "vote",
-                                                                        "votes": 3}, context={"max_concurrency": 2})
-    again = await get_client(url=b.url, api_key=cm.KEY).runs.wait(thread["thread_id"], "solve", input={"votes": 3})
+    first = await client.runs.wait(
+        thread["thread_id"],
+        "solve",
+        input={"task": "What is 6 * 7?", "mode": "vote", "votes": 3},
+        context={"max_concurrency": 2},
+    )
+    again = await get_client(url=b.url, api_key=cm.KEY).runs.wait(
+        thread["thread_id"], "solve", input={"votes": 3}
+    )
     assert first["answer"] == again["answer"] == "42", (first, again)

@@ -1,4 +1,5 @@
-"""`runs.wait`, `runs.join` and the stateless wait return when the run ends: woken by a notification, not a poll.
+"""`runs.wait`, `runs.join` and the stateless wait return when the run ends: woken by a
+notification, not a poll.
 
 Two `parallax serve` replicas on PostgreSQL and Redis: a front replica with no workers
 (WORKER_COUNT=0) and a worker replica, so every run waited for through the front is executed by
@@ -26,13 +27,22 @@ TASK = {"task": "What is 6 * 7?", "mode": "vote", "votes": 3}
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory):
     require_services()
-    server = FaultServer(FaultConfig(latency_ms=300, reply=openai_checks.reply))  # runs outlast a wait's start
-    env = {"OPENAI_BASE_URL": server.start(), "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": "fault-model",
-           "PARALLAX_API_KEYS": f"{KEY}:acme", "PARALLAX_STRAGGLER_FACTOR": "0"}
+    server = FaultServer(
+        FaultConfig(latency_ms=300, reply=openai_checks.reply)
+    )  # runs outlast a wait's start
+    env = {
+        "OPENAI_BASE_URL": server.start(),
+        "PARALLAX_RESPONSE_FORMAT": "json_schema",
+        "PARALLAX_MODEL": "fault-model",
+        "PARALLAX_API_KEYS": f"{KEY}:acme",
+        "PARALLAX_STRAGGLER_FACTOR": "0",
+    }
     cluster = Cluster(tmp_path_factory.mktemp("deploy-waits"), env).create()
     try:
         worker = cluster.start_replica()
-        cluster.env["WORKER_COUNT"] = "0"  # the front replica executes nothing: its waits are for the worker's runs
+        cluster.env["WORKER_COUNT"] = (
+            "0"  # the front replica executes nothing: its waits are for the worker's runs
+        )
         front = cluster.start_replica()
         yield front, worker
     finally:
@@ -43,7 +53,9 @@ def replicas(tmp_path_factory):
 WAITS = 'parallax_run_waits_total{ended="%s"}'
 
 
-async def test_wait_join_and_stateless_wait_are_notified_on_the_replica_that_did_not_run_them(replicas):
+async def test_wait_join_and_stateless_wait_are_notified_on_the_replica_that_did_not_run_them(
+    replicas,
+):
     from langgraph_sdk import get_client
 
     front, worker = replicas
@@ -51,7 +63,9 @@ async def test_wait_join_and_stateless_wait_are_notified_on_the_replica_that_did
     client = get_client(url=front.url, api_key=KEY)
     thread = await client.threads.create()
     waited = await client.runs.wait(thread["thread_id"], "solve", input=TASK)
-    run = await client.runs.create(thread["thread_id"], "solve", input={**TASK, "task": "What is 7 * 6?"})
+    run = await client.runs.create(
+        thread["thread_id"], "solve", input={**TASK, "task": "What is 7 * 6?"}
+    )
     await client.runs.join(thread["thread_id"], run["run_id"])
     joined = await client.runs.get(thread["thread_id"], run["run_id"])
     stateless = await client.runs.wait(None, "solve", input=TASK)
@@ -60,7 +74,12 @@ async def test_wait_join_and_stateless_wait_are_notified_on_the_replica_that_did
 
     assert waited["answer"] == stateless["answer"] == on_worker["answer"] == "42"
     assert joined["status"] == "success"
-    notified = [after[n].get(WAITS % "notified", 0) - before[n].get(WAITS % "notified", 0) for n in (0, 1)]
-    assert notified == [3, 1], after  # three waits on the front (none of its runs ran there), one on the worker
+    notified = [
+        after[n].get(WAITS % "notified", 0) - before[n].get(WAITS % "notified", 0) for n in (0, 1)
+    ]
+    assert notified == [
+        3,
+        1,
+    ], after  # three waits on the front (none of its runs ran there), one on the worker
     for ended in ("polled", "timeout"):
         assert total(after, WAITS % ended) == total(before, WAITS % ended), (ended, after)

@@ -13,9 +13,22 @@ from tests.unit.test_fault_server import ask
 def test_command_line_prints_its_url_and_stops_on_sigterm(tmp_path):
     log_file = tmp_path / "cli.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "testkit.fault_server", "--port", "0", "--fault-rate", "0",
-         "--seed", "3", "--log", str(log_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "testkit.fault_server",
+            "--port",
+            "0",
+            "--fault-rate",
+            "0",
+            "--seed",
+            "3",
+            "--log",
+            str(log_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline().strip()
@@ -28,6 +41,10 @@ def test_command_line_prints_its_url_and_stops_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert [json.loads(x)["status"] for x in log_file.read_text().splitlines()] == [200]
-    bad = subprocess.run([sys.executable, "-m", "testkit.fault_server", "--host", "0.0.0.0"],
-                         capture_output=True, text=True, timeout=30)
+    bad = subprocess.run(
+        [sys.executable, "-m", "testkit.fault_server", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert bad.returncode == 2 and "loopback" in bad.stderr

@@ -23,8 +23,12 @@ pytestmark = pytest.mark.integration
 def dev_server(model_server, tmp_path_factory) -> Iterator[DevServer]:
     if not LANGGRAPH.is_file():
         pytest.skip(f"langgraph CLI not found at {LANGGRAPH}")
-    env = {"OPENAI_BASE_URL": model_server, "PARALLAX_RESPONSE_FORMAT": "json_schema", "PARALLAX_MODEL": MODEL_ALIAS,
-           "PARALLAX_MAX_TOKENS": "128"}
+    env = {
+        "OPENAI_BASE_URL": model_server,
+        "PARALLAX_RESPONSE_FORMAT": "json_schema",
+        "PARALLAX_MODEL": MODEL_ALIAS,
+        "PARALLAX_MAX_TOKENS": "128",
+    }
     try:
         with langgraph_dev(tmp_path_factory.mktemp("langgraph-dev"), env) as server:
             yield server
@@ -51,7 +55,9 @@ async def test_vote_run_through_the_api(dev_server):
     thread = await client.threads.create()
     started = time.perf_counter()
     result = await client.runs.wait(
-        thread["thread_id"], "solve", input={"task": "What is 2 + 2?", "mode": "vote", "votes": 3, "tenant": "apitest"}
+        thread["thread_id"],
+        "solve",
+        input={"task": "What is 2 + 2?", "mode": "vote", "votes": 3, "tenant": "apitest"},
     )
     elapsed = time.perf_counter() - started
 
@@ -62,7 +68,10 @@ async def test_vote_run_through_the_api(dev_server):
     assert len(result["trace_id"]) == 32
     kinds = sorted(b["kind"] for b in result["branches"])
     # 3 votes + safety; a judge joins only when the votes did not settle.
-    assert kinds in (["safety", "vote", "vote", "vote"], ["judge", "safety", "vote", "vote", "vote"]), kinds
+    assert kinds in (
+        ["safety", "vote", "vote", "vote"],
+        ["judge", "safety", "vote", "vote", "vote"],
+    ), kinds
     assert all(b["parent_id"] == result["trace_id"] for b in result["branches"])
     assert not next(b for b in result["branches"] if b["kind"] == "safety")["output"]["flagged"]
     # blockbuster turns blocking I/O in a node into BlockingError, which a branch would record.
@@ -77,11 +86,16 @@ async def test_vote_run_through_the_api(dev_server):
     traces = (await client.store.search_items(["traces", "apitest"], limit=10))["items"]
     assert [t["key"] for t in traces] == [result["trace_id"]]
     stored = traces[0]["value"]
-    assert all(b["transitions"][0]["state"] == "PENDING" and b["state"] in ("COMPLETED", "ESCALATED")
-               for b in stored["branches"])
+    assert all(
+        b["transitions"][0]["state"] == "PENDING" and b["state"] in ("COMPLETED", "ESCALATED")
+        for b in stored["branches"]
+    )
     assert (await client.store.search_items(["traces", "default"], limit=10))["items"] == []
-    print(f"API vote run: {elapsed:.1f}s, status={result['status']}, vote_counts={result['vote_counts']}, "
-          f"answer={result['answer']!r}, branches={kinds}, errors={errors}")
+    print(
+        f"API vote run: {elapsed:.1f}s, status={result['status']},"
+        f" vote_counts={result['vote_counts']}, answer={result['answer']!r}, branches={kinds},"
+        f" errors={errors}"
+    )
 
 
 async def test_the_server_draws_a_runs_timeline_for_its_tenant_only(dev_server):
@@ -89,13 +103,20 @@ async def test_the_server_draws_a_runs_timeline_for_its_tenant_only(dev_server):
 
     client = get_client(url=dev_server.url)
     thread = await client.threads.create()
-    result = await client.runs.wait(thread["thread_id"], "solve",
-                                    input={"task": "What is 3 + 4?", "mode": "vote", "votes": 2, "tenant": "drawn"})
+    result = await client.runs.wait(
+        thread["thread_id"],
+        "solve",
+        input={"task": "What is 3 + 4?", "mode": "vote", "votes": 2, "tenant": "drawn"},
+    )
     async with httpx.AsyncClient(base_url=dev_server.url, timeout=30) as http:
         svg = await http.get(f"/timeline/{result['trace_id']}", params={"tenant": "drawn"})
-        data = await http.get(f"/timeline/{result['trace_id']}", params={"tenant": "drawn", "format": "json"})
+        data = await http.get(
+            f"/timeline/{result['trace_id']}", params={"tenant": "drawn", "format": "json"}
+        )
         elsewhere = await http.get(f"/timeline/{result['trace_id']}", params={"tenant": "default"})
-        bad = await http.get(f"/timeline/{result['trace_id']}", params={"tenant": "drawn", "format": "png"})
+        bad = await http.get(
+            f"/timeline/{result['trace_id']}", params={"tenant": "drawn", "format": "png"}
+        )
     assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
     assert all(b["id"] in svg.text for b in result["branches"])
     lanes = data.json()["lanes"]

@@ -1,8 +1,10 @@
-"""LangSmith tracing, offline: with LANGSMITH_TRACING=true every model call of a run reaches a (local) LangSmith
-endpoint with the branch's metadata: trace id, branch id, kind, parent, playbook and prompt versions.
+"""LangSmith tracing, offline: with LANGSMITH_TRACING=true every model call of a run reaches a
+(local) LangSmith endpoint with the branch's metadata: trace id, branch id, kind, parent, playbook
+and prompt versions.
 
 The endpoint is a small HTTP receiver on loopback that records what the LangSmith client posts. The
-traced run happens in a child process, because the LangSmith client reads its settings once per process.
+traced run happens in a child process, because the LangSmith client reads its settings once per
+process.
 """
 
 from __future__ import annotations
@@ -17,10 +19,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-INFO = {"version": "0.0.0-test", "instance_flags": {},
-        "batch_ingest_config": {"use_multipart_endpoint": False, "scale_up_qsize_trigger": 1000,
-                                "scale_up_nthreads_limit": 4, "scale_down_nempty_trigger": 4, "size_limit": 100,
-                                "size_limit_bytes": 20_971_520}}
+INFO = {
+    "version": "0.0.0-test",
+    "instance_flags": {},
+    "batch_ingest_config": {
+        "use_multipart_endpoint": False,
+        "scale_up_qsize_trigger": 1000,
+        "scale_up_nthreads_limit": 4,
+        "scale_down_nempty_trigger": 4,
+        "size_limit": 100,
+        "size_limit_bytes": 20_971_520,
+    },
+}
 CHILD = """
 import asyncio, json
 from langgraph.store.memory import InMemoryStore
@@ -79,11 +89,24 @@ def test_every_model_call_is_traced_with_branch_metadata():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        env = {**os.environ, "LANGSMITH_TRACING": "true", "LANGSMITH_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
-               "LANGSMITH_API_KEY": "lsv2-test-key", "LANGSMITH_PROJECT": "parallax-test", "PYTHONPATH": str(ROOT),
-               "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "NO_PROXY": "127.0.0.1,localhost"}
-        child = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
-                               timeout=120)
+        env = {
+            **os.environ,
+            "LANGSMITH_TRACING": "true",
+            "LANGSMITH_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+            "LANGSMITH_API_KEY": "lsv2-test-key",
+            "LANGSMITH_PROJECT": "parallax-test",
+            "PYTHONPATH": str(ROOT),
+            "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert child.returncode == 0, child.stderr[-3000:]
         out = json.loads(child.stdout.strip().splitlines()[-1])
     finally:
@@ -91,11 +114,21 @@ def test_every_model_call_is_traced_with_branch_metadata():
     llm_runs = [r for r in Receiver.runs if r.get("run_type") == "llm"]
     metadata = [r["extra"]["metadata"] for r in llm_runs]
     assert len(llm_runs) == 3, [r.get("name") for r in Receiver.runs]
-    assert {m["parallax_branch_id"] for m in metadata} == {b for b in out["branches"] if b.startswith("vote-")}
+    assert {m["parallax_branch_id"] for m in metadata} == {
+        b for b in out["branches"] if b.startswith("vote-")
+    }
     for m in metadata:
         assert m["parallax_trace_id"] == m["parent_id"] == out["trace_id"] and m["kind"] == "vote"
         assert (m["playbook"], m["playbook_version"], m["playbook_arm"]) == ("default", 0, "head")
-        assert (m["prompt"], m["prompt_version"]) == ("answer", 0) and m["prompt_versions"]["judge"] == 0
+        assert (m["prompt"], m["prompt_version"]) == ("answer", 0) and m["prompt_versions"][
+            "judge"
+        ] == 0
     # the graph run itself is traced too: its root run carries the thread
-    roots = [r for r in Receiver.runs if r.get("run_type") == "chain" and not r.get("parent_run_id") and r.get("extra")]
-    assert any(r["extra"].get("metadata", {}).get("thread_id") == "ls-1" for r in roots), [r.get("name") for r in roots]
+    roots = [
+        r
+        for r in Receiver.runs
+        if r.get("run_type") == "chain" and not r.get("parent_run_id") and r.get("extra")
+    ]
+    assert any(r["extra"].get("metadata", {}).get("thread_id") == "ls-1" for r in roots), [
+        r.get("name") for r in roots
+    ]

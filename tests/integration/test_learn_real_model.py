@@ -27,7 +27,8 @@ async def test_learn_on_formula_tasks_commits_or_rejects_with_a_reason(real_mode
     val = load_tasks(FORMULA / "val.jsonl")[0][:3]
     store = InMemoryStore()
     out = await builder.compile(store=store).ainvoke(
-        {"tasks": train, "val_tasks": val, "val_size": 3, "batch": 2, "playbook": "formula"})
+        {"tasks": train, "val_tasks": val, "val_size": 3, "batch": 2, "playbook": "formula"}
+    )
     assert out["from_version"] == 0 and len(out["batches"]) == 2
     assert 0.0 <= out["val_accuracy_before"] <= 1.0
     for batch in out["batches"]:

@@ -111,7 +111,10 @@ def test_missing_gguf_names_the_path(settings, fresh_singleton, monkeypatch, tmp
 def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tmp_path):
     """`parallax model serve` in one process; `endpoint` in another reuses it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = "from parallax.runtime import settings, model_server; model_server.serve_forever(settings.load())"
+    code = (
+        "from parallax.runtime import settings, model_server;"
+        " model_server.serve_forever(settings.load())"
+    )
     stderr = tmp_path / "serve.stderr"
     with open(stderr, "wb") as err:
         serve = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stderr=err)
@@ -121,7 +124,10 @@ def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tm
             assert serve.poll() is None and time.monotonic() < deadline, stderr.read_text()
             time.sleep(0.5)
         info = json.loads(settings.model_server_file.read_text())
-        assert set(info) == {"url", "pid", "model", "gguf", "parallel", "started_at"} and info["parallel"] == 5
+        assert (
+            set(info) == {"url", "pid", "model", "gguf", "parallel", "started_at"}
+            and info["parallel"] == 5
+        )
         assert info["model"] == settings.chat_model_name and psutil.pid_exists(info["pid"])
         assert endpoint(settings) == info["url"]
         assert model_server.started_server() is None and not llama_children()
@@ -134,16 +140,26 @@ def test_serve_forever_is_found_by_other_processes(settings, fresh_singleton, tm
 
 
 def test_a_parent_killed_without_cleanup_leaves_no_model_server_behind(settings, tmp_path):
-    """SIGKILL (or SIGTERM, which skips atexit: what `timeout` sends) of a process using the embedded model must
-    not leave its llama.cpp child holding the model's memory."""
+    """SIGKILL (or SIGTERM, which skips atexit: what `timeout` sends) of a process using the
+    embedded model must not leave its llama.cpp child holding the model's memory."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = ("from parallax.runtime import settings, model_server; import time\n"
-            "print(model_server.endpoint(settings.load()), flush=True); time.sleep(600)")
-    parent = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE)
+    code = (
+        "from parallax.runtime import settings, model_server; import time\n"
+        "print(model_server.endpoint(settings.load()), flush=True); time.sleep(600)"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE
+    )
     children: list[psutil.Process] = []
     try:
-        assert parent.stdout is not None and parent.stdout.readline().startswith(b"http://127.0.0.1:")
-        children = [p for p in psutil.Process(parent.pid).children() if "parallax.runtime.model_server" in p.cmdline()]
+        assert parent.stdout is not None and parent.stdout.readline().startswith(
+            b"http://127.0.0.1:"
+        )
+        children = [
+            p
+            for p in psutil.Process(parent.pid).children()
+            if "parallax.runtime.model_server" in p.cmdline()
+        ]
         assert len(children) == 1
         parent.kill()
         parent.wait(10)
@@ -151,7 +167,9 @@ def test_a_parent_killed_without_cleanup_leaves_no_model_server_behind(settings,
         assert not alive, f"model server {alive[0].pid} outlived its killed parent"
     finally:
         parent.kill()
-        for child in children:  # an orphan is init's child now, not ours: kill it by the handle kept
+        for (
+            child
+        ) in children:  # an orphan is init's child now, not ours: kill it by the handle kept
             if child.is_running():
                 child.kill()
 
@@ -166,8 +184,11 @@ def test_the_embedded_server_decodes_requests_side_by_side(settings):
 
         def ask(i: int) -> str:
             reply = client.chat.completions.create(
-                model=settings.chat_model_name, max_tokens=48, temperature=0.8,
-                messages=[{"role": "user", "content": f"Write a long story about the number {i}."}])
+                model=settings.chat_model_name,
+                max_tokens=48,
+                temperature=0.8,
+                messages=[{"role": "user", "content": f"Write a long story about the number {i}."}],
+            )
             return reply.choices[0].message.content
 
         busy_at_once = 0
@@ -175,7 +196,9 @@ def test_the_embedded_server_decodes_requests_side_by_side(settings):
             futures = [pool.submit(ask, i) for i in range(4)]
             while not all(f.done() for f in futures):
                 slots = httpx.get(f"{base}/slots", timeout=5).json()
-                busy_at_once = max(busy_at_once, sum(1 for slot in slots if slot.get("is_processing")))
+                busy_at_once = max(
+                    busy_at_once, sum(1 for slot in slots if slot.get("is_processing"))
+                )
                 time.sleep(0.05)
             answers = [f.result() for f in futures]
         assert len(slots) == settings.model_parallel == 5
@@ -189,17 +212,45 @@ async def test_forced_steps_decode_exactly_the_forced_length_on_one_and_on_sever
     with LocalModelServer(settings) as server:
         steps = await forced_steps(server.url.removesuffix("/v1"), 3, 8, repeats=1)
     assert steps["tokens"] == 8 and steps["single_ms"] > 0 and steps["slots_3_ms"] > 0
-    assert steps["step_ratio"] == pytest.approx(steps["slots_3_ms"] / steps["single_ms"], rel=0.01)  # printed rounded
+    assert steps["step_ratio"] == pytest.approx(
+        steps["slots_3_ms"] / steps["single_ms"], rel=0.01
+    )  # printed rounded
 
 
 def test_a_run_on_the_embedded_model_reports_both_processes_memory(tmp_path):
-    """`parallax run --json` with nothing configured: it starts the embedded server and reports its RSS and ours."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "PARALLAX_RESPONSE_FORMAT")}
+    """`parallax run --json` with nothing configured: it starts the embedded server and reports its
+    RSS and ours."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_BASE_URL", "PARALLAX_RESPONSE_FORMAT")
+    }
     env.update(PARALLAX_HOME=str(tmp_path / "home"), PARALLAX_MAX_TOKENS="64")
-    done = subprocess.run([sys.executable, "-m", "parallax.cli", "run", "Is 7 a prime number?", "--mode", "vote",
-                           "--votes", "3", "--json"], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "parallax.cli",
+            "run",
+            "Is 7 a prime number?",
+            "--mode",
+            "vote",
+            "--votes",
+            "3",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode in (0, 1), done.stderr
     out = json.loads(done.stdout)
     server = out["resources"]["model_server"]
-    assert out["resources"]["peak_rss_mb"] > 50 and server["parallel"] == 5 and server["peak_rss_mb"] > 50
+    assert (
+        out["resources"]["peak_rss_mb"] > 50
+        and server["parallel"] == 5
+        and server["peak_rss_mb"] > 50
+    )
     assert not psutil.pid_exists(server["pid"])  # stopped when the run ended

@@ -1,5 +1,6 @@
-"""The OpenAI-compatible face (`/v1`) under a real `langgraph dev` (langgraph.json `http.app`), driven by the
-official openai SDK and LangChain's ChatOpenAI, with the scripted fault server as the model.
+"""The OpenAI-compatible face (`/v1`) under a real `langgraph dev` (langgraph.json `http.app`),
+driven by the official openai SDK and LangChain's ChatOpenAI, with the scripted fault server as the
+model.
 
 The same checks run against `parallax serve` on PostgreSQL and Redis in test_openai_deploy.py;
 this module also runs the README's example as written.
@@ -29,8 +30,12 @@ def dev(tmp_path_factory):
     if not LANGGRAPH.is_file():
         pytest.skip(f"langgraph CLI not found at {LANGGRAPH}")
     try:
-        with scripted_dev_server(tmp_path_factory.mktemp("openai-dev"), openai_checks.reply, latency_ms=10,
-                                 PARALLAX_MAX_TOKENS="128") as running:
+        with scripted_dev_server(
+            tmp_path_factory.mktemp("openai-dev"),
+            openai_checks.reply,
+            latency_ms=10,
+            PARALLAX_MAX_TOKENS="128",
+        ) as running:
             yield running
     except DevServerError as exc:
         pytest.fail(str(exc))
@@ -51,7 +56,9 @@ def test_a_plain_completion_is_a_vote_run_with_its_tally_and_usage(client, dev):
     extra = openai_checks.check_plain(client)
     state = httpx.get(f"{dev.url}/threads/{extra['thread_id']}/state", timeout=10).json()
     assert state["values"]["trace_id"] == extra["trace_id"]  # a real run on a real thread
-    assert state["values"]["task"].startswith("System: Answer with a number.")  # earlier turns: what it is about
+    assert state["values"]["task"].startswith(
+        "System: Answer with a number."
+    )  # earlier turns: what it is about
     assert state["values"]["question"] == "What is 6 * 7?"  # the last user message: what to do
 
 
@@ -88,8 +95,11 @@ def test_a_needs_review_run_still_answers_200_and_says_so(dev):
     dev.model.config = dev.model.config.model_copy(update={"reply": split_votes()})
     try:
         client = OpenAI(base_url=f"{dev.url}/v1", api_key="x", max_retries=0)
-        reply = client.chat.completions.create(model="parallax-vote", messages=[{"role": "user", "content": "6 * 7?"}],
-                                               extra_body={"parallax": {"votes": 2}})
+        reply = client.chat.completions.create(
+            model="parallax-vote",
+            messages=[{"role": "user", "content": "6 * 7?"}],
+            extra_body={"parallax": {"votes": 2}},
+        )
     finally:
         dev.model.config = dev.model.config.model_copy(update={"reply": openai_checks.reply})
     assert reply.choices[0].finish_reason == "stop"
@@ -98,7 +108,8 @@ def test_a_needs_review_run_still_answers_200_and_says_so(dev):
 
 
 def split_votes() -> Callable[[dict], str]:
-    """A model whose votes alternate between 41 and 43 (no majority) and whose judge picks neither."""
+    """A model whose votes alternate between 41 and 43 (no majority) and whose judge picks
+    neither."""
     calls = itertools.count()
 
     def reply(body: dict) -> str:
@@ -122,29 +133,60 @@ def test_the_readme_example_runs_as_written(dev):
     with contextlib.redirect_stdout(printed):
         exec(compile(code.replace(README_URL, f"{dev.url}/v1"), "README.md", "exec"), {})  # noqa: S102 - our README
     lines = printed.getvalue().splitlines()
-    assert lines[0] == "42 ok {'42': 3}", lines  # votes 5 is the most: 3 agreeing votes settle (adaptive votes)
+    assert lines[0] == "42 ok {'42': 3}", (
+        lines
+    )  # votes 5 is the most: 3 agreeing votes settle (adaptive votes)
     assert lines[1] == "reason: none", lines  # an ok run with nothing to say
     assert lines[2] == "vendor='ACME Tools' total=1250.5 paid=False", lines
 
 
-SECTIONS = "\n\n".join(f"# {title}\n\n" + f"The team discussed {title.lower()} at length and agreed on a plan. " * 3
-                       for title in ("Budget", "Hiring", "Remote work"))
+SECTIONS = "\n\n".join(
+    f"# {title}\n\n" + f"The team discussed {title.lower()} at length and agreed on a plan. " * 3
+    for title in ("Budget", "Hiring", "Remote work")
+)
 
 
 def test_section_mode_slices_the_earlier_turns_and_answers_the_last(client, dev):
-    reply = client.chat.completions.create(model="parallax-section", messages=[
-        {"role": "user", "content": SECTIONS}, {"role": "assistant", "content": "Got the notes."},
-        {"role": "user", "content": "What was agreed?"}], extra_body={"parallax": {"context": {"slice_chars": 250}}})
-    assert reply.parallax["mode"] == "section" and reply.parallax["status"] in ("ok", "needs_review"), reply.parallax
-    state = httpx.get(f"{dev.url}/threads/{reply.parallax['thread_id']}/state", timeout=10).json()["values"]
-    assert sum(b["kind"] == "slice" for b in state["branches"]) == 3  # one branch per section of the pasted notes
+    reply = client.chat.completions.create(
+        model="parallax-section",
+        messages=[
+            {"role": "user", "content": SECTIONS},
+            {"role": "assistant", "content": "Got the notes."},
+            {"role": "user", "content": "What was agreed?"},
+        ],
+        extra_body={"parallax": {"context": {"slice_chars": 250}}},
+    )
+    assert reply.parallax["mode"] == "section" and reply.parallax["status"] in (
+        "ok",
+        "needs_review",
+    ), reply.parallax
+    state = httpx.get(f"{dev.url}/threads/{reply.parallax['thread_id']}/state", timeout=10).json()[
+        "values"
+    ]
+    assert (
+        sum(b["kind"] == "slice" for b in state["branches"]) == 3
+    )  # one branch per section of the pasted notes
     assert state["question"] == "What was agreed?"
 
 
 def test_plan_mode_streams_its_plan_and_tasks_as_thinking(client, dev):
-    chunks = list(client.chat.completions.create(model="parallax-plan", stream=True, messages=[
-        {"role": "user", "content": "Compute the total of 17 and 25, then write a one-line note about it."}]))
-    thinking = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
+    chunks = list(
+        client.chat.completions.create(
+            model="parallax-plan",
+            stream=True,
+            messages=[
+                {
+                    "role": "user",
+                    "content": (
+                        "Compute the total of 17 and 25, then write a one-line note about it."
+                    ),
+                }
+            ],
+        )
+    )
+    thinking = "".join(
+        getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices
+    )
     assert "plan: " in thinking and "task 1 " in thinking, thinking
     final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").parallax
     assert final["mode"] == "plan" and final["status"] in ("ok", "needs_review", "failed"), final

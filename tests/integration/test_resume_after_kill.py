@@ -28,14 +28,35 @@ PARALLAX = str(Path(sys.executable).with_name("parallax"))
 def test_killed_run_resumes_without_repeating_finished_branches(tmp_path):
     server = FaultServer(FaultConfig(latency_ms=1500, seed=0))
     with server as url:
-        env = {**os.environ, "OPENAI_BASE_URL": url, "PARALLAX_RESPONSE_FORMAT": "json_object_schema",
-               "PARALLAX_HOME": str(tmp_path / "home"), "PARALLAX_MAX_ATTEMPTS": "1"}
-        args = ["run", "What is 6 * 7?", "--mode", "vote", "--votes", "6", "--no-early-stop", "--concurrency", "2",
-                "--thread", "t-kill", "--json"]
-        run = subprocess.Popen([PARALLAX, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": url,
+            "PARALLAX_RESPONSE_FORMAT": "json_object_schema",
+            "PARALLAX_HOME": str(tmp_path / "home"),
+            "PARALLAX_MAX_ATTEMPTS": "1",
+        }
+        args = [
+            "run",
+            "What is 6 * 7?",
+            "--mode",
+            "vote",
+            "--votes",
+            "6",
+            "--no-early-stop",
+            "--concurrency",
+            "2",
+            "--thread",
+            "t-kill",
+            "--json",
+        ]
+        run = subprocess.Popen(
+            [PARALLAX, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + 60
         while sum(e["status"] == 200 for e in server.log() if e.get("messages_hash")) < 2:
-            assert time.monotonic() < deadline and run.poll() is None, "the run never got two answers"
+            assert time.monotonic() < deadline and run.poll() is None, (
+                "the run never got two answers"
+            )
             time.sleep(0.05)
         time.sleep(0.5)  # let the two finished branches reach the checkpoint
         run.send_signal(signal.SIGKILL)
@@ -44,15 +65,35 @@ def test_killed_run_resumes_without_repeating_finished_branches(tmp_path):
         finished = {e["temperature"] for e in chat if e["status"] == 200}
         assert len(finished) == 2 and len(chat) < 6, chat
 
-        resumed = subprocess.run([PARALLAX, "resume", "t-kill", "--json"], env=env, capture_output=True, text=True, timeout=120)
+        resumed = subprocess.run(
+            [PARALLAX, "resume", "t-kill", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert resumed.returncode == 0, resumed.stderr
         out = json.loads(resumed.stdout)
-        assert out["status"] == "ok" and out["vote_counts"] == {"42": 6} and out["thread_id"] == "t-kill"
-        calls = Counter(e["temperature"] for e in server.log() if e.get("messages_hash") and e["status"] == 200)
+        assert (
+            out["status"] == "ok"
+            and out["vote_counts"] == {"42": 6}
+            and out["thread_id"] == "t-kill"
+        )
+        calls = Counter(
+            e["temperature"] for e in server.log() if e.get("messages_hash") and e["status"] == 200
+        )
         assert len(calls) == 6  # every vote answered
         assert all(calls[t] == 1 for t in finished), calls  # finished votes were not called again
         assert sum(calls.values()) == 6
 
-        again = subprocess.run([PARALLAX, "resume", "t-kill", "--json"], env=env, capture_output=True, text=True, timeout=60)
-        assert json.loads(again.stdout)["vote_counts"] == {"42": 6}  # a finished run is reported, not re-run
+        again = subprocess.run(
+            [PARALLAX, "resume", "t-kill", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert json.loads(again.stdout)["vote_counts"] == {
+            "42": 6
+        }  # a finished run is reported, not re-run
         assert sum(e["status"] == 200 for e in server.log() if e.get("messages_hash")) == 6

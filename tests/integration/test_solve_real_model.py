@@ -30,8 +30,11 @@ TOPIC_CHARS = 1200  # transcript characters kept per QMSum topic
 MAX_TOPICS = 3
 
 
-def meeting_document(meeting: dict, topic_chars: int = TOPIC_CHARS, max_topics: int = MAX_TOPICS) -> str:
-    """`## Topic: ...` per topic, then its turns as `Speaker: content` lines (each topic cut short)."""
+def meeting_document(
+    meeting: dict, topic_chars: int = TOPIC_CHARS, max_topics: int = MAX_TOPICS
+) -> str:
+    """`## Topic: ...` per topic, then its turns as `Speaker: content` lines (each topic cut
+    short)."""
     turns = meeting["meeting_transcripts"]
     parts = []
     for topic in meeting["topic_list"][:max_topics]:
@@ -68,7 +71,9 @@ def assert_common_trace(result: dict) -> list[BranchRecord]:
     assert sorted(result["failed_branches"]) == sorted(r.id for r in business if r.status != "ok")
     for r in business:
         if r.status == "ok":
-            assert r.latency_ms > 0 and r.tokens.total > 0 and r.output is not None and r.error is None
+            assert (
+                r.latency_ms > 0 and r.tokens.total > 0 and r.output is not None and r.error is None
+            )
             assert r.attempts >= 1 and 0 <= r.reasks
         else:
             assert r.error and r.output is None
@@ -87,8 +92,14 @@ async def run_until_a_branch_lands(run_input: dict, kind: str) -> tuple[dict, fl
             return result, elapsed
         branches = [r for r in records(result) if r.kind == kind]
         assert branches and all(r.status != "ok" and r.error for r in branches), result["reason"]
-        assert sorted(result["failed_branches"]) == sorted(r.id for r in branches) and result["answer"] == ""
-    pytest.fail(f"every {kind} branch failed in two runs, so merging could not be checked: {result['reason']}")
+        assert (
+            sorted(result["failed_branches"]) == sorted(r.id for r in branches)
+            and result["answer"] == ""
+        )
+    pytest.fail(
+        f"every {kind} branch failed in two runs, so merging could not be checked:"
+        f" {result['reason']}"
+    )
 
 
 @pytest.fixture
@@ -100,9 +111,12 @@ def fast_model(real_model, monkeypatch) -> str:
 
 async def test_vote_on_a_short_arithmetic_question(fast_model):
     # the README's question: on the first GSM8K item the 135M model loops ("the answer is ... the
-    # answer is ...") past even the product's 384-token cap on all three votes in about half the runs
+    # answer is ...") past even the product's 384-token cap on all three votes in about half the
+    # runs
     question = "A farmer has 17 sheep and buys 5 more. How many sheep does he have?"
-    result, elapsed = await run_until_a_branch_lands({"task": question, "mode": "vote", "votes": 3}, "vote")
+    result, elapsed = await run_until_a_branch_lands(
+        {"task": question, "mode": "vote", "votes": 3}, "vote"
+    )
 
     recs = assert_common_trace(result)
     assert result["mode"] == "vote"
@@ -119,8 +133,11 @@ async def test_vote_on_a_short_arithmetic_question(fast_model):
     assert [r.kind for r in others] in ([], ["judge"])
     if result["status"] == "ok":
         assert result["answer"].strip()
-    print(f"vote run: {elapsed:.1f}s, status={result['status']}, votes={result['vote_counts']}, "
-          f"answer={result['answer']!r}, branches={[(r.kind, r.status, r.reasks, r.error) for r in recs]}")
+    print(
+        f"vote run: {elapsed:.1f}s, status={result['status']}, votes={result['vote_counts']},"
+        f" answer={result['answer']!r},"
+        f" branches={[(r.kind, r.status, r.reasks, r.error) for r in recs]}"
+    )
 
 
 async def test_section_on_a_qmsum_meeting(fast_model):
@@ -130,7 +147,9 @@ async def test_section_on_a_qmsum_meeting(fast_model):
     expected_slices = split_into_slices(document, SLICE_CHARS)
     assert len(expected_slices) > 1, "the document must be long enough to section"
 
-    result, elapsed = await run_until_a_branch_lands({"task": document, "question": question, "mode": "section"}, "slice")
+    result, elapsed = await run_until_a_branch_lands(
+        {"task": document, "question": question, "mode": "section"}, "slice"
+    )
 
     recs = assert_common_trace(result)
     assert result["mode"] == "section"
@@ -143,5 +162,7 @@ async def test_section_on_a_qmsum_meeting(fast_model):
         assert line.startswith("- "), result["answer"]
     if result["status"] == "ok":
         assert result["answer"]
-    print(f"section run: {elapsed:.1f}s over {len(document)} chars, status={result['status']}, "
-          f"branches={[(r.kind, r.slice_index, r.status, r.reasks, r.error) for r in recs]}")
+    print(
+        f"section run: {elapsed:.1f}s over {len(document)} chars, status={result['status']}, "
+        f"branches={[(r.kind, r.slice_index, r.status, r.reasks, r.error) for r in recs]}"
+    )

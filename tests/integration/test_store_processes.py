@@ -1,5 +1,7 @@
-"""Several real processes on one SQLite store: commits of one playbook and trials of one release, counted from
-each process at once, lose nothing (the file commit lock and the store's own writes across processes)."""
+"""Several real processes on one SQLite store: commits of one playbook and trials of one release,
+counted from each process at once, lose nothing (the file commit lock and the store's own writes
+across processes).
+"""
 
 from __future__ import annotations
 
@@ -47,13 +49,31 @@ WRITER = textwrap.dedent("""
 
 
 def test_processes_committing_at_once_lose_nothing(tmp_path):
-    db, lock_path, go, n = tmp_path / "store.sqlite", tmp_path / "playbooks.lock", tmp_path / "go", 4
+    db, lock_path, go, n = (
+        tmp_path / "store.sqlite",
+        tmp_path / "playbooks.lock",
+        tmp_path / "go",
+        4,
+    )
     with SqliteStore.from_conn_string(str(db)) as store:
         store.setup()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(db), str(lock_path), str(go), str(k)], cwd=ROOT,
-                              stderr=subprocess.PIPE, text=True) for k in range(n)]
-    deadline = time.monotonic() + 120  # wait until every process has imported and opened the store ...
-    while len(list(tmp_path.glob("ready-*"))) < n and time.monotonic() < deadline and all(p.poll() is None for p in procs):
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(db), str(lock_path), str(go), str(k)],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(n)
+    ]
+    deadline = (
+        time.monotonic() + 120
+    )  # wait until every process has imported and opened the store ...
+    while (
+        len(list(tmp_path.glob("ready-*"))) < n
+        and time.monotonic() < deadline
+        and all(p.poll() is None for p in procs)
+    ):
         time.sleep(0.05)
     go.touch()  # ... then release them together
     for p in procs:
@@ -84,14 +104,23 @@ def test_processes_counting_at_once_on_the_cli_store_lose_no_trial():
     async def start():
         async with open_sqlite_store() as store:
             await two_versions(store)
-            return await start_release(playbooks_in(store).labels("fin"), 2, 50, "a", "", Rule(), True, production=1)
+            return await start_release(
+                playbooks_in(store).labels("fin"), 2, 50, "a", "", Rule(), True, production=1
+            )
+
     release = asyncio.run(start())
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    children = [subprocess.Popen([sys.executable, "-c", COUNTER, release["id"], arm], env=env, cwd=ROOT)
-                for arm in ("canary", "production", "canary", "production")]
+    children = [
+        subprocess.Popen([sys.executable, "-c", COUNTER, release["id"], arm], env=env, cwd=ROOT)
+        for arm in ("canary", "production", "canary", "production")
+    ]
     assert [c.wait(timeout=120) for c in children] == [0, 0, 0, 0]
 
     async def arms():
         async with open_sqlite_store() as store:
             return (await playbooks_in(store).labels("fin").get())["release"]["arms"]
-    assert asyncio.run(arms()) == {"canary": {"runs": 20, "successes": 20}, "production": {"runs": 20, "successes": 20}}
+
+    assert asyncio.run(arms()) == {
+        "canary": {"runs": 20, "successes": 20},
+        "production": {"runs": 20, "successes": 20},
+    }

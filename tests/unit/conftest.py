@@ -12,8 +12,10 @@ def _no_real_model(monkeypatch):
 
 @pytest.fixture
 def billing(monkeypatch):
-    """`billing(reply, pricing)` starts a BillingServer (testkit/billing_server.py) and points every model call
-    of the test at it, in OpenAI's json_schema form; `reply(body, k)` defaults to a vote for 42. Stopped after."""
+    """`billing(reply, pricing)` starts a BillingServer (testkit/billing_server.py) and points every
+    model call of the test at it, in OpenAI's json_schema form; `reply(body, k)` defaults to a vote
+    for 42. Stopped after.
+    """
     import json
 
     from parallax.runtime.chat_models import forget_clients
@@ -22,8 +24,10 @@ def billing(monkeypatch):
     running: list[BillingServer] = []
 
     def start(reply=None, pricing: Pricing | None = None) -> BillingServer:
-        server = BillingServer(reply or (lambda body, k: json.dumps({"reasoning": "counted", "answer": "42"})),
-                               pricing or Pricing(base_ms=5, decode_ms_per_token=0.1))
+        server = BillingServer(
+            reply or (lambda body, k: json.dumps({"reasoning": "counted", "answer": "42"})),
+            pricing or Pricing(base_ms=5, decode_ms_per_token=0.1),
+        )
         monkeypatch.setenv("OPENAI_BASE_URL", server.start())
         monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")
         forget_clients()

@@ -1,5 +1,6 @@
-"""docs/architecture.md's map names every module of the installed package, each on a line of its own, and
-names nothing that is not there: a module added, moved or removed without its line fails here."""
+"""docs/architecture.md's map names every module of the installed package, each on a line of its
+own, and names nothing that is not there: a module added, moved or removed without its line fails
+here."""
 
 from __future__ import annotations
 
@@ -10,18 +11,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "architecture.md"
 ROOMS = ("parallax", "graphs", "nodes", "state", "prompts")
-"""The folders that install as `parallax` (pyproject's package-dir: graphs/ is parallax.graphs, ...)."""
+"""The folders that install as `parallax` (pyproject's package-dir: graphs/ is parallax.graphs,
+...)."""
 LINE = re.compile(r"^- `([^`]+\.py)`: (\S.*)$", re.MULTILINE)
 
 
 def modules() -> set[str]:
-    """Every module under the rooms, as a repository path; parallax/'s symlinks to the other rooms are not
-    followed (os.walk does not), so each module counts once, under its own folder."""
+    """Every module under the rooms, as a repository path; parallax/'s symlinks to the other rooms
+    are not followed (os.walk does not), so each module counts once, under its own folder."""
     found = set()
     for room in ROOMS:
         for folder, subfolders, files in os.walk(ROOT / room):
             subfolders[:] = [name for name in subfolders if name != "__pycache__"]
-            found |= {(Path(folder) / name).relative_to(ROOT).as_posix() for name in files if name.endswith(".py")}
+            found |= {
+                (Path(folder) / name).relative_to(ROOT).as_posix()
+                for name in files
+                if name.endswith(".py")
+            }
     return found
 
 
@@ -31,7 +37,9 @@ def mapped() -> list[str]:
 
 def test_every_module_has_its_line_in_the_map():
     missing = sorted(modules() - {path for path, _ in mapped()})
-    assert missing == [], f"docs/architecture.md's map lacks a line (- `path`: what it holds) for: {missing}"
+    assert missing == [], (
+        f"docs/architecture.md's map lacks a line (- `path`: what it holds) for: {missing}"
+    )
 
 
 def test_the_map_names_only_modules_that_exist_each_once():
@@ -41,10 +49,23 @@ def test_the_map_names_only_modules_that_exist_each_once():
 
 
 def test_the_map_walks_the_whole_package():
-    """The walk itself can fail: it must find the package's modules in every room, and the map must be long."""
+    """The walk itself can fail: it must find the package's modules in every room, and the map must
+    be long."""
     found = modules()
-    assert {"parallax/server/app.py", "parallax/runtime/storage/trace_store.py", "graphs/solve.py", "nodes/route.py",
-            "state/context.py", "prompts/templates.py", "parallax/cli/run.py", "parallax/logic/vote.py"} <= found
-    assert not any(path.startswith(("parallax/graphs/", "parallax/nodes/", "parallax/state/", "parallax/prompts/"))
-                   for path in found)
+    assert {
+        "parallax/server/app.py",
+        "parallax/runtime/storage/trace_store.py",
+        "graphs/solve.py",
+        "nodes/route.py",
+        "state/context.py",
+        "prompts/templates.py",
+        "parallax/cli/run.py",
+        "parallax/logic/vote.py",
+    } <= found
+    assert not any(
+        path.startswith(
+            ("parallax/graphs/", "parallax/nodes/", "parallax/state/", "parallax/prompts/")
+        )
+        for path in found
+    )
     assert len(mapped()) == len(found) > 200

@@ -1,4 +1,5 @@
-"""Bad input, everywhere it can enter: one line, exit 2, no traceback, nothing written; parsers never crash."""
+"""Bad input, everywhere it can enter: one line, exit 2, no traceback, nothing written; parsers
+never crash."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from parallax.state.context import Context
 from testkit.scripted_model import scripted
 
 runner = CliRunner()
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def assert_refused(result, message: str) -> None:
@@ -30,19 +33,28 @@ def assert_refused(result, message: str) -> None:
     assert len(result.output.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run", "x" * 50], "above the limit of 20"),
-    (["run", "hi", "--question", "q" * 30], "above the limit of 20"),
-    (["run", "hi", "--votes", "5000"], "--votes must be a whole number from 1 to 1000, got 5000"),
-    (["run", "hi", "--playbook", "a/b"], "--playbook must be 1-64 letters, digits, '-' or '_', got 'a/b'"),
-    (["run", "hi", "--playbook", "typo"], "unknown playbook 'typo'"),
-    (["run", "hi", "--tenant", "../x"], "bad tenant"),
-    (["trace", "abc", "--tenant", "a b"], "bad tenant"),
-    (["dlq", "list", "--tenant", ""], "bad tenant"),
-    (["eval", "/no/such.jsonl"], "not found"),
-    (["learn", "/no/such.jsonl"], "not found"),
-    (["playbook", "show", "--version", "3"], "no versions yet"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "x" * 50], "above the limit of 20"),
+        (["run", "hi", "--question", "q" * 30], "above the limit of 20"),
+        (
+            ["run", "hi", "--votes", "5000"],
+            "--votes must be a whole number from 1 to 1000, got 5000",
+        ),
+        (
+            ["run", "hi", "--playbook", "a/b"],
+            "--playbook must be 1-64 letters, digits, '-' or '_', got 'a/b'",
+        ),
+        (["run", "hi", "--playbook", "typo"], "unknown playbook 'typo'"),
+        (["run", "hi", "--tenant", "../x"], "bad tenant"),
+        (["trace", "abc", "--tenant", "a b"], "bad tenant"),
+        (["dlq", "list", "--tenant", ""], "bad tenant"),
+        (["eval", "/no/such.jsonl"], "not found"),
+        (["learn", "/no/such.jsonl"], "not found"),
+        (["playbook", "show", "--version", "3"], "no versions yet"),
+    ],
+)
 def test_cli_refuses_bad_input_and_writes_nothing(monkeypatch, args, message):
     monkeypatch.setenv("PARALLAX_MAX_INPUT_CHARS", "20")
     model_ctx, calls = scripted(lambda p, t, i: "{}")
@@ -55,30 +67,61 @@ def test_unknown_playbook_version_for_eval_is_refused(tmp_path, monkeypatch):
     data.write_text(json.dumps({"input": "2+2?", "target": "4"}) + "\n")
     export = tmp_path / "pb.json"
     export.write_text(json.dumps([{"id": "pb-1", "text": "Add carefully."}]))
-    assert runner.invoke(app, ["playbook", "import", str(export), "--playbook", "ops"]).exit_code == 0
+    assert (
+        runner.invoke(app, ["playbook", "import", str(export), "--playbook", "ops"]).exit_code == 0
+    )
     model_ctx, calls = scripted(lambda p, t, i: "{}")
-    assert_refused(runner.invoke(app, ["eval", str(data), "--playbook", "ops", "--version", "9"], obj=model_ctx),
-                   "has no version 9")
-    assert_refused(runner.invoke(app, ["eval", str(data), "--playbook", "opz"], obj=model_ctx), "unknown playbook 'opz'")
+    assert_refused(
+        runner.invoke(
+            app, ["eval", str(data), "--playbook", "ops", "--version", "9"], obj=model_ctx
+        ),
+        "has no version 9",
+    )
+    assert_refused(
+        runner.invoke(app, ["eval", str(data), "--playbook", "opz"], obj=model_ctx),
+        "unknown playbook 'opz'",
+    )
     assert calls == []
 
 
 async def test_the_graph_refuses_an_unknown_playbook_before_any_model_call(monkeypatch):
     model_ctx, calls = scripted(lambda p, t, i: "{}")
     with pytest.raises(InvalidInput, match="unknown playbook 'typo'"):
-        await solve_builder.compile(store=InMemoryStore()).ainvoke({"task": "2+2?", "playbook": "typo"}, context=model_ctx)
+        await solve_builder.compile(store=InMemoryStore()).ainvoke(
+            {"task": "2+2?", "playbook": "typo"}, context=model_ctx
+        )
     assert calls == []
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                           max_leaves=6)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["task", "question", "mode", "votes", "min_votes", "tenant", "playbook",
-                                        "max_cost", "max_tokens"]),
-                       json_values, max_size=7))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "task",
+                "question",
+                "mode",
+                "votes",
+                "min_votes",
+                "tenant",
+                "playbook",
+                "max_cost",
+                "max_tokens",
+            ]
+        ),
+        json_values,
+        max_size=7,
+    )
+)
 def test_graph_input_validation_only_ever_says_invalid_input(payload):
     """Whatever a client sends, validation accepts it or raises InvalidInput - never a crash."""
     try:
@@ -110,8 +153,11 @@ def test_playbook_files_parse_or_say_why(text):
         assert all(item.text.strip() for item in items)
 
 
-good_line = st.builds(lambda q, a: json.dumps({"question": q, "answer": a}),
-                      st.text(alphabet="abc xyz?", min_size=1, max_size=10).filter(str.strip), st.text(max_size=5))
+good_line = st.builds(
+    lambda q, a: json.dumps({"question": q, "answer": a}),
+    st.text(alphabet="abc xyz?", min_size=1, max_size=10).filter(str.strip),
+    st.text(max_size=5),
+)
 bad_line = st.sampled_from(["{", "[]", "42", '{"answer": "1"}', '{"input": 3}', "not json"])
 
 

@@ -1,5 +1,6 @@
-"""The per-endpoint circuit breaker: a failure rate over a window with a minimum of calls, simultaneous
-failures counted once, a half-open probe that waiting calls share within their own deadline."""
+"""The per-endpoint circuit breaker: a failure rate over a window with a minimum of calls,
+simultaneous failures counted once, a half-open probe that waiting calls share within their own
+deadline."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from tests.unit.test_solve_graph import _error, answer
 
 
 class Clock:
-    """A hand-moved monotonic clock: the rules are about time, the tests should not sleep for them."""
+    """A hand-moved monotonic clock: the rules are about time, the tests should not sleep for
+    them."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -24,8 +26,14 @@ class Clock:
 
 
 def breaker(clock: Clock, **rules) -> CircuitBreaker:
-    defaults = {"failure_rate": 0.5, "min_calls": 4, "min_failures": 2, "window_s": 60.0, "coalesce_s": 1.0,
-                "reset_s": 30.0}
+    defaults = {
+        "failure_rate": 0.5,
+        "min_calls": 4,
+        "min_failures": 2,
+        "window_s": 60.0,
+        "coalesce_s": 1.0,
+        "reset_s": 30.0,
+    }
     return CircuitBreaker("http://model.test/v1", clock=clock, **{**defaults, **rules})
 
 
@@ -116,12 +124,17 @@ async def test_a_call_that_meets_an_open_circuit_waits_for_the_probe_within_its_
 async def test_waiting_calls_fail_with_the_endpoint_and_since_when_if_the_probe_fails():
     b = CircuitBreaker("http://model.test/v1", min_calls=1, min_failures=1, reset_s=0.1)
     b.record_failure("APIConnectionError: Connection error.")
-    prober, waiter = asyncio.create_task(b.admit(b.clock() + 5.0)), asyncio.create_task(b.admit(b.clock() + 5.0))
+    prober, waiter = (
+        asyncio.create_task(b.admit(b.clock() + 5.0)),
+        asyncio.create_task(b.admit(b.clock() + 5.0)),
+    )
     await asyncio.sleep(0.2)
     assert prober.done() ^ waiter.done()
     b.record_failure("APIConnectionError: Connection error.", probe=True)  # the probe failed
     other = waiter if prober.done() else prober
-    with pytest.raises(CircuitOpen, match=r"http://model.test/v1 failing since \d\d:\d\d:\d\d UTC.*probe failed"):
+    with pytest.raises(
+        CircuitOpen, match=r"http://model.test/v1 failing since \d\d:\d\d:\d\d UTC.*probe failed"
+    ):
         await asyncio.wait_for(other, 2.0)
 
 
@@ -140,11 +153,19 @@ async def test_branches_fail_fast_once_the_endpoint_circuit_is_open(monkeypatch)
     monkeypatch.setenv("PARALLAX_BREAKER_FAILURES", "1")
     monkeypatch.setenv("PARALLAX_BREAKER_RESET_S", "600")
     model_ctx, calls = scripted(lambda p, t, i: _error(500))
-    first = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 1}, context=model_ctx)
-    assert first["status"] == "failed" and len(calls) == 1  # the first failure opened it: no retry went out
-    second = await graph.ainvoke({"task": "What is 3 + 3?", "mode": "vote", "votes": 2}, context=model_ctx)
+    first = await graph.ainvoke(
+        {"task": "What is 2 + 2?", "mode": "vote", "votes": 1}, context=model_ctx
+    )
+    assert (
+        first["status"] == "failed" and len(calls) == 1
+    )  # the first failure opened it: no retry went out
+    second = await graph.ainvoke(
+        {"task": "What is 3 + 3?", "mode": "vote", "votes": 2}, context=model_ctx
+    )
     assert second["status"] == "failed" and len(calls) == 1  # no call reached the endpoint
-    assert "circuit open" in second["reason"] and "ScriptedChatModel failing since" in second["reason"]
+    assert (
+        "circuit open" in second["reason"] and "ScriptedChatModel failing since" in second["reason"]
+    )
     assert {b["cause"] for b in second["branches"] if b["kind"] == "vote"} == {"circuit_open"}
 
 
@@ -159,5 +180,7 @@ async def test_client_errors_do_not_trip_the_breaker(monkeypatch):
 
     model_ctx, _ = scripted(script)
     await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 4}, context=model_ctx)
-    out = await graph.ainvoke({"task": "What is 2 + 2?", "mode": "vote", "votes": 1}, context=model_ctx)
+    out = await graph.ainvoke(
+        {"task": "What is 2 + 2?", "mode": "vote", "votes": 1}, context=model_ctx
+    )
     assert out["status"] == "ok" and out["vote_counts"] == {"4": 1}

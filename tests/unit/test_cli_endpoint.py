@@ -1,4 +1,5 @@
-"""`--model` and `--base-url` reach the model call, for that command only; `--version` prints the package's version."""
+"""`--model` and `--base-url` reach the model call, for that command only; `--version` prints the
+package's version."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from parallax.runtime.chat_models import forget_clients
 from testkit.fault_server import FaultConfig, FaultServer
 
 runner = CliRunner()
-MODEL_COMMANDS = (["run"], ["resume"], ["learn"], ["eval"], ["dlq", "retry"], ["prompts", "set"], ["serve"])
+MODEL_COMMANDS = (
+    ["run"],
+    ["resume"],
+    ["learn"],
+    ["eval"],
+    ["dlq", "retry"],
+    ["prompts", "set"],
+    ["serve"],
+)
 """Every command that calls a model (serve: the replica's runs do)."""
 
 
@@ -41,21 +50,40 @@ def test_version_prints_the_installed_version():
 
 
 def test_flags_point_the_run_at_another_endpoint_and_model(server, monkeypatch):
-    monkeypatch.setenv("PARALLAX_MODEL", "model-from-env")  # OPENAI_BASE_URL is a closed port (tests/unit/conftest.py)
+    monkeypatch.setenv(
+        "PARALLAX_MODEL", "model-from-env"
+    )  # OPENAI_BASE_URL is a closed port (tests/unit/conftest.py)
     closed_port = os.environ["OPENAI_BASE_URL"]
-    result = runner.invoke(app, ["run", "Write a haiku about caching.", "--mode", "direct", "--json",
-                                 "--base-url", server.url, "--model", "model-from-flag"])
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "Write a haiku about caching.",
+            "--mode",
+            "direct",
+            "--json",
+            "--base-url",
+            server.url,
+            "--model",
+            "model-from-flag",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "ok"
     assert chat_models(server) == {"model-from-flag"}
     # for that run only: the environment is as it was
-    assert os.environ["OPENAI_BASE_URL"] == closed_port and os.environ["PARALLAX_MODEL"] == "model-from-env"
+    assert (
+        os.environ["OPENAI_BASE_URL"] == closed_port
+        and os.environ["PARALLAX_MODEL"] == "model-from-env"
+    )
 
 
 def test_without_flags_the_environment_chooses(server, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)
     monkeypatch.setenv("PARALLAX_MODEL", "model-from-env")
-    result = runner.invoke(app, ["run", "Write a haiku about caching.", "--mode", "direct", "--json"])
+    result = runner.invoke(
+        app, ["run", "Write a haiku about caching.", "--mode", "direct", "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert chat_models(server) == {"model-from-env"}
 

@@ -1,4 +1,5 @@
-"""`--help` reads like other tools': no value placeholder after a flag, examples at the end of run, learn and serve."""
+"""`--help` reads like other tools': no value placeholder after a flag, examples at the end of run,
+learn and serve."""
 
 from __future__ import annotations
 
@@ -30,7 +31,14 @@ def help_of(path: tuple[str, ...], columns: int = 80) -> str:
 
 
 def test_the_walk_finds_the_commands():
-    assert {("run",), ("learn",), ("serve",), ("playbook", "show"), ("dlq", "list"), ("prompts", "canary")} <= set(COMMANDS)
+    assert {
+        ("run",),
+        ("learn",),
+        ("serve",),
+        ("playbook", "show"),
+        ("dlq", "list"),
+        ("prompts", "canary"),
+    } <= set(COMMANDS)
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=lambda p: " ".join(p) or "parallax")
@@ -40,8 +48,13 @@ def test_flags_show_no_value_placeholder(path):
     command = typer.main.get_command(app)
     for name in path:
         command = command.commands[name]
-    flags = [p for p in command.get_params(command.make_context("parallax", ["--help"], resilient_parsing=True))
-             if getattr(p, "is_flag", False)]
+    flags = [
+        p
+        for p in command.get_params(
+            command.make_context("parallax", ["--help"], resilient_parsing=True)
+        )
+        if getattr(p, "is_flag", False)
+    ]
     for flag in flags:
         line = next(line for line in text.splitlines() if line.strip().startswith(flag.opts[0]))
         assert line.strip().split()[1][0] != "<", line  # the help text follows the flag, no <type>

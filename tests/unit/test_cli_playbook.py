@@ -1,4 +1,5 @@
-"""`parallax playbook ...` on the SQLite store under PARALLAX_HOME: JSON shapes, one-line exit-2 errors."""
+"""`parallax playbook ...` on the SQLite store under PARALLAX_HOME: JSON shapes, one-line exit-2
+errors."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ runner = CliRunner()
 
 def seed(versions: int = 3, gate_key: str = "val_accuracy_after") -> None:
     """Versions 1..N in the CLI's store, each adding one lesson; v2 archives v1's lesson."""
+
     async def main():
         home = settings.load().home
         home.mkdir(parents=True, exist_ok=True)
@@ -28,9 +30,12 @@ def seed(versions: int = 3, gate_key: str = "val_accuracy_after") -> None:
             for n in range(versions):
                 ops = [Operation(op="add", text=f"lesson {n}")]
                 if n == 1:
-                    ops.append(Operation(op="archive", item_id=(await ps.head("default")).items[0].id))
+                    ops.append(
+                        Operation(op="archive", item_id=(await ps.head("default")).items[0].id)
+                    )
                 gate = {gate_key: 0.3 + n / 10} if n != 1 else {}
                 await ps.commit("default", n, ops, f"learn-{n}", gate)
+
     asyncio.run(main())
 
 
@@ -43,8 +48,11 @@ def test_history_json_shape():
     result = invoke("history", "--json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
-    assert ([(r["version"], r["parent"], r["items"], r["accepted"]) for r in rows]
-            == [(1, 0, 1, True), (2, 1, 1, True), (3, 2, 2, True)])
+    assert [(r["version"], r["parent"], r["items"], r["accepted"]) for r in rows] == [
+        (1, 0, 1, True),
+        (2, 1, 1, True),
+        (3, 2, 2, True),
+    ]
     assert rows[0]["created_by"] == "learn-0" and rows[2]["gate"] == {"val_accuracy_after": 0.5}
     assert all(r["created_at"] for r in rows)
 
@@ -52,7 +60,9 @@ def test_history_json_shape():
 def test_show_and_diff():
     seed()
     shown = json.loads(invoke("show", "--json").output)
-    assert shown["version"] == 3 and [i["text"] for i in shown["items"] if i["status"] == "active"] == ["lesson 1", "lesson 2"]
+    assert shown["version"] == 3 and [
+        i["text"] for i in shown["items"] if i["status"] == "active"
+    ] == ["lesson 1", "lesson 2"]
     result = invoke("diff", "1", "3", "--json")
     assert result.exit_code == 0, result.output
     d = json.loads(result.output)
@@ -68,20 +78,33 @@ def test_rollback_then_history():
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["version"] == 4
     shown = json.loads(invoke("show", "--json").output)
-    assert (shown["version"], shown["note"], [i["text"] for i in shown["items"]]) == (4, "rollback to v1", ["lesson 0"])
+    assert (shown["version"], shown["note"], [i["text"] for i in shown["items"]]) == (
+        4,
+        "rollback to v1",
+        ["lesson 0"],
+    )
     assert [r["version"] for r in json.loads(invoke("history", "--json").output)] == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["rollback", "7"], "playbook 'default' has no version 7 (latest is 3): see `parallax playbook history --playbook default`"),
-    (["diff", "1", "9"], "has no version 9 (latest is 3)"),
-    (["show", "--version", "4"], "has no version 4"),
-    (["history", "--playbook", "typo"], "unknown playbook 'typo' (known: default)"),
-    (["export", "--format", "yaml", "--output", "out.yaml"], "unknown format 'yaml'"),
-    (["export", "--version", "8", "--output", "out.json"], "has no version 8"),
-    (["plot", "--output", "out.jpg"], "--output must end in .png"),
-    (["import", "missing.json"], "file not found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["rollback", "7"],
+            (
+                "playbook 'default' has no version 7 (latest is 3): see `parallax playbook history"
+                " --playbook default`"
+            ),
+        ),
+        (["diff", "1", "9"], "has no version 9 (latest is 3)"),
+        (["show", "--version", "4"], "has no version 4"),
+        (["history", "--playbook", "typo"], "unknown playbook 'typo' (known: default)"),
+        (["export", "--format", "yaml", "--output", "out.yaml"], "unknown format 'yaml'"),
+        (["export", "--version", "8", "--output", "out.json"], "has no version 8"),
+        (["plot", "--output", "out.jpg"], "--output must end in .png"),
+        (["import", "missing.json"], "file not found"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(args, message, tmp_path, monkeypatch):
     seed()
     monkeypatch.chdir(tmp_path)
@@ -116,7 +139,9 @@ def test_export_writes_a_file_and_import_reads_it_back(fmt, tmp_path):
     result = invoke("import", str(out), "--playbook", "copy", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["version"] == 1
-    original, copy = (json.loads(invoke("show", "--json", "--playbook", p).output) for p in ("default", "copy"))
+    original, copy = (
+        json.loads(invoke("show", "--json", "--playbook", p).output) for p in ("default", "copy")
+    )
     assert copy["items"] == original["items"]
 
 
@@ -124,8 +149,13 @@ def test_candidates_lists_rejections():
     seed(1)
 
     async def reject():
-        async with AsyncSqliteStore.from_conn_string(str(settings.load().home / "store.sqlite")) as store:
-            await PlaybookStore(store).reject("default", 1, [Operation(op="add", text="bad")], "learn-9", {}, "val fell")
+        async with AsyncSqliteStore.from_conn_string(
+            str(settings.load().home / "store.sqlite")
+        ) as store:
+            await PlaybookStore(store).reject(
+                "default", 1, [Operation(op="add", text="bad")], "learn-9", {}, "val fell"
+            )
+
     asyncio.run(reject())
     rows = json.loads(invoke("candidates", "--json").output)
     assert [(r["reason"], r["accepted"], r["parent"]) for r in rows] == [("val fell", False, 1)]
@@ -139,7 +169,12 @@ def test_plot_writes_a_png(tmp_path):
     result = invoke("plot", "--output", str(out), "--json")
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert json.loads(result.output) == {"playbook": "default", "output": str(out), "versions": 4, "with_accuracy": 3}
+    assert json.loads(result.output) == {
+        "playbook": "default",
+        "output": str(out),
+        "versions": 4,
+        "with_accuracy": 3,
+    }
 
 
 def test_plot_without_versions_fails(tmp_path):

@@ -1,5 +1,7 @@
-"""What `parallax run` shows in a terminal while it works: the route's update, which empties the branches
-reducer with None, must not stop the run (it did: `TypeError: 'NoneType' object is not iterable`)."""
+"""What `parallax run` shows in a terminal while it works: the route's update, which empties the
+branches reducer with None, must not stop the run (it did: `TypeError: 'NoneType' object is not
+iterable`).
+"""
 
 from __future__ import annotations
 
@@ -24,5 +26,7 @@ def test_progress_takes_the_route_update_and_counts_branches(monkeypatch):
     status = Status()
     progress = run_cli.Progress(status, live=None)
     progress.update("route", {**NEW_RUN, "mode": "vote", "slices": []})
-    progress.update("work", {"branches": [{"kind": "vote", "status": "ok"}, {"kind": "vote", "status": "ok"}]})
+    progress.update(
+        "work", {"branches": [{"kind": "vote", "status": "ok"}, {"kind": "vote", "status": "ok"}]}
+    )
     assert progress.done == 2 and status.shown[-1] == "2 branches done (last: vote ok)"

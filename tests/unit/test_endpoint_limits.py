@@ -1,4 +1,5 @@
-"""The per-endpoint cap on calls in flight: a fixed ceiling, and a limit that halves when connections are turned away."""
+"""The per-endpoint cap on calls in flight: a fixed ceiling, and a limit that halves when
+connections are turned away."""
 
 from __future__ import annotations
 

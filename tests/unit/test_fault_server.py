@@ -1,4 +1,5 @@
-"""The fault-injecting model server: real HTTP, the real openai client, the real product call path."""
+"""The fault-injecting model server: real HTTP, the real openai client, the real product call
+path."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ from testkit.fault_server import FaultConfig, FaultServer, messages_hash, schema
 
 ANSWER_SCHEMA = {
     "type": "object",
-    "properties": {"reasoning": {"type": "string"}, "answer": {"type": "string"}, "note": {"type": "string"}},
+    "properties": {
+        "reasoning": {"type": "string"},
+        "answer": {"type": "string"},
+        "note": {"type": "string"},
+    },
     "required": ["reasoning", "answer"],
 }
 MESSAGES = [{"role": "user", "content": "What is 6 * 7?"}]
@@ -28,7 +33,9 @@ def client(url: str, timeout: float = 5.0) -> openai.OpenAI:
 
 
 def ask(url: str, *, timeout: float = 5.0, **extra):
-    return client(url, timeout).chat.completions.create(model="fault-model", messages=MESSAGES, **extra)
+    return client(url, timeout).chat.completions.create(
+        model="fault-model", messages=MESSAGES, **extra
+    )
 
 
 def test_no_faults_gives_a_valid_reply_with_usage():
@@ -41,25 +48,48 @@ def test_no_faults_gives_a_valid_reply_with_usage():
         assert plain.usage.total_tokens == plain.usage.prompt_tokens + plain.usage.completion_tokens
         shaped = ask(url, response_format={"type": "json_object", "schema": ANSWER_SCHEMA})
         assert json.loads(shaped.choices[0].message.content) == {"reasoning": "ok", "answer": "42"}
-        openai_style = ask(url, response_format={"type": "json_schema", "json_schema": {"name": "A", "schema": ANSWER_SCHEMA}})
-        assert json.loads(openai_style.choices[0].message.content) == {"reasoning": "ok", "answer": "42"}
+        openai_style = ask(
+            url,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "A", "schema": ANSWER_SCHEMA},
+            },
+        )
+        assert json.loads(openai_style.choices[0].message.content) == {
+            "reasoning": "ok",
+            "answer": "42",
+        }
         assert [m.id for m in client(url).models.list()] == ["fault-model"]
 
 
 def test_schema_instance_is_minimal_and_follows_refs():
     schema = {
         "type": "object",
-        "$defs": {"Tag": {"type": "object", "properties": {"id": {"type": "string"}, "helpful": {"type": "boolean"}},
-                          "required": ["id", "helpful"]}},
+        "$defs": {
+            "Tag": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "helpful": {"type": "boolean"}},
+                "required": ["id", "helpful"],
+            }
+        },
         "properties": {
-            "choice": {"type": "string"}, "count": {"type": "integer"}, "ok": {"type": "boolean"},
-            "severity": {"enum": ["low", "medium"]}, "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}},
-            "maybe": {"anyOf": [{"type": "null"}, {"type": "number"}]}, "optional": {"type": "string"},
+            "choice": {"type": "string"},
+            "count": {"type": "integer"},
+            "ok": {"type": "boolean"},
+            "severity": {"enum": ["low", "medium"]},
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}},
+            "maybe": {"anyOf": [{"type": "null"}, {"type": "number"}]},
+            "optional": {"type": "string"},
         },
         "required": ["choice", "count", "ok", "severity", "tags", "maybe"],
     }
     assert schema_instance(schema) == {
-        "choice": "42", "count": 1, "ok": True, "severity": "low", "tags": [{"id": "ok", "helpful": True}], "maybe": 1,
+        "choice": "42",
+        "count": 1,
+        "ok": True,
+        "severity": "low",
+        "tags": [{"id": "ok", "helpful": True}],
+        "maybe": 1,
     }
 
 
@@ -94,7 +124,9 @@ def test_truncated_reply_is_cut_with_finish_reason_length():
         choice = reply.choices[0]
         assert choice.finish_reason == "length"
         full = json.dumps({"reasoning": "ok", "answer": "42"})
-        assert 0 < len(choice.message.content) < len(full) and full.startswith(choice.message.content)
+        assert 0 < len(choice.message.content) < len(full) and full.startswith(
+            choice.message.content
+        )
 
 
 def test_hang_outlives_the_client_timeout_and_is_released():
@@ -156,10 +188,15 @@ def test_request_log_records_hashes_faults_and_status(tmp_path):
     assert {"500", "ok"} <= set(expected)
     with FaultServer(config) as url:
         for i in range(6):
-            _catch(lambda i=i: client(url).chat.completions.create(
-                model="m", temperature=0.5, messages=[{"role": "user", "content": f"q{i % 3}"}]))
+            _catch(
+                lambda i=i: client(url).chat.completions.create(
+                    model="m", temperature=0.5, messages=[{"role": "user", "content": f"q{i % 3}"}]
+                )
+            )
         log = httpx.get(f"{url[:-3]}/_log").json()
-        assert [e["id"] for e in log] == sorted(e["id"] for e in log) and len({e["id"] for e in log}) == 6
+        assert [e["id"] for e in log] == sorted(e["id"] for e in log) and len(
+            {e["id"] for e in log}
+        ) == 6
         assert [e["fault"] for e in log] == expected
         assert [e["status"] for e in log] == [500 if f == "500" else 200 for f in expected]
         hashes = [messages_hash([{"role": "user", "content": f"q{i % 3}"}]) for i in range(6)]
@@ -175,7 +212,9 @@ def test_request_log_records_hashes_faults_and_status(tmp_path):
 
 
 def test_messages_hash_is_canonical():
-    assert messages_hash([{"role": "user", "content": "x"}]) == messages_hash([{"content": "x", "role": "user"}])
+    assert messages_hash([{"role": "user", "content": "x"}]) == messages_hash(
+        [{"content": "x", "role": "user"}]
+    )
     assert len(messages_hash([])) == 64
 
 
@@ -210,7 +249,9 @@ async def test_product_call_path_survives_rate_limits(monkeypatch):
     with FaultServer(config) as url:
         monkeypatch.setenv("OPENAI_BASE_URL", url)
         monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_object_schema")
-        monkeypatch.setenv("PARALLAX_EARLY_STOP", "false")  # all 5 votes, so the planned faults meet them
+        monkeypatch.setenv(
+            "PARALLAX_EARLY_STOP", "false"
+        )  # all 5 votes, so the planned faults meet them
         monkeypatch.setattr(models, "_clients", weakref.WeakKeyDictionary())
         out = await graph.ainvoke({"task": "What is 6 * 7?", "mode": "vote", "votes": 5})
         log = httpx.get(f"{url[:-3]}/_log").json()

@@ -38,8 +38,11 @@ def wrong_way(root: Path) -> list[tuple[str, int, str]]:
     found = []
     for folder, forbidden in FORBIDDEN.items():
         for path in sorted((root / folder).rglob("*.py")):
-            found += [(path.relative_to(root).as_posix(), line, module)
-                      for line, module in imported(path) if module.split(".")[0] in forbidden]
+            found += [
+                (path.relative_to(root).as_posix(), line, module)
+                for line, module in imported(path)
+                if module.split(".")[0] in forbidden
+            ]
     return found
 
 
@@ -60,14 +63,21 @@ def test_the_allowed_direction_is_seen():
 
 def test_a_deliberate_wrong_way_import_is_caught(tmp_path):
     for folder in FORBIDDEN:
-        shutil.copytree(ROOT / folder, tmp_path / folder,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    append(tmp_path / "bench" / "chaos.py",
-           "\nfrom tests.unit.test_bench import x  # deliberate: a bench reaching into a test\n")
-    append(tmp_path / "testkit" / "processes.py",
-           "\n\ndef late():\n    from bench import chaos  # deliberate, inside a function\n")
-    append(tmp_path / "testkit" / "word_counts.py",
-           '\nMODULE = "tests.conftest"  # deliberate: a module for `python -m`\n')
+        shutil.copytree(
+            ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    append(
+        tmp_path / "bench" / "chaos.py",
+        "\nfrom tests.unit.test_bench import x  # deliberate: a bench reaching into a test\n",
+    )
+    append(
+        tmp_path / "testkit" / "processes.py",
+        "\n\ndef late():\n    from bench import chaos  # deliberate, inside a function\n",
+    )
+    append(
+        tmp_path / "testkit" / "word_counts.py",
+        '\nMODULE = "tests.conftest"  # deliberate: a module for `python -m`\n',
+    )
     found = wrong_way(tmp_path)
     assert [(path, module) for path, _, module in found] == [
         ("bench/chaos.py", "tests.unit.test_bench"),

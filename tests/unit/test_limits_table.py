@@ -1,5 +1,7 @@
-"""docs/limits.md is the one table of what a run may ask for: a run setting or an input field with no row there, or a
-row that does not state the bound its definition has, fails here (so the table stays complete and true)."""
+"""docs/limits.md is the one table of what a run may ask for: a run setting or an input field with
+no row there, or a row that does not state the bound its definition has, fails here (so the table
+stays complete and true).
+"""
 
 from __future__ import annotations
 
@@ -18,17 +20,23 @@ BOUND_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "max
 def sections() -> dict[str, str]:
     """Each `###` section of the page's "Run inputs and run settings" part, by its heading."""
     part = PAGE.split("## Run inputs and run settings", 1)[1].split("\n## ", 1)[0]
-    return {heading: body for heading, body in re.findall(r"^### ([^\n]+)\n(.*?)(?=^### |\Z)", part, re.M | re.S)}
+    return {
+        heading: body
+        for heading, body in re.findall(r"^### ([^\n]+)\n(.*?)(?=^### |\Z)", part, re.M | re.S)
+    }
 
 
 def rows(section: str) -> dict[str, str]:
-    """Field name -> the text of its row (a row may name several fields), its numbers without thousands separators."""
+    """Field name -> the text of its row (a row may name several fields), its numbers without
+    thousands separators."""
     found: dict[str, str] = {}
     for line in section.splitlines():
         if not line.startswith("| `") and not re.match(r"^\| `?\w+`? \| `", line):
             continue
         cells = [c.strip() for c in line.strip("|").split("|")]
-        graph = re.fullmatch(r"`(stats|feedback|release)`", cells[0])  # a table of several graphs: graph, field, ...
+        graph = re.fullmatch(
+            r"`(stats|feedback|release)`", cells[0]
+        )  # a table of several graphs: graph, field, ...
         for name in re.findall(r"`(\w+)`", cells[1] if graph else cells[0]):
             found[f"{graph[1]}:{name}" if graph else name] = line.replace(",", "")
     return found
@@ -46,7 +54,9 @@ def test_every_run_setting_has_a_row_with_its_bounds():
     for name in RUN_SETTINGS:
         for bound in bounds(name).values():
             assert states(bound, table[name]), (name, bound, table[name])
-    assert all(f"`{name}`" in PAGE for name in CODE_ONLY)  # and the page says no caller may send them
+    assert all(
+        f"`{name}`" in PAGE for name in CODE_ONLY
+    )  # and the page says no caller may send them
 
 
 def test_every_input_field_of_every_graph_has_a_row_with_its_bounds():

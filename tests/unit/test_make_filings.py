@@ -1,7 +1,7 @@
 """bench.data.make_filings: FinanceBench pages drawn into PDFs land on the page a viewer shows.
 
-The FinanceBench page texts are a sample kept in the repository (bench/data/samples/financebench): if
-they are missing the test fails rather than skips, so a broken checkout is noticed."""
+The FinanceBench page texts are a sample kept in the repository (bench/data/samples/financebench):
+if they are missing the test fails rather than skips, so a broken checkout is noticed."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ def test_source_page_n_is_pdf_page_n_plus_1_and_left_out_pages_are_blank(tmp_pat
     lines = [normalise(line) for line in drawn_lines(source_pages(DOC)[1]) if line.strip()]
     assert len(lines) > 10 and all(line in normalise(document.pages[1]) for line in lines)
     assert check_filing(path, DOC, [1])["lines_on_right_page"] == 1.0
-    assert check_filing(path, DOC, [0])["lines_on_right_page"] == 0.0  # the check can fail: page 0 is blank
+    assert (
+        check_filing(path, DOC, [0])["lines_on_right_page"] == 0.0
+    )  # the check can fail: page 0 is blank
 
 
 def test_main_writes_the_pdfs_and_prints_its_report(tmp_path, capsys):
@@ -30,6 +32,8 @@ def test_main_writes_the_pdfs_and_prints_its_report(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == report
     assert [d["doc_name"] for d in report["documents"]] == ["ADOBE_2015_10K", DOC]
     first = report["documents"][0]
-    assert first["pdf_pages"] == 64 and first["pages_with_text"] == 6  # evidence pages 58 and 62, a neighbour each side
+    assert (
+        first["pdf_pages"] == 64 and first["pages_with_text"] == 6
+    )  # evidence pages 58 and 62, a neighbour each side
     assert report["lines"] > 200 and report["lines_on_right_page"] >= 0.99
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ADOBE_2015_10K.pdf", f"{DOC}.pdf"]

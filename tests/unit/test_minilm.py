@@ -35,7 +35,12 @@ def test_vectors_match_the_ones_sentence_transformers_recorded(model):
 
 def test_long_texts_are_cut_at_256_tokens_like_sentence_transformers(model):
     long = "net margin " * 400
-    assert np.abs(model.encode([long])[0] - model.encode([long + " and more words at the end"])[0]).max() < 1e-6
+    assert (
+        np.abs(
+            model.encode([long])[0] - model.encode([long + " and more words at the end"])[0]
+        ).max()
+        < 1e-6
+    )
     assert model.encode([]).shape == (0, 384)
 
 

@@ -1,5 +1,5 @@
-"""On the embedded default model a run ends with one dim line on stderr saying so; a setting hides it, and it is
-never printed when an endpoint answered."""
+"""On the embedded default model a run ends with one dim line on stderr saying so; a setting hides
+it, and it is never printed when an endpoint answered."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ ARGS = ["run", "Write a haiku about caching.", "--mode", "direct", "--json"]
 
 @pytest.fixture
 def advertised(monkeypatch):
-    """No endpoint configured; a stand-in for the embedded server advertised where `parallax model serve` would
-    advertise it (PARALLAX_HOME/model-server.json), so the run takes the embedded path without loading a model."""
+    """No endpoint configured; a stand-in for the embedded server advertised where `parallax model
+    serve` would advertise it (PARALLAX_HOME/model-server.json), so the run takes the embedded path
+    without loading a model.
+    """
     monkeypatch.delenv("OPENAI_BASE_URL")
     monkeypatch.delenv("PARALLAX_GGUF", raising=False)
     server = FaultServer(FaultConfig())
@@ -45,9 +47,13 @@ def test_a_run_on_the_embedded_model_says_so_once(advertised):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "ok"  # stdout stays one JSON object
     assert result.stderr.count("SmolLM2-135M") == 1 and len(result.stderr.strip().splitlines()) == 1
-    assert "often wrong" in result.stderr and "--base-url URL --model NAME" in result.stderr  # a real endpoint needs both
+    assert (
+        "often wrong" in result.stderr and "--base-url URL --model NAME" in result.stderr
+    )  # a real endpoint needs both
     assert len(result.stderr.rstrip("\n")) <= 80  # one line on an 80-column terminal
-    assert any(entry["path"].endswith("/chat/completions") for entry in advertised.log())  # it answered
+    assert any(
+        entry["path"].endswith("/chat/completions") for entry in advertised.log()
+    )  # it answered
 
 
 def test_the_setting_hides_it(advertised, monkeypatch):
@@ -67,7 +73,9 @@ def test_the_python_api_result_carries_the_note_on_the_embedded_model_only(adver
 
     toy = parallax.solve("Write a haiku about caching.", mode="direct")
     assert toy.status == "ok" and toy.note == EMBEDDED_NOTE and "OPENAI_BASE_URL" in toy.note
-    os.environ["OPENAI_BASE_URL"] = advertised.url  # restored by monkeypatch's delenv at the end of the test
+    os.environ["OPENAI_BASE_URL"] = (
+        advertised.url
+    )  # restored by monkeypatch's delenv at the end of the test
     try:
         real = parallax.solve("Write a haiku about caching.", mode="direct")
     finally:
@@ -79,7 +87,9 @@ def test_serve_says_at_start_what_its_runs_answer_with(advertised, monkeypatch):
     from parallax.cli.serve import model_line
 
     said = model_line()
-    assert said.startswith("model: no OPENAI_BASE_URL, so runs use the embedded smollm2-135m-instruct: ")
+    assert said.startswith(
+        "model: no OPENAI_BASE_URL, so runs use the embedded smollm2-135m-instruct: "
+    )
     assert "tiny test model that is often wrong" in said and "set OPENAI_BASE_URL" in said
     monkeypatch.setenv("OPENAI_BASE_URL", "http://10.1.2.3:8000/v1")
     monkeypatch.setenv("PARALLAX_MODEL", "qwen2.5:7b")
@@ -87,10 +97,16 @@ def test_serve_says_at_start_what_its_runs_answer_with(advertised, monkeypatch):
 
 
 async def test_the_chat_reply_says_so_in_its_metadata(advertised):
-    """Studio's chat mode and Agent Chat UI show the reply's metadata: the note travels with the turn."""
+    """Studio's chat mode and Agent Chat UI show the reply's metadata: the note travels with the
+    turn."""
     from parallax.graphs.chat import graph
     from parallax.runtime.model_note import EMBEDDED_NOTE
 
-    out = await graph.ainvoke({"messages": [{"type": "human", "content": "Write a haiku about caching."}], "mode": "direct"})
+    out = await graph.ainvoke(
+        {
+            "messages": [{"type": "human", "content": "Write a haiku about caching."}],
+            "mode": "direct",
+        }
+    )
     assert out["messages"][-1].response_metadata["parallax"]["note"] == EMBEDDED_NOTE
     assert out["last_run"]["note"] == EMBEDDED_NOTE

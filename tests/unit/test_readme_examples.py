@@ -1,5 +1,6 @@
-"""docs/python.md's subgraph example, run as written against the scripted OpenAI-compatible server. The README's
-commands and Python examples run from examples/ in tests/integration/test_examples.py."""
+"""docs/python.md's subgraph example, run as written against the scripted OpenAI-compatible server.
+The README's commands and Python examples run from examples/ in tests/integration/test_examples.py.
+"""
 
 from __future__ import annotations
 
@@ -24,10 +25,19 @@ def block(text: str, language: str, containing: str) -> str:
 def test_the_subgraph_example_of_docs_python_runs_as_written(monkeypatch):
     from parallax.runtime.chat_models import forget_clients
 
-    code = block((ROOT / "docs" / "python.md").read_text(), "python", "builder.add_node(\"solve\", solve)")
+    code = block(
+        (ROOT / "docs" / "python.md").read_text(), "python", 'builder.add_node("solve", solve)'
+    )
     replies = ExtractionModel(answers=lambda i: {})
-    with FaultServer(FaultConfig(reply=lambda body: json.dumps({"reasoning": "12 twelves", "answer": "144"})
-                                 if "relevant" not in json.dumps(body.get("response_format")) else replies(body))) as url:
+    with FaultServer(
+        FaultConfig(
+            reply=lambda body: (
+                json.dumps({"reasoning": "12 twelves", "answer": "144"})
+                if "relevant" not in json.dumps(body.get("response_format"))
+                else replies(body)
+            )
+        )
+    ) as url:
         monkeypatch.setenv("OPENAI_BASE_URL", url)
         monkeypatch.setenv("PARALLAX_RESPONSE_FORMAT", "json_schema")
         forget_clients()

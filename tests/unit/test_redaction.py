@@ -20,18 +20,49 @@ PEM = (
 
 # (text containing one secret, the secret, the placeholder kind)
 SECRETS = [
-    ("key sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD here", "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD", "api_key"),
-    ("key sk-proj-Ab3dEfGhIjKlMnOpQrStUvWx_yz-0123 here", "sk-proj-Ab3dEfGhIjKlMnOpQrStUvWx_yz-0123", "api_key"),
-    ("key sk-ant-api03-AbCdEf0123456789-xyz_ABCDEFGH here", "sk-ant-api03-AbCdEf0123456789-xyz_ABCDEFGH", "api_key"),
-    ("use ghp_1234567890abcdefghijklmnopqrstuvwxyz now", "ghp_1234567890abcdefghijklmnopqrstuvwxyz", "token"),
-    ("use gho_16C7e42F292c6912E7710c838347Ae178B4a now", "gho_16C7e42F292c6912E7710c838347Ae178B4a", "token"),
-    ("use github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz now",
-     "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "token"),
-    ("slack xoxb-1234567890-0987654321-AbCdEfGhIj ok", "xoxb-1234567890-0987654321-AbCdEfGhIj", "token"),
+    (
+        "key sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD here",
+        "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+        "api_key",
+    ),
+    (
+        "key sk-proj-Ab3dEfGhIjKlMnOpQrStUvWx_yz-0123 here",
+        "sk-proj-Ab3dEfGhIjKlMnOpQrStUvWx_yz-0123",
+        "api_key",
+    ),
+    (
+        "key sk-ant-api03-AbCdEf0123456789-xyz_ABCDEFGH here",
+        "sk-ant-api03-AbCdEf0123456789-xyz_ABCDEFGH",
+        "api_key",
+    ),
+    (
+        "use ghp_1234567890abcdefghijklmnopqrstuvwxyz now",
+        "ghp_1234567890abcdefghijklmnopqrstuvwxyz",
+        "token",
+    ),
+    (
+        "use gho_16C7e42F292c6912E7710c838347Ae178B4a now",
+        "gho_16C7e42F292c6912E7710c838347Ae178B4a",
+        "token",
+    ),
+    (
+        "use github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz now",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "token",
+    ),
+    (
+        "slack xoxb-1234567890-0987654321-AbCdEfGhIj ok",
+        "xoxb-1234567890-0987654321-AbCdEfGhIj",
+        "token",
+    ),
     ("slack xoxp-1234567890-abcdefghij ok", "xoxp-1234567890-abcdefghij", "token"),
     ("aws AKIAIOSFODNN7EXAMPLE ok", "AKIAIOSFODNN7EXAMPLE", "aws_key"),
     ("aws ASIAY34FZKBOKMUTVV7A ok", "ASIAY34FZKBOKMUTVV7A", "aws_key"),
-    ("google AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI ok", "AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI", "api_key"),
+    (
+        "google AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI ok",
+        "AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI",
+        "api_key",
+    ),
     (f"jwt {JWT} ok", JWT, "jwt"),
     (f"before\n{PEM}\nafter", PEM, "private_key"),
     ("write to jane.doe+reports@example.co.uk today", "jane.doe+reports@example.co.uk", "email"),
@@ -51,46 +82,61 @@ def test_each_kind_of_secret_is_replaced_and_the_surrounding_text_kept(text, sec
     assert find_secrets(text) == [kind]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("api_key=abc123xyz and more", "api_key=[REDACTED:secret] and more"),
-    ("OPENAI_API_KEY=hunter2hunter2", "OPENAI_API_KEY=[REDACTED:secret]"),
-    ("password: correct-horse", "password: [REDACTED:secret]"),
-    ('{"password": "p@ss w0rd"}', '{"password": "[REDACTED:secret]"}'),
-    ("password=[REDACTED:fake", "password=[REDACTED:secret]"),
-    ("db.token = 'abc.def.ghi'", "db.token = '[REDACTED:secret]'"),
-    ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key=[REDACTED:secret]"),
-    ("Authorization: Bearer abc123.def456-ghi789", "Authorization: Bearer [REDACTED:token]"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("api_key=abc123xyz and more", "api_key=[REDACTED:secret] and more"),
+        ("OPENAI_API_KEY=hunter2hunter2", "OPENAI_API_KEY=[REDACTED:secret]"),
+        ("password: correct-horse", "password: [REDACTED:secret]"),
+        ('{"password": "p@ss w0rd"}', '{"password": "[REDACTED:secret]"}'),
+        ("password=[REDACTED:fake", "password=[REDACTED:secret]"),
+        ("db.token = 'abc.def.ghi'", "db.token = '[REDACTED:secret]'"),
+        (
+            "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws_secret_access_key=[REDACTED:secret]",
+        ),
+        ("Authorization: Bearer abc123.def456-ghi789", "Authorization: Bearer [REDACTED:token]"),
+    ],
+)
 def test_assignments_and_bearer_keep_the_name_and_lose_the_value(text, expected):
     assert redact(text) == expected
 
 
 def test_the_most_specific_kind_wins():
     assert redact(f"Authorization: Bearer {JWT}") == "Authorization: Bearer [REDACTED:jwt]"
-    assert redact("OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz0123") == "OPENAI_API_KEY=[REDACTED:api_key]"
+    assert (
+        redact("OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz0123")
+        == "OPENAI_API_KEY=[REDACTED:api_key]"
+    )
     assert find_secrets(f"Bearer {JWT} and bob@example.com") == ["jwt", "email"]
 
 
 def test_an_unterminated_private_key_is_still_redacted():
-    text = "key:\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB\nThanks"
+    text = (
+        "key:\n-----BEGIN OPENSSH PRIVATE"
+        " KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB\nThanks"
+    )
     assert redact(text) == "key:\n[REDACTED:private_key]\nThanks"
 
 
-@pytest.mark.parametrize("text", [
-    "Tom has 17 sheep and buys 5 more.",
-    "The car costs 1,200 dollars; tax is 12.5%.",
-    "Use pi = 3.14159265358979 for the area.",
-    "In 2024 the meeting was on 2024-05-01 at 10:30.",
-    "10 - 3 = 7 and 5 + 12 = 17; 2 + 44 20 7946 0958 is not a phone.",
-    "The population grew from 7,900,000,000 to 8,100,000,000.",
-    "The id 1234567812345678 ends the list.",  # 16 digits, fails Luhn
-    "A token = 25 cents and the tokens: 3 each.",
-    "Use sk-learn-compatible-estimators for the model.",
-    "Convert all units to metres before adding distances.",
-    "A bearer bond pays 5% a year.",
-    "Email the answer to the teacher.",
-    "ISO week 12 3456 7890 and order 555-1234.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tom has 17 sheep and buys 5 more.",
+        "The car costs 1,200 dollars; tax is 12.5%.",
+        "Use pi = 3.14159265358979 for the area.",
+        "In 2024 the meeting was on 2024-05-01 at 10:30.",
+        "10 - 3 = 7 and 5 + 12 = 17; 2 + 44 20 7946 0958 is not a phone.",
+        "The population grew from 7,900,000,000 to 8,100,000,000.",
+        "The id 1234567812345678 ends the list.",  # 16 digits, fails Luhn
+        "A token = 25 cents and the tokens: 3 each.",
+        "Use sk-learn-compatible-estimators for the model.",
+        "Convert all units to metres before adding distances.",
+        "A bearer bond pays 5% a year.",
+        "Email the answer to the teacher.",
+        "ISO week 12 3456 7890 and order 555-1234.",
+    ],
+)
 def test_ordinary_text_and_numbers_are_left_alone(text):
     assert redact(text) == text
     assert find_secrets(text) == []
@@ -156,9 +202,42 @@ def test_redact_value_walks_nested_structures_and_returns_a_new_one():
 
 # Text that stresses the rules: fragments of every pattern, digits, separators and unicode.
 noisy = st.lists(
-    st.sampled_from(["sk-", "ant-", "AKIA", "AIza", "ghp_", "xoxb-", "eyJ", ".", "@", "a", "Z", "9", "4111", " ",
-                     "-", "_", "=", ": ", "\n", "+44", "(555)", "api_key", "password", "Bearer ", "'", '"',
-                     "-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----", "[REDACTED:", "]", "é", "\u200b"]),
+    st.sampled_from(
+        [
+            "sk-",
+            "ant-",
+            "AKIA",
+            "AIza",
+            "ghp_",
+            "xoxb-",
+            "eyJ",
+            ".",
+            "@",
+            "a",
+            "Z",
+            "9",
+            "4111",
+            " ",
+            "-",
+            "_",
+            "=",
+            ": ",
+            "\n",
+            "+44",
+            "(555)",
+            "api_key",
+            "password",
+            "Bearer ",
+            "'",
+            '"',
+            "-----BEGIN PRIVATE KEY-----",
+            "-----END PRIVATE KEY-----",
+            "[REDACTED:",
+            "]",
+            "é",
+            "\u200b",
+        ]
+    ),
     max_size=60,
 ).map("".join)
 
@@ -178,17 +257,30 @@ surrounding = st.lists(words, max_size=8).map(" ".join)
 emails = st.builds(
     lambda local, domain, tld: f"{local}@{domain}.{tld}",
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._+-", min_size=1, max_size=20),
-    st.lists(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=10),
-             min_size=1, max_size=3).map(".".join),
+    st.lists(
+        st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=10),
+        min_size=1,
+        max_size=3,
+    ).map(".".join),
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=6),
 )
 digit = st.sampled_from("0123456789")
 keys = st.one_of(
-    st.builds(lambda p, d, body: p + d + body, st.sampled_from(["sk-", "sk-proj-", "sk-ant-api03-"]), digit,
-              st.text(alphabet=ALNUM + "-_", min_size=20, max_size=60)),
-    st.builds(lambda p, body: p + body, st.sampled_from(["ghp_", "gho_", "ghs_"]),
-              st.text(alphabet=ALNUM, min_size=36, max_size=40)),
-    st.builds(lambda body: "AKIA" + body, st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", min_size=16, max_size=16)),
+    st.builds(
+        lambda p, d, body: p + d + body,
+        st.sampled_from(["sk-", "sk-proj-", "sk-ant-api03-"]),
+        digit,
+        st.text(alphabet=ALNUM + "-_", min_size=20, max_size=60),
+    ),
+    st.builds(
+        lambda p, body: p + body,
+        st.sampled_from(["ghp_", "gho_", "ghs_"]),
+        st.text(alphabet=ALNUM, min_size=36, max_size=40),
+    ),
+    st.builds(
+        lambda body: "AKIA" + body,
+        st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", min_size=16, max_size=16),
+    ),
     st.builds(lambda body: "AIza" + body, st.text(alphabet=ALNUM + "-_", min_size=35, max_size=35)),
     st.builds(lambda body: "xoxb-" + body, st.text(alphabet=ALNUM + "-", min_size=10, max_size=40)),
 )

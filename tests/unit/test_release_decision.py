@@ -1,4 +1,5 @@
-"""The gray release rule on its own: arms by thread, Wilson intervals, looks, promote and rollback."""
+"""The gray release rule on its own: arms by thread, Wilson intervals, looks, promote and
+rollback."""
 
 from __future__ import annotations
 
@@ -44,8 +45,10 @@ def test_looks_double_from_the_minimum_and_split_the_error_rate():
 
 
 def arms(canary: tuple[int, int], production: tuple[int, int]) -> dict:
-    return {"canary": {"runs": canary[0], "successes": canary[1]},
-            "production": {"runs": production[0], "successes": production[1]}}
+    return {
+        "canary": {"runs": canary[0], "successes": canary[1]},
+        "production": {"runs": production[0], "successes": production[1]},
+    }
 
 
 def test_rule_waits_for_the_next_look_then_decides():
@@ -92,7 +95,11 @@ def test_success_counts_feedback_first_then_status_and_target():
 
 
 def test_served_version_follows_labels():
-    assert served_version({}, 3, "playbook/x", "t") == {"version": 3, "arm": "head", "release_id": None}
+    assert served_version({}, 3, "playbook/x", "t") == {
+        "version": 3,
+        "arm": "head",
+        "release_id": None,
+    }
     assert served_version({"production": 2}, 3, "playbook/x", "t")["version"] == 2
     labels = {"production": 2, "release": {"id": "r1", "version": 3, "share": 50}}
     got = {served_version(labels, 3, "playbook/x", f"t{i}")["version"] for i in range(50)}

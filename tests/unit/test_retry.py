@@ -1,4 +1,5 @@
-"""How long a branch waits before it tries again: what the server asked for in `Retry-After`, else backoff."""
+"""How long a branch waits before it tries again: what the server asked for in `Retry-After`, else
+backoff."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from parallax.state.lifecycle import Lifecycle
 
 def rate_limited(retry_after_header: str | None) -> openai.RateLimitError:
     headers = {"retry-after": retry_after_header} if retry_after_header is not None else {}
-    response = httpx.Response(429, headers=headers, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+    response = httpx.Response(
+        429, headers=headers, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    )
     return openai.RateLimitError("rate limited", response=response, body=None)
 
 
@@ -43,7 +46,12 @@ async def test_the_wait_is_the_servers_date_and_is_recorded(monkeypatch):
         slept.append(seconds)
 
     monkeypatch.setattr("asyncio.sleep", sleep)
-    calls = iter([rate_limited(format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)), "done"])
+    calls = iter(
+        [
+            rate_limited(format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)),
+            "done",
+        ]
+    )
 
     life = dispatched()
 
@@ -57,7 +65,14 @@ async def test_the_wait_is_the_servers_date_and_is_recorded(monkeypatch):
 
     assert await with_retries(call_once, 3, life) == "done"
     assert len(slept) == 1 and 28.0 <= slept[0] <= 30.0
-    assert [t["state"] for t in life.transitions] == ["PENDING", "DISPATCHED", "IN_PROGRESS", "FAILED", "RETRY", "IN_PROGRESS"]
+    assert [t["state"] for t in life.transitions] == [
+        "PENDING",
+        "DISPATCHED",
+        "IN_PROGRESS",
+        "FAILED",
+        "RETRY",
+        "IN_PROGRESS",
+    ]
     assert life.transitions[4]["reason"] == f"backoff {slept[0]:.2f}s"
 
 
@@ -77,7 +92,9 @@ async def test_backoff_grows_and_stops_after_the_last_attempt(monkeypatch):
         attempts += 1
         life.move("IN_PROGRESS")
         life.move("FAILED", "APIConnectionError")
-        raise openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+        raise openai.APIConnectionError(
+            request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+        )
 
     with pytest.raises(openai.APIConnectionError):
         await with_retries(call_once, 4, life)

@@ -1,7 +1,10 @@
-"""Code the model wrote runs confined (runtime/sandbox.py): no secrets in its environment, limits on what it takes,
-everything it starts killed with it, and in bubblewrap (no network, nothing writable but its folder) when present.
+"""Code the model wrote runs confined (runtime/sandbox.py): no secrets in its environment, limits on
+what it takes, everything it starts killed with it, and in bubblewrap (no network, nothing writable
+but its folder) when present.
 
-CI installs bubblewrap (.ci/run), so the tests that need it run there; a skip fails CI like any other."""
+CI installs bubblewrap (.ci/run), so the tests that need it run there; a skip fails CI like any
+other.
+"""
 
 from __future__ import annotations
 
@@ -23,17 +26,33 @@ from testkit.fault_server import FaultConfig
 
 runner = CliRunner()
 VALUE = "qzx-secret-value"
-SECRETS = {"OPENAI_API_KEY": f"sk-{VALUE}", "DATABASE_URL": f"postgresql://u:{VALUE}@db/x",
-           "PARALLAX_API_KEYS": f"{VALUE}:acme", "REDIS_URL": f"redis://:{VALUE}@r/0", "AWS_SECRET_ACCESS_KEY": VALUE}
-WHERE = ["off", pytest.param("auto", marks=pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap (bwrap) "
-                                                                "is not installed: apt-get install bubblewrap"))]
-bwrap_only = pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap (bwrap) is not installed: "
-                                                                  "apt-get install bubblewrap")
+SECRETS = {
+    "OPENAI_API_KEY": f"sk-{VALUE}",
+    "DATABASE_URL": f"postgresql://u:{VALUE}@db/x",
+    "PARALLAX_API_KEYS": f"{VALUE}:acme",
+    "REDIS_URL": f"redis://:{VALUE}@r/0",
+    "AWS_SECRET_ACCESS_KEY": VALUE,
+}
+WHERE = [
+    "off",
+    pytest.param(
+        "auto",
+        marks=pytest.mark.skipif(
+            not shutil.which("bwrap"),
+            reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap",
+        ),
+    ),
+]
+bwrap_only = pytest.mark.skipif(
+    not shutil.which("bwrap"),
+    reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap",
+)
 
 
 @pytest.fixture(params=WHERE)
 def sandbox(request, monkeypatch) -> str:
-    """Each test runs unconfined (PARALLAX_CHECK_SANDBOX=off) and in bubblewrap: what is said of both holds in both."""
+    """Each test runs unconfined (PARALLAX_CHECK_SANDBOX=off) and in bubblewrap: what is said of
+    both holds in both."""
     monkeypatch.setenv("PARALLAX_CHECK_SANDBOX", request.param)
     return request.param
 
@@ -50,8 +69,8 @@ def run(command: str, folder: Path, timeout_s: float = 20, **kwargs):
 
 
 def survivors(mark: str, program: str = "") -> list[int]:
-    """Processes whose command line holds `mark` (a sleep of a length no other process uses); with `program`, only
-    those running it."""
+    """Processes whose command line holds `mark` (a sleep of a length no other process uses); with
+    `program`, only those running it."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -76,7 +95,9 @@ def test_a_command_sees_no_secret_of_parallax(sandbox, folder, monkeypatch):
     names = {line.split("=", 1)[0] for line in ran.output.splitlines() if "=" in line}
     assert "PATH" in names and "PARALLAX_CANDIDATE_FILE" in names
     assert not names & {*SECRETS, "PARALLAX_MODEL"} and VALUE not in ran.output
-    assert ran.sandbox == (BUBBLEWRAP if sandbox == "auto" else "unconfined (PARALLAX_CHECK_SANDBOX=off)")
+    assert ran.sandbox == (
+        BUBBLEWRAP if sandbox == "auto" else "unconfined (PARALLAX_CHECK_SANDBOX=off)"
+    )
 
 
 def test_a_memory_hog_and_a_huge_file_are_stopped_by_the_limits(sandbox, folder, monkeypatch):
@@ -84,15 +105,15 @@ def test_a_memory_hog_and_a_huge_file_are_stopped_by_the_limits(sandbox, folder,
     monkeypatch.setenv("PARALLAX_CHECK_FILE_MB", "1")
     hog = run(f'{sys.executable} -c "x = bytearray(1024 ** 3); print(len(x))"', folder)
     assert hog.exit == 1 and "MemoryError" in hog.output and not hog.passed
-    big = run(f'{sys.executable} -c "open(\'big\', \'wb\').write(bytes(5 * 2 ** 20))"', folder)
+    big = run(f"{sys.executable} -c \"open('big', 'wb').write(bytes(5 * 2 ** 20))\"", folder)
     assert big.exit != 0 and (folder / "big").stat().st_size == 2**20
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancelled", "ended"])
 def test_everything_a_command_starts_dies_with_it(sandbox, folder, how):
-    """On timeout, on cancellation (another candidate passed first) and when it ends: no descendant lives on, not
-    one in the background nor one in a session of its own (that one only dies in bubblewrap, or while its parent
-    lives: below)."""
+    """On timeout, on cancellation (another candidate passed first) and when it ends: no descendant
+    lives on, not one in the background nor one in a session of its own (that one only dies in
+    bubblewrap, or while its parent lives: below)."""
     mark, other = sleep_mark(), sleep_mark()
     if how == "ended":
         ran = run(f"sh -c 'sleep {mark} & sleep {other} & echo started'", folder)
@@ -101,8 +122,11 @@ def test_everything_a_command_starts_dies_with_it(sandbox, folder, how):
         ran = run(f"sh -c 'sleep {mark} & sleep {other}'", folder, timeout_s=1)
         assert ran.timed_out and not ran.passed and ran.seconds < 5
     else:
+
         async def cancel() -> None:
-            task = asyncio.ensure_future(run_command(f"sh -c 'sleep {mark} & setsid sleep {other}'", folder, 60))
+            task = asyncio.ensure_future(
+                run_command(f"sh -c 'sleep {mark} & setsid sleep {other}'", folder, 60)
+            )
             deadline = asyncio.get_running_loop().time() + 10
             while not (survivors(mark, "sleep") and survivors(other, "sleep")):
                 assert asyncio.get_running_loop().time() < deadline, "the sleeps did not start"
@@ -110,13 +134,14 @@ def test_everything_a_command_starts_dies_with_it(sandbox, folder, how):
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
+
         asyncio.run(cancel())
     assert survivors(mark) == [] and survivors(other) == []
 
 
 def test_an_edit_tasks_test_command_leaves_no_grandchild_behind(sandbox, tmp_path):
-    """The edit agent's test tool ran `subprocess.run` with a timeout, which kills the shell and leaves what it
-    started running for ever."""
+    """The edit agent's test tool ran `subprocess.run` with a timeout, which kills the shell and
+    leaves what it started running for ever."""
     from parallax.logic.edit_agent import run_tests
     from parallax.runtime.worktrees import Worktree, git, head_commit
 
@@ -139,7 +164,9 @@ def test_an_edit_tasks_test_command_leaves_no_grandchild_behind(sandbox, tmp_pat
 
 
 @bwrap_only
-def test_in_bubblewrap_only_the_folder_is_writable_and_the_network_is_unreachable(folder, tmp_path, monkeypatch):
+def test_in_bubblewrap_only_the_folder_is_writable_and_the_network_is_unreachable(
+    folder, tmp_path, monkeypatch
+):
     monkeypatch.setenv("PARALLAX_CHECK_SANDBOX", "auto")
     home = Path(os.environ["PARALLAX_HOME"])
     home.mkdir(parents=True, exist_ok=True)
@@ -149,15 +176,17 @@ def test_in_bubblewrap_only_the_folder_is_writable_and_the_network_is_unreachabl
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        probe = (f"import socket, pathlib\n"
-                 f"pathlib.Path('inside.txt').write_text('ok')\n"
-                 f"for path in ({str(outside)!r}, '/etc/parallax-probe', {str(Path.home() / 'parallax-probe')!r}):\n"
-                 f"    try: open(path, 'w').close(); print('wrote', path)\n"
-                 f"    except OSError as exc: print('refused', path, exc.strerror)\n"
-                 f"print('home', sorted(p.name for p in pathlib.Path({str(home)!r}).iterdir()))\n"
-                 f"for host, port in (('127.0.0.1', {port}), ('1.1.1.1', 80)):\n"
-                 f"    try: socket.create_connection((host, port), timeout=3); print('connected', host)\n"
-                 f"    except OSError as exc: print('network', host, exc.strerror)\n")
+        probe = (
+            "import socket, pathlib\npathlib.Path('inside.txt').write_text('ok')\nfor path in"
+            f" ({str(outside)!r}, '/etc/parallax-probe',"
+            f" {str(Path.home() / 'parallax-probe')!r}):\n    try: open(path, 'w').close();"
+            " print('wrote', path)\n    except OSError as exc: print('refused', path,"
+            " exc.strerror)\nprint('home', sorted(p.name for p in"
+            f" pathlib.Path({str(home)!r}).iterdir()))\nfor host, port in (('127.0.0.1', {port}),"
+            " ('1.1.1.1', 80)):\n    try: socket.create_connection((host, port), timeout=3);"
+            " print('connected', host)\n    except OSError as exc: print('network', host,"
+            " exc.strerror)\n"
+        )
         (folder / "probe.py").write_text(probe)
         ran = run(f"{sys.executable} probe.py", folder)
         with socket.create_connection(("127.0.0.1", port), timeout=3):
@@ -167,25 +196,39 @@ def test_in_bubblewrap_only_the_folder_is_writable_and_the_network_is_unreachabl
     assert not outside.exists()  # /tmp in the sandbox is its own: the write went nowhere
     assert "refused /etc/parallax-probe Read-only file system" in ran.output
     assert f"refused {Path.home() / 'parallax-probe'} Read-only file system" in ran.output
-    assert "home []" in ran.output  # the Parallax home (its database, other runs' folders) is hidden
+    assert (
+        "home []" in ran.output
+    )  # the Parallax home (its database, other runs' folders) is hidden
     # a loopback of its own (nothing listens there) and no route out
-    assert "network 127.0.0.1 Connection refused" in ran.output and "network 1.1.1.1 Network is unreachable" in ran.output
+    assert (
+        "network 127.0.0.1 Connection refused" in ran.output
+        and "network 1.1.1.1 Network is unreachable" in ran.output
+    )
     assert "connected" not in ran.output
 
 
-def test_without_bubblewrap_auto_runs_unconfined_and_says_so_and_bwrap_runs_nothing(folder, monkeypatch):
+def test_without_bubblewrap_auto_runs_unconfined_and_says_so_and_bwrap_runs_nothing(
+    folder, monkeypatch
+):
     monkeypatch.setenv("PATH", str(folder))  # no bwrap to be found
     monkeypatch.setenv("PARALLAX_CHECK_SANDBOX", "auto")
     ran = run("/bin/echo hi", folder)
-    assert (ran.exit, ran.output, ran.sandbox) == (0, "hi\n", "unconfined (bubblewrap (bwrap) is not installed)")
+    assert (ran.exit, ran.output, ran.sandbox) == (
+        0,
+        "hi\n",
+        "unconfined (bubblewrap (bwrap) is not installed)",
+    )
     monkeypatch.setenv("PARALLAX_CHECK_SANDBOX", "bwrap")
     ran = run(f"/bin/sh -c 'touch {folder / 'ran'}'", folder)
-    assert ran.exit is None and "PARALLAX_CHECK_SANDBOX=bwrap runs no command without it" in ran.output
+    assert (
+        ran.exit is None and "PARALLAX_CHECK_SANDBOX=bwrap runs no command without it" in ran.output
+    )
     assert not (folder / "ran").exists()
 
 
 def test_the_process_limit_counts_on_top_of_what_the_user_runs(monkeypatch):
-    """RLIMIT_NPROC counts every process of the user: the limit is what runs now plus PARALLAX_CHECK_PROCESSES."""
+    """RLIMIT_NPROC counts every process of the user: the limit is what runs now plus
+    PARALLAX_CHECK_PROCESSES."""
     import resource
 
     from parallax.runtime import sandbox as sandbox_mod
@@ -193,25 +236,51 @@ def test_the_process_limit_counts_on_top_of_what_the_user_runs(monkeypatch):
     monkeypatch.setenv("PARALLAX_CHECK_PROCESSES", "64")
     monkeypatch.setattr(sandbox_mod.os, "getuid", lambda: 1000)
     monkeypatch.setattr(sandbox_mod, "_user_threads", lambda uid: 300)
-    monkeypatch.setattr(sandbox_mod.resource, "getrlimit", lambda kind: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    monkeypatch.setattr(
+        sandbox_mod.resource,
+        "getrlimit",
+        lambda kind: (resource.RLIM_INFINITY, resource.RLIM_INFINITY),
+    )
     limits = dict(sandbox_mod._rlimits(sandbox_mod.Limits.for_timeout(9.5)))
     assert limits[resource.RLIMIT_NPROC] == (364, 364) and limits[resource.RLIMIT_CPU] == (10, 11)
     assert limits[resource.RLIMIT_CORE] == (0, 0)
 
 
 @bwrap_only
-def test_a_speculate_run_says_its_checks_ran_in_bubblewrap_and_shows_them_no_secret(scripted_endpoint, monkeypatch):
-    """End to end on the CLI: a check that prints its environment; the run's branches and `parallax trace` say where
-    the checks ran."""
+def test_a_speculate_run_says_its_checks_ran_in_bubblewrap_and_shows_them_no_secret(
+    scripted_endpoint, monkeypatch
+):
+    """End to end on the CLI: a check that prints its environment; the run's branches and `parallax
+    trace` say where the checks ran."""
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("PARALLAX_CHECK_SANDBOX", "auto")
-    scripted_endpoint(FaultConfig(reply=lambda body: json.dumps({"reasoning": "r", "answer": "print(1)", "files": []})))
-    result = runner.invoke(app, ["run", "Write a program.", "--mode", "speculate", "--candidates", "2",
-                                 "--check", "env", "--json"])
+    scripted_endpoint(
+        FaultConfig(
+            reply=lambda body: json.dumps({"reasoning": "r", "answer": "print(1)", "files": []})
+        )
+    )
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "Write a program.",
+            "--mode",
+            "speculate",
+            "--candidates",
+            "2",
+            "--check",
+            "env",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    checks = [b["speculation"]["check"] for b in out["branches"] if b["kind"] == "candidate" and b["speculation"]["check"]]
+    checks = [
+        b["speculation"]["check"]
+        for b in out["branches"]
+        if b["kind"] == "candidate" and b["speculation"]["check"]
+    ]
     assert checks and all(c["sandbox"] == BUBBLEWRAP and c["passed"] for c in checks)
     assert not any(name in c["output"] or VALUE in c["output"] for c in checks for name in SECRETS)
     shown = runner.invoke(app, ["trace", out["trace_id"]], env={"COLUMNS": "200"})
@@ -219,12 +288,15 @@ def test_a_speculate_run_says_its_checks_ran_in_bubblewrap_and_shows_them_no_sec
 
 
 def test_a_served_run_runs_no_command(folder):
-    """Under the nodes' own refusal: the runner itself runs nothing in a served run (runtime/run_context.py)."""
+    """Under the nodes' own refusal: the runner itself runs nothing in a served run
+    (runtime/run_context.py)."""
     from langchain_core.runnables.config import var_child_runnable_config
 
     from parallax.runtime.run_context import AUTH_TENANT_FIELD, NotServed
 
-    token = var_child_runnable_config.set({"configurable": {"langgraph_auth_user": {AUTH_TENANT_FIELD: "acme"}}})
+    token = var_child_runnable_config.set(
+        {"configurable": {"langgraph_auth_user": {AUTH_TENANT_FIELD: "acme"}}}
+    )
     try:
         with pytest.raises(NotServed, match="running a command is not served over the graph API"):
             run(f"touch {folder / 'pwned'}", folder)

@@ -1,5 +1,7 @@
-"""`parallax serve` checks the installed Aegra and LangGraph against the ranges pyproject.toml's `server` extra gives
-them (runtime/served_versions.py), the ranges the patches of server/aegra_patches.py were tested with."""
+"""`parallax serve` checks the installed Aegra and LangGraph against the ranges pyproject.toml's
+`server` extra gives them (runtime/served_versions.py), the ranges the patches of
+server/aegra_patches.py were tested with.
+"""
 
 from __future__ import annotations
 
@@ -22,15 +24,25 @@ def test_the_tested_ranges_are_pyprojects_server_extra_as_installed():
         if requirement.name in written:
             written[requirement.name] &= requirement.specifier
     assert served_versions.tested_ranges() == written  # stale metadata: pip install -e . again
-    assert written["aegra-api"] == SpecifierSet(">=0.11,<0.12") and "<1.3" in str(written["langgraph"])
+    assert written["aegra-api"] == SpecifierSet(">=0.11,<0.12") and "<1.3" in str(
+        written["langgraph"]
+    )
 
 
 def test_a_version_outside_its_range_or_a_missing_package_is_named_with_the_range():
     assert served_versions.untested({"aegra-api": "0.11.0", "langgraph": "1.2.24"}) == []
     assert served_versions.untested({"aegra-api": "0.12.0", "langgraph": "1.2.24"}) == [
-        "aegra-api 0.12.0 (tested: >=0.11,<0.12)"]
+        "aegra-api 0.12.0 (tested: >=0.11,<0.12)"
+    ]
     assert served_versions.untested({"aegra-api": "0.11.0", "langgraph": "1.3.0"}) == [
-        "langgraph 1.3.0 (tested: >=1.2.20,<1.3)"]
-    assert served_versions.untested({"aegra-api": None, "langgraph": "1.2.24"}) == ["aegra-api is not installed"]
+        "langgraph 1.3.0 (tested: >=1.2.20,<1.3)"
+    ]
+    assert served_versions.untested({"aegra-api": None, "langgraph": "1.2.24"}) == [
+        "aegra-api is not installed"
+    ]
     refusal = served_versions.refusal(["aegra-api 0.12.0 (tested: >=0.11,<0.12)"])
-    assert "\n" not in refusal and "--allow-untested-aegra" in refusal and "constraints/server.txt" in refusal
+    assert (
+        "\n" not in refusal
+        and "--allow-untested-aegra" in refusal
+        and "constraints/server.txt" in refusal
+    )

@@ -1,4 +1,5 @@
-"""A run uses the services its entry point made (Context.services), else the process's: a test builds its own."""
+"""A run uses the services its entry point made (Context.services), else the process's: a test
+builds its own."""
 
 from __future__ import annotations
 
@@ -16,13 +17,18 @@ async def test_a_run_counts_its_failures_in_its_own_services(monkeypatch):
     out = await graph.ainvoke({"task": "What is 4 + 5?", "mode": "vote", "votes": 3}, context=ctx)
     assert out["status"] == "failed" and len(calls) == 3
     breaker = own.breakers["ScriptedChatModel"]
-    assert breaker.describe() and process_services().breakers == {}  # nothing leaked into the process's
+    assert (
+        breaker.describe() and process_services().breakers == {}
+    )  # nothing leaked into the process's
     # the straggler history of the run's model is the run's services' too
     assert not process_services().recent and set(own.recent) <= {""}
 
 
 def test_without_services_a_run_uses_the_processs():
-    assert services_of(Context()) is process_services() and services_of(Context(services=Services())) is not process_services()
+    assert (
+        services_of(Context()) is process_services()
+        and services_of(Context(services=Services())) is not process_services()
+    )
 
 
 def test_a_fan_out_shares_one_object_per_name_and_key():

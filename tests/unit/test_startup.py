@@ -1,5 +1,5 @@
-"""freeze_startup_objects (runtime/startup.py): the youngest generation is collected every YOUNG_THRESHOLD
-allocations, not every 700; garbage in reference cycles is still collected."""
+"""freeze_startup_objects (runtime/startup.py): the youngest generation is collected every
+YOUNG_THRESHOLD allocations, not every 700; garbage in reference cycles is still collected."""
 
 from __future__ import annotations
 
@@ -25,16 +25,21 @@ def test_the_young_generation_is_collected_less_often_and_cycles_still_go():
         gone = weakref.ref(a)
         del a, b
         alive = [Node() for _ in range(2_000)]
-        assert gone() is not None  # 2,000 allocations, past CPython's 700: the young generation still waits
+        assert (
+            gone() is not None
+        )  # 2,000 allocations, past CPython's 700: the young generation still waits
         alive += [Node() for _ in range(YOUNG_THRESHOLD)]
-        assert gone() is None  # past YOUNG_THRESHOLD, allocations alone collect the cycle, no gc.collect()
+        assert (
+            gone() is None
+        )  # past YOUNG_THRESHOLD, allocations alone collect the cycle, no gc.collect()
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
 
 
 async def test_a_served_replica_freezes_what_it_loaded_once_its_graphs_are_loaded(monkeypatch):
-    """parallax serve's lifespan (server/background_loops.py) runs inside Aegra's, after the graphs are loaded."""
+    """parallax serve's lifespan (server/background_loops.py) runs inside Aegra's, after the graphs
+    are loaded."""
     from parallax.server.background_loops import lifespan
 
     monkeypatch.delenv("DATABASE_URL", raising=False)

@@ -1,6 +1,6 @@
-"""Modes, branch kinds and plan task kinds are defined once (state/vocabulary.py); every list of them
-elsewhere is derived, and every business kind has its rules (logic/branch_kinds.py). A vocabulary
-that drifts from its registry, or a face that lists modes of its own, fails here."""
+"""Modes, branch kinds and plan task kinds are defined once (state/vocabulary.py); every list of
+them elsewhere is derived, and every business kind has its rules (logic/branch_kinds.py). A
+vocabulary that drifts from its registry, or a face that lists modes of its own, fails here."""
 
 from __future__ import annotations
 
@@ -82,14 +82,24 @@ def test_the_registry_holds_exactly_the_business_kinds():
 @pytest.mark.parametrize("kind", BUSINESS)
 def test_every_business_kind_plans_branches_with_messages(kind):
     route = BUSINESS_KINDS[kind].route
-    state = {"task": "Revenue was 5. Costs were 3.", "question": "What was profit?", "mode": route,
-             "slices": ["Revenue was 5.", "Costs were 3."], "playbook_selections": [[], []], "votes": 3,
-             "trace_id": "t"}
+    state = {
+        "task": "Revenue was 5. Costs were 3.",
+        "question": "What was profit?",
+        "mode": route,
+        "slices": ["Revenue was 5.", "Costs were 3."],
+        "playbook_selections": [[], []],
+        "votes": 3,
+        "trace_id": "t",
+    }
     rules = KINDS[kind]
     asks = rules.asks(state, kind)
     assert asks and all(ask["kind"] == kind for ask in asks)
-    planned = rules.branches(state, Context(model="m", temperature=0.0, vote_temperature_min=0.0,
-                                            vote_temperature_max=1.0), asks, None)
+    planned = rules.branches(
+        state,
+        Context(model="m", temperature=0.0, vote_temperature_min=0.0, vote_temperature_max=1.0),
+        asks,
+        None,
+    )
     assert planned and {ask["kind"] for ask, _, _ in planned} == {kind}
     for schema in (None, {"type": "object", "properties": {"x": {"type": "string"}}}):
         assert rules.messages(asks[0], None, schema)
@@ -102,13 +112,19 @@ SCHEMA = {"type": "object", "properties": {"revenue": {"type": "string"}}, "requ
 REPLIES = {
     "direct": {"reasoning": "it says so", "answer": "5 dollars"},
     "vote": {"reasoning": "it says so", "answer": "5"},
-    "slice": {"relevant": True, "points": [{"quote": "Revenue was 5 dollars", "point": "Revenue was 5."}]},
+    "slice": {
+        "relevant": True,
+        "points": [{"quote": "Revenue was 5 dollars", "point": "Revenue was 5."}],
+    },
 }
 """A valid reply of each business kind, without an output schema and with SCHEMA."""
 TYPED_REPLIES = {
     "direct": {"reasoning": "it says so", "data": {"revenue": "5"}},
     "vote": {"reasoning": "it says so", "data": {"revenue": "5"}},
-    "slice": {"relevant": True, "data": {"revenue": {"quote": "Revenue was 5 dollars", "value": "5"}}},
+    "slice": {
+        "relevant": True,
+        "data": {"revenue": {"quote": "Revenue was 5 dollars", "value": "5"}},
+    },
 }
 
 
@@ -119,11 +135,19 @@ def test_every_business_kind_has_a_sample_reply_here():
 @pytest.mark.parametrize("typed", [False, True], ids=["plain", "typed"])
 @pytest.mark.parametrize("kind", BUSINESS)
 async def test_every_business_kind_runs_end_to_end_and_settles(kind, typed):
-    """Its route fans out to branches of the kind, each reply parses into its reply model, the merge settles."""
+    """Its route fans out to branches of the kind, each reply parses into its reply model, the merge
+    settles."""
     replies = TYPED_REPLIES if typed else REPLIES
     model_ctx, calls = scripted(lambda prompt, t, i: json.dumps(replies[kind]))
-    run = {"task": TASK, "question": "What was revenue?", "mode": BUSINESS_KINDS[kind].route, "votes": 3}
-    out = await graph.ainvoke({**run, **({"output_schema": SCHEMA} if typed else {})}, context=model_ctx)
+    run = {
+        "task": TASK,
+        "question": "What was revenue?",
+        "mode": BUSINESS_KINDS[kind].route,
+        "votes": 3,
+    }
+    out = await graph.ainvoke(
+        {**run, **({"output_schema": SCHEMA} if typed else {})}, context=model_ctx
+    )
     business = [b for b in out["branches"] if b["kind"] in BUSINESS]
     assert business and {b["kind"] for b in business} == {kind}
     assert all(b["status"] == "ok" for b in business), business
@@ -150,7 +174,9 @@ def test_the_faces_offer_the_vocabulary():
 
 def test_the_cli_lists_the_modes_it_takes():
     runner = CliRunner()
-    help_text = " ".join(runner.invoke(app, ["run", "--help"], env={"COLUMNS": "300"}).output.split())
+    help_text = " ".join(
+        runner.invoke(app, ["run", "--help"], env={"COLUMNS": "300"}).output.split()
+    )
     assert " | ".join(RUN_MODES) in help_text
     refused = runner.invoke(app, ["run", "x", "--mode", "nope"])
     assert refused.exit_code != 0 and ", ".join(RUN_MODES) in refused.output

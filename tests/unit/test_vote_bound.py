@@ -25,7 +25,10 @@ def test_a_coin_flip_is_no_better_for_more_votes_so_one_vote_is_the_bound() -> N
 
 def test_plurality_of_eight_matches_the_binomial_sum() -> None:
     mix = Mix([(1.0, {"right": 0.6, "d1": 0.4})])
-    by_hand = sum(comb(8, k) * 0.6 ** k * 0.4 ** (8 - k) for k in range(5, 9)) + comb(8, 4) * 0.6 ** 4 * 0.4 ** 4 / 2
+    by_hand = (
+        sum(comb(8, k) * 0.6**k * 0.4 ** (8 - k) for k in range(5, 9))
+        + comb(8, 4) * 0.6**4 * 0.4**4 / 2
+    )
     assert plurality_accuracy(mix, 8) == pytest.approx(by_hand)
 
 
@@ -36,8 +39,8 @@ def test_a_higher_price_of_a_wrong_answer_buys_accuracy_with_votes() -> None:
 
 
 def test_the_calls_goal_of_issue_18_against_what_any_rule_can_do() -> None:
-    """On the harder mix no rule, even one knowing the mix, reaches 0.5x fixed-8's calls within 0.5 pp;
-    on the mostly-easy mix one could, only by giving up most of the accuracy budget."""
+    """On the harder mix no rule, even one knowing the mix, reaches 0.5x fixed-8's calls within 0.5
+    pp; on the mostly-easy mix one could, only by giving up most of the accuracy budget."""
     assert fewest_votes(stated("harder"), 8, 0.5)["calls_ratio_vs_fixed"] > 0.55
     easy = fewest_votes(stated("mostly-easy"), 8, 0.5)["calls_ratio_vs_fixed"]
     assert 0.4 < easy < 0.5

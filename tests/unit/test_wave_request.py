@@ -1,8 +1,11 @@
-"""Votes of one wave in one request with `n`, against a server that bills as OpenAI does (testkit/billing_server.py).
+"""Votes of one wave in one request with `n`, against a server that bills as OpenAI does
+(testkit/billing_server.py).
 
 Each choice is its own vote branch with its own record; an endpoint that refuses `n` or gives fewer
 choices is asked separately, and remembered; a bad choice is re-asked on its own; votes at different
-temperatures keep their own requests; a seat cancelled while it waits leaves the request to the others."""
+temperatures keep their own requests; a seat cancelled while it waits leaves the request to the
+others.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +22,19 @@ from parallax.runtime.wave_request import Seat, WaveRequest, share_usage
 from parallax.state.context import Context
 from testkit.billing_server import Pricing
 
-ONE_TEMPERATURE = {"vote_temperature_min": 0.7, "vote_temperature_max": 0.7, "straggler_factor": 0.0}
+ONE_TEMPERATURE = {
+    "vote_temperature_min": 0.7,
+    "vote_temperature_max": 0.7,
+    "straggler_factor": 0.0,
+}
 PAGE = " ".join(f"word{i}" for i in range(300))
 
 
 def vote(votes: int = 3, early_stop: bool = False, **context) -> dict:
     run = {"task": f"{PAGE}\n\nHow many apples are in the basket?", "mode": "vote", "votes": votes}
-    return graph.invoke(run, context=Context(early_stop=early_stop, **{**ONE_TEMPERATURE, **context}))
+    return graph.invoke(
+        run, context=Context(early_stop=early_stop, **{**ONE_TEMPERATURE, **context})
+    )
 
 
 def votes_of(out: dict) -> list[dict]:
@@ -38,12 +47,17 @@ def test_a_wave_of_votes_is_one_request_and_each_choice_its_own_branch(billing):
     assert out["status"] == "ok" and out["vote_counts"] == {"42": 3}
     assert [(e["n"], e["choices"]) for e in server.log()] == [(3, 3)]  # one request, three choices
     branches = votes_of(out)
-    assert len({b["id"] for b in branches}) == 3 and all(b["status"] == "ok" and b["attempts"] == 1 for b in branches)
+    assert len({b["id"] for b in branches}) == 3 and all(
+        b["status"] == "ok" and b["attempts"] == 1 for b in branches
+    )
     bill = server.bill()
     # the prompt was billed once; its tokens are split over the three votes and sum to the bill
     assert sum(b["tokens"]["prompt"] for b in branches) == bill.prompt_tokens
     assert sum(b["tokens"]["completion"] for b in branches) == bill.completion_tokens
-    assert max(b["tokens"]["prompt"] for b in branches) - min(b["tokens"]["prompt"] for b in branches) <= 1
+    assert (
+        max(b["tokens"]["prompt"] for b in branches) - min(b["tokens"]["prompt"] for b in branches)
+        <= 1
+    )
 
 
 def test_adaptive_waves_ask_one_request_each_and_a_later_wave_reads_the_cache(billing):
@@ -51,21 +65,32 @@ def test_adaptive_waves_ask_one_request_each_and_a_later_wave_reads_the_cache(bi
     server = billing(lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}))
     out = vote(8, early_stop=True)
     log = server.log()
-    assert log[0]["n"] == 3 and len(log) >= 2 and sum(e["n"] for e in log) == out["votes_asked"]  # a request a wave
-    assert log[0]["cached_tokens"] == 0 and all(e["cached_tokens"] > 300 for e in log[1:])  # later waves: cached
+    assert (
+        log[0]["n"] == 3 and len(log) >= 2 and sum(e["n"] for e in log) == out["votes_asked"]
+    )  # a request a wave
+    assert log[0]["cached_tokens"] == 0 and all(
+        e["cached_tokens"] > 300 for e in log[1:]
+    )  # later waves: cached
     branches = votes_of(out)
     assert sum(b["tokens"]["cached_tokens"] for b in branches) == server.bill().cached_tokens > 0
 
 
 def test_choices_that_came_back_together_are_all_counted_none_cancelled_in_flight(billing):
-    # 2-1, then 4-1-1; the third wave asks the 2 votes left, and its first choice alone would settle the vote (5-1)
+    # 2-1, then 4-1-1; the third wave asks the 2 votes left, and its first choice alone would settle
+    # the vote (5-1)
     answers = ["42", "41", "42", "42", "42", "40", "42", "42"]
     server = billing(lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}))
     out = vote(8, early_stop=True, vote_plan="waves")  # today's waves: 3, then at least 3
     assert [e["n"] for e in server.log()] == [3, 3, 2]
     branches = votes_of(out)
-    assert [b["status"] for b in branches] == ["ok"] * 8 and out["vote_counts"] == {"42": 6, "41": 1, "40": 1}
-    assert sum(b["tokens"]["prompt"] for b in branches) == server.bill().prompt_tokens  # every choice is recorded
+    assert [b["status"] for b in branches] == ["ok"] * 8 and out["vote_counts"] == {
+        "42": 6,
+        "41": 1,
+        "40": 1,
+    }
+    assert (
+        sum(b["tokens"]["prompt"] for b in branches) == server.bill().prompt_tokens
+    )  # every choice is recorded
 
 
 def test_an_endpoint_that_refuses_n_is_asked_separately_and_remembered(billing):
@@ -73,7 +98,9 @@ def test_an_endpoint_that_refuses_n_is_asked_separately_and_remembered(billing):
     out = vote(3)
     assert out["status"] == "ok" and out["vote_counts"] == {"42": 3}
     assert server.bill().refused == 1 and [e["n"] for e in server.log()] == [1, 1, 1]
-    assert all(b["attempts"] == 1 for b in votes_of(out))  # the refused request is not a failed attempt
+    assert all(
+        b["attempts"] == 1 for b in votes_of(out)
+    )  # the refused request is not a failed attempt
     assert list(process_services().takes_n.values()) == [False]
     vote(3)  # the same process does not ask with n again
     assert server.bill().refused == 1 and len(server.log()) == 6
@@ -88,7 +115,9 @@ def test_an_endpoint_that_ignores_n_has_its_one_choice_used_and_the_rest_asked_a
 
 
 def test_a_bad_choice_is_re_asked_on_its_own(billing):
-    server = billing(lambda body, k: "not json" if k == 1 else json.dumps({"reasoning": "r", "answer": "42"}))
+    server = billing(
+        lambda body, k: "not json" if k == 1 else json.dumps({"reasoning": "r", "answer": "42"})
+    )
     out = vote(3)
     assert out["vote_counts"] == {"42": 3}
     assert [e["n"] for e in server.log()] == [3, 1]  # the wave, then one re-ask
@@ -96,7 +125,8 @@ def test_a_bad_choice_is_re_asked_on_its_own(billing):
 
 
 def test_a_choice_cut_at_the_token_limit_fails_only_its_own_vote(billing):
-    # the cut choice makes the whole parsed response fail (openai's parse): each vote then asks on its own
+    # the cut choice makes the whole parsed response fail (openai's parse): each vote then asks on
+    # its own
     def reply(body: dict, k: int):
         if k == 1:
             return {"content": '{"reasoning": "r", "ans', "finish_reason": "length"}
@@ -106,7 +136,9 @@ def test_a_choice_cut_at_the_token_limit_fails_only_its_own_vote(billing):
     out = vote(3)
     assert [e["n"] for e in server.log()] == [3, 1, 1, 1]
     assert out["vote_counts"] == {"42": 3} and all(b["status"] == "ok" for b in votes_of(out))
-    assert False not in process_services().takes_n.values()  # nothing to do with n: it is still asked with n
+    assert (
+        False not in process_services().takes_n.values()
+    )  # nothing to do with n: it is still asked with n
 
 
 def test_by_default_a_wave_of_votes_is_one_request_at_one_temperature(billing, monkeypatch):
@@ -114,21 +146,34 @@ def test_by_default_a_wave_of_votes_is_one_request_at_one_temperature(billing, m
     monkeypatch.delenv("PARALLAX_VOTE_TEMPERATURE_MAX", raising=False)
     server = billing()
     run = {"task": f"{PAGE}\n\nHow many apples are in the basket?", "mode": "vote", "votes": 5}
-    out = graph.invoke(run, context=Context(straggler_factor=0.0))  # no temperature set: the defaults
+    out = graph.invoke(
+        run, context=Context(straggler_factor=0.0)
+    )  # no temperature set: the defaults
     assert out["status"] == "ok" and out["votes_asked"] == 3  # the first wave of 3 agreed
-    assert [(e["n"], e["temperature"]) for e in server.log()] == [(3, 0.7)]  # one request, the prompt billed once
+    assert [(e["n"], e["temperature"]) for e in server.log()] == [
+        (3, 0.7)
+    ]  # one request, the prompt billed once
     assert server.bill().prompt_tokens == server.log()[0]["prompt_tokens"]
 
 
-def test_an_endpoint_that_reports_only_the_first_choices_usage_still_has_every_choice_recorded(billing, monkeypatch):
-    """llama.cpp's server, the embedded default, answers `n` choices with the first one's completion tokens only: the
-    run records (and its `max_tokens` holds against) what all of them cost, not a third."""
+def test_an_endpoint_that_reports_only_the_first_choices_usage_still_has_every_choice_recorded(
+    billing, monkeypatch
+):
+    """llama.cpp's server, the embedded default, answers `n` choices with the first one's completion
+    tokens only: the run records (and its `max_tokens` holds against) what all of them cost, not a
+    third."""
     monkeypatch.delenv("PARALLAX_VOTE_TEMPERATURE_MIN", raising=False)
     monkeypatch.delenv("PARALLAX_VOTE_TEMPERATURE_MAX", raising=False)
-    server = billing(lambda body, k: json.dumps({"reasoning": " ".join(["counted"] * (4 + 8 * k)), "answer": "42"}),
-                     Pricing(base_ms=5, decode_ms_per_token=0.1, usage_of="first_choice"))
-    out = graph.invoke({"task": "How many apples are in the basket?", "mode": "vote", "votes": 5},
-                       context=Context(straggler_factor=0.0))
+    server = billing(
+        lambda body, k: json.dumps(
+            {"reasoning": " ".join(["counted"] * (4 + 8 * k)), "answer": "42"}
+        ),
+        Pricing(base_ms=5, decode_ms_per_token=0.1, usage_of="first_choice"),
+    )
+    out = graph.invoke(
+        {"task": "How many apples are in the basket?", "mode": "vote", "votes": 5},
+        context=Context(straggler_factor=0.0),
+    )
     assert [e["n"] for e in server.log()] == [3]
     recorded = [b["tokens"]["completion"] for b in out["branches"] if b["kind"] == "vote"]
     truth = server.bill().completion_tokens  # the server's own count of all three choices' words
@@ -144,20 +189,26 @@ def test_votes_at_different_temperatures_keep_their_own_requests(billing):
     assert all(e["n"] == 1 for e in server.log())
 
 
-async def test_a_run_killed_while_its_second_wave_is_out_resumes_asking_only_that_wave_again(billing):
+async def test_a_run_killed_while_its_second_wave_is_out_resumes_asking_only_that_wave_again(
+    billing,
+):
     from langgraph.checkpoint.memory import InMemorySaver
 
     from parallax.graphs.solve import builder
 
     answers = ["42", "41", "40", "42", "42", "42", "42", "42", "42", "42", "42"]
-    server = billing(lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}),
-                     Pricing(base_ms=5, decode_ms_per_token=0.1))
+    server = billing(
+        lambda body, k: json.dumps({"reasoning": "r", "answer": answers[k]}),
+        Pricing(base_ms=5, decode_ms_per_token=0.1),
+    )
     run_graph = builder.compile(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "killed-n"}}
     ctx = Context(**ONE_TEMPERATURE)
     task = {"task": "How many apples are in the basket?", "mode": "vote", "votes": 8}
     run = asyncio.create_task(run_graph.ainvoke(task, config, context=ctx, durability="sync"))
-    while not server.log():  # the first wave has come back: slow the endpoint down, then kill the run mid-wave
+    while (
+        not server.log()
+    ):  # the first wave has come back: slow the endpoint down, then kill the run mid-wave
         await asyncio.sleep(0.01)
     server.state.pricing.base_ms = 2000
     while server.arrivals() < 2:
@@ -167,9 +218,10 @@ async def test_a_run_killed_while_its_second_wave_is_out_resumes_asking_only_tha
         await run
     server.state.pricing.base_ms = 5
     out = await run_graph.ainvoke(None, config, context=ctx)
-    # wave 1 (one request, 3 votes, finished) was not asked again; wave 2 (one request, cut off) was asked once more.
-    # The server logs a request when its reply is written: the cut-off one's lands 2 s after it came, before or after
-    # this line runs, so arrivals count the requests and the log says what each asked.
+    # wave 1 (one request, 3 votes, finished) was not asked again; wave 2 (one request, cut off) was
+    # asked once more. The server logs a request when its reply is written: the cut-off one's lands
+    # 2 s after it came, before or after this line runs, so arrivals count the requests and the log
+    # says what each asked.
     asked = [e["n"] for e in server.log()]
     assert server.arrivals() == 3 and asked[0] == 3 and set(asked[1:]) == {out["votes_asked"] - 3}
     assert out["status"] == "ok" and out["vote_counts"]["42"] >= 3
@@ -189,7 +241,12 @@ def test_votes_that_can_share_a_request_travel_in_one_task():
 
 
 def test_the_usage_is_split_so_the_branches_sum_to_the_bill():
-    usage = {"input_tokens": 100, "output_tokens": 31, "total_tokens": 131, "input_token_details": {"cache_read": 64}}
+    usage = {
+        "input_tokens": 100,
+        "output_tokens": 31,
+        "total_tokens": 131,
+        "input_token_details": {"cache_read": 64},
+    }
     replies = [AIMessage(content=c, usage_metadata=dict(usage)) for c in ("a" * 10, "b" * 20, "")]  # type: ignore[arg-type]
     share_usage(replies)
     shares = [r.usage_metadata for r in replies]
@@ -206,8 +263,13 @@ def test_a_seat_cancelled_while_waiting_leaves_the_request_to_the_others():
         async def send(n: int, owners: list[str]) -> tuple[list[AIMessage], int]:
             sent.append(n)
             await release.wait()
-            return [AIMessage(content=str(i), usage_metadata={"input_tokens": 9, "output_tokens": 1,
-                                                              "total_tokens": 10}) for i in range(n)], n
+            return [
+                AIMessage(
+                    content=str(i),
+                    usage_metadata={"input_tokens": 9, "output_tokens": 1, "total_tokens": 10},
+                )
+                for i in range(n)
+            ], n
 
         wave = WaveRequest(["v0", "v1", "v2"], {})
         key = ("http://x/v1", "m")
@@ -238,7 +300,9 @@ def test_a_seat_cancelled_while_waiting_leaves_the_request_to_the_others():
         for task in both:
             task.cancel()
         await asyncio.gather(*both, return_exceptions=True)
-        await asyncio.wait_for(cancelled.wait(), 1)  # nobody waits any more: the request is cancelled
+        await asyncio.wait_for(
+            cancelled.wait(), 1
+        )  # nobody waits any more: the request is cancelled
 
     asyncio.run(scenario())
 
@@ -258,4 +322,9 @@ def test_parallax_trace_shows_the_tokens_a_run_read_from_the_endpoints_cache(bil
     assert json.loads(shown)["tokens"]["cached_tokens"] == cached[1]
     table = runner.invoke(app, ["trace", second["trace_id"]]).stdout
     assert f"{cached[1]} of them cached" in " ".join(table.split())
-    assert json.loads(runner.invoke(app, ["trace", first["trace_id"], "--json"]).stdout)["tokens"]["cached_tokens"] == 0
+    assert (
+        json.loads(runner.invoke(app, ["trace", first["trace_id"], "--json"]).stdout)["tokens"][
+            "cached_tokens"
+        ]
+        == 0
+    )

@@ -19,16 +19,35 @@ from parallax.logic.merge_operations.matching import (
     Matcher,
     Similarities,
 )
-from parallax.logic.merge_operations.operations_out import ArchiveRule, archive_untouched, cluster_operations
+from parallax.logic.merge_operations.operations_out import (
+    ArchiveRule,
+    archive_untouched,
+    cluster_operations,
+)
 from parallax.logic.merge_operations.wordings import collect_wordings, normalise
 from parallax.state.context import Embedder
 from parallax.state.playbook import Operation, PlaybookItem
 
 __all__ = ["ArchiveRule", "MergeResult", "merge_operations", "normalise"]
 
-REPORT_KEYS = ("reflections", "operations_in", "adds_in", "updates_in", "tags", "archive_requests", "wordings",
-               "items_added", "items_reinforced", "folded_into_existing", "duplicates_folded", "superseded",
-               "archived", "reactivated", "dropped_unknown_target", "operations_out")
+REPORT_KEYS = (
+    "reflections",
+    "operations_in",
+    "adds_in",
+    "updates_in",
+    "tags",
+    "archive_requests",
+    "wordings",
+    "items_added",
+    "items_reinforced",
+    "folded_into_existing",
+    "duplicates_folded",
+    "superseded",
+    "archived",
+    "reactivated",
+    "dropped_unknown_target",
+    "operations_out",
+)
 
 
 DEFAULT_RULE = ArchiveRule()
@@ -62,7 +81,11 @@ def merge_operations(
     items = {i.id: i for i in existing}
     wordings = collect_wordings(ops, items, report)
     sim = Similarities(list(wordings), {normalise(i.text) for i in existing}, embed)
-    bars = Bars(DEFAULT_THRESHOLD if threshold is None else threshold, same_about_threshold, conflict_threshold)
+    bars = Bars(
+        DEFAULT_THRESHOLD if threshold is None else threshold,
+        same_about_threshold,
+        conflict_threshold,
+    )
     clusters = Clusters(existing, Matcher(sim, bars, judge))
     for op in ops:
         if op.op != "add":
@@ -70,9 +93,15 @@ def merge_operations(
     for w in sorted(wordings.values(), key=lambda w: w.key):  # canonical order
         if w.count or w.pinned:
             clusters.place(w)
-    blocks = [block for c in clusters.all if c.alive and (block := cluster_operations(c, rule, report)) is not None]
+    blocks = [
+        block
+        for c in clusters.all
+        if c.alive and (block := cluster_operations(c, rule, report)) is not None
+    ]
     touched = {item_id for item_id, _ in blocks}
-    blocks += archive_untouched(clusters.active, touched, {i: c.alive for i, c in clusters.owner.items()}, rule, report)
+    blocks += archive_untouched(
+        clusters.active, touched, {i: c.alive for i, c in clusters.owner.items()}, rule, report
+    )
     out = [op for _, block in sorted(blocks, key=lambda b: b[0]) for op in block]
     report["wordings"] = len(wordings)
     report["duplicates_folded"] = report["adds_in"] - report["items_added"]

@@ -27,8 +27,14 @@ class Rep:
     @classmethod
     def of(cls, x: PlaybookItem | Wording) -> Rep:
         item = x if isinstance(x, PlaybookItem) else None
-        return cls(canonical_key(x.text, x.section, x.about) + ((item.id,) if item else ("",)), normalise(x.text),
-                   x.text, x.section, about_names(x.about), item)
+        return cls(
+            canonical_key(x.text, x.section, x.about) + ((item.id,) if item else ("",)),
+            normalise(x.text),
+            x.text,
+            x.section,
+            about_names(x.about),
+            item,
+        )
 
 
 @dataclass(eq=False)
@@ -62,7 +68,9 @@ class Clusters:
     def __init__(self, existing: list[PlaybookItem], matcher: Matcher) -> None:
         self.items = {i.id: i for i in existing}
         self.active = sorted((i for i in existing if i.status == "active"), key=lambda i: i.id)
-        self.archived = sorted((i for i in existing if i.status != "active"), key=lambda i: Rep.of(i).key)
+        self.archived = sorted(
+            (i for i in existing if i.status != "active"), key=lambda i: Rep.of(i).key
+        )
         self.matcher = matcher
         self.all: list[Cluster] = []
         self.owner: dict[str, Cluster] = {}
@@ -77,7 +85,9 @@ class Clusters:
 
     def cluster_of(self, item: PlaybookItem) -> Cluster:
         while item.id in self.owner and not self.owner[item.id].alive:  # follow absorptions
-            self.owner[item.id] = next(c for c in self.all if c.alive and any(i.id == item.id for i in c.items))
+            self.owner[item.id] = next(
+                c for c in self.all if c.alive and any(i.id == item.id for i in c.items)
+            )
         if item.id not in self.owner:
             self.owner[item.id] = Cluster(Rep.of(item), [item])
             self.all.append(self.owner[item.id])
@@ -89,18 +99,31 @@ class Clusters:
         return found if found is not None else item
 
     def target(self, item_id: str | None) -> PlaybookItem | None:
-        """The item an op means; an archived item superseded by a matching smaller wording redirects to it."""
+        """The item an op means; an archived item superseded by a matching smaller wording redirects
+        to it."""
         item = self.items.get(item_id or "")
         if item is None or item.status == "active":
             return item
         below, norm, about = Rep.of(item).key, normalise(item.text), about_names(item.about)
-        heirs = [a for a in self.active if Rep.of(a).key < below and self.matches(norm, about, Rep.of(a))]
-        heirs = heirs or [a for a in self.archived
-                          if a.id != item.id and Rep.of(a).key < below and self.matches(norm, about, Rep.of(a))]
-        return min(heirs, key=lambda a: (-self.matcher.sim(norm, normalise(a.text)), a.id)) if heirs else item
+        heirs = [
+            a for a in self.active if Rep.of(a).key < below and self.matches(norm, about, Rep.of(a))
+        ]
+        heirs = heirs or [
+            a
+            for a in self.archived
+            if a.id != item.id and Rep.of(a).key < below and self.matches(norm, about, Rep.of(a))
+        ]
+        return (
+            min(heirs, key=lambda a: (-self.matcher.sim(norm, normalise(a.text)), a.id))
+            if heirs
+            else item
+        )
 
-    def apply(self, op: Operation, wordings: dict[str, Wording], archive_votes: int, report: Counter[str]) -> None:
-        """A tag, archive request or update lands on its item's cluster; an unknown target is dropped."""
+    def apply(
+        self, op: Operation, wordings: dict[str, Wording], archive_votes: int, report: Counter[str]
+    ) -> None:
+        """A tag, archive request or update lands on its item's cluster; an unknown target is
+        dropped."""
         item = self.target(op.item_id)
         if item is None:
             report["dropped_unknown_target"] += 1
@@ -123,12 +146,25 @@ class Clusters:
 
     def place(self, w: Wording) -> None:
         """Join `w` to every cluster it matches (bridging them), or start a cluster of its own."""
-        group = [self.cluster_of(self.known_target(p) if p.status != "active" else p)
-                 for p in [self.by_text.get(w.norm)] + [self.items[i] for i in sorted(w.pinned)] if p is not None]
-        group += [c for c in self.all if c.alive and c.matchable and c not in group
-                  and any(self.matches(w.norm, w.about, r) for r in [c.rep] + [Rep.of(v) for v in c.wordings])]
+        group = [
+            self.cluster_of(self.known_target(p) if p.status != "active" else p)
+            for p in [self.by_text.get(w.norm)] + [self.items[i] for i in sorted(w.pinned)]
+            if p is not None
+        ]
+        group += [
+            c
+            for c in self.all
+            if c.alive
+            and c.matchable
+            and c not in group
+            and any(
+                self.matches(w.norm, w.about, r) for r in [c.rep] + [Rep.of(v) for v in c.wordings]
+            )
+        ]
         if not group:  # a lesson already archived (say, as harmful) is not added again
-            fallback = next((a for a in self.archived if self.matches(w.norm, w.about, Rep.of(a))), None)
+            fallback = next(
+                (a for a in self.archived if self.matches(w.norm, w.about, Rep.of(a))), None
+            )
             group = [self.cluster_of(self.known_target(fallback))] if fallback else []
         if not group:
             self.all.append(Cluster(Rep.of(w), wordings=[w]))
@@ -138,5 +174,7 @@ class Clusters:
             if other is not home and other.alive:
                 home.absorb(other)
         home.wordings.append(w)
-        if w.norm not in {normalise(i.text) for i in home.items}:  # a wording equal to an item's text IS that item
+        if w.norm not in {
+            normalise(i.text) for i in home.items
+        }:  # a wording equal to an item's text IS that item
             home.rep = min(home.rep, Rep.of(w), key=lambda r: r.key)

@@ -27,11 +27,16 @@ class Similarities:
     def __init__(self, wording_norms: list[str], item_norms: set[str], embed: Embedder) -> None:
         norms = sorted(set(wording_norms) | item_norms)
         self.index = {n: k for k, n in enumerate(norms)}
-        self.vectors = np.asarray(embed(norms), dtype=np.float32) if norms else np.zeros((0, 1), np.float32)
+        self.vectors = (
+            np.asarray(embed(norms), dtype=np.float32) if norms else np.zeros((0, 1), np.float32)
+        )
         ordered = sorted(wording_norms)
         self.rows = {n: k for k, n in enumerate(ordered)}
-        self.block = (self.vectors[[self.index[n] for n in ordered]] @ self.vectors.T if self.rows
-                      else np.zeros((0, len(norms))))
+        self.block = (
+            self.vectors[[self.index[n] for n in ordered]] @ self.vectors.T
+            if self.rows
+            else np.zeros((0, len(norms)))
+        )
 
     def __call__(self, a: str, b: str) -> float:
         if a in self.rows:
@@ -65,11 +70,17 @@ class Matcher:
     judge: Callable[[str, str], bool] | None = None
     verdicts: dict[tuple[str, str], bool] = field(default_factory=dict)
 
-    def matches(self, norm: str, about: frozenset[str], rep_norm: str, rep_about: frozenset[str]) -> bool:
+    def matches(
+        self, norm: str, about: frozenset[str], rep_norm: str, rep_about: frozenset[str]
+    ) -> bool:
         if norm == rep_norm:
             return True
         score = self.sim(norm, rep_norm)
-        if self.judge is not None and about == rep_about and self.bars.same_about <= score < self.bars.threshold:
+        if (
+            self.judge is not None
+            and about == rep_about
+            and self.bars.same_about <= score < self.bars.threshold
+        ):
             pair = (min(norm, rep_norm), max(norm, rep_norm))
             if pair not in self.verdicts:
                 self.verdicts[pair] = bool(self.judge(*pair))

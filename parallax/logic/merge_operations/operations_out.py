@@ -19,7 +19,8 @@ class ArchiveRule:
     min_harmful: int = 3
     ratio: float = 2.0
     archive_votes: int = 3
-    """Harmful votes one curator `archive` request counts as (enough if nothing speaks for the item)."""
+    """Harmful votes one curator `archive` request counts as (enough if nothing speaks for the
+    item)."""
 
     def archives(self, helpful: int, harmful: int) -> bool:
         return harmful >= self.min_harmful and harmful > self.ratio * helpful
@@ -28,7 +29,9 @@ class ArchiveRule:
         return f"harmful {harmful} >= {self.min_harmful} and > {self.ratio:g} x helpful {helpful}"
 
 
-def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter[str]) -> tuple[str, list[Operation]] | None:
+def cluster_operations(
+    c: Cluster, rule: ArchiveRule, report: Counter[str]
+) -> tuple[str, list[Operation]] | None:
     """(item id, its operations) for one live cluster; None when the batch did not touch it."""
     proposals = sum(w.count for w in c.wordings)
     provenance = c.provenance.union(*(w.provenance for w in c.wordings))
@@ -38,8 +41,18 @@ def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter[str]) -> t
             return None
         report["items_added"] += 1
         new_id = item_id_for(rep.text, rep.section)
-        return new_id, [Operation(op="add", item_id=new_id, section=rep.section, text=rep.text, about=sorted(rep.about),
-                                  count=proposals, provenance=sorted(provenance), reason="merged")]
+        return new_id, [
+            Operation(
+                op="add",
+                item_id=new_id,
+                section=rep.section,
+                text=rep.text,
+                about=sorted(rep.about),
+                count=proposals,
+                provenance=sorted(provenance),
+                reason="merged",
+            )
+        ]
     if not (c.wordings or c.helpful or c.harmful or provenance or len(c.items) > 1):
         return None
     report["folded_into_existing"] += proposals
@@ -51,10 +64,22 @@ def cluster_operations(c: Cluster, rule: ArchiveRule, report: Counter[str]) -> t
     new_id = keep.id if keep else item_id_for(rep.text, rep.section)
     block = _superseded(c, keep, new_id, report)
     if keep is None:
-        block.append(Operation(op="add", item_id=new_id, section=rep.section, text=rep.text, about=sorted(rep.about),
-                               count=helpful + 1, provenance=sorted(provenance), reason="merged: new representative"))
+        block.append(
+            Operation(
+                op="add",
+                item_id=new_id,
+                section=rep.section,
+                text=rep.text,
+                about=sorted(rep.about),
+                count=helpful + 1,
+                provenance=sorted(provenance),
+                reason="merged: new representative",
+            )
+        )
         if harmful:
-            block.append(Operation(op="tag_harmful", item_id=new_id, count=harmful, reason="carried over"))
+            block.append(
+                Operation(op="tag_harmful", item_id=new_id, count=harmful, reason="carried over")
+            )
         was_active, gained = True, True
     else:
         block += _tags(keep, helpful, harmful, provenance)
@@ -131,13 +156,29 @@ def _status_change(
     return []
 
 
-def archive_untouched(active: list[PlaybookItem], touched: set[str], alive: dict[str, bool], rule: ArchiveRule,
-                      report: Counter[str]) -> list[tuple[str, list[Operation]]]:
+def archive_untouched(
+    active: list[PlaybookItem],
+    touched: set[str],
+    alive: dict[str, bool],
+    rule: ArchiveRule,
+    report: Counter[str],
+) -> list[tuple[str, list[Operation]]]:
     """Archive operations for active items the batch did not touch whose counts now meet the rule
     (e.g. after the rule was tightened)."""
     blocks = []
     for item in active:
         if item.id not in touched and alive[item.id] and rule.archives(item.helpful, item.harmful):
             report["archived"] += 1
-            blocks.append((item.id, [Operation(op="archive", item_id=item.id, reason=rule.why(item.helpful, item.harmful))]))
+            blocks.append(
+                (
+                    item.id,
+                    [
+                        Operation(
+                            op="archive",
+                            item_id=item.id,
+                            reason=rule.why(item.helpful, item.harmful),
+                        )
+                    ],
+                )
+            )
     return blocks

@@ -48,7 +48,9 @@ class Wording:
         return canonical_key(self.text, self.section, self.about)
 
 
-def collect_wordings(ops: list[Operation], items: dict[str, PlaybookItem], report: Counter[str]) -> dict[str, Wording]:
+def collect_wordings(
+    ops: list[Operation], items: dict[str, PlaybookItem], report: Counter[str]
+) -> dict[str, Wording]:
     """Normalised text -> Wording, for every add and every update of a known item.
 
     The same text from several reflections keeps its smallest spelling and section and
@@ -63,7 +65,11 @@ def collect_wordings(ops: list[Operation], items: dict[str, PlaybookItem], repor
         if w is None:
             w = wordings[norm] = Wording(norm, text, section, about_names(about))
         else:
-            w.text, w.section, w.about = min(w.text, text), min(w.section, section), w.about | about_names(about)
+            w.text, w.section, w.about = (
+                min(w.text, text),
+                min(w.section, section),
+                w.about | about_names(about),
+            )
         return w
 
     for op in ops:

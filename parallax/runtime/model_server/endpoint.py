@@ -32,7 +32,8 @@ def _advertised_url(settings: Settings) -> str | None:
 
 
 def known_endpoint() -> str | None:
-    """The URL `endpoint` settled on in this process, or None before the first call (no blocking)."""
+    """The URL `endpoint` settled on in this process, or None before the first call (no
+    blocking)."""
     return _resolved
 
 
@@ -67,7 +68,8 @@ def endpoint(settings: Settings) -> str:
 
 @atexit.register
 def shutdown() -> None:
-    """Stop this process's embedded server and forget the URL (at exit; tests that switch endpoints).
+    """Stop this process's embedded server and forget the URL (at exit; tests that switch
+    endpoints).
 
     No lock: at exit a daemon thread may still hold `_lock` mid-start.
     """
@@ -88,14 +90,15 @@ def server_process() -> dict[str, Any] | None:
         pid, parallel = _server.process.pid, _server.settings.model_parallel
     else:
         data = read_server_file(load().model_server_file) or {}
-        if str(data.get("url", "")).rstrip("/") != _resolved or not isinstance(data.get("pid"), int):
+        if str(data.get("url", "")).rstrip("/") != _resolved or not isinstance(
+            data.get("pid"), int
+        ):
             return None
         pid, parallel = data["pid"], data.get("parallel")
     return {"pid": pid, "parallel": parallel, "peak_rss_mb": peak_rss_mb(pid)}
 
 
-
-
 def started_server() -> LocalModelServer | None:
-    """The embedded server this process started itself (None when it uses another endpoint or none yet)."""
+    """The embedded server this process started itself (None when it uses another endpoint or none
+    yet)."""
     return _server

@@ -30,8 +30,9 @@ class ModelServerError(RuntimeError):
     """The embedded model server could not be found, started or kept running."""
 
 
-def wait_for_200(url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True,
-                 interval_s: float = 0.25) -> Literal["ready", "died", "timeout"]:
+def wait_for_200(
+    url: str, timeout_s: float, alive: Callable[[], bool] = lambda: True, interval_s: float = 0.25
+) -> Literal["ready", "died", "timeout"]:
     """GET `url` every `interval_s` until it answers 200 ("ready"), `alive()` turns false ("died"),
     or `timeout_s` passes ("timeout"); `timeout_s` 0 asks once."""
     deadline = time.monotonic() + timeout_s
@@ -129,7 +130,9 @@ class LocalModelServer:
     def _wait_healthy(self, timeout: float) -> None:
         proc = self.process
         assert proc is not None, "called by start() once the child is started"
-        outcome = wait_for_200(self.url.removesuffix("/v1") + "/health", timeout, alive=lambda: proc.poll() is None)
+        outcome = wait_for_200(
+            self.url.removesuffix("/v1") + "/health", timeout, alive=lambda: proc.poll() is None
+        )
         if outcome == "timeout":
             raise ModelServerError(f"model server not healthy after {timeout:.0f}s{self._tail()}")
         if outcome == "died":
@@ -179,20 +182,30 @@ def serve_forever(settings: Settings, port: int | None = None) -> None:
     path = settings.model_server_file
     server = LocalModelServer(settings, port=port)
     # Both signals become KeyboardInterrupt, also when the shell started us with SIGINT ignored.
-    previous = {s: signal.signal(s, signal.default_int_handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        s: signal.signal(s, signal.default_int_handler) for s in (signal.SIGINT, signal.SIGTERM)
+    }
     pid = None
     try:
         server.start()
         proc = server.process
         assert proc is not None, "start() leaves a started child"
         pid = proc.pid
-        info = {"url": server.url, "pid": pid, "model": settings.chat_model_name, "gguf": str(server.gguf),
-                "parallel": settings.model_parallel, "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        info = {
+            "url": server.url,
+            "pid": pid,
+            "model": settings.chat_model_name,
+            "gguf": str(server.gguf),
+            "parallel": settings.model_parallel,
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(info, indent=2))
         os.replace(tmp, path)
-        print(f"serving {settings.chat_model_name} at {server.url} (Ctrl-C to stop)", file=sys.stderr)
+        print(
+            f"serving {settings.chat_model_name} at {server.url} (Ctrl-C to stop)", file=sys.stderr
+        )
         while proc.poll() is None:
             time.sleep(0.5)
         raise ModelServerError(f"model server exited with code {proc.returncode}{server._tail()}")
@@ -207,16 +220,24 @@ def serve_forever(settings: Settings, port: int | None = None) -> None:
 
 
 def peak_rss_mb(pid: int | None = None) -> float | None:
-    """Peak resident memory of a process (this one by default) in MB; None where the system does not say.
+    """Peak resident memory of a process (this one by default) in MB; None where the system does not
+    say.
 
-    psutil gives a process's current RSS everywhere but its peak only on Windows (`peak_wset`), so on
-    Linux the peak is the kernel's high-water mark, VmHWM in /proc/PID/status."""
+    psutil gives a process's current RSS everywhere but its peak only on Windows (`peak_wset`), so
+    on Linux the peak is the kernel's high-water mark, VmHWM in /proc/PID/status."""
     try:
         process = psutil.Process(pid)
         peak = getattr(process.memory_info(), "peak_wset", None)
         if peak is None:
             status = Path(f"/proc/{process.pid}/status").read_text()
-            peak = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmHWM:")), None)
+            peak = next(
+                (
+                    int(line.split()[1]) * 1024
+                    for line in status.splitlines()
+                    if line.startswith("VmHWM:")
+                ),
+                None,
+            )
     except (psutil.Error, OSError):
         return None
     return round(peak / 2**20, 1) if peak is not None else None

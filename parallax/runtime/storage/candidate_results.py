@@ -15,7 +15,8 @@ from parallax.runtime.storage.store_calls import call_store
 
 
 class CandidateResults:
-    """One run's generated candidates; without a store, nothing is kept (and a resume asks again)."""
+    """One run's generated candidates; without a store, nothing is kept (and a resume asks
+    again)."""
 
     def __init__(self, store: BaseStore | None, tenant: str, trace_id: str) -> None:
         self.store, self.namespace = store, candidates_namespace(check_tenant(tenant), trace_id)

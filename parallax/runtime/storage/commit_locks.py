@@ -36,7 +36,10 @@ async def _poll(try_once: Callable[[], bool], timeout: float, what: str) -> None
     deadline, delay = time.monotonic() + timeout, 0.002
     while not try_once():
         if time.monotonic() >= deadline:
-            raise StoreError(f"timed out after {timeout:g}s waiting for {what}: another writer holds it; retry when it is done")
+            raise StoreError(
+                f"timed out after {timeout:g}s waiting for {what}: another writer holds it; retry"
+                " when it is done"
+            )
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.05)
 
@@ -50,7 +53,9 @@ class LocalLock:
     @asynccontextmanager
     async def hold(self, name: str) -> AsyncIterator[None]:
         lock = _thread_lock(("local", name))
-        await _poll(lambda: lock.acquire(blocking=False), self.timeout, f"the playbook lock for {name!r}")
+        await _poll(
+            lambda: lock.acquire(blocking=False), self.timeout, f"the playbook lock for {name!r}"
+        )
         try:
             yield
         finally:
@@ -71,17 +76,23 @@ class FileCommitLock:
 
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         inner = _thread_lock(("file", self.path))
-        await _poll(lambda: inner.acquire(blocking=False), self.timeout, f"the playbook lock {self.path}")
+        await _poll(
+            lambda: inner.acquire(blocking=False), self.timeout, f"the playbook lock {self.path}"
+        )
         try:
-            # one holder in this process at a time (the inner lock), so a lock object of its own is enough;
-            # its attempts are non-blocking calls on the loop (no executor thread that could still win the
-            # lock after a cancelled wait), with asyncio sleeps between them
-            flock = AsyncFileLock(self.path, timeout=self.timeout, thread_local=False, run_in_executor=False)
+            # one holder in this process at a time (the inner lock), so a lock object of its own is
+            # enough; its attempts are non-blocking calls on the loop (no executor thread that could
+            # still win the lock after a cancelled wait), with asyncio sleeps between them
+            flock = AsyncFileLock(
+                self.path, timeout=self.timeout, thread_local=False, run_in_executor=False
+            )
             try:
                 await flock.acquire()
             except Timeout:
-                raise StoreError(f"timed out after {self.timeout:g}s waiting for the playbook lock {self.path}: "
-                                 "another writer holds it; retry when it is done") from None
+                raise StoreError(
+                    f"timed out after {self.timeout:g}s waiting for the playbook lock {self.path}: "
+                    "another writer holds it; retry when it is done"
+                ) from None
             try:
                 yield
             finally:

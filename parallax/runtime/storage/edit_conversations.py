@@ -17,17 +17,23 @@ from parallax.state.trace_record import EditConversation
 
 
 class EditConversations:
-    """One plan run's edit candidates' conversations; without a store, nothing is kept (and nothing exported)."""
+    """One plan run's edit candidates' conversations; without a store, nothing is kept (and nothing
+    exported)."""
 
     def __init__(self, store: BaseStore | None, tenant: str, trace_id: str) -> None:
-        self.store, self.namespace = store, edit_conversations_namespace(check_tenant(tenant), trace_id)
+        self.store, self.namespace = (
+            store,
+            edit_conversations_namespace(check_tenant(tenant), trace_id),
+        )
 
     async def save(self, key: str, conversation: dict[str, Any], limit_chars: int) -> str | None:
-        """Keep `conversation` under `key`; the key, or None when there is no store to keep it in or it is longer
-        than `limit_chars` (as JSON)."""
+        """Keep `conversation` under `key`; the key, or None when there is no store to keep it in or
+        it is longer than `limit_chars` (as JSON)."""
         if self.store is None or len(json.dumps(conversation, ensure_ascii=False)) > limit_chars:
             return None
-        await call_store(self.store, "put", self.namespace, key, redact_value(conversation), index=False)
+        await call_store(
+            self.store, "put", self.namespace, key, redact_value(conversation), index=False
+        )
         return key
 
     async def load(self, key: str) -> EditConversation | None:

@@ -24,27 +24,48 @@ def empty_labels() -> dict[str, Any]:
     return {"production": None, "canary": None, "release": None, "releases": [], "events": []}
 
 
-def move_label(labels: dict[str, Any], label: str, to: int | None, by: str, why: str, **extra: Any) -> None:
+def move_label(
+    labels: dict[str, Any], label: str, to: int | None, by: str, why: str, **extra: Any
+) -> None:
     """Point `label` at version `to` (None removes it), recording who, why and when."""
-    labels["events"].append({"at": now_iso(), "label": label, "from": labels.get(label), "to": to, "by": by,
-                             "why": why, **extra})
+    labels["events"].append(
+        {
+            "at": now_iso(),
+            "label": label,
+            "from": labels.get(label),
+            "to": to,
+            "by": by,
+            "why": why,
+            **extra,
+        }
+    )
     labels[label] = to
 
 
 class LabelStore:
-    """The labels of one versioned thing (`namespace`); `what` names it in messages ("playbook 'fin'")."""
+    """The labels of one versioned thing (`namespace`); `what` names it in messages ("playbook
+    'fin'")."""
 
-    def __init__(self, store: BaseStore, namespace: tuple[str, ...], lock: CommitLock, what: str) -> None:
+    def __init__(
+        self, store: BaseStore, namespace: tuple[str, ...], lock: CommitLock, what: str
+    ) -> None:
         self.store, self.namespace, self.lock, self.what = store, namespace, lock, what
 
     async def get(self) -> dict[str, Any]:
-        """A copy of the record (an in-memory store hands out its own dict: a change must not edit it in place)."""
+        """A copy of the record (an in-memory store hands out its own dict: a change must not edit
+        it in place)."""
         item = await call_store(self.store, "get", self.namespace, KEY)
-        return {**empty_labels(), **copy.deepcopy(dict(item.value))} if item is not None else empty_labels()
+        return (
+            {**empty_labels(), **copy.deepcopy(dict(item.value))}
+            if item is not None
+            else empty_labels()
+        )
 
     async def change(self, change: Callable[[dict[str, Any]], Any]) -> tuple[dict[str, Any], Any]:
-        """(record after, what `change` returned): `change` edits the record in place under the lock.
-        It may raise (a StoreError to refuse: nothing is written) or return UNCHANGED (nothing to write)."""
+        """(record after, what `change` returned): `change` edits the record in place under the
+        lock. It may raise (a StoreError to refuse: nothing is written) or return UNCHANGED (nothing
+        to write).
+        """
         async with self.lock.hold("labels/" + "/".join(self.namespace)):
             labels = await self.get()
             result = change(labels)

@@ -68,15 +68,16 @@ DROP TRIGGER IF EXISTS parallax_fence_store ON store;
 CREATE TRIGGER parallax_fence_store BEFORE INSERT OR UPDATE ON store FOR EACH ROW
     WHEN (NEW.value ? '_lease') EXECUTE FUNCTION parallax_fence_store();
 """
-"""Run by `parallax serve` after Aegra's and the store's migrations (it needs the `runs` and `store` tables).
-The second trigger is the fence in the database: a store record stamped with a lease token
-(runtime/lease_check.py `stamped`: traces, dead letters, playbook records) whose generation is not the
-run's current one is not written, and the refusal is kept in `parallax_fenced_writes`; a record that a
-later execution of the same run writes again (a takeover after the first had written it) is kept in
-`parallax_handovers`, which is how a run that reached its end twice is told from a retried write."""
-
+"""Run by `parallax serve` after Aegra's and the store's migrations (it needs the `runs` and `store`
+tables). The second trigger is the fence in the database: a store record stamped with a lease token
+(runtime/lease_check.py `stamped`: traces, dead letters, playbook records) whose generation is not
+the run's current one is not written, and the refusal is kept in `parallax_fenced_writes`; a record
+that a later execution of the same run writes again (a takeover after the first had written it) is
+kept in `parallax_handovers`, which is how a run that reached its end twice is told from a retried
+write."""
 
 
 def migrate_sync(conn: Any) -> None:
-    """Create the generation table, the refused-writes tables and their triggers (idempotent), on a psycopg connection."""
+    """Create the generation table, the refused-writes tables and their triggers (idempotent), on a
+    psycopg connection."""
     conn.execute(MIGRATION)

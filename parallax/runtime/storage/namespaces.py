@@ -11,11 +11,13 @@ from parallax.runtime.run_context import check_store_tenant
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z, not $: "acme\n" is no name
 NAME_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
-"""The same rule as a JSON Schema `pattern` (where `$` ends the text: no "\\Z" there), for tool signatures."""
+"""The same rule as a JSON Schema `pattern` (where `$` ends the text: no "\\Z" there), for tool
+signatures."""
 
 
 class StoreError(ValueError):
-    """A one-line, user-facing problem with stored records (unknown name or version, bad file, lock timeout)."""
+    """A one-line, user-facing problem with stored records (unknown name or version, bad file, lock
+    timeout)."""
 
 
 class NotFound(StoreError):
@@ -23,8 +25,8 @@ class NotFound(StoreError):
 
 
 def check_tenant(tenant: str) -> str:
-    """The tenant name, or StoreError for one that could reach outside its namespaces (TenantMismatch for another
-    tenant's, in a served run)."""
+    """The tenant name, or StoreError for one that could reach outside its namespaces
+    (TenantMismatch for another tenant's, in a served run)."""
     if not isinstance(tenant, str) or not NAME_RE.match(tenant):
         raise StoreError(f"bad tenant {tenant!r}: use 1-64 letters, digits, '-' or '_'")
     check_store_tenant(tenant)

@@ -14,15 +14,22 @@ from parallax.runtime.storage.store_calls import call_store, scan
 
 
 class PlanResults:
-    """One plan run's finished task records; without a store, nothing is kept (and nothing resumes)."""
+    """One plan run's finished task records; without a store, nothing is kept (and nothing
+    resumes)."""
 
     def __init__(self, store: BaseStore | None, tenant: str, trace_id: str) -> None:
         self.store, self.namespace = store, plan_results_namespace(check_tenant(tenant), trace_id)
 
     async def save(self, record: dict[str, Any]) -> None:
         if self.store is not None:
-            await call_store(self.store, "put", self.namespace, f"{record['round']}.{record['id']}", record,
-                             index=False)
+            await call_store(
+                self.store,
+                "put",
+                self.namespace,
+                f"{record['round']}.{record['id']}",
+                record,
+                index=False,
+            )
 
     async def load(self, round_: int) -> dict[int, dict[str, Any]]:
         """Task id -> record of the tasks of `round_` that finished (in any process)."""

@@ -11,7 +11,9 @@ from typing import Any
 from parallax.runtime.storage import spend_ledger
 
 CLAIM_LOCK_CLASS = 0x7061_7278  # "parx": the first key of the per-thread claim lock (the second: hashtext(thread_id))
-THREAD_LOCK_CLASS = 0x7061_7274  # "part": the per-thread double-text lock (the second key: hashtext(thread_id))
+THREAD_LOCK_CLASS = (
+    0x7061_7274  # "part": the per-thread double-text lock (the second key: hashtext(thread_id))
+)
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS parallax_webhooks (
@@ -148,8 +150,9 @@ WHERE jsonb_typeof(payload) = 'object' AND NOT coalesce(payload -> 'config' -> '
 
 
 def migrate(conn: Any) -> None:
-    """Create or update the tables, functions and triggers (idempotent) on a psycopg connection, in one transaction.
-    Needs Aegra's `runs` table: run after Aegra's migrations, under the "migrate" lock."""
+    """Create or update the tables, functions and triggers (idempotent) on a psycopg connection, in
+    one transaction. Needs Aegra's `runs` table: run after Aegra's migrations, under the "migrate"
+    lock."""
     with conn.transaction():
         spend_ledger.migrate(conn)  # first: the cron-run trigger calls its functions
         conn.execute(DDL)

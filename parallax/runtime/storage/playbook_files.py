@@ -24,24 +24,40 @@ def diff_items(before: list[PlaybookItem], after: list[PlaybookItem]) -> dict[st
     (active before, archived or gone after). Used for version diffs and the approval prompt."""
     old, new = {i.id: i for i in before}, {i.id: i for i in after}
     added = [i.model_dump(mode="json") for i in after if i.id not in old]
-    archived = [i.model_dump(mode="json") for i in before
-                if i.status == "active" and (i.id not in new or new[i.id].status == "archived")]
+    archived = [
+        i.model_dump(mode="json")
+        for i in before
+        if i.status == "active" and (i.id not in new or new[i.id].status == "archived")
+    ]
     archived_ids = {i["id"] for i in archived}
     changed = []
     for item in after:
         if item.id in old and item.id not in archived_ids:
             fields = [f for f in DIFF_FIELDS if getattr(old[item.id], f) != getattr(item, f)]
             if fields:
-                changed.append({"id": item.id, "fields": fields,
-                                "before": {f: getattr(old[item.id], f) for f in fields},
-                                "after": {f: getattr(item, f) for f in fields}})
+                changed.append(
+                    {
+                        "id": item.id,
+                        "fields": fields,
+                        "before": {f: getattr(old[item.id], f) for f in fields},
+                        "after": {f: getattr(item, f) for f in fields},
+                    }
+                )
     return {"added": added, "changed": changed, "archived": archived}
 
 
 def to_markdown(pv: PlaybookVersion) -> str:
     """The Markdown export, readable and importable (docs/internals/storage.md#playbooks)."""
-    meta = {"name": pv.name, "version": pv.version, "parent": pv.parent, "created_at": pv.created_at}
-    lines = [f"# Playbook `{pv.name}`, version {pv.version}", f"<!-- parallax-playbook: {json.dumps(meta)} -->"]
+    meta = {
+        "name": pv.name,
+        "version": pv.version,
+        "parent": pv.parent,
+        "created_at": pv.created_at,
+    }
+    lines = [
+        f"# Playbook `{pv.name}`, version {pv.version}",
+        f"<!-- parallax-playbook: {json.dumps(meta)} -->",
+    ]
     section = None
     for item in pv.items:
         if item.section != section:
@@ -70,15 +86,17 @@ def _from_markdown(text: str) -> list[dict[str, Any]]:
                     try:
                         meta = json.loads(m.group(1))
                     except json.JSONDecodeError as exc:
-                        raise StoreError(f"line {n + 1}: the item comment is not valid JSON ({exc.msg}): "
-                                         "fix or delete it") from None
+                        raise StoreError(
+                            f"line {n + 1}: the item comment is not valid JSON ({exc.msg}): "
+                            "fix or delete it"
+                        ) from None
                 else:
                     body.append(lines[n][2:])
                 n += 1
             item_text = "\n".join(body)
             meta = meta or {"section": section}
             if meta.get("status") == "archived" and item_text.startswith("[archived] "):
-                item_text = item_text[len("[archived] "):]
+                item_text = item_text[len("[archived] ") :]
             meta.setdefault("id", item_id_for(item_text, meta.get("section", section)))
             items.append({**meta, "text": item_text})
     return items
@@ -90,14 +108,21 @@ def parse_playbook(text: str) -> list[PlaybookItem]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise StoreError(f"not valid JSON (line {exc.lineno}: {exc.msg}): import a `parallax playbook export` file") from None
+            raise StoreError(
+                f"not valid JSON (line {exc.lineno}: {exc.msg}): import a `parallax playbook"
+                " export` file"
+            ) from None
         raw = data.get("items") if isinstance(data, dict) else data
         if not isinstance(raw, list):
-            raise StoreError("the JSON has no \"items\" list: import a `parallax playbook export` file")
+            raise StoreError(
+                'the JSON has no "items" list: import a `parallax playbook export` file'
+            )
     elif stripped.startswith("#") or stripped.startswith("- ") or MD_HEAD.search(stripped):
         raw = _from_markdown(text)
     else:
-        raise StoreError("neither JSON nor the playbook Markdown: import a `parallax playbook export` file")
+        raise StoreError(
+            "neither JSON nor the playbook Markdown: import a `parallax playbook export` file"
+        )
     items = []
     for n, raw_item in enumerate(raw, start=1):
         try:
@@ -105,7 +130,9 @@ def parse_playbook(text: str) -> list[PlaybookItem]:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(map(str, first["loc"])) or "item"
-            raise StoreError(f"item {n}: {where}: {first['msg']}: fix the file and import again") from None
+            raise StoreError(
+                f"item {n}: {where}: {first['msg']}: fix the file and import again"
+            ) from None
     seen: set[str] = set()
     for item in items:
         if item.id in seen:

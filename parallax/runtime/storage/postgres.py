@@ -14,24 +14,33 @@ from typing import Any
 
 from parallax.runtime.storage.namespaces import StoreError
 
-MISSING_EXTRA = ("PostgreSQL support is not installed: pip install -e '.[postgres]' (or '.[server]'), "
-                 "or unset PARALLAX_DATABASE_URL to use SQLite")
+MISSING_EXTRA = (
+    "PostgreSQL support is not installed: pip install -e '.[postgres]' (or '.[server]'), "
+    "or unset PARALLAX_DATABASE_URL to use SQLite"
+)
 SCHEMES = ("postgresql+psycopg://", "postgresql+asyncpg://", "postgres://")
 
 
 def conninfo(url: str) -> str:
-    """A libpq URL from any of the spellings deployments use (SQLAlchemy's driver suffixes, `postgres://`)."""
+    """A libpq URL from any of the spellings deployments use (SQLAlchemy's driver suffixes,
+    `postgres://`)."""
     for scheme in SCHEMES:
         if url.startswith(scheme):
-            return "postgresql://" + url[len(scheme):]
+            return "postgresql://" + url[len(scheme) :]
     if not url.startswith("postgresql://"):
-        raise StoreError(f"not a PostgreSQL URL: {url.split('@')[-1]!r}: use postgresql://user@host:port/database")
+        raise StoreError(
+            f"not a PostgreSQL URL: {url.split('@')[-1]!r}: use"
+            " postgresql://user@host:port/database"
+        )
     return url
 
 
 def lock_key(name: str) -> int:
-    """The advisory lock key of `name`: a stable signed 64-bit number (Python's hash() is salted per process)."""
-    return int.from_bytes(hashlib.blake2b(f"parallax:{name}".encode(), digest_size=8).digest(), "big", signed=True)
+    """The advisory lock key of `name`: a stable signed 64-bit number (Python's hash() is salted per
+    process)."""
+    return int.from_bytes(
+        hashlib.blake2b(f"parallax:{name}".encode(), digest_size=8).digest(), "big", signed=True
+    )
 
 
 def _psycopg() -> Any:
@@ -46,28 +55,42 @@ class LockTimeout(StoreError):
     """The lock stayed held by another holder for the whole timeout."""
 
     def __init__(self, name: str, timeout: float) -> None:
-        super().__init__(f"timed out after {timeout:g}s waiting for the lock {name!r}: another writer holds it; "
-                         "retry when it is done")
+        super().__init__(
+            f"timed out after {timeout:g}s waiting for the lock {name!r}: another writer holds it; "
+            "retry when it is done"
+        )
 
 
 LockKey = str | tuple[int, str]
-"""Which advisory lock: a name (the one 64-bit key `lock_key(name)`), or a pair (class, text): the two-key
-lock (class, hashtext(text)), for a lock that SQL (a trigger) takes too."""
+"""Which advisory lock: a name (the one 64-bit key `lock_key(name)`), or a pair (class, text): the
+two-key lock (class, hashtext(text)), for a lock that SQL (a trigger) takes too."""
 
 
 def _statements(key: LockKey) -> tuple[str, str, tuple[int | str, ...], str]:
-    """How to try and to release the lock of `key`: the two statements, their parameters, and its name for errors."""
+    """How to try and to release the lock of `key`: the two statements, their parameters, and its
+    name for errors."""
     if isinstance(key, str):
-        return "SELECT pg_try_advisory_lock(%s)", "SELECT pg_advisory_unlock(%s)", (lock_key(key),), key
+        return (
+            "SELECT pg_try_advisory_lock(%s)",
+            "SELECT pg_advisory_unlock(%s)",
+            (lock_key(key),),
+            key,
+        )
     group, text = key
-    return ("SELECT pg_try_advisory_lock(%s, hashtext(%s))", "SELECT pg_advisory_unlock(%s, hashtext(%s))", key,
-            f"{text} (class {group:#x})")
+    return (
+        "SELECT pg_try_advisory_lock(%s, hashtext(%s))",
+        "SELECT pg_advisory_unlock(%s, hashtext(%s))",
+        key,
+        f"{text} (class {group:#x})",
+    )
 
 
 @asynccontextmanager
 async def advisory_lock(url: str, key: LockKey, timeout: float) -> AsyncIterator[Any]:
-    """Hold the advisory lock of `key` on a connection of its own, which it yields (the holder may run
-    statements on it); LockTimeout after `timeout` seconds. The connection is closed on every way out."""
+    """Hold the advisory lock of `key` on a connection of its own, which it yields (the holder may
+    run statements on it); LockTimeout after `timeout` seconds. The connection is closed on every
+    way out.
+    """
     psycopg = _psycopg()
     take, release, params, name = _statements(key)
     delay, deadline = 0.002, time.monotonic() + timeout
@@ -126,7 +149,8 @@ def postgres_url_of(store: Any, fallback: str | None = None) -> str | None:
 
 @asynccontextmanager
 async def open_postgres_store(url: str) -> AsyncIterator[Any]:
-    """langgraph's AsyncPostgresStore on `url` (a small pool), its tables set up under the migration lock."""
+    """langgraph's AsyncPostgresStore on `url` (a small pool), its tables set up under the migration
+    lock."""
     _psycopg()
     try:
         from langgraph.store.postgres.aio import AsyncPostgresStore
@@ -134,7 +158,9 @@ async def open_postgres_store(url: str) -> AsyncIterator[Any]:
         raise StoreError(MISSING_EXTRA) from None
     psycopg = _psycopg()
     try:
-        async with AsyncPostgresStore.from_conn_string(conninfo(url), pool_config={"min_size": 1, "max_size": 4}) as store:
+        async with AsyncPostgresStore.from_conn_string(
+            conninfo(url), pool_config={"min_size": 1, "max_size": 4}
+        ) as store:
             async with PostgresCommitLock(url).hold("migrate"):
                 await store.setup()
             yield store

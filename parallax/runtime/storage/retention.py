@@ -17,7 +17,8 @@ MAX_BATCHES = 100_000
 
 @dataclass(frozen=True)
 class Retention:
-    """How long each kind is kept, in days (None: forever), and how many rows one transaction deletes."""
+    """How long each kind is kept, in days (None: forever), and how many rows one transaction
+    deletes."""
 
     threads_days: float | None = None
     checkpoints_days: float | None = None
@@ -48,7 +49,10 @@ KINDS = tuple(f.name for f in fields(Swept) if f.name != "seconds")
 """Swept's counts (the metric's `kind` label)."""
 
 
-NO_ACTIVE_RUN = f"NOT EXISTS (SELECT 1 FROM runs r WHERE r.thread_id = t.thread_id AND r.status IN {ACTIVE})"  # nosec B608 # constants only; values are bound
+NO_ACTIVE_RUN = (
+    f"NOT EXISTS (SELECT 1 FROM runs r WHERE r.status IN {ACTIVE}"  # nosec B608 # constants only
+    " AND r.thread_id = t.thread_id)"
+)
 
 CLAIM_OLD_THREADS = f"""
 SELECT t.thread_id FROM thread t
@@ -97,7 +101,8 @@ WHERE b.thread_id = ANY(%(ids)s)
                   WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
                     AND cv.channel = b.channel AND cv.version = b.version)
 """
-"""Blobs no remaining checkpoint of their thread refers to (a checkpoint refers to each channel's version it holds)."""
+"""Blobs no remaining checkpoint of their thread refers to (a checkpoint refers to each channel's
+version it holds)."""
 
 DELETE_RUN_CHECKPOINTS = """
 WITH gone AS (
@@ -139,16 +144,30 @@ DELETE_CHARGES = [
 async def _tables(conn: Any) -> set[str]:
     cursor = await conn.execute(
         "SELECT c FROM unnest(%s::text[]) AS c WHERE to_regclass(c) IS NOT NULL",
-        (["thread", "runs", "checkpoints", "checkpoint_writes", "checkpoint_blobs", "store", "parallax_webhooks",
-          "parallax_run_charges", "parallax_tenant_spend"],))
+        (
+            [
+                "thread",
+                "runs",
+                "checkpoints",
+                "checkpoint_writes",
+                "checkpoint_blobs",
+                "store",
+                "parallax_webhooks",
+                "parallax_run_charges",
+                "parallax_tenant_spend",
+            ],
+        ),
+    )
     return {row[0] for row in await cursor.fetchall()}
 
 
 async def delete_run_checkpoints(conn: Any, thread_id: str, run_ids: list[str]) -> int:
-    """Remove what the runs `run_ids` wrote to a thread's checkpoints (a rolled-back run), in one transaction;
-    the thread's state is then what it was before them. The checkpoints deleted."""
+    """Remove what the runs `run_ids` wrote to a thread's checkpoints (a rolled-back run), in one
+    transaction; the thread's state is then what it was before them. The checkpoints deleted."""
     async with conn.transaction():
-        cursor = await conn.execute(DELETE_RUN_CHECKPOINTS, {"thread_id": thread_id, "run_ids": run_ids})
+        cursor = await conn.execute(
+            DELETE_RUN_CHECKPOINTS, {"thread_id": thread_id, "run_ids": run_ids}
+        )
         gone = int((await cursor.fetchone())[0])
         await conn.execute(PRUNE_BLOBS, {"ids": [thread_id]})
     return gone
@@ -158,7 +177,12 @@ async def _threads(conn: Any, age_s: float, batch: int) -> int:
     total = 0
     for _ in range(MAX_BATCHES):
         async with conn.transaction():
-            ids = [row[0] for row in await (await conn.execute(CLAIM_OLD_THREADS, {"age_s": age_s, "batch": batch})).fetchall()]
+            ids = [
+                row[0]
+                for row in await (
+                    await conn.execute(CLAIM_OLD_THREADS, {"age_s": age_s, "batch": batch})
+                ).fetchall()
+            ]
             for statement in DELETE_THREADS:
                 if ids:
                     await conn.execute(statement, {"ids": ids})
@@ -172,10 +196,18 @@ async def _history(conn: Any, age_s: float, batch: int) -> int:
     total = 0
     for _ in range(MAX_BATCHES):
         async with conn.transaction():
-            cursor = await conn.execute(CLAIM_THREADS_WITH_OLD_HISTORY, {"age_s": age_s, "batch": batch})
+            cursor = await conn.execute(
+                CLAIM_THREADS_WITH_OLD_HISTORY, {"age_s": age_s, "batch": batch}
+            )
             ids = [row[0] for row in await cursor.fetchall()]
             if ids:
-                total += int((await (await conn.execute(DELETE_OLD_HISTORY, {"ids": ids, "age_s": age_s})).fetchone())[0])
+                total += int(
+                    (
+                        await (
+                            await conn.execute(DELETE_OLD_HISTORY, {"ids": ids, "age_s": age_s})
+                        ).fetchone()
+                    )[0]
+                )
                 await conn.execute(PRUNE_BLOBS, {"ids": ids})
         if not ids:
             break
@@ -185,7 +217,9 @@ async def _history(conn: Any, age_s: float, batch: int) -> int:
 async def _delete_until_done(conn: Any, statement: str, params: dict[str, Any]) -> int:
     total = 0
     for _ in range(MAX_BATCHES):
-        cursor = await conn.execute(statement, params)  # autocommit: each batch is its own transaction
+        cursor = await conn.execute(
+            statement, params
+        )  # autocommit: each batch is its own transaction
         total += cursor.rowcount
         if cursor.rowcount < params["batch"]:
             break
@@ -193,41 +227,69 @@ async def _delete_until_done(conn: Any, statement: str, params: dict[str, Any]) 
 
 
 def _prefixes(*names: str) -> str:
-    """`prefix LIKE 'name.%'` for each namespace name (its `_` escaped; `%%` is psycopg's literal %)."""
+    """`prefix LIKE 'name.%'` for each namespace name (its `_` escaped; `%%` is psycopg's literal
+    %)."""
     return " OR ".join(f"prefix LIKE '{name.replace('_', chr(92) + '_')}.%%'" for name in names)
 
 
 async def sweep(conn: Any, retention: Retention) -> Swept:
-    """One sweep on an autocommit psycopg AsyncConnection; kinds whose tables are missing are skipped."""
+    """One sweep on an autocommit psycopg AsyncConnection; kinds whose tables are missing are
+    skipped."""
     started, swept = time.perf_counter(), Swept()
     tables = await _tables(conn)
-    graph_tables = {"thread", "runs", "checkpoints", "checkpoint_writes", "checkpoint_blobs"} <= tables
+    graph_tables = {
+        "thread",
+        "runs",
+        "checkpoints",
+        "checkpoint_writes",
+        "checkpoint_blobs",
+    } <= tables
     if retention.threads_days is not None and graph_tables:
         swept.threads = await _threads(conn, retention.threads_days * DAY_S, retention.batch)
     if retention.checkpoints_days is not None and graph_tables:
-        swept.checkpoints = await _history(conn, retention.checkpoints_days * DAY_S, retention.batch)
+        swept.checkpoints = await _history(
+            conn, retention.checkpoints_days * DAY_S, retention.batch
+        )
     if "store" in tables:
-        for field, days, prefixes in (("traces", retention.traces_days,
-                                                  ("traces", "plan_results", "edit_conversations")),
-                                      ("dead_letters", retention.dead_letters_days, ("dlq",))):
+        for field, days, prefixes in (
+            ("traces", retention.traces_days, ("traces", "plan_results", "edit_conversations")),
+            ("dead_letters", retention.dead_letters_days, ("dlq",)),
+        ):
             if days is not None:
                 statement = DELETE_RECORDS.format(prefixes=_prefixes(*prefixes))
-                setattr(swept, field, await _delete_until_done(conn, statement, {"age_s": days * DAY_S,
-                                                                                 "batch": retention.batch}))
+                setattr(
+                    swept,
+                    field,
+                    await _delete_until_done(
+                        conn, statement, {"age_s": days * DAY_S, "batch": retention.batch}
+                    ),
+                )
     if retention.webhooks_days is not None and {"parallax_webhooks", "runs"} <= tables:
-        swept.webhooks = await _delete_until_done(conn, DELETE_WEBHOOKS, {"age_s": retention.webhooks_days * DAY_S,
-                                                                          "batch": retention.batch})
-    if retention.charges_days is not None and {"parallax_run_charges", "parallax_tenant_spend"} <= tables:
+        swept.webhooks = await _delete_until_done(
+            conn,
+            DELETE_WEBHOOKS,
+            {"age_s": retention.webhooks_days * DAY_S, "batch": retention.batch},
+        )
+    if (
+        retention.charges_days is not None
+        and {"parallax_run_charges", "parallax_tenant_spend"} <= tables
+    ):
         for statement in DELETE_CHARGES:
-            swept.charges += await _delete_until_done(conn, statement, {"age_s": retention.charges_days * DAY_S,
-                                                                        "batch": retention.batch})
+            swept.charges += await _delete_until_done(
+                conn, statement, {"age_s": retention.charges_days * DAY_S, "batch": retention.batch}
+            )
     swept.seconds = round(time.perf_counter() - started, 3)
     return swept
 
 
 def from_settings(settings: Any) -> Retention:
     """The Retention of PARALLAX_RETAIN_*_DAYS and PARALLAX_SWEEP_BATCH."""
-    return Retention(threads_days=settings.retain_threads_days, checkpoints_days=settings.retain_checkpoints_days,
-                     traces_days=settings.retain_traces_days, dead_letters_days=settings.retain_dead_letters_days,
-                     webhooks_days=settings.retain_webhooks_days, charges_days=settings.retain_charges_days,
-                     batch=settings.sweep_batch)
+    return Retention(
+        threads_days=settings.retain_threads_days,
+        checkpoints_days=settings.retain_checkpoints_days,
+        traces_days=settings.retain_traces_days,
+        dead_letters_days=settings.retain_dead_letters_days,
+        webhooks_days=settings.retain_webhooks_days,
+        charges_days=settings.retain_charges_days,
+        batch=settings.sweep_batch,
+    )

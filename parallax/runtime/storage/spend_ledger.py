@@ -10,9 +10,11 @@ from typing import Any
 from parallax.state.records import Limits
 
 BUDGETED_GRAPHS = ("solve", "plan", "chat", "learn", "loop")
-"""The graphs whose input takes a run budget (`max_cost`, `max_tokens`): every graph that calls a model. A tenant's
-daily budget caps each new run of them at what is left today."""
-CHARGE_LOCK_CLASS = 0x7061_7263  # "parc": the per-thread charge lock (the second key: hashtext(thread_id))
+"""The graphs whose input takes a run budget (`max_cost`, `max_tokens`): every graph that calls a
+model. A tenant's daily budget caps each new run of them at what is left today."""
+CHARGE_LOCK_CLASS = (
+    0x7061_7263  # "parc": the per-thread charge lock (the second key: hashtext(thread_id))
+)
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS parallax_run_charges (
@@ -236,23 +238,32 @@ END $$;
 
 
 def migrate(conn: Any) -> None:
-    """Create or update the tables, functions and the charge trigger (idempotent). Needs Aegra's `runs` table."""
+    """Create or update the tables, functions and the charge trigger (idempotent). Needs Aegra's
+    `runs` table."""
     conn.execute(DDL)
 
 
 def write_budgets(conn: Any, budgets: dict[str, Limits]) -> None:
-    """Make `parallax_tenant_budgets` the budgets of this configuration (every replica writes the same at start:
-    PARALLAX_DAILY_BUDGETS must be the same on all of them). For the cron-run trigger; the HTTP routes read the
-    settings themselves."""
+    """Make `parallax_tenant_budgets` the budgets of this configuration (every replica writes the
+    same at start: PARALLAX_DAILY_BUDGETS must be the same on all of them). For the cron-run
+    trigger; the HTTP routes read the settings themselves."""
     conn.execute("DELETE FROM parallax_tenant_budgets")
     for tenant, budget in budgets.items():
-        conn.execute("INSERT INTO parallax_tenant_budgets (tenant, max_cost, max_tokens) VALUES (%s, %s, %s)",
-                     (tenant, budget.get("max_cost"), budget.get("max_tokens")))
+        conn.execute(
+            "INSERT INTO parallax_tenant_budgets (tenant, max_cost, max_tokens) VALUES (%s,"
+            " %s, %s)",
+            (tenant, budget.get("max_cost"), budget.get("max_tokens")),
+        )
 
 
 CHARGE_ENDED_SQL = "SELECT parallax_charge_ended(%(run_id)s, %(tokens)s::bigint, %(cost)s::numeric)"
-"""Charge a run that has ended with what its replica saw it spend (server/run_charges.py); nothing when it was
-charged already (a solve or plan run's own `spend`, by the trigger) or has not ended."""
-SPENT_TODAY_SQL = ("SELECT tokens, cost_usd::float8, runs, unpriced_runs, exhausted FROM parallax_tenant_spend "
-                   "WHERE tenant = %s AND day = parallax_utc_day()")
-SPEND_TODAY_SQL = "SELECT tenant, tokens, cost_usd::float8 FROM parallax_tenant_spend WHERE day = parallax_utc_day()"
+"""Charge a run that has ended with what its replica saw it spend (server/run_charges.py); nothing
+when it was charged already (a solve or plan run's own `spend`, by the trigger) or has not ended."""
+SPENT_TODAY_SQL = (
+    "SELECT tokens, cost_usd::float8, runs, unpriced_runs, exhausted FROM parallax_tenant_spend "
+    "WHERE tenant = %s AND day = parallax_utc_day()"
+)
+SPEND_TODAY_SQL = (
+    "SELECT tenant, tokens, cost_usd::float8 FROM parallax_tenant_spend WHERE day ="
+    " parallax_utc_day()"
+)

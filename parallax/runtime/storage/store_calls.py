@@ -21,7 +21,9 @@ async def call_store(store: BaseStore, method: str, *args: Any, **kwargs: Any) -
         return await asyncio.to_thread(getattr(store, method), *args, **kwargs)
 
 
-async def scan(store: BaseStore, namespace: tuple[str, ...], page_size: int = PAGE) -> dict[str, dict[str, Any]]:
+async def scan(
+    store: BaseStore, namespace: tuple[str, ...], page_size: int = PAGE
+) -> dict[str, dict[str, Any]]:
     """Every record directly in `namespace` (not in namespaces below it), key -> value."""
     found: dict[str, dict[str, Any]] = {}
     offset = 0

@@ -20,7 +20,11 @@ from parallax.runtime.startup import freeze_startup_objects
 from parallax.runtime.storage.commit_locks import CommitLock, FileCommitLock, LocalLock
 from parallax.runtime.storage.consumed import ConsumedStore
 from parallax.runtime.storage.playbook_store import PlaybookStore
-from parallax.runtime.storage.postgres import PostgresCommitLock, open_postgres_store, postgres_url_of
+from parallax.runtime.storage.postgres import (
+    PostgresCommitLock,
+    open_postgres_store,
+    postgres_url_of,
+)
 from parallax.runtime.storage.prompt_store import PromptStore
 from parallax.runtime.storage.trace_store import TraceStore
 
@@ -37,7 +41,9 @@ def _file_lock(home: Path) -> FileCommitLock:
 
 def _present(store: BaseStore | None) -> BaseStore:
     if store is None:
-        raise RuntimeError("this graph needs a store: compile it with one (the CLI and langgraph dev do)")
+        raise RuntimeError(
+            "this graph needs a store: compile it with one (the CLI and langgraph dev do)"
+        )
     return store
 
 
@@ -47,14 +53,16 @@ def lock_for(store: BaseStore | None) -> CommitLock:
     if in_memory(store):  # one process: no file to lock (and no blocking I/O in async nodes)
         return LocalLock()
     settings = settings_mod.load()
-    if (url := postgres_url_of(store, settings.database_url or os.environ.get("DATABASE_URL"))) is not None:
+    if (
+        url := postgres_url_of(store, settings.database_url or os.environ.get("DATABASE_URL"))
+    ) is not None:
         return PostgresCommitLock(url)
     return commit_lock()
 
 
 def in_memory(store: BaseStore) -> bool:
-    """An in-memory store, also when wrapped (`langgraph dev` hands nodes its in-memory store inside a
-    batching store that keeps it as `_store`)."""
+    """An in-memory store, also when wrapped (`langgraph dev` hands nodes its in-memory store inside
+    a batching store that keeps it as `_store`)."""
     current: object = store
     for _ in range(4):
         if isinstance(current, InMemoryStore):
@@ -88,9 +96,10 @@ def consumed_in(store: BaseStore | None, tenant: str, playbook: str) -> Consumed
 
 
 BUSY_TIMEOUT_MS = 30_000
-"""How long a statement waits for another process's write to the CLI's SQLite file (a `parallax loop` round
-beside a `parallax run`, a learn batch writing a hundred traces) before it fails with "database is locked";
-sqlite3's default, 5 s, is shorter than one busy learn batch's writes on a loaded machine."""
+"""How long a statement waits for another process's write to the CLI's SQLite file (a `parallax
+loop` round beside a `parallax run`, a learn batch writing a hundred traces) before it fails with
+"database is locked"; sqlite3's default, 5 s, is shorter than one busy learn batch's writes on a
+loaded machine."""
 
 
 @asynccontextmanager
@@ -106,7 +115,9 @@ async def open_sqlite_store(path: Path | None = None) -> AsyncIterator[BaseStore
     path.parent.mkdir(parents=True, exist_ok=True)
     async with AsyncSqliteStore.from_conn_string(str(path)) as store:
         await store.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        async with commit_lock().hold("setup"):  # the journal mode too: switching it waits for no other process
+        async with commit_lock().hold(
+            "setup"
+        ):  # the journal mode too: switching it waits for no other process
             await store.conn.execute("PRAGMA journal_mode=WAL")
             await store.setup()
         await store.conn.execute("PRAGMA synchronous=NORMAL")
@@ -114,11 +125,14 @@ async def open_sqlite_store(path: Path | None = None) -> AsyncIterator[BaseStore
 
 
 def cli_store_location() -> str:
-    """Which store the CLI reads, for messages: the PostgreSQL database (host and name, no credentials)
-    or the SQLite file, and how to pick another."""
+    """Which store the CLI reads, for messages: the PostgreSQL database (host and name, no
+    credentials) or the SQLite file, and how to pick another."""
     settings = settings_mod.load()
     if settings.database_url:
-        return f"the PostgreSQL store at {settings.database_url.split('@')[-1]} (PARALLAX_DATABASE_URL)"
+        return (
+            f"the PostgreSQL store at {settings.database_url.split('@')[-1]}"
+            " (PARALLAX_DATABASE_URL)"
+        )
     how = "PARALLAX_HOME" if os.environ.get("PARALLAX_HOME") else "set PARALLAX_HOME to use another"
     return f"{settings.store_path.absolute()} ({how})"
 
@@ -141,14 +155,19 @@ async def open_cli_store() -> AsyncIterator[BaseStore]:
 
 @asynccontextmanager
 async def durable_graph(builder: Any) -> AsyncIterator[Any]:
-    """`builder` compiled with SQLite checkpoints under PARALLAX_HOME and the CLI's store (SQLite there too,
-    or the deployment's PostgreSQL store with PARALLAX_DATABASE_URL): what the CLI and the Python API run,
-    so a run from either is resumable and its trace is found by `parallax trace`."""
+    """`builder` compiled with SQLite checkpoints under PARALLAX_HOME and the CLI's store (SQLite
+    there too, or the deployment's PostgreSQL store with PARALLAX_DATABASE_URL): what the CLI and
+    the Python API run, so a run from either is resumable and its trace is found by `parallax
+    trace`."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    async with open_cli_store() as store, \
-            AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver:
-        await saver.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # runs of other processes write there too
+    async with (
+        open_cli_store() as store,
+        AsyncSqliteSaver.from_conn_string(str(settings_mod.load().checkpoint_path)) as saver,
+    ):
+        await saver.conn.execute(
+            f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}"
+        )  # runs of other processes write there too
         graph = builder.compile(checkpointer=saver, store=store)
         freeze_startup_objects()
         yield graph
