@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from langgraph_sdk import get_client
 
+from tests.integration.test_graph_api import dev_server  # noqa: F401 (the module-scoped fixture)
+
 pytestmark = pytest.mark.integration
 TENANT = "loop"
 
