@@ -12,15 +12,11 @@ async def main():
     async with Client(
         streamable_http_client("http://127.0.0.1:2026/mcp", http_client=http)
     ) as client:
-        run = (
-            await client.call_tool(
-                "solve",
-                {
-                    "task": "Invoice 7: total due 41.50 EUR. What is the total?",
-                    "output_schema": SCHEMA,
-                },
-            )
-        ).structured_content
+        asked = {
+            "task": "Invoice 7: total due 41.50 EUR. What is the total?",
+            "output_schema": SCHEMA,
+        }
+        run = (await client.call_tool("solve", asked)).structured_content
         print(run["status"], run["data"], run["trace_id"])
         print("reason:", run["reason"] or "none")
 

@@ -6,9 +6,8 @@ client = OpenAI(base_url="http://127.0.0.1:2026/v1", api_key="key-acme")  # the 
 reply = client.chat.completions.create(
     model="parallax-vote",
     messages=[{"role": "user", "content": "What is 6 * 7?"}],
-    extra_body={
-        "parallax": {"votes": 5}
-    },  # also min_votes, red_team, playbook, max_replans, max_cost, max_tokens, context
+    # also min_votes, red_team, playbook, max_replans, max_cost, max_tokens, context
+    extra_body={"parallax": {"votes": 5}},
 )
 print(reply.choices[0].message.content, reply.parallax["status"], reply.parallax["vote_counts"])
 print("reason:", reply.parallax["reason"] or "none")
