@@ -264,7 +264,8 @@ async def post(
             async for chunk in response.aiter_raw():
                 read += len(chunk)
                 if read >= max_response_bytes:
-                    break  # enough: only the status counts, and the connection closes with the client
+                    # enough: only the status counts, and the connection closes with the client
+                    break
             return response.status_code
 
 
@@ -282,20 +283,22 @@ UPDATE parallax_webhooks w
 SET lease_until = now() + make_interval(secs => %(lease_s)s), claimed_by = %(me)s,
     attempts = w.attempts + 1, updated_at = now()
 WHERE w.id IN (SELECT id FROM parallax_webhooks
-               WHERE status = 'due' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
+               WHERE status = 'due' AND next_attempt_at <= now()
+                 AND (lease_until IS NULL OR lease_until < now())
                ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 RETURNING w.id, w.tenant, w.url, w.payload, w.attempts
 """
 
 DONE_SQL = """
 UPDATE parallax_webhooks SET status = %(status)s, last_status = %(code)s, last_error = %(error)s,
-    delivered_at = CASE WHEN %(status)s = 'delivered' THEN now() END, lease_until = NULL, updated_at = now()
+    delivered_at = CASE WHEN %(status)s = 'delivered' THEN now() END, lease_until = NULL,
+    updated_at = now()
 WHERE id = %(id)s AND claimed_by = %(me)s
 """
 
 RETRY_SQL = """
-UPDATE parallax_webhooks SET next_attempt_at = now() + make_interval(secs => %(wait_s)s), last_status = %(code)s,
-    last_error = %(error)s, lease_until = NULL, updated_at = now()
+UPDATE parallax_webhooks SET next_attempt_at = now() + make_interval(secs => %(wait_s)s),
+    last_status = %(code)s, last_error = %(error)s, lease_until = NULL, updated_at = now()
 WHERE id = %(id)s AND claimed_by = %(me)s
 """
 

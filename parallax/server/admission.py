@@ -231,7 +231,8 @@ async def admit_run(
         if run_input is None:
             check_context(context)
         else:
-            try:  # the graph's one definition of its input, and the context with it (logic/run_input.py)
+            # the graph's one definition of its input, and the context with it (logic/run_input.py)
+            try:
                 check_run_input(
                     graph, run_input, context or None, continues_thread=thread.has_run, served=True
                 )

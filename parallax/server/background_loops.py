@@ -29,7 +29,8 @@ SELECT r.run_id, r.thread_id, r.execution_params FROM runs r
 WHERE r.status = 'pending' AND r.claimed_by IS NULL AND r.created_at < now() - interval '2 seconds'
   AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread_id = r.thread_id AND o.run_id <> r.run_id
                   AND (o.status = 'running'
-                       OR (o.status = 'pending' AND (o.created_at, o.run_id) < (r.created_at, r.run_id))))
+                       OR (o.status = 'pending'
+                           AND (o.created_at, o.run_id) < (r.created_at, r.run_id))))
 ORDER BY r.created_at LIMIT 100
 """
 """Pending runs that are next on a free thread (the trigger would let a worker claim them now)."""

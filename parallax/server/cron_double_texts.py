@@ -13,10 +13,12 @@ from parallax.server.connections import connection
 from parallax.server.run_requests import ASGIApp, ThreadLock, stop_runs
 
 WAITING = f"""
-SELECT r.run_id, r.thread_id, r.user_id, r.execution_params -> 'behavior' ->> 'multitask_strategy' FROM runs r
+SELECT r.run_id, r.thread_id, r.user_id, r.execution_params -> 'behavior' ->> 'multitask_strategy'
+FROM runs r
 WHERE r.status = 'pending' AND r.config -> 'metadata' ? '{webhooks.CRON_LINK_KEY}'
   AND r.execution_params -> 'behavior' ->> 'multitask_strategy' IN ('interrupt', 'rollback')
-  AND EXISTS (SELECT 1 FROM runs o WHERE o.thread_id = r.thread_id AND o.status IN ('pending', 'running')
+  AND EXISTS (SELECT 1 FROM runs o
+              WHERE o.thread_id = r.thread_id AND o.status IN ('pending', 'running')
               AND (o.created_at, o.run_id) < (r.created_at, r.run_id))
 ORDER BY r.created_at LIMIT 20
 """  # nosec B608 # constants only; values are bound

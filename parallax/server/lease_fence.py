@@ -36,7 +36,8 @@ WAITS = Counter(
 )
 
 LEASE_QUERY = """
-SELECT r.status, r.claimed_by, l.generation, EXTRACT(EPOCH FROM (r.lease_expires_at - now()))::float8
+SELECT r.status, r.claimed_by, l.generation,
+       EXTRACT(EPOCH FROM (r.lease_expires_at - now()))::float8
 FROM runs r LEFT JOIN parallax_run_leases l ON l.run_id = r.run_id::text WHERE r.run_id = %s
 """
 

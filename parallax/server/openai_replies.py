@@ -146,10 +146,8 @@ class ChunkWriter:
     def error(message: str, kind: str = "server_error", code: str | None = None) -> str:
         """An error inside a stream that has already started (the openai SDK raises APIError on
         it)."""
-        return (
-            "data:"
-            f" {json.dumps({'error': {'message': message, 'type': kind, 'param': None, 'code': code}})}\n\n"
-        )
+        error = {"message": message, "type": kind, "param": None, "code": code}
+        return f"data: {json.dumps({'error': error})}\n\n"
 
     @staticmethod
     def done() -> str:

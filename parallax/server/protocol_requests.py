@@ -23,7 +23,8 @@ NOT_ASSISTANT_IDS = {"search", "count"}
 ENDED = ("success", "error", "interrupted", "timeout")
 CRON_OF_RUN_SQL = """
 SELECT c.cron_id FROM runs r JOIN crons c
-  ON c.payload -> 'config' -> 'metadata' ->> 'parallax_cron' = r.config -> 'metadata' ->> 'parallax_cron'
+  ON c.payload -> 'config' -> 'metadata' ->> 'parallax_cron'
+     = r.config -> 'metadata' ->> 'parallax_cron'
  AND c.user_id = r.user_id
 WHERE r.run_id = %s AND r.user_id = %s
 """

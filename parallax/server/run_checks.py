@@ -116,7 +116,8 @@ async def playbook_exists(tenant: str, name: str) -> bool:
 
 PENDING_INTERRUPT_SQL = """
 SELECT t.status, EXISTS (
-  SELECT 1 FROM checkpoint_writes w WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = '' AND w.channel = '__interrupt__'
+  SELECT 1 FROM checkpoint_writes w
+  WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = '' AND w.channel = '__interrupt__'
      AND w.checkpoint_id = (SELECT max(c.checkpoint_id) FROM checkpoints c
                             WHERE c.thread_id = t.thread_id AND c.checkpoint_ns = ''))
 FROM thread t WHERE t.thread_id = %s AND t.user_id = %s

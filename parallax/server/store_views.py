@@ -64,7 +64,8 @@ async def get_item(
         and names[:1] == ["traces"]
         and (item.value or {}).get("user") != caller.user
     ):
-        return None  # another user's trace: a user reads their own runs' traces only (server/ownership.py)
+        # another user's trace: a user reads their own runs' traces only (server/ownership.py)
+        return None
     return StoreGetResponse(key=key, value=item.value, namespace=as_written(scoped, user))
 
 

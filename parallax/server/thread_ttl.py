@@ -68,9 +68,11 @@ def parsed(model: type[M], body: Any, what: str) -> M:
 
 SET_TTL = text("""
 INSERT INTO thread_ttl (thread_id, strategy, ttl_minutes, created_at, expires_at)
-VALUES (:thread_id, :strategy, CAST(:minutes AS float8), now(), now() + make_interval(secs => CAST(:minutes AS float8) * 60))
+VALUES (:thread_id, :strategy, CAST(:minutes AS float8), now(),
+        now() + make_interval(secs => CAST(:minutes AS float8) * 60))
 ON CONFLICT (thread_id) DO UPDATE
-SET strategy = EXCLUDED.strategy, ttl_minutes = EXCLUDED.ttl_minutes, expires_at = EXCLUDED.expires_at
+SET strategy = EXCLUDED.strategy, ttl_minutes = EXCLUDED.ttl_minutes,
+    expires_at = EXCLUDED.expires_at
 """)
 
 

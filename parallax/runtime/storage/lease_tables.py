@@ -20,7 +20,8 @@ BEGIN
     INSERT INTO parallax_run_leases (run_id, generation, claimed_by, claimed_at)
     VALUES (NEW.run_id, 1, NEW.claimed_by, now())
     ON CONFLICT (run_id) DO UPDATE
-        SET generation = parallax_run_leases.generation + 1, claimed_by = EXCLUDED.claimed_by, claimed_at = now();
+        SET generation = parallax_run_leases.generation + 1, claimed_by = EXCLUDED.claimed_by,
+            claimed_at = now();
     RETURN NEW;
 END $$ LANGUAGE plpgsql;
 DROP TRIGGER IF EXISTS parallax_lease_generation ON runs;
@@ -50,14 +51,17 @@ CREATE OR REPLACE FUNCTION parallax_fence_store() RETURNS trigger AS $$
 DECLARE
     current bigint;
 BEGIN
-    SELECT generation INTO current FROM parallax_run_leases WHERE run_id = NEW.value->'_lease'->>'run';
+    SELECT generation INTO current FROM parallax_run_leases
+    WHERE run_id = NEW.value->'_lease'->>'run';
     IF current IS NOT NULL AND current <> (NEW.value->'_lease'->>'generation')::bigint THEN
         INSERT INTO parallax_fenced_writes (run_id, generation, current_generation, prefix, key)
-        VALUES (NEW.value->'_lease'->>'run', (NEW.value->'_lease'->>'generation')::bigint, current, NEW.prefix, NEW.key);
+        VALUES (NEW.value->'_lease'->>'run', (NEW.value->'_lease'->>'generation')::bigint, current,
+                NEW.prefix, NEW.key);
         RETURN NULL;
     END IF;
     IF TG_OP = 'UPDATE' AND OLD.value ? '_lease'
-            AND (OLD.value->'_lease'->>'generation') IS DISTINCT FROM (NEW.value->'_lease'->>'generation') THEN
+            AND (OLD.value->'_lease'->>'generation')
+                IS DISTINCT FROM (NEW.value->'_lease'->>'generation') THEN
         INSERT INTO parallax_handovers (run_id, generation, previous_generation, prefix, key)
         VALUES (NEW.value->'_lease'->>'run', (NEW.value->'_lease'->>'generation')::bigint,
                 (OLD.value->'_lease'->>'generation')::bigint, NEW.prefix, NEW.key);

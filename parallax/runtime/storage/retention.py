@@ -69,9 +69,11 @@ DELETE_THREADS = [
 
 OLD_HISTORY = """
 EXISTS (SELECT 1 FROM checkpoints c
-        WHERE c.thread_id = t.thread_id AND (c.checkpoint ->> 'ts')::timestamptz < now() - make_interval(secs => %(age_s)s)
+        WHERE c.thread_id = t.thread_id
+          AND (c.checkpoint ->> 'ts')::timestamptz < now() - make_interval(secs => %(age_s)s)
           AND c.checkpoint_id < (SELECT max(k.checkpoint_id) FROM checkpoints k
-                                 WHERE k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns))
+                                 WHERE k.thread_id = c.thread_id
+                                   AND k.checkpoint_ns = c.checkpoint_ns))
 """
 
 CLAIM_THREADS_WITH_OLD_HISTORY = f"""
@@ -83,13 +85,16 @@ ORDER BY t.thread_id LIMIT %(batch)s FOR UPDATE OF t SKIP LOCKED
 DELETE_OLD_HISTORY = """
 WITH gone AS (
     DELETE FROM checkpoints c
-    WHERE c.thread_id = ANY(%(ids)s) AND (c.checkpoint ->> 'ts')::timestamptz < now() - make_interval(secs => %(age_s)s)
+    WHERE c.thread_id = ANY(%(ids)s)
+      AND (c.checkpoint ->> 'ts')::timestamptz < now() - make_interval(secs => %(age_s)s)
       AND c.checkpoint_id < (SELECT max(k.checkpoint_id) FROM checkpoints k
-                             WHERE k.thread_id = c.thread_id AND k.checkpoint_ns = c.checkpoint_ns)
+                             WHERE k.thread_id = c.thread_id
+                               AND k.checkpoint_ns = c.checkpoint_ns)
     RETURNING c.thread_id, c.checkpoint_ns, c.checkpoint_id
 ), writes AS (
     DELETE FROM checkpoint_writes w USING gone g
-    WHERE w.thread_id = g.thread_id AND w.checkpoint_ns = g.checkpoint_ns AND w.checkpoint_id = g.checkpoint_id
+    WHERE w.thread_id = g.thread_id AND w.checkpoint_ns = g.checkpoint_ns
+      AND w.checkpoint_id = g.checkpoint_id
 )
 SELECT count(*) FROM gone
 """
@@ -97,7 +102,9 @@ SELECT count(*) FROM gone
 PRUNE_BLOBS = """
 DELETE FROM checkpoint_blobs b
 WHERE b.thread_id = ANY(%(ids)s)
-  AND NOT EXISTS (SELECT 1 FROM checkpoints c, jsonb_each_text(c.checkpoint -> 'channel_versions') AS cv(channel, version)
+  AND NOT EXISTS (SELECT 1
+                  FROM checkpoints c,
+                       jsonb_each_text(c.checkpoint -> 'channel_versions') AS cv(channel, version)
                   WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
                     AND cv.channel = b.channel AND cv.version = b.version)
 """
@@ -106,11 +113,13 @@ version it holds)."""
 
 DELETE_RUN_CHECKPOINTS = """
 WITH gone AS (
-    DELETE FROM checkpoints WHERE thread_id = %(thread_id)s AND metadata ->> 'run_id' = ANY(%(run_ids)s)
+    DELETE FROM checkpoints
+    WHERE thread_id = %(thread_id)s AND metadata ->> 'run_id' = ANY(%(run_ids)s)
     RETURNING thread_id, checkpoint_ns, checkpoint_id
 ), writes AS (
     DELETE FROM checkpoint_writes w USING gone g
-    WHERE w.thread_id = g.thread_id AND w.checkpoint_ns = g.checkpoint_ns AND w.checkpoint_id = g.checkpoint_id
+    WHERE w.thread_id = g.thread_id AND w.checkpoint_ns = g.checkpoint_ns
+      AND w.checkpoint_id = g.checkpoint_id
 )
 SELECT count(*) FROM gone
 """
@@ -128,16 +137,19 @@ DELETE FROM parallax_webhooks WHERE id IN (
     WHERE w.updated_at < now() - make_interval(secs => %(age_s)s)
       AND (w.status IN ('delivered', 'failed')
            OR (w.status = 'armed' AND NOT EXISTS (
-                   SELECT 1 FROM runs r WHERE r.execution_params -> 'run_metadata' ->> 'parallax_webhook' = w.id)))
+                   SELECT 1 FROM runs r
+                   WHERE r.execution_params -> 'run_metadata' ->> 'parallax_webhook' = w.id)))
     LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 """
 
 OLD_DAY = "day < ((now() AT TIME ZONE 'UTC') - make_interval(secs => %(age_s)s))::date"
 DELETE_CHARGES = [
     f"""DELETE FROM parallax_run_charges WHERE run_id IN (
-        SELECT run_id FROM parallax_run_charges WHERE {OLD_DAY} LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",  # nosec B608 # constants only; values are bound
+        SELECT run_id FROM parallax_run_charges WHERE {OLD_DAY} LIMIT %(batch)s
+        FOR UPDATE SKIP LOCKED)""",  # nosec B608 # constants only; values are bound
     f"""DELETE FROM parallax_tenant_spend WHERE (tenant, day) IN (
-        SELECT tenant, day FROM parallax_tenant_spend WHERE {OLD_DAY} LIMIT %(batch)s FOR UPDATE SKIP LOCKED)""",  # nosec B608 # constants only; values are bound
+        SELECT tenant, day FROM parallax_tenant_spend WHERE {OLD_DAY} LIMIT %(batch)s
+        FOR UPDATE SKIP LOCKED)""",  # nosec B608 # constants only; values are bound
 ]
 
 
