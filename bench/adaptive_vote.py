@@ -45,7 +45,9 @@ from bench.samples import SAMPLES
 from parallax.runtime.settings import reload_settings
 from testkit.fault_server import FaultConfig, FaultServer
 
-MIXES = {  # kind -> (share of questions, the answers a vote draws from); "trap": the most likely answer is wrong
+# kind -> (share of questions, the answers a vote draws from); "trap": the most likely answer is
+# wrong
+MIXES = {
     "mostly-easy": {
         "easy": (0.50, [("right", 0.95), ("d1", 0.03), ("d2", 0.02)]),
         "medium": (0.25, [("right", 0.75), ("d1", 0.15), ("d2", 0.10)]),

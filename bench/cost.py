@@ -79,7 +79,8 @@ def point_at(url: str) -> None:
 
     os.environ["OPENAI_BASE_URL"] = url
     os.environ.setdefault("PARALLAX_RESPONSE_FORMAT", "json_schema")
-    renew_process_services()  # what the process learned about `n` is forgotten between configurations
+    # what the process learned about `n` is forgotten between configurations
+    renew_process_services()
     reload_settings()
     forget_clients()
 

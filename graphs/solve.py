@@ -31,9 +31,8 @@ async def after_merge(
     state: SolveState,
 ) -> Literal["judge", "pick", "red_team", "record_trace"] | list[Send]:
     if state["mode"] == "speculate":
-        return (  # the verifier: the first candidate that passed its check, or the judge's tournament
-            "pick"
-        )
+        # the verifier: the first candidate that passed its check, or the judge's tournament
+        return "pick"
     if state.get("next_wave"):
         return await next_wave(
             state

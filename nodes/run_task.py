@@ -77,7 +77,9 @@ async def _solve(
         run_input.update({k: v for k, v in budget.items() if k in ("max_cost", "max_tokens")})
     if "min_votes" in payload:
         run_input["min_votes"] = payload["min_votes"]
-    try:  # the subgraph's own checkpoint is written once, at its end: the task is the unit that is not redone
+    # the subgraph's own checkpoint is written once, at its end: the task is the unit that is not
+    # redone
+    try:
         run = await solve.ainvoke(run_input, subgraph_config(), context=ctx, durability="exit")
     except InvalidInput as exc:
         return {"status": "FAILED", "reason": str(exc)}

@@ -219,7 +219,8 @@ async def asolve(
         if mode == "speculate" or check
         else None
     )
-    payload = await asyncio.to_thread(  # a document is parsed by a child process: the caller's loop goes on meanwhile
+    # a document is parsed by a child process: the caller's loop goes on meanwhile
+    payload = await asyncio.to_thread(
         _payload,
         task,
         question,

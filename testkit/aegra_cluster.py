@@ -67,9 +67,10 @@ def config_with(
     served = {}
     for name, spec in {**graphs, **ours["graphs"]}.items():
         path, _, attr = spec.partition(":")
-        served[name] = (
-            f"{(packaged.parent / path).resolve() if name in ours['graphs'] else Path(path).resolve()}:{attr}"
+        resolved = (
+            (packaged.parent / path).resolve() if name in ours["graphs"] else Path(path).resolve()
         )
+        served[name] = f"{resolved}:{attr}"
     work.mkdir(parents=True, exist_ok=True)
     target = work / "aegra.json"
     store = {

@@ -195,7 +195,9 @@ class FaultLab:
                 self._veth(
                     f"{self.tag}{i}s", self.redis_ns, self.addr(30 + i, 1), ns, self.addr(30 + i, 2)
                 )
-                if i:  # the scripted model listens on replica 0's link: a host route to it over this replica's own
+                # the scripted model listens on replica 0's link: a host route to it over this
+                # replica's own
+                if i:
                     self._in(
                         ns, "ip", "route", "add", f"{self.model_host}/32", "dev", f"{self.tag}{i}hb"
                     )

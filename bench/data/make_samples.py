@@ -54,7 +54,8 @@ FINANCEBENCH_PAGES = {  # bench/extract.py's DOCUMENTS (pages from 0, as in the 
 MEETING_LINE = 34
 """examples/meeting.md: QMSum val.jsonl's line 34, an AMI product-design meeting about a TV remote
 (168 turns)."""
-ANNUAL_REPORT = [  # examples/annual_report.pdf: a made-up company, two pages (the README's schema example)
+# examples/annual_report.pdf: a made-up company, two pages (the README's schema example)
+ANNUAL_REPORT = [
     [
         "EXAMPLE TOOLS INC.",
         "ANNUAL REPORT 2025",

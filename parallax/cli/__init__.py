@@ -66,7 +66,8 @@ def check_settings(
     from parallax.runtime.home import legacy_notice
     from parallax.runtime.settings import reload_settings
 
-    reload_settings()  # each command reads the environment and .env once, as they are when it starts
+    # each command reads the environment and .env once, as they are when it starts
+    reload_settings()
     try:
         settings = settings_mod.load()
     except settings_mod.SettingsError as exc:

@@ -33,23 +33,26 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _STOP = frozenset(
     """
-a about above after again against all also am an and any are as at be because been before being below between both
-but by can could did do does doing down during each few for from further had has have having he her here hers him
-his how i if in into is it its itself just me more most my no nor not now of off on once only or other our ours out
-over own same she should so some such than that the their theirs them then there these they this those through to
-too under until up very was we were what when where which while who whom why will with would you your yours yet
-one two three first second given using use used make sure always never must need needs note per each every instead
-answer answers question questions task tasks value values number numbers result results step steps solution
-solver model correct correctly incorrect wrong right check calculate compute computing calculated computed
-formula formulas find get give gives take round rounded decimal decimals places place final
+a about above after again against all also am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further had has
+have having he her here hers him his how i if in into is it its itself just me more most my no nor
+not now of off on once only or other our ours out over own same she should so some such than that
+the their theirs them then there these they this those through to too under until up very was we
+were what when where which while who whom why will with would you your yours yet one two three first
+second given using use used make sure always never must need needs note per each every instead
+answer answers question questions task tasks value values number numbers result results step steps
+solution solver model correct correctly incorrect wrong right check calculate compute computing
+calculated computed formula formulas find get give gives take round rounded decimal decimals places
+place final
 """.split()
 )
 _IMPERATIVE = frozenset(
     """
-add apply avoid calculate check classify compare compute confirm convert count deduct define determine distinguish
-divide do don't double-check ensure exclude express extract identify include keep label look map match multiply
-never always note prefer read recall record remember report round scale select separate start subtract sum tag take
-treat use verify watch write annualize annualise average discount net normalize normalise interpret assign choose
+add apply avoid calculate check classify compare compute confirm convert count deduct define
+determine distinguish divide do don't double-check ensure exclude express extract identify include
+keep label look map match multiply never always note prefer read recall record remember report round
+scale select separate start subtract sum tag take treat use verify watch write annualize annualise
+average discount net normalize normalise interpret assign choose
 """.split()
 )
 # A lesson is model text: the patterns that read it whole run on RE2 (linear time);

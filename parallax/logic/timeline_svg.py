@@ -101,11 +101,12 @@ def _lane(lane: Lane, row: int, duration: float) -> list[str]:
         colour = COLOURS["task"] if lane.kind == "task" else COLOURS[segment.phase]
         height = ROW_H - 8 if segment.phase == "running" or lane.kind == "task" else ROW_H - 12
         opacity = "0.45" if not lane.winner else "1"
+        span = f"{segment.start:.3f}-{segment.end:.3f} s"
         out.append(
             f'<rect x="{x0:.1f}" y="{mid - height / 2:.1f}" width="{max(x1 - x0, 1.5):.1f}"'
             f' height="{height}" '
             f'rx="2" fill="{colour}" fill-opacity="{opacity}">'
-            f"{_title(lane.id, segment.phase, f'{segment.start:.3f}-{segment.end:.3f} s', segment.reason)}</rect>"
+            f"{_title(lane.id, segment.phase, span, segment.reason)}</rect>"
         )
     if lane.segments:
         out.append(_end_mark(lane, _x(lane.finish, duration), mid))
@@ -124,11 +125,12 @@ def _edges(lanes: list[Lane], duration: float) -> list[str]:
             x0, y0 = _x(by_task[dep].finish, duration), TOP + rows[dep] * ROW_H + ROW_H / 2
             x1, y1 = _x(lane.start, duration), TOP + rows[lane.task] * ROW_H + ROW_H / 2
             dash = "" if dep == lane.waited_on else ' stroke-dasharray="3,3"'
+            waited = "waited on it" if dep == lane.waited_on else ""
             out.append(
                 f'<path d="M{x0:.1f},{y0:.1f} C{x0 + 18:.1f},{y0:.1f} {x1 - 18:.1f},{y1:.1f}'
                 f' {x1:.1f},{y1:.1f}" '
                 f'stroke="#6c5ba7" stroke-width="1.4" fill="none" marker-end="url(#arrow)"{dash}>'
-                f"{_title(f'task {lane.task} needs task {dep}', 'waited on it' if dep == lane.waited_on else '')}</path>"
+                f"{_title(f'task {lane.task} needs task {dep}', waited)}</path>"
             )
     return out
 

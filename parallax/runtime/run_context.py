@@ -214,7 +214,10 @@ def subgraph_config(config: RunnableConfig | None = None) -> RunnableConfig:
         return given
     meta, configurable = outer.get("metadata") or {}, outer.get("configurable") or {}
     path = ",".join(str(p) for p in meta.get("langgraph_path", ()))
-    place = f"{configurable.get(SCOPE, '')}{meta.get('langgraph_node')}@{meta.get('langgraph_step')}({path})/"
+    place = (
+        f"{configurable.get(SCOPE, '')}{meta.get('langgraph_node')}"
+        f"@{meta.get('langgraph_step')}({path})/"
+    )
     return {**given, "configurable": {**(given.get("configurable") or {}), SCOPE: place}}
 
 

@@ -43,7 +43,8 @@ def export_dotenv_for_libraries(path: str | os.PathLike[str] = DOTENV) -> None:
             os.environ[name] = value
 
 
-export_dotenv_for_libraries()  # at import: langsmith may read its variables as soon as it is imported
+# at import: langsmith may read its variables as soon as it is imported
+export_dotenv_for_libraries()
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 ResponseFormat = Literal["json_object_schema", "json_schema", "json_object", "none"]

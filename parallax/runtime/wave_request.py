@@ -134,7 +134,9 @@ class WaveRequest:
         try:
             replies, asked = await send(n, self.branches)
         except (*TRANSIENT_ERRORS, BudgetRefused):
-            raise  # each seat backs off and retries on its own (runtime/retry.py); or no choice fits the run's budget
+            # each seat backs off and retries on its own (runtime/retry.py); or no choice fits the
+            # run's budget
+            raise
         except Exception as exc:
             # anything else (a refusal of `n`, one choice cut at the token limit, which fails the
             # whole parsed response): each seat asks on its own, so one choice's fault is only its

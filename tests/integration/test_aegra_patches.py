@@ -216,7 +216,7 @@ def test_stream_transformers_a_graph_with_its_own_transformers_streams_where_aeg
         asyncio.run(stream(inspect.unwrap(run_executor.stream_native_v3_events)))
 
 
-def test_fencing_each_execution_gets_its_own_copy_of_the_config_and_workers_are_named_as_the_fence_reads_them():
+def test_fencing_each_execution_gets_its_own_config_copy_and_workers_named_as_the_fence_reads():
     from aegra_api.services.langgraph_service import _copy_graph_config
     from aegra_api.services.worker_executor import WorkerExecutor
 

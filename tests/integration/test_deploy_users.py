@@ -330,7 +330,7 @@ async def test_only_the_administrator_changes_what_the_tenants_runs_do_or_reads_
         )  # past the role check, to its input's (tasks are objects)
 
 
-async def test_feedback_reaches_only_the_users_own_trace_and_only_the_administrator_corrects_an_answer(
+async def test_feedback_reaches_only_the_users_own_trace_and_only_the_admin_corrects_an_answer(
     cluster,
 ):
     a, b = cluster.replicas[:2]

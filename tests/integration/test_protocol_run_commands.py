@@ -141,7 +141,7 @@ async def test_a_command_whose_run_cannot_run_is_refused_with_the_reason_and_not
     assert (await client(b).runs.get(fresh[0], run_id))["status"] == "success"
 
 
-async def test_a_tenant_at_its_pending_cap_is_refused_as_busy_over_commands_and_classic_runs_at_once(
+async def test_a_tenant_at_its_pending_cap_is_refused_as_busy_over_commands_and_classic_runs_alike(
     cluster,
 ):
     a, b = cluster.live()

@@ -42,7 +42,9 @@ WRITER = textwrap.dedent("""
             (go.parent / f"ready-{k}").touch()
             while not go.exists():
                 time.sleep(0.005)
-            await ps.commit("default", 0, [Operation(op="add", text=f"process lesson {k}")], f"proc-{k}")
+            await ps.commit(
+                "default", 0, [Operation(op="add", text=f"process lesson {k}")], f"proc-{k}"
+            )
 
     asyncio.run(main())
 """)

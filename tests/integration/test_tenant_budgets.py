@@ -182,10 +182,10 @@ async def test_a_tenant_past_its_budget_gets_429_everywhere_and_nothing_is_creat
                 headers={"x-api-key": KEYS["acme"]},
             ) as v2:
                 await v2.run.start(input=DIRECT)
-        check_graph_refusal(
-            refused.value, "acme"
-        )  # the SDK sends run.start over HTTP on either transport
-    import websockets  # a command sent on the socket itself is answered with the protocol's error envelope
+        # the SDK sends run.start over HTTP on either transport
+        check_graph_refusal(refused.value, "acme")
+    # a command sent on the socket itself is answered with the protocol's error envelope
+    import websockets
 
     socket_url = b.url.replace("http://", "ws://") + f"/threads/{thread['thread_id']}/stream/events"
     async with websockets.connect(
@@ -486,7 +486,7 @@ async def test_a_run_stopped_by_interrupt_before_and_resumed_is_charged_once_in_
     assert stopped_cost == pytest.approx(spend["cost_usd"])
 
 
-def test_a_resumed_runs_charge_leaves_out_what_the_runs_it_resumes_were_charged_whichever_is_charged_first(
+def test_a_resumed_runs_charge_leaves_out_what_the_runs_it_resumes_were_charged_in_either_order(
     cluster,
 ):
     """Order-independence of the two charges, on runs written straight into the ledger's tables (an

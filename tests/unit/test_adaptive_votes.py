@@ -79,7 +79,7 @@ async def test_a_judge_choosing_a_one_vote_minority_ends_needs_review(
     assert "the judge chose '40', which 1 vote(s) gave against 2" in out["reason"]
 
 
-async def test_votes_still_in_flight_when_the_vote_settles_are_cancelled_not_counted_and_not_asked_again(
+async def test_votes_in_flight_when_the_vote_settles_are_cancelled_not_counted_and_not_asked_again(
     scripted_endpoint,
 ):
     # a seed whose first 4 requests have exactly one that hangs: the first wave asks 4 at once, 3

@@ -100,8 +100,10 @@ def make_docx() -> bytes:
     return buffer.getvalue()
 
 
-HTML = b"""<!DOCTYPE html>
-<html><head><title>Q3</title><style>p { color: red }</style><script>var token = "do-not-read";</script></head>
+HTML = (
+    b"""<!DOCTYPE html>
+<html><head><title>Q3</title><style>p { color: red }</style>"""
+    b"""<script>var token = "do-not-read";</script></head>
 <body><nav><a href="/">Home</a> <a href="/about">About us</a></nav>
 <h1>Quarterly   results</h1>
 <p>Revenue was
@@ -110,6 +112,7 @@ HTML = b"""<!DOCTYPE html>
 <table><tr><th>Year</th><th>Sales</th></tr><tr><td>2023</td><td>10</td></tr></table>
 <h2>Risks</h2><div>Supply<br>and demand</div><!-- a comment --><script>track()</script>
 </body></html>"""
+)
 HTML_TEXT = (
     "# Quarterly results\n\nRevenue was $1.2 billion, up 5%.\n\n- Stores: 120\n- Staff: 4,000\n\n"
     "Year | Sales\n2023 | 10\n\n## Risks\n\nSupply\nand demand"

@@ -32,7 +32,7 @@ async def test_never_more_calls_in_flight_than_the_limit():
     assert peak == 3 and slots.in_flight == 0
 
 
-async def test_turned_away_connections_halve_what_was_in_flight_once_per_moment_then_successes_climb_back():
+async def test_turned_away_connections_halve_in_flight_once_per_moment_then_successes_climb_back():
     clock = Clock()
     slots = EndpointSlots(16, clock=clock)
     for _ in range(10):

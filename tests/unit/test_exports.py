@@ -310,9 +310,11 @@ if "FAIL" in text:
     open(os.path.join(marks, str(os.getpid())), "w").close()
     print("1 passed, 2 failed"); sys.exit(1)
 deadline = time.time() + 20
-while len(os.listdir(marks)) < 2 and time.time() < deadline:  # pass once both failing checks are done
+# pass once both failing checks are done
+while len(os.listdir(marks)) < 2 and time.time() < deadline:
     time.sleep(0.05)
-time.sleep(1.0)  # a mark is made just before its check exits: let the failing checks' results reach their candidates
+# a mark is made just before its check exits: let the failing checks' results reach their candidates
+time.sleep(1.0)
 print("3 passed"); sys.exit(0)
 """
 CANDIDATES = {
@@ -551,8 +553,12 @@ marks, here = pathlib.Path(sys.argv[1]), pathlib.Path.cwd()
 if pathlib.Path("greeting.txt").read_text() != "HELLO\n":
     (marks / here.name).touch()
     print("0 passed, 1 failed"); sys.exit(1)
-deadline = time.time() + 30  # pass once the failing candidate's check is over: its worktree is gone
-while not (any(marks.iterdir()) and list(here.parent.iterdir()) == [here]) and time.time() < deadline:
+# pass once the failing candidate's check is over: its worktree is gone
+deadline = time.time() + 30
+while (
+    not (any(marks.iterdir()) and list(here.parent.iterdir()) == [here])
+    and time.time() < deadline
+):
     time.sleep(0.05)
 print("1 passed"); sys.exit(0)
 """

@@ -23,7 +23,8 @@ def no_home(tmp_path, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    yield work  # monkeypatch reloads the settings: the default depends on the folder and XDG_DATA_HOME
+    # monkeypatch reloads the settings: the default depends on the folder and XDG_DATA_HOME
+    yield work
 
 
 def test_default_home_is_the_user_data_directory(no_home, tmp_path):

@@ -552,7 +552,7 @@ async def test_a_run_whose_reflection_never_validates_is_retried_then_given_up_w
     }
 
 
-async def test_a_broken_endpoint_burns_no_runs_puts_them_off_longer_each_time_and_they_are_learned_once_it_is_back(
+async def test_a_broken_endpoint_burns_no_runs_backs_off_longer_each_time_and_learns_them_once_back(
     clock,
 ):
     store = InMemoryStore()
@@ -614,7 +614,7 @@ def test_the_wait_between_tries_doubles_and_is_capped():
     assert retry_after_s(40) == RETRY_MAX_S
 
 
-async def test_a_reflection_that_fails_once_is_learned_the_next_round_and_its_count_is_kept_meanwhile():
+async def test_a_reflection_that_fails_once_is_learned_next_round_and_its_count_is_kept_meanwhile():
     store = InMemoryStore()
     ok, _ = scripted(script(), embedder=bag_of_words)
     await production_runs(store, ok, 1)

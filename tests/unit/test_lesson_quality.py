@@ -37,9 +37,10 @@ FORMULA_TASK = (
 ISSUE_SIX = {
     "The solution is incorrect": VERDICT,
     "1.8%": BARE_NUMBER,
-    "This update brings with it several new features that have been added to the current version…": (
-        NARRATIVE
-    ),
+    (
+        "This update brings with it several new features that have been added to the current"
+        " version…"
+    ): NARRATIVE,
     "The answer given was wrong.": VERDICT,
     "$3,120.50": BARE_NUMBER,
     "I calculated the ratio and the company looked healthy this year.": NARRATIVE,

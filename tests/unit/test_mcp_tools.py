@@ -220,7 +220,7 @@ async def test_a_bad_argument_is_refused_before_any_run_with_the_sentence_every_
     reload_settings()
 
 
-async def test_a_vote_on_the_agents_object_stops_after_the_first_wave_when_the_required_fields_agree(
+async def test_a_vote_on_the_agents_object_stops_after_the_first_wave_when_required_fields_agree(
     scripted_endpoint,
 ):
     url = scripted_endpoint(

@@ -309,7 +309,7 @@ def test_archive_rule_is_configurable_and_a_curator_archive_is_a_vote():
     ]
 
 
-def test_an_archived_item_whose_counts_recover_is_reactivated_and_archived_lessons_are_not_re_added():
+def test_an_archived_item_whose_counts_recover_is_reactivated_and_archived_lessons_not_re_added():
     item = existing_item("Round final answer only", helpful=0, harmful=3, status="archived")
     back = merge_operations(
         [[tag("tag_helpful", item.id, "r1")], [tag("tag_helpful", item.id, "r2")]],

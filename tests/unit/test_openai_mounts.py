@@ -57,7 +57,8 @@ def test_refusals_are_openai_error_json_before_any_thread_exists(monkeypatch):
             and answer.json()["error"]["type"] == "invalid_request_error"
         )
 
-    class Assistants:  # the key check the model routes make through the graph API: every key passes here
+    # the key check the model routes make through the graph API: every key passes here
+    class Assistants:
         async def search(self, **kwargs):
             return []
 

@@ -107,7 +107,7 @@ async def test_a_bad_plan_is_reasked_inside_the_planning_branch_then_runs():
     assert out["status"] == "ok" and out["mode"] == "plan" and out["answer"] == "B"
 
 
-async def test_a_plan_that_stays_bad_falls_back_to_direct_with_the_checkers_message_and_never_spins():
+async def test_a_plan_still_bad_falls_back_to_direct_with_the_checkers_message_and_never_spins():
     unknown = {"tasks": [task(1, "alpha", deps=[7])]}
     out, calls = await run(
         [unknown], {"Write": answer("direct answer"), "compute": answer("direct answer")}

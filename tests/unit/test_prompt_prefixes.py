@@ -95,7 +95,7 @@ def test_candidates_share_everything_but_their_approach_which_comes_last():
         assert read(prompt).endswith(hint)
 
 
-def test_a_section_run_sends_its_first_slice_ahead_so_the_others_read_the_shared_prefix_from_the_cache(
+def test_a_section_run_sends_its_first_slice_ahead_so_the_others_read_the_shared_prefix_from_cache(
     billing,
 ):
     import json

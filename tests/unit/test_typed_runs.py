@@ -87,7 +87,7 @@ async def test_direct_returns_one_object_of_the_users_schema(scripted_endpoint):
     assert len(sent) == 1
 
 
-async def test_a_vote_counts_one_number_in_several_spellings_once_and_names_the_field_without_a_quorum(
+async def test_a_vote_counts_a_number_in_several_spellings_once_and_names_the_field_without_quorum(
     scripted_endpoint,
 ):
     from parallax.graphs.solve import graph
@@ -515,7 +515,8 @@ def test_a_sync_stream_closed_early_cancels_the_run_and_a_finished_one_leaves_no
         {"task": "What is 2 + 2?", "mode": "vote", "votes": 3}, context=ctx, stream_mode="updates"
     )
     assert next(iter(next(stream))) == "route"
-    stream.close()  # stop while the votes are in flight: the run is cancelled, the worker thread ends
+    # stop while the votes are in flight: the run is cancelled, the worker thread ends
+    stream.close()
     assert not [t for t in threading.enumerate() if t.name == "parallax-sync-graph"]
     for _ in range(20):  # finishing runs never race the closing of their private loop
         assert (
