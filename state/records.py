@@ -53,6 +53,10 @@ class PromptVersion(PromptText, total=False):
     created_at: str
     gate: dict[str, Any]
     note: str
+    arm: str
+    """As served to a run: production, canary, head or pinned (logic/releases.py)."""
+    release_id: str | None
+    """As served to a run: the gray release it was served by, if any."""
 
 
 class ServedVersion(TypedDict, total=False):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore
 
@@ -18,6 +18,7 @@ from parallax.runtime.storage.namespaces import StoreError, check_playbook_name,
 from parallax.runtime.storage.store_calls import call_store, scan
 from parallax.runtime.storage.stores import lock_for, playbooks_in
 from parallax.runtime.timestamps import now_iso
+from parallax.state.release_record import LabelsRecord, Release
 
 BY = "loop"
 SLOT_S = 3600.0
@@ -58,7 +59,7 @@ async def free_slot(store: BaseStore, tenant: str, playbook: str, round_id: str)
             )
 
 
-async def advance(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any] | None:
+async def advance(store: BaseStore, tenant: str, playbook: str) -> Release | None:
     """Let the rule look at a running canary's counts now (feedback may have corrected trials since
     the last run); the release it decided, or None."""
     labels = playbooks_in(store, tenant).labels(playbook)
@@ -77,7 +78,7 @@ async def advance(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
     return await count_trial(labels, release["id"], "canary", 0, 0)
 
 
-def canary_state(labels: dict[str, Any]) -> dict[str, Any]:
+def canary_state(labels: LabelsRecord) -> dict[str, Any]:
     """The playbook's canary as a round reports it: running (with its counts), or the last
     decision."""
     release = labels.get("release")
@@ -122,7 +123,7 @@ async def prepare(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
         return out
     head = await playbooks.head(playbook)
 
-    def pin(current: dict[str, Any]) -> None:
+    def pin(current: LabelsRecord) -> None:
         if current["production"] is None:
             move_label(
                 current,
@@ -133,7 +134,7 @@ async def prepare(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
             )
 
     record = (await labels.change(pin))[0]
-    production = record["production"]
+    production = cast(int, record["production"])  # pin set it
     out["production"] = production
     if head.version != production:
         served = await playbooks.get(playbook, production)

@@ -18,6 +18,7 @@ from parallax.runtime.storage.labels import move_label
 from parallax.runtime.storage.stores import prompts_in
 from parallax.state.context import Context
 from parallax.state.records import PromptVersion
+from parallax.state.release_record import LabelsRecord
 
 
 async def gate_edit(
@@ -90,7 +91,7 @@ async def gate_edit(
         reason = approved(reason)
         gate["approved_without_signal"] = True
 
-    def pin(labels: dict[str, Any]) -> None:
+    def pin(labels: LabelsRecord) -> None:
         if labels["production"] is None:
             move_label(
                 labels,
