@@ -6,12 +6,12 @@ Model replies are parsed into state/payloads.py's models instead.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, Required
+from typing import Any, Literal, NotRequired, Required, cast
 
 from typing_extensions import TypedDict
 
 from parallax.state.lifecycle import BranchState, Transition
-from parallax.state.payloads import BranchStatus
+from parallax.state.payloads import BranchRecord, BranchStatus
 from parallax.state.vocabulary import BranchKind, BusinessKind
 
 JsonSchema = dict[str, Any]
@@ -229,6 +229,40 @@ class TokensData(TypedDict):
     """Of `prompt`, the tokens the endpoint read from its prefix cache (absent in older records)."""
 
 
+class CheckResult(TypedDict, total=False):
+    """A check's or a test command's result (runtime/check_folders.py `run_check`)."""
+
+    passed: bool
+    exit: int | None
+    timed_out: bool
+    output: str
+    passed_tests: int
+    failed_tests: int
+    finished_at: float
+    seconds: float
+    sandbox: str
+    """Where it ran (runtime/sandbox.py)."""
+
+
+class Speculation(TypedDict, total=False):
+    """A speculative candidate's part of its branch record (nodes/candidate.py): its approach, its
+    check and how it fared."""
+
+    approach: str
+    hint: str
+    temperature: float
+    model: str | None
+    index: int
+    check: CheckResult | None
+    result: str
+    """won, passed, failed, lost or cancelled ("" until decided)."""
+    why: str
+    refused: str
+    """Why its answer could not be checked (its folder, or a write outside it)."""
+    reused: bool
+    """Made before a resume: not asked again."""
+
+
 class BranchFields(TypedDict):
     """Every field of `payloads.BranchRecord` but `input`: a branch as a stored trace keeps it
     (state/trace_record.py `TraceBranch`)."""
@@ -255,13 +289,18 @@ class BranchFields(TypedDict):
     backup: dict[str, Any] | None
     prompt: dict[str, Any] | None
     budget_seen: NotRequired[dict[str, Any] | None]
-    speculation: NotRequired[dict[str, Any] | None]
+    speculation: NotRequired[Speculation | None]
 
 
 class BranchRecordData(BranchFields):
     """`payloads.BranchRecord.model_dump()`: a branch's trace as the state's `branches` keeps it."""
 
     input: dict[str, Any] | None
+
+
+def branch_data(record: BranchRecord) -> BranchRecordData:
+    """A branch record as the state's `branches` keeps it."""
+    return cast(BranchRecordData, record.model_dump())
 
 
 class CandidateSpec(TypedDict):
