@@ -23,6 +23,7 @@ from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
 from parallax.state.learn import LearnState, validation_sample
 from parallax.state.records import LearnTask
+from parallax.state.trace_claims import TraceClaim
 
 
 class InvalidLearnInput(ValueError):
@@ -50,7 +51,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     run_id = (  # the same if this run is taken over and scheduled again
         f"learn-{task_scoped_id()[:12]}"
     )
-    found: dict[str, Any] = {}
+    found: TraceClaim | dict[str, Any] = {}
     replay: list[dict[str, Any]] = []
     if from_traces:  # its `since` is valid: validate_learn_input parsed it
         tasks, replay, found = await claim_traces(
