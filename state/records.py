@@ -349,11 +349,36 @@ class CandidateTask(TypedDict):
     (logic/budget.py)."""
 
 
+class ReflectedRun(TypedDict):
+    """The stored run a learn task reflects on as it happened (logic/trace_signal.py)."""
+
+    trace_id: str
+    status: str | None
+    answer: str
+    correct: bool
+    feedback: str
+    scorer: str
+    """The signal it was judged by: target, feedback or status."""
+    used_item_ids: list[str]
+
+
+class TaskData(TypedDict, total=False):
+    """A training or validation task as the learn graph passes it on: a `TrainingTask` as a plain
+    dict, or a stored run's (logic/trace_signal.py), which carries its signal and the run."""
+
+    id: str
+    input: str
+    target: Any
+    scorer: str | None
+    signal: str
+    run: ReflectedRun
+
+
 class LearnTask(TypedDict):
     """The payload of one `Send("learn_from_task", ...)`: a group of training tasks and the playbook
     head they learn from (nodes/schedule.py `dispatch`)."""
 
-    tasks: list[dict[str, Any]]
+    tasks: list[TaskData]
     """Training tasks: {"id", "input", "target"} (logic/task_files.py)."""
     items: list[PlaybookItemData]
     version: int

@@ -22,6 +22,7 @@ from parallax.logic.trace_signal import (
     task_text,
 )
 from parallax.runtime.storage.stores import consumed_in, playbooks_in, traces_in
+from parallax.state.records import TaskData
 from parallax.state.trace_claims import BatchRuns, ReflectionFailure, TraceClaim
 from parallax.state.trace_record import TraceRecord
 
@@ -41,7 +42,7 @@ async def claim_traces(
     limit: int | None = None,
     lease_s: float = LEASE_S,
     val_size: int = 50,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], TraceClaim]:
+) -> tuple[list[TaskData], list[TaskData], TraceClaim]:
     """(learn tasks for the claimed runs, replay tasks for the gate, a summary of what was
     considered). A bad `since` raises BadFilter."""
     after = parse_since(since)
