@@ -100,6 +100,24 @@ class LabelsRecord(TypedDict):
     events: list[LabelEvent]
 
 
+class CanaryState(TypedDict, total=False):
+    """A playbook's canary as a loop round reports it (logic/loop.py `canary_state`): running (with
+    its counts), the last decision, or none."""
+
+    state: str
+    """The release's status while it runs, its decision once ended, or none."""
+    release_id: str
+    version: int
+    production: int | None
+    share: float
+    arms: ReleaseArms
+    started_by: str
+    decided_by: str
+    why: str
+    not_started: str
+    """Why the round's candidate did not go on canary (a person started one meanwhile)."""
+
+
 class DecidedRelease(TypedDict):
     """A release a run's trial decided (logic/releases.py `count_run`)."""
 

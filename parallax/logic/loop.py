@@ -18,7 +18,8 @@ from parallax.runtime.storage.namespaces import StoreError, check_playbook_name,
 from parallax.runtime.storage.store_calls import call_store, scan
 from parallax.runtime.storage.stores import lock_for, playbooks_in
 from parallax.runtime.timestamps import now_iso
-from parallax.state.release_record import LabelsRecord, Release
+from parallax.state.loop import GateClaim
+from parallax.state.release_record import CanaryState, LabelsRecord, Release
 
 BY = "loop"
 SLOT_S = 3600.0
@@ -78,7 +79,7 @@ async def advance(store: BaseStore, tenant: str, playbook: str) -> Release | Non
     return await count_trial(labels, release["id"], "canary", 0, 0)
 
 
-def canary_state(labels: LabelsRecord) -> dict[str, Any]:
+def canary_state(labels: LabelsRecord) -> CanaryState:
     """The playbook's canary as a round reports it: running (with its counts), or the last
     decision."""
     release = labels.get("release")
@@ -154,7 +155,7 @@ async def prepare(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
 
 async def release_candidate(
     store: BaseStore, tenant: str, playbook: str, learned: dict[str, Any], share: float, rule: Rule
-) -> dict[str, Any]:
+) -> CanaryState:
     """Put the round's accepted candidate on canary; the playbook's canary state after."""
     labels = playbooks_in(store, tenant).labels(playbook)
     if learned.get("accepted") and learned.get("to_version", 0) > learned.get("from_version", 0):
@@ -186,7 +187,7 @@ async def release_candidate(
     return canary_state(await labels.get())
 
 
-def gate_of(learned: dict[str, Any]) -> dict[str, Any]:
+def gate_of(learned: dict[str, Any]) -> GateClaim:
     """What the offline gate of a learn run claimed: replayed runs with targets, or nothing."""
     batches = learned.get("batches") or []
     last = batches[-1] if batches else {}
