@@ -6,7 +6,7 @@ See docs/how-it-works.md#speculate-several-approaches-at-once.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
@@ -26,7 +26,13 @@ from parallax.runtime.worktrees import GitError, PathRefused
 from parallax.state.context import Context, setting
 from parallax.state.lifecycle import Lifecycle
 from parallax.state.payloads import BranchRecord, CandidateAnswer
-from parallax.state.records import CandidateSpec, CandidateTask
+from parallax.state.records import (
+    BranchRecordData,
+    CandidateSpec,
+    CandidateTask,
+    Speculation,
+    branch_data,
+)
 
 
 def _approach(spec: CandidateSpec) -> dict[str, Any]:
@@ -42,7 +48,12 @@ def _approach(spec: CandidateSpec) -> dict[str, Any]:
     }
 
 
-async def _generate(task: CandidateTask, ctx: Context, life: Lifecycle) -> dict[str, Any]:
+def _made(record: BranchRecordData) -> Speculation:
+    """A made candidate's speculation record (`_generate` gives every one its approach)."""
+    return cast(Speculation, record["speculation"])
+
+
+async def _generate(task: CandidateTask, ctx: Context, life: Lifecycle) -> BranchRecordData:
     spec = task["candidate"]
     template = (task.get("prompts") or {}).get("candidate")
     identity = {
@@ -71,7 +82,7 @@ async def _generate(task: CandidateTask, ctx: Context, life: Lifecycle) -> dict[
         run_metadata=dict(task["meta"]),
     )
     record.speculation = _approach(spec)
-    return record.model_dump()
+    return branch_data(record)
 
 
 async def _shielded(work: asyncio.Future[Any]) -> Any:
@@ -84,7 +95,7 @@ async def _shielded(work: asyncio.Future[Any]) -> Any:
         raise
 
 
-async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
+async def _check(task: CandidateTask, record: BranchRecordData) -> Speculation:
     """Write the candidate into its own folder and run the check there; the folder is removed
     after."""
     spec, check = task["candidate"], task["check"]
@@ -97,7 +108,7 @@ async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
         await asyncio.to_thread(made.result().remove)
         raise
     except (GitError, OSError) as exc:
-        return {**record["speculation"], "refused": f"its folder could not be made: {exc}"[:300]}
+        return {**_made(record), "refused": f"its folder could not be made: {exc}"[:300]}
     try:
         reply = CandidateAnswer.model_validate(record["output"])
         try:
@@ -108,7 +119,7 @@ async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
                 folder.write(extra.path, extra.content)
         except PathRefused as exc:
             return {
-                **record["speculation"],
+                **_made(record),
                 "refused": f"it writes outside its folder: {exc}"[:300],
             }
         result = await run_check(
@@ -120,10 +131,9 @@ async def _check(task: CandidateTask, record: dict[str, Any]) -> dict[str, Any]:
         )
     finally:
         await _shielded(asyncio.ensure_future(asyncio.to_thread(folder.remove)))
-    result.update(
-        passed_tests=passed_tests(result["output"]), failed_tests=failed_tests(result["output"])
-    )
-    return {**record["speculation"], "check": result}
+    result["passed_tests"] = passed_tests(result["output"])
+    result["failed_tests"] = failed_tests(result["output"])
+    return {**_made(record), "check": result}
 
 
 async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -145,10 +155,10 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
     results = CandidateResults(runtime.store, tenant_of(task.get("tenant")), spec["parent_id"])
     life = Lifecycle([{"state": "PENDING", "at": spec["planned_at"], "reason": ""}])
     life.move("DISPATCHED")
-    record: dict[str, Any] | None = None
+    record: BranchRecordData | None = None
     budget = tally_of(services, task["budget"]) if task.get("budget") is not None else None
 
-    async def attempt() -> dict[str, Any]:
+    async def attempt() -> BranchRecordData:
         nonlocal record
         current = asyncio.current_task()
         if checked and cancel_rest and current is not None:
@@ -172,19 +182,17 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
                     budget.add(record)
                 await results.save(spec["id"], record)
             else:
-                record["speculation"]["reused"] = True  # made before a resume: not asked again
+                _made(record)["reused"] = True  # made before a resume: not asked again
             if budget is not None:
                 budget.add(record)
             if not checked or record["status"] != "ok":
                 if checked:
                     watch.finished(spec["id"], False)
                 return record
-            record["speculation"] = await _check(task, record)
-            found = record["speculation"].get("check") or {}
+            record["speculation"] = checked_spec = await _check(task, record)
+            found = checked_spec.get("check") or {}
             won = watch.finished(spec["id"], bool(found.get("passed")))
-            record["speculation"].update(
-                result="won" if won else "passed" if found.get("passed") else "failed"
-            )
+            checked_spec["result"] = "won" if won else "passed" if found.get("passed") else "failed"
             return record
         except asyncio.CancelledError:
             if spec["id"] not in watch.cancelled:
@@ -198,10 +206,10 @@ async def candidate(state: CandidateTask, runtime: Runtime[Context]) -> dict[str
 def _cancelled(
     spec: CandidateSpec,
     life: Lifecycle,
-    made: dict[str, Any] | None,
+    made: BranchRecordData | None,
     why: str,
     cause: str | None = None,
-) -> dict[str, Any]:
+) -> BranchRecordData:
     """The record of a candidate cancelled because another passed first (or not started: `cause`
     "budget"): kept in the trace, never picked or counted. A candidate already made keeps its reply
     (and its model call's figures).
@@ -210,22 +218,24 @@ def _cancelled(
         return {
             **made,
             "status": "cancelled",
-            "speculation": {**made["speculation"], "result": "cancelled", "why": why},
+            "speculation": {**_made(made), "result": "cancelled", "why": why},
         }
     life.finish("CANCELLED", why)
-    return BranchRecord(
-        id=spec["id"],
-        parent_id=spec["parent_id"],
-        kind="candidate",
-        status="cancelled",
-        model=spec["model"] or None,
-        temperature=spec["temperature"],
-        state=life.state,
-        transitions=life.transitions,
-        cause=cause,
-        error=why if cause else None,
-        speculation={**_approach(spec), "result": "cancelled", "why": why},
-    ).model_dump()
+    return branch_data(
+        BranchRecord(
+            id=spec["id"],
+            parent_id=spec["parent_id"],
+            kind="candidate",
+            status="cancelled",
+            model=spec["model"] or None,
+            temperature=spec["temperature"],
+            state=life.state,
+            transitions=life.transitions,
+            cause=cause,
+            error=why if cause else None,
+            speculation={**_approach(spec), "result": "cancelled", "why": why},
+        )
+    )
 
 
 def candidate_failed(state: CandidateTask, error: NodeError) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from parallax.runtime.services import services_of
 from parallax.state.context import Context, setting
 from parallax.state.payloads import BranchRecord
 from parallax.state.playbook import Operation
-from parallax.state.records import LearnTask, PlaybookItemData, PromptVersion
+from parallax.state.records import LearnTask, PlaybookItemData, PromptVersion, TaskData
 
 
 async def learn_from_task(
@@ -55,7 +55,7 @@ async def learn_from_task(
         runtime.stream_writer
     )  # each task as it ends, for a watching caller (cli/learn_report.py)
 
-    async def bounded(task: dict[str, Any], items: list[PlaybookItemData]) -> dict[str, Any]:
+    async def bounded(task: TaskData, items: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
             run = await learn_one(
                 solve,
@@ -106,7 +106,7 @@ async def learn_from_task(
 
 async def learn_one(
     solve: Solver,
-    task: dict[str, Any],
+    task: TaskData,
     items: list[PlaybookItemData],
     version: int,
     mode: str,
@@ -119,7 +119,7 @@ async def learn_one(
     if task.get(
         "run"
     ):  # a stored run (learn --from-traces): reflected on as it happened, with its signal
-        run = dict(task["run"])
+        run: dict[str, Any] = dict(task["run"])
         used_ids = [i for i in run["used_item_ids"] if i in {item["id"] for item in items}]
     else:
         run = await solve_one(

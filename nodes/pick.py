@@ -6,7 +6,8 @@ See docs/how-it-works.md#speculate-several-approaches-at-once.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
@@ -28,15 +29,17 @@ from parallax.runtime.run_context import context_of
 from parallax.runtime.services import services_of
 from parallax.state.context import Context, setting
 from parallax.state.payloads import BranchRecord, CandidateAnswer, Comparison
+from parallax.state.records import BranchRecordData, CheckResult, Speculation, branch_data
 from parallax.state.solve import SolveState
+from parallax.state.trace_record import CandidateSummary, Match, SpeculationReport
 
 
 async def _verdict(
     state: SolveState,
     ctx: Context,
-    first: dict[str, Any],
-    second: dict[str, Any],
-    records: list[dict[str, Any]],
+    first: BranchRecordData,
+    second: BranchRecordData,
+    records: list[BranchRecordData],
 ) -> str | None:
     """One judge call with `first` shown as A: the letter it chose (None when the call failed)."""
     template = (state.get("prompts") or {}).get("compare")
@@ -59,20 +62,20 @@ async def _verdict(
             temperature=0.0,
             run_metadata=dict(run_metadata(state)),
         )
-    records.append(record.model_dump())
+    records.append(branch_data(record))
     return decision.better if decision is not None else None
 
 
-def _answer(record: dict[str, Any]) -> str:
+def _answer(record: BranchRecordData) -> str:
     return CandidateAnswer.model_validate(record["output"]).answer.strip()
 
 
 async def _tournament(
-    state: SolveState, ctx: Context, ok: list[dict[str, Any]], records: list[dict[str, Any]]
+    state: SolveState, ctx: Context, ok: list[BranchRecordData], records: list[BranchRecordData]
 ) -> Pick:
     by_id = {c["id"]: c for c in ok}
     ids = [c["id"] for c in ok]
-    matches: list[dict[str, Any]] = []
+    matches: list[Match] = []
     while len(ids) > 1:
         if stop := state_reached(
             {**state, "branches": [*state.get("branches", []), *records]}, services_of(ctx)
@@ -108,12 +111,12 @@ async def _tournament(
 async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = context_of(runtime)
     records = [BranchRecord.model_validate(r) for r in state.get("branches", [])]
-    candidates: list[dict[str, Any]] = sorted(
-        (dict(r) for r in state.get("branches", []) if r["kind"] == "candidate"),
+    candidates: list[BranchRecordData] = sorted(
+        (r.copy() for r in state.get("branches", []) if r["kind"] == "candidate"),
         key=lambda r: (r.get("speculation") or {}).get("index", 0),
     )
     checked = bool(state.get("check"))
-    judged: list[dict[str, Any]] = []
+    judged: list[BranchRecordData] = []
     choice = await _choose(state, ctx, candidates, checked, judged)
     failed = [c["id"] for c in candidates if c["status"] not in ("ok", "cancelled")]
     if choice.winner is None:
@@ -124,7 +127,7 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         records, choice.status == "ok", choice.confidence, setting(ctx.ok_confidence)
     )
     partial = f"{len(failed)} of {len(candidates)} candidates failed" if failed else ""
-    report = {
+    report: SpeculationReport = {
         "by": "check" if checked else "judge",
         "winner": choice.winner,
         "status": choice.status,
@@ -150,9 +153,9 @@ async def pick(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
 async def _choose(
     state: SolveState,
     ctx: Context,
-    candidates: list[dict[str, Any]],
+    candidates: list[BranchRecordData],
     checked: bool,
-    judged: list[dict[str, Any]],
+    judged: list[BranchRecordData],
 ) -> Pick:
     """The first candidate that passed its check, else the judges' tournament among those that
     answered (their records added to `judged`); no winner when none answered."""
@@ -165,7 +168,10 @@ async def _choose(
 
 
 def _no_winner(
-    choice: Pick, candidates: list[dict[str, Any]], failed: list[str], judged: list[dict[str, Any]]
+    choice: Pick,
+    candidates: list[BranchRecordData],
+    failed: list[str],
+    judged: list[BranchRecordData],
 ) -> dict[str, Any]:
     """The run's end without a winner: needs review when the budget let none ask, else failed
     with the errors."""
@@ -198,44 +204,38 @@ def _no_winner(
     }
 
 
-def _with_result(record: dict[str, Any], choice: Pick) -> dict[str, Any]:
-    spec = dict(record.get("speculation") or {})
+def _with_result(record: BranchRecordData, choice: Pick) -> BranchRecordData:
+    spec: Speculation = {**(record.get("speculation") or {})}
     if record["id"] == choice.winner:
-        spec.update(result="won", why="")
+        spec["result"], spec["why"] = "won", ""
     else:
-        spec.update(
-            result=spec.get("result") if spec.get("result") == "cancelled" else "lost",
-            why=choice.why_lost.get(record["id"], spec.get("why") or ""),
-        )
+        spec["result"] = "cancelled" if spec.get("result") == "cancelled" else "lost"
+        spec["why"] = choice.why_lost.get(record["id"], spec.get("why") or "")
     return {**record, "speculation": spec}
 
 
-def _summary(record: dict[str, Any]) -> dict[str, Any]:
-    spec = record.get("speculation") or {}
-    check = spec.get("check") or {}
-    return {
+def _summary(record: BranchRecordData) -> CandidateSummary:
+    spec: Speculation = record.get("speculation") or {}
+    check: CheckResult = spec.get("check") or {}
+    summary: CandidateSummary = {
         "id": record["id"],
         "approach": spec.get("approach"),
         "temperature": spec.get("temperature"),
         "status": record["status"],
         "result": spec.get("result"),
         "why": spec.get("why", ""),
-        "check": (
-            {
-                k: check[k]
-                for k in (
-                    "passed",
-                    "exit",
-                    "passed_tests",
-                    "failed_tests",
-                    "timed_out",
-                    "seconds",
-                    "sandbox",
-                )
-                if k in check
-            }
-            or None
-        ),
-        **({"refused": spec["refused"]} if spec.get("refused") else {}),
-        **({"reused": True} if spec.get("reused") else {}),
+        "check": _shown_check(check),
     }
+    if spec.get("refused"):
+        summary["refused"] = spec["refused"]
+    if spec.get("reused"):
+        summary["reused"] = True
+    return summary
+
+
+_SHOWN_CHECK = ("passed", "exit", "passed_tests", "failed_tests", "timed_out", "seconds", "sandbox")
+
+
+def _shown_check(check: Mapping[str, object]) -> CheckResult | None:
+    """What the verification shows of a candidate's check: its figures, not its output."""
+    return cast(CheckResult, {k: check[k] for k in _SHOWN_CHECK if k in check}) or None

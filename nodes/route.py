@@ -26,14 +26,14 @@ from parallax.runtime.run_context import context_of, served, task_scoped_id, ten
 from parallax.runtime.services import services_of
 from parallax.state.context import Context, setting
 from parallax.state.payloads import BranchRecord
-from parallax.state.records import PlaybookItemData
+from parallax.state.records import PlaybookItemData, ServedVersion
 from parallax.state.solve import NEW_RUN, SolveState
 from parallax.state.vocabulary import per_slice
 
 
 async def read_playbook(
     store: BaseStore | None, tenant: str, name: str, thread_key: str = ""
-) -> tuple[int, list[PlaybookItemData], dict[str, Any]]:
+) -> tuple[int, list[PlaybookItemData], ServedVersion]:
     """(version, active items, how it was served) of the tenant's playbook for this thread;
     (0, [], {}) without a store. An unknown playbook other than 'default' is refused."""
     if store is None:
@@ -133,7 +133,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
     thread_key = str((get_config().get("configurable") or {}).get("thread_id") or trace_id)
     tenant, name = tenant_of(state.get("tenant")), state.get("playbook", "default")
     pinned = "playbook_items" in state
-    served: dict[str, dict[str, Any]] = {}
+    served: dict[str, ServedVersion] = {}
     if pinned:
         version, items = state.get("playbook_version", 0), state["playbook_items"]
     else:
@@ -161,7 +161,7 @@ async def route(state: SolveState, runtime: Runtime[Context]) -> dict[str, Any]:
         }
     served.update(
         {
-            f"prompt/{n}": {k: p[k] for k in ("version", "arm", "release_id")}
+            f"prompt/{n}": {"version": p["version"], "arm": p["arm"], "release_id": p["release_id"]}
             for n, p in prompts.items()
         }
     )

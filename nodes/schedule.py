@@ -22,7 +22,8 @@ from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in
 from parallax.state.context import Context
 from parallax.state.learn import LearnState, validation_sample
-from parallax.state.records import LearnTask
+from parallax.state.records import LearnTask, TaskData
+from parallax.state.trace_claims import TraceClaim
 
 
 class InvalidLearnInput(ValueError):
@@ -37,7 +38,7 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     settings = validate_learn_input(state)
     from_traces, tasks = (
         bool(state.get("from_traces")),
-        cast(list[dict[str, Any]], state.get("tasks") or []),
+        cast(list[TaskData], state.get("tasks") or []),
     )
     limit, lease_s = settings["limit"], settings["lease_s"]
     cut = not from_traces and limit is not None and limit < len(tasks)
@@ -50,8 +51,8 @@ async def start(state: LearnState, runtime: Runtime[Context], *, solve: Solver) 
     run_id = (  # the same if this run is taken over and scheduled again
         f"learn-{task_scoped_id()[:12]}"
     )
-    found: dict[str, Any] = {}
-    replay: list[dict[str, Any]] = []
+    found: TraceClaim | dict[str, Any] = {}
+    replay: list[TaskData] = []
     if from_traces:  # its `since` is valid: validate_learn_input parsed it
         tasks, replay, found = await claim_traces(
             runtime.store,
@@ -160,7 +161,7 @@ async def dispatch(state: LearnState, runtime: Runtime[Context]) -> list[Send] |
     """Conditional edge: one branch per task of the current batch, or the end."""
     index, epochs, size = state["batch_index"], state.get("epochs", 1), state.get("batch", 8)
     tasks = cast(
-        list[dict[str, Any]], state.get("tasks") or []
+        list[TaskData], state.get("tasks") or []
     )  # TrainingTasks (stored runs: with their record)
     if index >= batch_count(len(tasks), epochs, size):
         return "__end__"

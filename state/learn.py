@@ -25,7 +25,7 @@ from parallax.state.inputs import (
     TokenBudget,
     Votes,
 )
-from parallax.state.records import PromptVersion
+from parallax.state.records import PromptVersion, TaskData
 from parallax.state.solve import Scorer
 from parallax.state.vocabulary import Mode
 
@@ -71,11 +71,9 @@ def first_said(left: str | None, right: str | None) -> str:
     return left or right or ""
 
 
-def validation_sample(state: LearnState) -> list[dict[str, Any]]:
+def validation_sample(state: LearnState) -> list[TaskData]:
     """The same first `val_size` validation tasks for every gate of the run."""
-    tasks = cast(
-        list[dict[str, Any]], state.get("val_tasks") or []
-    )  # what a TrainingTask is, as a plain dict
+    tasks = cast(list[TaskData], state.get("val_tasks") or [])
     return tasks[: state.get("val_size", 50)]
 
 

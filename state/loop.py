@@ -55,6 +55,18 @@ class LoopInput(TypedDict):
     """The round's budget (USD; tokens): its learn run's (logic/budget.py)."""
 
 
+class GateClaim(TypedDict):
+    """What the offline gate of a round's learn run claimed (logic/loop.py `gate_of`): replayed
+    runs with targets, or nothing."""
+
+    claimed: bool
+    val_size: int
+    before: float | None
+    after: float | None
+    accepted: bool
+    reason: str
+
+
 class LoopOutput(TypedDict):
     round: str
     playbook: str

@@ -6,12 +6,12 @@ Model replies are parsed into state/payloads.py's models instead.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, Required
+from typing import Any, Literal, NotRequired, Required, cast
 
 from typing_extensions import TypedDict
 
 from parallax.state.lifecycle import BranchState, Transition
-from parallax.state.payloads import BranchStatus
+from parallax.state.payloads import BranchRecord, BranchStatus
 from parallax.state.vocabulary import BranchKind, BusinessKind
 
 JsonSchema = dict[str, Any]
@@ -53,6 +53,10 @@ class PromptVersion(PromptText, total=False):
     created_at: str
     gate: dict[str, Any]
     note: str
+    arm: str
+    """As served to a run: production, canary, head or pinned (logic/releases.py)."""
+    release_id: str | None
+    """As served to a run: the gray release it was served by, if any."""
 
 
 class ServedVersion(TypedDict, total=False):
@@ -225,6 +229,40 @@ class TokensData(TypedDict):
     """Of `prompt`, the tokens the endpoint read from its prefix cache (absent in older records)."""
 
 
+class CheckResult(TypedDict, total=False):
+    """A check's or a test command's result (runtime/check_folders.py `run_check`)."""
+
+    passed: bool
+    exit: int | None
+    timed_out: bool
+    output: str
+    passed_tests: int
+    failed_tests: int
+    finished_at: float
+    seconds: float
+    sandbox: str
+    """Where it ran (runtime/sandbox.py)."""
+
+
+class Speculation(TypedDict, total=False):
+    """A speculative candidate's part of its branch record (nodes/candidate.py): its approach, its
+    check and how it fared."""
+
+    approach: str
+    hint: str
+    temperature: float
+    model: str | None
+    index: int
+    check: CheckResult | None
+    result: str
+    """won, passed, failed, lost or cancelled ("" until decided)."""
+    why: str
+    refused: str
+    """Why its answer could not be checked (its folder, or a write outside it)."""
+    reused: bool
+    """Made before a resume: not asked again."""
+
+
 class BranchFields(TypedDict):
     """Every field of `payloads.BranchRecord` but `input`: a branch as a stored trace keeps it
     (state/trace_record.py `TraceBranch`)."""
@@ -251,13 +289,18 @@ class BranchFields(TypedDict):
     backup: dict[str, Any] | None
     prompt: dict[str, Any] | None
     budget_seen: NotRequired[dict[str, Any] | None]
-    speculation: NotRequired[dict[str, Any] | None]
+    speculation: NotRequired[Speculation | None]
 
 
 class BranchRecordData(BranchFields):
     """`payloads.BranchRecord.model_dump()`: a branch's trace as the state's `branches` keeps it."""
 
     input: dict[str, Any] | None
+
+
+def branch_data(record: BranchRecord) -> BranchRecordData:
+    """A branch record as the state's `branches` keeps it."""
+    return cast(BranchRecordData, record.model_dump())
 
 
 class CandidateSpec(TypedDict):
@@ -306,11 +349,36 @@ class CandidateTask(TypedDict):
     (logic/budget.py)."""
 
 
+class ReflectedRun(TypedDict):
+    """The stored run a learn task reflects on as it happened (logic/trace_signal.py)."""
+
+    trace_id: str
+    status: str | None
+    answer: str
+    correct: bool
+    feedback: str
+    scorer: str
+    """The signal it was judged by: target, feedback or status."""
+    used_item_ids: list[str]
+
+
+class TaskData(TypedDict, total=False):
+    """A training or validation task as the learn graph passes it on: a `TrainingTask` as a plain
+    dict, or a stored run's (logic/trace_signal.py), which carries its signal and the run."""
+
+    id: str
+    input: str
+    target: Any
+    scorer: str | None
+    signal: str
+    run: ReflectedRun
+
+
 class LearnTask(TypedDict):
     """The payload of one `Send("learn_from_task", ...)`: a group of training tasks and the playbook
     head they learn from (nodes/schedule.py `dispatch`)."""
 
-    tasks: list[dict[str, Any]]
+    tasks: list[TaskData]
     """Training tasks: {"id", "input", "target"} (logic/task_files.py)."""
     items: list[PlaybookItemData]
     version: int

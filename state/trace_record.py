@@ -13,7 +13,14 @@ from typing import Any, NotRequired, cast
 from typing_extensions import TypedDict
 
 from parallax.state.lifecycle import Transition
-from parallax.state.records import BranchFields, JsonSchema, Provenance, ServedVersion, Spend
+from parallax.state.records import (
+    BranchFields,
+    CheckResult,
+    JsonSchema,
+    Provenance,
+    ServedVersion,
+    Spend,
+)
 from parallax.state.vocabulary import BranchKind
 
 
@@ -67,16 +74,44 @@ class TraceBranch(BranchFields):
     """A plan run: the round of that task."""
 
 
-class CheckResult(TypedDict, total=False):
-    """A check's or a test command's result (runtime/check_folders.py `run_check`)."""
+class Match(TypedDict):
+    """One match of a speculative run's judge tournament (logic/speculation.py `match_result`)."""
 
-    passed: bool
-    exit: int | None
-    timed_out: bool
-    output: str
-    passed_tests: int
-    failed_tests: int
-    finished_at: float
+    first: str
+    second: str
+    winner: str
+    loser: str
+    clear: bool
+    """Both orders of asking chose the same candidate."""
+    why: str
+    verdicts: list[str | None]
+    """The letter chosen with `first` shown as A, then with `second` shown as A (None: failed)."""
+
+
+class CandidateSummary(TypedDict):
+    """One candidate as a speculative run's verification reports it (nodes/pick.py)."""
+
+    id: str
+    approach: str | None
+    temperature: float | None
+    status: str
+    result: str | None
+    why: str
+    check: CheckResult | None
+    refused: NotRequired[str]
+    reused: NotRequired[bool]
+
+
+class SpeculationReport(TypedDict):
+    """How a speculative run picked its answer: `verification["speculation"]` (nodes/pick.py)."""
+
+    by: str
+    """check or judge."""
+    winner: str
+    status: str
+    reason: str
+    matches: list[Match]
+    candidates: list[CandidateSummary]
 
 
 class EditCandidate(TypedDict, total=False):

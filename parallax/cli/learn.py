@@ -43,6 +43,7 @@ from parallax.runtime import settings as settings_mod
 from parallax.runtime.model_note import on_embedded_model
 from parallax.runtime.run_context import resolved
 from parallax.state.context import Context, setting
+from parallax.state.records import TaskData
 from parallax.state.vocabulary import BUSINESS_ROUTES, MODES
 
 LEARN_OPTIONS = {
@@ -77,9 +78,7 @@ def checked_run(graph: str, payload: dict[str, Any], context: Context) -> None:
         fail(as_option(exc, LEARN_OPTIONS))
 
 
-def _tasks(
-    path: Path, skip_bad: bool, what: str, scorer: str | None = None
-) -> list[dict[str, Any]]:
+def _tasks(path: Path, skip_bad: bool, what: str, scorer: str | None = None) -> list[TaskData]:
     """Tasks from a JSONL file; `scorer` (when given) overrides each line's own."""
     from parallax.logic.task_files import SCORER_NAMES, TaskFileError, load_tasks
 
@@ -446,7 +445,7 @@ def evaluate_command(
 
 
 async def run_eval(
-    tasks: list[dict[str, Any]],
+    tasks: list[TaskData],
     name: str,
     tenant: str,
     version: int | None,

@@ -35,6 +35,7 @@ from parallax.runtime.storage.namespaces import StoreError
 if TYPE_CHECKING:
     from parallax.runtime.storage.playbook_store import Candidate, PlaybookStore
     from parallax.state.playbook import PlaybookVersion
+    from parallax.state.release_record import LabelEvent
 
 playbook_app = typer.Typer(
     help=(
@@ -119,7 +120,7 @@ def history(
     """List the versions, oldest first: parent, time, active items, who made it, gate metrics; and
     label moves."""
 
-    async def work(store: PlaybookStore) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def work(store: PlaybookStore) -> tuple[list[dict[str, Any]], list[LabelEvent]]:
         await require_known(store, playbook)
         rows = [summary(v) for v in await store.history(playbook)]
         if with_candidates:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
     from parallax.state.context import Context
+    from parallax.state.records import TaskData
 
 prompts_app = typer.Typer(
     help="Versioned node prompts: show, history, diff, set (gated), rollback, release, canary.",
@@ -231,7 +232,7 @@ async def gate_edit(
     system: str,
     user: str,
     tenant: str,
-    val_tasks: list[dict[str, Any]],
+    val_tasks: list[TaskData],
     mode: str,
     playbook: str,
     approve: bool,
@@ -310,7 +311,7 @@ def set_(
         PromptStore.check_text(name, system, user)
     except StoreError as exc:
         fail(str(exc))
-    tasks: list[dict[str, Any]] = []
+    tasks: list[TaskData] = []
     if val is not None:
         try:
             tasks = load_tasks(val)[0][:val_size]

@@ -5,7 +5,7 @@ The rule that promotes or rolls back: parallax/logic/release_decision.py; see do
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -15,6 +15,7 @@ from parallax.cli.common import AsJson, By, Name, Reason, Tenant, cell, emit, fa
 from parallax.cli.tables import new_table
 from parallax.logic.release_decision import Rule, check_rule, check_share
 from parallax.logic.releases import canary_view, release
+from parallax.state.release_record import Release
 
 Canary = Annotated[
     float | None,
@@ -159,8 +160,9 @@ def release_command(
     if canary is None or canary >= 100:
         Console().print(f"{subject}: v{version} is production (every run)")
     else:
+        base = cast(Release, result)["base"]
         Console().print(
-            f"{subject}: v{version} on canary for {canary:g}% of threads against v{result['base']} "
+            f"{subject}: v{version} on canary for {canary:g}% of threads against v{base} "
             f"({'manual decision' if manual else 'automatic decision'}; see `canary`)"
         )
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from parallax.logic.failures import failures_by_cause, run_failure
 from parallax.logic.playbook_selection import retrieval_text, select_items
 from parallax.logic.scoring import score
 from parallax.runtime.run_context import subgraph_config
 from parallax.state.context import Context, setting
-from parallax.state.records import PlaybookItemData, PromptVersion
+from parallax.state.records import PlaybookItemData, PromptVersion, TaskData
 
 Solver = Any
 """A compiled solve graph (`ainvoke(input, context=...)`), compiled without a checkpointer."""
@@ -23,7 +23,7 @@ Solver = Any
 
 async def solve_one(
     solve: Solver,
-    task: dict[str, Any],
+    task: TaskData,
     items: list[PlaybookItemData],
     version: int,
     ctx: Context,
@@ -70,7 +70,9 @@ async def solve_one(
             "trace_id": "",
             "cause": "crash",
         }
-    verdict = score(run, task.get("target"), task["input"], task.get("scorer", "auto"))
+    # the scorer as given: a caller's explicit null reaches `score` unchanged
+    scorer = cast(str, task.get("scorer", "auto"))
+    verdict = score(run, task.get("target"), task["input"], scorer)
     return {**run, **verdict, "task_id": task.get("id"), **(run_failure(run) or {})}
 
 
@@ -95,7 +97,7 @@ def result_line(run: dict[str, Any], traced: bool = True) -> dict[str, Any]:
 
 async def evaluate(
     solve: Solver,
-    tasks: list[dict[str, Any]],
+    tasks: list[TaskData],
     items: list[PlaybookItemData],
     version: int,
     ctx: Context,
@@ -120,7 +122,7 @@ async def evaluate(
         ctx.embedder,
     )
 
-    async def bounded(task: dict[str, Any], chosen: list[PlaybookItemData]) -> dict[str, Any]:
+    async def bounded(task: TaskData, chosen: list[PlaybookItemData]) -> dict[str, Any]:
         async with limit:
             result = await solve_one(
                 solve, task, chosen, version, ctx, mode, tenant, prompts, votes

@@ -17,6 +17,7 @@ from parallax.logic.scoring import score
 from parallax.logic.vote import normalize_answer
 from parallax.runtime.redaction import redact_value
 from parallax.state.plan import EditStep
+from parallax.state.records import Speculation
 from parallax.state.trace_record import EditCandidate, Message, TraceBranch, TraceRecord, TraceTask
 
 FORMATS = ("sft", "trl", "openai", "kto")
@@ -131,12 +132,12 @@ def _checked(trace: TraceRecord) -> list[TraceBranch]:
     ]
 
 
-def _speculation(candidate: TraceBranch) -> dict[str, Any]:
+def _speculation(candidate: TraceBranch) -> Speculation:
     return candidate.get("speculation") or {}
 
 
 def _passed(candidate: TraceBranch) -> bool:
-    return bool(_speculation(candidate)["check"]["passed"])
+    return bool((_speculation(candidate)["check"] or {})["passed"])
 
 
 def _won(candidate: TraceBranch) -> bool:

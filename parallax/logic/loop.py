@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore
 
@@ -18,6 +18,8 @@ from parallax.runtime.storage.namespaces import StoreError, check_playbook_name,
 from parallax.runtime.storage.store_calls import call_store, scan
 from parallax.runtime.storage.stores import lock_for, playbooks_in
 from parallax.runtime.timestamps import now_iso
+from parallax.state.loop import GateClaim
+from parallax.state.release_record import CanaryState, LabelsRecord, Release
 
 BY = "loop"
 SLOT_S = 3600.0
@@ -58,7 +60,7 @@ async def free_slot(store: BaseStore, tenant: str, playbook: str, round_id: str)
             )
 
 
-async def advance(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any] | None:
+async def advance(store: BaseStore, tenant: str, playbook: str) -> Release | None:
     """Let the rule look at a running canary's counts now (feedback may have corrected trials since
     the last run); the release it decided, or None."""
     labels = playbooks_in(store, tenant).labels(playbook)
@@ -77,7 +79,7 @@ async def advance(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
     return await count_trial(labels, release["id"], "canary", 0, 0)
 
 
-def canary_state(labels: dict[str, Any]) -> dict[str, Any]:
+def canary_state(labels: LabelsRecord) -> CanaryState:
     """The playbook's canary as a round reports it: running (with its counts), or the last
     decision."""
     release = labels.get("release")
@@ -122,7 +124,7 @@ async def prepare(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
         return out
     head = await playbooks.head(playbook)
 
-    def pin(current: dict[str, Any]) -> None:
+    def pin(current: LabelsRecord) -> None:
         if current["production"] is None:
             move_label(
                 current,
@@ -133,7 +135,7 @@ async def prepare(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
             )
 
     record = (await labels.change(pin))[0]
-    production = record["production"]
+    production = cast(int, record["production"])  # pin set it
     out["production"] = production
     if head.version != production:
         served = await playbooks.get(playbook, production)
@@ -153,7 +155,7 @@ async def prepare(store: BaseStore, tenant: str, playbook: str) -> dict[str, Any
 
 async def release_candidate(
     store: BaseStore, tenant: str, playbook: str, learned: dict[str, Any], share: float, rule: Rule
-) -> dict[str, Any]:
+) -> CanaryState:
     """Put the round's accepted candidate on canary; the playbook's canary state after."""
     labels = playbooks_in(store, tenant).labels(playbook)
     if learned.get("accepted") and learned.get("to_version", 0) > learned.get("from_version", 0):
@@ -185,7 +187,7 @@ async def release_candidate(
     return canary_state(await labels.get())
 
 
-def gate_of(learned: dict[str, Any]) -> dict[str, Any]:
+def gate_of(learned: dict[str, Any]) -> GateClaim:
     """What the offline gate of a learn run claimed: replayed runs with targets, or nothing."""
     batches = learned.get("batches") or []
     last = batches[-1] if batches else {}

@@ -17,7 +17,8 @@ from parallax.prompts.templates import LEARN_PROMPTS, SOLVE_PROMPTS
 from parallax.runtime.storage.labels import move_label
 from parallax.runtime.storage.stores import prompts_in
 from parallax.state.context import Context
-from parallax.state.records import PromptVersion
+from parallax.state.records import PromptVersion, TaskData
+from parallax.state.release_record import LabelsRecord
 
 
 async def gate_edit(
@@ -27,7 +28,7 @@ async def gate_edit(
     system: str,
     user: str,
     tenant: str,
-    val_tasks: list[dict[str, Any]],
+    val_tasks: list[TaskData],
     mode: str,
     playbook: str,
     approve: bool,
@@ -90,7 +91,7 @@ async def gate_edit(
         reason = approved(reason)
         gate["approved_without_signal"] = True
 
-    def pin(labels: dict[str, Any]) -> None:
+    def pin(labels: LabelsRecord) -> None:
         if labels["production"] is None:
             move_label(
                 labels,

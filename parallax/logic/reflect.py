@@ -12,12 +12,12 @@ from parallax.prompts.learn import reflect_messages
 from parallax.runtime.branch_call import call_branch
 from parallax.state.context import Context
 from parallax.state.payloads import BranchRecord, Reflection
-from parallax.state.records import PlaybookItemData, PromptVersion
+from parallax.state.records import PlaybookItemData, PromptVersion, TaskData
 
 
 async def reflect(
     run: dict[str, Any],
-    task: dict[str, Any],
+    task: TaskData,
     items: list[PlaybookItemData],
     ctx: Context,
     template: PromptVersion | None = None,

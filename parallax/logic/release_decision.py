@@ -7,9 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Literal, cast
+
+from parallax.state.records import ServedVersion
+from parallax.state.release_record import (
+    ArmCounts,
+    LabelsRecord,
+    LookFigures,
+    ReleaseArms,
+    RuleData,
+)
 
 Arm = Literal["production", "canary"]
 Verdict = Literal["promote", "rollback", "undecided"]
@@ -37,8 +46,13 @@ class Rule:
     def z(self) -> float:
         return NormalDist().inv_cdf(1 - self.error_rate / len(self.looks()))
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> RuleData:
+        return {
+            "error_rate": self.error_rate,
+            "margin": self.margin,
+            "min_runs": self.min_runs,
+            "max_runs": self.max_runs,
+        }
 
 
 def check_rule(error_rate: float, margin: float, min_runs: int, max_runs: int) -> Rule:
@@ -69,21 +83,23 @@ def assigned_arm(subject: str, thread_key: str, share: float) -> Arm:
 
 
 def served_version(
-    labels: dict[str, Any],
+    labels: LabelsRecord,
     head_version: int,
     subject: str,
     thread_key: str,
     allow_canary: bool = True,
-) -> dict[str, Any]:
+) -> ServedVersion:
     """What a run on `thread_key` gets from a labels record (runtime/storage/labels.py):
     {"version", "arm" (production | canary | head), "release_id"}. Without labels: the head."""
     release = labels.get("release") if allow_canary else None
+    production = labels.get("production")
     if release:
         arm = assigned_arm(subject, thread_key, release["share"])
-        version = release["version"] if arm == "canary" else labels["production"]
+        # a running canary has a production version: start_release pins one
+        version = release["version"] if arm == "canary" else cast(int, production)
         return {"version": version, "arm": arm, "release_id": release["id"]}
-    if labels.get("production") is not None:
-        return {"version": labels["production"], "arm": "production", "release_id": None}
+    if production is not None:
+        return {"version": production, "arm": "production", "release_id": None}
     return {"version": head_version, "arm": "head", "release_id": None}
 
 
@@ -106,10 +122,10 @@ def wilson(successes: int, runs: int, z: float = WILSON_Z) -> tuple[float, float
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def difference(canary: dict[str, Any], production: dict[str, Any]) -> tuple[float, float]:
+def difference(canary: ArmCounts, production: ArmCounts) -> tuple[float, float]:
     """(canary rate - production rate, its Agresti-Caffo standard error)."""
 
-    def adjusted(arm: dict[str, Any]) -> tuple[float, int]:
+    def adjusted(arm: ArmCounts) -> tuple[float, int]:
         n = arm["runs"] + 2
         return (arm["successes"] + 1) / n, n
 
@@ -119,8 +135,8 @@ def difference(canary: dict[str, Any], production: dict[str, Any]) -> tuple[floa
 
 
 def decide(
-    arms: dict[str, dict[str, Any]], rule: Rule, next_look: int
-) -> tuple[Verdict | None, int, dict[str, Any]]:
+    arms: ReleaseArms, rule: Rule, next_look: int
+) -> tuple[Verdict | None, int, LookFigures]:
     """(verdict or None while collecting, the next look index, the figures of the look).
 
     Called after every counted run; it acts only when the smaller arm reaches the next look."""
@@ -130,7 +146,7 @@ def decide(
         return None, next_look, {}
     d, se = difference(arms["canary"], arms["production"])
     z = rule.z()
-    figures = {
+    figures: LookFigures = {
         "look": next_look + 1,
         "looks": len(looks),
         "runs_per_arm": smaller,
@@ -149,7 +165,7 @@ def decide(
     return None, next_look + 1, figures
 
 
-def explain(verdict: Verdict, figures: dict[str, Any], rule: Rule) -> str:
+def explain(verdict: Verdict, figures: LookFigures, rule: Rule) -> str:
     """The reason recorded with an automatic decision."""
     d, look = (
         figures["difference"],

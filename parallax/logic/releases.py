@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore
 
 from parallax.logic.release_decision import (
+    Arm,
     Rule,
     decide,
     difference,
@@ -27,7 +28,14 @@ from parallax.runtime.storage.namespaces import StoreError
 from parallax.runtime.storage.stores import playbooks_in, prompts_in, traces_in
 from parallax.runtime.timestamps import now_iso
 from parallax.state.playbook import PlaybookVersion
-from parallax.state.records import ServedVersion
+from parallax.state.records import PromptVersion, ServedVersion
+from parallax.state.release_record import (
+    ArmCounts,
+    DecidedRelease,
+    LabelsRecord,
+    LookFigures,
+    Release,
+)
 from parallax.state.trace_record import TraceRecord
 
 AUTO = "auto"
@@ -49,7 +57,7 @@ def labels_of(store: BaseStore, tenant: str, subject: str) -> LabelStore:
 
 async def serve_playbook(
     store: BaseStore, tenant: str, name: str, thread_key: str
-) -> tuple[PlaybookVersion, dict[str, Any]]:
+) -> tuple[PlaybookVersion, ServedVersion]:
     """The playbook version a run on `thread_key` gets, and how it was chosen."""
     playbooks = playbooks_in(store, tenant)
     head = await playbooks.head(name)
@@ -68,18 +76,15 @@ async def serve_prompts(
     names: tuple[str, ...],
     thread_key: str,
     allow_canary: bool = True,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, PromptVersion]:
     """name -> {"name", "version", "system", "user", "arm", "release_id"} for each prompt a run may
     use. Without a store, the defaults (version 0). `allow_canary=False` (evaluations) never serves
     a canary.
     """
     if store is None:
-        return {
-            n: {"name": n, "version": 0, **DEFAULTS[n].text(), "arm": "head", "release_id": None}
-            for n in names
-        }
+        return {n: _default_prompt(n) for n in names}
     prompts = prompts_in(store, tenant)
-    out = {}
+    out: dict[str, PromptVersion] = {}
     for name, (head, labels) in (await prompts.heads_and_labels(names)).items():
         served = served_version(labels, head["version"], f"prompt/{name}", thread_key, allow_canary)
         record = (
@@ -98,17 +103,30 @@ async def serve_prompts(
     return out
 
 
+def _default_prompt(name: str) -> PromptVersion:
+    text = DEFAULTS[name].text()
+    return {
+        "name": name,
+        "version": 0,
+        "system": text["system"],
+        "user": text["user"],
+        "arm": "head",
+        "release_id": None,
+    }
+
+
 # --- moving labels ---------------------------------------------------------------------
 
 
 def _finish(
-    labels: dict[str, Any], decision: str, by: str, why: str, figures: dict[str, Any] | None = None
-) -> dict[str, Any]:
+    labels: LabelsRecord, decision: str, by: str, why: str, figures: LookFigures | None = None
+) -> Release:
     release = labels["release"]
+    assert release is not None  # every caller checked there is one
     if decision == "promote":
         move_label(labels, "production", release["version"], by, why, release_id=release["id"])
     move_label(labels, "canary", None, by, why, release_id=release["id"], decision=decision)
-    done = {
+    done: Release = {
         **release,
         "decision": decision,
         "decided_by": by,
@@ -130,11 +148,11 @@ async def start_release(
     rule: Rule,
     manual: bool,
     production: int,
-) -> dict[str, Any]:
+) -> Release:
     """Put `version` on canary for `share` percent of threads. `production` is pinned as the
     production version when none is set yet (the version runs were getting before)."""
 
-    def change(record: dict[str, Any]) -> dict[str, Any]:
+    def change(record: LabelsRecord) -> Release:
         if record["release"]:
             raise StoreError(
                 f"{labels.what} already has v{record['release']['version']} on canary: "
@@ -146,7 +164,7 @@ async def start_release(
             )
         if record["production"] == version:
             raise StoreError(f"v{version} is already the production version of {labels.what}")
-        release = {
+        release: Release = {
             "id": uuid.uuid4().hex[:12],
             "version": version,
             "base": record["production"],
@@ -168,15 +186,15 @@ async def start_release(
         record["release"] = release
         return release
 
-    started: dict[str, Any] = (await labels.change(change))[1]
+    started: Release = (await labels.change(change))[1]
     return started
 
 
-async def set_production(labels: LabelStore, version: int, by: str, why: str) -> dict[str, Any]:
+async def set_production(labels: LabelStore, version: int, by: str, why: str) -> LabelsRecord:
     """Serve `version` to every run; a running canary ends (promoted if it was `version`, else
     rolled back)."""
 
-    def change(record: dict[str, Any]) -> None:
+    def change(record: LabelsRecord) -> None:
         if record["release"]:
             _finish(
                 record,
@@ -187,36 +205,36 @@ async def set_production(labels: LabelStore, version: int, by: str, why: str) ->
         if record["production"] != version:
             move_label(record, "production", version, by, why)
 
-    labels_now: dict[str, Any] = (await labels.change(change))[0]
+    labels_now: LabelsRecord = (await labels.change(change))[0]
     return labels_now
 
 
-async def end_release(labels: LabelStore, decision: str, by: str, why: str) -> dict[str, Any]:
+async def end_release(labels: LabelStore, decision: str, by: str, why: str) -> Release:
     """A person's decision on the running canary: "promote" or "rollback"."""
 
-    def change(record: dict[str, Any]) -> dict[str, Any]:
+    def change(record: LabelsRecord) -> Release:
         if not record["release"]:
             raise StoreError(
                 f"{labels.what} has no canary running: start one with `release V --canary PERCENT`"
             )
         return _finish(record, decision, by, why)
 
-    ended: dict[str, Any] = (await labels.change(change))[1]
+    ended: Release = (await labels.change(change))[1]
     return ended
 
 
 async def count_trial(
     labels: LabelStore, release_id: str, arm: str, runs: int, successes: int
-) -> dict[str, Any] | None:
+) -> Release | None:
     """Add one run's trial (runs=1) or correct one after feedback (runs=0, successes=+-1), then
     apply the rule unless the release is manual. Returns the finished release when this call decided
     it. A trial for a release that has ended is ignored."""
 
-    def change(record: dict[str, Any]) -> object:
+    def change(record: LabelsRecord) -> object:
         release = record["release"]
         if not release or release["id"] != release_id:
             return UNCHANGED
-        counts = release["arms"][arm]
+        counts = release["arms"][cast(Arm, arm)]
         counts["runs"] += runs
         counts["successes"] = min(counts["runs"], max(0, counts["successes"] + successes))
         if release["manual"] or release["status"] == "undecided":
@@ -228,18 +246,19 @@ async def count_trial(
         if verdict in ("promote", "rollback"):
             return _finish(record, verdict, AUTO, explain(verdict, figures, rule), figures)
         if verdict == "undecided":
-            release.update(status="undecided", undecided_reason=explain(verdict, figures, rule))
+            release["status"] = "undecided"
+            release["undecided_reason"] = explain(verdict, figures, rule)
         return None
 
-    decided: dict[str, Any] | None = (await labels.change(change))[1]
+    decided: Release | None = (await labels.change(change))[1]
     return decided
 
 
 async def count_run(
     store: BaseStore, tenant: str, served: Mapping[str, ServedVersion], success: bool
-) -> list[dict[str, Any]]:
+) -> list[DecidedRelease]:
     """Count a finished run in every release that served it; the releases this run decided."""
-    decided = []
+    decided: list[DecidedRelease] = []
     for subject, choice in sorted(served.items()):
         if release_id := choice.get("release_id"):
             done = await count_trial(
@@ -249,7 +268,10 @@ async def count_run(
                 decided.append(
                     {
                         "subject": subject,
-                        **{k: done[k] for k in ("id", "version", "decision", "why")},
+                        "id": done["id"],
+                        "version": done["version"],
+                        "decision": done["decision"],
+                        "why": done["why"],
                     }
                 )
     return decided
@@ -284,7 +306,7 @@ async def release(
     why: str,
     rule: Rule,
     manual: bool,
-) -> dict[str, Any]:
+) -> Release | LabelsRecord:
     """Check the version exists, then start the canary (or set production)."""
     kind, _, name = subject.partition("/")
     if kind == "playbook":
@@ -311,7 +333,8 @@ async def release(
     )
 
 
-def arm_view(counts: dict[str, Any], traces: list[TraceRecord]) -> dict[str, Any]:
+def arm_view(counts: ArmCounts, traces: list[TraceRecord]) -> dict[str, Any]:
+    """One arm's counts with its success rate, interval and run metrics (shown, not stored)."""
     low, high = wilson(counts["successes"], counts["runs"])
     rate = round(counts["successes"] / counts["runs"], 4) if counts["runs"] else None
     stats = summarize(traces)
@@ -339,7 +362,7 @@ async def canary_view(store: BaseStore, tenant: str, subject: str) -> dict[str, 
     """The labels, the running (or last) release with both arms' metrics and intervals."""
     labels = await labels_of(store, tenant, subject).get()
     release = labels["release"] or (labels["releases"][-1] if labels["releases"] else None)
-    view = {
+    view: dict[str, Any] = {
         "subject": subject,
         "production": labels["production"],
         "canary": labels["canary"],

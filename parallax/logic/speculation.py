@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from parallax.runtime import linear_regex
 from parallax.state.context import Context, setting
 from parallax.state.records import CandidateSpec, CheckSpec
 from parallax.state.solve import SolveState
+from parallax.state.trace_record import Match
 
 DEFAULT_CANDIDATES = 3
 DEFAULT_CHECK_FILE = "candidate.txt"
@@ -162,10 +164,10 @@ class Pick:
     reason: str
     why_lost: dict[str, str] = field(default_factory=dict)
     """Candidate id -> why it did not win (the trace shows it)."""
-    matches: list[dict[str, Any]] = field(default_factory=list)
+    matches: list[Match] = field(default_factory=list)
 
 
-def pick_checked(candidates: list[dict[str, Any]]) -> Pick:
+def pick_checked(candidates: Sequence[Mapping[str, Any]]) -> Pick:
     """Among checked candidate records (`speculation.check` set), the first that passed (by the time
     its check finished); with none passing, the one with the most passing tests (then the earliest),
     `needs_review`.
@@ -234,7 +236,7 @@ def pick_checked(candidates: list[dict[str, Any]]) -> Pick:
     )
 
 
-def _check_summary(check: dict[str, Any]) -> str:
+def _check_summary(check: Mapping[str, Any]) -> str:
     if check.get("timed_out"):
         return "timed out"
     return f"exit {check.get('exit')}, {check.get('passed_tests', 0)} passed"
@@ -252,7 +254,7 @@ def pairs(ids: list[str]) -> tuple[list[tuple[str, str]], str | None]:
 
 def match_result(
     first: str, second: str, asked_first_as_a: str | None, asked_second_as_a: str | None
-) -> dict[str, Any]:
+) -> Match:
     """A match from its two verdicts: `asked_first_as_a` is the letter the judge chose with `first`
     shown as A, `asked_second_as_a` the letter with `second` shown as A. Clear only when both name
     the same candidate; an unclear match goes on with `first` (the earlier candidate), marked so the
@@ -282,7 +284,7 @@ def match_result(
     }
 
 
-def tournament_pick(ids: list[str], matches: list[dict[str, Any]]) -> Pick:
+def tournament_pick(ids: list[str], matches: list[Match]) -> Pick:
     """The pick from a finished tournament's matches: `ok` only when every match the winner played
     was clear."""
     if not matches:

@@ -121,10 +121,8 @@ async def run_speculative_edit(
                 summary.update(result="lost", why=outcome.reason or "changed nothing")
                 return summary
             check = await run_check(test_command, tree.root, tree.root, timeout_s, readable=[repo])
-            check.update(
-                passed_tests=passed_tests(check["output"]),
-                failed_tests=failed_tests(check["output"]),
-            )
+            check["passed_tests"] = passed_tests(check["output"])
+            check["failed_tests"] = failed_tests(check["output"])
             won = watch.finished(cid, check["passed"])
             summary.update(
                 check={k: v for k, v in check.items() if k != "output"}

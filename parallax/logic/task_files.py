@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+
+from parallax.state.records import TaskData
 
 INPUT_KEYS = ("context", "question", "input")
 TARGET_KEYS = ("target", "answer")
@@ -19,7 +20,7 @@ class TaskFileError(ValueError):
     """A task file cannot be used as it is; the message names the file and line."""
 
 
-def parse_task(obj: object) -> dict[str, Any]:
+def parse_task(obj: object) -> TaskData:
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     text = next(
@@ -36,7 +37,7 @@ def parse_task(obj: object) -> dict[str, Any]:
     return {"input": text, "target": target, "scorer": scorer}
 
 
-def load_tasks(path: Path, *, skip_bad: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+def load_tasks(path: Path, *, skip_bad: bool = False) -> tuple[list[TaskData], list[str]]:
     """(tasks, problems). Without `skip_bad` the first problem raises TaskFileError."""
     if not path.is_file():
         raise TaskFileError(f"task file not found: {path}")

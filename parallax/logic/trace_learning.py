@@ -22,6 +22,8 @@ from parallax.logic.trace_signal import (
     task_text,
 )
 from parallax.runtime.storage.stores import consumed_in, playbooks_in, traces_in
+from parallax.state.records import TaskData
+from parallax.state.trace_claims import BatchRuns, ReflectionFailure, TraceClaim
 from parallax.state.trace_record import TraceRecord
 
 LEASE_S = 1800.0
@@ -40,7 +42,7 @@ async def claim_traces(
     limit: int | None = None,
     lease_s: float = LEASE_S,
     val_size: int = 50,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[TaskData], list[TaskData], TraceClaim]:
     """(learn tasks for the claimed runs, replay tasks for the gate, a summary of what was
     considered). A bad `since` raises BadFilter."""
     after = parse_since(since)
@@ -69,7 +71,7 @@ async def claim_traces(
     replay = [
         replay_task(t) for t in reversed(traces) if t.get("target") is not None and task_text(t)
     ][:val_size]
-    summary = {
+    summary: TraceClaim = {
         "considered": len(traces),
         "no_signal": no_signal,
         "task_not_kept": no_task,
@@ -88,7 +90,7 @@ async def claim_traces(
     return tasks, replay, summary
 
 
-def reflection_failure(run: dict[str, Any]) -> dict[str, Any]:
+def reflection_failure(run: dict[str, Any]) -> ReflectionFailure:
     """{"cause", "error", "counts"} of a learn run whose reflection failed: the failed reflect
     branch's, else (the task crashed before it) the run's; `counts` when the reply came back and
     could not be used."""
@@ -136,7 +138,7 @@ async def consume_runs(
     round_id: str,
     runs: list[dict[str, Any]],
     dropped: bool = False,
-) -> dict[str, int]:
+) -> BatchRuns:
     """Mark the runs a batch reflected on consumed, and release the ones whose reflection failed.
 
     `dropped`: leave them, since the batch was not committed because another round took some of

@@ -5,10 +5,11 @@ Strongest first: its target, a person's feedback, its status (docs/data-loop.md,
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from parallax.logic.failures import run_failure
 from parallax.logic.run_record import latest_score
+from parallax.state.records import TaskData
 from parallax.state.trace_record import TraceRecord
 
 Source = Literal["target", "feedback", "status"]
@@ -83,7 +84,7 @@ def served_by(trace: TraceRecord, playbook: str) -> bool:
     return f"playbook/{playbook}" in (trace.get("served") or {})
 
 
-def learn_task(trace: TraceRecord, signal: Signal) -> dict[str, Any]:
+def learn_task(trace: TraceRecord, signal: Signal) -> TaskData:
     """The learn graph's task for a stored run: its input, target, and the run itself (`run`), so
     the run is reflected on as it happened instead of being solved again."""
     used = sorted({i for b in trace.get("branches", []) for i in b.get("playbook_item_ids", [])})
@@ -105,7 +106,7 @@ def learn_task(trace: TraceRecord, signal: Signal) -> dict[str, Any]:
     }
 
 
-def replay_task(trace: TraceRecord) -> dict[str, Any]:
+def replay_task(trace: TraceRecord) -> TaskData:
     """A stored run with a known target as a validation task for the offline gate."""
     return {
         "id": trace["trace_id"],

@@ -12,11 +12,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from parallax.runtime.run_context import refuse_when_served
 from parallax.runtime.sandbox import run_command
 from parallax.runtime.worktrees import Worktree, head_commit, path_part, work_folder
+from parallax.state.records import CheckResult
 
 OUTPUT_CHARS = 3000
 
@@ -68,7 +68,7 @@ class CheckFolder:
 
 async def run_check(
     command: str, folder: Path, file: Path, timeout_s: float, readable: Sequence[Path] = ()
-) -> dict[str, Any]:
+) -> CheckResult:
     """Run `command` in `folder` (the candidate's file at `file`, also in PARALLAX_CANDIDATE_FILE),
     confined (runtime/sandbox.py; `readable`: the repository a worktree belongs to); exit 0 passes.
     `sandbox` says where it ran. Cancelled: everything it started is killed and the cancellation

@@ -6,12 +6,13 @@ See docs/internals/storage.md#records-kept-for-a-resume.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from langgraph.store.base import BaseStore
 
 from parallax.runtime.storage.namespaces import candidates_namespace, check_tenant
 from parallax.runtime.storage.store_calls import call_store
+from parallax.state.records import BranchRecordData
 
 
 class CandidateResults:
@@ -21,12 +22,12 @@ class CandidateResults:
     def __init__(self, store: BaseStore | None, tenant: str, trace_id: str) -> None:
         self.store, self.namespace = store, candidates_namespace(check_tenant(tenant), trace_id)
 
-    async def save(self, candidate_id: str, record: dict[str, Any]) -> None:
+    async def save(self, candidate_id: str, record: BranchRecordData) -> None:
         if self.store is not None:
             await call_store(self.store, "put", self.namespace, candidate_id, record, index=False)
 
-    async def load(self, candidate_id: str) -> dict[str, Any] | None:
+    async def load(self, candidate_id: str) -> BranchRecordData | None:
         if self.store is None:
             return None
         item = await call_store(self.store, "get", self.namespace, candidate_id)
-        return dict(item.value) if item is not None else None
+        return cast(BranchRecordData, dict(item.value)) if item is not None else None

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, TypeGuard
+from typing import NamedTuple, TypeGuard, cast
 
 from langgraph.store.base import BaseStore
 
 from parallax.runtime.storage.commit_locks import CommitLock
 from parallax.runtime.storage.namespaces import check_playbook_name, check_tenant
 from parallax.runtime.storage.store_calls import call_store, scan
+from parallax.state.trace_claims import ClaimOutcomes, ClaimRecord, FailureNote, ReflectionFailure
 
 MAX_FAILURES = 3
 """Counted failures after which a run is given up as unlearnable. Why: a run the model can never
@@ -72,19 +73,19 @@ class ConsumedStore:
         self.tenant, self.playbook = check_tenant(tenant), check_playbook_name(playbook)
         self.namespace = consumed_namespace(self.tenant, self.playbook)
 
-    async def records(self) -> dict[str, dict[str, Any]]:
+    async def records(self) -> dict[str, ClaimRecord]:
         """trace id -> its record."""
-        return await scan(self.store, self.namespace)
+        return cast(dict[str, ClaimRecord], await scan(self.store, self.namespace))
 
     @staticmethod
-    def taken(record: dict[str, Any] | None, at: datetime) -> bool:
+    def taken(record: ClaimRecord | None, at: datetime) -> bool:
         """Consumed, or claimed by a round whose claim has not expired."""
         if record is None:
             return False
         return record["state"] == "consumed" or datetime.fromisoformat(record["until"]) > at
 
     @classmethod
-    def waiting(cls, record: dict[str, Any] | None, at: datetime) -> bool:
+    def waiting(cls, record: ClaimRecord | None, at: datetime) -> bool:
         """Released after a failed reflection and put off: no round may take it before
         `not_before`."""
         return (
@@ -137,24 +138,25 @@ class ConsumedStore:
                 # an expired claim keeps its failures (the count runs across rounds), not its dead
                 # round's key
                 kept = {k: v for k, v in records.get(trace_id, {}).items() if k != "commit_key"}
+                claimed: ClaimRecord = {
+                    **cast(ClaimRecord, kept),
+                    "trace_id": trace_id,
+                    "state": "claimed",
+                    "round": round_id,
+                    "at": stamp(at),
+                    "until": until,
+                }
                 await call_store(
                     self.store,
                     "put",
                     self.namespace,
                     trace_id,
-                    {
-                        **kept,
-                        "trace_id": trace_id,
-                        "state": "claimed",
-                        "round": round_id,
-                        "at": stamp(at),
-                        "until": until,
-                    },
+                    claimed,
                     index=False,
                 )
             return Claim(chosen, len(unique) - len(free) - len(waiting), finished, len(waiting))
 
-    def _dead_key(self, record: dict[str, Any] | None, at: datetime) -> str | None:
+    def _dead_key(self, record: ClaimRecord | None, at: datetime) -> str | None:
         """The commit key an expired claim names, or None."""
         if (
             record is None
@@ -179,7 +181,7 @@ class ConsumedStore:
     async def _finish_dead_commits(
         self,
         trace_ids: list[str],
-        records: dict[str, dict[str, Any]],
+        records: dict[str, ClaimRecord],
         at: datetime,
         settled: dict[str, bool],
     ) -> int:
@@ -203,7 +205,7 @@ class ConsumedStore:
         return finished
 
     @staticmethod
-    def _owns(record: dict[str, Any] | None, round_id: str) -> TypeGuard[dict[str, Any]]:
+    def _owns(record: ClaimRecord | None, round_id: str) -> TypeGuard[ClaimRecord]:
         """The round's claim still stands: no other round has claimed the run since, and it is not
         consumed. (It may have expired: until another round claims the run, the lock makes it the
         round's still.)"""
@@ -213,12 +215,12 @@ class ConsumedStore:
         self,
         trace_ids: Iterable[str],
         round_id: str,
-        change: Callable[[str, dict[str, Any]], dict[str, Any]],
-    ) -> list[dict[str, Any]]:
+        change: Callable[[str, ClaimRecord], ClaimRecord],
+    ) -> list[ClaimRecord]:
         """Under the lock, write `change(trace id, record)` over the round's own claims among
         `trace_ids`; claims another round holds now (this one's expired and were taken) and consumed
         runs are left alone. The records written."""
-        written = []
+        written: list[ClaimRecord] = []
         async with self.lock.hold(f"consumed/{self.tenant}/{self.playbook}"):
             records = await self.records()
             for trace_id in trace_ids:
@@ -268,16 +270,16 @@ class ConsumedStore:
             )
         )
 
-    async def release(self, failed: Mapping[str, dict[str, Any]], round_id: str) -> list[str]:
+    async def release(self, failed: Mapping[str, ReflectionFailure], round_id: str) -> list[str]:
         """End the round's claims on runs whose reflection failed, `failed`: trace id -> {"cause",
         "error", "counts"}, and put them off (`not_before`) for the next try; a counted failure that
         reaches MAX_FAILURES consumes the run as unlearnable instead. The ids given up."""
 
-        def failed_once(trace_id: str, record: dict[str, Any]) -> dict[str, Any]:
+        def failed_once(trace_id: str, record: ClaimRecord) -> ClaimRecord:
             failure, at = failed[trace_id], now()
             failures = int(record.get("failures", 0)) + bool(failure["counts"])
             tries = int(record.get("failed_tries", 0)) + 1
-            last = {
+            last: FailureNote = {
                 "cause": failure["cause"],
                 "error": failure["error"],
                 "round": round_id,
@@ -293,13 +295,15 @@ class ConsumedStore:
                 "not_before": stamp(at + timedelta(seconds=retry_after_s(tries))),
             }
             if failures >= MAX_FAILURES:
-                record.update(state="consumed", outcome="unlearnable", reason=failure["error"])
+                record["state"] = "consumed"
+                record["outcome"] = "unlearnable"
+                record["reason"] = failure["error"]
             return record
 
         written = await self._rewrite_own(list(failed), round_id, failed_once)
         return [r["trace_id"] for r in written if r["state"] == "consumed"]
 
-    async def outcomes(self) -> dict[str, Any]:
+    async def outcomes(self) -> ClaimOutcomes:
         """How many runs were learned from, given up as unlearnable, are claimed now, are put off
         after failed reflections (`waiting`, the first of them free again at `next_try_at`), and
         wait to be taken again (`to_retry`: a claim that ended without the run being learned, free
@@ -321,6 +325,10 @@ class ConsumedStore:
         )
         put_off = [r["not_before"] for r in records if self.waiting(r, at)]
         return {
-            **{k: counts[k] for k in ("learned", "unlearnable", "claimed", "waiting", "to_retry")},
+            "learned": counts["learned"],
+            "unlearnable": counts["unlearnable"],
+            "claimed": counts["claimed"],
+            "waiting": counts["waiting"],
+            "to_retry": counts["to_retry"],
             "next_try_at": min(put_off, key=datetime.fromisoformat) if put_off else None,
         }

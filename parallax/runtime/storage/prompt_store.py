@@ -13,10 +13,11 @@ from langgraph.store.base import BaseStore, GetOp
 from parallax.prompts.templates import DEFAULTS, problems
 from parallax.runtime.storage.commit_locks import CommitLock, LocalLock
 from parallax.runtime.storage.labels import KEY as LABELS_KEY
-from parallax.runtime.storage.labels import LabelStore, empty_labels
+from parallax.runtime.storage.labels import LabelStore, as_labels, empty_labels
 from parallax.runtime.storage.namespaces import NotFound, StoreError, check_tenant
 from parallax.runtime.storage.store_calls import call_store, scan
 from parallax.runtime.timestamps import now_iso
+from parallax.state.release_record import LabelsRecord
 
 
 def prompt_namespace(tenant: str, name: str) -> tuple[str, str, str]:
@@ -79,7 +80,7 @@ class PromptStore:
 
     async def heads_and_labels(
         self, names: tuple[str, ...]
-    ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    ) -> dict[str, tuple[dict[str, Any], LabelsRecord]]:
         """For each name, (head, labels) in one batched read (a solve run reads four prompts per
         run)."""
         ops = [GetOp(self._ns(n), key) for n in names for key in ("head", LABELS_KEY)]
@@ -89,7 +90,7 @@ class PromptStore:
             head, labels = found[2 * i], found[2 * i + 1]
             out[name] = (
                 dict(head.value) if head else default_version(name),
-                {**empty_labels(), **dict(labels.value)} if labels else empty_labels(),
+                as_labels(labels.value) if labels else empty_labels(),
             )
         return out
 
