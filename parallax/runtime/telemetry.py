@@ -365,41 +365,19 @@ def export_trace(trace: TraceRecord, parent: OtelContext | None = None) -> int:
     for branch in trace.get("branches", []):
         parent_ctx = parents.get((branch.get("task"), branch.get("round", 0)), parents[None])
         backup = branch.get("backup") or {}
-        if not backup:
-            made += _branch(
-                tracer,
-                trace_id,
-                root,
-                parent_ctx,
-                branch,
-                branch.get("transitions") or [],
-                "",
-                content,
+        copies = [("", branch.get("transitions") or [])]
+        if backup:
+            won, lost = (
+                ("backup", "original")
+                if backup.get("winner") == "backup"
+                else ("original", "backup")
             )
-            continue
-        won, lost = (
-            ("backup", "original") if backup.get("winner") == "backup" else ("original", "backup")
-        )
-        made += _branch(
-            tracer,
-            trace_id,
-            root,
-            parent_ctx,
-            branch,
-            branch.get("transitions") or [],
-            won,
-            content,
-        )
-        made += _branch(
-            tracer,
-            trace_id,
-            root,
-            parent_ctx,
-            branch,
-            backup.get("other_transitions") or [],
-            lost,
-            content,
-        )
+            copies = [
+                (won, branch.get("transitions") or []),
+                (lost, backup.get("other_transitions") or []),
+            ]
+        for copy, transitions in copies:
+            made += _branch(tracer, trace_id, root, parent_ctx, branch, transitions, copy, content)
     _status(run, trace.get("status") == "failed", trace.get("reason") or "")
     run.end(end_time=_ns(ended))
     return made
