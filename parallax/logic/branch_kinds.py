@@ -67,6 +67,7 @@ class KindRules:
 
 
 def spread(low: float, high: float, n: int) -> list[float]:
+    """`n` temperatures evenly from `low` to `high` (votes' and speculative candidates')."""
     return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 3) for i in range(n)]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from parallax.logic.branch_kinds import spread
 from parallax.prompts.solve import candidate_messages
 from parallax.runtime import linear_regex
 from parallax.state.context import Context, setting
@@ -51,10 +52,6 @@ PASSED = linear_regex.compile(r"(\d+) passed")
 FAILED = linear_regex.compile(r"(\d+) (?:failed|errors?)")
 RAN = linear_regex.compile(r"^Ran (\d+) tests?", multiline=True)
 UNITTEST_BAD = linear_regex.compile(r"(?:failures|errors)=(\d+)")
-
-
-def spread(low: float, high: float, n: int) -> list[float]:
-    return [low] if n == 1 else [round(low + (high - low) * i / (n - 1), 3) for i in range(n)]
 
 
 def candidates_of(state: SolveState) -> int:

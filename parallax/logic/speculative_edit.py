@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from parallax.logic.branch_kinds import spread
 from parallax.logic.candidate_watch import CandidateWatch
 from parallax.logic.edit_agent import EditOutcome, run_edit
 from parallax.logic.speculation import (
@@ -19,7 +20,6 @@ from parallax.logic.speculation import (
     TEMPERATURE_LOW,
     failed_tests,
     passed_tests,
-    spread,
 )
 from parallax.runtime.check_folders import run_check
 from parallax.runtime.worktrees import Worktree, git, repo_lock
